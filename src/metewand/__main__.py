@@ -1,0 +1,3 @@
+from metewand.cli.main import main
+
+main()

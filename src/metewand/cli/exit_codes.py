@@ -1,0 +1,7 @@
+"""Exit codes shared by every command (documented in README)."""
+
+OK = 0
+BENCHMARK_FAILURES = 1  # a run finished but some attempts failed, where the user asked to know
+INVALID_INPUT = 2  # bad manifest, task file, flag or argument; nothing was run
+ENVIRONMENT_MISSING = 3  # something a run needs (engine, backend) is missing
+INTERRUPTED = 130  # Ctrl-C: the run is marked interrupted and can be resumed
