@@ -1,0 +1,476 @@
+"""The one CDP client: asyncio on aiohttp WebSockets, with flattened target sessions.
+
+One ``CdpClient`` owns one WebSocket (normally the browser endpoint from ``/json/version``).
+Page sessions are multiplexed on it with ``Target.attachToTarget{flatten: true}``: commands
+and events for a page carry its ``sessionId``.
+
+- ``send`` matches replies by id; an ``error`` reply raises ``CdpError``; no reply in time raises
+  ``CdpTimeout`` (a ``TimeoutError``); a closed socket raises ``CdpDisconnected`` (a
+  ``ConnectionError``) at once for every pending command and event wait.
+- Events are buffered per session (bounded; overflow drops the oldest and counts it) until a
+  ``wait_for_event`` consumes them. A wait first scans the buffer, oldest first, then waits.
+- ``log`` (optional) receives one ``CdpLogRecord`` per frame sent or received, so an attempt
+  can save its CDP log as an artifact (``CdpLogRecorder``).
+- ``timing`` accumulates the time spent waiting for the browser (command replies and event
+  waits), so the runner can report time in metewand excluding CDP round-trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+
+from metewand import canonical
+from metewand.suites.browser.cdp_match import matches
+
+DEFAULT_TIMEOUT_S: Final = 10.0
+MAX_MESSAGE_BYTES: Final = 512 * 1024 * 1024  # DOM snapshots and data URLs can be large
+DEFAULT_EVENT_BUFFER: Final = 10_000
+
+
+class _AnySession:
+    """Sentinel type: an event wait or listing that ignores the session."""
+
+    def __repr__(self) -> str:
+        return "ANY_SESSION"
+
+
+ANY_SESSION: Final = _AnySession()
+SessionFilter = str | None | _AnySession
+
+
+class CdpError(Exception):
+    """The browser answered a command with a protocol error."""
+
+    def __init__(self, code: int, message: str, data: Any = None, method: str = "") -> None:
+        super().__init__(f"{method}: CDP error {code}: {message}" if method else message)
+        self.code = code
+        self.message = message
+        self.data = data
+        self.method = method
+
+
+class CdpTimeout(TimeoutError):
+    """No reply (or no matching event) within the timeout."""
+
+    def __init__(self, what: str, timeout: float) -> None:
+        super().__init__(f"{what}: no answer within {timeout:g} s")
+        self.what = what
+        self.timeout = timeout
+
+
+class CdpDisconnected(ConnectionError):
+    """The WebSocket is closed; nothing more will arrive on it."""
+
+
+@dataclass(frozen=True)
+class CdpLogRecord:
+    """One frame: ``direction`` is ``"send"`` or ``"recv"``; ``message`` the decoded JSON
+    (or ``{"unparsed": text}`` for a frame that is not JSON)."""
+
+    wall_ms: float
+    mono_ns: int
+    direction: str
+    message: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "wall_ms": self.wall_ms,
+            "mono_ns": self.mono_ns,
+            "dir": self.direction,
+            "msg": self.message,
+        }
+
+
+class CdpLogRecorder:
+    """Collects log records in memory; ``write_jsonl(path)`` saves them as canonical JSON lines."""
+
+    def __init__(self) -> None:
+        self.records: list[CdpLogRecord] = []
+
+    def __call__(self, record: CdpLogRecord) -> None:
+        self.records.append(record)
+
+    def write_jsonl(self, path: Path) -> None:
+        with open(path, "wb") as out:
+            for record in self.records:
+                out.write(_log_line(record))
+
+
+def _log_line(record: CdpLogRecord) -> bytes:
+    try:
+        return canonical.line(record.to_json())
+    except canonical.CanonicalJSONError:
+        # e.g. an integer beyond 2^53 in a CDP payload: keep the frame, as text
+        as_text = {**record.to_json(), "msg": {"unparsed": json.dumps(record.message)}}
+        return canonical.line(as_text)
+
+
+@dataclass
+class CdpTiming:
+    """Time spent waiting on the browser, in seconds of ``time.perf_counter``."""
+
+    command_wait_s: float = 0.0
+    event_wait_s: float = 0.0
+    commands: int = 0
+    errors: int = 0
+    events_received: int = 0
+    events_dropped: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+    @property
+    def browser_wait_s(self) -> float:
+        return self.command_wait_s + self.event_wait_s
+
+
+@dataclass
+class _EventWaiter:
+    method: str
+    match: Any
+    session: SessionFilter
+    future: asyncio.Future[dict[str, Any]]
+
+
+@dataclass
+class _EventBuffer:
+    """Events per session, each tagged with a global arrival number for oldest-first scans."""
+
+    limit: int
+    by_session: dict[str | None, deque[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+    next_seq: int = 0
+    dropped: int = 0
+
+    def add(self, event: dict[str, Any]) -> None:
+        queue = self.by_session.setdefault(event.get("sessionId"), deque())
+        queue.append((self.next_seq, event))
+        self.next_seq += 1
+        if len(queue) > self.limit:
+            queue.popleft()
+            self.dropped += 1
+
+    def take(self, method: str, match: Any, session: SessionFilter) -> dict[str, Any] | None:
+        """Remove and return the oldest buffered event that satisfies the filter."""
+        best: tuple[int, deque[tuple[int, dict[str, Any]]], int] | None = None
+        for queue in self._queues(session):
+            for index, (seq, event) in enumerate(queue):
+                if _event_fits(event, method, match, ANY_SESSION):
+                    if best is None or seq < best[0]:
+                        best = (seq, queue, index)
+                    break
+        if best is None:
+            return None
+        _, queue, index = best
+        event = queue[index][1]
+        del queue[index]
+        return event
+
+    def snapshot(self, session: SessionFilter) -> list[dict[str, Any]]:
+        tagged = [item for queue in self._queues(session) for item in queue]
+        return [event for _, event in sorted(tagged, key=lambda item: item[0])]
+
+    def _queues(self, session: SessionFilter) -> list[deque[tuple[int, dict[str, Any]]]]:
+        if isinstance(session, _AnySession):
+            return list(self.by_session.values())
+        queue = self.by_session.get(session)
+        return [queue] if queue is not None else []
+
+
+def _event_fits(event: dict[str, Any], method: str, match: Any, session: SessionFilter) -> bool:
+    if event.get("method") != method:
+        return False
+    if not isinstance(session, _AnySession) and event.get("sessionId") != session:
+        return False
+    return matches(match, event.get("params", {}))
+
+
+LogHook = Callable[[CdpLogRecord], None]
+
+
+class CdpClient:
+    """One WebSocket to a CDP endpoint. Create with ``await CdpClient.connect(ws_url)``."""
+
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        ws: aiohttp.ClientWebSocketResponse,
+        log: LogHook | None,
+        event_buffer: int,
+    ) -> None:
+        self._http = http
+        self._ws = ws
+        self._log = log
+        self._next_id = 1
+        self._pending: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
+        self._waiters: list[_EventWaiter] = []
+        self._buffer = _EventBuffer(limit=event_buffer)
+        self._closed_reason: str | None = None
+        self.timing = CdpTiming()
+        self.ws_url = ""
+        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
+
+    @classmethod
+    async def connect(
+        cls,
+        ws_url: str,
+        *,
+        log: LogHook | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        event_buffer: int = DEFAULT_EVENT_BUFFER,
+    ) -> CdpClient:
+        """Open the WebSocket; raises ``CdpDisconnected`` when the endpoint refuses."""
+        http = aiohttp.ClientSession()
+        try:
+            ws = await http.ws_connect(
+                ws_url,
+                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0),
+                max_msg_size=MAX_MESSAGE_BYTES,
+                autoping=True,
+                proxy=None,
+            )
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            await http.close()
+            raise CdpDisconnected(f"cannot connect to {ws_url}: {exc!r}") from exc
+        client = cls(http, ws, log, event_buffer)
+        client.ws_url = ws_url
+        return client
+
+    @property
+    def is_connected(self) -> bool:
+        return self._closed_reason is None and not self._ws.closed
+
+    @property
+    def closed_reason(self) -> str | None:
+        return self._closed_reason
+
+    async def send(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """Send one command and return its ``result`` object."""
+        if not self.is_connected:
+            raise CdpDisconnected(f"{method}: not connected ({self._closed_reason})")
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session_id is not None:
+            message["sessionId"] = session_id
+        self._next_id += 1
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[message["id"]] = (method, future)
+        started = time.perf_counter()
+        try:
+            await self._send_frame(message)
+            reply = await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise CdpTimeout(method, timeout) from None
+        finally:
+            self._pending.pop(message["id"], None)
+            self.timing.command_wait_s += time.perf_counter() - started
+            self.timing.commands += 1
+        return self._result_of(method, reply)
+
+    def _result_of(self, method: str, reply: dict[str, Any]) -> dict[str, Any]:
+        error = reply.get("error")
+        if error is not None:
+            self.timing.errors += 1
+            if not isinstance(error, dict):
+                raise CdpError(-1, str(error), None, method)
+            raise CdpError(
+                int(error.get("code", -1)), str(error.get("message", "")), error.get("data"), method
+            )
+        result = reply.get("result", {})
+        return result if isinstance(result, dict) else {"value": result}
+
+    async def wait_for_event(
+        self,
+        method: str,
+        match: Any = None,
+        session_id: SessionFilter = ANY_SESSION,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """Return (and consume) the oldest event ``method`` whose params match ``match``.
+
+        ``session_id``: ``ANY_SESSION`` (default) ignores sessions, ``None`` means the browser
+        session (events without ``sessionId``), a string means that page session. The returned
+        event is the whole frame (``method``, ``params``, ``sessionId`` if any).
+        """
+        buffered = self._buffer.take(method, match, session_id)
+        if buffered is not None:
+            return buffered
+        if not self.is_connected:
+            raise CdpDisconnected(f"waiting for {method}: not connected ({self._closed_reason})")
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        waiter = _EventWaiter(method, match, session_id, future)
+        self._waiters.append(waiter)
+        started = time.perf_counter()
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            raise CdpTimeout(f"event {method}", timeout) from None
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            self.timing.event_wait_s += time.perf_counter() - started
+
+    def events(self, session_id: SessionFilter = ANY_SESSION) -> list[dict[str, Any]]:
+        """Buffered (not yet consumed) events, oldest first; the buffer is left unchanged."""
+        return self._buffer.snapshot(session_id)
+
+    async def close(self) -> None:
+        """Close the socket; pending commands and waits fail with ``CdpDisconnected``."""
+        if self._closed_reason is None:
+            self._closed_reason = "closed by client"
+        await self._ws.close()
+        self._reader.cancel()
+        await asyncio.gather(self._reader, return_exceptions=True)
+        self._fail_all()
+        await self._http.close()
+
+    async def __aenter__(self) -> CdpClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _send_frame(self, message: dict[str, Any]) -> None:
+        text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+        self._record("send", message)
+        self.timing.bytes_sent += len(text.encode("utf-8"))
+        try:
+            await self._ws.send_str(text)
+        except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
+            self._mark_closed(f"send failed: {exc!r}")
+            raise CdpDisconnected(f"{message['method']}: {exc!r}") from exc
+
+    async def _read_loop(self) -> None:
+        try:
+            async for frame in self._ws:
+                if frame.type == aiohttp.WSMsgType.TEXT:
+                    self._on_text(frame.data)
+                elif frame.type == aiohttp.WSMsgType.BINARY:
+                    self._on_text(frame.data.decode("utf-8", errors="replace"))
+                elif frame.type == aiohttp.WSMsgType.ERROR:
+                    self._mark_closed(f"websocket error: {self._ws.exception()!r}")
+                    break
+            self._mark_closed(f"websocket closed (code {self._ws.close_code})")
+        except asyncio.CancelledError:
+            self._mark_closed(self._closed_reason or "reader cancelled")
+            raise
+        except Exception as exc:  # the reader must never die silently
+            self._mark_closed(f"reader failed: {exc!r}")
+
+    def _on_text(self, text: str) -> None:
+        self.timing.bytes_received += len(text.encode("utf-8"))
+        try:
+            message = json.loads(text)
+        except ValueError:
+            self._record("recv", {"unparsed": text})
+            return
+        if not isinstance(message, dict):
+            self._record("recv", {"unparsed": text})
+            return
+        self._record("recv", message)
+        if "id" in message:
+            self._on_reply(message)
+        elif "method" in message:
+            self._on_event(message)
+
+    def _on_reply(self, message: dict[str, Any]) -> None:
+        pending = self._pending.get(message["id"]) if isinstance(message["id"], int) else None
+        if pending is not None and not pending[1].done():
+            pending[1].set_result(message)
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        self.timing.events_received += 1
+        for waiter in self._waiters:
+            if waiter.future.done():
+                continue
+            if _event_fits(event, waiter.method, waiter.match, waiter.session):
+                waiter.future.set_result(event)
+                return
+        self._buffer.add(event)
+        self.timing.events_dropped = self._buffer.dropped
+
+    def _mark_closed(self, reason: str) -> None:
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        self._fail_all()
+
+    def _fail_all(self) -> None:
+        reason = self._closed_reason or "disconnected"
+        for method, future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(CdpDisconnected(f"{method}: {reason}"))
+        for waiter in list(self._waiters):
+            if not waiter.future.done():
+                waiter.future.set_exception(CdpDisconnected(f"event {waiter.method}: {reason}"))
+
+    def _record(self, direction: str, message: dict[str, Any]) -> None:
+        if self._log is not None:
+            self._log(CdpLogRecord(time.time() * 1000.0, time.monotonic_ns(), direction, message))
+
+
+@dataclass(frozen=True)
+class PageTarget:
+    """A page created for one attempt: its target, flattened session and (optional) context."""
+
+    target_id: str
+    session_id: str
+    browser_context_id: str | None
+    isolation: str
+
+
+ISOLATIONS: Final = ("shared", "context")
+
+
+async def new_page_target(
+    client: CdpClient,
+    isolation: str = "shared",
+    url: str = "about:blank",
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> PageTarget:
+    """Create a page target (in a fresh browser context for ``isolation="context"``) and attach
+    to it with a flattened session."""
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+    context_id: str | None = None
+    create: dict[str, Any] = {"url": url}
+    if isolation == "context":
+        created = await client.send("Target.createBrowserContext", {}, timeout=timeout)
+        context_id = str(created["browserContextId"])
+        create["browserContextId"] = context_id
+    target = await client.send("Target.createTarget", create, timeout=timeout)
+    target_id = str(target["targetId"])
+    attached = await client.send(
+        "Target.attachToTarget", {"targetId": target_id, "flatten": True}, timeout=timeout
+    )
+    return PageTarget(target_id, str(attached["sessionId"]), context_id, isolation)
+
+
+async def close_target(
+    client: CdpClient, page: PageTarget, timeout: float = DEFAULT_TIMEOUT_S
+) -> list[str]:
+    """Close the page and dispose of its context; returns the errors met (never raises for
+    CDP errors, timeouts or a closed socket: cleanup must not change an attempt's result)."""
+    errors: list[str] = []
+    calls: list[tuple[str, dict[str, Any]]] = [("Target.closeTarget", {"targetId": page.target_id})]
+    if page.browser_context_id is not None:
+        calls.append(
+            ("Target.disposeBrowserContext", {"browserContextId": page.browser_context_id})
+        )
+    for method, params in calls:
+        try:
+            await client.send(method, params, timeout=timeout)
+        except (CdpError, CdpTimeout, CdpDisconnected) as exc:
+            errors.append(f"{method}: {exc}")
+    return errors
