@@ -1,0 +1,327 @@
+"""The run store shared by every suite: ``<out>/<run_id>/``.
+
+Layout::
+
+    run_manifest.json   {"schema": "metewand_run_manifest/1", run_id, state, created_at,
+                         updated_at, resumed_at: [...], data: {...}}  (atomic replace)
+    results.jsonl       one canonical JSON row per finished attempt
+    artifacts/<key>/    per-attempt artifacts, renamed into place whole
+    .staging/           temporary artifact directories (never read; cleared on resume)
+    .lock               flock held by the one writer
+
+Crash safety: a row is one ``os.write`` on an ``O_APPEND`` descriptor followed by
+``fsync``, so ``kill -9`` leaves whole lines only; a final line without its newline is a
+torn write, ignored on read and cut off when the run is resumed. Artifacts are written
+before their row, so a row never points at artifacts that do not exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import os
+import re
+import secrets
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+
+MANIFEST_NAME = "run_manifest.json"
+RESULTS_NAME = "results.jsonl"
+ARTIFACTS_NAME = "artifacts"
+STAGING_NAME = ".staging"
+LOCK_NAME = ".lock"
+MANIFEST_SCHEMA = "metewand_run_manifest/1"
+STATES = ("running", "interrupted", "complete")
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_KEY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+@-]*$")
+
+
+class StoreError(RuntimeError):
+    """The run directory cannot be used as asked."""
+
+
+class RunExistsError(StoreError):
+    pass
+
+
+class DuplicateKeyError(StoreError):
+    pass
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """``<UTC timestamp>-<6 hex>``, sortable by creation time."""
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def check_key(key: Any) -> str:
+    """Attempt keys are '/'-separated segments of safe characters (they name artifact dirs)."""
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"row key must be a non-empty string, got {key!r}")
+    for segment in key.split("/"):
+        if not _KEY_SEGMENT.match(segment) or segment in (".", ".."):
+            raise StoreError(f"row key {key!r}: bad segment {segment!r}")
+    return key
+
+
+@dataclass(frozen=True)
+class ResultsRead:
+    rows: list[dict[str, Any]]
+    torn_tail_bytes: int  # bytes after the last newline (a write cut short), 0 when clean
+    valid_length: int  # file offset just after the last whole line
+
+
+def read_results(path: Path) -> ResultsRead:
+    """Whole rows of a results file; a final line without newline is reported, not parsed."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ResultsRead([], 0, 0)
+    end = data.rfind(b"\n") + 1
+    rows = []
+    for number, raw in enumerate(data[:end].splitlines(), start=1):
+        try:
+            row = canonical.loads(raw)
+        except ValueError as exc:
+            raise StoreError(f"{path}:{number}: not a JSON row ({exc})") from exc
+        if not isinstance(row, dict):
+            raise StoreError(f"{path}:{number}: row is not an object")
+        rows.append(row)
+    return ResultsRead(rows, len(data) - end, end)
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Temp file in the same directory, fsync, rename, fsync the directory."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(canonical.line(value))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class RunView:
+    """Read-only view of a run directory (what `status` and `export` use)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        if not (self.run_dir / MANIFEST_NAME).is_file():
+            raise StoreError(f"{self.run_dir} is not a run directory (no {MANIFEST_NAME})")
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        value = canonical.loads((self.run_dir / MANIFEST_NAME).read_bytes())
+        if not isinstance(value, dict) or value.get("schema") != MANIFEST_SCHEMA:
+            raise StoreError(f"{self.run_dir / MANIFEST_NAME}: not a {MANIFEST_SCHEMA} manifest")
+        return value
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest["run_id"])
+
+    @property
+    def state(self) -> str:
+        return str(self.manifest["state"])
+
+    def read(self) -> ResultsRead:
+        return read_results(self.run_dir / RESULTS_NAME)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.read().rows
+
+    def finished_keys(self) -> set[str]:
+        return {str(row["key"]) for row in self.rows()}
+
+    def artifact_path(self, key: str) -> Path:
+        return self.run_dir / ARTIFACTS_NAME / check_key(key)
+
+
+class RunStore(RunView):
+    """The single writer of a run directory (holds an exclusive flock while open)."""
+
+    def __init__(self, run_dir: Path, lock_fd: int) -> None:
+        super().__init__(run_dir)
+        self._lock_fd = lock_fd
+        self._mutex = threading.Lock()
+        read = self.read()
+        self._keys = {str(row["key"]) for row in read.rows}
+        self._fd = os.open(
+            self.run_dir / RESULTS_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
+        )
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls, out_dir: Path | str, run_id: str | None, manifest_data: dict[str, Any]
+    ) -> RunStore:
+        """Create ``out_dir/run_id`` (refusing an existing one) in state ``running``."""
+        run_id = run_id or new_run_id()
+        if not _RUN_ID.match(run_id):
+            raise StoreError(f"invalid run id {run_id!r}")
+        run_dir = Path(out_dir) / run_id
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            raise RunExistsError(f"{run_dir} exists; resume it instead of creating it") from None
+        lock_fd = _lock(run_dir)
+        now = utc_now()
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "run_id": run_id,
+            "state": "running",
+            "created_at": now,
+            "updated_at": now,
+            "resumed_at": [],
+            "data": manifest_data,
+        }
+        write_json_atomic(run_dir / MANIFEST_NAME, manifest)
+        (run_dir / RESULTS_NAME).touch()
+        _fsync_dir(run_dir)
+        return cls(run_dir, lock_fd)
+
+    @classmethod
+    def open(cls, run_dir: Path | str) -> RunStore:
+        """Resume a run: cut a torn tail line, clear staging, mark it running again."""
+        run_dir = Path(run_dir)
+        RunView(run_dir)  # refuses a directory that is not a run
+        lock_fd = _lock(run_dir)
+        try:
+            _repair(run_dir)
+            store = cls(run_dir, lock_fd)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        manifest = store.manifest
+        manifest["resumed_at"] = [*manifest.get("resumed_at", []), utc_now()]
+        store._write_manifest(manifest, state="running")
+        return store
+
+    # -- writing -------------------------------------------------------------------------
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Append one finished attempt; its key must be new to this run."""
+        key = check_key(row.get("key"))
+        if not isinstance(row.get("status"), str):
+            raise StoreError(f"row {key!r}: 'status' must be a string")
+        data = canonical.line(row)
+        with self._mutex:
+            if key in self._keys:
+                raise DuplicateKeyError(f"attempt key {key!r} already has a row")
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise StoreError(f"short write of row {key!r} ({written}/{len(data)} bytes)")
+            os.fsync(self._fd)
+            self._keys.add(key)
+
+    def finished_keys(self) -> set[str]:
+        with self._mutex:
+            return set(self._keys)
+
+    @contextlib.contextmanager
+    def artifact_dir(self, key: str) -> Iterator[Path]:
+        """Yield a private staging dir; on success it becomes ``artifacts/<key>`` whole."""
+        final = self.artifact_path(key)
+        staging_root = self.run_dir / STAGING_NAME
+        staging_root.mkdir(exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="artifact-", dir=staging_root))
+        try:
+            yield staging
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _publish_dir(staging, final, staging_root)
+
+    def set_state(self, state: str) -> None:
+        if state not in STATES:
+            raise StoreError(f"unknown run state {state!r}; expected one of {STATES}")
+        self._write_manifest(self.manifest, state=state)
+
+    def update_manifest(self, data: dict[str, Any]) -> None:
+        """Merge ``data`` into the manifest's ``data`` object (top-level keys replaced)."""
+        manifest = self.manifest
+        manifest["data"] = {**manifest["data"], **data}
+        self._write_manifest(manifest, state=manifest["state"])
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            os.close(self._lock_fd)
+            self._fd = -1
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write_manifest(self, manifest: dict[str, Any], state: str) -> None:
+        with self._mutex:
+            manifest["state"] = state
+            manifest["updated_at"] = utc_now()
+            write_json_atomic(self.run_dir / MANIFEST_NAME, manifest)
+
+
+def _lock(run_dir: Path) -> int:
+    fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(f"{run_dir} is open by another metewand process") from None
+    return fd
+
+
+def _repair(run_dir: Path) -> None:
+    results = run_dir / RESULTS_NAME
+    read = read_results(results)
+    if read.torn_tail_bytes:
+        os.truncate(results, read.valid_length)
+    shutil.rmtree(run_dir / STAGING_NAME, ignore_errors=True)
+    _fsync_dir(run_dir)
+
+
+def _publish_dir(staging: Path, final: Path, staging_root: Path) -> None:
+    """Rename ``staging`` to ``final``; an earlier unfinished copy is moved aside first."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    old: Path | None = None
+    if final.exists():
+        # Left by an attempt that died after its artifacts but before its row: redo wins.
+        old = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging_root))
+        os.rename(final, old / "dir")
+    try:
+        os.rename(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
