@@ -1,0 +1,278 @@
+"""cgroup v2 and v1: where they are mounted, which group this process is in, and subject groups.
+
+The layout is read from /proc/self/mountinfo and /proc/self/cgroup, never from hard-coded paths,
+so a host with cgroup2 at /sys/fs/cgroup/unified (hybrid) and one with it at /sys/fs/cgroup
+(unified) are handled alike. Subject groups are created under this process's own group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Self
+
+V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
+
+
+@dataclass(frozen=True, slots=True)
+class Hierarchy:
+    """One mounted hierarchy and this process's own group directory inside it."""
+
+    version: int  # 1 or 2
+    mountpoint: str
+    controllers: frozenset[str]  # v2: controllers a child group of own_dir gets
+    own_dir: str | None  # filesystem path of this process's group, None if not visible
+    writable: bool  # a child group could be created under own_dir
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupLayout:
+    v2: Hierarchy | None
+    v1: dict[str, Hierarchy] = field(default_factory=dict)  # controller -> hierarchy
+    reasons: dict[str, str] = field(default_factory=dict)  # what is unusable, and why
+
+    @property
+    def v2_usable(self) -> bool:
+        return self.v2 is not None and self.v2.writable
+
+    def v1_usable(self, controller: str) -> bool:
+        hierarchy = self.v1.get(controller)
+        return hierarchy is not None and hierarchy.writable
+
+    def to_json(self) -> dict[str, object]:
+        def one(h: Hierarchy | None) -> object:
+            if h is None:
+                return None
+            return {
+                "mountpoint": h.mountpoint,
+                "controllers": sorted(h.controllers),
+                "own_dir": h.own_dir,
+                "writable": h.writable,
+            }
+
+        return {
+            "v2": one(self.v2),
+            "v1": {name: one(h) for name, h in sorted(self.v1.items())},
+            "reasons": dict(sorted(self.reasons.items())),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Mount:
+    root: str
+    mountpoint: str
+    fstype: str
+    superopts: frozenset[str]
+
+
+def _read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _parse_mountinfo(text: str) -> list[_Mount]:
+    mounts = []
+    for line in text.splitlines():
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3 or not tail[0].startswith("cgroup"):
+            continue
+        mountpoint = fields[4].replace("\\040", " ")
+        mounts.append(_Mount(fields[3], mountpoint, tail[0], frozenset(tail[2].split(","))))
+    return mounts
+
+
+def _parse_self_cgroup(text: str) -> tuple[str | None, dict[str, str]]:
+    """(v2 path, {v1 controller: path}) from /proc/self/cgroup."""
+    v2_path, v1_paths = None, {}
+    for line in text.splitlines():
+        hier_id, controllers, path = line.split(":", 2)
+        if hier_id == "0" and controllers == "":
+            v2_path = path
+        else:
+            for name in controllers.split(","):
+                v1_paths[name] = path
+    return v2_path, v1_paths
+
+
+def _own_dir(mount: _Mount, group_path: str | None) -> str | None:
+    if group_path is None:
+        return None
+    root = mount.root.rstrip("/")
+    if root and not (group_path == root or group_path.startswith(root + "/")):
+        return None  # our group lies outside what this mount shows
+    relative = group_path[len(root) :].lstrip("/")
+    return os.path.join(mount.mountpoint, relative) if relative else mount.mountpoint
+
+
+def _probe_writable(directory: str) -> str | None:
+    """None if a child group can be created (and removed) here, else the reason."""
+    probe = os.path.join(directory, f"metewand-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.mkdir(probe)
+    except OSError as exc:
+        return f"cannot create a group under {directory}: {exc.strerror}"
+    with contextlib.suppress(OSError):
+        os.rmdir(probe)
+    return None
+
+
+def _v2_hierarchy(
+    mounts: list[_Mount], v2_path: str | None, reasons: dict[str, str]
+) -> Hierarchy | None:
+    mount = next((m for m in mounts if m.fstype == "cgroup2"), None)
+    if mount is None:
+        reasons["cgroup2"] = "no cgroup2 mount in /proc/self/mountinfo"
+        return None
+    own = _own_dir(mount, v2_path)
+    if own is None or not os.path.isdir(own):
+        reasons["cgroup2"] = f"this process's cgroup2 group {v2_path!r} is not visible"
+        return Hierarchy(2, mount.mountpoint, frozenset(), None, False)
+    try:
+        controllers = frozenset(_read_text(os.path.join(own, "cgroup.subtree_control")).split())
+    except OSError:
+        controllers = frozenset()
+    problem = _probe_writable(own)
+    if problem:
+        reasons["cgroup2"] = problem
+    if "memory" not in controllers:
+        reasons["cgroup2.memory"] = f"memory controller not enabled in {own}/cgroup.subtree_control"
+    return Hierarchy(2, mount.mountpoint, controllers, own, problem is None)
+
+
+def _v1_hierarchies(
+    mounts: list[_Mount], v1_paths: dict[str, str], reasons: dict[str, str]
+) -> dict[str, Hierarchy]:
+    found: dict[str, Hierarchy] = {}
+    for mount in (m for m in mounts if m.fstype == "cgroup"):
+        controllers = frozenset(c for c in mount.superopts if c in V1_CONTROLLERS_OF_INTEREST)
+        for name in controllers:
+            own = _own_dir(mount, v1_paths.get(name))
+            if own is None or not os.path.isdir(own):
+                reasons[f"cgroup1.{name}"] = f"this process's {name} group is not visible"
+                found[name] = Hierarchy(1, mount.mountpoint, controllers, None, False)
+                continue
+            problem = _probe_writable(own)
+            if problem:
+                reasons[f"cgroup1.{name}"] = problem
+            found[name] = Hierarchy(1, mount.mountpoint, controllers, own, problem is None)
+    for name in V1_CONTROLLERS_OF_INTEREST:
+        if name not in found:
+            reasons.setdefault(f"cgroup1.{name}", f"no cgroup v1 {name} hierarchy mounted")
+    return found
+
+
+def detect_layout() -> CgroupLayout:
+    reasons: dict[str, str] = {}
+    try:
+        mounts = _parse_mountinfo(_read_text("/proc/self/mountinfo"))
+        v2_path, v1_paths = _parse_self_cgroup(_read_text("/proc/self/cgroup"))
+    except OSError as exc:
+        return CgroupLayout(None, {}, {"cgroup": f"cannot read /proc/self: {exc}"})
+    v2 = _v2_hierarchy(mounts, v2_path, reasons)
+    v1 = _v1_hierarchies(mounts, v1_paths, reasons)
+    return CgroupLayout(v2, v1, reasons)
+
+
+class Group:
+    """A subject group this process created; removed by ``remove()``."""
+
+    version = 0
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.procs_path = os.path.join(path, "cgroup.procs")
+
+    @classmethod
+    def create(cls, parent_dir: str, label: str) -> Self:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:40]
+        path = os.path.join(parent_dir, f"metewand-{safe}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        os.mkdir(path)
+        return cls(path)
+
+    def _read(self, name: str) -> str:
+        return _read_text(os.path.join(self.path, name))
+
+    def _read_int(self, name: str) -> int | None:
+        """Integer file content, None when the file does not exist here."""
+        try:
+            return int(self._read(name).strip())
+        except FileNotFoundError:
+            return None
+
+    def procs(self) -> list[int]:
+        return [int(p) for p in self._read("cgroup.procs").split()]
+
+    def add(self, pid: int) -> None:
+        with open(self.procs_path, "w", encoding="ascii") as handle:
+            handle.write(str(pid))
+
+    def kill(self) -> None:
+        for pid in self.procs():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def remove(self, timeout_s: float = 5.0) -> None:
+        """Kill the members, wait until the group is empty, then remove it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if self.procs():
+                    self.kill()
+                else:
+                    os.rmdir(self.path)
+                    return
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    raise
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"cgroup {self.path} still busy after {timeout_s}s")
+            time.sleep(0.01)
+
+
+class V2Group(Group):
+    version = 2
+
+    def cpu_ns(self) -> tuple[int, int, int]:
+        """(usage, user, system) in ns from cpu.stat (which counts in microseconds)."""
+        values = dict(line.split() for line in self._read("cpu.stat").splitlines() if line)
+        return tuple(int(values[k]) * 1000 for k in ("usage_usec", "user_usec", "system_usec"))  # type: ignore[return-value]
+
+    def memory_peak(self) -> int | None:
+        return self._read_int("memory.peak")
+
+    def memory_current(self) -> int | None:
+        return self._read_int("memory.current")
+
+    def kill(self) -> None:
+        if os.path.exists(os.path.join(self.path, "cgroup.kill")):
+            with open(os.path.join(self.path, "cgroup.kill"), "w", encoding="ascii") as handle:
+                handle.write("1")
+        else:
+            super().kill()
+
+
+class V1CpuacctGroup(Group):
+    version = 1
+
+    def cpu_ns(self) -> tuple[int, int, int]:
+        """(usage, user, system); cpuacct.usage* count nanoseconds (cpuacct.stat would be ticks)."""
+        names = ("cpuacct.usage", "cpuacct.usage_user", "cpuacct.usage_sys")
+        return tuple(int(self._read(name).strip()) for name in names)  # type: ignore[return-value]
+
+
+class V1MemoryGroup(Group):
+    version = 1
+
+    def memory_peak(self) -> int | None:
+        return self._read_int("memory.max_usage_in_bytes")
+
+    def memory_current(self) -> int | None:
+        return self._read_int("memory.usage_in_bytes")

@@ -1,0 +1,147 @@
+"""Pure readers of /proc: per-process stat and status, children lists, and the tree walk.
+
+Every reader raises ``ProcessGone`` when the process vanished between listing and reading, so
+callers can tell a transient exit from a permission problem (``PermissionError`` passes through).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+PROC = "/proc"
+
+
+class ProcessGone(LookupError):
+    """The process exited (or was reaped) before its file could be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStat:
+    pid: int
+    state: str
+    ppid: int
+    utime_ticks: int
+    stime_ticks: int
+    cutime_ticks: int  # CPU of children this process has waited for
+    cstime_ticks: int
+    starttime_ticks: int
+
+    @property
+    def own_ticks(self) -> int:
+        return self.utime_ticks + self.stime_ticks
+
+    @property
+    def reaped_children_ticks(self) -> int:
+        return self.cutime_ticks + self.cstime_ticks
+
+
+@dataclass(frozen=True, slots=True)
+class ProcStatus:
+    pid: int
+    state: str
+    vm_hwm_bytes: int | None  # absent for zombies and kernel threads (no address space)
+    vm_rss_bytes: int | None
+
+
+@lru_cache(maxsize=1)
+def clock_ticks() -> int:
+    """The kernel's USER_HZ: the unit of the tick fields in /proc/PID/stat."""
+    return int(os.sysconf("SC_CLK_TCK"))
+
+
+def ticks_to_ns(ticks: int) -> int:
+    return ticks * 1_000_000_000 // clock_ticks()
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, ProcessLookupError) as exc:
+        raise ProcessGone(path) from exc
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except ProcessLookupError as exc:
+        raise ProcessGone(path) from exc
+    finally:
+        os.close(fd)
+
+
+def parse_stat(pid: int, text: bytes) -> ProcStat:
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    rest = text[text.rindex(b")") + 2 :].split()
+    return ProcStat(
+        pid=pid,
+        state=rest[0].decode("ascii"),
+        ppid=int(rest[1]),
+        utime_ticks=int(rest[11]),
+        stime_ticks=int(rest[12]),
+        cutime_ticks=int(rest[13]),
+        cstime_ticks=int(rest[14]),
+        starttime_ticks=int(rest[19]),
+    )
+
+
+def read_stat(pid: int) -> ProcStat:
+    return parse_stat(pid, _read_bytes(f"{PROC}/{pid}/stat"))
+
+
+def _kib_field(line: bytes) -> int:
+    return int(line.split()[1]) * 1024
+
+
+def parse_status(pid: int, text: bytes) -> ProcStatus:
+    state, hwm, rss = "?", None, None
+    for line in text.splitlines():
+        if line.startswith(b"State:"):
+            state = line.split()[1].decode("ascii")
+        elif line.startswith(b"VmHWM:"):
+            hwm = _kib_field(line)
+        elif line.startswith(b"VmRSS:"):
+            rss = _kib_field(line)
+    return ProcStatus(pid=pid, state=state, vm_hwm_bytes=hwm, vm_rss_bytes=rss)
+
+
+def read_status(pid: int) -> ProcStatus:
+    return parse_status(pid, _read_bytes(f"{PROC}/{pid}/status"))
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
+    try:
+        tids = os.listdir(f"{PROC}/{pid}/task")
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    out: list[int] = []
+    for tid in tids:
+        try:
+            out.extend(int(c) for c in _read_bytes(f"{PROC}/{pid}/task/{tid}/children").split())
+        except ProcessGone:
+            continue  # the thread ended; its children were reparented to a sibling thread
+    return out
+
+
+def descendants(root_pid: int) -> list[int]:
+    """``root_pid`` and every live (or zombie) descendant, tolerant of exits during the walk.
+
+    The root is included only while /proc still shows it.
+    """
+    if not os.path.exists(f"{PROC}/{root_pid}"):
+        return []
+    seen: list[int] = [root_pid]
+    known = {root_pid}
+    index = 0
+    while index < len(seen):
+        for child in children(seen[index]):
+            if child not in known:
+                known.add(child)
+                seen.append(child)
+        index += 1
+    return seen
