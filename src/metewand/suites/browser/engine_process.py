@@ -1,0 +1,344 @@
+"""One running engine: launch, CDP readiness, identity, relaunch, and teardown with no leftovers.
+
+The engine is started with ``subprocess.Popen`` (in its own session, so its whole tree can be
+signalled as one process group) rather than an asyncio subprocess: an engine is reused across
+attempts and may outlive the event loop that launched it (``doctor`` runs its own loop). The
+waits (readiness, teardown) are async and never block the loop.
+
+Readiness: ``GET http://127.0.0.1:P/json/version`` polled every ``READY_POLL_S`` until it returns
+a JSON object with ``webSocketDebuggerUrl``. Chrome and lightpanda both serve it; lightpanda's
+body names ``Browser: Lightpanda/1.0`` plus ``Lightpanda-Version`` while its CDP
+``Browser.getVersion`` product is Chrome-like, so identity records both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+import aiohttp
+
+from metewand.suites.browser import proc_session
+from metewand.suites.browser.binary_identity import binary_sha256, version_output
+from metewand.suites.browser.cdp import CdpClient, CdpError, CdpTimeout
+from metewand.suites.browser.engines import LOOPBACK, ResolvedEngine
+
+READY_POLL_S: Final = 0.025
+HTTP_PROBE_TIMEOUT_S: Final = 1.0
+TERM_GRACE_S: Final = 5.0
+KILL_GRACE_S: Final = 5.0
+STDERR_TAIL_BYTES: Final = 2000
+PORT_RETRIES: Final = 3
+
+PreexecFn = Callable[[], None]
+
+
+class EngineLaunchError(RuntimeError):
+    """The engine exited or never became ready; ``detail`` holds the stderr tail."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(f"{message}\n{detail}" if detail else message)
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class ExitInfo:
+    returncode: int | None
+    signal_name: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"returncode": self.returncode, "signal": self.signal_name}
+
+
+@dataclass
+class TeardownReport:
+    """What ``stop`` found: ``leftover_pids`` must be empty (zombies are listed apart: only
+    their parent can reap them)."""
+
+    exit: ExitInfo | None
+    sigkill_needed: bool
+    stragglers_killed: list[int]
+    leftover_pids: list[int]
+    zombie_pids: list[int]
+
+    @property
+    def clean(self) -> bool:
+        return not self.leftover_pids
+
+
+@dataclass
+class EngineIdentity:
+    """Identity of one engine process (one generation)."""
+
+    engine: str
+    binary_path: str
+    binary_sha256: str
+    version_output: str
+    found_by: str
+    argv: list[str]
+    json_version: dict[str, Any]
+    cdp_product: str | None
+    cdp_version: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "binary_path": self.binary_path,
+            "binary_sha256": self.binary_sha256,
+            "version_output": self.version_output,
+            "found_by": self.found_by,
+            "argv": self.argv,
+            "json_version": self.json_version,
+            "cdp_product": self.cdp_product,
+            "cdp_version": self.cdp_version,
+        }
+
+
+def free_loopback_port() -> int:
+    """An ephemeral port free right now on 127.0.0.1 (the engine may still lose a race for it;
+    ``start`` retries on a new port when the engine exits before ready)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+class EngineProcess:
+    """A relaunchable engine. ``await start()``, then ``ws_url``; ``await stop()`` at the end."""
+
+    def __init__(
+        self,
+        engine: ResolvedEngine,
+        log_dir: Path,
+        preexec_fn: PreexecFn | None = None,
+        ready_timeout_s: float | None = None,
+    ) -> None:
+        self.engine = engine
+        self.log_dir = Path(log_dir)
+        self.preexec_fn = preexec_fn
+        self.ready_timeout_s = ready_timeout_s or engine.spec.ready_timeout_s
+        self.generation = 0
+        self.port: int | None = None
+        self.ws_url: str | None = None
+        self.json_version: dict[str, Any] = {}
+        self.ready_ms: float | None = None
+        self.argv: list[str] = []
+        self.deaths: list[ExitInfo] = []
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._user_data_dir: Path | None = None
+        self._logs: list[IO[bytes]] = []
+        self._cdp_version: dict[str, Any] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._popen.pid if self._popen is not None else None
+
+    @property
+    def stderr_path(self) -> Path:
+        return self.log_dir / f"{self.engine.name}-{self.generation}.stderr.log"
+
+    @property
+    def stdout_path(self) -> Path:
+        return self.log_dir / f"{self.engine.name}-{self.generation}.stdout.log"
+
+    def is_alive(self) -> bool:
+        return self._popen is not None and self._popen.poll() is None
+
+    def exit_info(self) -> ExitInfo | None:
+        if self._popen is None or self._popen.poll() is None:
+            return None
+        return _exit_info(self._popen.returncode)
+
+    async def start(self) -> None:
+        """Launch a new generation and wait until its CDP endpoint is ready."""
+        if self.is_alive():
+            raise RuntimeError(f"{self.engine.name} is already running (pid {self.pid})")
+        last_error: EngineLaunchError | None = None
+        for _ in range(PORT_RETRIES):
+            try:
+                await self._launch_once()
+                return
+            except EngineLaunchError as exc:
+                last_error = exc
+                await self.stop()
+                if not _lost_port_race(exc):
+                    raise
+        assert last_error is not None
+        raise last_error
+
+    async def ensure_running(self) -> bool:
+        """Relaunch after death; returns True when a new generation was started."""
+        if self.is_alive():
+            return False
+        info = self.exit_info()
+        if info is not None:
+            self.deaths.append(info)
+        await self.stop()
+        await self.start()
+        return True
+
+    async def _launch_once(self) -> None:
+        self.generation += 1
+        self.port = free_loopback_port()
+        self.ws_url = None
+        self._cdp_version = None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        if self.engine.spec.uses_user_data_dir:
+            self._user_data_dir = Path(tempfile.mkdtemp(prefix=f"metewand-{self.engine.name}-"))
+        self.argv = self.engine.argv(self.port, self._user_data_dir)
+        stdout = open(self.stdout_path, "wb")  # noqa: SIM115 - closed in stop()
+        stderr = open(self.stderr_path, "wb")  # noqa: SIM115
+        self._logs = [stdout, stderr]
+        started = time.perf_counter()
+        self._popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            env=self.engine.environment(),
+            cwd=self._user_data_dir or self.log_dir,
+            start_new_session=True,
+            preexec_fn=self.preexec_fn,
+        )
+        self.json_version = await self._wait_ready(started)
+        self.ws_url = str(self.json_version["webSocketDebuggerUrl"])
+        self.ready_ms = (time.perf_counter() - started) * 1000.0
+
+    async def _wait_ready(self, started: float) -> dict[str, Any]:
+        url = f"http://{LOOPBACK}:{self.port}/json/version"
+        deadline = started + self.ready_timeout_s
+        probe_timeout = aiohttp.ClientTimeout(total=HTTP_PROBE_TIMEOUT_S)
+        async with aiohttp.ClientSession(timeout=probe_timeout) as http:
+            while time.perf_counter() < deadline:
+                if not self.is_alive():
+                    raise EngineLaunchError(
+                        f"{self.engine.name} exited before ready ({self.exit_info()})",
+                        self.stderr_tail(),
+                    )
+                body = await _probe_json_version(http, url)
+                if body is not None:
+                    return body
+                await asyncio.sleep(READY_POLL_S)
+        raise EngineLaunchError(
+            f"{self.engine.name}: no webSocketDebuggerUrl at {url} within "
+            f"{self.ready_timeout_s:g} s",
+            self.stderr_tail(),
+        )
+
+    def stderr_tail(self) -> str:
+        try:
+            data = self.stderr_path.read_bytes()
+        except OSError:
+            return ""
+        return data[-STDERR_TAIL_BYTES:].decode("utf-8", errors="replace")
+
+    async def cdp_version(self, timeout: float = 10.0) -> dict[str, Any]:
+        """``Browser.getVersion`` over CDP, once per generation (it can differ from the HTTP
+        identity: lightpanda answers with a Chrome-like product)."""
+        if self._cdp_version is None:
+            if self.ws_url is None:
+                raise RuntimeError(f"{self.engine.name} is not running")
+            async with await CdpClient.connect(self.ws_url, timeout=timeout) as client:
+                try:
+                    self._cdp_version = await client.send("Browser.getVersion", timeout=timeout)
+                except (CdpError, CdpTimeout):
+                    self._cdp_version = {}
+        return self._cdp_version
+
+    async def identity(self) -> EngineIdentity:
+        version = await self.cdp_version()
+        product = version.get("product")
+        return EngineIdentity(
+            engine=self.engine.name,
+            binary_path=str(self.engine.binary),
+            binary_sha256=await asyncio.to_thread(binary_sha256, self.engine.binary),
+            version_output=await asyncio.to_thread(
+                version_output, self.engine.binary, self.engine.spec.version_argv
+            ),
+            found_by=self.engine.found_by,
+            argv=list(self.argv),
+            json_version=dict(self.json_version),
+            cdp_product=str(product) if product is not None else None,
+            cdp_version=dict(version),
+        )
+
+    async def stop(self) -> TeardownReport:
+        """Terminate the whole session (TERM, grace, KILL), kill stragglers found by a /proc
+        walk, verify nothing is left, remove the user-data dir and close the logs."""
+        report = TeardownReport(None, False, [], [], [])
+        if self._popen is not None:
+            report = await _terminate_session(self._popen)
+        self._popen = None
+        self.ws_url = None
+        for log in self._logs:
+            log.close()
+        self._logs = []
+        if self._user_data_dir is not None:
+            shutil.rmtree(self._user_data_dir, ignore_errors=True)
+            self._user_data_dir = None
+        return report
+
+
+async def _probe_json_version(http: aiohttp.ClientSession, url: str) -> dict[str, Any] | None:
+    try:
+        async with http.get(url, proxy=None) as response:
+            if response.status != 200:
+                return None
+            body = await response.json(content_type=None)
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError):
+        return None
+    if isinstance(body, dict) and body.get("webSocketDebuggerUrl"):
+        return body
+    return None
+
+
+async def _terminate_session(popen: subprocess.Popen[bytes]) -> TeardownReport:
+    session = popen.pid  # start_new_session: the engine leads its own session and group
+    sigkill_needed = False
+    if popen.poll() is None:
+        _signal_group(session, signal.SIGTERM)
+        if not await _wait_exit(popen, TERM_GRACE_S):
+            sigkill_needed = True
+            _signal_group(session, signal.SIGKILL)
+            await _wait_exit(popen, KILL_GRACE_S)
+    # The leader may be gone while members live on (forked helpers keep the session id).
+    _signal_group(session, signal.SIGKILL)
+    stragglers = proc_session.kill_session(session)
+    leftover, zombies = await proc_session.wait_session_empty(session, KILL_GRACE_S)
+    exit_info = _exit_info(popen.returncode) if popen.returncode is not None else None
+    return TeardownReport(exit_info, sigkill_needed, stragglers, leftover, zombies)
+
+
+async def _wait_exit(popen: subprocess.Popen[bytes], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            return True
+        await asyncio.sleep(0.02)
+    return popen.poll() is not None
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _exit_info(returncode: int) -> ExitInfo:
+    if returncode < 0:
+        return ExitInfo(returncode, signal.Signals(-returncode).name)
+    return ExitInfo(returncode, None)
+
+
+def _lost_port_race(exc: EngineLaunchError) -> bool:
+    text = exc.detail.lower()
+    return "address already in use" in text or "addressinuse" in text or "eaddrinuse" in text
