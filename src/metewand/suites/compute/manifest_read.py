@@ -1,0 +1,393 @@
+"""Validation of a parsed ``metewand.toml`` into the typed manifest (see ``manifest``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from metewand import canonical
+from metewand.suites.compute.manifest import (
+    DATASET_KINDS,
+    MANIFEST_VERSION,
+    NAME_RE,
+    RUN_ORDERS,
+    TIMING_SCOPES,
+    Axes,
+    Case,
+    DatasetDef,
+    ExecutionPolicy,
+    Experiment,
+    ImplementationDef,
+    Launch,
+    Manifest,
+    ManifestError,
+    ProblemDef,
+    is_safe_int,
+    parse_duration,
+)
+
+LAUNCH_KEYS = {"runner": True, "entrypoint": False, "program": False, "args": False}
+LAUNCH_KEYS |= {"build": False, "env": False}
+POLICY_KEYS = {
+    "timing_scope": False,
+    "timeout": False,
+    "warmup_runs": False,
+    "worker_reuse": False,
+    "run_order": False,
+    "jobs": False,
+}
+
+
+class _Reader:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.file = os.path.basename(path)
+        self.root = os.path.dirname(path)
+        self.errors: list[str] = []
+
+    def error(self, where: str, message: str) -> None:
+        self.errors.append(f"{self.file}: {where}: {message}")
+
+    def table(self, value: Any, where: str, keys: dict[str, bool]) -> dict[str, Any]:
+        """Check a table's keys (True = required); returns {} when it is not a table."""
+        if not isinstance(value, dict):
+            self.error(where, "must be a table")
+            return {}
+        for key in value:
+            if key not in keys:
+                self.error(f"{where}.{key}", "unknown key")
+        for key, required in keys.items():
+            if required and key not in value:
+                self.error(f"{where}.{key}", "missing required key")
+        return value
+
+    def string(self, value: Any, where: str, choices: tuple[str, ...] = ()) -> str:
+        if not isinstance(value, str) or not value:
+            self.error(where, "must be a nonempty string")
+            return ""
+        if choices and value not in choices:
+            self.error(where, f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def strings(self, value: Any, where: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.error(where, "must be an array of strings")
+            return ()
+        return tuple(value)
+
+    def names(self, value: Any, where: str, known: dict[str, Any], what: str) -> tuple[str, ...]:
+        items = self.strings(value, where)
+        if isinstance(value, list) and not items:
+            self.error(where, "must not be empty")
+        if len(set(items)) != len(items):
+            self.error(where, "names must be unique")
+        for i, name in enumerate(items):
+            if name not in known:
+                self.error(f"{where}[{i}]", f"no {what} named {name!r}")
+        return items
+
+    def json_value(self, value: Any, where: str) -> Any:
+        try:
+            canonical.dumps(value)
+        except ValueError as exc:
+            self.error(where, f"not representable as canonical JSON: {exc}")
+        return value
+
+    def file_path(self, value: Any, where: str) -> str:
+        rel = self.string(value, where)
+        full = os.path.normpath(os.path.join(self.root, rel)) if rel else ""
+        if rel and not os.path.exists(full):
+            self.error(where, f"no such file: {rel}")
+        return full
+
+    def schema(self, value: Any, where: str) -> dict[str, Any] | None:
+        """A JSON Schema inline (table) or as a path to a JSON file."""
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            return dict(value)
+        full = self.file_path(value, where)
+        if not full or not os.path.exists(full):
+            return None
+        try:
+            with open(full, "rb") as fh:
+                doc = canonical.loads(fh.read())
+        except ValueError as exc:
+            self.error(where, f"invalid JSON schema file: {exc}")
+            return None
+        if not isinstance(doc, dict):
+            self.error(where, "a schema must be a JSON object")
+            return None
+        return doc
+
+
+def _launch(r: _Reader, value: Any, where: str) -> Launch:
+    t = r.table(value, where, LAUNCH_KEYS)
+    runner = r.string(t.get("runner"), f"{where}.runner", ("python", "command"))
+    args = r.strings(t.get("args", []), f"{where}.args")
+    build = r.strings(t.get("build", []), f"{where}.build")
+    env = t.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        r.error(f"{where}.env", "must be a table of strings")
+        env = {}
+    if runner == "python":
+        if "program" in t:
+            r.error(f"{where}.program", "python launchers take 'entrypoint', not 'program'")
+        script = r.file_path(t.get("entrypoint"), f"{where}.entrypoint")
+        return Launch("python", (sys.executable, script, *args), build, env, (script,))
+    if "entrypoint" in t:
+        r.error(f"{where}.entrypoint", "command launchers take 'program', not 'entrypoint'")
+    program = r.string(t.get("program"), f"{where}.program")
+    if "/" in program and not program.startswith("{build}"):
+        program = os.path.normpath(os.path.join(r.root, program))
+    sources = tuple(
+        os.path.normpath(os.path.join(r.root, a))
+        for a in build
+        if os.path.isfile(os.path.join(r.root, a))
+    )
+    return Launch("command", (program, *args), build, env, sources)
+
+
+def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
+    where = f"datasets.{name}"
+    keys = {"kind": True, "materializer": False, "path": False}
+    keys |= {"parameter_defaults": False, "parameter_schema": False}
+    t = r.table(value, where, keys)
+    kind = r.string(t.get("kind"), f"{where}.kind", DATASET_KINDS)
+    defaults = t.get("parameter_defaults", {})
+    if kind == "generated":
+        if "materializer" not in t:
+            r.error(f"{where}.materializer", "a generated dataset needs a materializer")
+            return DatasetDef(name, kind)
+        launch = _launch(r, t["materializer"], f"{where}.materializer")
+        schema = r.schema(t.get("parameter_schema"), f"{where}.parameter_schema")
+        return DatasetDef(name, kind, launch, None, dict(defaults), schema)
+    for key in ("materializer", "parameter_defaults", "parameter_schema"):
+        if key in t:
+            r.error(f"{where}.{key}", f"a {kind} dataset takes no {key}")
+    if kind == "fixed":
+        path = r.file_path(t.get("path"), f"{where}.path")
+        return DatasetDef(name, kind, None, path)
+    if "path" in t:
+        r.error(f"{where}.path", "a unit dataset has no path")
+    return DatasetDef(name, kind)
+
+
+def _problem(r: _Reader, name: str, value: Any) -> ProblemDef:
+    where = f"problems.{name}"
+    keys = {"evaluator": True, "result_schema": False, "metric_schema": False}
+    t = r.table(value, where, keys | {"parameter_defaults": False})
+    return ProblemDef(
+        name,
+        _launch(r, t.get("evaluator", {}), f"{where}.evaluator"),
+        r.schema(t.get("result_schema"), f"{where}.result_schema"),
+        r.schema(t.get("metric_schema"), f"{where}.metric_schema"),
+        dict(t.get("parameter_defaults", {})),
+    )
+
+
+def _implementation(r: _Reader, name: str, value: Any, problems: dict) -> ImplementationDef:
+    where = f"implementations.{name}"
+    keys = LAUNCH_KEYS | {"problems": True, "parameter_defaults": False}
+    t = r.table(value, where, keys | {"parameter_schema": False})
+    launch_part = {k: v for k, v in t.items() if k in LAUNCH_KEYS}
+    return ImplementationDef(
+        name,
+        _launch(r, launch_part, where),
+        r.names(t.get("problems"), f"{where}.problems", problems, "problem"),
+        dict(t.get("parameter_defaults", {})),
+        r.schema(t.get("parameter_schema"), f"{where}.parameter_schema"),
+    )
+
+
+def _policy(r: _Reader, name: str, value: Any) -> ExecutionPolicy:
+    where = f"execution_policies.{name}"
+    t = r.table(value, where, POLICY_KEYS)
+    p = ExecutionPolicy(name=name)
+    scope = r.string(t.get("timing_scope", p.timing_scope), f"{where}.timing_scope", TIMING_SCOPES)
+    order = r.string(t.get("run_order", p.run_order), f"{where}.run_order", RUN_ORDERS)
+    timeout = None
+    if "timeout" in t and (timeout := parse_duration(t["timeout"])) is None:
+        r.error(f"{where}.timeout", "must be a positive duration like '500 ms', '10 s', '2 min'")
+    warmups, reuse, jobs = t.get("warmup_runs", 0), t.get("worker_reuse", False), t.get("jobs", 1)
+    if not is_safe_int(warmups):
+        r.error(f"{where}.warmup_runs", "must be an integer >= 0")
+    if not isinstance(reuse, bool):
+        r.error(f"{where}.worker_reuse", "must be true or false")
+    if not is_safe_int(jobs, 1):
+        r.error(f"{where}.jobs", "must be an integer >= 1")
+    if warmups and not reuse:
+        r.error(f"{where}.warmup_runs", "warm-up runs need worker_reuse = true")
+    if scope == "cold_end_to_end" and (reuse or warmups):
+        r.error(
+            f"{where}.timing_scope", "cold_end_to_end needs a fresh worker: no reuse, no warm-up"
+        )
+    return ExecutionPolicy(name, scope, timeout, int(warmups or 0), bool(reuse), order, int(jobs))
+
+
+def _axes(r: _Reader, value: Any, where: str) -> dict[str, list[Any]]:
+    """A parameter table: each value is {value = x}, {grid = [...]}, or a bare literal."""
+    if not isinstance(value, dict):
+        r.error(where, "must be a table of parameters")
+        return {}
+    out: dict[str, list[Any]] = {}
+    for param, axis in value.items():
+        at = f"{where}.{param}"
+        if isinstance(axis, dict) and set(axis) == {"grid"}:
+            if not isinstance(axis["grid"], list) or not axis["grid"]:
+                r.error(f"{at}.grid", "must be a nonempty array")
+                continue
+            out[param] = [r.json_value(v, f"{at}.grid") for v in axis["grid"]]
+        elif isinstance(axis, dict) and set(axis) == {"value"}:
+            out[param] = [r.json_value(axis["value"], f"{at}.value")]
+        elif isinstance(axis, dict):
+            r.error(at, "a parameter table must be exactly {value = ...} or {grid = [...]}")
+        else:
+            out[param] = [r.json_value(axis, at)]
+    return out
+
+
+def _owned_axes(r: _Reader, value: Any, where: str, owners: tuple[str, ...]) -> Axes:
+    if not isinstance(value, dict):
+        r.error(where, "must be a table keyed by name")
+        return {}
+    out: Axes = {}
+    for owner, params in value.items():
+        if owner not in owners:
+            r.error(f"{where}.{owner}", "is not selected by this experiment")
+        out[owner] = _axes(r, params, f"{where}.{owner}")
+    return out
+
+
+def _case(r: _Reader, value: Any, where: str, base: Case, sel: tuple) -> Case:
+    keys = {"name": True, "dataset_parameters": False, "problem_parameters": False}
+    t = r.table(value, where, keys | {"implementation_parameters": False})
+    datasets, implementations = sel
+    name = r.string(t.get("name"), f"{where}.name")
+    ds = {owner: dict(axes) for owner, axes in base.dataset_parameters.items()}
+    im = {owner: dict(axes) for owner, axes in base.implementation_parameters.items()}
+    pp = dict(base.problem_parameters)
+    # A case replaces the experiment's axes parameter by parameter.
+    case_ds = _owned_axes(
+        r, t.get("dataset_parameters", {}), f"{where}.dataset_parameters", datasets
+    )
+    for owner, axes in case_ds.items():
+        ds[owner] = {**ds.get(owner, {}), **axes}
+    case_im = _owned_axes(
+        r,
+        t.get("implementation_parameters", {}),
+        f"{where}.implementation_parameters",
+        implementations,
+    )
+    for owner, axes in case_im.items():
+        im[owner] = {**im.get(owner, {}), **axes}
+    pp.update(_axes(r, t.get("problem_parameters", {}), f"{where}.problem_parameters"))
+    return Case(name, ds, pp, im)
+
+
+EXPERIMENT_KEYS = {
+    "name": True,
+    "problem": True,
+    "datasets": False,
+    "implementations": True,
+    "repetitions": False,
+    "seed": False,
+    "execution_policy": False,
+    "dataset_parameters": False,
+    "problem_parameters": False,
+    "implementation_parameters": False,
+    "cases": False,
+}
+
+
+def _experiment(r: _Reader, value: Any, where: str, m: dict[str, Any]) -> Experiment:
+    t = r.table(value, where, EXPERIMENT_KEYS)
+    name = r.string(t.get("name"), f"{where}.name")
+    problem = r.string(t.get("problem"), f"{where}.problem")
+    if problem and problem not in m["problems"]:
+        r.error(f"{where}.problem", f"no problem named {problem!r}")
+    datasets = r.names(t.get("datasets", ["unit"]), f"{where}.datasets", m["datasets"], "dataset")
+    impls = r.names(
+        t.get("implementations"), f"{where}.implementations", m["impls"], "implementation"
+    )
+    for i, impl in enumerate(impls):
+        if impl in m["impls"] and problem not in m["impls"][impl].problems:
+            r.error(
+                f"{where}.implementations[{i}]", f"{impl!r} does not declare problem {problem!r}"
+            )
+    reps, seed = t.get("repetitions", 1), t.get("seed", 0)
+    if not is_safe_int(reps, 1):
+        r.error(f"{where}.repetitions", "must be an integer >= 1")
+    if not is_safe_int(seed):
+        r.error(f"{where}.seed", "must be a safe integer >= 0")
+    policy_name = t.get("execution_policy", "default")
+    policy = m["policies"].get(policy_name)
+    if policy is None:
+        r.error(f"{where}.execution_policy", f"no execution policy named {policy_name!r}")
+        policy = ExecutionPolicy()
+    sel = (datasets, impls)
+    base = Case(
+        "default",
+        _owned_axes(r, t.get("dataset_parameters", {}), f"{where}.dataset_parameters", datasets),
+        _axes(r, t.get("problem_parameters", {}), f"{where}.problem_parameters"),
+        _owned_axes(
+            r, t.get("implementation_parameters", {}), f"{where}.implementation_parameters", impls
+        ),
+    )
+    raw_cases = t.get("cases")
+    cases: tuple[Case, ...] = (base,)
+    if raw_cases is not None:
+        if not isinstance(raw_cases, list) or not raw_cases:
+            r.error(f"{where}.cases", "must be a nonempty array of tables")
+        else:
+            cases = tuple(
+                _case(r, c, f"{where}.cases[{i}]", base, sel) for i, c in enumerate(raw_cases)
+            )
+    return Experiment(name, problem, datasets, impls, int(reps or 1), int(seed or 0), policy, cases)
+
+
+def _named(r: _Reader, doc: dict[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        r.error(key, "must be a table")
+        return {}
+    for name in value:
+        if not NAME_RE.match(name):
+            r.error(f"{key}.{name}", "names use letters, digits, '.', '_' and '-'")
+    return value
+
+
+TOP_KEYS = {"version": True, "name": True, "datasets": False, "problems": False}
+TOP_KEYS |= {"implementations": False, "execution_policies": False, "experiments": True}
+
+
+def read_manifest(path: str, doc: dict[str, Any]) -> Manifest:
+    r = _Reader(path)
+    r.table(doc, "$", TOP_KEYS)
+    if doc.get("version") != MANIFEST_VERSION:
+        r.error("version", f"must be {MANIFEST_VERSION}")
+    name = r.string(doc.get("name"), "name")
+    datasets = {n: _dataset(r, n, v) for n, v in _named(r, doc, "datasets").items()}
+    if "unit" in datasets:
+        r.error("datasets.unit", "'unit' is the built-in unit dataset")
+    datasets["unit"] = DatasetDef("unit", "unit")
+    problems = {n: _problem(r, n, v) for n, v in _named(r, doc, "problems").items()}
+    impls = {
+        n: _implementation(r, n, v, problems) for n, v in _named(r, doc, "implementations").items()
+    }
+    policies = {n: _policy(r, n, v) for n, v in _named(r, doc, "execution_policies").items()}
+    policies.setdefault("default", ExecutionPolicy())
+    m = {"datasets": datasets, "problems": problems, "impls": impls, "policies": policies}
+    raw = doc.get("experiments", [])
+    experiments: list[Experiment] = []
+    if not isinstance(raw, list) or not raw:
+        r.error("experiments", "must be a nonempty array of tables ([[experiments]])")
+    else:
+        experiments = [_experiment(r, e, f"experiments[{i}]", m) for i, e in enumerate(raw)]
+    names = [e.name for e in experiments]
+    if len(set(names)) != len(names):
+        r.error("experiments", "experiment names must be unique")
+    if r.errors:
+        raise ManifestError(r.errors)
+    return Manifest(path, r.root, name, datasets, problems, impls, tuple(experiments))

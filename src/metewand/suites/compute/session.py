@@ -1,0 +1,231 @@
+"""One worker process: launch with the protocol pipes, log capture, hello, calls, teardown.
+
+The worker runs in its own session (process group) and, when the caller passes a
+``TreeAccounting``, joins the accounting groups before exec (``preexec_join``) so nothing it forks
+escapes the accounting or the final kill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from metewand.suites.compute.protocol import (
+    PROTOCOL_VERSION,
+    Channel,
+    ProtocolViolation,
+)
+
+DEFAULT_LOG_LIMIT = 1 << 20
+# Variables a worker inherits; everything else is dropped so runs do not depend on the shell.
+ENV_ALLOWLIST = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "OMP_NUM_THREADS",
+)
+
+
+class Accounting(Protocol):
+    """What the session needs from ``metewand.measure.accounting.TreeAccounting``."""
+
+    def preexec_join(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+@dataclass
+class LaunchSpec:
+    argv: list[str]
+    role: str  # implementation | dataset_materializer | problem_evaluator
+    worker_id: str
+    cwd: str
+    env: dict[str, str] = field(default_factory=dict)
+    capabilities: tuple[str, ...] = ()
+
+
+class LogCapture:
+    """Drains one stream to a file, keeping at most ``limit`` bytes and counting the rest."""
+
+    def __init__(self, stream: Any, path: str, limit: int) -> None:
+        self.path = path
+        self.limit = limit
+        self.total_bytes = 0
+        self.truncated = False
+        self._thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, stream: Any) -> None:
+        with open(self.path, "wb") as out:
+            while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+                keep = max(0, self.limit - self.total_bytes)
+                out.write(chunk[:keep])
+                self.total_bytes += len(chunk)
+                self.truncated = self.truncated or len(chunk) > keep
+        stream.close()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "path": os.path.basename(self.path),
+            "total_bytes": self.total_bytes,
+            "retained_bytes": min(self.total_bytes, self.limit),
+            "truncated": self.truncated,
+        }
+
+
+def worker_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in ENV_ALLOWLIST}
+    env.update(extra)
+    return env
+
+
+class WorkerSession:
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        log_dir: str,
+        log_limit: int = DEFAULT_LOG_LIMIT,
+        accounting: Accounting | None = None,
+    ) -> None:
+        self.spec = spec
+        self.log_dir = log_dir
+        self.log_limit = log_limit
+        self.accounting = accounting
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.channel: Channel | None = None
+        self.hello_reply: dict[str, Any] | None = None
+        self._logs: list[LogCapture] = []
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self) -> None:
+        """Launch the process; raises OSError when it cannot start."""
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        env = worker_env(self.spec.env)
+        env["METEWAND_PROTOCOL_READ_FD"] = str(req_r)
+        env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
+        preexec = self.accounting.preexec_join if self.accounting is not None else None
+        try:
+            self.proc = subprocess.Popen(
+                self.spec.argv,
+                cwd=self.spec.cwd,
+                env=env,
+                pass_fds=(req_r, resp_w),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+        except BaseException:
+            for fd in (req_r, req_w, resp_r, resp_w):
+                os.close(fd)
+            raise
+        os.close(req_r)
+        os.close(resp_w)
+        self.channel = Channel(resp_r, req_w)
+        os.makedirs(self.log_dir, exist_ok=True)
+        role = self.spec.role
+        self._logs = [
+            LogCapture(
+                self.proc.stdout, os.path.join(self.log_dir, f"{role}.stdout"), self.log_limit
+            ),
+            LogCapture(
+                self.proc.stderr, os.path.join(self.log_dir, f"{role}.stderr"), self.log_limit
+            ),
+        ]
+
+    def hello(self, timeout_s: float) -> dict[str, Any]:
+        reply = self.call(
+            "hello",
+            {
+                "protocols": [PROTOCOL_VERSION],
+                "role": self.spec.role,
+                "worker_id": self.spec.worker_id,
+            },
+            timeout_s,
+        )
+        _check_hello(reply, self.spec)
+        self.hello_reply = reply
+        return reply
+
+    def call(self, method: str, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        assert self.channel is not None, "session not started"
+        return self.channel.request(method, params, timeout_s)
+
+    def shutdown(self, timeout_s: float) -> int | None:
+        """Ask politely, wait for exit; kill whatever remains. Returns the exit status."""
+        try:
+            if self.channel is not None and not self.channel.broken:
+                self.call("shutdown", {}, timeout_s)
+                self.channel.close()
+                return self.wait(timeout_s)
+        except Exception:  # shutdown trouble never changes an attempt's outcome
+            pass
+        finally:
+            self.kill()
+        return self.returncode()
+
+    def wait(self, timeout_s: float) -> int | None:
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def returncode(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def kill(self) -> None:
+        """Kill the whole tree (accounting group and process group) and reap the root."""
+        if self.proc is None:
+            return
+        if self.accounting is not None:
+            with contextlib.suppress(Exception):
+                self.accounting.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        if self.channel is not None:
+            self.channel.close()
+        deadline = time.monotonic() + 2
+        for capture in self._logs:
+            capture.join(max(0.0, deadline - time.monotonic()))
+
+    def logs(self) -> dict[str, Any]:
+        return {os.path.basename(c.path).split(".")[-1]: c.summary() for c in self._logs}
+
+
+def _check_hello(reply: dict[str, Any], spec: LaunchSpec) -> None:
+    if reply.get("protocol") != PROTOCOL_VERSION:
+        raise ProtocolViolation("wrong_protocol_version", f"worker chose {reply.get('protocol')!r}")
+    if reply.get("worker_id") != spec.worker_id:
+        raise ProtocolViolation("worker_id_mismatch", "hello did not echo the worker id")
+    if "sdk" not in reply or not (reply["sdk"] is None or isinstance(reply["sdk"], dict)):
+        raise ProtocolViolation("malformed_message", "hello reply needs sdk (object or null)")
+    capabilities = reply.get("capabilities")
+    if not isinstance(capabilities, list):
+        raise ProtocolViolation("malformed_message", "hello reply needs a capabilities list")
+    missing = [c for c in spec.capabilities if c not in capabilities]
+    if missing:
+        raise ProtocolViolation("capability_not_reported", ", ".join(missing))
