@@ -1,0 +1,387 @@
+"""Host telemetry: whole-machine evidence (host_scope) sampled beside a benchmark run.
+
+Samples are ``abb_host_telemetry/1`` objects: load averages, memory and swap, swap-in/out
+activity, CPU / memory / IO pressure (PSI), and the number of processes descending from the
+benchmark's root pid. The pollution gate (``measure.host_gate``) judges them; nothing here ever
+touches a functional result.
+
+A value that cannot be read is ``null`` in the sample with an entry in ``unavailable`` naming
+the reason (never 0). This module imports nothing above ``measure``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+from metewand.measure.forms import Reason
+from metewand.measure.host_gate import GateThresholds, evaluate_gate
+
+HOST_TELEMETRY_SCHEMA = "abb_host_telemetry/1"
+HOST_SUMMARY_SCHEMA = "abb_host_summary/1"
+PSI_RESOURCES = ("cpu", "memory", "io")
+MIN_INTERVAL_S = 0.1
+
+PROC = Path("/proc")
+SYS_CPU = Path("/sys/devices/system/cpu")
+Sample = dict[str, Any]
+SampleSink = Callable[[Sample], None]
+
+
+def _unavailable(reason: Reason, detail: str) -> dict[str, str]:
+    return {"reason": reason.value, "detail": detail}
+
+
+def _reason_for(exc: OSError) -> Reason:
+    if isinstance(exc, PermissionError):
+        return Reason.PERMISSION_DENIED
+    if isinstance(exc, FileNotFoundError):
+        return Reason.UNSUPPORTED
+    return Reason.ACCOUNTING_UNAVAILABLE
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+# ---- readers (each returns a value, or raises OSError/ValueError for the caller to record) ----
+
+
+def read_loadavg(proc: Path = PROC) -> dict[str, float]:
+    one, five, fifteen = (proc / "loadavg").read_text().split()[:3]
+    return {"one": float(one), "five": float(five), "fifteen": float(fifteen)}
+
+
+def read_meminfo(proc: Path = PROC) -> dict[str, int]:
+    """Memory and swap in bytes (meminfo reports kB)."""
+    fields: dict[str, int] = {}
+    for line in (proc / "meminfo").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts:
+            fields[name] = int(parts[0]) * 1024
+    swap_total, swap_free = fields["SwapTotal"], fields["SwapFree"]
+    return {
+        "total_bytes": fields["MemTotal"],
+        "available_bytes": fields["MemAvailable"],
+        "swap_total_bytes": swap_total,
+        "swap_free_bytes": swap_free,
+        "swap_used_bytes": swap_total - swap_free,
+    }
+
+
+def read_swap_counters(proc: Path = PROC) -> dict[str, int]:
+    """Cumulative pages swapped in/out since boot (``/proc/vmstat``)."""
+    wanted = {"pswpin": "pswpin_pages", "pswpout": "pswpout_pages"}
+    out: dict[str, int] = {}
+    for line in (proc / "vmstat").read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name in wanted:
+            out[wanted[name]] = int(value)
+    if len(out) != len(wanted):
+        raise ValueError("pswpin/pswpout missing from /proc/vmstat")
+    return out
+
+
+def parse_psi(text: str) -> dict[str, dict[str, float]]:
+    """``some avg10=.. avg60=.. avg300=.. total=..`` lines → {some|full: {avg10, ..., total}}."""
+    out: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        kind, *pairs = line.split()
+        values: dict[str, float] = {}
+        for pair in pairs:
+            key, _, raw = pair.partition("=")
+            values[key] = int(raw) if key == "total" else float(raw)
+        out[kind] = values
+    if "some" not in out:
+        raise ValueError("PSI file has no 'some' line")
+    return out
+
+
+def read_psi(resource: str, proc: Path = PROC) -> dict[str, dict[str, float]]:
+    return parse_psi((proc / "pressure" / resource).read_text())
+
+
+def _ppid_of(stat_text: str) -> int:
+    # comm may contain spaces and ')' — the fields after the LAST ')' are fixed.
+    after = stat_text[stat_text.rindex(")") + 2 :].split()
+    return int(after[1])
+
+
+def parent_map(proc: Path = PROC) -> dict[int, int]:
+    """pid → ppid for every process visible now (processes vanishing mid-scan are skipped)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            parents[int(entry.name)] = _ppid_of((proc / entry.name / "stat").read_text())
+        except (OSError, ValueError):
+            continue
+    return parents
+
+
+def descendant_pids(root_pid: int, proc: Path = PROC) -> list[int]:
+    """Every live descendant of ``root_pid`` (root excluded), from one full ``/proc`` scan.
+
+    A full scan (not ``task/*/children``) because it needs no CONFIG_PROC_CHILDREN and sees
+    children forked by any thread.
+    """
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent_map(proc).items():
+        children.setdefault(ppid, []).append(pid)
+    found: list[int] = []
+    stack = list(children.get(root_pid, []))
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return sorted(found)
+
+
+# ---- host facts (kernel, governor, cgroup): provenance, not per-sample ----
+
+
+def cpu_governors(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
+    governors: dict[str, str] = {}
+    for gov in sorted(sys_cpu.glob("cpu[0-9]*/cpufreq/scaling_governor")):
+        governors[gov.parent.parent.name] = gov.read_text().strip()
+    if not governors:
+        return {
+            "governors": None,
+            "unavailable": _unavailable(
+                Reason.UNSUPPORTED, f"no cpufreq scaling_governor under {sys_cpu}"
+            ),
+        }
+    return {"governors": governors, "distinct": sorted(set(governors.values()))}
+
+
+def cgroup_layout(proc: Path = PROC) -> dict[str, Any]:
+    """Which cgroup hierarchies are mounted, and this process's group in each."""
+    v2_mounts: list[str] = []
+    v1_controllers: dict[str, str] = {}
+    for line in (proc / "self" / "mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        if parts[2] == "cgroup2":
+            v2_mounts.append(parts[1])
+        elif parts[2] == "cgroup":
+            for opt in parts[3].split(","):
+                if opt in _V1_CONTROLLERS or opt.startswith("name="):
+                    v1_controllers[opt] = parts[1]
+    own = {}
+    for line in (proc / "self" / "cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        own[controllers or "unified"] = path
+    version = "hybrid" if v2_mounts and v1_controllers else ("v2" if v2_mounts else "v1")
+    if not v2_mounts and not v1_controllers:
+        version = "none"
+    return {
+        "version": version,
+        "v2_mounts": v2_mounts,
+        "v1_controllers": dict(sorted(v1_controllers.items())),
+        "own_groups": dict(sorted(own.items())),
+    }
+
+
+_V1_CONTROLLERS = frozenset(
+    [
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "memory",
+        "devices",
+        "freezer",
+        "net_cls",
+        "blkio",
+        "perf_event",
+        "net_prio",
+        "hugetlb",
+        "pids",
+        "rdma",
+        "misc",
+    ]
+)
+
+
+def host_facts() -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "kernel": platform.release(),
+        "platform": platform.system(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": sorted(os.sched_getaffinity(0)),
+        "cpu_governor": cpu_governors(),
+    }
+    try:
+        facts["cgroup"] = cgroup_layout()
+    except OSError as exc:
+        facts["cgroup"] = {"version": None, "unavailable": _unavailable(_reason_for(exc), str(exc))}
+    return facts
+
+
+# ---- one sample ----
+
+
+def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = PROC) -> Sample:
+    """One ``abb_host_telemetry/1`` sample; unreadable parts are null with a reason."""
+    sample: Sample = {
+        "schema": HOST_TELEMETRY_SCHEMA,
+        "seq": seq,
+        "timestamp": utc_now(),
+        "monotonic_ns": time.monotonic_ns(),
+        "root_pid": root_pid,
+    }
+    unavailable: dict[str, dict[str, str]] = {}
+    readers: list[tuple[str, Callable[[], Any]]] = [
+        ("loadavg", lambda: read_loadavg(proc)),
+        ("memory", lambda: read_meminfo(proc)),
+        ("vmstat", lambda: read_swap_counters(proc)),
+        ("bench_descendant_process_count", lambda: len(descendant_pids(root_pid, proc))),
+    ]
+    readers += [(f"psi_{r}", (lambda r=r: read_psi(r, proc))) for r in PSI_RESOURCES]
+    for field, read in readers:
+        try:
+            sample[field] = read()
+        except (OSError, ValueError, KeyError) as exc:
+            sample[field] = None
+            reason = _reason_for(exc) if isinstance(exc, OSError) else Reason.UNSUPPORTED
+            unavailable[field] = _unavailable(reason, f"{type(exc).__name__}: {exc}")
+    sample["psi"] = {r: sample.pop(f"psi_{r}") for r in PSI_RESOURCES}
+    for r in PSI_RESOURCES:
+        if f"psi_{r}" in unavailable:
+            unavailable[f"psi.{r}"] = unavailable.pop(f"psi_{r}")
+    sample["swap_activity"] = _swap_delta(sample.get("vmstat"), previous)
+    sample["unavailable"] = unavailable
+    return sample
+
+
+def _swap_delta(vmstat: dict[str, int] | None, previous: Sample | None) -> dict[str, int] | None:
+    """Pages swapped in/out since the previous sample (null for the first or unreadable)."""
+    before = previous.get("vmstat") if previous else None
+    if vmstat is None or before is None:
+        return None
+    return {
+        "pswpin_delta_pages": vmstat["pswpin_pages"] - before["pswpin_pages"],
+        "pswpout_delta_pages": vmstat["pswpout_pages"] - before["pswpout_pages"],
+    }
+
+
+# ---- background sampler ----
+
+
+class HostTelemetry:
+    """Samples the host every ``interval_s`` in a daemon thread.
+
+    ``sink`` is a path (``host_telemetry.jsonl``: one canonical line per sample, flushed per
+    line) or a callable receiving each sample. ``stop()`` returns the ``host_summary.json``
+    content, including the pollution-gate verdict under the recorded thresholds.
+    """
+
+    def __init__(
+        self,
+        interval_s: float,
+        root_pid: int,
+        sink: str | os.PathLike[str] | SampleSink | None = None,
+        thresholds: GateThresholds | None = None,
+    ) -> None:
+        if interval_s < MIN_INTERVAL_S:
+            raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S}, got {interval_s}")
+        self.interval_s = float(interval_s)
+        self.root_pid = root_pid
+        self.thresholds = thresholds or GateThresholds()
+        self.samples: list[Sample] = []
+        self.errors: list[str] = []
+        self._sink = sink
+        self._file: Any = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sampler_cpu_ns = 0
+        self.started_at: str | None = None
+        self.ended_at: str | None = None
+
+    def start(self) -> HostTelemetry:
+        if self._thread is not None:
+            raise RuntimeError("HostTelemetry already started")
+        if self._sink is not None and not callable(self._sink):
+            self._file = open(self._sink, "ab")  # noqa: SIM115 - closed in stop()
+        self.started_at = utc_now()
+        self._record_one()  # a synchronous first sample: the run's starting point
+        self._thread = threading.Thread(target=self._loop, name="host-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._record_one()
+
+    def _record_one(self) -> None:
+        before = time.thread_time_ns()
+        try:
+            previous = self.samples[-1] if self.samples else None
+            sample = take_sample(self.root_pid, len(self.samples), previous)
+            self.samples.append(sample)
+            self._emit(sample)
+        except Exception as exc:  # the observer must never take the run down
+            self.errors.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._sampler_cpu_ns += time.thread_time_ns() - before
+
+    def _emit(self, sample: Sample) -> None:
+        if self._file is not None:
+            self._file.write(canonical.line(sample))
+            self._file.flush()
+        elif callable(self._sink):
+            self._sink(sample)
+
+    def stop(self) -> dict[str, Any]:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+            if self._thread.is_alive():
+                self.errors.append("host telemetry thread did not stop in time")
+            else:
+                self._record_one()  # a final sample: the run's end point
+        self.ended_at = utc_now()
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        return self.summary()
+
+    def __enter__(self) -> HostTelemetry:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def summary(self) -> dict[str, Any]:
+        """``host_summary.json`` content (``abb_host_summary/1``)."""
+        verdict = evaluate_gate(self.samples, self.thresholds, sampler_errors=self.errors)
+        counts = [s["bench_descendant_process_count"] for s in self.samples]
+        counts = [c for c in counts if c is not None]
+        return {
+            "schema": HOST_SUMMARY_SCHEMA,
+            "telemetry_schema": HOST_TELEMETRY_SCHEMA,
+            "scope": "host_scope",
+            "affects_functional_score": False,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "interval_s": self.interval_s,
+            "root_pid": self.root_pid,
+            "sample_count": len(self.samples),
+            "sampler_cpu_ms": round(self._sampler_cpu_ns / 1e6, 3),
+            "sampler_errors": list(self.errors),
+            "max_bench_descendant_process_count": max(counts) if counts else None,
+            "polluted": not verdict["passed"],
+            "flags": [t["condition"] for t in verdict["triggered"]],
+            "gate": verdict,
+            "host": host_facts(),
+        }

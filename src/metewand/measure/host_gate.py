@@ -1,0 +1,183 @@
+"""The host pollution gate: did something outside the benchmark disturb the machine?
+
+The gate reads ``abb_host_telemetry/1`` samples and returns a verdict (pass/fail, the triggered
+conditions with their figures, and conditions it could not evaluate, with the reason). The
+thresholds are a dataclass recorded in the verdict, so a reader can see what "polluted" meant.
+The verdict is comparability evidence only; it never rewrites a functional result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+Sample = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GateThresholds:
+    """What counts as pollution. Defaults follow the peer benchmark where it was sound.
+
+    PSI conditions must hold for ``sustained_samples`` consecutive samples: one busy moment
+    (a compile next door for two seconds) is not a polluted run, a sustained one is.
+    """
+
+    max_swap_pages: int = 0  # pages swapped in+out during the run above this → swap_activity
+    min_available_ratio: float = 0.05  # MemAvailable/MemTotal below this → low_memory_available
+    cpu_some_avg10_max: float = 50.0  # % of time some runnable task waited for a CPU
+    memory_full_avg10_max: float = 10.0  # % of time all non-idle tasks stalled on memory
+    io_full_avg10_max: float = 20.0  # % of time all non-idle tasks stalled on IO
+    sustained_samples: int = 3
+    process_growth_min: int = 8  # allowed last-minus-first descendant growth ...
+    process_growth_fraction: float = 0.2  # ... or this fraction of the first count, if larger
+
+    def __post_init__(self) -> None:
+        if self.sustained_samples < 1:
+            raise ValueError("sustained_samples must be >= 1")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    triggered: bool | None  # None: not evaluable (the reason is in ``detail``)
+    detail: str
+    figures: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GateCondition:
+    name: str
+    evaluate: Callable[[Sequence[Sample], GateThresholds], Outcome]
+
+
+def _present(samples: Sequence[Sample], field: str) -> list[Sample]:
+    return [s for s in samples if s.get(field) is not None]
+
+
+def _swap_activity(samples: Sequence[Sample], th: GateThresholds) -> Outcome:
+    readable = _present(samples, "vmstat")
+    if len(readable) < 2:
+        return Outcome(None, "fewer than two readable /proc/vmstat samples", {})
+    first, last = readable[0]["vmstat"], readable[-1]["vmstat"]
+    swapped_in = last["pswpin_pages"] - first["pswpin_pages"]
+    swapped_out = last["pswpout_pages"] - first["pswpout_pages"]
+    figures = {"pswpin_delta_pages": swapped_in, "pswpout_delta_pages": swapped_out}
+    total = swapped_in + swapped_out
+    detail = f"{total} pages swapped in/out during the run (allowed {th.max_swap_pages})"
+    return Outcome(total > th.max_swap_pages, detail, figures)
+
+
+def _low_memory(samples: Sequence[Sample], th: GateThresholds) -> Outcome:
+    readable = _present(samples, "memory")
+    if not readable:
+        return Outcome(None, "no readable /proc/meminfo sample", {})
+    ratios = [s["memory"]["available_bytes"] / s["memory"]["total_bytes"] for s in readable]
+    low = min(ratios)
+    detail = f"minimum MemAvailable/MemTotal {low:.4f} (threshold {th.min_available_ratio})"
+    figures = {"min_available_ratio": round(low, 6)}
+    return Outcome(low < th.min_available_ratio, detail, figures)
+
+
+def _longest_run(flags: Sequence[bool]) -> int:
+    best = run = 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        best = max(best, run)
+    return best
+
+
+def _sustained_psi(resource: str, line: str, threshold_field: str) -> GateCondition:
+    def evaluate(samples: Sequence[Sample], th: GateThresholds) -> Outcome:
+        values = [
+            s["psi"][resource][line]["avg10"]
+            for s in samples
+            if (s.get("psi") or {}).get(resource) and line in s["psi"][resource]
+        ]
+        if not values:
+            reason = _first_unavailable(samples, f"psi.{resource}")
+            return Outcome(None, f"PSI {resource} {line} unavailable: {reason}", {})
+        limit = getattr(th, threshold_field)
+        run = _longest_run([v >= limit for v in values])
+        figures = {f"max_{line}_avg10": max(values), "longest_run_samples": run}
+        detail = (
+            f"{resource} {line} avg10 >= {limit} for {run} consecutive samples "
+            f"(sustained means >= {th.sustained_samples}); max {max(values)}"
+        )
+        return Outcome(run >= th.sustained_samples, detail, figures)
+
+    return GateCondition(f"sustained_{resource}_pressure", evaluate)
+
+
+def _first_unavailable(samples: Sequence[Sample], field: str) -> str:
+    for s in samples:
+        entry = (s.get("unavailable") or {}).get(field)
+        if entry:
+            return f"{entry['reason']} ({entry.get('detail', '')})"
+    return "no samples carry it"
+
+
+def _process_growth(samples: Sequence[Sample], th: GateThresholds) -> Outcome:
+    counts = [
+        s["bench_descendant_process_count"]
+        for s in samples
+        if s.get("bench_descendant_process_count") is not None
+    ]
+    if len(counts) < 2:
+        return Outcome(None, "fewer than two descendant-process counts", {})
+    growth = counts[-1] - counts[0]
+    allowed = max(th.process_growth_min, math.ceil(max(1, counts[0]) * th.process_growth_fraction))
+    figures = {"first": counts[0], "last": counts[-1], "max": max(counts), "allowed": allowed}
+    detail = f"benchmark descendants grew {counts[0]} -> {counts[-1]} (allowed +{allowed})"
+    return Outcome(growth > allowed, detail, figures)
+
+
+CONDITIONS: tuple[GateCondition, ...] = (
+    GateCondition("swap_activity", _swap_activity),
+    GateCondition("low_memory_available", _low_memory),
+    _sustained_psi("cpu", "some", "cpu_some_avg10_max"),
+    _sustained_psi("memory", "full", "memory_full_avg10_max"),
+    _sustained_psi("io", "full", "io_full_avg10_max"),
+    GateCondition("abnormal_process_growth", _process_growth),
+)
+
+
+def evaluate_gate(
+    samples: Sequence[Sample],
+    thresholds: GateThresholds | None = None,
+    sampler_errors: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Verdict: ``passed``, ``triggered`` [{condition, detail, figures}], ``unevaluated``.
+
+    No samples at all, or a failing sampler, fails the gate: a run whose host nobody watched
+    cannot be vouched for.
+    """
+    th = thresholds or GateThresholds()
+    triggered: list[dict[str, Any]] = []
+    unevaluated: list[dict[str, str]] = []
+    evaluated: list[str] = []
+    if not samples:
+        triggered.append(_entry("host_telemetry_missing", "no host telemetry samples", {}))
+    if sampler_errors:
+        detail = f"{len(sampler_errors)} sampler error(s); first: {sampler_errors[0]}"
+        triggered.append(_entry("host_telemetry_sampler_failed", detail, {}))
+    for condition in CONDITIONS if samples else ():
+        outcome = condition.evaluate(samples, th)
+        if outcome.triggered is None:
+            unevaluated.append({"condition": condition.name, "reason": outcome.detail})
+            continue
+        evaluated.append(condition.name)
+        if outcome.triggered:
+            triggered.append(_entry(condition.name, outcome.detail, outcome.figures))
+    return {
+        "passed": not triggered,
+        "triggered": triggered,
+        "evaluated": evaluated,
+        "unevaluated": unevaluated,
+        "thresholds": asdict(th),
+        "sample_count": len(samples),
+    }
+
+
+def _entry(name: str, detail: str, figures: dict[str, Any]) -> dict[str, Any]:
+    return {"condition": name, "detail": detail, "figures": figures}
