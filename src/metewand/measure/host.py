@@ -247,7 +247,7 @@ def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = P
         ("vmstat", lambda: read_swap_counters(proc)),
         ("bench_descendant_process_count", lambda: len(descendant_pids(root_pid, proc))),
     ]
-    readers += [(f"psi_{r}", (lambda r=r: read_psi(r, proc))) for r in PSI_RESOURCES]
+    readers += [(f"psi_{r}", _psi_reader(r, proc)) for r in PSI_RESOURCES]
     for field, read in readers:
         try:
             sample[field] = read()
@@ -262,6 +262,10 @@ def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = P
     sample["swap_activity"] = _swap_delta(sample.get("vmstat"), previous)
     sample["unavailable"] = unavailable
     return sample
+
+
+def _psi_reader(resource: str, proc: Path) -> Callable[[], Any]:
+    return lambda: read_psi(resource, proc)
 
 
 def _swap_delta(vmstat: dict[str, int] | None, previous: Sample | None) -> dict[str, int] | None:
