@@ -20,6 +20,7 @@ from referencing.jsonschema import DRAFT202012
 from metewand import canonical
 
 SUFFIX = ".schema.json"
+BASE_URI = "https://metewand.dev/schemas/"
 
 
 class UnknownSchemaError(KeyError):
@@ -44,7 +45,9 @@ def _documents() -> dict[str, dict[str, Any]]:
     docs: dict[str, dict[str, Any]] = {}
     for entry in _schema_dir().iterdir():
         if entry.name.endswith(SUFFIX):
-            docs[entry.name[: -len(SUFFIX)]] = canonical.loads(entry.read_text("utf-8"))
+            doc = canonical.loads(entry.read_text("utf-8"))
+            doc.setdefault("$id", BASE_URI + entry.name)  # so relative $refs resolve
+            docs[entry.name[: -len(SUFFIX)]] = doc
     return docs
 
 

@@ -1,0 +1,170 @@
+"""`metewand status RUN` and `metewand export RUN`: read a run directory, nothing else."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import click
+
+from metewand import canonical
+from metewand.cli import exit_codes
+from metewand.runtime.store import RunView, StoreError
+
+DEFAULT_RUNS_DIR = Path("runs")
+FORM_STATUSES = frozenset({"complete", "partial", "unavailable"})
+FORM_KEYS = ("status", "value", "reason")
+LEADING_COLUMNS = ("key", "status", "attempt")
+
+
+def open_run(run: str) -> RunView:
+    """RUN is a run directory, or a run id under ./runs."""
+    candidates = [Path(run), DEFAULT_RUNS_DIR / run]
+    for path in candidates:
+        if path.is_dir():
+            try:
+                return RunView(path)
+            except StoreError as exc:
+                _fail(str(exc))
+    _fail(f"no run directory {run!r} (looked in {', '.join(str(c) for c in candidates)})")
+    raise AssertionError("unreachable")
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(exit_codes.INVALID_INPUT)
+
+
+def run_status(view: RunView) -> dict[str, Any]:
+    read = view.read()
+    finished = {str(row["key"]) for row in read.rows}
+    planned = view.manifest["data"].get("planned_keys")
+    unfinished = sorted(set(planned) - finished) if isinstance(planned, list) else None
+    return {
+        "run_id": view.run_id,
+        "run_dir": str(view.run_dir),
+        "state": view.state,
+        "rows": len(read.rows),
+        "by_status": dict(sorted(Counter(str(r.get("status")) for r in read.rows).items())),
+        "finished": len(finished),
+        "planned": len(planned) if isinstance(planned, list) else None,
+        "unfinished": len(unfinished) if unfinished is not None else None,
+        "unfinished_keys": unfinished,
+        "torn_tail_bytes": read.torn_tail_bytes,
+    }
+
+
+@click.command("status")
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="Machine output: one canonical JSON object.")
+def status(run: str, as_json: bool) -> None:
+    """Show the state of run RUN (a run directory or an id under ./runs).
+
+    \b
+    Examples:
+      metewand status runs/20250101T120000Z-ab12cd
+      metewand status 20250101T120000Z-ab12cd --json
+    """
+    summary = run_status(open_run(run))
+    if as_json:
+        click.echo(canonical.dumps_str(summary))
+        return
+    click.echo(f"run       {summary['run_id']}  ({summary['run_dir']})")
+    click.echo(f"state     {summary['state']}")
+    planned = summary["planned"]
+    click.echo(
+        f"attempts  {summary['finished']} finished"
+        + (
+            f" of {planned} planned, {summary['unfinished']} unfinished"
+            if planned is not None
+            else ""
+        )
+    )
+    for name, count in summary["by_status"].items():
+        click.echo(f"  {name:<12} {count}")
+    if summary["torn_tail_bytes"]:
+        click.echo(f"note      a torn final line ({summary['torn_tail_bytes']} bytes) is ignored")
+
+
+def _is_form(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and value.get("status") in FORM_STATUSES
+        and set(value) <= {*FORM_KEYS, "source"}
+    )
+
+
+def flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested objects become dotted columns; measurement forms always get all three columns."""
+    flat: dict[str, Any] = {}
+    for name, value in row.items():
+        column = f"{prefix}{name}"
+        if _is_form(value):
+            for key in FORM_KEYS:
+                flat[f"{column}.{key}"] = value.get(key)
+            if "source" in value:
+                flat[f"{column}.source"] = value["source"]
+        elif isinstance(value, dict) and value:
+            flat.update(flatten(value, prefix=f"{column}."))
+        elif isinstance(value, (dict, list)):
+            flat[column] = canonical.dumps_str(value)
+        else:
+            flat[column] = value
+    return flat
+
+
+def rows_to_csv(rows: list[dict[str, Any]]) -> str:
+    flat_rows = [flatten(row) for row in rows]
+    seen = {column for flat in flat_rows for column in flat}
+    columns = [c for c in LEADING_COLUMNS if c in seen]
+    columns += sorted(seen - set(columns))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for flat in flat_rows:
+        writer.writerow({c: _cell(flat.get(c)) for c in columns})
+    return buffer.getvalue()
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@click.command("export")
+@click.argument("run")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "json", "jsonl"]),
+    default="json",
+    show_default=True,
+    help="json: one array of rows; jsonl: canonical JSON Lines; csv: one row per attempt.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
+def export(run: str, fmt: str, output: str | None) -> None:
+    """Export the attempt rows of run RUN.
+
+    \b
+    Examples:
+      metewand export runs/RUN --format csv -o results.csv
+      metewand export RUN --format json
+    """
+    rows = open_run(run).rows()
+    if fmt == "csv":
+        text = rows_to_csv(rows)
+    elif fmt == "jsonl":
+        text = "".join(canonical.line(row).decode("utf-8") for row in rows)
+    else:
+        text = canonical.dumps_str(rows) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
