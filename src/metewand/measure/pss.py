@@ -187,7 +187,7 @@ def _summarise(
         reason = Reason.ACCOUNTING_UNAVAILABLE
     counted = {p: v for p, (o, v) in members.items() if o in (Outcome.OK, Outcome.ZOMBIE)}
     zombies = sum(1 for o, _ in members.values() if o is Outcome.ZOMBIE)
-    if not members and listed:
+    if not members:  # nothing to scan is not a measured 0: the subject was not seen
         reason = Reason.ACCOUNTING_UNAVAILABLE
     total = None if reason else sum(counted.values())
     return PssScan(

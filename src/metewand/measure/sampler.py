@@ -1,0 +1,231 @@
+"""A sampler beside a running subject: cheap counters every tick, PSS every few ticks.
+
+Its own trouble never reaches the subject: an exception inside the sampler ends sampling,
+writes ``sampler_fault`` and leaves what was gathered so far, marked for what it is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting
+from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, partial, unavailable
+from metewand.measure.pss import PssScan, PssScanner
+
+FaultHook = Callable[[int], None]  # called with the tick index; raising simulates a sampler fault
+
+
+@dataclass(slots=True)
+class SamplerSummary:
+    pss_baseline: Measurement
+    pss_peak: Measurement
+    pss_end: Measurement
+    process_count_baseline: Measurement
+    process_count_peak: Measurement
+    process_count_end: Measurement
+    cgroup_memory_current: Measurement
+    cgroup_memory_peak: Measurement
+    cpu: CpuReading | None
+    tick_count: int
+    pss_sample_count: int
+    sampler_cpu_ns: int
+    interval_ms: int
+    pss_every: int
+    quality_flags: list[QualityFlag]
+    fault: str | None
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        forms = {
+            "pss_baseline_bytes": self.pss_baseline,
+            "pss_peak_bytes": self.pss_peak,
+            "pss_end_bytes": self.pss_end,
+            "process_count_baseline": self.process_count_baseline,
+            "process_count_peak": self.process_count_peak,
+            "process_count_end": self.process_count_end,
+            "cgroup_memory_current_bytes": self.cgroup_memory_current,
+            "cgroup_memory_peak_bytes": self.cgroup_memory_peak,
+        }
+        out: dict[str, Any] = {k: v.to_json_with_source() for k, v in forms.items()}
+        out.update(
+            tick_count=self.tick_count,
+            pss_sample_count=self.pss_sample_count,
+            sampler_cpu_ns=self.sampler_cpu_ns,
+            interval_ms=self.interval_ms,
+            pss_every=self.pss_every,
+            quality_flags=[f.value for f in self.quality_flags],
+            fault=self.fault,
+        )
+        return out
+
+
+class Sampler:
+    def __init__(
+        self,
+        accounting: TreeAccounting,
+        interval_ms: int = 100,
+        pss_every: int = 5,
+        scanner: PssScanner | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        if interval_ms <= 0 or pss_every <= 0:
+            raise ValueError("interval_ms and pss_every must be positive")
+        self.accounting = accounting
+        self.interval_ms = interval_ms
+        self.pss_every = pss_every
+        self._own_scanner = scanner is None
+        self.scanner = scanner or PssScanner()
+        self.fault_hook = fault_hook
+        self.samples: list[dict[str, Any]] = []
+        self._pss: list[PssScan] = []
+        self._counts: list[int] = []
+        self._last_cpu: CpuReading | None = None
+        self._last_memory: MemoryReading | None = None
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0
+        self._ticks = 0
+        self._cpu_ns = 0  # sampler-thread CPU + caller-side scans + pool readers
+        self.fault: str | None = None
+
+    # -- recording --------------------------------------------------------------------------
+    def _record(self, kind: str, with_pss: bool, phase: str | None = None) -> None:
+        cpu = self.accounting.cpu()
+        memory = self.accounting.memory()
+        count = len(self.accounting.pids())
+        sample: dict[str, Any] = {
+            "kind": kind,
+            "t_ns": time.monotonic_ns() - self._t0,
+            "cpu_time_ns": cpu.total.to_json(),
+            "memory_current_bytes": memory.current.to_json(),
+            "process_count": count,
+        }
+        if phase is not None:
+            sample["phase"] = phase
+        if with_pss:
+            scan = self.scanner.scan(self.accounting.pids)
+            sample["pss_bytes"] = scan.measurement().to_json()
+            sample["pss_process_count"] = scan.process_count
+        with self._lock:
+            self._last_cpu, self._last_memory = cpu, memory
+            self._counts.append(count)
+            if with_pss:
+                self._pss.append(scan)
+                self._cpu_ns += scan.pool_cpu_ns
+            self.samples.append(sample)
+
+    def _guarded(self, action: Callable[[], None]) -> None:
+        if self.fault is not None:
+            return
+        try:
+            action()
+        except Exception as exc:  # the observer must never take the subject down
+            self.fault = f"{type(exc).__name__}: {exc}"
+
+    def _caller_side(self, kind: str, with_pss: bool, phase: str | None = None) -> None:
+        start = time.thread_time_ns()
+        self._guarded(lambda: self._record(kind, with_pss, phase))
+        with self._lock:
+            self._cpu_ns += time.thread_time_ns() - start
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        """Take the baseline scan now, then sample in a background thread."""
+        self._t0 = time.monotonic_ns()
+        self._caller_side("baseline", with_pss=True)
+        self._thread = threading.Thread(target=self._run, name="metewand-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        start = time.thread_time_ns()
+        interval = self.interval_ms / 1000
+        while not self._stopping.wait(interval) and self.fault is None:
+            self._ticks += 1
+            self._guarded(self._one_tick)
+        with self._lock:
+            self._cpu_ns += time.thread_time_ns() - start
+
+    def _one_tick(self) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(self._ticks)
+        self._record("tick", with_pss=self._ticks % self.pss_every == 0)
+
+    def mark(self, phase: str) -> None:
+        """Record counters at a phase boundary (no PSS scan: marks must stay cheap)."""
+        self._caller_side("mark", with_pss=False, phase=phase)
+
+    def stop(self, end_scan: bool = True) -> SamplerSummary:
+        """Stop sampling. ``end_scan`` takes a final PSS scan now (while the tree still lives);
+        without it, the end is the last scan taken during sampling."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join()
+        if end_scan:
+            self._caller_side("end", with_pss=True)
+        if self._own_scanner:
+            self.scanner.close()
+        return self._summary()
+
+    # -- summary ----------------------------------------------------------------------------
+    def _summary(self) -> SamplerSummary:
+        flags: list[QualityFlag] = []
+        pss = [s.measurement() for s in self._pss]
+        for scan in self._pss:
+            flags.extend(f for f in scan.quality_flags if f not in flags)
+        if len(pss) <= 2:
+            flags.append(QualityFlag.BASELINE_END_ONLY)
+        if self.fault is not None:
+            flags.append(QualityFlag.SAMPLER_FAULT)
+        if self._counts and max(self._counts) == 0:
+            flags.append(QualityFlag.PEAK_MISSED_BY_SAMPLER)
+        memory = self._last_memory
+        gone = unavailable(Reason.NOT_STARTED, "sampler")
+        return SamplerSummary(
+            pss_baseline=pss[0] if pss else self._missing(),
+            pss_peak=self._peak(pss),
+            pss_end=pss[-1] if pss and self.fault is None else self._missing(),
+            process_count_baseline=self._count_form(self._counts[:1]),
+            process_count_peak=self._count_form(self._counts, peak=True),
+            process_count_end=self._count_form(self._counts[-1:]),
+            cgroup_memory_current=memory.current if memory else gone,
+            cgroup_memory_peak=memory.peak if memory else gone,
+            cpu=self._last_cpu,
+            tick_count=self._ticks,
+            pss_sample_count=len(pss),
+            sampler_cpu_ns=self._cpu_ns,
+            interval_ms=self.interval_ms,
+            pss_every=self.pss_every,
+            quality_flags=flags,
+            fault=self.fault,
+            samples=list(self.samples),
+        )
+
+    def _missing(self) -> Measurement:
+        reason = Reason.SAMPLER_FAULT if self.fault is not None else Reason.NOT_STARTED
+        return unavailable(reason, "sampler")
+
+    def _peak(self, pss: list[Measurement]) -> Measurement:
+        if not pss:
+            return self._missing()
+        bad = next((m for m in pss if m.value is None), None)
+        if bad is not None:  # an unreadable scan might have held the peak
+            return bad
+        peak = max(m.value for m in pss if m.value is not None)
+        if self.fault is not None:
+            return partial(peak, Reason.INTERRUPTED, pss[0].source)
+        return complete(peak, pss[0].source)
+
+    def _count_form(self, counts: list[int], peak: bool = False) -> Measurement:
+        if not counts:
+            return self._missing()
+        value = max(counts) if peak else counts[0]
+        if peak and value == 0:  # the subject ran, so a peak of 0 means the sampler missed it
+            return unavailable(Reason.ACCOUNTING_UNAVAILABLE, "sampler")
+        if self.fault is not None and peak:
+            return partial(value, Reason.INTERRUPTED, "sampler")
+        return complete(value, f"{self.accounting.backend}:members")

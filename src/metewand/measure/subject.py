@@ -1,0 +1,158 @@
+"""Run one command as a measured subject (the engine of ``metewand measure``)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from metewand.measure.accounting import open_accounting
+from metewand.measure.forms import Measurement, QualityFlag, complete
+from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+
+MEASUREMENT_FIELDS = (
+    "wall_time_ns",
+    "cpu_time_ns",
+    "cpu_user_time_ns",
+    "cpu_system_time_ns",
+    "peak_memory_bytes",
+    "pss_baseline_bytes",
+    "pss_peak_bytes",
+    "pss_end_bytes",
+    "process_count_peak",
+)
+
+
+class SubjectStartError(RuntimeError):
+    """The command could not be started (not found, not executable, ...)."""
+
+    def __init__(self, argv: Sequence[str], error: OSError) -> None:
+        super().__init__(f"cannot start {argv[0]!r}: {error.strerror or error}")
+        self.argv = list(argv)
+        self.errno = error.errno
+        # The shell convention: 127 = not found, 126 = found but not executable.
+        self.exit_code = 127 if error.errno == errno.ENOENT else 126
+
+
+@dataclass(slots=True)
+class SubjectReport:
+    argv: list[str]
+    backend: str
+    fallback_reasons: list[str]
+    measurements: dict[str, Measurement]  # keyed by MEASUREMENT_FIELDS
+    exit_status: int | None  # None when a signal ended the command
+    signal: int | None
+    quality_flags: list[QualityFlag]
+    sampler: SamplerSummary
+    root_pid: int
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def shell_exit_status(self) -> int:
+        """The command's status as a shell reports it (128 + signal number for a signal)."""
+        return 128 + self.signal if self.signal is not None else int(self.exit_status or 0)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            name: self.measurements[name].to_json() for name in MEASUREMENT_FIELDS
+        }
+        out["sources"] = {name: self.measurements[name].source for name in MEASUREMENT_FIELDS}
+        out.update(
+            argv=self.argv,
+            backend=self.backend,
+            fallback_reasons=self.fallback_reasons,
+            exit_status=self.exit_status,
+            signal=self.signal,
+            signal_name=signal.Signals(self.signal).name if self.signal else None,
+            quality_flags=[f.value for f in self.quality_flags],
+            sampler={
+                k: v
+                for k, v in self.sampler.to_json().items()
+                if k
+                in (
+                    "tick_count",
+                    "pss_sample_count",
+                    "sampler_cpu_ns",
+                    "interval_ms",
+                    "pss_every",
+                    "fault",
+                )
+            },
+        )
+        return out
+
+
+def _wait_without_reaping(pid: int) -> None:
+    # WNOWAIT leaves the root a zombie, so its /proc entry (CPU ticks, children's ticks) and the
+    # cgroup stay readable until we reap it.
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+
+
+def _start(
+    argv: Sequence[str], preexec: Any, env: Mapping[str, str] | None, cwd: str | None
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(list(argv), preexec_fn=preexec, close_fds=True, env=env, cwd=cwd)
+    except OSError as exc:
+        raise SubjectStartError(argv, exc) from exc
+
+
+def run_measured(
+    argv: Sequence[str],
+    backend: str = "auto",
+    interval_ms: int = 100,
+    pss_every: int = 5,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    fault_hook: FaultHook | None = None,
+) -> SubjectReport:
+    """Run ``argv`` to completion inside a fresh accounting and report what it cost."""
+    if not argv:
+        raise ValueError("empty command")
+    accounting = open_accounting(backend, label=os.path.basename(argv[0]))
+    try:
+        started = time.monotonic_ns()
+        proc = _start(argv, accounting.preexec_join(), env, cwd)
+        accounting.attach(proc.pid)
+        sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
+        sampler.start()
+        _wait_without_reaping(proc.pid)
+        wall = time.monotonic_ns() - started
+        summary = sampler.stop(end_scan=False)
+        cpu, memory = accounting.cpu(), accounting.memory()
+        _, status = os.waitpid(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+    finally:
+        accounting.close()
+    flags = list(accounting.quality_flags)
+    flags += [f for f in summary.quality_flags if f not in flags]
+    measurements = {
+        "wall_time_ns": complete(wall, "monotonic"),
+        "cpu_time_ns": cpu.total,
+        "cpu_user_time_ns": cpu.user,
+        "cpu_system_time_ns": cpu.system,
+        "peak_memory_bytes": memory.peak,
+        "pss_baseline_bytes": summary.pss_baseline,
+        "pss_peak_bytes": summary.pss_peak,
+        "pss_end_bytes": summary.pss_end,
+        "process_count_peak": summary.process_count_peak,
+    }
+    code = proc.returncode
+    return SubjectReport(
+        argv=list(argv),
+        backend=accounting.backend,
+        fallback_reasons=list(accounting.fallback_reasons),
+        measurements=measurements,
+        exit_status=code if code >= 0 else None,
+        signal=-code if code < 0 else None,
+        quality_flags=flags,
+        sampler=summary,
+        root_pid=proc.pid,
+        samples=summary.samples,
+    )
