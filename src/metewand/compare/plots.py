@@ -1,0 +1,132 @@
+"""matplotlib figures (Agg backend) rendered to inline base64 PNG data URIs.
+
+Few figures, each drawn from numpy arrays prepared in one pass over the rows. A missing value
+is NaN and is dropped before drawing; nothing unmeasured is drawn as 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from metewand.compare.efficiency import EnginePoint  # noqa: E402
+
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+METRIC_LABELS = {
+    "pss_peak_bytes": ("median peak PSS (MiB)", 1 / 2**20),
+    "cpu_total_ms": ("median CPU (ms)", 1.0),
+    "duration_ms": ("duration (ms)", 1.0),
+}
+
+
+def to_data_uri(fig: Figure) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Figure:
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        label, scale = METRIC_LABELS.get(metric, (metric, 1.0))
+        for index, point in enumerate(points):
+            cost, success = point.costs.get(metric), point.success
+            if cost is None or success is None:
+                continue
+            colour = COLOURS[index % len(COLOURS)]
+            x, y = cost.estimate * scale, success.estimate * 100
+            ax.errorbar(
+                [x],
+                [y],
+                xerr=[[x - cost.low * scale], [cost.high * scale - x]],
+                yerr=[[y - success.low * 100], [success.high * 100 - y]],
+                fmt="o",
+                color=colour,
+                capsize=4,
+                markersize=8,
+                label=f"{point.engine} (n={point.samples[metric]})",
+            )
+        ax.set_xlabel(label + ", all-pass intersection")
+        ax.set_ylabel("task success rate, all-k (%)")
+        ax.set_ylim(-5, 105)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="lower right", fontsize=8)
+    fig.suptitle("Efficiency map (95% CIs: Wilson for rate, task-clustered bootstrap for median)")
+    fig.tight_layout()
+    return fig
+
+
+def distributions(columns: Mapping[str, Any], metrics: Sequence[str]) -> Figure:
+    """One boxplot panel per metric, one box per engine (fliers hidden: 20k points are noise)."""
+    names = list(columns)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), 3.6), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        label, scale = METRIC_LABELS.get(metric, (metric, 1.0))
+        data, labels = [], []
+        for name in names:
+            values = columns[name].array(metric)
+            finite = values[np.isfinite(values)] * scale
+            if finite.size:
+                data.append(finite)
+                labels.append(f"{name}\nn={finite.size}")
+        if data:
+            ax.boxplot(data, showfliers=False)
+            ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "unavailable", ha="center", transform=ax.transAxes)
+        ax.set_title(label.replace("median ", ""), fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def phase_bars(columns: Mapping[str, Any], phases: Sequence[str]) -> Figure:
+    """Stacked medians of each phase per implementation (ms); missing phases are left out."""
+    names = list(columns)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    bottom = np.zeros(len(names))
+    for index, phase in enumerate(phases):
+        medians = []
+        for name in names:
+            values = columns[name].array(phase)
+            finite = values[np.isfinite(values)]
+            medians.append(float(np.median(finite)) / 1e6 if finite.size else 0.0)
+        heights = np.asarray(medians)
+        if not heights.any():
+            continue  # a phase nobody measured is not drawn (and never as a zero bar)
+        ax.bar(names, heights, bottom=bottom, label=phase, color=COLOURS[index % len(COLOURS)])
+        bottom += heights
+    ax.set_ylabel("median time (ms)")
+    ax.legend(fontsize=7, loc="upper right")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def host_timeline(
+    seconds: np.ndarray, series: Mapping[str, np.ndarray], polluted: np.ndarray
+) -> Figure:
+    fig, axes = plt.subplots(
+        len(series), 1, figsize=(8, 1.8 * len(series)), sharex=True, squeeze=False
+    )
+    for ax, (name, values) in zip(axes[:, 0], series.items(), strict=True):
+        ax.plot(seconds, values, lw=1)
+        ax.set_ylabel(name, fontsize=8)
+        for t in seconds[polluted]:
+            ax.axvspan(t - 1, t + 1, color="#d62728", alpha=0.25, lw=0)
+        ax.grid(True, alpha=0.3)
+    axes[-1, 0].set_xlabel("seconds since first sample (red: pollution gate tripped)")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,274 @@
+"""Sections of report.html for a browser run (engines x tasks x attempts)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from metewand.compare import plots, stats
+from metewand.compare.columns import BROWSER_METRICS, GroupColumns
+from metewand.compare.efficiency import EnginePoint, engine_points
+from metewand.compare.fmt import bytes_text, ms_text, rate_text, unavailable
+from metewand.compare.html_parts import esc, figure, paragraph, section, table
+from metewand.compare.rundir import RunData
+
+EXCLUDED_LISTED = 200  # non-pass attempts listed one by one; the counts cover all of them
+TASKS_LISTED = 5000
+STATUS_HEAD = ["pass", "fail", "unsupported", "timeout", "crash", "infra"]
+
+
+def _rate_row(name: list[str], block: Mapping[str, Any]) -> list[Any]:
+    att, tasks = block["attempts"], block["tasks"]
+    return [
+        *name,
+        rate_text(tasks["passed"], tasks["total"], tasks["rate"]),
+        tasks["incomplete"],
+        rate_text(att["passed"], att["total"], att["rate"]),
+        *[att["by_status"].get(s, 0) for s in STATUS_HEAD],
+    ]
+
+
+def pass_tables(scores: Mapping[str, Any]) -> str:
+    head = ["tasks passed (all-k)", "incomplete tasks", "attempts passed", *STATUS_HEAD]
+    numeric = range(1, 12)
+    parts = [
+        paragraph(f"k = {scores['k']}: {scores['task_rule']}. Counts are shown beside every rate."),
+        "<h3>Per engine</h3>",
+        table(
+            ["engine", *head], [_rate_row([e], b) for e, b in scores["by_engine"].items()], numeric
+        ),
+    ]
+    for title, key, label in (
+        ("Per layer", "by_engine_layer", "layer"),
+        ("Per subset", "by_engine_subset", "subset"),
+    ):
+        rows = [
+            _rate_row([engine, name], block)
+            for engine, groups in scores[key].items()
+            for name, block in groups.items()
+        ]
+        parts += [f"<h3>{esc(title)}</h3>", table(["engine", label, *head], rows, numeric)]
+    return section("scores", "Functional scores", *parts)
+
+
+def _has_resource(columns: Mapping[str, GroupColumns]) -> bool:
+    return any(
+        np.isfinite(group.array(metric)).any()
+        for group in columns.values()
+        for metric in BROWSER_METRICS
+    )
+
+
+def efficiency_section(points: list[EnginePoint], profiled: bool) -> str:
+    if not profiled:
+        return section(
+            "efficiency",
+            "Efficiency map",
+            paragraph(unavailable("run not profiled: no engine resource measurements"), "muted"),
+        )
+    uri = plots.to_data_uri(plots.efficiency_map(points, BROWSER_METRICS))
+    rows = []
+    for p in points:
+        success = rate_text(p.tasks_passed, p.tasks_total)
+        if p.success is not None:
+            success += f" [CI {p.success.low * 100:.1f}-{p.success.high * 100:.1f}%]"
+        mem, cpu = p.costs.get("pss_peak_bytes"), p.costs.get("cpu_total_ms")
+        mem_text = (
+            f"{bytes_text(mem.estimate)} [CI {bytes_text(mem.low)}-{bytes_text(mem.high)}]"
+            if mem
+            else unavailable(p.missing_reason.get("pss_peak_bytes", "not measured"))
+        )
+        cpu_text = (
+            f"{ms_text(cpu.estimate)} [CI {ms_text(cpu.low)}-{ms_text(cpu.high)}]"
+            if cpu
+            else unavailable(p.missing_reason.get("cpu_total_ms", "not measured"))
+        )
+        rows.append(
+            [
+                p.engine,
+                success,
+                mem_text,
+                p.samples["pss_peak_bytes"],
+                cpu_text,
+                p.samples["cpu_total_ms"],
+            ]
+        )
+    head = ["engine", "task success (all-k)", "median peak PSS", "n", "median CPU", "n"]
+    caption = (
+        "Task success rate (all-k rule, Wilson 95% CI) against the median peak PSS and the median "
+        "CPU time over the all-pass intersection (bootstrap 95% CI of the median)."
+    )
+    return section(
+        "efficiency",
+        "Efficiency map",
+        figure(
+            uri,
+            "efficiency map: success rate vs median peak memory and CPU",
+            caption,
+            "efficiency-map",
+        ),
+        table(head, rows, (3, 5)),
+    )
+
+
+def _metric_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
+    rows = []
+    for engine, group in columns.items():
+        for metric, show in (
+            ("duration_ms", ms_text),
+            ("cpu_total_ms", ms_text),
+            ("pss_peak_bytes", bytes_text),
+        ):
+            values = group.array(metric)
+            finite = values[np.isfinite(values)]
+            missing = group.missing.get(metric, Counter())
+            missing_text = ", ".join(f"{r} x{n}" for r, n in sorted(missing.items())) or "none"
+            if finite.size == 0:
+                rows.append([engine, metric, 0, unavailable(missing_text), "", missing_text])
+                continue
+            rows.append(
+                [
+                    engine,
+                    metric,
+                    int(finite.size),
+                    show(stats.median(finite)),
+                    show(stats.p95(finite)),
+                    missing_text,
+                ]
+            )
+    return rows
+
+
+def distribution_section(columns: Mapping[str, GroupColumns], profiled: bool) -> str:
+    metrics = ("cpu_total_ms", "pss_peak_bytes", "duration_ms") if profiled else ("duration_ms",)
+    uri = plots.to_data_uri(plots.distributions(columns, metrics))
+    head = [
+        "engine",
+        "metric",
+        "n",
+        "median",
+        "p95",
+        "unavailable (reason x count)",
+    ]
+    return section(
+        "distributions",
+        "Distributions per engine (all attempts)",
+        figure(
+            uri,
+            "boxplots of CPU, peak memory and duration per engine",
+            "Boxes: quartiles; whiskers: 1.5 IQR; fliers hidden.",
+            "distributions",
+        ),
+        table(head, _metric_rows(columns), (2,)),
+    )
+
+
+def _title(row: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
+    if isinstance(row.get("title"), str):
+        return str(row["title"])
+    meta = tasks.get(str(row.get("task_id")))
+    return str(meta.get("title", "")) if isinstance(meta, Mapping) else ""
+
+
+def excluded_section(run: RunData, scores: Mapping[str, Any]) -> str:
+    tasks = run.manifest.get("tasks") if isinstance(run.manifest.get("tasks"), Mapping) else {}
+    assert isinstance(tasks, Mapping)
+    by_engine = [
+        [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUS_HEAD[1:]]]
+        for e, b in scores["by_engine"].items()
+    ]
+    listed = [r for r in run.rows if r.get("status") != "pass"]
+    rows = [
+        [
+            r.get("key"),
+            _title(r, tasks),
+            r.get("status"),
+            r.get("failure_class"),
+            r.get("origin"),
+            r.get("secondary_status") or "",
+            r.get("reason"),
+        ]
+        for r in listed[:EXCLUDED_LISTED]
+    ]
+    note = f"{len(listed)} non-pass attempts; the first {min(len(listed), EXCLUDED_LISTED)} are listed."
+    return section(
+        "excluded",
+        "Excluded outcomes",
+        paragraph(
+            "Attempts that did not pass keep their raw data but are excluded from the cost "
+            "figures, so failing fast is never shown as efficiency."
+        ),
+        table(["engine", *STATUS_HEAD[1:]], by_engine, range(1, 6)),
+        paragraph(note, "muted"),
+        table(
+            [
+                "attempt key",
+                "task title",
+                "status",
+                "failure class",
+                "origin",
+                "secondary",
+                "reason",
+            ],
+            rows,
+        ),
+    )
+
+
+def task_section(run: RunData, scores: Mapping[str, Any]) -> str:
+    """Per task: attempts passed out of attempts per engine, and whether all k passed."""
+    tasks = run.manifest.get("tasks") if isinstance(run.manifest.get("tasks"), Mapping) else {}
+    assert isinstance(tasks, Mapping)
+    engines = list(scores["engines"])
+    cells: dict[tuple[str, str, str], dict[str, list[int]]] = {}
+    titles: dict[tuple[str, str, str], str] = {}
+    for row in run.rows:
+        task = (str(row.get("layer")), str(row.get("subset")), str(row.get("task_id")))
+        counts = cells.setdefault(task, {}).setdefault(str(row.get("engine")), [0, 0])
+        counts[0] += row.get("status") == "pass"
+        counts[1] += 1
+        titles.setdefault(task, _title(row, tasks))
+    k = int(scores["k"])
+    rows = []
+    for task in sorted(cells)[:TASKS_LISTED]:
+        per_engine = []
+        for engine in engines:
+            passed, total = cells[task].get(engine, [0, 0])
+            verdict = "pass" if total >= k and passed == total else "no"
+            per_engine.append(f"{passed}/{total} ({verdict})" if total else unavailable("no rows"))
+        rows.append([task[2], titles[task], task[1], *per_engine])
+    note = f"{len(cells)} tasks; attempts passed / attempts per engine, and the all-k verdict."
+    return section(
+        "tasks",
+        "Per task",
+        paragraph(note, "muted"),
+        table(["task", "title", "subset", *engines], rows),
+    )
+
+
+def flags_section(columns: Mapping[str, GroupColumns]) -> str:
+    rows = [[e, f, n] for e, g in columns.items() for f, n in sorted(g.flags.items())]
+    body = (
+        table(["engine", "quality flag", "attempts"], rows, (2,))
+        if rows
+        else paragraph("No quality flags recorded.", "muted")
+    )
+    return section("flags", "Measurement quality flags", body)
+
+
+def browser_sections(
+    run: RunData, scores: Mapping[str, Any], columns: Mapping[str, GroupColumns]
+) -> list[tuple[str, str, str]]:
+    profiled = _has_resource(columns)
+    points = engine_points(run.rows, scores, columns, BROWSER_METRICS) if profiled else []
+    return [
+        ("efficiency", "Efficiency", efficiency_section(points, profiled)),
+        ("scores", "Scores", pass_tables(scores)),
+        ("distributions", "Distributions", distribution_section(columns, profiled)),
+        ("excluded", "Excluded", excluded_section(run, scores)),
+        ("tasks", "Tasks", task_section(run, scores)),
+        ("flags", "Flags", flags_section(columns)),
+    ]

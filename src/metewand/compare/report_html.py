@@ -1,0 +1,215 @@
+"""report.html: one self-contained page (inline CSS, inline PNGs, no scripts, no fetches).
+
+Built from the run directory alone. Sections common to both suites (host pollution, calibration,
+eligibility, provenance) live here; suite-specific sections come from ``report_browser`` and
+the compute helpers below.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from metewand.compare import plots
+from metewand.compare.columns import COMPUTE_PHASES, GroupColumns, compute_columns
+from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
+from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
+from metewand.compare.report_browser import browser_sections
+from metewand.compare.rundir import RunData
+from metewand.compare.scores import implementation_of
+from metewand.measure.host_gate import GateThresholds, evaluate_gate
+
+TIMELINE_PHASES = (
+    "worker_startup_time_ns",
+    "prepare_time_ns",
+    "execute_request_time_ns",
+    "evaluation_time_ns",
+)
+
+
+def _telemetry_series(
+    samples: list[dict[str, Any]],
+) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    th = GateThresholds()
+    n = len(samples)
+    seconds, load, psi, avail = (np.full(n, np.nan) for _ in range(4))
+    busy = np.zeros(n, dtype=bool)
+    for i, s in enumerate(samples):
+        if isinstance(s.get("monotonic_ns"), int):
+            seconds[i] = s["monotonic_ns"] / 1e9
+        loadavg = s.get("loadavg") or {}
+        load[i] = loadavg.get("one", np.nan)
+        cpu_psi = ((s.get("psi") or {}).get("cpu") or {}).get("some") or {}
+        psi[i] = cpu_psi.get("avg10", np.nan)
+        mem = s.get("memory") or {}
+        if mem.get("total_bytes"):
+            avail[i] = mem["available_bytes"] / mem["total_bytes"] * 100
+        busy[i] = bool(psi[i] > th.cpu_some_avg10_max or avail[i] < th.min_available_ratio * 100)
+    seconds -= np.nanmin(seconds) if np.isfinite(seconds).any() else 0
+    series = {"load 1 min": load, "CPU PSI some avg10 (%)": psi, "MemAvailable (%)": avail}
+    return seconds, series, busy
+
+
+def host_section(run: RunData) -> str:
+    verdict = run.host_summary or {}
+    gate = verdict.get("gate") if isinstance(verdict.get("gate"), Mapping) else None
+    if gate is None:  # no recorded verdict: evaluate the recorded samples the same way
+        gate = evaluate_gate(run.host_telemetry)
+    parts = [
+        paragraph(
+            "Pollution gate: "
+            + ("passed" if gate.get("passed") else "did not pass")
+            + f" over {gate.get('sample_count', len(run.host_telemetry))} samples."
+        ),
+        table(
+            ["triggered condition", "detail"],
+            [[t.get("condition"), t.get("detail")] for t in gate.get("triggered", [])],
+        ),
+    ]
+    if run.host_telemetry:
+        seconds, series, busy = _telemetry_series(run.host_telemetry)
+        uri = plots.to_data_uri(plots.host_timeline(seconds, series, busy))
+        parts.append(
+            figure(uri, "host pollution timeline", "Host telemetry over the run.", "host-timeline")
+        )
+    else:
+        parts.append(paragraph(unavailable("no host_telemetry.jsonl in the run"), "muted"))
+    return section("host", "Host pollution timeline", *parts)
+
+
+def _summary_part(run: RunData, key: str, empty: str) -> str:
+    summary = run.resource_summary or {}
+    value = summary.get(key)
+    if isinstance(value, Mapping):
+        return kv_table(value, empty)
+    return paragraph(unavailable(empty), "muted")
+
+
+def comparability_sections(
+    run: RunData, extra: Mapping[str, Any] | None
+) -> list[tuple[str, str, str]]:
+    extra = extra or {}
+    calibration = extra.get("calibration")
+    eligibility = extra.get("eligibility")
+    cal = (
+        kv_table(calibration, "no calibration")
+        if isinstance(calibration, Mapping)
+        else _summary_part(run, "calibration", "no profiler-off baseline given (--baseline RUN)")
+    )
+    eli = (
+        kv_table(eligibility, "no eligibility")
+        if isinstance(eligibility, Mapping)
+        else _summary_part(run, "eligibility", "no resource summary (run not profiled)")
+    )
+    return [
+        ("host", "Host", host_section(run)),
+        ("calibration", "Calibration", section("calibration", "Observer-effect calibration", cal)),
+        (
+            "eligibility",
+            "Eligibility",
+            section("eligibility", "Comparison eligibility conditions", eli),
+        ),
+    ]
+
+
+def provenance_section(run: RunData) -> str:
+    settings = {k: v for k, v in run.manifest.items() if k != "tasks"}
+    return section("provenance", "Provenance", kv_table(settings, "no run manifest"))
+
+
+def _phase_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
+    rows = []
+    for name, group in columns.items():
+        for phase in COMPUTE_PHASES:
+            values = group.array(phase)
+            finite = values[np.isfinite(values)]
+            reasons = group.missing.get(phase, Counter())
+            missing = ", ".join(f"{r} x{n}" for r, n in sorted(reasons.items())) or "none"
+            show = bytes_text if phase.endswith("_bytes") else ns_text
+            median = show(float(np.median(finite))) if finite.size else unavailable(missing)
+            rows.append([name, phase, int(finite.size), median, missing])
+    return rows
+
+
+def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    columns = compute_columns(run.rows, implementation_of)
+    score_rows = [
+        [
+            n,
+            rate_text(b["accepted"], b["total"], b["rate"]),
+            ", ".join(f"{c} x{k}" for c, k in b["diagnostics"].items()) or "none",
+        ]
+        for n, b in scores["by_implementation"].items()
+    ]
+    uri = plots.to_data_uri(plots.phase_bars(columns, TIMELINE_PHASES))
+    phases = section(
+        "phases",
+        "Per-phase timings",
+        figure(
+            uri,
+            "stacked median phase timings per implementation",
+            "Median of each phase; unmeasured phases are not drawn.",
+            "phase-timings",
+        ),
+        table(
+            ["implementation", "field", "n measured", "median", "unavailable (reason x count)"],
+            _phase_rows(columns),
+            (2,),
+        ),
+    )
+    failed = [
+        [
+            r.get("key"),
+            implementation_of(r),
+            (r.get("diagnostic") or {}).get("code"),
+            (r.get("diagnostic") or {}).get("message"),
+        ]
+        for r in run.rows
+        if r.get("outcome") != "accepted"
+    ]
+    return [
+        (
+            "scores",
+            "Scores",
+            section(
+                "scores",
+                "Outcomes",
+                table(["implementation", "accepted", "diagnostics"], score_rows),
+            ),
+        ),
+        ("phases", "Phases", phases),
+        (
+            "excluded",
+            "Failed",
+            section(
+                "excluded",
+                "Failed attempts",
+                table(["attempt key", "implementation", "code", "message"], failed[:200]),
+            ),
+        ),
+    ]
+
+
+def render_report(
+    run: RunData, scores: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+) -> str:
+    """The whole page as a string (write it with UTF-8)."""
+    if run.kind == "browser":
+        from metewand.compare.columns import browser_columns
+
+        parts = browser_sections(run, scores, browser_columns(run.rows))
+    else:
+        parts = compute_sections(run, scores)
+    parts += comparability_sections(run, extra)
+    parts.append(("provenance", "Provenance", provenance_section(run)))
+    intro = paragraph(
+        f"{run.kind} run, state {run.manifest.get('state', 'unknown')}, {len(run.rows)} attempt rows"
+        + (f", {run.torn_lines} torn tail line ignored" if run.torn_lines else "")
+        + ". Regenerate with: metewand report "
+        + str(run.path)
+    )
+    body = intro + "".join(html for _, _, html in parts)
+    return page(f"metewand report: {run.run_id}", [(i, t) for i, t, _ in parts], body)

@@ -1,0 +1,72 @@
+"""scorecard.md: the scores.json numbers as a Markdown page, counts beside every rate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from metewand.compare.fmt import rate_text
+from metewand.compare.scores import BROWSER_STATUSES
+
+
+def _rate_cells(block: Mapping[str, Any]) -> list[str]:
+    att, tasks = block["attempts"], block["tasks"]
+    statuses = ", ".join(f"{s} {n}" for s, n in att["by_status"].items() if n)
+    return [
+        rate_text(tasks["passed"], tasks["total"], tasks["rate"]),
+        str(tasks["incomplete"]),
+        rate_text(att["passed"], att["total"], att["rate"]),
+        statuses or "none",
+    ]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_escape_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _escape_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def browser_scorecard(scores: Mapping[str, Any]) -> str:
+    head = ["engine", "tasks passed (all-k)", "incomplete", "attempts passed", "statuses"]
+    lines = [
+        f"# Scorecard: run {scores['run_id']}",
+        "",
+        f"k = {scores['k']}; {scores['task_rule']}. Rows: {scores['rows']}.",
+        f"Statuses: {', '.join(BROWSER_STATUSES)}.",
+        "",
+        "## Per engine",
+        "",
+    ]
+    lines += _table(head, [[e, *_rate_cells(b)] for e, b in scores["by_engine"].items()])
+    for title, key, label in (
+        ("Per layer", "by_engine_layer", "layer"),
+        ("Per subset", "by_engine_subset", "subset"),
+    ):
+        lines += ["", f"## {title}", ""]
+        rows = [
+            [engine, name, *_rate_cells(block)]
+            for engine, groups in scores[key].items()
+            for name, block in groups.items()
+        ]
+        lines += _table(["engine", label, *head[1:]], rows)
+    return "\n".join(lines) + "\n"
+
+
+def compute_scorecard(scores: Mapping[str, Any]) -> str:
+    lines = [f"# Scorecard: run {scores['run_id']}", "", f"Rows: {scores['rows']}.", ""]
+    rows = []
+    for name, block in scores["by_implementation"].items():
+        diags = ", ".join(f"{c} {n}" for c, n in block["diagnostics"].items()) or "none"
+        rows.append([name, rate_text(block["accepted"], block["total"], block["rate"]), diags])
+    lines += _table(["implementation", "accepted", "diagnostics"], rows)
+    return "\n".join(lines) + "\n"
+
+
+def scorecard_md(scores: Mapping[str, Any]) -> str:
+    if scores.get("suite") == "browser":
+        return browser_scorecard(scores)
+    return compute_scorecard(scores)

@@ -1,0 +1,182 @@
+"""scores.json and scorecard.md: functional pass rates with the counts behind every rate.
+
+Two rates per group: the attempt-level rate (passing attempts / attempts) and the task-level rate
+under the all-k rule (a task passes only when all k of its attempts pass; a task with fewer than
+k recorded attempts is ``incomplete`` and does not pass). Groups: per engine, per engine x layer,
+per engine x subset. Output is canonical JSON with no timestamps, so regenerating it from the same
+rows gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from metewand import canonical
+
+SCORES_SCHEMA = "metewand_scores/1"
+BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
+COMPUTE_OUTCOMES = ("accepted", "failed")
+TASK_RULE = "a task passes only when all of its k attempts pass"
+
+
+def rate(passed: int, total: int) -> float | None:
+    """Share rounded to 6 places (stable bytes); None when there is nothing to divide by."""
+    return round(passed / total, 6) if total else None
+
+
+@dataclass
+class _Tally:
+    """Attempts of one group, and per task the list of attempt statuses."""
+
+    statuses: dict[str, int] = field(default_factory=dict)
+    tasks: dict[tuple[str, str, str], list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, task: tuple[str, str, str], status: str) -> None:
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        self.tasks[task].append(status)
+
+    def block(self, k: int) -> dict[str, Any]:
+        total = sum(self.statuses.values())
+        passed = self.statuses.get("pass", 0)
+        by_status = {s: self.statuses.get(s, 0) for s in BROWSER_STATUSES}
+        for other in sorted(set(self.statuses) - set(BROWSER_STATUSES)):
+            by_status[other] = self.statuses[other]
+        tasks_passed = incomplete = 0
+        for statuses in self.tasks.values():
+            if len(statuses) < k:
+                incomplete += 1
+            elif all(s == "pass" for s in statuses):
+                tasks_passed += 1
+        return {
+            "attempts": {
+                "passed": passed,
+                "total": total,
+                "rate": rate(passed, total),
+                "by_status": by_status,
+            },
+            "tasks": {
+                "passed": tasks_passed,
+                "total": len(self.tasks),
+                "incomplete": incomplete,
+                "rate": rate(tasks_passed, len(self.tasks)),
+            },
+        }
+
+
+def _task_key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(row.get("layer", "")), str(row.get("subset", "")), str(row.get("task_id", "")))
+
+
+def infer_k(rows: Iterable[Mapping[str, Any]], manifest: Mapping[str, Any]) -> int:
+    k = manifest.get("k")
+    if isinstance(k, int) and k >= 1:
+        return k
+    highest = -1
+    for row in rows:
+        attempt = row.get("attempt")
+        if isinstance(attempt, int) and attempt > highest:
+            highest = attempt
+    return max(highest + 1, 1)
+
+
+def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+    k = infer_k(rows, manifest)
+    by_engine: dict[str, _Tally] = defaultdict(_Tally)
+    by_layer: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
+    by_subset: dict[tuple[str, str], _Tally] = defaultdict(_Tally)
+    for row in rows:  # one pass over the rows
+        engine = str(row.get("engine", ""))
+        task = _task_key(row)
+        status = str(row.get("status", "infra"))
+        by_engine[engine].add(task, status)
+        by_layer[(engine, task[0])].add(task, status)
+        by_subset[(engine, task[1])].add(task, status)
+    engines = _engine_order(manifest, by_engine)
+    return {
+        "schema": SCORES_SCHEMA,
+        "suite": "browser",
+        "run_id": str(manifest.get("run_id", "")),
+        "k": k,
+        "task_rule": TASK_RULE,
+        "engines": engines,
+        "rows": len(rows),
+        "by_engine": {e: by_engine[e].block(k) for e in engines},
+        "by_engine_layer": _nested(by_layer, k),
+        "by_engine_subset": _nested(by_subset, k),
+    }
+
+
+def _engine_order(manifest: Mapping[str, Any], seen: Mapping[str, Any]) -> list[str]:
+    """Selected engines first (even those with no rows), then any others seen, sorted."""
+    selected = manifest.get("selected_engines") or manifest.get("engines") or []
+    order = [str(e) for e in selected if isinstance(e, str)]
+    return order + sorted(set(seen) - set(order))
+
+
+def _nested(groups: Mapping[tuple[str, str], _Tally], k: int) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for (engine, name), tally in sorted(groups.items()):
+        out.setdefault(engine, {})[name] = tally.block(k)
+    return out
+
+
+def compute_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Accepted / failed attempts per implementation, with diagnostic codes counted."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        name = implementation_of(row)
+        group = groups.setdefault(name, {"accepted": 0, "failed": 0, "diagnostics": {}})
+        outcome = str(row.get("outcome", "failed"))
+        group[outcome] = group.get(outcome, 0) + 1
+        code = diagnostic_code(row)
+        if code is not None:
+            group["diagnostics"][code] = group["diagnostics"].get(code, 0) + 1
+    by_impl = {}
+    for name in sorted(groups):
+        g = groups[name]
+        total = sum(g.get(o, 0) for o in g if o != "diagnostics")
+        by_impl[name] = {
+            "accepted": g["accepted"],
+            "total": total,
+            "rate": rate(g["accepted"], total),
+            "by_outcome": {o: g.get(o, 0) for o in sorted(set(g) - {"diagnostics"})},
+            "diagnostics": dict(sorted(g["diagnostics"].items())),
+        }
+    return {
+        "schema": SCORES_SCHEMA,
+        "suite": "compute",
+        "run_id": str(manifest.get("run_id", "")),
+        "rows": len(rows),
+        "by_implementation": by_impl,
+    }
+
+
+def implementation_of(row: Mapping[str, Any]) -> str:
+    for key in ("implementation", "subject", "engine"):
+        value = row.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            return str(value["name"])
+    return "unknown"
+
+
+def diagnostic_code(row: Mapping[str, Any]) -> str | None:
+    diag = row.get("diagnostic")
+    if isinstance(diag, dict) and isinstance(diag.get("code"), str):
+        return str(diag["code"])
+    return None
+
+
+def scores_for(
+    kind: str, rows: list[dict[str, Any]], manifest: Mapping[str, Any]
+) -> dict[str, Any]:
+    return browser_scores(rows, manifest) if kind == "browser" else compute_scores(rows, manifest)
+
+
+def scores_bytes(scores: Mapping[str, Any]) -> bytes:
+    """Canonical JSON plus a final newline: the exact bytes of scores.json."""
+    return canonical.dumps(scores) + b"\n"

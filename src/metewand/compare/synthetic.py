@@ -1,0 +1,226 @@
+"""Synthetic run directories for report tests and the report-speed benchmark.
+
+The rows follow the documented browser result row (docs/DESIGN.md) and the compute attempt record
+(outcome + provenance.data.measurements); values are drawn from a seeded generator, so a given seed
+always writes the same bytes. Nothing here is ever presented as a measurement of a real engine.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+from metewand.runtime.store import RunStore
+
+STATUS_WEIGHTS = {"pass": 90, "fail": 5, "unsupported": 2, "timeout": 1, "crash": 1, "infra": 1}
+FAILURE_CLASS = {
+    "pass": None,
+    "fail": "check_failed",
+    "unsupported": "cdp_method_not_found",
+    "timeout": "step_timeout",
+    "crash": "engine_died",
+    "infra": "harness_error",
+}
+PHASES = (
+    "worker_startup_time_ns",
+    "prepare_time_ns",
+    "execute_request_time_ns",
+    "timed_wall_time_ns",
+    "evaluation_time_ns",
+)
+
+
+def _form(value: int | None, reason: str = "accounting_unavailable") -> dict[str, Any]:
+    if value is None:
+        return {"status": "unavailable", "reason": reason}
+    return {"status": "complete", "value": value}
+
+
+def _resource(rng: random.Random, scale: float, engine: str) -> dict[str, Any]:
+    peak = int(rng.lognormvariate(0, 0.2) * scale * 200 * 2**20)
+    cpu = int(rng.lognormvariate(0, 0.3) * scale * 300)
+    pss_missing = rng.random() < 0.01
+    return {
+        "schema": "abb_engine_resources/1",
+        "engine": engine,
+        "cpu_total_ms": _form(cpu),
+        "cpu_user_ms": _form(int(cpu * 0.7)),
+        "cpu_system_ms": _form(cpu - int(cpu * 0.7)),
+        "pss_baseline_bytes": _form(peak // 2),
+        "pss_peak_bytes": _form(None, "pss_unavailable") if pss_missing else _form(peak),
+        "pss_end_bytes": _form(int(peak * 0.8)),
+        "quality_flags": ["baseline_end_only"] if rng.random() < 0.05 else [],
+    }
+
+
+def browser_row(
+    rng: random.Random, run_id: str, task: tuple[str, str, str, str], engine: str, attempt: int
+) -> dict[str, Any]:
+    layer, subset, task_id, _title = task
+    status = rng.choices(list(STATUS_WEIGHTS), weights=list(STATUS_WEIGHTS.values()))[0]
+    scale = 1.0 if engine == "chrome" else 0.35
+    duration = int(rng.lognormvariate(0, 0.4) * 400 * scale) + 5
+    start = 1_700_000_000_000 + attempt * 1000
+    key = f"{layer}/{subset}/{task_id}/{engine}/{attempt}"
+    return {
+        "key": key,
+        "run_id": run_id,
+        "layer": layer,
+        "subset": subset,
+        "task_id": task_id,
+        "engine": engine,
+        "attempt": attempt,
+        "status": status,
+        "failure_class": FAILURE_CLASS[status],
+        "origin": None if status == "pass" else ("engine" if status != "infra" else "harness"),
+        "secondary_status": None,
+        "reason": None if status == "pass" else f"synthetic {status} on {task_id}",
+        "duration_ms": duration,
+        "started_at": start,
+        "finished_at": start + duration,
+        "isolation": "shared",
+        "order": {"round": attempt, "position": 0 if engine == "chrome" else 1},
+        "checks": [{"kind": "equals", "passed": status == "pass"}],
+        "traffic": None,
+        "resource": _resource(rng, scale, engine),
+        "artifacts": {"cdp_log": f"artifacts/{key}/cdp.jsonl"},
+    }
+
+
+def browser_tasks(
+    n_tasks: int, titles: dict[str, str] | None = None
+) -> list[tuple[str, str, str, str]]:
+    tasks: list[tuple[str, str, str, str]] = []
+    for i in range(n_tasks):
+        layer = "l1" if i % 3 else "l2"
+        subset = "l1.raw_cdp" if layer == "l1" else "l2.web_platform"
+        task_id = f"task_{i:05d}"
+        title = (titles or {}).get(task_id, f"Synthetic task {i}")
+        tasks.append((layer, subset, task_id, title))
+    return tasks
+
+
+def write_browser_run(
+    path: Path,
+    n_tasks: int = 20,
+    k: int = 5,
+    engines: tuple[str, ...] = ("chrome", "lightpanda"),
+    seed: int = 7,
+    titles: dict[str, str] | None = None,
+    telemetry: bool = True,
+) -> Path:
+    rng = random.Random(seed)
+    run_id = path.name
+    tasks = browser_tasks(n_tasks, titles)
+    manifest = {
+        "suite": "browser",
+        "selected_engines": list(engines),
+        "k": k,
+        "seed": str(seed),
+        "jobs": 1,
+        "resource_profile": "engine",
+        "score_mode": "independent",
+        "backend": "cgroup2",
+        "host": {"hostname": "synthetic-host", "kernel": "6.1.0", "governor": "performance"},
+        "engines": {
+            e: {"version": f"{e}/1.0", "sha256": f"{i:064x}", "path": f"/opt/{e}"}
+            for i, e in enumerate(engines)
+        },
+        "tasks": {t[2]: {"title": t[3], "layer": t[0], "subset": t[1]} for t in tasks},
+    }
+    _create(path, manifest)
+    with (path / "results.jsonl").open("ab") as out:  # bulk write: a synthetic run needs no fsync
+        for attempt in range(k):
+            for task in tasks:
+                for engine in engines:
+                    out.write(canonical.line(browser_row(rng, run_id, task, engine, attempt)))
+    if telemetry:
+        with (path / "host_telemetry.jsonl").open("wb") as out:
+            for i in range(60):
+                out.write(canonical.line(telemetry_sample(rng, i)))
+    return path
+
+
+def _psi(rng: random.Random, busy: bool) -> dict[str, Any]:
+    avg = round(rng.random() * 3 + (40 if busy else 0), 2)
+    return {"some": {"avg10": avg, "avg60": avg, "avg300": avg, "total": 1000}}
+
+
+def telemetry_sample(rng: random.Random, seq: int) -> dict[str, Any]:
+    """One abb_host_telemetry/1 line; samples 20-22 show a polluted host (PSI, load)."""
+    busy = 20 <= seq <= 22
+    return {
+        "schema": "abb_host_telemetry/1",
+        "seq": seq,
+        "timestamp": f"2024-01-01T00:{seq // 30:02d}:{seq * 2 % 60:02d}Z",
+        "monotonic_ns": seq * 2_000_000_000,
+        "root_pid": 4242,
+        "loadavg": {
+            "one": round(0.5 + rng.random() + (3 if busy else 0), 2),
+            "five": 1.0,
+            "fifteen": 1.0,
+        },
+        "memory": {
+            "total_bytes": 8 * 2**30,
+            "available_bytes": int(5 * 2**30 - rng.random() * 2**28),
+            "swap_total_bytes": 0,
+            "swap_free_bytes": 0,
+            "swap_used_bytes": 0,
+        },
+        "vmstat": {"pswpin_pages": 0, "pswpout_pages": 0},
+        "swap_activity": None if seq == 0 else {"pswpin_delta_pages": 0, "pswpout_delta_pages": 0},
+        "psi": {"cpu": _psi(rng, busy), "memory": _psi(rng, False), "io": _psi(rng, False)},
+        "bench_descendant_process_count": 12,
+        "unavailable": {},
+    }
+
+
+def compute_row(rng: random.Random, run_id: str, impl: str, index: int) -> dict[str, Any]:
+    accepted = rng.random() > 0.1
+    scale = 1.0 if impl == "python" else 0.4
+    phases: dict[str, Any] = {}
+    for name in PHASES:
+        phases[name] = _form(int(rng.lognormvariate(0, 0.3) * scale * 5e7))
+    if not accepted:
+        phases["evaluation_time_ns"] = {"status": "unavailable", "reason": "not_started"}
+    phases["cpu_time_ns"] = {
+        "status": "partial",
+        "value": int(4e7 * scale),
+        "reason": "process_only",
+    }
+    phases["peak_rss_bytes"] = {
+        "status": "partial",
+        "value": int(3e7 * scale),
+        "reason": "process_only",
+    }
+    phases["materialization_time_ns"] = {"status": "unavailable", "reason": "provided_dataset"}
+    return {
+        "key": f"sorting/{impl}/{index}",
+        "run_id": run_id,
+        "implementation": impl,
+        "attempt": index,
+        "status": "accepted" if accepted else "failed",
+        "outcome": "accepted" if accepted else "failed",
+        "diagnostic": None if accepted else {"code": "result_invalid", "message": "synthetic"},
+        "provenance": {"data": {"measurements": {"version": 2, **phases}}},
+    }
+
+
+def write_compute_run(path: Path, attempts: int = 10, seed: int = 3) -> Path:
+    rng = random.Random(seed)
+    impls = ("python", "numpy")
+    _create(path, {"suite": "compute", "implementations": list(impls)})
+    with (path / "results.jsonl").open("ab") as out:
+        for i in range(attempts):
+            for impl in impls:
+                out.write(canonical.line(compute_row(rng, path.name, impl, i)))
+    return path
+
+
+def _create(path: Path, settings: dict[str, Any]) -> None:
+    """Create the run through the run store (its manifest layout), then close it complete."""
+    store = RunStore.create(path.parent, path.name, settings)
+    store.set_state("complete")
+    store.close()
