@@ -186,6 +186,7 @@ class RunStore(RunView):
         run_id = run_id or new_run_id()
         if not _RUN_ID.match(run_id):
             raise StoreError(f"invalid run id {run_id!r}")
+        canonical.dumps(manifest_data)  # refuse non-JSON data before anything exists on disk
         run_dir = Path(out_dir) / run_id
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
