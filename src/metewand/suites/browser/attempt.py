@@ -1,0 +1,206 @@
+"""One task attempt on one engine: fresh page, driver, grade, cleanup, artifacts.
+
+``run_task_attempt`` is self-contained: give it a task, a CDP endpoint (the browser WebSocket
+URL, connected fresh for the attempt as the corpus's own harness does, or an open
+``CdpClient``), the fixture server's base URL and an artifact directory. It never raises for
+anything the engine or the task does; every outcome is an ``AttemptOutcome``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from metewand import canonical
+from metewand.suites.browser import classify
+from metewand.suites.browser.cdp import (
+    CdpClient,
+    CdpLogRecorder,
+    PageTarget,
+    close_target,
+    new_page_target,
+)
+from metewand.suites.browser.checks import CheckResult
+from metewand.suites.browser.drivers import DRIVERS, AttemptContext, DriverVerdict
+from metewand.suites.browser.errors import DriverUnavailable
+from metewand.suites.browser.tasks import Task
+
+CDP_LOG_FILE: Final = "cdp.jsonl"
+GRADER_FILE: Final = "grader.json"
+CLEANUP_TIMEOUT_S: Final = 3.0
+# Beyond the per-command timeout, a whole attempt is bounded by the task's hard-kill budget.
+DEFAULT_HARD_KILL_MS: Final = 30000
+
+
+@dataclass
+class AttemptOutcome:
+    status: str
+    failure_class: str | None
+    origin: str | None
+    reason: str
+    secondary_status: str | None
+    checks: list[dict[str, str]]
+    duration_ms: int
+    cdp_wait_ms: float  # time spent waiting on the browser (command replies + event waits)
+    cdp_commands: int
+    cdp_errors: int
+    answer: Any
+    isolation: str
+    artifacts: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "failure_class": self.failure_class, "origin": self.origin,
+            "reason": self.reason, "secondary_status": self.secondary_status,
+            "checks": self.checks, "duration_ms": self.duration_ms,
+            "cdp_wait_ms": round(self.cdp_wait_ms, 3), "cdp_commands": self.cdp_commands,
+            "cdp_errors": self.cdp_errors, "answer": _jsonable(self.answer),
+            "isolation": self.isolation, "artifacts": self.artifacts, "notes": self.notes,
+        }  # fmt: skip
+
+
+def attempt_seed(base_seed: str | int | None, task_id: str, attempt: int) -> str:
+    """Per-attempt seed: stable for a given base seed, task and attempt index."""
+    text = f"{base_seed}:{task_id}:{attempt}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclass
+class _Counters:
+    wait_s: float
+    commands: int
+    errors: int
+
+    @classmethod
+    def of(cls, client: CdpClient) -> _Counters:
+        t = client.timing
+        return cls(t.browser_wait_s, t.commands, t.errors)
+
+
+async def run_task_attempt(
+    task: Task,
+    cdp: str | CdpClient,
+    engine_name: str,
+    fixture_base_url: str,
+    artifact_dir: Path | str,
+    isolation: str = "shared",
+    *,
+    run_id: str = "run",
+    attempt: int = 0,
+    seed: str | None = None,
+    engine_alive: Callable[[], bool] | None = None,
+    log_recorder: CdpLogRecorder | None = None,
+) -> AttemptOutcome:
+    """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
+
+    ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
+    client (then pass ``log_recorder`` if the client was connected with one). ``engine_alive``
+    is asked after the attempt: a dead engine turns the outcome into ``crash``.
+    """
+    out_dir = Path(artifact_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seed = seed if seed is not None else attempt_seed(None, task.task_id, attempt)
+    started = time.monotonic()
+    recorder = log_recorder if log_recorder is not None else CdpLogRecorder()
+    first_record = len(recorder.records)
+    notes: list[str] = []
+    client: CdpClient | None = cdp if isinstance(cdp, CdpClient) else None
+    before: _Counters | None = _Counters.of(client) if client is not None else None
+    verdict: DriverVerdict | None = None
+    try:
+        if client is None:
+            assert isinstance(cdp, str)
+            client = await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000)
+            before = _Counters.of(client)
+        hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
+        verdict = await asyncio.wait_for(
+            _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
+                   attempt, seed, notes),
+            hard_kill_s,
+        )  # fmt: skip
+        outcome = verdict.classification
+    except Exception as exc:  # every failure becomes a classified outcome
+        outcome = classify.classify_exception(exc)
+    after = _Counters.of(client) if client is not None else None
+    if client is not None and not isinstance(cdp, CdpClient):
+        await client.close()
+    if engine_alive is not None:
+        outcome = classify.promote_dead_engine(outcome, engine_alive())
+    duration_ms = int((time.monotonic() - started) * 1000)
+    checks = verdict.checks if verdict is not None else []
+    result = AttemptOutcome(
+        outcome.status, outcome.failure_class, outcome.origin, outcome.reason,
+        outcome.secondary_status, [c.to_json() for c in checks], duration_ms,
+        ((after.wait_s - before.wait_s) * 1000) if after and before else 0.0,
+        (after.commands - before.commands) if after and before else 0,
+        (after.errors - before.errors) if after and before else 0,
+        verdict.answer if verdict is not None else None, isolation, notes=notes,
+    )  # fmt: skip
+    result.artifacts = _write_artifacts(out_dir, recorder, first_record, result, verdict)
+    return result
+
+
+async def _drive(
+    task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
+    run_id: str, attempt: int, seed: str, notes: list[str],
+) -> DriverVerdict:  # fmt: skip
+    driver = DRIVERS.get(task.driver_kind)
+    if driver is None:
+        raise DriverUnavailable(f"no metewand driver for driver kind {task.driver_kind!r}")
+    page: PageTarget = await new_page_target(client, isolation, timeout=task.task_ms / 1000)
+    ctx = AttemptContext(
+        task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed, notes
+    )
+    try:
+        return await driver(ctx)
+    finally:
+        # Shielded so a hard-kill cancellation still closes the page (and its context).
+        notes += await asyncio.shield(_close_page(client, page))
+
+
+async def _close_page(client: CdpClient, page: PageTarget) -> list[str]:
+    if not client.is_connected:
+        return ["page not closed: connection lost"]
+    return await close_target(client, page, timeout=CLEANUP_TIMEOUT_S)
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        canonical.dumps(value)
+        return value
+    except canonical.CanonicalJSONError:
+        # e.g. an integer beyond 2^53 from a page: keep it, as text
+        return {"unparsed": json.dumps(value, default=str)}
+
+
+def _write_artifacts(
+    out_dir: Path,
+    recorder: CdpLogRecorder,
+    first_record: int,
+    result: AttemptOutcome,
+    verdict: DriverVerdict | None,
+) -> list[str]:
+    part = CdpLogRecorder()
+    part.records = recorder.records[first_record:]
+    part.write_jsonl(out_dir / CDP_LOG_FILE)
+    record = {
+        "ok": result.status == "pass",
+        "status": result.status,
+        "failure_class": result.failure_class,
+        "reason": result.reason,
+        "checks": result.checks,
+        "answer": _jsonable(result.answer),
+        "observations": _jsonable(verdict.observations) if verdict is not None else None,
+    }
+    (out_dir / GRADER_FILE).write_bytes(canonical.dumps(record))
+    return [CDP_LOG_FILE, GRADER_FILE]
+
+
+__all__ = ["AttemptOutcome", "CheckResult", "attempt_seed", "run_task_attempt"]

@@ -1,0 +1,194 @@
+"""The task corpus on disk: suite manifest, subsets, fixture route registries.
+
+A corpus directory holds ``manifest.json``, ``tasks/`` and ``fixtures/`` (with ``routes.json``
+and ``**/routes.fragment.json`` mapping URL paths to files under ``fixtures/``). Nothing here
+writes to the corpus: it is read as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from metewand import canonical
+
+VERSION_RE: Final = re.compile(r"^\d+\.\d+\.\d+$")
+CHROME_GATES: Final = ("off", "best_effort", "required")
+# URL paths the fixture server generates instead of reading from the tree (scene URLs may
+# point at them). Kept in step with the fixture server's dynamic endpoints.
+DYNAMIC_SCENE_PATHS: Final = frozenset(
+    {"/__cache__/host", "/storage/indexeddb_inventory", "/v0_4/slow", "/v0_4/redirect/hop",
+     "/v0_4/echo_headers", "/__sse__/messages", "/v0_4/net/secure"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, order=True)
+class ValidationError:
+    """One problem in one file: ``file`` is relative to the corpus root."""
+
+    file: str
+    json_path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.json_path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Subset:
+    subset_id: str
+    layer_id: str
+    driver: str
+    task_glob: str
+    chrome_gate: str
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class Manifest:
+    bench_id: str
+    bench_version: str
+    default_k_runs: int
+    subsets: tuple[Subset, ...]
+    data: dict[str, Any]
+
+    def subset(self, subset_id: str) -> Subset | None:
+        return next((s for s in self.subsets if s.subset_id == subset_id), None)
+
+
+def read_json(path: Path, rel: str) -> tuple[Any, list[ValidationError]]:
+    """Parse strictly; a syntax error is reported with line and column."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [ValidationError(rel, "$", f"cannot read: {exc}")]
+    try:
+        return canonical.loads(text), []
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        return None, [ValidationError(rel, "$", f"invalid JSON at {where}: {exc.msg}")]
+    except canonical.CanonicalJSONError as exc:
+        return None, [ValidationError(rel, "$", f"invalid JSON: {exc}")]
+
+
+def load_manifest(root: Path) -> tuple[Manifest | None, list[ValidationError]]:
+    data, errors = read_json(root / "manifest.json", "manifest.json")
+    if errors:
+        return None, errors
+    if not isinstance(data, dict):
+        return None, [ValidationError("manifest.json", "$", "must be an object")]
+    errors = _manifest_top_errors(data)
+    subsets: list[Subset] = []
+    for li, layer in enumerate(data.get("layers") or []):
+        subsets.extend(_layer_subsets(layer, f"$.layers[{li}]", errors))
+    seen: set[str] = set()
+    for subset in subsets:
+        if subset.subset_id in seen:
+            errors.append(
+                ValidationError("manifest.json", "$.layers", f"duplicate subset {subset.subset_id}")
+            )
+        seen.add(subset.subset_id)
+    manifest = Manifest(
+        str(data.get("bench_id", "")),
+        str(data.get("bench_version", "")),
+        int(data.get("default_k_runs", 1)) if isinstance(data.get("default_k_runs", 1), int) else 1,
+        tuple(subsets),
+        data,
+    )
+    return manifest, errors
+
+
+def _manifest_top_errors(data: dict[str, Any]) -> list[ValidationError]:
+    errors = []
+    if not isinstance(data.get("bench_id"), str):
+        errors.append(ValidationError("manifest.json", "$.bench_id", "required string"))
+    if not VERSION_RE.match(str(data.get("bench_version", ""))):
+        errors.append(ValidationError("manifest.json", "$.bench_version", "must look like 1.2.3"))
+    k = data.get("default_k_runs", 1)
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        errors.append(
+            ValidationError("manifest.json", "$.default_k_runs", "must be an integer >= 1")
+        )
+    if not isinstance(data.get("layers"), list):
+        errors.append(ValidationError("manifest.json", "$.layers", "required list"))
+    return errors
+
+
+def _layer_subsets(layer: Any, where: str, errors: list[ValidationError]) -> list[Subset]:
+    if not isinstance(layer, dict) or not isinstance(layer.get("layer_id"), str):
+        errors.append(ValidationError("manifest.json", where, "layer needs a string layer_id"))
+        return []
+    out = []
+    layer_enabled = layer.get("enabled", True) is not False
+    for si, sub in enumerate(layer.get("subsets") or []):
+        path = f"{where}.subsets[{si}]"
+        missing = [
+            k for k in ("subset_id", "driver", "task_glob") if not isinstance(sub.get(k), str)
+        ]
+        if missing:
+            errors.append(ValidationError("manifest.json", path, f"missing string keys {missing}"))
+            continue
+        gate = sub.get("chrome_gate", "off")
+        if gate not in CHROME_GATES:
+            errors.append(
+                ValidationError(
+                    "manifest.json", path + ".chrome_gate", f"must be one of {CHROME_GATES}"
+                )
+            )
+        enabled = layer_enabled and sub.get("enabled", True) is not False
+        out.append(
+            Subset(
+                sub["subset_id"],
+                layer["layer_id"],
+                sub["driver"],
+                sub["task_glob"],
+                str(gate),
+                enabled,
+            )
+        )
+    return out
+
+
+def subset_files(root: Path, subset: Subset) -> list[Path]:
+    """Files the subset's glob selects, sorted; a glob with no files is an empty subset."""
+    return sorted(p for p in root.glob(subset.task_glob) if p.is_file())
+
+
+def load_routes(fixtures_dir: Path, root: Path) -> tuple[dict[str, str], list[ValidationError]]:
+    """Merge ``routes.json`` and every ``routes.fragment.json``: URL path -> file under fixtures."""
+    routes: dict[str, str] = {}
+    errors: list[ValidationError] = []
+    files = [fixtures_dir / "routes.json"] if (fixtures_dir / "routes.json").is_file() else []
+    files += sorted(fixtures_dir.rglob("routes.fragment.json"))
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        data, errs = read_json(path, rel)
+        errors += errs
+        if not isinstance(data, dict):
+            continue
+        for url, target in data.items():
+            if not isinstance(target, str) or not (fixtures_dir / target).is_file():
+                errors.append(
+                    ValidationError(
+                        rel,
+                        f"$[{json.dumps(url)}]",
+                        f"route target {target!r} is not a fixture file",
+                    )
+                )
+            else:
+                routes[url] = target
+    return routes, errors
+
+
+def scene_resolves(url: str, routes: dict[str, str], fixtures_dir: Path) -> bool:
+    """True when the fixture server can answer ``url`` (route, /fixtures/ file or dynamic)."""
+    path = url.split("#", 1)[0].split("?", 1)[0]
+    if path in routes or path in DYNAMIC_SCENE_PATHS:
+        return True
+    if path.startswith("/fixtures/"):
+        candidate = (fixtures_dir / path[len("/fixtures/") :]).resolve()
+        return candidate.is_file() and candidate.is_relative_to(fixtures_dir.resolve())
+    return False

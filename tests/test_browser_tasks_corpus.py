@@ -1,0 +1,169 @@
+"""Corpus loading and validation: the peer corpus as shipped, and broken corpora built in tmp."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from metewand.suites.browser.tasks import load_corpus, select_tasks, validate_corpus
+
+LEXBENCH = Path("/work/shared/corpus/lexbench")
+needs_lexbench = pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+
+
+@needs_lexbench
+def test_peer_corpus_loads_with_zero_errors() -> None:
+    tasks, errors = validate_corpus(LEXBENCH)
+    assert [str(e) for e in errors] == []
+    by_subset: dict[str, int] = {}
+    for task in tasks:
+        by_subset[task.subset_id] = by_subset.get(task.subset_id, 0) + 1
+    files_raw = len(list((LEXBENCH / "tasks/L1/raw_cdp").glob("*.json")))
+    files_l2 = len(list((LEXBENCH / "tasks/L2/web_platform").glob("*.json")))
+    assert by_subset == {"l1.raw_cdp": files_raw, "l2.web_platform": files_l2}
+
+
+@needs_lexbench
+def test_empty_globs_are_empty_subsets_not_errors() -> None:
+    corpus = load_corpus(LEXBENCH)
+    assert corpus.manifest is not None
+    ids = {s.subset_id for s in corpus.manifest.subsets}
+    assert "l1.playwright" in ids  # declared, its glob matches no file
+    assert not [t for t in corpus.tasks if t.subset_id == "l1.playwright"]
+
+
+def _task(task_id: str, steps: list[dict[str, Any]], **over: Any) -> dict[str, Any]:
+    task: dict[str, Any] = {
+        "task_id": task_id,
+        "task_version": 1,
+        "layer": "L1",
+        "subset_id": "l1.raw_cdp",
+        "title": task_id,
+        "description": "test task",
+        "features": [],
+        "tags": ["version.v0_1", "family.t"],
+        "scene": {"kind": "self_hosted_fixture", "url": "/page"},
+        "driver": {"kind": "raw_cdp", "steps": steps},
+        "grader": {"kind": "inline_assertions", "checks": [{"kind": "no_error"}]},
+        "timeouts": {"task_ms": 5000, "hard_kill_ms": 10000},
+        "artifact_profile": "l1_standard",
+    }
+    task.update(over)
+    return task
+
+
+def _corpus(tmp: Path, files: dict[str, str]) -> Path:
+    manifest = {
+        "bench_id": "t",
+        "bench_version": "0.0.1",
+        "default_k_runs": 1,
+        "layers": [
+            {
+                "layer_id": "L1",
+                "enabled": True,
+                "subsets": [
+                    {
+                        "subset_id": "l1.raw_cdp",
+                        "driver": "raw_cdp",
+                        "task_glob": "tasks/L1/*.json",
+                    },
+                    {"subset_id": "l1.none", "driver": "raw_cdp", "task_glob": "tasks/none/*.json"},
+                ],
+            }
+        ],
+    }
+    (tmp / "tasks/L1").mkdir(parents=True)
+    (tmp / "fixtures").mkdir()
+    (tmp / "manifest.json").write_text(json.dumps(manifest))
+    (tmp / "fixtures/routes.json").write_text(json.dumps({"/page": "page.html"}))
+    (tmp / "fixtures/page.html").write_text("<p>hi</p>")
+    for name, text in files.items():
+        (tmp / "tasks/L1" / name).write_text(text)
+    return tmp
+
+
+GOOD_STEP = {"method": "Runtime.evaluate", "params": {"expression": "1"}, "save_as": "v"}
+
+
+def test_valid_tmp_corpus_and_selection(tmp_path: Path) -> None:
+    root = _corpus(tmp_path, {"a.json": json.dumps(_task("a", [GOOD_STEP])),
+                              "b.json": json.dumps(_task("b", [GOOD_STEP], tags=["x"]))})  # fmt: skip
+    tasks, errors = validate_corpus(root)
+    assert errors == [] and sorted(t.task_id for t in tasks) == ["a", "b"]
+    assert [t.task_id for t in select_tasks(tasks, tags=["x"])] == ["b"]
+    assert [t.task_id for t in select_tasks(tasks, task_ids=["a"])] == ["a"]
+    assert select_tasks(tasks, subsets=["l1.none"]) == []
+
+
+def test_unknown_step_key_names_file_and_json_path(tmp_path: Path) -> None:
+    bad_wait = {"wait_for_event": "Page.loadEventFired", "timeout_ms": 100, "tmeout": 5}
+    root = _corpus(
+        tmp_path, {"bad.json": json.dumps(_task("bad", [GOOD_STEP, GOOD_STEP, bad_wait]))}
+    )
+    tasks, errors = validate_corpus(root)
+    assert tasks == []
+    assert [str(e) for e in errors] == [
+        "tasks/L1/bad.json: $.driver.steps[2].tmeout: unknown key for a wait_for_event step"
+    ]
+
+
+def test_broken_json_gives_line_and_column(tmp_path: Path) -> None:
+    text = json.dumps(_task("broken", [GOOD_STEP]), indent=1)
+    text = text.replace('"layer": "L1",', '"layer": "L1"', 1)  # drop a comma
+    root = _corpus(tmp_path, {"broken.json": text, "ok.json": json.dumps(_task("ok", [GOOD_STEP]))})
+    tasks, errors = validate_corpus(root)
+    assert [t.task_id for t in tasks] == ["ok"]  # the other file still loads
+    assert len(errors) == 1
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if '"subset_id"' in t)
+    assert str(errors[0]).startswith(f"tasks/L1/broken.json: $: invalid JSON at line {line} column")
+
+
+def test_missing_fixtures_are_errors(tmp_path: Path) -> None:
+    upload = {"method": "DOM.setFileInputFiles",
+              "params": {"files": ["{fixture_path}/nothere.txt"], "nodeId": 1}}  # fmt: skip
+    root = _corpus(tmp_path, {
+        "scene.json": json.dumps(_task("scene", [GOOD_STEP],
+                                       scene={"kind": "self_hosted_fixture", "url": "/gone"})),
+        "file.json": json.dumps(_task("file", [upload])),
+    })  # fmt: skip
+    _, errors = validate_corpus(root)
+    assert sorted(str(e) for e in errors) == [
+        "tasks/L1/file.json: $.driver: missing fixture: {fixture_path}/nothere.txt does not exist",
+        "tasks/L1/scene.json: $.scene.url: missing fixture: no route or fixture file serves /gone",
+    ]
+
+
+def test_all_errors_are_collected(tmp_path: Path) -> None:
+    task = _task("many", [{"method": "X.y", "session": "ghost"}, {"sleep_ms": 1, "method": "A.b"}])
+    task["grader"] = {"kind": "inline_assertions",
+                      "checks": [{"kind": "value_equals"}, {"kind": "nope"}]}  # fmt: skip
+    task["surprise"] = 1
+    root = _corpus(tmp_path, {"many.json": json.dumps(task)})
+    _, errors = validate_corpus(root)
+    assert [str(e) for e in errors] == ["tasks/L1/many.json: $.surprise: unknown key"]
+    del task["surprise"]
+    (root / "tasks/L1/many.json").write_text(json.dumps(task))
+    _, errors = validate_corpus(root)
+    assert sorted(f"{e.json_path}: {e.message}" for e in errors) == [
+        "$.driver.steps[0].session: session 'ghost' is not defined by an earlier step",
+        "$.driver.steps[1]: a step needs exactly one of ['method', 'sleep_ms', 'wait_for_event']",
+        "$.grader.checks[0].expected: required key missing for a value_equals check",
+        "$.grader.checks[1].kind: unknown check kind 'nope'",
+    ]
+
+
+def test_subset_mismatch_and_duplicate_ids(tmp_path: Path) -> None:
+    root = _corpus(tmp_path, {
+        "a.json": json.dumps(_task("same", [GOOD_STEP])),
+        "b.json": json.dumps(_task("same", [GOOD_STEP])),
+        "c.json": json.dumps(_task("c", [GOOD_STEP], subset_id="l1.other", layer="L2")),
+    })  # fmt: skip
+    _, errors = validate_corpus(root)
+    assert sorted(str(e) for e in errors) == [
+        "tasks/L1/b.json: $.task_id: duplicate of tasks/L1/a.json",
+        "tasks/L1/c.json: $.layer: must be 'L1'",
+        "tasks/L1/c.json: $.subset_id: must be 'l1.raw_cdp' (the subset whose glob holds it)",
+    ]
