@@ -23,11 +23,14 @@ from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
 CPU_HOG = "import time\nend = time.time() + 20\nwhile time.time() < end: pass\n"
 # bytes multiplication writes every page, so the memory is really committed
-MEMORY_HOG = "import sys, time\nb = b'x' * (int(sys.argv[1]) << 20)\ntime.sleep(20)\n"
+MEMORY_HOG = (
+    "import sys, time\nb = b'x' * (int(sys.argv[1]) << 20)\n"
+    "print('ready', flush=True)\ntime.sleep(20)\n"
+)
 
 
 def _spawn(code: str, *args: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", code, *args])
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE)
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -84,18 +87,20 @@ def test_callback_sink_receives_every_sample() -> None:
 def test_cpu_and_memory_hogs_trip_the_gate(tmp_path: Path) -> None:
     meminfo = read_meminfo()
     ratio_before = meminfo["available_bytes"] / meminfo["total_bytes"]
-    hog_mib = 2560
+    hog_mib = 3072
     thresholds = GateThresholds(
         cpu_some_avg10_max=5.0,  # 3 busy loops on 2 cores keep someone waiting all the time
         sustained_samples=2,
-        # the 2.5 GiB hog lowers the ratio by ~0.1 on this 24 GiB machine; 0.04 is half of that
-        min_available_ratio=ratio_before - 0.04,
+        # the 3 GiB hog lowers the ratio by ~0.12 on this 24 GiB machine; 0.05 is under half
+        min_available_ratio=ratio_before - 0.05,
         process_growth_min=2,
     )
     telemetry = HostTelemetry(0.5, os.getpid(), tmp_path / "h.jsonl", thresholds).start()
-    hogs = [_spawn(CPU_HOG) for _ in range(3)] + [_spawn(MEMORY_HOG, str(hog_mib))]
+    hogs = [_spawn(MEMORY_HOG, str(hog_mib))]
     try:
-        time.sleep(5.0)
+        assert hogs[0].stdout is not None and hogs[0].stdout.readline() == b"ready\n"
+        hogs += [_spawn(CPU_HOG) for _ in range(3)]
+        time.sleep(4.0)
         summary = telemetry.stop()  # the hogs are still alive at the last sample
     finally:
         _stop(hogs)

@@ -36,7 +36,7 @@ def median(values: Sequence[float]) -> float | None:
 def p95(values: Sequence[float]) -> float | None:
     if not len(values):
         return None
-    return float(np.percentile(np.asarray(values, dtype=float), 95, method=P95_METHOD))
+    return float(np.percentile(np.asarray(values, dtype=float), 95.0, method="linear"))
 
 
 def _group(values: Sequence[float], clusters: Sequence[Hashable]) -> list[np.ndarray]:
