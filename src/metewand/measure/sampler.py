@@ -174,7 +174,9 @@ class Sampler:
     # -- summary ----------------------------------------------------------------------------
     def _summary(self) -> SamplerSummary:
         flags: list[QualityFlag] = []
-        pss = [s.measurement() for s in self._pss]
+        # A scan that found no members (the tree had already exited) says nothing about the
+        # peak or the end; a scan that found members it could not read does.
+        pss = [s.measurement() for s in self._pss if s.process_count or s.unreadable_pids]
         for scan in self._pss:
             flags.extend(f for f in scan.quality_flags if f not in flags)
         if len(pss) <= 2:
