@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -41,7 +42,9 @@ ENV_ALLOWLIST = (
 class Accounting(Protocol):
     """What the session needs from ``metewand.measure.accounting.TreeAccounting``."""
 
-    def preexec_join(self) -> None: ...
+    def preexec_join(self) -> Callable[[], None] | None: ...
+
+    def attach(self, pid: int) -> None: ...
 
     def kill(self) -> None: ...
 
@@ -122,7 +125,7 @@ class WorkerSession:
         env = worker_env(self.spec.env)
         env["METEWAND_PROTOCOL_READ_FD"] = str(req_r)
         env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
-        preexec = self.accounting.preexec_join if self.accounting is not None else None
+        preexec = self.accounting.preexec_join() if self.accounting is not None else None
         try:
             self.proc = subprocess.Popen(
                 self.spec.argv,
@@ -141,6 +144,8 @@ class WorkerSession:
             raise
         os.close(req_r)
         os.close(resp_w)
+        if self.accounting is not None:
+            self.accounting.attach(self.proc.pid)  # the /proc backend walks from this root
         self.channel = Channel(resp_r, req_w)
         os.makedirs(self.log_dir, exist_ok=True)
         role = self.spec.role

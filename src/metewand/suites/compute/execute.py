@@ -1,0 +1,330 @@
+"""One attempt with the document's exact timing envelopes.
+
+Order: evaluator launch + hello (evaluator startup, outside every envelope) → [cold envelope
+starts] implementation launch + hello (worker startup) → [prepare_and_execute envelope starts]
+prepare → dataset integrity check → [execute_only envelope starts] execute, through its complete
+response → [envelope ends] resource readings → result validation → evaluate (evaluation) →
+metrics validation and result re-hash → shutdown. Every phase timer uses ``time.monotonic_ns``.
+
+A failure at any point publishes the attempt with a diagnostic code; the interrupted phase (and
+the timed wall, once its envelope began) becomes partial ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from metewand.measure import forms
+from metewand.measure.forms import Measurement, Reason
+from metewand.runtime.payload import (
+    CPU_SCOPE_FOR_TIMING_SCOPE,
+    ExecutionMeasurements,
+    TimedWallInclusion,
+)
+from metewand.suites.compute.manifest import ProblemDef
+from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.plan import PlannedAttempt
+from metewand.suites.compute.protocol import (
+    PhaseTimeout,
+    ProtocolViolation,
+    WorkerError,
+    WorkerGone,
+)
+from metewand.suites.compute.session import LaunchSpec, WorkerSession
+from metewand.suites.compute.validate import (
+    InvalidOutput,
+    dataset_sizes,
+    read_metrics,
+    read_result,
+    tree_sha256,
+)
+from metewand.suites.compute.workers import ImplementationWorker, read_resources
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    hello_s: float = 30.0
+    prepare_s: float = 300.0
+    execute_s: float = 300.0
+    evaluate_s: float = 300.0
+    shutdown_s: float = 5.0
+
+
+class AttemptFailure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class AttemptInput:
+    attempt: PlannedAttempt
+    problem: ProblemDef
+    dataset: MaterializedDataset
+    implementation: LaunchSpec
+    evaluator: LaunchSpec
+    attempt_dir: str  # private: result/, metrics/, logs/
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    setup_error: str | None = None  # a build or materialization failure found before launch
+
+
+@dataclass
+class AttemptOutcome:
+    attempt: PlannedAttempt
+    measurements: ExecutionMeasurements
+    started_at: str
+    finished_at: str = ""
+    code: str | None = None
+    message: str | None = None
+    result: dict[str, Any] | None = None
+    metrics: dict[str, Any] | None = None
+    result_sha256: str | None = None
+    statistics: dict[str, Any] = field(default_factory=dict)
+    implementation_time_ns: int | None = None
+    worker: dict[str, Any] = field(default_factory=dict)
+    logs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def accepted(self) -> bool:
+        return self.code is None
+
+
+def utc_now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def classify(exc: BaseException, role: str, phase: str) -> AttemptFailure:
+    """The diagnostic code for an exception raised while talking to ``role``."""
+    if isinstance(exc, AttemptFailure):
+        return exc
+    if isinstance(exc, PhaseTimeout):
+        return AttemptFailure("phase_timeout", f"{role} {phase}: {exc}")
+    if role == "evaluator":
+        code = "setup_failure" if isinstance(exc, OSError) else "evaluator_failure"
+        return AttemptFailure(code, f"evaluator {phase}: {exc}")
+    if isinstance(exc, OSError):
+        return AttemptFailure("setup_failure", f"cannot launch the implementation: {exc}")
+    if isinstance(exc, ProtocolViolation):
+        return AttemptFailure("protocol_error", f"implementation {phase}: {exc}")
+    if isinstance(exc, WorkerGone):
+        return AttemptFailure("implementation_crash", f"implementation {phase}: {exc}")
+    if isinstance(exc, WorkerError):
+        code = "protocol_error" if phase == "hello" else "implementation_failure"
+        return AttemptFailure(code, f"implementation {phase}: {exc}")
+    if isinstance(exc, InvalidOutput):
+        return AttemptFailure("invalid_result", str(exc))
+    return AttemptFailure("internal_error", f"{phase}: {type(exc).__name__}: {exc}")
+
+
+class AttemptRun:
+    """Runs one attempt on an (optionally reused) implementation worker."""
+
+    def __init__(self, spec: AttemptInput, worker: ImplementationWorker) -> None:
+        self.spec = spec
+        self.worker = worker
+        scope = spec.attempt.policy.timing_scope
+        self.scope = scope
+        self.m = ExecutionMeasurements.not_started(
+            CPU_SCOPE_FOR_TIMING_SCOPE[scope], spec.dataset.measurement
+        )
+        self.values: dict[str, Measurement] = {}
+        self.open_phase: tuple[str, int] | None = None
+        self.envelope_start: int | None = None
+        self.outcome = AttemptOutcome(spec.attempt, self.m, utc_now())
+        self.evaluator: WorkerSession | None = None
+
+    # -- timing helpers ------------------------------------------------------------------
+
+    def timed(self, name: str, fn: Callable[[], T]) -> T:
+        start = time.monotonic_ns()
+        self.open_phase = (name, start)
+        value = fn()
+        self.values[name] = forms.complete(time.monotonic_ns() - start)
+        self.open_phase = None
+        return value
+
+    def _close_interrupted(self) -> None:
+        now = time.monotonic_ns()
+        if self.open_phase is not None:
+            name, start = self.open_phase
+            self.values[name] = forms.partial(now - start, Reason.INTERRUPTED)
+        if self.envelope_start is not None and "timed_wall_time_ns" not in self.values:
+            self.values["timed_wall_time_ns"] = forms.partial(
+                now - self.envelope_start, Reason.INTERRUPTED
+            )
+
+    # -- the attempt ---------------------------------------------------------------------
+
+    def run(self) -> AttemptOutcome:
+        phase, role = "setup", "implementation"
+        try:
+            if self.spec.setup_error:
+                raise AttemptFailure("setup_failure", self.spec.setup_error)
+            phase, role = "startup", "evaluator"
+            self.evaluator = self.worker.launch_evaluator(
+                self.spec.evaluator, self.spec.attempt_dir
+            )
+            self.timed("evaluator_startup_time_ns", lambda: self._start(self.evaluator))
+            phase, role = "hello", "implementation"
+            self._implementation_startup()
+            phase = "prepare"
+            self._prepare_execute()
+            phase = "validate"
+            self._read_resources()
+            self._validate_result()
+            phase, role = "evaluate", "evaluator"
+            self._evaluate()
+        except BaseException as exc:
+            failure = classify(exc, role, phase)
+            gone = isinstance(exc, WorkerGone) and role == "implementation"
+            if gone and self.worker.exited_cleanly():
+                failure = AttemptFailure("protocol_error", f"implementation exited early: {exc}")
+            if self.outcome.code is None:
+                self.outcome.code, self.outcome.message = failure.code, failure.message
+            self._close_interrupted()
+            self._read_resources(interrupted=True)
+            self.worker.discard()
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._finish()
+        return self.outcome
+
+    def _start(self, session: WorkerSession | None) -> None:
+        assert session is not None
+        session.start()
+        session.hello(self.spec.timeouts.hello_s)
+
+    def _implementation_startup(self) -> None:
+        if self.scope == "cold_end_to_end":
+            self.envelope_start = time.monotonic_ns()
+        if not self.worker.alive:
+            start = time.monotonic_ns()
+            self.open_phase = ("worker_startup_time_ns", start)
+            self.worker.start(self.spec.implementation, self.spec.timeouts.hello_s)
+            self.open_phase = None
+            self.worker.startup = forms.complete(time.monotonic_ns() - start)
+            self.outcome.worker["reused"] = False
+        else:
+            self.outcome.worker["reused"] = True
+        self.values["worker_startup_time_ns"] = self.worker.startup
+        self.outcome.worker.update(self.worker.describe())
+
+    def _prepare_execute(self) -> None:
+        a, t = self.spec.attempt, self.spec.timeouts
+        budget = a.policy.timeout_s
+        dataset_dir = str(self.spec.dataset.directory)
+        sizes = dataset_sizes(dataset_dir)
+        request = {
+            "dataset_dir": dataset_dir,
+            "problem_contract_id": a.problem,
+            "problem_parameters": a.problem_parameters,
+            "implementation_parameters": a.implementation_parameters,
+            "implementation_seed": a.implementation_seed,
+        }
+        if self.scope == "prepare_and_execute":
+            self.worker.cpu_baseline()
+            self.envelope_start = time.monotonic_ns()
+        deadline = _Deadline(budget)
+        session = self.worker.session
+        self.timed(
+            "prepare_time_ns",
+            lambda: session.call("prepare", request, deadline.left(t.prepare_s)),
+        )
+        if dataset_sizes(dataset_dir) != sizes:  # inside the continuous wall, outside phases
+            raise AttemptFailure("implementation_failure", "prepare modified the dataset")
+        if self.scope == "execute_only":
+            self.worker.cpu_baseline()
+            self.envelope_start = time.monotonic_ns()
+        result_dir = os.path.join(self.spec.attempt_dir, "result")
+        os.makedirs(result_dir, exist_ok=True)
+        reply = self.timed(
+            "execute_request_time_ns",
+            lambda: session.call("execute", {"result_dir": result_dir}, deadline.left(t.execute_s)),
+        )
+        assert self.envelope_start is not None
+        self.values["timed_wall_time_ns"] = forms.complete(
+            time.monotonic_ns() - self.envelope_start
+        )
+        self._reply = reply
+
+    def _read_resources(self, interrupted: bool = False) -> None:
+        if self.worker.accounting is None or "cpu_time_ns" in self.values:
+            return
+        cpu, rss = read_resources(self.worker, interrupted)
+        self.values["cpu_time_ns"], self.values["peak_rss_bytes"] = cpu, rss
+
+    def _validate_result(self) -> None:
+        result_dir = os.path.join(self.spec.attempt_dir, "result")
+        reply = self._reply
+        impl_ns = reply.get("implementation_time_ns")
+        if "implementation_time_ns" not in reply or not (
+            impl_ns is None or (isinstance(impl_ns, int) and not isinstance(impl_ns, bool))
+        ):
+            raise ProtocolViolation(
+                "malformed_message", "execute reply needs implementation_time_ns"
+            )
+        stats = reply.get("statistics", {})
+        self.outcome.statistics = stats if isinstance(stats, dict) else {}
+        self.outcome.implementation_time_ns = impl_ns if isinstance(impl_ns, int) else None
+        self.outcome.result = read_result(result_dir, reply, self.spec.problem.result_schema)
+        self.outcome.result_sha256 = tree_sha256(result_dir)
+
+    def _evaluate(self) -> None:
+        a, t = self.spec.attempt, self.spec.timeouts
+        metrics_dir = os.path.join(self.spec.attempt_dir, "metrics")
+        os.makedirs(metrics_dir, exist_ok=True)
+        metrics_path = os.path.join(metrics_dir, "metrics.json")
+        request = {
+            "dataset_dir": str(self.spec.dataset.directory),
+            "problem_contract_id": a.problem,
+            "problem_parameters": a.problem_parameters,
+            "result_dir": os.path.join(self.spec.attempt_dir, "result"),
+            "metrics_path": metrics_path,
+        }
+        evaluator = self.evaluator
+        assert evaluator is not None
+        self.timed("evaluation_time_ns", lambda: evaluator.call("evaluate", request, t.evaluate_s))
+        try:
+            self.outcome.metrics = read_metrics(metrics_path, self.spec.problem.metric_schema)
+        except InvalidOutput as exc:
+            raise AttemptFailure("evaluator_failure", f"invalid metrics: {exc}") from exc
+        if tree_sha256(os.path.join(self.spec.attempt_dir, "result")) != self.outcome.result_sha256:
+            raise AttemptFailure("invalid_result", "the result changed during evaluation")
+
+    def _finish(self) -> None:
+        if self.evaluator is not None:
+            self.evaluator.shutdown(self.spec.timeouts.shutdown_s)
+            self.outcome.logs["evaluator"] = self.evaluator.logs()
+        self.outcome.logs["implementation"] = self.worker.logs()
+        backend = self.worker.backend()
+        self.outcome.measurements = replace(
+            self.m,
+            **self.values,  # type: ignore[arg-type]
+            accounting_backend=backend,
+            timed_wall_includes=frozenset({TimedWallInclusion.INTEGRITY_CHECKS})
+            if self.scope != "execute_only"
+            else frozenset(),
+        )
+        self.outcome.finished_at = utc_now()
+
+
+class _Deadline:
+    """The scientific timeout covers prepare and execute together when set."""
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.end = None if budget_s is None else time.monotonic() + budget_s
+
+    def left(self, operational_s: float) -> float:
+        if self.end is None:
+            return operational_s
+        return max(0.0, self.end - time.monotonic())

@@ -1,0 +1,261 @@
+"""Dataset materialization: each configuration built once per run, kept in a persistent
+content-addressed cache, shared by every dependent attempt.
+
+Only the ``materialize`` request through its complete response is timed: materializer startup,
+validation and cache publication are outside. A later run that reuses the cache records
+``materialization_time_ns`` unavailable with ``cache_hit``; its receipt keeps the original
+construction duration and time. Fixed and unit datasets are ``provided_dataset``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+from metewand.measure import forms
+from metewand.measure.forms import Measurement, Reason
+from metewand.suites.compute.launch import Builder, launch_spec
+from metewand.suites.compute.plan import DatasetConfig
+from metewand.suites.compute.protocol import (
+    PhaseTimeout,
+    ProtocolViolation,
+    WorkerError,
+    WorkerGone,
+)
+from metewand.suites.compute.session import WorkerSession
+from metewand.suites.compute.validate import (
+    InvalidOutput,
+    check_manifest_tree,
+    read_document,
+    safe_relative,
+    tree_sha256,
+)
+
+RECEIPT_NAME = "receipt.json"
+DATA_NAME = "data"
+HELLO_TIMEOUT_S = 30.0
+MATERIALIZE_TIMEOUT_S = 600.0
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "metewand")
+
+
+@dataclass(frozen=True)
+class MaterializedDataset:
+    config: DatasetConfig
+    derivation_id: str
+    directory: str | None  # None when materialization failed
+    measurement: Measurement  # materialization_time_ns as this run sees it
+    receipt: dict[str, Any]
+    error: str | None = None
+
+
+def derivation_id(config: DatasetConfig) -> str:
+    return canonical.identity(
+        "dataset-derivation", {"version": 1, "configuration": config.identity}
+    )
+
+
+class DatasetCache:
+    """Per-run, thread-safe front of the persistent cache."""
+
+    def __init__(self, cache_dir: str, work_dir: str, builder: Builder) -> None:
+        self.root = os.path.join(cache_dir, "datasets")
+        self.work_dir = work_dir
+        self.builder = builder
+        self._results: dict[str, MaterializedDataset] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        os.makedirs(self.root, exist_ok=True)
+
+    def get(self, config: DatasetConfig) -> MaterializedDataset:
+        with self._guard:
+            lock = self._locks.setdefault(config.identity, threading.Lock())
+        with lock:
+            if config.identity not in self._results:
+                self._results[config.identity] = self._materialize(config)
+            return self._results[config.identity]
+
+    def receipts(self) -> list[dict[str, Any]]:
+        with self._guard:
+            return [m.receipt for m in self._results.values()]
+
+    def _materialize(self, config: DatasetConfig) -> MaterializedDataset:
+        did = derivation_id(config)
+        kind = config.definition.kind
+        if kind in ("fixed", "unit"):
+            return self._provided(config, did)
+        final = os.path.join(self.root, did)
+        hit = self._reuse(config, did, final)
+        if hit is not None:
+            return hit
+        return self._construct(config, did, final)
+
+    def _provided(self, config: DatasetConfig, did: str) -> MaterializedDataset:
+        if config.definition.kind == "fixed":
+            directory = str(config.definition.path)
+        else:
+            directory = os.path.join(self.work_dir, "unit-dataset")
+            os.makedirs(directory, exist_ok=True)
+        receipt = {
+            "schema_version": 1,
+            "derivation_id": did,
+            "kind": config.definition.kind,
+            "origin": "provided",
+            "path": directory,
+            "output_sha256": tree_sha256(directory),
+        }
+        return MaterializedDataset(
+            config, did, directory, forms.unavailable(Reason.PROVIDED_DATASET), receipt
+        )
+
+    def _reuse(self, config: DatasetConfig, did: str, final: str) -> MaterializedDataset | None:
+        try:
+            stored = read_document(os.path.join(final, RECEIPT_NAME))
+            data = os.path.join(final, DATA_NAME)
+            if stored.get("output_sha256") != tree_sha256(data):
+                raise InvalidOutput("cached dataset changed since construction")
+        except (InvalidOutput, OSError):
+            if os.path.exists(final):
+                _quarantine(final, self.root)
+            return None
+        receipt = {**stored, "origin": "cache_hit", "path": data}
+        return MaterializedDataset(config, did, data, forms.unavailable(Reason.CACHE_HIT), receipt)
+
+    def _construct(self, config: DatasetConfig, did: str, final: str) -> MaterializedDataset:
+        staging = tempfile.mkdtemp(prefix="staging-", dir=self.root)
+        data = os.path.join(staging, DATA_NAME)
+        os.mkdir(data)
+        try:
+            elapsed, constructed_at = self._run_materializer(config, data, staging)
+            output = tree_sha256(data)
+        except _MaterializeError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            receipt = {"schema_version": 1, "derivation_id": did, "kind": "generated"}
+            receipt["origin"] = "constructed"
+            return MaterializedDataset(config, did, None, exc.measurement, receipt, str(exc))
+        receipt = {
+            "schema_version": 1,
+            "derivation_id": did,
+            "kind": "generated",
+            "origin": "constructed",
+            "output_sha256": output,
+            "materialization_time_ns": forms.complete(elapsed).to_json(),
+            "constructed_at": constructed_at,
+        }
+        _write(os.path.join(staging, RECEIPT_NAME), receipt)
+        _publish(staging, final)
+        path = os.path.join(final, DATA_NAME)
+        return MaterializedDataset(
+            config, did, path, forms.complete(elapsed), {**receipt, "path": path}
+        )
+
+    def _run_materializer(self, config: DatasetConfig, out: str, staging: str) -> tuple[int, str]:
+        definition = config.definition
+        assert definition.materializer is not None
+        built = self.builder.build(f"dataset-{definition.name}", definition.materializer)
+        if built.error:
+            raise _MaterializeError(built.error, forms.unavailable(Reason.NOT_STARTED))
+        spec = launch_spec(
+            "dataset_materializer",
+            definition.name,
+            definition.materializer,
+            staging,
+            built.build_dir,
+        )
+        session = WorkerSession(spec, os.path.join(staging, "logs"))
+        started = 0
+        try:
+            session.start()
+            session.hello(HELLO_TIMEOUT_S)
+            constructed_at = _utc_now()
+            started = time.monotonic_ns()
+            reply = session.call(
+                "materialize", _request(config, out, staging), MATERIALIZE_TIMEOUT_S
+            )
+            elapsed = time.monotonic_ns() - started
+            _check_dataset(out, reply)
+            return elapsed, constructed_at
+        except (OSError, ProtocolViolation, PhaseTimeout, WorkerGone, WorkerError) as exc:
+            measured = (
+                forms.partial(time.monotonic_ns() - started, Reason.INTERRUPTED)
+                if started
+                else forms.unavailable(Reason.NOT_STARTED)
+            )
+            raise _MaterializeError(f"materializer {definition.name}: {exc}", measured) from exc
+        except InvalidOutput as exc:
+            raise _MaterializeError(
+                f"materializer {definition.name}: invalid dataset: {exc}",
+                forms.unavailable(Reason.NOT_STARTED),
+            ) from exc
+        finally:
+            session.shutdown(5.0)
+            shutil.rmtree(os.path.join(staging, "logs"), ignore_errors=True)
+
+
+class _MaterializeError(Exception):
+    def __init__(self, message: str, measurement: Measurement) -> None:
+        super().__init__(message)
+        self.measurement = measurement
+
+
+def _request(config: DatasetConfig, out: str, staging: str) -> dict[str, Any]:
+    return {
+        "source_dir": staging,
+        "dataset_parameters": config.parameters,
+        "dataset_seed": config.seed,
+        "output_dir": out,
+    }
+
+
+def _check_dataset(out: str, reply: dict[str, Any]) -> None:
+    dataset = reply.get("dataset")
+    if not isinstance(dataset, dict):
+        raise InvalidOutput("materialize reply has no dataset object")
+    rel = safe_relative(dataset.get("manifest"))
+    doc = read_document(os.path.join(out, rel))
+    if doc.get("complete") is not True:
+        raise InvalidOutput("dataset manifest must say complete: true")
+    check_manifest_tree(out, rel, doc)
+
+
+def _utc_now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _write(path: str, value: Any) -> None:
+    with open(path, "wb") as fh:
+        fh.write(canonical.dumps(value))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _publish(staging: str, final: str) -> None:
+    """Atomic publish: rename the staged tree; a concurrent writer that won keeps its copy."""
+    try:
+        os.rename(staging, final)
+    except OSError:
+        if not os.path.isdir(final):
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+    fd = os.open(str(Path(final).parent), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _quarantine(path: str, root: str) -> None:
+    target = tempfile.mkdtemp(prefix="quarantine-", dir=root)
+    os.rename(path, os.path.join(target, "object"))

@@ -1,0 +1,179 @@
+"""A whole run: plan → materialize (once per configuration) → attempts → rows in the RunStore.
+
+Worker units (one attempt, or warm-ups plus repetitions on a reused worker) go to a thread pool
+of ``jobs`` workers in plan order (sequential, or the seeded randomized order of the plan).
+Concurrency changes nothing inside an attempt: every envelope and scope stays the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metewand import __version__
+from metewand.runtime.store import RunStore
+from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
+from metewand.suites.compute.launch import Builder, launch_spec
+from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
+from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
+from metewand.suites.compute.records import VERSIONS, build_row
+from metewand.suites.compute.workers import ImplementationWorker
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class RunOptions:
+    out_dir: str = "runs"
+    run_id: str | None = None
+    resume: str | None = None  # a run id under out_dir, or a run directory
+    jobs: int | None = None  # None: the policies' own jobs
+    cache_dir: str | None = None
+    accounting_backend: str = "auto"
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    log_limit: int = 1 << 20
+
+
+@dataclass
+class RunSummary:
+    run_dir: str
+    attempts: int = 0
+    accepted: int = 0
+    failed: int = 0
+    skipped: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _open_store(options: RunOptions, data: dict[str, Any]) -> RunStore:
+    if options.resume:
+        candidate = Path(options.resume)
+        run_dir = candidate if candidate.is_dir() else Path(options.out_dir) / options.resume
+        return RunStore.open(run_dir)
+    return RunStore.create(options.out_dir, options.run_id, data)
+
+
+def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
+    with open(manifest.path, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    return {
+        "suite": "compute",
+        "benchmark": manifest.name,
+        "manifest_path": manifest.path,
+        "manifest_sha256": digest,
+        "tool_version": __version__,
+        "versions": {**VERSIONS, "measurements_version": 2},
+        "jobs": jobs,
+        "planned_attempts": len(plan.attempts),
+    }
+
+
+class ComputeRun:
+    def __init__(self, manifest: Manifest, plan: Plan, store: RunStore, options: RunOptions):
+        self.manifest, self.plan, self.store, self.options = manifest, plan, store, options
+        self.work_dir = str(store.run_dir / ".work")
+        os.makedirs(self.work_dir, exist_ok=True)
+        self.builder = Builder(manifest.root, os.path.join(self.work_dir, "build"))
+        self.cache = DatasetCache(
+            options.cache_dir or default_cache_dir(), self.work_dir, self.builder
+        )
+        first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
+        self.jobs = max(1, options.jobs or first)
+
+    def execute(self, progress: Progress | None = None) -> RunSummary:
+        summary = RunSummary(str(self.store.run_dir))
+        done = self.store.finished_keys()
+        units = []
+        for unit in self.plan.units:
+            todo = tuple(a for a in unit if a.key not in done)
+            summary.skipped += len(unit) - len(todo)
+            if todo:
+                units.append(todo)
+        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mw-attempt") as pool:
+            futures = [pool.submit(self._run_unit, unit, progress) for unit in units]
+            for future in futures:
+                summary.rows.extend(future.result())
+        for row in summary.rows:
+            summary.attempts += 1
+            summary.accepted += row["status"] == "accepted"
+            summary.failed += row["status"] == "failed"
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        return summary
+
+    def _run_unit(self, unit: tuple[PlannedAttempt, ...], progress: Progress | None) -> list:
+        worker = ImplementationWorker(self.options.accounting_backend, self.options.log_limit)
+        rows = []
+        try:
+            for attempt in unit:
+                row = self._run_attempt(attempt, worker)
+                rows.append(row)
+                if progress is not None:
+                    progress(row)
+        finally:
+            worker.finish(self.options.timeouts.shutdown_s)
+        return rows
+
+    def _run_attempt(self, attempt: PlannedAttempt, worker: ImplementationWorker) -> dict:
+        dataset = self.cache.get(attempt.dataset)
+        impl_def = self.manifest.implementations[attempt.implementation]
+        problem = self.manifest.problems[attempt.problem]
+        impl_build = self.builder.build(f"impl-{impl_def.name}", impl_def.launch)
+        eval_build = self.builder.build(f"eval-{problem.name}", problem.evaluator)
+        setup_error = dataset.error or impl_build.error or eval_build.error
+        rel = f"artifacts/{attempt.key}"
+        with self.store.artifact_dir(attempt.key) as staging:
+            adir = str(staging)
+            spec = AttemptInput(
+                attempt=attempt,
+                problem=problem,
+                dataset=dataset,
+                implementation=launch_spec(
+                    "implementation",
+                    impl_def.name,
+                    impl_def.launch,
+                    adir,
+                    impl_build.build_dir,
+                    ("one_shot",),
+                ),  # fmt: skip
+                evaluator=launch_spec(
+                    "problem_evaluator", problem.name, problem.evaluator, adir, eval_build.build_dir
+                ),
+                attempt_dir=adir,
+                timeouts=self.options.timeouts,
+                setup_error=setup_error,
+            )
+            outcome = AttemptRun(spec, worker).run()
+            row = build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+        self.store.append(row)
+        return row
+
+
+def run(manifest_path: str, options: RunOptions, progress: Progress | None = None) -> RunSummary:
+    manifest = load(manifest_path)
+    plan = build_plan(manifest)
+    first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
+    store = _open_store(options, _manifest_data(manifest, plan, options.jobs or first))
+    try:
+        summary = ComputeRun(manifest, plan, store, options).execute(progress)
+        store.update_manifest({"dataset_materializations": _receipts(summary)})
+        store.set_state("complete")
+    except BaseException:
+        store.set_state("interrupted")
+        raise
+    finally:
+        store.close()
+    return summary
+
+
+def _receipts(summary: RunSummary) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for row in summary.rows:
+        receipt = row["record"]["provenance"]["data"]["context"]["dataset_materialization"]
+        seen.setdefault(receipt["derivation_id"], receipt)
+    return list(seen.values())

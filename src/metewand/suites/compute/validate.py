@@ -1,0 +1,134 @@
+"""Checks outside every phase timer: returned manifests, file trees, schemas."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from metewand import canonical
+
+
+class InvalidOutput(Exception):
+    """A worker's output breaks the contract (undeclared file, bad hash, schema violation)."""
+
+
+def safe_relative(path: Any) -> str:
+    if not isinstance(path, str) or not path:
+        raise InvalidOutput("a returned path must be a nonempty string")
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts):
+        raise InvalidOutput(f"returned path {path!r} is not a normalized relative path")
+    return path
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tree_files(root: str) -> list[str]:
+    """Relative paths of every entry; symlinks and special files are refused."""
+    out = []
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full):
+                raise InvalidOutput(f"{name}: symbolic links are not allowed in outputs")
+        for name in files:
+            full = os.path.join(dirpath, name)
+            if not os.path.isfile(full):
+                raise InvalidOutput(f"{name}: only regular files are allowed in outputs")
+            out.append(os.path.relpath(full, root).replace(os.sep, "/"))
+    return sorted(out, key=lambda p: p.encode())
+
+
+def tree_sha256(root: str) -> str:
+    """Content hash of a tree: paths and file contents (timestamps and owners ignored)."""
+    digest = hashlib.sha256(b"metewand-tree\x00")
+    for rel in tree_files(root):
+        digest.update(rel.encode() + b"\x00" + bytes.fromhex(file_sha256(os.path.join(root, rel))))
+    return digest.hexdigest()
+
+
+def read_document(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            doc = canonical.loads(fh.read())
+    except FileNotFoundError as exc:
+        raise InvalidOutput(f"{os.path.basename(path)} was not written") from exc
+    except ValueError as exc:
+        raise InvalidOutput(f"{os.path.basename(path)} is not strict JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise InvalidOutput(f"{os.path.basename(path)} must hold a JSON object")
+    return doc
+
+
+def check_manifest_tree(root: str, manifest_rel: str, doc: dict[str, Any]) -> None:
+    """Every declared file exists with its size (and hash when given); nothing undeclared."""
+    files = doc.get("files", [])
+    if not isinstance(files, list):
+        raise InvalidOutput("manifest 'files' must be an array")
+    declared: set[str] = set()
+    for entry in files:
+        if not isinstance(entry, dict):
+            raise InvalidOutput("manifest file entries must be objects")
+        rel = safe_relative(entry.get("path"))
+        full = os.path.join(root, rel)
+        if rel in declared or rel == manifest_rel:
+            raise InvalidOutput(f"{rel}: declared twice or declares the manifest itself")
+        declared.add(rel)
+        if not os.path.isfile(full) or os.path.islink(full):
+            raise InvalidOutput(f"{rel}: declared but missing")
+        if entry.get("size_bytes") != os.path.getsize(full):
+            raise InvalidOutput(f"{rel}: size differs from the manifest")
+        if "sha256" in entry and entry["sha256"] != file_sha256(full):
+            raise InvalidOutput(f"{rel}: sha256 differs from the manifest")
+    extra = set(tree_files(root)) - declared - {manifest_rel}
+    if extra:
+        raise InvalidOutput(f"undeclared files: {', '.join(sorted(extra)[:5])}")
+
+
+def check_schema(schema: dict[str, Any] | None, value: Any, what: str) -> None:
+    if schema is None:
+        return
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
+    if errors:
+        err = errors[0]
+        where = ".".join(str(p) for p in err.absolute_path) or "$"
+        raise InvalidOutput(f"{what} violates its schema at {where}: {err.message}")
+
+
+def read_result(result_dir: str, reply: dict[str, Any], schema: dict[str, Any] | None) -> dict:
+    """Validate an execute reply's result manifest and its files; returns the manifest."""
+    result = reply.get("result")
+    if not isinstance(result, dict):
+        raise InvalidOutput("execute reply has no result object")
+    rel = safe_relative(result.get("manifest"))
+    doc = read_document(os.path.join(result_dir, rel))
+    if not isinstance(doc.get("data"), dict):
+        raise InvalidOutput("result manifest needs a 'data' object")
+    check_manifest_tree(result_dir, rel, doc)
+    check_schema(schema, doc["data"], "result data")
+    return doc
+
+
+def read_metrics(metrics_path: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    doc = read_document(metrics_path)
+    if not isinstance(doc.get("data"), dict):
+        raise InvalidOutput("metrics document needs a 'data' object")
+    extra = set(os.listdir(os.path.dirname(metrics_path))) - {os.path.basename(metrics_path)}
+    if extra:
+        raise InvalidOutput(f"metrics directory holds other files: {sorted(extra)[:3]}")
+    check_schema(schema, doc["data"], "metrics data")
+    return doc
+
+
+def dataset_sizes(root: str) -> dict[str, int]:
+    """A cheap integrity snapshot (sizes) taken between timed operations."""
+    return {rel: os.path.getsize(os.path.join(root, rel)) for rel in tree_files(root)}
