@@ -1,0 +1,177 @@
+"""``metewand doctor``: what this machine offers a run, and the command that fixes each problem.
+
+The accounting check opens real accounting (and closes it), so the backend it names is the one a
+run would get, with the reasons each better backend was skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from metewand import canonical
+from metewand.cli import exit_codes
+from metewand.measure import host
+from metewand.measure.accounting import AccountingUnavailable, open_accounting
+from metewand.measure.cgroups import CgroupLayout, detect_layout
+
+CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+PRESSURE = Path("/proc/pressure")
+ENGINE_FIXES = {
+    "chrome": "apt-get install -y chromium",
+    "lightpanda": "pip install 'metewand[lightpanda]'",
+}
+
+
+def layout_name(layout: CgroupLayout) -> str:
+    if layout.v2 is not None and layout.v1:
+        return "hybrid"
+    if layout.v2 is not None:
+        return "unified"
+    return "legacy" if layout.v1 else "none"
+
+
+def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
+    try:
+        accounting = open_accounting("auto", label="metewand-doctor", layout=layout)
+    except AccountingUnavailable as exc:
+        return {"backend": None, "reason": exc.reason, "fallback_reasons": []}
+    try:
+        memory = accounting.memory()
+        source = memory.peak.source if memory.peak is not None else None
+        return {
+            "backend": accounting.backend,
+            "fallback_reasons": list(accounting.fallback_reasons),
+            "memory_source": source,
+        }
+    finally:
+        accounting.close()
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def system_checks() -> dict[str, Any]:
+    swaps = (_read(Path("/proc/swaps")) or "").splitlines()[1:]
+    psi = {r: (PRESSURE / r).exists() for r in ("cpu", "memory", "io")}
+    return {
+        "psi": psi,
+        "governor": host.cpu_governors(),
+        "swap_devices": len(swaps),
+        "clocksource": _read(CLOCKSOURCE),
+    }
+
+
+def lightpanda_wheel() -> str | None:
+    try:
+        return importlib.metadata.version("lightpanda")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def engine_checks(names: list[str]) -> list[dict[str, Any]]:
+    from metewand.suites.browser.doctor import engine_report
+
+    return [engine_report(name) for name in names]
+
+
+def problems_of(report: dict[str, Any]) -> list[dict[str, str]]:
+    """Each problem with its severity (required: a run needs it) and the fixing command."""
+    found: list[dict[str, str]] = []
+    acc = report["accounting"]
+    if acc["backend"] is None:
+        found.append(_problem("required", "no accounting backend: " + acc["reason"], "run as root"))
+    elif acc["backend"] == "proc":
+        found.append(
+            _problem("advice", "CPU from /proc only (child-exit loss risk)", "run as root")
+        )
+    if not all(report["system"]["psi"].values()):
+        found.append(_problem("advice", "PSI unavailable", "boot with psi=1"))
+    if report["system"]["swap_devices"]:
+        found.append(_problem("advice", "swap is on: memory figures can move", "swapoff -a"))
+    for engine in report["engines"]:
+        if not engine.get("found") or not engine.get("ready"):
+            fix = ENGINE_FIXES.get(engine["engine"], f"configure a path for {engine['engine']}")
+            what = f"engine {engine['engine']}: {engine.get('reason')} {engine.get('detail') or ''}"
+            found.append(_problem("required", what.strip(), fix))
+    if report["lightpanda_wheel"] is None and "lightpanda" in report["engines_checked"]:
+        found.append(_problem("required", "lightpanda wheel missing", ENGINE_FIXES["lightpanda"]))
+    return found
+
+
+def _problem(severity: str, message: str, fix: str) -> dict[str, str]:
+    return {"severity": severity, "message": message, "fix": fix}
+
+
+def build_report(engines: list[str]) -> dict[str, Any]:
+    layout = detect_layout()
+    report: dict[str, Any] = {
+        "cgroup_layout": {"name": layout_name(layout), **layout.to_json()},
+        "accounting": accounting_check(layout),
+        "system": system_checks(),
+        "lightpanda_wheel": lightpanda_wheel(),
+        "engines_checked": engines,
+        "engines": engine_checks(engines) if engines else [],
+    }
+    report["problems"] = problems_of(report)
+    return report
+
+
+def _print_text(report: dict[str, Any]) -> None:
+    layout, acc, system = report["cgroup_layout"], report["accounting"], report["system"]
+    v2 = layout["v2"]
+    click.echo(f"cgroup layout: {layout['name']}")
+    if v2 is not None:
+        ctrls = ", ".join(v2["controllers"]) or "no controllers"
+        click.echo(f"  cgroup2 at {v2['mountpoint']} ({ctrls}), own group {v2['own_dir']}")
+    click.echo(f"  cgroup1 controllers: {', '.join(layout['v1']) or 'none'}")
+    for what, why in layout["reasons"].items():
+        click.echo(f"  unusable {what}: {why}")
+    click.echo(f"accounting backend: {acc['backend']} (memory from {acc.get('memory_source')})")
+    for reason in acc.get("fallback_reasons", []):
+        click.echo(f"  skipped {reason}")
+    click.echo(f"PSI: {', '.join(r for r, ok in system['psi'].items() if ok) or 'unavailable'}")
+    gov = system["governor"]
+    missing = gov.get("unavailable") or {}
+    governor = ", ".join(gov.get("distinct") or []) or (
+        f"unavailable ({missing.get('reason')}: {missing.get('detail')})"
+    )
+    click.echo(f"CPU governor: {governor}")
+    click.echo(f"swap devices: {system['swap_devices']}; clocksource: {system['clocksource']}")
+    click.echo(f"lightpanda wheel: {report['lightpanda_wheel'] or 'not installed'}")
+    for engine in report["engines"]:
+        state = "ready" if engine.get("ready") else f"NOT READY ({engine.get('reason')})"
+        click.echo(f"engine {engine['engine']}: {state} {engine.get('path')}")
+        click.echo(f"  version {engine.get('version')}; sha256 {engine.get('sha256')}")
+    for problem in report["problems"]:
+        click.echo(f"{problem['severity']}: {problem['message']}\n  fix: {problem['fix']}")
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
+@click.option("--engines", default="chrome,lightpanda", show_default=True, help="'' to skip.")
+def doctor(as_json: bool, engines: str) -> None:
+    """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines.
+
+    \b
+    Exit 0 when everything a run needs is present, 3 when something required is missing.
+    Examples:
+      metewand doctor
+      metewand doctor --json --engines chrome
+    """
+    names = [e.strip() for e in engines.split(",") if e.strip()]
+    report = build_report(names)
+    if as_json:
+        sys.stdout.write(canonical.dumps_str(report) + "\n")
+    else:
+        _print_text(report)
+    if any(p["severity"] == "required" for p in report["problems"]):
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)

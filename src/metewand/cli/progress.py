@@ -1,0 +1,126 @@
+"""Progress of a run: a rich bar on a terminal, plain periodic lines otherwise, or nothing.
+
+    progress = Progress(total=120, mode="auto")
+    progress.start()
+    progress.attempt_started("task_001 x chrome")
+    progress.attempt_finished("pass")
+    progress.close()   # prints the summary table (quiet mode prints nothing)
+
+Runners call it from one thread; counts are by status word (pass, fail, accepted, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import IO, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+
+MODES = ("auto", "rich", "plain", "quiet")
+PLAIN_EVERY_S = 10.0  # plain mode: at most one line per interval, plus the last attempt
+
+
+class Progress:
+    def __init__(
+        self,
+        total: int,
+        mode: str = "auto",
+        stream: IO[str] | None = None,
+        plain_every_s: float = PLAIN_EVERY_S,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        self.total = total
+        self.stream = stream if stream is not None else sys.stderr
+        if mode == "auto":
+            mode = "rich" if self.stream.isatty() else "plain"
+        self.mode = mode
+        self.counts: Counter[str] = Counter()
+        self.current = ""
+        self.plain_every_s = plain_every_s
+        self._started = 0.0
+        self._last_line = 0.0
+        self._bar: RichProgress | None = None
+        self._task: Any = None
+
+    @property
+    def done(self) -> int:
+        return sum(self.counts.values())
+
+    def start(self) -> None:
+        self._started = time.monotonic()
+        if self.mode == "rich":
+            console = Console(file=self.stream)
+            self._bar = RichProgress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[counts]}"),
+                TimeRemainingColumn(),
+                console=console,
+                transient=False,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("starting", total=self.total, counts="")
+
+    def attempt_started(self, label: str) -> None:
+        self.current = label
+        if self._bar is not None:
+            self._bar.update(self._task, description=label)
+
+    def attempt_finished(self, status: str) -> None:
+        self.counts[status] += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, counts=self.counts_text())
+        elif self.mode == "plain":
+            now = time.monotonic()
+            if now - self._last_line >= self.plain_every_s or self.done >= self.total:
+                self._last_line = now
+                self._write(self.plain_line(now))
+
+    def counts_text(self) -> str:
+        return " ".join(f"{s}={n}" for s, n in sorted(self.counts.items()))
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        if not self.done:
+            return None
+        elapsed = (now if now is not None else time.monotonic()) - self._started
+        return elapsed / self.done * max(self.total - self.done, 0)
+
+    def plain_line(self, now: float | None = None) -> str:
+        eta = self.eta_s(now)
+        eta_text = f"{eta:.0f}s" if eta is not None else "unknown"
+        return (
+            f"[{self.done}/{self.total}] {self.counts_text()} eta {eta_text} "
+            f"current {self.current}\n"
+        )
+
+    def summary_table(self) -> Table:
+        table = Table(title="attempts by status")
+        table.add_column("status")
+        table.add_column("attempts", justify="right")
+        for status, count in sorted(self.counts.items()):
+            table.add_row(status, str(count))
+        table.add_row("total", f"{self.done}/{self.total}")
+        return table
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        elapsed = time.monotonic() - self._started if self._started else 0.0
+        if self.mode == "quiet":
+            return
+        if self.mode == "rich":
+            Console(file=self.stream).print(self.summary_table())
+            return
+        self._write(f"done {self.done}/{self.total} in {elapsed:.1f}s: {self.counts_text()}\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()

@@ -1,0 +1,68 @@
+"""``metewand report RUN``: regenerate scores, scorecard, report.html and a tidy CSV."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from metewand import canonical
+from metewand.cli import exit_codes
+from metewand.cli.store_cmd import rows_to_csv
+from metewand.compare.generate import FORMATS, generate, write_atomic
+from metewand.compare.rundir import RunDirError, load_run
+
+CSV_NAME = "results.csv"
+
+
+def _formats(value: str) -> list[str]:
+    chosen = [f.strip() for f in value.split(",") if f.strip()]
+    unknown = sorted(set(chosen) - set(FORMATS))
+    if unknown:
+        raise click.BadParameter(f"unknown format(s) {unknown}; choose from {list(FORMATS)}")
+    return chosen
+
+
+@click.command("report")
+@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.option("--baseline", type=click.Path(exists=True, file_okay=False), help="Profiler-off run.")
+@click.option("--reference-engine", default=None, help="Engine the others are compared against.")
+@click.option("--format", "fmt", default="md,json,html,csv", show_default=True)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write here, not RUN.")
+@click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
+def report(
+    run: str,
+    baseline: str | None,
+    reference_engine: str | None,
+    fmt: str,
+    out_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Regenerate the reports of RUN from its directory alone.
+
+    \b
+    Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv).
+    scores.json and scorecard.md are byte-identical when regenerated from the same rows.
+    \b
+    Examples:
+      metewand report runs/RUN
+      metewand report runs/ON --baseline runs/OFF --reference-engine chrome --format html
+    """
+    try:
+        formats = _formats(fmt)
+        extra = {"reference_engine": reference_engine} if reference_engine else None
+        written = generate(run, formats, out_dir, extra, Path(baseline) if baseline else None)
+        if "csv" in formats:
+            target = Path(out_dir) if out_dir else Path(run)
+            written["csv"] = target / CSV_NAME
+            write_atomic(written["csv"], rows_to_csv(load_run(run).rows).encode("utf-8"))
+    except (RunDirError, click.BadParameter) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
+    if as_json:
+        paths = {k: str(v) for k, v in sorted(written.items())}
+        click.echo(canonical.dumps_str(paths))
+    else:
+        for kind, path in sorted(written.items()):
+            click.echo(f"{kind:5} {path}")

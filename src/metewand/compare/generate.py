@@ -1,0 +1,75 @@
+"""Regenerate a run's reports from its directory alone: scores.json, scorecard.md, report.html.
+
+scores.json and scorecard.md carry no timestamps and no paths, so regenerating them from the same
+rows gives byte-identical files. Files are replaced atomically (temp file + rename).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from metewand.compare.report_html import render_report
+from metewand.compare.rundir import RunData, load_run
+from metewand.compare.scorecard import scorecard_md
+from metewand.compare.scores import scores_bytes, scores_for
+
+SCORES = "scores.json"
+SCORECARD = "scorecard.md"
+REPORT = "report.html"
+FORMATS = ("md", "json", "html", "csv")
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def baseline_context(run: RunData, baseline: Path | None) -> dict[str, Any]:
+    """What the report can say about the profiler-off baseline without a calibration module."""
+    if baseline is None:
+        return {}
+    base = load_run(baseline)
+    return {
+        "calibration": {
+            "baseline_run_id": base.run_id,
+            "baseline_rows": len(base.rows),
+            "run_rows": len(run.rows),
+        }
+    }
+
+
+def generate(
+    run_dir: str | Path,
+    formats: Iterable[str] = ("md", "json", "html"),
+    out_dir: str | Path | None = None,
+    extra: Mapping[str, Any] | None = None,
+    baseline: Path | None = None,
+) -> dict[str, Path]:
+    """Write the requested reports; returns {format: path}."""
+    run = load_run(run_dir)
+    target = Path(out_dir) if out_dir is not None else run.path
+    target.mkdir(parents=True, exist_ok=True)
+    wanted = set(formats)
+    scores = scores_for(run.kind, run.rows, run.manifest)
+    written: dict[str, Path] = {}
+    if "json" in wanted:
+        written["json"] = target / SCORES
+        write_atomic(written["json"], scores_bytes(scores))
+    if "md" in wanted:
+        written["md"] = target / SCORECARD
+        write_atomic(written["md"], scorecard_md(scores).encode("utf-8"))
+    if "html" in wanted:
+        context = {**baseline_context(run, baseline), **(extra or {})}
+        written["html"] = target / REPORT
+        write_atomic(written["html"], render_report(run, scores, context).encode("utf-8"))
+    return written
