@@ -15,6 +15,7 @@ import numpy as np
 
 BROWSER_METRICS = ("pss_peak_bytes", "cpu_total_ms")
 COMPUTE_PHASES = (
+    "materialization_time_ns",
     "worker_startup_time_ns",
     "prepare_time_ns",
     "execute_request_time_ns",

@@ -1,0 +1,168 @@
+"""report.html in real headless Chromium: no console errors, no network, the map is drawn,
+and a script-injection title stays text (acceptance 1 and 2)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+from metewand.compare import synthetic
+from metewand.compare.generate import generate
+from metewand.suites.browser.cdp import CdpClient
+
+CHROMIUM = Path("/usr/bin/chromium")
+INJECTED = "<script>alert(1)</script>"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--remote-debugging-port=0",
+    "--window-size=1200,900",
+]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = synthetic.write_browser_run(
+        tmp_path_factory.mktemp("runs") / "run_html",
+        n_tasks=12,
+        k=3,
+        titles={"task_00002": INJECTED},
+    )
+    return generate(run, ["html"])["html"]
+
+
+def test_html_is_self_contained_and_escaped(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert INJECTED not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<script" not in text.lower()  # the report itself has no scripts at all
+    assert not re.search(r"(src|href)=\"(https?:|//)", text)
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+    assert 'id="efficiency-map"' in text
+
+
+def test_missing_values_show_as_unavailable(tmp_path: Path) -> None:
+    run = synthetic.write_browser_run(tmp_path / "run_np", n_tasks=4, k=2, telemetry=False)
+    rows = (run / "results.jsonl").read_bytes().replace(b'"resource":{', b'"resource_x":{')
+    (run / "results.jsonl").write_bytes(rows)
+    text = generate(run, ["html"])["html"].read_text()
+    assert "unavailable (run not profiled" in text
+    assert "unavailable (no host_telemetry.jsonl in the run)" in text
+
+
+def test_compute_report_has_phase_figure(tmp_path: Path) -> None:
+    run = synthetic.write_compute_run(tmp_path / "run_c", attempts=6)
+    text = generate(run, ["html"])["html"].read_text()
+    assert 'id="phase-timings"' in text
+    assert "unavailable (provided_dataset x6)" in text  # materialization never shown as 0
+
+
+async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:
+    proc = subprocess.Popen(
+        [str(CHROMIUM), *FLAGS, f"--user-data-dir={user_data}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        port_file = user_data / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not port_file.exists() or len(port_file.read_text().splitlines()) < 2:
+            assert time.monotonic() < deadline, "chromium did not start"
+            await asyncio.sleep(0.1)
+        port, path = port_file.read_text().splitlines()[:2]
+        client = await CdpClient.connect(f"ws://127.0.0.1:{port}{path}")
+        try:
+            return await _load_and_capture(client, url)
+        finally:
+            await client.close()
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
+    target = await client.send("Target.createTarget", {"url": "about:blank"})
+    attached = await client.send(
+        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
+    )
+    sid = attached["sessionId"]
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        await client.send(f"{domain}.enable", session_id=sid)
+    await client.send("Page.navigate", {"url": url}, session_id=sid)
+    await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=30)
+    await asyncio.sleep(0.3)
+
+    async def evaluate(expr: str) -> Any:
+        reply = await client.send(
+            "Runtime.evaluate", {"expression": expr, "returnByValue": True}, session_id=sid
+        )
+        return reply["result"].get("value")
+
+    rect = await evaluate(
+        "(() => { const e = document.getElementById('efficiency-map'); e.scrollIntoView();"
+        " const r = e.getBoundingClientRect();"
+        " return {x: r.x, y: r.y, w: r.width, h: r.height, done: e.complete,"
+        " natural: e.naturalWidth}; })()"
+    )
+    shot = await client.send("Page.captureScreenshot", {"format": "png"}, session_id=sid)
+    return {
+        "events": client.events(sid),
+        "rect": rect,
+        "screenshot": base64.b64decode(shot["data"]),
+        "body_text": await evaluate("document.body.innerText"),
+        "map_src": await evaluate("document.getElementById('efficiency-map').src"),
+        "script_count": await evaluate("document.scripts.length"),
+    }
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+def test_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
+    seen = asyncio.run(_open_in_chromium(report.as_uri(), tmp_path / "profile"))
+    methods = [e["method"] for e in seen["events"]]
+    errors = [
+        e
+        for e in seen["events"]
+        if e["method"] == "Runtime.exceptionThrown"
+        or (e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+        or (e["method"] == "Runtime.consoleAPICalled" and e["params"]["type"] == "error")
+    ]
+    assert errors == []
+    assert "Page.javascriptDialogOpening" not in methods  # alert(1) never ran
+    requests = [
+        e["params"]["request"]["url"]
+        for e in seen["events"]
+        if e["method"] == "Network.requestWillBeSent"
+    ]
+    assert any(u.startswith("file:") for u in requests)  # the page load itself was observed
+    assert all(u.startswith(("file:", "data:")) for u in requests), requests
+    # acceptance 2: the title is on the page as text, and the page runs no script at all
+    assert INJECTED in seen["body_text"]
+    assert seen["script_count"] == 0
+    # the map image decodes to a non-blank figure
+    rect = seen["rect"]
+    assert rect["done"] and rect["natural"] > 300 and rect["w"] > 300
+    png = base64.b64decode(seen["map_src"].split(",", 1)[1])
+    figure = mpimg.imread(io.BytesIO(png), format="png")[..., :3]
+    assert (figure < 0.5).mean() > 0.005  # axes, markers and text are drawn
+    assert len(np.unique(figure.reshape(-1, 3), axis=0)) > 20  # coloured markers, not a flat fill
+    # and the screenshot shows it where the <img> sits
+    shot = mpimg.imread(io.BytesIO(seen["screenshot"]), format="png")[..., :3]
+    top, left = max(int(rect["y"]), 0), max(int(rect["x"]), 0)
+    region = shot[top : top + int(rect["h"]), left : left + int(rect["w"])]
+    assert region.size and (region < 0.9).mean() > 0.01
