@@ -22,6 +22,7 @@ from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
 from metewand.runtime.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
+    AccountingBackend,
     ExecutionMeasurements,
     TimedWallInclusion,
 )
@@ -210,7 +211,10 @@ class AttemptRun:
         if not self.worker.alive:
             start = time.monotonic_ns()
             self.open_phase = ("worker_startup_time_ns", start)
-            self.worker.start(self.spec.implementation, self.spec.timeouts.hello_s)
+            try:
+                self.worker.start(self.spec.implementation, self.spec.timeouts.hello_s)
+            finally:
+                self.outcome.worker.update(self.worker.describe())
             self.open_phase = None
             self.worker.startup = forms.complete(time.monotonic_ns() - start)
             self.outcome.worker["reused"] = False
@@ -258,6 +262,7 @@ class AttemptRun:
         self._reply = reply
 
     def _read_resources(self, interrupted: bool = False) -> None:
+        self.backend = self.worker.backend()  # before a discard releases the accounting
         if self.worker.accounting is None or "cpu_time_ns" in self.values:
             return
         cpu, rss = read_resources(self.worker, interrupted)
@@ -306,7 +311,7 @@ class AttemptRun:
             self.evaluator.shutdown(self.spec.timeouts.shutdown_s)
             self.outcome.logs["evaluator"] = self.evaluator.logs()
         self.outcome.logs["implementation"] = self.worker.logs()
-        backend = self.worker.backend()
+        backend = getattr(self, "backend", AccountingBackend.NONE)
         self.outcome.measurements = replace(
             self.m,
             **self.values,  # type: ignore[arg-type]

@@ -1,0 +1,95 @@
+"""Test worker with injectable faults. argv[1]: impl | eval | gen; METEWAND_TEST_MODE picks the fault.
+
+Modes: ok, delay (prepare 100 ms, execute 100 ms + 50 ms result writing, evaluate 250 ms),
+crash (exit 17 in execute), hang (execute never answers; a child process sleeps too), garbage
+(non-JSON line), oversized (a 2 MiB line), wrong_protocol (hello picks protocol 2),
+eval_crash (the evaluator exits 3 in evaluate).
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+from metewand.worker import WRITE_FD_ENV, Evaluator, Implementation, Materializer
+
+MODE = os.environ.get("METEWAND_TEST_MODE", "ok")
+
+
+def raw(data: bytes) -> None:
+    fd = int(os.environ[WRITE_FD_ENV])
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def implementation() -> Implementation:
+    impl = Implementation()
+
+    @impl.prepare
+    def prepare(request: dict) -> dict:
+        if MODE == "delay":
+            time.sleep(0.100)
+        return request
+
+    @impl.execute
+    def execute(state: dict, result_dir: str) -> dict:
+        if MODE == "delay":
+            time.sleep(0.100)
+        elif MODE == "crash":
+            os._exit(17)
+        elif MODE == "hang":
+            child = subprocess.Popen(["sleep", "60"])
+            with open("hang-child.pid", "w") as fh:
+                fh.write(str(child.pid))
+            time.sleep(60)
+        elif MODE == "garbage":
+            raw(b"this is not json\n")
+            time.sleep(60)
+        elif MODE == "oversized":
+            raw(b'{"id":"x","pad":"' + b"a" * (2 << 20) + b'"}\n')
+            time.sleep(60)
+        with open(os.path.join(result_dir, "answer.txt"), "w") as fh:
+            fh.write("42\n")
+        if MODE == "delay":
+            time.sleep(0.050)  # result writing belongs to the execute request
+        return {"answer": 42}
+
+    if MODE == "wrong_protocol":
+        original = impl._hello
+
+        def hello(rid: str, request: dict) -> dict:
+            return {**original(rid, request), "protocol": 2}
+
+        impl._hello = hello  # type: ignore[method-assign]
+    return impl
+
+
+def evaluator() -> Evaluator:
+    ev = Evaluator()
+
+    @ev.evaluate
+    def evaluate(request: dict, result: dict) -> dict:
+        if MODE == "delay":
+            time.sleep(0.250)
+        if MODE == "eval_crash":
+            os._exit(3)
+        return {"correct": result["data"].get("answer") == 42}
+
+    return ev
+
+
+def materializer() -> Materializer:
+    gen = Materializer()
+
+    @gen.materialize
+    def build(parameters: dict, seed: int, output_dir: str) -> None:
+        with open(os.path.join(output_dir, "values.txt"), "w") as fh:
+            fh.write(f"{parameters.get('size', 1)} {seed}\n")
+
+    return gen
+
+
+if __name__ == "__main__":
+    role = {"impl": implementation, "eval": evaluator, "gen": materializer}[sys.argv[1]]
+    raise SystemExit(role().serve())
