@@ -3,8 +3,8 @@
 from pathlib import Path
 
 import pytest
-from compute_helpers import problem, python_impl, write_manifest
 
+from compute_helpers import problem, python_impl, write_manifest
 from metewand.suites.compute.manifest import ManifestError, load
 from metewand.suites.compute.plan import build_plan
 
