@@ -1,0 +1,134 @@
+"""``metewand.run_fixed_dataset_outcome``: one attempt on a caller-supplied dataset directory.
+
+The dataset is used as is (no materialization: ``materialization_time_ns`` is unavailable
+``provided_dataset``). Success returns a ``FixedDatasetResult`` whose ``measurements`` is the
+typed execution-measurements payload; failure returns a ``FixedDatasetFailure`` whose diagnostic
+keeps the same payload in ``details.measurements``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from metewand import canonical
+from metewand.measure import forms
+from metewand.measure.forms import Reason
+from metewand.runtime.payload import ExecutionMeasurements
+from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
+from metewand.suites.compute.manifest import DatasetDef, ExecutionPolicy, Launch, ProblemDef
+from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.plan import DatasetConfig, PlannedAttempt
+from metewand.suites.compute.session import LaunchSpec
+from metewand.suites.compute.workers import ImplementationWorker
+
+
+@dataclass(frozen=True)
+class FixedDatasetResult:
+    measurements: ExecutionMeasurements
+    result: dict[str, Any]  # the validated result manifest
+    metrics: dict[str, Any]  # the validated metrics document
+    timed_wall_time_ns: int
+    evaluation_time_ns: int
+    implementation_time_ns: int | None
+    statistics: dict[str, Any]
+    result_dir: str
+    metrics_path: str
+
+    ok = True
+
+
+@dataclass(frozen=True)
+class FixedDatasetFailure:
+    code: str
+    message: str
+    measurements: ExecutionMeasurements
+
+    ok = False
+
+    @property
+    def diagnostic(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "details": {"measurements": self.measurements.to_json()},
+        }
+
+
+def _spec(
+    role: str, argv: list[str], cwd: str, env: dict[str, str], caps: tuple[str, ...] = ()
+) -> LaunchSpec:
+    wid = canonical.identity("resolved-worker", {"version": 1, "role": role, "argv": argv})
+    return LaunchSpec(list(argv), role, wid, cwd, dict(env), caps)
+
+
+def run_fixed_dataset_outcome(
+    dataset_dir: str,
+    implementation: list[str],
+    evaluator: list[str],
+    *,
+    problem: str = "problem",
+    problem_parameters: dict[str, Any] | None = None,
+    implementation_parameters: dict[str, Any] | None = None,
+    implementation_seed: int = 0,
+    result_schema: dict[str, Any] | None = None,
+    metric_schema: dict[str, Any] | None = None,
+    timing_scope: str = "prepare_and_execute",
+    timeout_s: float | None = None,
+    private_root: str | None = None,
+    accounting_backend: str = "auto",
+    timeouts: Timeouts | None = None,
+    env: dict[str, str] | None = None,
+) -> FixedDatasetResult | FixedDatasetFailure:
+    """Run ``implementation`` (argv) on ``dataset_dir`` and grade it with ``evaluator`` (argv).
+
+    ``env`` adds variables to both workers' environment (which is otherwise an allowlist).
+    """
+    attempt_dir = tempfile.mkdtemp(prefix="attempt-", dir=private_root)
+    os.chmod(attempt_dir, 0o700)
+    definition = DatasetDef("provided", "fixed", path=os.path.abspath(dataset_dir))
+    config = DatasetConfig(definition, {}, 0, canonical.identity("dataset-configuration", {"version": 1, "path": definition.path}))  # fmt: skip
+    receipt = {"schema_version": 1, "derivation_id": config.identity, "kind": "provided"}
+    dataset = MaterializedDataset(
+        config, config.identity, definition.path, forms.unavailable(Reason.PROVIDED_DATASET),
+        {**receipt, "origin": "provided"},
+    )  # fmt: skip
+    policy = ExecutionPolicy(timing_scope=timing_scope, timeout_s=timeout_s)
+    attempt = PlannedAttempt(
+        "fixed", "fixed", "fixed", "default", config, problem, problem_parameters or {}, "impl",
+        implementation_parameters or {}, "impl", implementation_seed, 0, "measured", None, policy,
+    )  # fmt: skip
+    spec = AttemptInput(
+        attempt=attempt,
+        problem=ProblemDef(
+            problem, Launch("command", tuple(evaluator)), result_schema, metric_schema
+        ),
+        dataset=dataset,
+        implementation=_spec(
+            "implementation", implementation, attempt_dir, env or {}, ("one_shot",)
+        ),
+        evaluator=_spec("problem_evaluator", evaluator, attempt_dir, env or {}),
+        attempt_dir=attempt_dir,
+        timeouts=timeouts or Timeouts(),
+    )
+    worker = ImplementationWorker(accounting_backend)
+    try:
+        outcome = AttemptRun(spec, worker).run()
+    finally:
+        worker.finish(spec.timeouts.shutdown_s)
+    m = outcome.measurements
+    if not outcome.accepted:
+        return FixedDatasetFailure(str(outcome.code), outcome.message or "", m)
+    return FixedDatasetResult(
+        measurements=m,
+        result=outcome.result or {},
+        metrics=outcome.metrics or {},
+        timed_wall_time_ns=int(m.timed_wall_time_ns.value or 0),
+        evaluation_time_ns=int(m.evaluation_time_ns.value or 0),
+        implementation_time_ns=outcome.implementation_time_ns,
+        statistics=outcome.statistics,
+        result_dir=os.path.join(attempt_dir, "result"),
+        metrics_path=os.path.join(attempt_dir, "metrics", "metrics.json"),
+    )
