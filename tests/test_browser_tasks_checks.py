@@ -114,3 +114,10 @@ def test_unknown_kind_and_empty_list_fail() -> None:
     [unknown] = run_checks([{"kind": "mystery"}], fresh_saved())
     [empty] = run_checks([], fresh_saved())
     assert (unknown.status, empty.name, empty.status) == ("fail", "checks_declared", "fail")
+
+
+def test_never_saved_value_equals_null() -> None:
+    # an optional event wait that timed out saved nothing; the corpus asserts it with null
+    check = {"kind": "saved_path_equals", "name": "paused2", "path": None, "expected": None}
+    assert grade(check) == "pass"
+    assert grade({**check, "expected": 1}) == "fail"

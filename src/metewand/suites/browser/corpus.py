@@ -14,15 +14,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand import canonical
+from metewand.suites.browser.fixtures.endpoints import default_endpoints
 
 VERSION_RE: Final = re.compile(r"^\d+\.\d+\.\d+$")
 CHROME_GATES: Final = ("off", "best_effort", "required")
-# URL paths the fixture server generates instead of reading from the tree (scene URLs may
-# point at them). Kept in step with the fixture server's dynamic endpoints.
-DYNAMIC_SCENE_PATHS: Final = frozenset(
-    {"/__cache__/host", "/storage/indexeddb_inventory", "/v0_4/slow", "/v0_4/redirect/hop",
-     "/v0_4/echo_headers", "/__sse__/messages", "/v0_4/net/secure"}
-)  # fmt: skip
+# Scene URLs may also name pages the fixture server generates (its dynamic GET endpoints).
+DYNAMIC_ENDPOINTS: Final = default_endpoints()
 
 
 @dataclass(frozen=True, order=True)
@@ -186,7 +183,10 @@ def load_routes(fixtures_dir: Path, root: Path) -> tuple[dict[str, str], list[Va
 def scene_resolves(url: str, routes: dict[str, str], fixtures_dir: Path) -> bool:
     """True when the fixture server can answer ``url`` (route, /fixtures/ file or dynamic)."""
     path = url.split("#", 1)[0].split("?", 1)[0]
-    if path in routes or path in DYNAMIC_SCENE_PATHS:
+    if path in routes:
+        return True
+    endpoint = DYNAMIC_ENDPOINTS.find(path)
+    if endpoint is not None and "GET" in endpoint.methods:
         return True
     if path.startswith("/fixtures/"):
         candidate = (fixtures_dir / path[len("/fixtures/") :]).resolve()
