@@ -113,19 +113,19 @@ def describe(
 
 
 def per_task_ratios(
-    engine: Mapping[tuple[Hashable, int], float],
-    reference: Mapping[tuple[Hashable, int], float],
-) -> tuple[dict[Hashable, float], list[Hashable]]:
+    engine: Mapping[tuple[str, int], float],
+    reference: Mapping[tuple[str, int], float],
+) -> tuple[dict[str, float], list[str]]:
     """Per task: median(engine) / median(reference) over the (task, attempt) pairs both have.
 
     Returns the ratios and the tasks left out because the reference median is 0 (undefined).
     """
-    paired: dict[Hashable, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
-    for key in sorted(set(engine) & set(reference), key=repr):
+    paired: dict[str, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
+    for key in sorted(set(engine) & set(reference)):
         paired[key[0]][0].append(engine[key])
         paired[key[0]][1].append(reference[key])
-    ratios: dict[Hashable, float] = {}
-    undefined: list[Hashable] = []
+    ratios: dict[str, float] = {}
+    undefined: list[str] = []
     for task, (mine, theirs) in paired.items():
         denominator = float(np.median(theirs))
         if denominator == 0:
@@ -136,8 +136,8 @@ def per_task_ratios(
 
 
 def paired_ratio(
-    engine: Mapping[tuple[Hashable, int], float],
-    reference: Mapping[tuple[Hashable, int], float],
+    engine: Mapping[tuple[str, int], float],
+    reference: Mapping[tuple[str, int], float],
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_BOOTSTRAP_SEED,
 ) -> dict[str, Any]:

@@ -1,0 +1,267 @@
+"""Observer-effect calibration: the same matrix run profiler-off (A) and profiler-on (B).
+
+Rows are paired by ``(task_id, engine, attempt)``. Per pair, with ``d`` = ``duration_ms``:
+
+- duration overhead % = ``(d_B / d_A - 1) * 100``;
+- collection-wall overhead % = ``(w_B / w_A - 1) * 100`` where ``w`` is ``collection_wall_ms``:
+  the wall time of the attempt from the point where the profiler's baseline scan begins to the
+  point where its end scan has finished (scans included). A baseline run records the same
+  window with no scans in it, so the difference is the observer's cost. When a baseline row
+  has no ``collection_wall_ms`` its ``duration_ms`` stands in (the peer benchmark's rule), and
+  the figures say how many pairs needed that.
+
+Both medians must stay within the threshold overall and for every engine; statuses may differ
+in at most 1% of pairs; the pairing must be complete in both directions; and the provenance
+facts (corpus, seed, k, jobs, engines and harness pins, runner source, host, reuse, engine
+order) must be identical, with the differing ones named.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from metewand.compare.run_facts import MISSING, RunFacts, latest_rows, read_facts
+
+CALIBRATION_SCHEMA = "metewand_calibration/1"
+Row = Mapping[str, Any]
+PairKey = tuple[str, str, int]
+
+PROVENANCE_FACTS = (
+    "corpus",
+    "seed",
+    "k",
+    "jobs",
+    "selected_engines",
+    "score_mode",
+    "engine_pins",
+    "harness_pins",
+    "runner_source",
+    "host",
+    "reuse",
+    "engine_order",
+    "engine_order_algorithm",
+)
+
+
+@dataclass(frozen=True)
+class CalibrationThresholds:
+    max_duration_overhead_pct: float = 10.0
+    max_collection_wall_overhead_pct: float = 10.0
+    max_status_mismatch_rate: float = 0.01
+
+    @classmethod
+    def from_observer_effect_pct(cls, pct: float) -> CalibrationThresholds:
+        """``--resource-max-observer-effect-pct`` sets both overhead limits."""
+        return cls(max_duration_overhead_pct=pct, max_collection_wall_overhead_pct=pct)
+
+
+def collection_wall_ms(row: Row) -> float | None:
+    value = row.get("collection_wall_ms")
+    if value is None and isinstance(row.get("resource"), Mapping):
+        value = row["resource"].get("collection_wall_ms")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _pct(after: float | None, before: float | None) -> float | None:
+    if after is None or before is None or before <= 0:
+        return None
+    return (after / before - 1.0) * 100.0
+
+
+@dataclass
+class Pair:
+    engine: str
+    duration_pct: float | None
+    wall_pct: float | None
+    wall_fallback: bool
+    status_mismatch: bool
+
+
+def _pair(a: Row, b: Row) -> Pair:
+    wall_a = collection_wall_ms(a)
+    fallback = wall_a is None
+    if fallback:
+        wall_a = _number(a.get("duration_ms"))
+    return Pair(
+        engine=str(b["engine"]),
+        duration_pct=_pct(_number(b.get("duration_ms")), _number(a.get("duration_ms"))),
+        wall_pct=_pct(collection_wall_ms(b), wall_a),
+        wall_fallback=fallback,
+        status_mismatch=a.get("status") != b.get("status"),
+    )
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _key(row: Row) -> PairKey:
+    return (str(row["task_id"]), str(row["engine"]), int(row["attempt"]))
+
+
+def _figures(pairs: Sequence[Pair]) -> dict[str, Any]:
+    durations = [p.duration_pct for p in pairs if p.duration_pct is not None]
+    walls = [p.wall_pct for p in pairs if p.wall_pct is not None]
+
+    def q(values: list[float], pct: float) -> float | None:
+        return float(np.percentile(values, pct)) if values else None
+
+    mismatches = sum(p.status_mismatch for p in pairs)
+    return {
+        "pairs": len(pairs),
+        "duration_pairs": len(durations),
+        "median_duration_overhead_pct": q(durations, 50),
+        "p95_duration_overhead_pct": q(durations, 95),
+        "collection_wall_pairs": len(walls),
+        "collection_wall_from_duration": sum(p.wall_fallback for p in pairs),
+        "median_collection_wall_overhead_pct": q(walls, 50),
+        "p95_collection_wall_overhead_pct": q(walls, 95),
+        "status_mismatches": mismatches,
+        "status_mismatch_rate": mismatches / len(pairs) if pairs else None,
+    }
+
+
+def _check(name: str, passed: bool, reason: str, figures: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "passed": passed, "reason": reason, "figures": figures}
+
+
+def _pairing_check(
+    a: dict[PairKey, Row], b: dict[PairKey, Row], engines: Sequence[str]
+) -> dict[str, Any]:
+    only_b, only_a = sorted(set(b) - set(a)), sorted(set(a) - set(b))
+    engines_a = sorted({k[1] for k in a})
+    engines_b = sorted({k[1] for k in b})
+    figures = {
+        "matched": len(set(a) & set(b)),
+        "only_in_profiled": len(only_b),
+        "only_in_baseline": len(only_a),
+        "examples_unmatched": [list(k) for k in (only_b + only_a)[:5]],
+        "engines_profiled": engines_b,
+        "engines_baseline": engines_a,
+    }
+    problems = []
+    if not figures["matched"]:
+        problems.append("no attempt is present in both runs")
+    if only_b or only_a:
+        problems.append(f"{len(only_b)} profiled and {len(only_a)} baseline attempts unmatched")
+    if engines_a != sorted(engines) or engines_b != sorted(engines):
+        problems.append(f"engine sets differ from selected engines {sorted(engines)}")
+    reason = "; ".join(problems) or f"all {figures['matched']} attempts paired both ways"
+    return _check("fully_paired", not problems, reason, figures)
+
+
+def _provenance_check(fa: RunFacts, fb: RunFacts) -> dict[str, Any]:
+    differing, missing = [], []
+    for name in PROVENANCE_FACTS:
+        va, vb = fa.values.get(name, MISSING), fb.values.get(name, MISSING)
+        if va is MISSING or vb is MISSING or va in (None, "", {}, []):
+            missing.append(name)
+        elif va != vb:
+            differing.append(name)
+    problems = []
+    if differing:
+        problems.append("differ: " + ", ".join(differing))
+    if missing:
+        problems.append("not recorded in both manifests: " + ", ".join(missing))
+    reason = "; ".join(problems) or "all provenance facts identical"
+    figures = {"compared": list(PROVENANCE_FACTS), "differing": differing, "missing": missing}
+    return _check("provenance_identical", not problems, reason, figures)
+
+
+def _modes_check(fa: RunFacts, fb: RunFacts) -> dict[str, Any]:
+    mode_a, mode_b = fa.get("resource_profile"), fb.get("resource_profile")
+    ok = mode_a == "baseline" and mode_b == "engine"
+    reason = f"baseline run mode {mode_a!r}, profiled run mode {mode_b!r}"
+    if not ok:
+        reason += " (need 'baseline' and 'engine')"
+    return _check("profile_modes", ok, reason, {"baseline": mode_a, "profiled": mode_b})
+
+
+def _overhead_checks(
+    pairs: Sequence[Pair], th: CalibrationThresholds, scope: str
+) -> list[dict[str, Any]]:
+    f = _figures(pairs)
+    limits: list[tuple[str, str, str, float]] = [
+        (
+            "duration",
+            "median_duration_overhead_pct",
+            "duration_pairs",
+            th.max_duration_overhead_pct,
+        ),
+        (
+            "collection_wall",
+            "median_collection_wall_overhead_pct",
+            "collection_wall_pairs",
+            th.max_collection_wall_overhead_pct,
+        ),
+    ]
+    checks = []
+    for label, field, count_field, limit in limits:
+        median, count = f[field], f[count_field]
+        complete = count == f["pairs"] and count > 0
+        ok = complete and median is not None and median <= limit
+        reason = (
+            f"{scope} median {label} overhead {median:+.2f}% (limit {limit}%)"
+            if median is not None
+            else f"{scope}: no {label} pair has both values"
+        )
+        if not complete:
+            reason += f"; only {count} of {f['pairs']} pairs have both {label} values"
+        checks.append(_check(f"{label}_overhead[{scope}]", ok, reason, f))
+    return checks
+
+
+def _status_check(pairs: Sequence[Pair], th: CalibrationThresholds) -> dict[str, Any]:
+    f = _figures(pairs)
+    rate = f["status_mismatch_rate"]
+    ok = rate is not None and rate <= th.max_status_mismatch_rate
+    reason = (
+        f"{f['status_mismatches']} of {f['pairs']} pairs changed status "
+        f"(rate {rate:.4f}, limit {th.max_status_mismatch_rate})"
+        if rate is not None
+        else "no pairs"
+    )
+    return _check("status_mismatch_rate", ok, reason, f)
+
+
+def calibrate(
+    baseline_manifest: Mapping[str, Any],
+    baseline_rows: Sequence[Row],
+    profiled_manifest: Mapping[str, Any],
+    profiled_rows: Sequence[Row],
+    thresholds: CalibrationThresholds | None = None,
+) -> dict[str, Any]:
+    """Every check with pass/fail, reason and figures; ``acceptable`` when all pass."""
+    th = thresholds or CalibrationThresholds()
+    fa, fb = read_facts(baseline_manifest), read_facts(profiled_manifest)
+    a = {_key(r): r for r in latest_rows(baseline_rows)}
+    b = {_key(r): r for r in latest_rows(profiled_rows)}
+    pairs = [_pair(a[k], b[k]) for k in sorted(set(a) & set(b))]
+    by_engine: dict[str, list[Pair]] = defaultdict(list)
+    for p in pairs:
+        by_engine[p.engine].append(p)
+    checks = [
+        _pairing_check(a, b, fb.engines),
+        _provenance_check(fa, fb),
+        _modes_check(fa, fb),
+        _status_check(pairs, th),
+        *_overhead_checks(pairs, th, "overall"),
+    ]
+    for engine in fb.engines:
+        checks += _overhead_checks(by_engine.get(engine, []), th, engine)
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        "baseline_run": fa.run_id,
+        "profiled_run": fb.run_id,
+        "thresholds": asdict(th),
+        "acceptable": all(c["passed"] for c in checks),
+        "failed_checks": [c["name"] for c in checks if not c["passed"]],
+        "checks": checks,
+        "overall": _figures(pairs),
+        "by_engine": {e: _figures(by_engine.get(e, [])) for e in fb.engines},
+    }

@@ -1,0 +1,221 @@
+"""``resource_summary.json`` (``abb_resource_summary/1``): resource cost over the all-pass
+intersection only, with eligibility, excluded outcomes, cold start kept apart, host and
+observer quality. Regenerated from run artifacts; it never changes a functional status.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from metewand.compare import eligibility, stats
+from metewand.compare.intersection import (
+    Intersection,
+    all_pass_intersection,
+    functional_outcomes,
+)
+from metewand.compare.resource_metrics import (
+    COLD_START_METRICS,
+    METRICS,
+    METRICS_BY_NAME,
+    form_value,
+    quality_flags,
+)
+from metewand.compare.run_facts import latest_rows, read_facts
+
+SUMMARY_SCHEMA = "abb_resource_summary/1"
+PAIRED_METRICS = ("cpu_total_ms", "pss_peak_bytes", "pss_peak_delta_bytes", "avg_cores")
+LEAK_METRICS = ("pss_end_bytes", "process_count_end")
+PEAK_MISSED_FLAG = "peak_missed_by_sampler"
+Row = Mapping[str, Any]
+
+
+def _engine_metrics(rows: Sequence[Row], resamples: int, seed: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for metric in METRICS:
+        pairs = [(metric.read(r), str(r["task_id"])) for r in rows]
+        present = [(v, t) for v, t in pairs if v is not None]
+        described = stats.describe(
+            [v for v, _ in present], [t for _, t in present], resamples, seed
+        )
+        described["missing"] = len(pairs) - len(present)
+        described["unit"] = metric.unit
+        out[metric.name] = described
+    return out
+
+
+def _memory_high_water(rows: Sequence[Row], metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """The cgroup's exact high-water next to the sampled PSS peak, and how often it saw more."""
+    missed = sum(PEAK_MISSED_FLAG in quality_flags(r) for r in rows)
+    return {
+        "pss_peak_bytes_median": metrics["pss_peak_bytes"]["median"],
+        "cgroup_memory_peak_bytes_median": metrics["cgroup_memory_peak_bytes"]["median"],
+        "cgroup_memory_peak_rows": metrics["cgroup_memory_peak_bytes"]["n"],
+        "peak_missed_by_sampler": missed,
+        "note": "cgroup memory counts page cache and kernel memory; it is never presented as PSS",
+    }
+
+
+def _sequence_index(row: Row) -> float | None:
+    order = row.get("order")
+    if isinstance(order, Mapping) and isinstance(order.get("round"), int):
+        return float(order["round"])
+    return None
+
+
+def _leak_curves(rows: Sequence[Row]) -> dict[str, Any]:
+    """Run-level slopes over every row of the engine, against the task-attempt sequence index."""
+    out: dict[str, Any] = {}
+    for name in LEAK_METRICS:
+        points = [(_sequence_index(r), METRICS_BY_NAME[name].read(r)) for r in rows]
+        usable = [(x, y) for x, y in points if x is not None and y is not None]
+        slope = stats.leak_slope([x for x, _ in usable], [y for _, y in usable])
+        slope["x"] = "order.round (task-attempt sequence index)"
+        out[f"{name}_slope_per_attempt"] = slope
+    return out
+
+
+def _paired(
+    inter: Intersection, reference: str | None, resamples: int, seed: int
+) -> dict[str, Any] | None:
+    if reference is None or reference not in inter.rows_by_engine:
+        return None
+    out: dict[str, Any] = {}
+    ref_rows = inter.rows_by_engine[reference]
+    for engine, rows in inter.rows_by_engine.items():
+        if engine == reference:
+            continue
+        out[engine] = {}
+        for name in PAIRED_METRICS:
+            metric = METRICS_BY_NAME[name]
+            mine = _keyed(rows, metric.read)
+            theirs = _keyed(ref_rows, metric.read)
+            out[engine][name] = stats.paired_ratio(mine, theirs, resamples, seed)
+    return out
+
+
+def _keyed(rows: Sequence[Row], read: Any) -> dict[tuple[str, int], float]:
+    out: dict[tuple[str, int], float] = {}
+    for row in rows:
+        value = read(row)
+        if value is not None:
+            out[(str(row["task_id"]), int(row["attempt"]))] = value
+    return out
+
+
+def cold_start_summary(
+    cold_rows: Sequence[Row], engines: Sequence[str], resamples: int, seed: int
+) -> dict[str, Any]:
+    """Cold-start launches per engine; each launch is its own cluster (launches independent)."""
+    by_engine: dict[str, list[Row]] = defaultdict(list)
+    for row in cold_rows:
+        by_engine[str(row.get("engine"))].append(row)
+    out: dict[str, Any] = {}
+    for engine in engines:
+        rows = by_engine.get(engine, [])
+        metrics = {}
+        for metric in COLD_START_METRICS:
+            values = [v for v in (form_value(r.get(metric.name)) for r in rows) if v is not None]
+            described = stats.describe(values, list(range(len(values))), resamples, seed)
+            described["missing"] = len(rows) - len(values)
+            described["unit"] = metric.unit
+            metrics[metric.name] = described
+        out[engine] = {"samples": len(rows), "metrics": metrics}
+    return {"separate_from_warm_aggregation": True, "by_engine": out}
+
+
+def _flags_by_engine(rows: Sequence[Row], engines: Sequence[str]) -> dict[str, dict[str, int]]:
+    counts: dict[str, Counter[str]] = {e: Counter() for e in engines}
+    for row in rows:
+        if row["engine"] in counts:
+            counts[str(row["engine"])].update(quality_flags(row))
+    return {e: dict(sorted(c.items())) for e, c in counts.items()}
+
+
+def _observer_effect(calibration: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not calibration:
+        return None
+    keep = ("baseline_run", "acceptable", "failed_checks", "thresholds", "overall", "by_engine")
+    return {k: calibration.get(k) for k in keep}
+
+
+def _host_quality(host_summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if not host_summary:
+        return None
+    gate = host_summary.get("gate", {})
+    return {
+        "polluted": host_summary.get("polluted"),
+        "flags": host_summary.get("flags", []),
+        "sample_count": host_summary.get("sample_count"),
+        "thresholds": gate.get("thresholds"),
+        "unevaluated": gate.get("unevaluated", []),
+    }
+
+
+def _provenance(facts: Any) -> dict[str, Any]:
+    names: tuple[str, ...] = ("seed", "k", "jobs", "reuse", "sample_interval_ms", "host")
+    names += ("engine_pins",)
+    names += ("harness_pins", "runner_source", "engine_order", "engine_order_algorithm")
+    return {n: facts.get(n) for n in names}
+
+
+def summarize(
+    manifest: Mapping[str, Any],
+    rows: Sequence[Row],
+    host_summary: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
+    cold_start_rows: Sequence[Row] = (),
+    reference_engine: str | None = None,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    bootstrap_seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """The ``abb_resource_summary/1`` document for one run."""
+    facts = read_facts(manifest)
+    engines = facts.engines
+    rows = latest_rows(rows)
+    inter = all_pass_intersection(rows, engines)
+    verdict = eligibility.evaluate(manifest, rows, host_summary, calibration, inter)
+    by_engine: dict[str, Any] = {}
+    for engine in engines:
+        engine_rows = inter.rows_by_engine.get(engine, [])
+        metrics = _engine_metrics(engine_rows, resamples, bootstrap_seed)
+        all_rows = [r for r in rows if r["engine"] == engine]
+        by_engine[engine] = {
+            "intersection_attempts": len(engine_rows),
+            "metrics": metrics,
+            "memory_high_water": _memory_high_water(engine_rows, metrics),
+            "leak_curve": _leak_curves(all_rows),
+        }
+    missing = next(c for c in verdict["conditions"] if c["id"] == "metrics_complete")
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "run_id": facts.run_id,
+        "engines": engines,
+        "reference_engine": reference_engine,
+        "resource_comparison_eligible": verdict["resource_comparison_eligible"],
+        "ineligibility_reasons": verdict["ineligibility_reasons"],
+        "eligibility_conditions": verdict["conditions"],
+        "comparison_contract": {
+            "scope": "warm engine_scope attempts",
+            "population": "same task_id+attempt where every selected engine passed",
+            "functional_score_combined": False,
+            "engine_order": facts.get("engine_order"),
+            "statistics": {
+                "median": "sample median",
+                "p95": f"numpy percentile, method {stats.P95_METHOD}",
+                "median_ci95": stats.bootstrap_record(resamples, bootstrap_seed),
+                "paired_ratio": "median over tasks of (engine median / reference median)",
+            },
+        },
+        **inter.to_json(),
+        "functional_outcomes": functional_outcomes(rows, engines),
+        "quality_flags_by_engine": _flags_by_engine(rows, engines),
+        "by_engine": by_engine,
+        "paired_vs_reference": _paired(inter, reference_engine, resamples, bootstrap_seed),
+        "cold_start": cold_start_summary(cold_start_rows, engines, resamples, bootstrap_seed),
+        "host_quality": _host_quality(host_summary),
+        "observer_effect": _observer_effect(calibration),
+        "missing_intersection_metrics": missing["figures"].get("examples", []),
+        "provenance": _provenance(facts),
+    }

@@ -1,0 +1,138 @@
+"""Build the per-attempt ``abb_engine_resources/1`` record (``results.jsonl[].resource``).
+
+The runner calls ``engine_resources_record`` after ``Sampler.stop()``: measured values stay
+measurement forms (CPU converted from ns to whole ms, keeping status and reason), derived
+``avg_cores`` is a number or null, and the kernel's memory high-water is compared with what the
+sampler saw, so a spike between samples is flagged ``peak_missed_by_sampler`` instead of being
+silently lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from metewand.measure.accounting import CpuReading
+from metewand.measure.forms import Measurement, QualityFlag, Reason, Status, unavailable
+from metewand.measure.sampler import SamplerSummary
+
+RESOURCES_SCHEMA = "abb_engine_resources/1"
+NS_PER_MS = 1_000_000
+# the kernel high-water must exceed the largest sampled cgroup memory.current by both margins
+PEAK_MISS_RATIO = 0.10
+PEAK_MISS_MIN_BYTES = 8 << 20
+
+
+def ns_to_ms(m: Measurement) -> Measurement:
+    """Same form, value in whole milliseconds (rounded half up)."""
+    if m.value is None:
+        return m
+    return Measurement(m.status, (m.value + NS_PER_MS // 2) // NS_PER_MS, m.reason, m.source)
+
+
+def peak_delta(baseline: Measurement, peak: Measurement) -> Measurement:
+    if baseline.value is None:
+        return baseline
+    if peak.value is None:
+        return peak
+    status = Status.PARTIAL if Status.PARTIAL in (baseline.status, peak.status) else Status.COMPLETE
+    reason = peak.reason or baseline.reason if status is Status.PARTIAL else None
+    return Measurement(status, max(0, peak.value - baseline.value), reason, peak.source)
+
+
+def avg_cores(cpu_ms: Measurement, duration_ms: float | None) -> float | None:
+    if cpu_ms.value is None or not duration_ms or duration_ms <= 0:
+        return None
+    return round(cpu_ms.value / duration_ms, 4)
+
+
+def sampled_memory_max(samples: Sequence[Mapping[str, Any]]) -> int | None:
+    values = [
+        s["memory_current_bytes"].get("value")
+        for s in samples
+        if isinstance(s.get("memory_current_bytes"), Mapping)
+    ]
+    present = [v for v in values if isinstance(v, int)]
+    return max(present) if present else None
+
+
+def peak_missed(kernel_peak: Measurement, samples: Sequence[Mapping[str, Any]]) -> bool:
+    """True when the cgroup saw a high-water clearly above everything the sampler read."""
+    seen = sampled_memory_max(samples)
+    if kernel_peak.value is None or seen is None:
+        return False
+    excess = kernel_peak.value - seen
+    return excess > PEAK_MISS_MIN_BYTES and excess > seen * PEAK_MISS_RATIO
+
+
+def _cpu_forms(cpu: CpuReading | None) -> dict[str, Measurement]:
+    if cpu is None:
+        gone = unavailable(Reason.NOT_STARTED)
+        return {"cpu_total_ms": gone, "cpu_user_ms": gone, "cpu_system_ms": gone}
+    return {
+        "cpu_total_ms": ns_to_ms(cpu.total),
+        "cpu_user_ms": ns_to_ms(cpu.user),
+        "cpu_system_ms": ns_to_ms(cpu.system),
+    }
+
+
+def engine_resources_record(
+    summary: SamplerSummary,
+    attempt_cpu: CpuReading | None,
+    *,
+    backend: str,
+    duration_ms: float | None,
+    collection_wall_ms: float,
+    fallback_reasons: Sequence[str] = (),
+    engine: str | None = None,
+    fixture_traffic: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``attempt_cpu`` is the attempt's CPU (end reading minus baseline reading, in ns)."""
+    cpu = _cpu_forms(attempt_cpu)
+    flags = [f.value for f in summary.quality_flags]
+    if peak_missed(summary.cgroup_memory_peak, summary.samples) and (
+        QualityFlag.PEAK_MISSED_BY_SAMPLER.value not in flags
+    ):
+        flags.append(QualityFlag.PEAK_MISSED_BY_SAMPLER.value)
+    forms: dict[str, Measurement] = {
+        **cpu,
+        "pss_baseline_bytes": summary.pss_baseline,
+        "pss_peak_bytes": summary.pss_peak,
+        "pss_end_bytes": summary.pss_end,
+        "pss_peak_delta_bytes": peak_delta(summary.pss_baseline, summary.pss_peak),
+        "process_count_baseline": summary.process_count_baseline,
+        "process_count_peak": summary.process_count_peak,
+        "process_count_end": summary.process_count_end,
+        "cgroup_memory_current_bytes": summary.cgroup_memory_current,
+        "cgroup_memory_peak_bytes": summary.cgroup_memory_peak,
+    }
+    record: dict[str, Any] = {name: m.to_json() for name, m in forms.items()}
+    record.update(
+        schema=RESOURCES_SCHEMA,
+        scope="engine_scope",
+        backend=backend,
+        fallback_reasons=list(fallback_reasons),
+        measurement_backend={
+            "cpu": cpu["cpu_total_ms"].source or backend,
+            "memory_pss": "proc_smaps_rollup",
+            "memory_accounting": summary.cgroup_memory_peak.source or "unavailable",
+        },
+        interval_ms=summary.interval_ms,
+        avg_cores=avg_cores(cpu["cpu_total_ms"], duration_ms),
+        sample_counts={
+            "ticks": summary.tick_count,
+            "pss_samples": summary.pss_sample_count,
+            "pss_every": summary.pss_every,
+        },
+        sampler_cpu_ms=round(summary.sampler_cpu_ns / NS_PER_MS, 3),
+        quality_flags=flags,
+        collection_wall_ms=round(collection_wall_ms, 3),
+        fault=summary.fault,
+    )
+    if duration_ms is not None:
+        record["duration_ms"] = duration_ms
+    if engine is not None:
+        record["engine"] = engine
+    if fixture_traffic is not None:
+        record["fixture_traffic"] = dict(fixture_traffic)
+    return record
