@@ -1,10 +1,23 @@
 """metewand: benchmark programs as processes and tell the truth about what they cost."""
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 try:
     __version__ = version("metewand")
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__"]
+# The fixed-dataset API is imported lazily so `import metewand` (and every worker) stays cheap.
+_COMPUTE_API = ("run_fixed_dataset_outcome", "FixedDatasetResult", "FixedDatasetFailure")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _COMPUTE_API:
+        from metewand.suites.compute import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'metewand' has no attribute {name!r}")
+
+
+__all__ = ["__version__", *_COMPUTE_API]
