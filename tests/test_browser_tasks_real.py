@@ -1,0 +1,161 @@
+"""Tasks on real engines: the own suite, classified failures, a dead engine, corpus tasks.
+
+Real Chromium (and Lightpanda when installed) with the real fixture server; nothing mocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from browser_engine_fixtures import running_engine
+from metewand.suites.browser.attempt import AttemptOutcome, run_task_attempt
+from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.fixtures.server import FixtureServer
+from metewand.suites.browser.tasks import Task, load_corpus, select_tasks
+
+pytestmark = pytest.mark.engines
+
+OWN_SUITE = Path(__file__).resolve().parents[1] / "src/metewand/data/browser_suite"
+LEXBENCH = Path("/work/shared/corpus/lexbench")
+
+
+@pytest.fixture(scope="module")
+def chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
+    yield from running_engine("chrome", tmp_path_factory.mktemp("chrome-logs"))
+
+
+def run_tasks(
+    engine: EngineProcess, root: Path, tasks: list[Task], out: Path, **kw: Any
+) -> dict[str, AttemptOutcome]:
+    async def go() -> dict[str, AttemptOutcome]:
+        results = {}
+        async with FixtureServer(root / "fixtures") as server:
+            assert server.base_url is not None and engine.ws_url is not None
+            for task in tasks:
+                results[task.task_id] = await run_task_attempt(
+                    task, engine.ws_url, engine.engine.name, server.base_url,
+                    out / task.task_id, engine_alive=engine.is_alive, **kw,
+                )  # fmt: skip
+        return results
+
+    return asyncio.run(go())
+
+
+def test_own_suite_passes_on_chrome(chrome: EngineProcess, tmp_path: Path) -> None:
+    corpus = load_corpus(OWN_SUITE)
+    assert corpus.errors == [] and len(corpus.tasks) >= 20
+    results = run_tasks(chrome, OWN_SUITE, corpus.tasks, tmp_path)
+    failed = {k: (o.status, o.reason, o.checks) for k, o in results.items() if o.status != "pass"}
+    assert failed == {}
+    for task_id, outcome in results.items():
+        assert outcome.duration_ms < 5000, task_id
+        assert 0 < outcome.cdp_wait_ms < outcome.duration_ms
+        grader = json.loads((tmp_path / task_id / "grader.json").read_text())
+        assert grader["ok"] is True and grader["checks"]
+        log = (tmp_path / task_id / "cdp.jsonl").read_text().splitlines()
+        assert any('"Target.closeTarget"' in line for line in log)  # the page was closed
+
+
+def _own_task(task_id: str, **changes: Any) -> Task:
+    base = next(t for t in load_corpus(OWN_SUITE).tasks if t.task_id == "own_eval_values")
+    data = copy.deepcopy(dict(base.data))
+    data.update(changes, task_id=task_id)
+    return Task(task_id, base.layer, base.subset_id, base.path, data, base.root)
+
+
+def _steps(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "raw_cdp", "steps": list(steps)}
+
+
+NO_ERROR = {"kind": "inline_assertions", "checks": [{"kind": "no_error"}]}
+
+
+def test_failures_are_classified_on_chrome(chrome: EngineProcess, tmp_path: Path) -> None:
+    eval_1 = {"method": "Runtime.evaluate", "params": {"expression": "1"}, "save_as": "v"}
+    tasks = [
+        _own_task("rejected", driver=_steps({"method": "DOM.getBoxModel", "params": {"nodeId": 9e6}}),
+                  grader=NO_ERROR),
+        _own_task("no_event", driver=_steps({"wait_for_event": "Page.frameResized", "timeout_ms": 200}),
+                  grader=NO_ERROR),
+        _own_task("unknown_method", driver=_steps({"method": "Metewand.nothing"}), grader=NO_ERROR),
+        _own_task("wrong_value", driver=_steps(eval_1),
+                  grader={"kind": "inline_assertions",
+                          "checks": [{"kind": "value_equals", "name": "v", "expected": 2}]}),
+        _own_task("hard_kill", driver=_steps({"sleep_ms": 2000}), grader=NO_ERROR,
+                  timeouts={"task_ms": 5000, "hard_kill_ms": 400}),
+    ]  # fmt: skip
+    got = {
+        k: (o.status, o.failure_class)
+        for k, o in run_tasks(chrome, OWN_SUITE, tasks, tmp_path).items()
+    }
+    assert got == {
+        "rejected": ("fail", "cdp_semantic"),
+        "no_event": ("fail", "cdp_semantic"),
+        "unknown_method": ("unsupported", "engine_unsupported"),
+        "wrong_value": ("fail", "cdp_semantic"),
+        "hard_kill": ("timeout", "infra"),
+    }
+    assert chrome.is_alive()
+
+
+def test_context_isolation_is_recorded_and_works(chrome: EngineProcess, tmp_path: Path) -> None:
+    tasks = [
+        t
+        for t in load_corpus(OWN_SUITE).tasks
+        if t.task_id in ("own_eval_values", "own_l2_pre_clicks")
+    ]
+    results = run_tasks(chrome, OWN_SUITE, tasks, tmp_path, isolation="context")
+    assert {(o.status, o.isolation) for o in results.values()} == {("pass", "context")}
+    log = (tmp_path / "own_eval_values" / "cdp.jsonl").read_text()
+    assert "Target.createBrowserContext" in log and "Target.disposeBrowserContext" in log
+
+
+def test_engine_killed_mid_attempt_is_crash(tmp_path: Path) -> None:
+    engines = running_engine("chrome", tmp_path / "logs")
+    engine = next(engines)
+    task = _own_task(
+        "killed", driver=_steps({"sleep_ms": 3000}, {"method": "DOM.enable"}), grader=NO_ERROR
+    )
+
+    async def go() -> AttemptOutcome:
+        async with FixtureServer(OWN_SUITE / "fixtures") as server:
+            assert server.base_url is not None and engine.ws_url is not None and engine.pid
+            asyncio.get_running_loop().call_later(0.8, _kill_group, engine.pid)
+            return await run_task_attempt(task, engine.ws_url, "chrome", server.base_url,
+                                          tmp_path / "art", engine_alive=engine.is_alive)  # fmt: skip
+
+    outcome = asyncio.run(go())
+    assert (outcome.status, outcome.failure_class, outcome.origin) == (
+        "crash",
+        "infra",
+        "engine_process",
+    )
+    assert outcome.secondary_status in ("crash", "fail", "timeout")
+    engines.close()  # stop() reaps what is left; the helper asserts a clean teardown
+
+
+def _kill_group(pid: int) -> None:
+    import os
+
+    os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+def test_a_handful_of_corpus_tasks_pass_on_chrome(chrome: EngineProcess, tmp_path: Path) -> None:
+    corpus = load_corpus(LEXBENCH)
+    chosen = select_tasks(corpus.tasks, task_ids=[
+        "pw_raw_dom_describenode", "pw_raw_accessibility_getfullaxtree", "v2_boot_replay_playwright",
+        "v2_fetch_disable_stops_pausing", "r3_dA_e_before_content", "r4_q01_stock_list",
+        "storage_indexeddb_inventory_001",
+    ])  # fmt: skip
+    assert len(chosen) == 7
+    results = run_tasks(chrome, LEXBENCH, chosen, tmp_path)
+    assert {k: (o.status, o.reason) for k, o in results.items() if o.status != "pass"} == {}
