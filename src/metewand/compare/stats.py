@@ -156,6 +156,12 @@ def paired_ratio(
     }
 
 
+def _finite(value: Any) -> float | None:
+    """JSON has no NaN/Infinity: a non-finite figure is reported as None."""
+    number = float(value)
+    return number if np.isfinite(number) else None
+
+
 def leak_slope(sequence_index: Sequence[float], values: Sequence[float]) -> dict[str, Any]:
     """Least-squares slope of ``values`` against the attempt sequence index (growth/attempt)."""
     n = len(values)
@@ -170,12 +176,16 @@ def leak_slope(sequence_index: Sequence[float], values: Sequence[float]) -> dict
             "method": "ordinary_least_squares",
             "reason": "fewer than 3 points or a single sequence index",
         }
-    fit = scipy_stats.linregress(np.asarray(sequence_index, float), np.asarray(values, float))
+    x, y = np.asarray(sequence_index, float), np.asarray(values, float)
+    fit = scipy_stats.linregress(x, y)
+    stderr = _finite(fit.stderr)
+    if stderr is None and np.allclose(y - (fit.slope * x + fit.intercept), 0.0):
+        stderr = 0.0  # an exact line (e.g. a constant process count): scipy gives NaN
     return {
         "n": n,
-        "slope_per_attempt": float(fit.slope),
-        "intercept": float(fit.intercept),
-        "stderr": float(fit.stderr),
+        "slope_per_attempt": _finite(fit.slope),
+        "intercept": _finite(fit.intercept),
+        "stderr": stderr,
         "method": "ordinary_least_squares",
         "reason": None,
     }

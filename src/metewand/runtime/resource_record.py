@@ -65,6 +65,26 @@ def peak_missed(kernel_peak: Measurement, samples: Sequence[Mapping[str, Any]]) 
     return excess > PEAK_MISS_MIN_BYTES and excess > seen * PEAK_MISS_RATIO
 
 
+def _delta(before: Measurement, after: Measurement) -> Measurement:
+    if before.value is None:
+        return before
+    if after.value is None:
+        return after
+    partial_one = next((m for m in (after, before) if m.status is Status.PARTIAL), None)
+    status = Status.PARTIAL if partial_one else Status.COMPLETE
+    reason = partial_one.reason if partial_one else None
+    return Measurement(status, max(0, after.value - before.value), reason, after.source)
+
+
+def cpu_delta(before: CpuReading, after: CpuReading) -> CpuReading:
+    """The attempt's CPU: the reading at the end scan minus the reading at the baseline scan."""
+    return CpuReading(
+        total=_delta(before.total, after.total),
+        user=_delta(before.user, after.user),
+        system=_delta(before.system, after.system),
+    )
+
+
 def _cpu_forms(cpu: CpuReading | None) -> dict[str, Measurement]:
     if cpu is None:
         gone = unavailable(Reason.NOT_STARTED)

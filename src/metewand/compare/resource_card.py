@@ -1,0 +1,260 @@
+"""``resource-card.md``: the resource summary as a report a person would publish.
+
+Rendered only from an ``abb_resource_summary/1`` document, so every figure traces to it.
+A value that was not measured prints as ``unavailable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+MIB = 2**20
+NA = "unavailable"
+Summary = Mapping[str, Any]
+
+
+def _num(value: Any, digits: int = 1, scale: float = 1.0) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return NA
+    return f"{value / scale:,.{digits}f}"
+
+
+def _with_ci(metric: Mapping[str, Any] | None, digits: int = 1, scale: float = 1.0) -> str:
+    if not metric or metric.get("median") is None:
+        return NA
+    text = _num(metric["median"], digits, scale)
+    ci = metric.get("median_ci95")
+    if ci:
+        text += f" [{_num(ci[0], digits, scale)}, {_num(ci[1], digits, scale)}]"
+    return text
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _metric(summary: Summary, engine: str, name: str) -> Mapping[str, Any] | None:
+    metrics = summary["by_engine"].get(engine, {}).get("metrics", {})
+    return metrics.get(name)
+
+
+def _intro(s: Summary) -> list[str]:
+    inter = s["all_pass_intersection"]
+    stats = s["comparison_contract"]["statistics"]["median_ci95"]
+    verdict = "**eligible**" if s["resource_comparison_eligible"] else "**not eligible**"
+    return [
+        f"# Resource card: {s['run_id']}",
+        "",
+        f"- Resource comparison: {verdict} (all seven conditions listed below).",
+        f"- Engines: {', '.join(s['engines'])}; reference engine for ratios: "
+        f"{s.get('reference_engine') or 'none'}.",
+        f"- All-pass intersection: {inter['attempts']} task-attempts over {inter['tasks']} tasks "
+        "(only task-attempts every engine passed are compared, so failing fast never looks "
+        "efficient).",
+        "- Scope: warm attempts, engine root plus all descendants. Harness and host costs are "
+        "reported apart; resource cost is never blended into the functional score.",
+        f"- Medians carry a 95% bootstrap CI that resamples tasks, not attempts "
+        f"({stats['resamples']} resamples, seed {stats['seed']}); p95 uses "
+        f"{s['comparison_contract']['statistics']['p95']}.",
+        "",
+    ]
+
+
+def _eligibility(s: Summary) -> list[str]:
+    rows = [
+        [c["id"], "pass" if c["passed"] else "**FAIL**", c["reason"].replace("|", "/")]
+        for c in s["eligibility_conditions"]
+    ]
+    return ["## Eligibility", "", *_table(["condition", "result", "reason"], rows), ""]
+
+
+def _engine_table(s: Summary) -> list[str]:
+    header = [
+        "engine",
+        "functional pass/attempts",
+        "intersection",
+        "CPU median ms [95% CI]",
+        "CPU p95 ms",
+        "avg cores",
+        "PSS peak median MiB [95% CI]",
+        "PSS Δ median MiB",
+        "cgroup high-water median MiB",
+        "peaks missed by sampler",
+        "processes at peak (median)",
+        "fixture tx body median B",
+    ]
+    rows = []
+    for e in s["engines"]:
+        outcome = s["functional_outcomes"].get(e, {})
+        by = s["by_engine"].get(e, {})
+        cpu = _metric(s, e, "cpu_total_ms") or {}
+        rows.append(
+            [
+                e,
+                f"{outcome.get('pass', 0):,}/{outcome.get('attempts', 0):,}",
+                f"{by.get('intersection_attempts', 0):,}",
+                _with_ci(cpu),
+                _num(cpu.get("p95")),
+                _num((_metric(s, e, "avg_cores") or {}).get("median"), 2),
+                _with_ci(_metric(s, e, "pss_peak_bytes"), 1, MIB),
+                _num((_metric(s, e, "pss_peak_delta_bytes") or {}).get("median"), 2, MIB),
+                _num((_metric(s, e, "cgroup_memory_peak_bytes") or {}).get("median"), 1, MIB),
+                str(by.get("memory_high_water", {}).get("peak_missed_by_sampler", NA)),
+                _num((_metric(s, e, "process_count_peak") or {}).get("median"), 0),
+                _num((_metric(s, e, "fixture_app_tx_body_bytes") or {}).get("median"), 0),
+            ]
+        )
+    note = (
+        "PSS peak is the largest sampled value; the cgroup high-water is the kernel's exact "
+        "memory high-water for the engine tree (page cache included, so it is not PSS). "
+        "'peaks missed by sampler' counts attempts where the kernel saw clearly more than "
+        "any sample."
+    )
+    return ["## All-pass intersection, per engine", "", *_table(header, rows), "", note, ""]
+
+
+def _paired(s: Summary) -> list[str]:
+    paired = s.get("paired_vs_reference")
+    if not paired:
+        return []
+    ref = s["reference_engine"]
+    header = ["engine", f"CPU ÷ {ref}", f"PSS peak ÷ {ref}", f"PSS Δ ÷ {ref}", "tasks"]
+    rows = []
+    for engine, ratios in paired.items():
+
+        def cell(name: str, ratios: Mapping[str, Any] = ratios) -> str:
+            r = ratios.get(name, {})
+            return _with_ci(
+                {"median": r.get("median_ratio"), "median_ci95": r.get("median_ratio_ci95")}, 3
+            )
+
+        tasks = str(ratios.get("cpu_total_ms", {}).get("tasks", NA))
+        rows.append(
+            [
+                engine,
+                cell("cpu_total_ms"),
+                cell("pss_peak_bytes"),
+                cell("pss_peak_delta_bytes"),
+                tasks,
+            ]
+        )
+    note = "Median over tasks of (engine median ÷ reference median) on the same task-attempts, 95% CI by task bootstrap."
+    return [f"## Paired ratios against {ref}", "", *_table(header, rows), "", note, ""]
+
+
+def _leaks(s: Summary) -> list[str]:
+    rows = []
+    for e in s["engines"]:
+        curve = s["by_engine"].get(e, {}).get("leak_curve", {})
+        pss = curve.get("pss_end_bytes_slope_per_attempt", {})
+        procs = curve.get("process_count_end_slope_per_attempt", {})
+        rows.append(
+            [
+                e,
+                _num(pss.get("slope_per_attempt"), 1, 1024),
+                _num(procs.get("slope_per_attempt"), 4),
+                str(pss.get("n", 0)),
+            ]
+        )
+    header = ["engine", "PSS end KiB per attempt", "processes at end per attempt", "attempts"]
+    return ["## Leak slopes (least squares over the run order)", "", *_table(header, rows), ""]
+
+
+def _cold_start(s: Summary) -> list[str]:
+    rows = []
+    for e in s["engines"]:
+        entry = s["cold_start"]["by_engine"].get(e, {"samples": 0, "metrics": {}})
+        m = entry["metrics"]
+        rows.append(
+            [
+                e,
+                str(entry["samples"]),
+                _with_ci(m.get("ready_ms")),
+                _with_ci(m.get("launch_cpu_ms")),
+                _with_ci(m.get("launch_peak_pss_bytes"), 1, MIB),
+            ]
+        )
+    header = [
+        "engine",
+        "launches",
+        "ready median ms",
+        "launch CPU median ms",
+        "launch peak PSS median MiB",
+    ]
+    note = "Fresh launches outside the warm loop; never part of the warm figures above."
+    return ["## Cold start (separate from warm attempts)", "", *_table(header, rows), "", note, ""]
+
+
+def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: str) -> list[str]:
+    rows = [[e, ", ".join(f"{k} {v:,}" for k, v in c.items()) or empty] for e, c in counts.items()]
+    return [f"## {title}", "", *_table(["engine", "counts"], rows), ""]
+
+
+def _host_observer(s: Summary) -> list[str]:
+    lines = ["## Host and observer quality", ""]
+    host = s.get("host_quality")
+    if host is None:
+        lines.append("- Host telemetry: unavailable (no host summary).")
+    else:
+        flags = ", ".join(host.get("flags") or []) or "none"
+        lines.append(
+            f"- Host pollution gate: {'polluted' if host.get('polluted') else 'clean'} (flags: {flags}; {host.get('sample_count')} samples)."
+        )
+        for item in host.get("unevaluated") or []:
+            lines.append(f"- Not evaluated: {item['condition']}: {item['reason']}.")
+    observer = s.get("observer_effect")
+    if observer is None:
+        return [*lines, "- Observer effect: unavailable (no profiler-off baseline run).", ""]
+    lines.append(
+        f"- Observer effect against baseline run {observer.get('baseline_run')}: {'acceptable' if observer.get('acceptable') else 'NOT acceptable'}."
+    )
+    header = [
+        "scope",
+        "median duration Δ %",
+        "p95 duration Δ %",
+        "median collection-wall Δ %",
+        "p95 collection-wall Δ %",
+        "status mismatches",
+    ]
+    scopes: list[tuple[str, Mapping[str, Any]]] = [("overall", observer.get("overall") or {})]
+    scopes += list((observer.get("by_engine") or {}).items())
+    rows = [
+        [
+            name,
+            _pct(f, "median_duration_overhead_pct"),
+            _pct(f, "p95_duration_overhead_pct"),
+            _pct(f, "median_collection_wall_overhead_pct"),
+            _pct(f, "p95_collection_wall_overhead_pct"),
+            f"{f.get('status_mismatches', NA)}/{f.get('pairs', NA)}",
+        ]
+        for name, f in scopes
+    ]
+    return [*lines, "", *_table(header, rows), ""]
+
+
+def _pct(figures: Mapping[str, Any], key: str) -> str:
+    value = figures.get(key)
+    return NA if value is None else f"{value:+.2f}"
+
+
+SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
+    _intro,
+    _eligibility,
+    _engine_table,
+    _paired,
+    _leaks,
+    _cold_start,
+    lambda s: _counts_section("Excluded outcomes", s["excluded"]["status_by_engine"], "none"),
+    lambda s: _counts_section("Measurement quality flags", s["quality_flags_by_engine"], "none"),
+    _host_observer,
+)
+
+
+def render(summary: Summary) -> str:
+    lines: list[str] = []
+    for section in SECTIONS:
+        lines += section(summary)
+    return "\n".join(lines).rstrip() + "\n"
