@@ -115,7 +115,7 @@ def run_fixed_dataset_outcome(
     )
     worker = ImplementationWorker(accounting_backend)
     try:
-        outcome = AttemptRun(spec, worker).run()
+        outcome = AttemptRun(spec, worker, release_worker=True).run()
     finally:
         worker.finish(spec.timeouts.shutdown_s)
     m = outcome.measurements

@@ -4,7 +4,8 @@ Order: evaluator launch + hello (evaluator startup, outside every envelope) → 
 starts] implementation launch + hello (worker startup) → [prepare_and_execute envelope starts]
 prepare → dataset integrity check → [execute_only envelope starts] execute, through its complete
 response → [envelope ends] resource readings → result validation → evaluate (evaluation) →
-metrics validation and result re-hash → shutdown. Every phase timer uses ``time.monotonic_ns``.
+metrics validation and result re-hash → shutdown of the evaluator and (on its last attempt)
+the implementation, concurrently. Every phase timer uses ``time.monotonic_ns``.
 
 A failure at any point publishes the attempt with a diagnostic code; the interrupted phase (and
 the timed wall, once its envelope began) becomes partial ``interrupted``.
@@ -35,7 +36,7 @@ from metewand.suites.compute.protocol import (
     WorkerError,
     WorkerGone,
 )
-from metewand.suites.compute.session import LaunchSpec, WorkerSession
+from metewand.suites.compute.session import LaunchSpec, WorkerSession, shutdown_concurrently
 from metewand.suites.compute.validate import (
     InvalidOutput,
     dataset_sizes,
@@ -129,9 +130,16 @@ def classify(exc: BaseException, role: str, phase: str) -> AttemptFailure:
 class AttemptRun:
     """Runs one attempt on an (optionally reused) implementation worker."""
 
-    def __init__(self, spec: AttemptInput, worker: ImplementationWorker) -> None:
+    def __init__(
+        self, spec: AttemptInput, worker: ImplementationWorker, release_worker: bool = True
+    ) -> None:
+        """``release_worker``: this is the worker's last attempt (shut it down with the evaluator).
+
+        A reused worker's earlier attempts pass False and keep it alive for the next attempt.
+        """
         self.spec = spec
         self.worker = worker
+        self.release_worker = release_worker
         scope = spec.attempt.policy.timing_scope
         self.scope = scope
         self.m = ExecutionMeasurements.not_started(
@@ -307,8 +315,16 @@ class AttemptRun:
             raise AttemptFailure("invalid_result", "the result changed during evaluation")
 
     def _finish(self) -> None:
+        # Both workers exit at once (the cost is the slower exit, not the sum); still before the
+        # row is built, so a finished row means no process of the attempt is alive and its log
+        # byte counts are final. Shutdown stays outside every phase timer.
+        sessions = [self.evaluator] if self.evaluator is not None else []
+        if self.release_worker and self.worker.session is not None and self.worker.alive:
+            sessions.append(self.worker.session)
+        shutdown_concurrently(sessions, self.spec.timeouts.shutdown_s)
+        if self.release_worker:
+            self.worker.discard()
         if self.evaluator is not None:
-            self.evaluator.shutdown(self.spec.timeouts.shutdown_s)
             self.outcome.logs["evaluator"] = self.evaluator.logs()
         self.outcome.logs["implementation"] = self.worker.logs()
         backend = getattr(self, "backend", AccountingBackend.NONE)

@@ -110,8 +110,8 @@ class ComputeRun:
         worker = ImplementationWorker(self.options.accounting_backend, self.options.log_limit)
         rows = []
         try:
-            for attempt in unit:
-                row = self._run_attempt(attempt, worker)
+            for index, attempt in enumerate(unit):
+                row = self._run_attempt(attempt, worker, last=index == len(unit) - 1)
                 rows.append(row)
                 if progress is not None:
                     progress(row)
@@ -119,7 +119,9 @@ class ComputeRun:
             worker.finish(self.options.timeouts.shutdown_s)
         return rows
 
-    def _run_attempt(self, attempt: PlannedAttempt, worker: ImplementationWorker) -> dict:
+    def _run_attempt(
+        self, attempt: PlannedAttempt, worker: ImplementationWorker, last: bool
+    ) -> dict:
         dataset = self.cache.get(attempt.dataset)
         impl_def = self.manifest.implementations[attempt.implementation]
         problem = self.manifest.problems[attempt.problem]
@@ -148,7 +150,7 @@ class ComputeRun:
                 timeouts=self.options.timeouts,
                 setup_error=setup_error,
             )
-            outcome = AttemptRun(spec, worker).run()
+            outcome = AttemptRun(spec, worker, release_worker=last).run()
             row = build_row(outcome, dataset.receipt, adir, rel, self.jobs)
         self.store.append(row)
         return row

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -190,12 +191,10 @@ class WorkerSession:
         return self.returncode()
 
     def wait(self, timeout_s: float) -> int | None:
+        """The exit status once the process exits within ``timeout_s``, else None."""
         if self.proc is None:
             return None
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
+        return wait_exit(self.proc, timeout_s)
 
     def returncode(self) -> int | None:
         return self.proc.poll() if self.proc else None
@@ -210,7 +209,7 @@ class WorkerSession:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(5)
+            wait_exit(self.proc, 5)
         if self.channel is not None:
             self.channel.close()
         deadline = time.monotonic() + 2
@@ -219,6 +218,47 @@ class WorkerSession:
 
     def logs(self) -> dict[str, Any]:
         return {os.path.basename(c.path).split(".")[-1]: c.summary() for c in self._logs}
+
+
+def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
+    """Wait for ``proc`` to exit, woken by the kernel (pidfd) instead of polling.
+
+    ``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms, so a worker that exits
+    after 10 ms is noticed after 15.5 ms and one that exits after 17 ms after 31.5 ms; that
+    quantization was most of the measured shutdown cost. Falls back to ``Popen.wait`` where
+    pidfds are unavailable.
+    """
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            return proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        ready, _, _ = select.select([pidfd], [], [], max(0.0, timeout_s))
+    finally:
+        os.close(pidfd)
+    return proc.wait() if ready else proc.poll()
+
+
+def shutdown_concurrently(sessions: list[WorkerSession], timeout_s: float) -> None:
+    """Shut several workers down at once: the cost is the slowest exit, not the sum."""
+    live = [s for s in sessions if s.proc is not None]
+    if len(live) <= 1:
+        for session in live:
+            session.shutdown(timeout_s)
+        return
+    threads = [
+        threading.Thread(target=s.shutdown, args=(timeout_s,), name="mw-shutdown") for s in live[1:]
+    ]
+    for thread in threads:
+        thread.start()
+    live[0].shutdown(timeout_s)
+    for thread in threads:
+        thread.join()
 
 
 def _check_hello(reply: dict[str, Any], spec: LaunchSpec) -> None:
