@@ -91,6 +91,7 @@ class AttemptOutcome:
     statistics: dict[str, Any] = field(default_factory=dict)
     implementation_time_ns: int | None = None
     worker: dict[str, Any] = field(default_factory=dict)
+    evaluator: dict[str, Any] = field(default_factory=dict)  # pid, reused (always False today)
     logs: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -183,6 +184,7 @@ class AttemptRun:
                 self.spec.evaluator, self.spec.attempt_dir
             )
             self.timed("evaluator_startup_time_ns", lambda: self._start(self.evaluator))
+            self.outcome.evaluator = {"pid": self.evaluator.pid, "reused": False}
             phase, role = "hello", "implementation"
             self._implementation_startup()
             phase = "prepare"

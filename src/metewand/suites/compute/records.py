@@ -33,6 +33,7 @@ def provenance(outcome: AttemptOutcome, receipt: dict[str, Any], jobs: int) -> d
             "context": {
                 "dataset_materialization": receipt,
                 "worker": outcome.worker,
+                "evaluator": outcome.evaluator,
                 "logs": outcome.logs,
                 "concurrency": {"jobs": jobs},
                 "timing_scope": outcome.attempt.policy.timing_scope,
