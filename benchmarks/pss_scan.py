@@ -1,12 +1,18 @@
 """PSS scan cost on a live headless-Chromium tree, and sampler CPU share at a 100 ms interval.
 
-Usage: .venv/bin/python benchmarks/pss_scan.py [--reps 200] [--seconds 8] [--chromium PATH]
+Usage: .venv/bin/python benchmarks/pss_scan.py [--reps 100] [--gap-ms 100] [--seconds 8]
 
-Figures are printed as ratios against baselines measured in the same run:
-  1. per-process cost of metewand's scan vs a naive sequential read of smaps_rollup
-     (wall and CPU, medians over --reps alternating repetitions; target: ratio <= 0.5);
-  2. sampler CPU (sampler thread + PSS readers) / the subject tree's CPU, while Chromium runs a
-     JavaScript busy loop (target: < 2%).
+Chromium runs a page that keeps one core busy in JavaScript and allocates and drops arrays, so the
+tree's memory keeps moving. Figures are ratios against baselines measured in the same run:
+  1. per-process cost of a scan: a naive sequential read of smaps_rollup, metewand's full scan
+     (every member walked) and metewand's default scan (members whose stat signals did not move
+     keep their last PSS), alternating, --gap-ms apart as a sampler would see them; medians of
+     wall and CPU (pool threads included). Target: ratio <= 0.5.
+  2. the default scan's error: |default total - full total| taken back to back at each rep, next
+     to |naive total - full total| (what the tree itself moves in the same few milliseconds).
+  3. sampler CPU (sampler thread + caller side + reader pool) / the subject tree's CPU at a
+     100 ms interval: default settings, then the former fixed full scans every 5 ticks, one after
+     the other on the same tree. Target: < 2%.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
 
 from metewand.measure import procfs
 from metewand.measure.accounting import TreeAccounting, open_accounting
@@ -33,7 +41,15 @@ FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-BUSY_PAGE = "data:text/html,<script>const end=Date.now()+{ms};while(Date.now()<end){{}}</script>"
+ACTIVE_PAGE = (
+    "data:text/html,<script>let keep=[],n=0;function work(){{const end=Date.now()+80;"
+    "while(Date.now()<end){{}}n++;if(n%5==0)keep.push(new Array(200000).fill(n));"
+    "if(keep.length>30)keep=[];if(Date.now()<{until})setTimeout(work,0)}}work()</script>"
+)
+
+
+def active_page(seconds: float) -> str:
+    return ACTIVE_PAGE.format(until=int(time.time() * 1000 + seconds * 1000))
 
 
 def naive_scan(pids: Sequence[int]) -> int:
@@ -76,99 +92,159 @@ def settle(accounting: TreeAccounting, minimum: int = 4, timeout: float = 20) ->
     return accounting.pids()
 
 
-def bench_scan(pids: list[int], reps: int) -> dict[str, float]:
-    scanner = PssScanner()
-    walls: dict[str, list[float]] = {"naive": [], "metewand": []}
-    cpus: dict[str, list[float]] = {"naive": [], "metewand": []}
-    scanner.scan(pids)  # warm the reader threads
+def _timed(scan: Callable[[], Any], scanner: PssScanner | None) -> tuple[Any, int, int]:
+    """(result, wall ns, CPU ns of this thread plus the scanner's reader threads)."""
+    pool = scanner.pool_threads_cpu_ns() if scanner else 0
+    start_wall, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
+    result = scan()
+    wall, cpu = time.perf_counter_ns() - start_wall, time.thread_time_ns() - start_cpu
+    if scanner:
+        cpu += scanner.pool_threads_cpu_ns() - pool
+    return result, wall, cpu
+
+
+def bench_scan(lister: Callable[[], list[int]], reps: int, gap_ms: int) -> dict[str, Any]:
+    full = PssScanner()
+    default = PssScanner(reuse_unchanged=True)
+    modes = ("naive", "full", "default")
+    walls: dict[str, list[float]] = {m: [] for m in modes}
+    cpus: dict[str, list[float]] = {m: [] for m in modes}
+    errors: list[int] = []
+    drifts: list[int] = []
+    walked = reused = 0
+    full.scan(lister())  # warm the reader threads
+    default.scan(lister())
     for _ in range(reps):
-        start_wall, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
-        naive_scan(pids)
-        walls["naive"].append((time.perf_counter_ns() - start_wall) / len(pids))
-        cpus["naive"].append((time.thread_time_ns() - start_cpu) / len(pids))
-        start_wall, start_cpu = time.perf_counter_ns(), time.thread_time_ns()
-        scan = scanner.scan(pids)
-        walls["metewand"].append((time.perf_counter_ns() - start_wall) / len(pids))
-        own_cpu = time.thread_time_ns() - start_cpu
-        cpus["metewand"].append((own_cpu + scan.pool_cpu_ns) / len(pids))
-    scanner.close()
-    med = {
-        f"{k}_{kind}": statistics.median(v)
-        for kind, d in (("wall", walls), ("cpu", cpus))
-        for k, v in d.items()
-    }
-    return med
+        time.sleep(gap_ms / 1000)
+        pids = lister()
+        naive_total, wall, cpu = _timed(partial(naive_scan, pids), None)
+        walls["naive"].append(wall / len(pids))
+        cpus["naive"].append(cpu / len(pids))
+        full_scan, wall, cpu = _timed(partial(full.scan, pids), full)
+        walls["full"].append(wall / len(pids))
+        cpus["full"].append(cpu / len(pids))
+        default_scan, wall, cpu = _timed(partial(default.scan, pids), default)
+        walls["default"].append(wall / len(pids))
+        cpus["default"].append(cpu / len(pids))
+        walked, reused = walked + default_scan.walked_count, reused + default_scan.reused_count
+        if full_scan.total_bytes is not None and default_scan.total_bytes is not None:
+            errors.append(abs(default_scan.total_bytes - full_scan.total_bytes))
+            drifts.append(abs(naive_total - full_scan.total_bytes))
+    full.close()
+    default.close()
+    out: dict[str, Any] = {f"{m}_wall": statistics.median(walls[m]) for m in modes}
+    out.update({f"{m}_cpu": statistics.median(cpus[m]) for m in modes})
+    out.update(errors=errors, drifts=drifts, walked=walked, reused=reused)
+    out["total"] = full_scan.total_bytes
+    return out
 
 
-def bench_sampler_share(
-    chromium: str, seconds: float, interval_ms: int, pss_every: int
-) -> dict[str, float]:
-    accounting = open_accounting("auto", label="bench-sampler")
-    with tempfile.TemporaryDirectory() as profile:
-        proc = launch(
-            chromium, BUSY_PAGE.format(ms=int(seconds * 1000) + 5000), accounting, profile
-        )
-        time.sleep(1.0)  # let the renderer start its loop
-        cpu_before = accounting.cpu().total.value or 0
-        sampler = Sampler(accounting, interval_ms=interval_ms, pss_every=pss_every)
-        sampler.start()
-        time.sleep(seconds)
-        summary = sampler.stop()
-        cpu_after = accounting.cpu().total.value or 0
-        accounting.kill()
-        proc.wait()
-        accounting.close()
-    subject_cpu = cpu_after - cpu_before
+def run_sampler(accounting: TreeAccounting, seconds: float, **kwargs: Any) -> dict[str, Any]:
+    cpu_before = accounting.cpu().total.value or 0
+    sampler = Sampler(accounting, **kwargs)
+    sampler.start()
+    time.sleep(seconds)
+    summary = sampler.stop()
+    subject_cpu = (accounting.cpu().total.value or 0) - cpu_before
     return {
-        "backend": accounting.backend,  # type: ignore[dict-item]
         "subject_cpu_ms": subject_cpu / 1e6,
         "sampler_cpu_ms": summary.sampler_cpu_ns / 1e6,
         "ticks": summary.tick_count,
         "pss_scans": summary.pss_sample_count,
+        "triggers": summary.pss_triggers,
+        "walked": summary.pss_walked_processes,
+        "reused": summary.pss_reused_processes,
+        "peak_mib": (summary.pss_peak.value or 0) / 2**20,
         "share": summary.sampler_cpu_ns / subject_cpu if subject_cpu else float("nan"),
     }
 
 
+def bench_sampler_share(chromium: str, seconds: float, interval_ms: int) -> dict[str, Any]:
+    accounting = open_accounting("auto", label="bench-sampler")
+    with tempfile.TemporaryDirectory() as profile:
+        proc = launch(chromium, active_page(2 * seconds + 20), accounting, profile)
+        try:
+            settle(accounting)
+            default = run_sampler(accounting, seconds, interval_ms=interval_ms)
+            fixed = run_sampler(
+                accounting,
+                seconds,
+                interval_ms=interval_ms,
+                pss_every=5,
+                pss_policy="fixed",
+                pss_reuse=False,
+            )
+        finally:
+            accounting.kill()
+            proc.wait()
+            accounting.close()
+    return {"backend": accounting.backend, "default": default, "fixed": fixed}
+
+
+def _mib(values: Sequence[int], pick: Callable[[Sequence[int]], float]) -> str:
+    return f"{pick(values) / 2**20:.2f} MiB" if values else "n/a"
+
+
+def report_scan(med: dict[str, Any], reps: int, gap_ms: int) -> None:
+    print(f"scan cost per process, median of {reps} alternating reps {gap_ms} ms apart:")
+    for kind in ("wall", "cpu"):
+        naive = med[f"naive_{kind}"]
+        print(
+            f"  {kind:4}: naive {naive / 1e3:7.1f} us | full {med[f'full_{kind}'] / 1e3:7.1f} us"
+            f" (ratio {med[f'full_{kind}'] / naive:.2f}) | default "
+            f"{med[f'default_{kind}'] / 1e3:7.1f} us (ratio {med[f'default_{kind}'] / naive:.2f})"
+        )
+    total = med["walked"] + med["reused"]
+    print(f"  default mode walked {med['walked']} of {total} member reads, reused {med['reused']}")
+    errors, drifts = med["errors"], med["drifts"]
+    print(
+        f"  default vs full total (PSS {(med['total'] or 0) / 2**20:.0f} MiB): abs error median "
+        f"{_mib(errors, statistics.median)}, max {_mib(errors, max)}; naive vs full (tree drift "
+        f"in the same ms): median {_mib(drifts, statistics.median)}, max {_mib(drifts, max)}"
+    )
+
+
+def report_share(share: dict[str, Any], interval_ms: int, seconds: float) -> None:
+    for name in ("default", "fixed"):
+        r = share[name]
+        label = "default settings" if name == "default" else "fixed, full scan every 5 ticks"
+        print(
+            f"sampler at {interval_ms} ms, {label}, {seconds:.0f} s ({share['backend']}): "
+            f"{r['ticks']} ticks, {r['pss_scans']} PSS scans {r['triggers']}, "
+            f"{r['walked']} walks / {r['reused']} reused, PSS peak {r['peak_mib']:.0f} MiB; "
+            f"sampler CPU {r['sampler_cpu_ms']:.1f} ms vs subject CPU {r['subject_cpu_ms']:.0f} ms"
+            f"  -> share {r['share'] * 100:.2f}%" + (" (target < 2%)" if name == "default" else "")
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reps", type=int, default=200)
+    parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument("--gap-ms", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--interval-ms", type=int, default=100)
-    parser.add_argument("--pss-every", type=int, default=5)
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     args = parser.parse_args()
 
     accounting = open_accounting("auto", label="bench-scan")
     with tempfile.TemporaryDirectory() as profile:
-        proc = launch(args.chromium, "about:blank", accounting, profile)
+        budget = args.reps * (args.gap_ms / 1000 + 0.2) + 30
+        proc = launch(args.chromium, active_page(budget), accounting, profile)
         try:
             pids = settle(accounting)
             rss = sum((procfs.read_status(p).vm_rss_bytes or 0) for p in pids)
             print(
-                f"chromium tree: {len(pids)} processes, {rss / 2**20:.0f} MiB RSS, "
-                f"backend {accounting.backend}, {os.cpu_count()} CPUs"
+                f"chromium tree: {len(pids)} processes, {rss / 2**20:.0f} MiB RSS, backend "
+                f"{accounting.backend}, {len(os.sched_getaffinity(0))} CPUs in the affinity mask"
             )
-            med = bench_scan(pids, args.reps)
+            med = bench_scan(accounting.pids, args.reps, args.gap_ms)
         finally:
             accounting.kill()
             proc.wait()
             accounting.close()
-    print(f"scan cost per process, median of {args.reps} alternating reps:")
-    print(
-        f"  wall: naive {med['naive_wall'] / 1e3:.1f} us, metewand {med['metewand_wall'] / 1e3:.1f} us"
-        f"  -> ratio {med['metewand_wall'] / med['naive_wall']:.2f} (target <= 0.5)"
-    )
-    print(
-        f"  cpu : naive {med['naive_cpu'] / 1e3:.1f} us, metewand {med['metewand_cpu'] / 1e3:.1f} us"
-        f"  -> ratio {med['metewand_cpu'] / med['naive_cpu']:.2f}"
-    )
-    share = bench_sampler_share(args.chromium, args.seconds, args.interval_ms, args.pss_every)
-    print(
-        f"sampler at {args.interval_ms} ms over {args.seconds:.0f} s ({share['backend']}): "
-        f"{share['ticks']} ticks, {share['pss_scans']} PSS scans, sampler CPU "
-        f"{share['sampler_cpu_ms']:.1f} ms vs subject CPU {share['subject_cpu_ms']:.0f} ms"
-        f"  -> share {share['share'] * 100:.2f}% (target < 2%)"
-    )
+    report_scan(med, args.reps, args.gap_ms)
+    share = bench_sampler_share(args.chromium, args.seconds, args.interval_ms)
+    report_share(share, args.interval_ms, args.seconds)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@ class ProcStat:
     cutime_ticks: int  # CPU of children this process has waited for
     cstime_ticks: int
     starttime_ticks: int
+    # Cheap change signals for PSS reuse: any fault, map or unmap moves one of these.
+    minflt: int = 0
+    majflt: int = 0
+    vsize_bytes: int = 0
+    rss_pages: int = 0
 
     @property
     def own_ticks(self) -> int:
@@ -86,6 +91,10 @@ def parse_stat(pid: int, text: bytes) -> ProcStat:
         cutime_ticks=int(rest[13]),
         cstime_ticks=int(rest[14]),
         starttime_ticks=int(rest[19]),
+        minflt=int(rest[7]),
+        majflt=int(rest[9]),
+        vsize_bytes=int(rest[20]),
+        rss_pages=int(rest[21]),
     )
 
 

@@ -1,4 +1,10 @@
-"""A sampler beside a running subject: cheap counters every tick, PSS every few ticks.
+"""A sampler beside a running subject: cheap counters every tick, PSS when something moved.
+
+By default (``pss_policy="changes"``) a tick takes a PSS scan only when the member set changed,
+the tree's memory rose by ``pss_rise_bytes``, or ``pss_max_interval_ms`` passed (see
+``scan_trigger``); with ``pss_reuse`` the scanner walks only members whose stat signals moved.
+``pss_policy="fixed"`` with ``pss_reuse=False`` is the former behaviour (a full scan every
+``pss_every`` ticks). The baseline and end scans always walk every member.
 
 Its own trouble never reaches the subject: an exception inside the sampler ends sampling,
 writes ``sampler_fault`` and leaves what was gathered so far, marked for what it is.
@@ -15,6 +21,7 @@ from typing import Any
 from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting
 from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, partial, unavailable
 from metewand.measure.pss import PssScan, PssScanner
+from metewand.measure.scan_trigger import ScanTrigger
 
 FaultHook = Callable[[int], None]  # called with the tick index; raising simulates a sampler fault
 
@@ -38,6 +45,10 @@ class SamplerSummary:
     quality_flags: list[QualityFlag]
     fault: str | None
     samples: list[dict[str, Any]] = field(default_factory=list)
+    pss_policy: str = "fixed"
+    pss_triggers: dict[str, int] = field(default_factory=dict)  # scans taken, by trigger
+    pss_walked_processes: int = 0  # smaps_rollup page walks over all scans
+    pss_reused_processes: int = 0  # member reads answered from unchanged signals instead
 
     def to_json(self) -> dict[str, Any]:
         forms = {
@@ -59,6 +70,10 @@ class SamplerSummary:
             pss_every=self.pss_every,
             quality_flags=[f.value for f in self.quality_flags],
             fault=self.fault,
+            pss_policy=self.pss_policy,
+            pss_triggers=dict(self.pss_triggers),
+            pss_walked_processes=self.pss_walked_processes,
+            pss_reused_processes=self.pss_reused_processes,
         )
         return out
 
@@ -71,12 +86,24 @@ class Sampler:
         pss_every: int = 5,
         scanner: PssScanner | None = None,
         fault_hook: FaultHook | None = None,
+        *,
+        pss_policy: str = "changes",
+        pss_reuse: bool = True,
+        pss_rise_bytes: int = 4 << 20,
+        pss_max_interval_ms: int | None = None,
     ) -> None:
+        """``pss_max_interval_ms`` defaults to ``pss_every * interval_ms``: at least as many PSS
+        points as the fixed policy gives, plus the ones changes trigger."""
         if interval_ms <= 0 or pss_every <= 0:
             raise ValueError("interval_ms and pss_every must be positive")
         self.accounting = accounting
         self.interval_ms = interval_ms
         self.pss_every = pss_every
+        self.pss_reuse = pss_reuse
+        max_interval_ms = pss_max_interval_ms or pss_every * interval_ms
+        self.trigger = ScanTrigger(
+            pss_policy, pss_every, max_interval_ms * 1_000_000, pss_rise_bytes
+        )
         self._own_scanner = scanner is None
         self.scanner = scanner or PssScanner()
         self.fault_hook = fault_hook
@@ -90,34 +117,51 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._t0 = 0
         self._ticks = 0
-        self._cpu_ns = 0  # sampler-thread CPU + caller-side scans + pool readers
+        self._cpu_ns = 0  # sampler-thread CPU + caller-side work + reader-pool threads
+        self._pool_cpu_start = 0
         self.fault: str | None = None
 
     # -- recording --------------------------------------------------------------------------
-    def _record(self, kind: str, with_pss: bool, phase: str | None = None) -> None:
+    def _record(self, kind: str, pss: str | bool, phase: str | None = None) -> None:
+        """One sample. ``pss``: a trigger name (scan now), True (ask the trigger), False (none)."""
         cpu = self.accounting.cpu()
         memory = self.accounting.memory()
-        count = len(self.accounting.pids())
+        pids = self.accounting.pids()
+        now = time.monotonic_ns()
         sample: dict[str, Any] = {
             "kind": kind,
-            "t_ns": time.monotonic_ns() - self._t0,
+            "t_ns": now - self._t0,
             "cpu_time_ns": cpu.total.to_json(),
             "memory_current_bytes": memory.current.to_json(),
-            "process_count": count,
+            "process_count": len(pids),
         }
         if phase is not None:
             sample["phase"] = phase
-        if with_pss:
-            scan = self.scanner.scan(self.accounting.pids)
+        members, level = frozenset(pids), memory.current.value
+        trigger = self.trigger.due(self._ticks, now, members, level) if pss is True else pss
+        scan = None
+        if trigger:
+            # The end scan walks every member: the end value is exact, not carried over.
+            scan = self._scan(pids, reuse=self.pss_reuse and kind != "end")
+            self.trigger.scanned(trigger, now, members, level)
             sample["pss_bytes"] = scan.measurement().to_json()
             sample["pss_process_count"] = scan.process_count
+            sample["pss_trigger"] = trigger
+            sample["pss_reused"] = scan.reused_count
         with self._lock:
             self._last_cpu, self._last_memory = cpu, memory
-            self._counts.append(count)
-            if with_pss:
+            self._counts.append(len(pids))
+            if scan is not None:
                 self._pss.append(scan)
-                self._cpu_ns += scan.pool_cpu_ns
             self.samples.append(sample)
+
+    def _scan(self, first: list[int], reuse: bool) -> PssScan:
+        listings = [first]  # the listing just read; a retry after an exit lists afresh
+
+        def lister() -> list[int]:
+            return listings.pop() if listings else self.accounting.pids()
+
+        return self.scanner.scan(lister, reuse=reuse)
 
     def _guarded(self, action: Callable[[], None]) -> None:
         if self.fault is not None:
@@ -127,9 +171,9 @@ class Sampler:
         except Exception as exc:  # the observer must never take the subject down
             self.fault = f"{type(exc).__name__}: {exc}"
 
-    def _caller_side(self, kind: str, with_pss: bool, phase: str | None = None) -> None:
+    def _caller_side(self, kind: str, pss: str | bool, phase: str | None = None) -> None:
         start = time.thread_time_ns()
-        self._guarded(lambda: self._record(kind, with_pss, phase))
+        self._guarded(lambda: self._record(kind, pss, phase))
         with self._lock:
             self._cpu_ns += time.thread_time_ns() - start
 
@@ -137,7 +181,8 @@ class Sampler:
     def start(self) -> None:
         """Take the baseline scan now, then sample in a background thread."""
         self._t0 = time.monotonic_ns()
-        self._caller_side("baseline", with_pss=True)
+        self._pool_cpu_start = self.scanner.pool_threads_cpu_ns()
+        self._caller_side("baseline", pss="baseline")
         self._thread = threading.Thread(target=self._run, name="metewand-sampler", daemon=True)
         self._thread.start()
 
@@ -153,11 +198,11 @@ class Sampler:
     def _one_tick(self) -> None:
         if self.fault_hook is not None:
             self.fault_hook(self._ticks)
-        self._record("tick", with_pss=self._ticks % self.pss_every == 0)
+        self._record("tick", pss=True)
 
     def mark(self, phase: str) -> None:
         """Record counters at a phase boundary (no PSS scan: marks must stay cheap)."""
-        self._caller_side("mark", with_pss=False, phase=phase)
+        self._caller_side("mark", pss=False, phase=phase)
 
     def stop(self, end_scan: bool = True) -> SamplerSummary:
         """Stop sampling. ``end_scan`` takes a final PSS scan now (while the tree still lives);
@@ -166,7 +211,8 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         if end_scan:
-            self._caller_side("end", with_pss=True)
+            self._caller_side("end", pss="end")
+        self._cpu_ns += self.scanner.pool_threads_cpu_ns() - self._pool_cpu_start
         if self._own_scanner:
             self.scanner.close()
         return self._summary()
@@ -205,6 +251,10 @@ class Sampler:
             quality_flags=flags,
             fault=self.fault,
             samples=list(self.samples),
+            pss_policy=self.trigger.policy,
+            pss_triggers=dict(self.trigger.counts),
+            pss_walked_processes=sum(s.walked_count for s in self._pss),
+            pss_reused_processes=sum(s.reused_count for s in self._pss),
         )
 
     def _missing(self) -> Measurement:
