@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fair_helpers import validate
 from fair_runs import baseline_pair, manifest, rows
 from metewand.compare.calibration import CalibrationThresholds, calibrate
 
@@ -15,6 +16,7 @@ def _checks(result: dict) -> dict[str, dict]:
 def test_matching_runs_are_acceptable_with_figures() -> None:
     man_a, rows_a = baseline_pair()
     result = calibrate(man_a, rows_a, manifest(), rows(wall_overhead=1.03))
+    validate("metewand_calibration/1", result)
     assert result["acceptable"], result["failed_checks"]
     assert result["overall"]["pairs"] == 60
     # same rng seed → same durations: duration overhead 0, collection wall +3% by construction
@@ -63,6 +65,7 @@ def test_status_mismatch_above_one_percent_fails() -> None:
 def test_overhead_beyond_threshold_fails_overall_and_per_engine() -> None:
     man_a, rows_a = baseline_pair()
     result = calibrate(man_a, rows_a, manifest(), rows(slowdown=1.12, wall_overhead=1.15))
+    validate("metewand_calibration/1", result)
     failed = set(result["failed_checks"])
     assert {"duration_overhead[overall]", "collection_wall_overhead[overall]"} <= failed
     assert {"duration_overhead[chrome]", "duration_overhead[lightpanda]"} <= failed

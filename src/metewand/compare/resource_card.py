@@ -141,7 +141,10 @@ def _paired(s: Summary) -> list[str]:
                 tasks,
             ]
         )
-    note = "Median over tasks of (engine median ÷ reference median) on the same task-attempts, 95% CI by task bootstrap."
+    note = (
+        "Median over tasks of (engine median ÷ reference median) on the same task-attempts; "
+        "95% CI by task bootstrap."
+    )
     return [f"## Paired ratios against {ref}", "", *_table(header, rows), "", note, ""]
 
 
@@ -200,17 +203,18 @@ def _host_observer(s: Summary) -> list[str]:
         lines.append("- Host telemetry: unavailable (no host summary).")
     else:
         flags = ", ".join(host.get("flags") or []) or "none"
+        state = "polluted" if host.get("polluted") else "clean"
         lines.append(
-            f"- Host pollution gate: {'polluted' if host.get('polluted') else 'clean'} (flags: {flags}; {host.get('sample_count')} samples)."
+            f"- Host pollution gate: {state} (flags: {flags}; {host.get('sample_count')} samples)."
         )
         for item in host.get("unevaluated") or []:
             lines.append(f"- Not evaluated: {item['condition']}: {item['reason']}.")
     observer = s.get("observer_effect")
     if observer is None:
         return [*lines, "- Observer effect: unavailable (no profiler-off baseline run).", ""]
-    lines.append(
-        f"- Observer effect against baseline run {observer.get('baseline_run')}: {'acceptable' if observer.get('acceptable') else 'NOT acceptable'}."
-    )
+    verdict = "acceptable" if observer.get("acceptable") else "NOT acceptable"
+    baseline = observer.get("baseline_run")
+    lines.append(f"- Observer effect against baseline run {baseline}: {verdict}.")
     header = [
         "scope",
         "median duration Δ %",

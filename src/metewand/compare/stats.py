@@ -27,6 +27,7 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_BOOTSTRAP_SEED = 20240607
 P95_METHOD = "linear"  # numpy's default (Hyndman-Fan type 7): interpolates between ranks
 CI_LEVEL = 0.95
+BOOTSTRAP_CHUNK_VALUES = 4_000_000  # resampled values held at once (~32 MB of float64)
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -72,9 +73,15 @@ def cluster_bootstrap_median_ci(
 def _resampled_medians(groups: list[np.ndarray], chosen: np.ndarray) -> np.ndarray:
     """Median of each resample; ``chosen[b]`` lists the clusters drawn for resample b."""
     sizes = {len(g) for g in groups}
-    if len(sizes) == 1:  # the usual case (k attempts per task): one vectorised pass
+    if len(sizes) == 1:  # the usual case (k attempts per task): vectorised, in bounded chunks
         matrix = np.stack(groups)
-        return np.median(matrix[chosen].reshape(chosen.shape[0], -1), axis=1)
+        per_resample = matrix.size
+        chunk = max(1, BOOTSTRAP_CHUNK_VALUES // per_resample)
+        parts = [
+            np.median(matrix[chosen[i : i + chunk]].reshape(-1, per_resample), axis=1)
+            for i in range(0, chosen.shape[0], chunk)
+        ]
+        return np.concatenate(parts)
     flat = np.concatenate(groups)
     lengths = np.array([len(g) for g in groups])
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])

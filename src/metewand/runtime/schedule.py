@@ -4,8 +4,8 @@ Rotation (``cyclic_task_attempt_seed_offset_v1``, the peer benchmark's algorithm
 are reproducible across both tools): the i-th task-attempt of the run (0-based, in planned
 order) runs the canonical engine list rotated left by ``(seed_offset + i) mod E``. Consecutive
 task-attempts therefore step through all E rotations in turn, so in ANY window of N consecutive
-task-attempts each engine holds each ordinal position ⌊N/E⌋ or ⌈N/E⌉ times. The seed sets only
-the offset of the first round: ``seed_offset = first 4 bytes of sha256(seed), big-endian``.
+task-attempts each engine holds each ordinal position ⌊N/E⌋ or ⌈N/E⌉ times. The seed sets
+only the offset of the first round: ``seed_offset = first 4 bytes of sha256(seed), big-endian``.
 
 Executor seam: an attempt is a serialisable ``AttemptSpec``; an ``Executor`` runs specs and
 returns result rows. ``LocalExecutor`` runs at most ``jobs`` at once in threads; a distributed
