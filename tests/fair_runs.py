@@ -168,6 +168,7 @@ def cold_start_rows(engines: tuple[str, ...] = ("chrome", "lightpanda"), n: int 
             scale = SCALE.get(engine, 2.0)
             out.append(
                 {
+                    "schema": "abb_cold_start/1",
                     "engine": engine,
                     "sample": i,
                     "ready_ms": 100.0 * scale + i,

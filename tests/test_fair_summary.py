@@ -69,6 +69,8 @@ def test_paired_ratio_leak_slope_and_cold_start() -> None:
     assert ratio["median_ratio_ci95"][0] <= ratio["median_ratio"] <= ratio["median_ratio_ci95"][1]
     leak = summary["by_engine"]["chrome"]["leak_curve"]["pss_end_bytes_slope_per_attempt"]
     assert leak["slope_per_attempt"] == pytest.approx(4096.0)
+    for launch in cold_start_rows():
+        validate("abb_cold_start/1", launch)
     cold = summary["cold_start"]
     assert cold["separate_from_warm_aggregation"] is True
     assert cold["by_engine"]["chrome"]["samples"] == 5
