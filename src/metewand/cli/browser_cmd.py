@@ -1,0 +1,186 @@
+"""``metewand browser``: run the browser-engine suite, list tasks and engines, check engines."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from metewand import canonical
+from metewand.cli import exit_codes
+from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
+from metewand.suites.browser.run_config import (
+    ISOLATIONS,
+    RESOURCE_PROFILES,
+    SCORE_MODES,
+    ResourceOptions,
+    RunConfig,
+    builtin_suite_dir,
+)
+
+
+def _engine_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@click.group()
+def browser() -> None:
+    """Run headless browser engines against a task corpus over CDP."""
+
+
+@browser.command()
+@click.option(
+    "--tasks",
+    "tasks_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Task corpus directory (default: the built-in suite).",
+)
+@click.option("--subset", "subsets", multiple=True, help="Only this subset id (repeatable).")
+@click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
+@click.option("--tag", "tags", multiple=True, help="Only tasks with this tag (repeatable).")
+@click.option("--engines", default=None, help="Comma-separated engines, e.g. chrome,lightpanda.")
+@click.option("--k", "k", type=int, default=1, show_default=True, help="Attempts per task.")
+@click.option("--seed", default="0", show_default=True, help="Seed of the engine rotation.")
+@click.option("--jobs", type=int, default=1, show_default=True, help="Attempts run at once.")
+@click.option(
+    "--score-mode", type=click.Choice(SCORE_MODES), default="independent", show_default=True
+)
+@click.option(
+    "--isolation",
+    type=click.Choice(ISOLATIONS),
+    default="shared",
+    show_default=True,
+    help="shared: a fresh page per attempt; context: also a fresh browser context.",
+)
+@click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
+@click.option(
+    "--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True
+)
+@click.option("--resume", default=None, help="Finish an interrupted run (its dir or id).")
+@click.option("--keep-going", is_flag=True, help="Skip invalid task files instead of exiting 2.")
+@click.option("--timeout-scale", type=float, default=1.0, show_default=True)
+@click.option("--no-progress", is_flag=True, help="No progress bar or lines.")
+@click.option("--quiet", is_flag=True, help="Only errors.")
+@click.option(
+    "--resource-profile", type=click.Choice(RESOURCE_PROFILES), default="off", show_default=True
+)
+@click.option("--resource-sample-interval-ms", type=int, default=500, show_default=True)
+@click.option("--resource-calibration-baseline", default=None, metavar="RUN")
+@click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True)
+@click.option("--reference-engine", default=None)
+@click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on", show_default=True)
+@click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True)
+@click.option("--cold-start-samples", type=int, default=5, show_default=True)
+def run(**opts: object) -> None:  # fmt: skip
+    """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl."""
+    from metewand.suites.browser.runner import run_browser
+
+    quiet = bool(opts["quiet"])
+    mode = "quiet" if quiet or opts["no_progress"] else "auto"
+
+    def echo(text: str) -> None:
+        if not quiet or text.startswith("error"):
+            click.echo(text, err=True)
+
+    config = None
+    if opts["resume"] is None:
+        if not opts["engines"]:
+            raise click.UsageError("--engines is required (unless --resume)")
+        config = _config(opts)
+    result = run_browser(
+        config, Path(str(opts["out_dir"])), opts["run_id"],  # type: ignore[arg-type]
+        opts["resume"], mode, echo, hooks=_hooks(config, opts),  # type: ignore[arg-type]
+    )  # fmt: skip
+    sys.exit(result.exit_code)
+
+
+def _config(opts: dict[str, object]) -> RunConfig:
+    tasks_dir = opts["tasks_dir"] or builtin_suite_dir()
+    resource = ResourceOptions(
+        profile=str(opts["resource_profile"]),
+        sample_interval_ms=int(opts["resource_sample_interval_ms"]),  # type: ignore[call-overload]
+        calibration_baseline=opts["resource_calibration_baseline"],  # type: ignore[arg-type]
+        max_observer_effect_pct=float(opts["resource_max_observer_effect_pct"]),  # type: ignore[arg-type]
+        reference_engine=opts["reference_engine"],  # type: ignore[arg-type]
+        host_telemetry=opts["host_telemetry"] == "on",
+        host_sample_interval_s=float(opts["host_sample_interval_s"]),  # type: ignore[arg-type]
+        cold_start_samples=int(opts["cold_start_samples"]),  # type: ignore[call-overload]
+    )
+    return RunConfig(
+        tasks_dir=str(Path(str(tasks_dir)).resolve()),
+        engines=_engine_list(str(opts["engines"])),
+        k=int(opts["k"]),  # type: ignore[call-overload]
+        seed=str(opts["seed"]),
+        jobs=int(opts["jobs"]),  # type: ignore[call-overload]
+        score_mode=str(opts["score_mode"]),
+        isolation=str(opts["isolation"]),
+        subsets=tuple(opts["subsets"]),  # type: ignore[arg-type]
+        task_ids=tuple(opts["task_ids"]),  # type: ignore[arg-type]
+        tags=tuple(opts["tags"]),  # type: ignore[arg-type]
+        keep_going=bool(opts["keep_going"]),
+        timeout_scale=float(opts["timeout_scale"]),  # type: ignore[arg-type]
+        resource=resource,
+    )
+
+
+def _hooks(config: RunConfig | None, opts: dict[str, object]) -> object:
+    """Resource profiling hooks when asked for (none for a plain functional run)."""
+    return None
+
+
+@browser.command(name="list")
+@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None)
+@click.option("--json", "as_json", is_flag=True)
+def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
+    """Tasks and subsets of a corpus, and the engines registry (found or missing)."""
+    from metewand.suites.browser.tasks import load_corpus
+
+    corpus = load_corpus(tasks_dir or builtin_suite_dir())
+    subsets = []
+    for subset in corpus.manifest.subsets if corpus.manifest else []:
+        ids = [t.task_id for t in corpus.tasks if t.subset_id == subset.subset_id]
+        subsets.append({"subset_id": subset.subset_id, "layer": subset.layer_id,
+                        "driver": subset.driver, "tasks": len(ids), "task_ids": ids})  # fmt: skip
+    engines = []
+    for name in ENGINES:
+        found = resolve(name)
+        engines.append({"engine": name, "found": not isinstance(found, Missing),
+                        "detail": found.detail if isinstance(found, Missing)
+                        else str(found.binary)})  # fmt: skip
+    data = {"corpus": str(corpus.root), "invalid": [str(e) for e in corpus.errors],
+            "subsets": subsets, "engines": engines}  # fmt: skip
+    if as_json:
+        click.echo(canonical.dumps(data).decode())
+        return
+    click.echo(f"corpus {corpus.root}: {len(corpus.tasks)} valid tasks, "
+               f"{len(corpus.errors)} invalid")  # fmt: skip
+    for s in subsets:
+        click.echo(f"  {s['subset_id']:<40} {s['driver']:<28} {s['tasks']:>4} tasks")
+    click.echo("engines:")
+    for e in engines:
+        click.echo(f"  {e['engine']:<12} {'found' if e['found'] else 'missing':<8} {e['detail']}")
+
+
+@browser.command()
+@click.option("--engines", default=",".join(ENGINES), show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def doctor(engines: str, as_json: bool) -> None:
+    """Engines found, versions and CDP readiness (each engine is launched once)."""
+    from metewand.suites.browser.doctor import engine_report
+
+    try:
+        reports = [engine_report(name) for name in _engine_list(engines)]
+    except UnknownEngine as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(canonical.dumps(reports).decode())
+    else:
+        for r in reports:
+            state = "ready" if r["ready"] else (r["reason"] or "not ready")
+            ready_ms = f" in {r['ready_ms']:.0f} ms" if r["ready_ms"] is not None else ""
+            click.echo(f"{r['engine']:<12} {state}{ready_ms}  {r['version'] or ''}  "
+                       f"{r['path'] or r['detail']}")  # fmt: skip
+    found_ready = [r for r in reports if r["found"] and not r["ready"]]
+    sys.exit(exit_codes.ENVIRONMENT_MISSING if found_ready else exit_codes.OK)

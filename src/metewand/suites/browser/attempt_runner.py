@@ -1,0 +1,98 @@
+"""Run one planned attempt on a worker's engine: make sure the engine lives, give the attempt
+its artifact dir and traffic counters, run it (``attempt.run_task_attempt``), build its row.
+
+``RunHooks`` is the seam for resource profiling: it can put the engine into an accounting group
+at launch (``preexec_for``) and observe each attempt (``attempt_started``/``attempt_finished``);
+measurement trouble there never changes a functional status.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from metewand import canonical
+from metewand.runtime.store import RunStore, utc_now
+from metewand.suites.browser.attempt import attempt_seed, run_task_attempt
+from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.engine_pool import EnginePool
+from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
+from metewand.suites.browser.fixtures import FixtureServer
+from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row, outcome_row
+
+if TYPE_CHECKING:
+    from metewand.suites.browser.run_plan import Plan
+
+ENGINE_LOG_TAIL_FILE = "engine_stderr_tail.txt"
+
+
+class RunHooks:
+    """No-op hooks (the functional run); the resource profiler overrides them."""
+
+    def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
+        return None
+
+    def attempt_started(self, planned: PlannedAttempt, process: EngineProcess) -> Any:
+        return None
+
+    def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
+        return None
+
+
+class AttemptRunner:
+    def __init__(
+        self, plan: Plan, store: RunStore, pool: EnginePool, server: FixtureServer,
+        base_url: str, hooks: RunHooks | None,
+    ) -> None:  # fmt: skip
+        self.plan = plan
+        self.store = store
+        self.pool = pool
+        self.server = server
+        self.base_url = base_url
+        self.hooks = hooks or RunHooks()
+
+    async def run(self, planned: PlannedAttempt) -> dict[str, Any]:
+        base = base_row(self.store.run_id, planned, self.plan.config.isolation)
+        try:
+            process = await self.pool.ready(planned.engine)
+        except EngineLaunchError as exc:
+            verdict = Classification(
+                "crash", "infra", "engine_process", f"engine_launch_failed: {exc}"
+            )
+            return not_run_row(base, verdict, utc_now(), self.pool.facts(planned.engine))
+        return await self._attempt(planned, base, process)
+
+    async def _attempt(
+        self, planned: PlannedAttempt, base: dict[str, Any], process: EngineProcess
+    ) -> dict[str, Any]:
+        config = self.plan.config
+        key = planned.key
+        assert process.ws_url is not None
+        facts = self.pool.facts(planned.engine)
+        with self.store.artifact_dir(key) as out_dir:
+            self.server.traffic.begin_attempt(key)
+            token = self.hooks.attempt_started(planned, process)
+            started_at = utc_now()
+            outcome = await run_task_attempt(
+                planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
+                config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
+                seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
+                engine_alive=process.is_alive,
+            )  # fmt: skip
+            finished_at = utc_now()
+            resource = self.hooks.attempt_finished(token, out_dir)
+            traffic = await self.server.traffic.end_attempt_settled(key)
+            if not process.is_alive():
+                tail = process.stderr_tail()
+                (out_dir / ENGINE_LOG_TAIL_FILE).write_text(tail)
+                outcome.artifacts.append(ENGINE_LOG_TAIL_FILE)
+            (out_dir / "outcome.json").write_bytes(canonical.dumps(outcome.to_json()))
+            files = [*outcome.artifacts, "outcome.json"]
+            if resource is not None and (out_dir / "resource.jsonl").exists():
+                files.append("resource.jsonl")
+        artifacts = [f"artifacts/{key}/{name}" for name in files]
+        row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
+        row["traffic"] = traffic.to_json()
+        if resource is not None:
+            row["resource"] = resource
+        return row

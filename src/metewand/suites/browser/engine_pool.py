@@ -1,0 +1,99 @@
+"""The engines one worker drives: launched on first use, reused across attempts, relaunched
+after death, stopped at the end with their teardown reports.
+
+Each worker owns one ``EngineProcess`` per engine (never shared between workers, so ``--jobs N``
+attempts never meet inside one browser). Engines are marked with the run id in their
+environment (see ``leftovers``) and their pids are recorded in the run directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from metewand.suites.browser.engine_process import EngineProcess, PreexecFn
+from metewand.suites.browser.engines import ResolvedEngine
+from metewand.suites.browser.leftovers import RUN_MARKER_VAR, record_pid
+
+OnLaunch = Callable[[str, EngineProcess], Awaitable[None]]
+PreexecFor = Callable[[int, str], PreexecFn | None]
+
+
+def marked_engine(engine: ResolvedEngine, run_id: str) -> ResolvedEngine:
+    """The same engine with the run marker added to its environment."""
+    spec = dataclasses.replace(engine.spec, env={**engine.spec.env, RUN_MARKER_VAR: run_id})
+    return ResolvedEngine(spec, engine.binary, engine.found_by)
+
+
+class EnginePool:
+    def __init__(
+        self,
+        engines: dict[str, ResolvedEngine],
+        run_dir: Path,
+        run_id: str,
+        worker: int,
+        on_launch: OnLaunch | None = None,
+        preexec_for: PreexecFor | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.worker = worker
+        self._on_launch = on_launch
+        self._processes: dict[str, EngineProcess] = {}
+        log_dir = run_dir / "engine_logs" / f"worker-{worker}"
+        for name, engine in engines.items():
+            preexec = preexec_for(worker, name) if preexec_for is not None else None
+            self._processes[name] = EngineProcess(
+                marked_engine(engine, run_id), log_dir, preexec_fn=preexec
+            )
+        self.relaunches: dict[str, int] = {name: 0 for name in engines}
+
+    def process(self, engine: str) -> EngineProcess:
+        return self._processes[engine]
+
+    async def ready(self, engine: str) -> EngineProcess:
+        """The engine, running: started on first use, relaunched when found dead."""
+        process = self._processes[engine]
+        if process.is_alive():
+            return process
+        first = process.generation == 0
+        if first:
+            await process.start()
+        else:
+            await process.ensure_running()
+            self.relaunches[engine] += 1
+        record_pid(
+            self.run_dir,
+            {"pid": process.pid, "engine": engine, "worker": self.worker,
+             "generation": process.generation},
+        )  # fmt: skip
+        if self._on_launch is not None:
+            await self._on_launch(engine, process)
+        return process
+
+    def facts(self, engine: str) -> dict[str, Any]:
+        """What a row records about the engine process it ran on."""
+        process = self._processes[engine]
+        return {
+            "worker": self.worker,
+            "generation": process.generation,
+            "pid": process.pid,
+            "relaunches": self.relaunches[engine],
+        }
+
+    async def stop_all(self) -> dict[str, dict[str, Any]]:
+        reports = {}
+        for name, process in self._processes.items():
+            report = await process.stop()
+            reports[name] = {
+                "worker": self.worker,
+                "generations": process.generation,
+                "deaths": [d.to_json() for d in process.deaths],
+                "sigkill_needed": report.sigkill_needed,
+                "stragglers_killed": report.stragglers_killed,
+                "leftover_pids": report.leftover_pids,
+                "zombie_pids": report.zombie_pids,
+                "clean": report.clean,
+            }
+        return reports

@@ -1,0 +1,95 @@
+"""What a browser run was asked to do: one serialisable record, stored in the run manifest so
+``--resume`` repeats exactly the same plan."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Final
+
+ISOLATIONS: Final = ("shared", "context")
+SCORE_MODES: Final = ("independent",)
+RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
+# Engines are launched once per worker and reused across attempts; a dead engine is relaunched
+# before the next attempt. Each attempt opens its own CDP connection and page target.
+REUSE_POLICY: Final = "reuse_per_worker_relaunch_on_death"
+CONNECTION_POLICY: Final = "fresh_cdp_connection_per_attempt"
+
+
+def builtin_suite_dir() -> Path:
+    """The task suite shipped with metewand (``src/metewand/data/browser_suite``)."""
+    return Path(__file__).resolve().parents[2] / "data" / "browser_suite"
+
+
+@dataclass(frozen=True)
+class ResourceOptions:
+    profile: str = "off"
+    sample_interval_ms: int = 500
+    calibration_baseline: str | None = None
+    max_observer_effect_pct: float = 10.0
+    reference_engine: str | None = None
+    host_telemetry: bool = True
+    host_sample_interval_s: float = 1.0
+    cold_start_samples: int = 5
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    tasks_dir: str
+    engines: tuple[str, ...]
+    k: int = 1
+    seed: str = "0"
+    jobs: int = 1
+    score_mode: str = "independent"
+    isolation: str = "shared"
+    subsets: tuple[str, ...] = ()
+    task_ids: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    keep_going: bool = False
+    timeout_scale: float = 1.0
+    engine_paths: dict[str, str] = field(default_factory=dict)
+    resource: ResourceOptions = field(default_factory=ResourceOptions)
+
+    def problems(self) -> list[str]:
+        """Flag combinations that cannot run (exit 2 before anything starts)."""
+        out = []
+        if not self.engines:
+            out.append("--engines: at least one engine is required")
+        if len(set(self.engines)) != len(self.engines):
+            out.append("--engines: an engine is named twice")
+        if self.k < 1:
+            out.append("--k must be >= 1")
+        if self.jobs < 1:
+            out.append("--jobs must be >= 1")
+        if self.isolation not in ISOLATIONS:
+            out.append(f"--isolation must be one of {ISOLATIONS}")
+        if self.score_mode not in SCORE_MODES:
+            out.append(f"--score-mode must be one of {SCORE_MODES}")
+        if self.timeout_scale <= 0:
+            out.append("--timeout-scale must be > 0")
+        if self.resource.profile not in RESOURCE_PROFILES:
+            out.append(f"--resource-profile must be one of {RESOURCE_PROFILES}")
+        if self.resource.sample_interval_ms < 10:
+            out.append("--resource-sample-interval-ms must be >= 10")
+        if self.resource.cold_start_samples < 0:
+            out.append("--cold-start-samples must be >= 0")
+        ref = self.resource.reference_engine
+        if ref is not None and ref not in self.engines:
+            out.append(f"--reference-engine {ref!r} is not one of --engines")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        for key in ("engines", "subsets", "task_ids", "tags"):
+            data[key] = list(data[key])
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for key in ("engines", "subsets", "task_ids", "tags"):
+            values[key] = tuple(values.get(key, ()))
+        values["resource"] = ResourceOptions(**values.get("resource", {}))
+        values["engine_paths"] = dict(values.get("engine_paths", {}))
+        return cls(**values)

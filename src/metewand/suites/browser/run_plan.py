@@ -1,0 +1,117 @@
+"""Turn a ``RunConfig`` into a plan: valid selected tasks, resolved engines, ordered attempts.
+
+Nothing here starts a process; every problem found here stops the run before it starts
+(exit 2) or, for invalid task files under ``--keep-going``, is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metewand.runtime.schedule import Rotation, schedule
+from metewand.suites.browser.corpus import ValidationError
+from metewand.suites.browser.engines import Missing, ResolvedEngine, UnknownEngine, resolve
+from metewand.suites.browser.rows import PlannedAttempt
+from metewand.suites.browser.run_config import RunConfig
+from metewand.suites.browser.tasks import Corpus, Task, load_corpus, select_tasks
+
+
+class PlanError(ValueError):
+    """The run cannot start as asked; ``lines`` are shown to the user (exit 2)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
+@dataclass
+class Plan:
+    config: RunConfig
+    corpus: Corpus
+    tasks: list[Task]
+    engines: dict[str, ResolvedEngine | Missing]
+    rotation: Rotation
+    attempts: list[PlannedAttempt]
+    skipped_invalid: list[ValidationError] = field(default_factory=list)
+
+    @property
+    def available(self) -> dict[str, ResolvedEngine]:
+        return {n: e for n, e in self.engines.items() if isinstance(e, ResolvedEngine)}
+
+    @property
+    def missing(self) -> dict[str, Missing]:
+        return {n: e for n, e in self.engines.items() if isinstance(e, Missing)}
+
+
+def format_error(error: ValidationError) -> str:
+    return f"{error.file}: {error.json_path}: {error.message}"
+
+
+def build_plan(config: RunConfig) -> Plan:
+    problems = config.problems()
+    if problems:
+        raise PlanError(problems)
+    root = Path(config.tasks_dir)
+    if not root.is_dir():
+        raise PlanError([f"--tasks {root}: not a directory"])
+    corpus = load_corpus(root)
+    if corpus.manifest is None:
+        raise PlanError([format_error(e) for e in corpus.errors] or [f"{root}: no manifest"])
+    skipped: list[ValidationError] = []
+    if corpus.errors:
+        if not config.keep_going:
+            lines = [format_error(e) for e in corpus.errors]
+            raise PlanError([*lines, f"{len(lines)} invalid task file error(s); nothing was run"
+                             " (use --keep-going to skip invalid files)"])  # fmt: skip
+        skipped = list(corpus.errors)
+    known = {s.subset_id for s in corpus.manifest.subsets}
+    unknown = [s for s in config.subsets if s not in known]
+    if unknown:
+        raise PlanError([f"--subset {s!r} is not in the corpus manifest" for s in unknown])
+    tasks = select_tasks(corpus.tasks, config.subsets, config.task_ids, config.tags)
+    if not tasks:
+        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"])
+    tasks = [scale_timeouts(t, config.timeout_scale) for t in tasks]
+    engines = resolve_engines(config)
+    rotation = Rotation(tuple(config.engines), config.seed)
+    task_attempts = [(task, n) for n in range(config.k) for task in tasks]
+    attempts = [
+        PlannedAttempt(slot.task_attempt[0], slot.engine, slot.task_attempt[1], slot.round,
+                       slot.position)
+        for slot in schedule(rotation, task_attempts)
+    ]  # fmt: skip
+    return Plan(config, corpus, tasks, engines, rotation, attempts, skipped)
+
+
+def resolve_engines(config: RunConfig) -> dict[str, ResolvedEngine | Missing]:
+    try:
+        return {name: resolve(name, config.engine_paths.get(name)) for name in config.engines}
+    except UnknownEngine as exc:
+        raise PlanError([f"--engines: {exc}"]) from None
+
+
+def scale_timeouts(task: Task, scale: float) -> Task:
+    """``--timeout-scale``: every task timeout multiplied (slow hosts), recorded in the config."""
+    if scale == 1.0:
+        return task
+    timeouts = {k: max(1, int(v * scale)) for k, v in task.data["timeouts"].items()}
+    return dataclasses.replace(task, data={**task.data, "timeouts": timeouts})
+
+
+def corpus_digest(root: Path) -> dict[str, Any]:
+    """sha256 over sorted ``relpath NUL filesha256 LF`` of every file of the corpus."""
+    digest = hashlib.sha256()
+    count = 0
+    files = sorted(
+        (p for p in root.rglob("*") if p.is_file()),
+        key=lambda p: p.relative_to(root).as_posix().encode("utf-8"),
+    )
+    for path in files:
+        file_sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha}\n".encode())
+        count += 1
+    return {"path": str(root.resolve()), "sha256": digest.hexdigest(), "file_count": count}
