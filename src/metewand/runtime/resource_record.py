@@ -138,7 +138,8 @@ def engine_resources_record(
             "memory_accounting": summary.cgroup_memory_peak.source or "unavailable",
         },
         interval_ms=summary.interval_ms,
-        avg_cores=avg_cores(cpu["cpu_total_ms"], duration_ms),
+        # CPU is read at the baseline and end scans, so its window is the collection wall
+        avg_cores=avg_cores(cpu["cpu_total_ms"], collection_wall_ms),
         sample_counts={
             "ticks": summary.tick_count,
             "pss_samples": summary.pss_sample_count,
