@@ -9,7 +9,9 @@ tree's memory keeps moving. Figures are ratios against baselines measured in the
      keep their last PSS), alternating, --gap-ms apart as a sampler would see them; medians of
      wall and CPU (pool threads included). Target: ratio <= 0.5.
   2. the default scan's error: |default total - full total| taken back to back at each rep, next
-     to |naive total - full total| (what the tree itself moves in the same few milliseconds).
+     to |naive total - full total| (what the tree itself moves in the same few milliseconds), and
+     how far the default total falls outside the bracket of the full scan before it and the
+     naive read after it.
   3. sampler CPU (sampler thread + caller side + reader pool) / the subject tree's CPU at a
      100 ms interval: default settings, then the former fixed full scans every 5 ticks, one after
      the other on the same tree. Target: < 2%.
@@ -111,30 +113,35 @@ def bench_scan(lister: Callable[[], list[int]], reps: int, gap_ms: int) -> dict[
     cpus: dict[str, list[float]] = {m: [] for m in modes}
     errors: list[int] = []
     drifts: list[int] = []
+    outside: list[int] = []  # how far the default total lies outside [full, naive] of its rep
     walked = reused = 0
     full.scan(lister())  # warm the reader threads
     default.scan(lister())
     for _ in range(reps):
         time.sleep(gap_ms / 1000)
         pids = lister()
-        naive_total, wall, cpu = _timed(partial(naive_scan, pids), None)
-        walls["naive"].append(wall / len(pids))
-        cpus["naive"].append(cpu / len(pids))
+        # full, default, naive: the default scan sits between two complete reads of the tree.
         full_scan, wall, cpu = _timed(partial(full.scan, pids), full)
         walls["full"].append(wall / len(pids))
         cpus["full"].append(cpu / len(pids))
         default_scan, wall, cpu = _timed(partial(default.scan, pids), default)
         walls["default"].append(wall / len(pids))
         cpus["default"].append(cpu / len(pids))
+        naive_total, wall, cpu = _timed(partial(naive_scan, pids), None)
+        walls["naive"].append(wall / len(pids))
+        cpus["naive"].append(cpu / len(pids))
         walked, reused = walked + default_scan.walked_count, reused + default_scan.reused_count
         if full_scan.total_bytes is not None and default_scan.total_bytes is not None:
-            errors.append(abs(default_scan.total_bytes - full_scan.total_bytes))
-            drifts.append(abs(naive_total - full_scan.total_bytes))
+            before, now = full_scan.total_bytes, default_scan.total_bytes
+            errors.append(abs(now - before))
+            drifts.append(abs(naive_total - before))
+            low, high = min(before, naive_total), max(before, naive_total)
+            outside.append(max(low - now, now - high, 0))
     full.close()
     default.close()
     out: dict[str, Any] = {f"{m}_wall": statistics.median(walls[m]) for m in modes}
     out.update({f"{m}_cpu": statistics.median(cpus[m]) for m in modes})
-    out.update(errors=errors, drifts=drifts, walked=walked, reused=reused)
+    out.update(errors=errors, drifts=drifts, outside=outside, walked=walked, reused=reused)
     out["total"] = full_scan.total_bytes
     return out
 
@@ -201,6 +208,12 @@ def report_scan(med: dict[str, Any], reps: int, gap_ms: int) -> None:
         f"  default vs full total (PSS {(med['total'] or 0) / 2**20:.0f} MiB): abs error median "
         f"{_mib(errors, statistics.median)}, max {_mib(errors, max)}; naive vs full (tree drift "
         f"in the same ms): median {_mib(drifts, statistics.median)}, max {_mib(drifts, max)}"
+    )
+    outside = med["outside"]
+    print(
+        f"  default total outside the [full, naive] bracket of its rep: median "
+        f"{_mib(outside, statistics.median)}, max {_mib(outside, max)}, in "
+        f"{sum(1 for e in outside if e)} of {len(outside)} reps"
     )
 
 

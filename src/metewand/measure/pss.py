@@ -169,12 +169,14 @@ class PssScanner:
         *,
         reuse_unchanged: bool = False,
         reuse_max_age_s: float = 10.0,
+        reuse_shared_tolerance_bytes: int = 1 << 20,
     ):
         self.workers = max(1, workers if workers is not None else _workers_default())
         self.parallel_min = parallel_min
         self.max_retries = max_retries
         self.reuse_unchanged = reuse_unchanged
         self.reuse_max_age_ns = int(reuse_max_age_s * 1e9)
+        self.reuse_shared_tolerance_bytes = reuse_shared_tolerance_bytes
         self._pool: ThreadPoolExecutor | None = None
         self._pool_clocks: list[int] = []
         self._memo: dict[int, _Memo] = {}
@@ -297,11 +299,19 @@ class PssScanner:
         return dataclasses.replace(scan, walked_count=walked, reused_count=len(reused))
 
     def _sharing_moved(self, results: list[Result]) -> bool:
+        """Did the walked members' shared pages move enough to matter for the reused ones?
+
+        When a member maps (or copy-on-write breaks) a page k others hold, their PSS moves by
+        page/(k+1) <= page/2 in all; so half the walked members' change of shared bytes estimates
+        the error of keeping the others' values. Beyond the tolerance, they are walked too.
+        """
+        moved = 0
         for pid, outcome, _, share in results:
             memo = self._memo.get(pid)
-            if outcome is not Outcome.OK or memo is None or memo.shared_bytes != share:
-                return True
-        return False
+            if outcome is not Outcome.OK or memo is None:
+                return True  # an exit or an unknown member: sharing may have changed anyhow
+            moved += abs(memo.shared_bytes - share)
+        return moved // 2 >= self.reuse_shared_tolerance_bytes
 
     def _remember(
         self,

@@ -83,7 +83,7 @@ class Sampler:
         self,
         accounting: TreeAccounting,
         interval_ms: int = 100,
-        pss_every: int = 5,
+        pss_every: int = 10,
         scanner: PssScanner | None = None,
         fault_hook: FaultHook | None = None,
         *,
@@ -92,8 +92,9 @@ class Sampler:
         pss_rise_bytes: int = 4 << 20,
         pss_max_interval_ms: int | None = None,
     ) -> None:
-        """``pss_max_interval_ms`` defaults to ``pss_every * interval_ms``: at least as many PSS
-        points as the fixed policy gives, plus the ones changes trigger."""
+        """``pss_every``: under ``changes``, the longest gap between PSS scans in ticks (unless
+        ``pss_max_interval_ms`` is given); under ``fixed``, the exact gap. ``pss_rise_bytes``: the
+        rise of the tree's memory counter since the last scan that triggers a scan."""
         if interval_ms <= 0 or pss_every <= 0:
             raise ValueError("interval_ms and pss_every must be positive")
         self.accounting = accounting

@@ -81,6 +81,10 @@ class SubjectReport:
                     "interval_ms",
                     "pss_every",
                     "fault",
+                    "pss_policy",
+                    "pss_triggers",
+                    "pss_walked_processes",
+                    "pss_reused_processes",
                 )
             },
         )
