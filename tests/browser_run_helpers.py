@@ -1,0 +1,77 @@
+"""Helpers for browser run tests: the real corpus, a tiny corpus built on disk, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LEXBENCH = Path("/work/shared/corpus/lexbench")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def lexbench_or_skip() -> Path:
+    if not (LEXBENCH / "manifest.json").is_file():
+        pytest.skip(f"peer corpus not present at {LEXBENCH}")
+    return LEXBENCH
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "metewand", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+
+
+def rows_of(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def manifest_of(run_dir: Path) -> dict[str, Any]:
+    return dict(json.loads((run_dir / "run_manifest.json").read_text()))
+
+
+ABOUT_BLANK_TASK: dict[str, Any] = {
+    "artifact_profile": "l1_standard",
+    "description": "Evaluates 1+1 on about:blank.",
+    "driver": {
+        "kind": "raw_cdp",
+        "steps": [
+            {"method": "Runtime.evaluate", "params": {"expression": "1+1", "returnByValue": True},
+             "save_as": "value"},
+        ],
+    },
+    "features": ["cdp.runtime.evaluate"],
+    "grader": {"kind": "inline_assertions", "checks": [{"kind": "value_equals", "expected": 2}]},
+    "layer": "L1",
+    "scene": {"kind": "about_blank"},
+    "subset_id": "t.raw",
+    "tags": ["tiny"],
+    "task_id": "tiny_eval",
+    "task_version": 1,
+    "timeouts": {"hard_kill_ms": 20000, "task_ms": 10000},
+}  # fmt: skip
+
+
+def tiny_corpus(root: Path, tasks: dict[str, Any]) -> Path:
+    """A corpus with one subset ``t.raw``; ``tasks`` maps file name -> JSON value or raw text."""
+    (root / "fixtures").mkdir(parents=True)
+    (root / "fixtures" / "routes.json").write_text("{}")
+    (root / "tasks").mkdir()
+    manifest = {
+        "bench_id": "tiny", "bench_version": "0.0.1", "default_k_runs": 1,
+        "layers": [{"layer_id": "L1", "subsets": [
+            {"subset_id": "t.raw", "driver": "raw_cdp", "task_glob": "tasks/*.json"}]}],
+    }  # fmt: skip
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    for name, value in tasks.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        (root / "tasks" / name).write_text(text)
+    return root
