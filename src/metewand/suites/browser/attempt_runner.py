@@ -32,7 +32,7 @@ class RunHooks:
     def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
         return None
 
-    def attempt_started(self, planned: PlannedAttempt, process: EngineProcess) -> Any:
+    def attempt_started(self, planned: PlannedAttempt, process: EngineProcess, worker: int) -> Any:
         return None
 
     def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
@@ -71,7 +71,7 @@ class AttemptRunner:
         facts = self.pool.facts(planned.engine)
         with self.store.artifact_dir(key) as out_dir:
             self.server.traffic.begin_attempt(key)
-            token = self.hooks.attempt_started(planned, process)
+            token = self.hooks.attempt_started(planned, process, self.pool.worker)
             started_at = utc_now()
             outcome = await run_task_attempt(
                 planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
@@ -94,5 +94,9 @@ class AttemptRunner:
         row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
         row["traffic"] = traffic.to_json()
         if resource is not None:
+            resource["duration_ms"] = outcome.duration_ms
+            resource["fixture_traffic"] = row["traffic"]
+            # harness_scope (this process: driver, grader, fixture server) is kept apart
+            row["harness_scope"] = resource.pop("harness_scope", None)
             row["resource"] = resource
         return row

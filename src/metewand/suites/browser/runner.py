@@ -9,6 +9,7 @@ A run directory is only ever changed through ``RunStore`` (whole rows, whole art
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer
 from metewand.suites.browser.leftovers import kill_leftovers
+from metewand.suites.browser.profiler import ResourceProfiler
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
 from metewand.suites.browser.run_config import CONNECTION_POLICY, REUSE_POLICY, RunConfig
 from metewand.suites.browser.run_plan import Plan, PlanError, build_plan, corpus_digest
@@ -56,10 +58,22 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
         "isolation": config.isolation,
         "score_mode": config.score_mode,
         "selected_engines": list(config.engines),
-        "resource_profile": config.resource.profile,
+        "resource_profile": {
+            "mode": config.resource.profile,
+            "sample_interval_ms": config.resource.sample_interval_ms,
+            "calibration_baseline": config.resource.calibration_baseline,
+            "max_observer_effect_pct": config.resource.max_observer_effect_pct,
+            "reference_engine": config.resource.reference_engine,
+            "cold_start_samples": config.resource.cold_start_samples,
+            "host_telemetry": config.resource.host_telemetry,
+            "host_sample_interval_s": config.resource.host_sample_interval_s,
+        },
+        **plan.rotation.describe(),
         "engine_reuse": REUSE_POLICY,
+        "reuse": REUSE_POLICY,
+        "host": facts["host"],
+        "runner": facts["runner"],
         "cdp_connection": CONNECTION_POLICY,
-        "rotation": plan.rotation.describe(),
         "corpus": corpus_digest(plan.corpus.root),
         "harness_pin": facts["runner"]["source"]["tree_sha256"],
         "provenance": facts,
@@ -73,7 +87,8 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
             "subsets": sorted({t.subset_id for t in plan.tasks}),
         },
         "skipped_invalid_tasks": [
-            {"file": e.file, "path": e.json_path, "message": e.message} for e in plan.skipped_invalid
+            {"file": e.file, "path": e.json_path, "message": e.message}
+            for e in plan.skipped_invalid
         ],
     }
 
@@ -100,15 +115,21 @@ def run_browser(
         todo = [a for a in plan.attempts if a.key not in store.finished_keys()]
         echo(f"run {store.run_id}: {len(todo)} of {len(plan.attempts)} attempts to run "
              f"({len(plan.tasks)} tasks x {len(plan.config.engines)} engines x k={plan.config.k})")  # fmt: skip
+        profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
+        profiler.start_host(os.getpid())
         try:
-            asyncio.run(_execute(plan, store, todo, progress_mode, hooks))
+            asyncio.run(_execute(plan, store, todo, progress_mode, hooks or profiler))
         except KeyboardInterrupt:
             kill_leftovers(store.run_dir, store.run_id)
+            _finish_profiler(profiler)
             store.set_state("interrupted")
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
         kill_leftovers(store.run_dir, store.run_id)
+        _finish_profiler(profiler)
         write_scores(store)
+        if plan.config.resource.profile == "engine":
+            _resource_summary(store, plan.config, out_dir, echo)
         store.set_state("complete")
         echo(f"done: {store.run_dir}")
         return RunResult(OK, store.run_dir)
@@ -141,6 +162,25 @@ def _open(
     return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
 
 
+def _finish_profiler(profiler: ResourceProfiler) -> None:
+    profiler.stop_host()
+    profiler.close()
+
+
+def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
+    from metewand.compare.resource_artifacts import finalize_resource_artifacts
+
+    baseline = config.resource.calibration_baseline
+    baseline_dir = None
+    if baseline is not None:
+        baseline_dir = Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    summary = finalize_resource_artifacts(
+        store.run_dir, baseline_dir, reference_engine=config.resource.reference_engine
+    )
+    eligible = summary.get("resource_comparison_eligible")
+    echo(f"resource summary: resource_comparison_eligible={eligible}")
+
+
 def write_scores(store: RunStore) -> None:
     from metewand.compare.scores import browser_scores, scores_bytes
 
@@ -163,8 +203,10 @@ async def _execute(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main.cancel)
     progress = Progress(len(todo), mode=mode)
-    progress.start()
     try:
+        if isinstance(hooks, ResourceProfiler) and not store.finished_keys():
+            await hooks.cold_starts(plan.available, {})
+        progress.start()
         await _run_workers(plan, store, todo, progress, hooks)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None

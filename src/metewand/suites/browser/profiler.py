@@ -1,0 +1,179 @@
+"""Resource profiling of a browser run (``--resource-profile engine``), host telemetry, cold start.
+
+Scopes stay apart: engine_scope comes from one accounting group per worker x engine (the engine
+joins it before exec, so nothing escapes by forking early) and a ``Sampler`` over that tree per
+warm attempt; harness_scope is this process's own CPU (driver, grader, fixture server all run
+here) per attempt; host_scope is ``HostTelemetry``. Measurement trouble adds flags and never
+changes a functional status: every observer call is guarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
+from metewand.measure.host import HostTelemetry
+from metewand.measure.sampler import Sampler
+from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
+from metewand.runtime.store import write_json_atomic
+from metewand.suites.browser.attempt_runner import RunHooks
+from metewand.suites.browser.engine_pool import marked_engine
+from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
+from metewand.suites.browser.engines import ResolvedEngine
+from metewand.suites.browser.rows import PlannedAttempt
+from metewand.suites.browser.run_config import RunConfig
+
+RESOURCE_FILE = "resource.jsonl"
+COLD_START_FILE = "cold_start.jsonl"
+COLD_START_INTERVAL_MS = 50
+
+
+@dataclass
+class _Attempt:
+    engine: str
+    accounting: TreeAccounting
+    sampler: Sampler | None
+    cpu_before: Any
+    wall_start: float
+    harness_cpu_start: float
+    error: str | None = None
+
+
+class ResourceProfiler(RunHooks):
+    def __init__(self, config: RunConfig, run_dir: Path, run_id: str) -> None:
+        self.options = config.resource
+        self.sampling = self.options.profile == "engine"
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self._groups: dict[tuple[int, str], TreeAccounting] = {}
+        self._attached: dict[tuple[int, str], int | None] = {}
+        self._host: HostTelemetry | None = None
+
+    # -- host telemetry -------------------------------------------------------------------
+    def start_host(self, root_pid: int) -> None:
+        if self.options.host_telemetry:
+            sink = self.run_dir / "host_telemetry.jsonl"
+            self._host = HostTelemetry(self.options.host_sample_interval_s, root_pid, sink)
+            self._host.start()
+
+    def stop_host(self) -> None:
+        if self._host is not None:
+            write_json_atomic(self.run_dir / "host_summary.json", self._host.stop())
+            self._host = None
+
+    # -- warm attempts ----------------------------------------------------------------------
+    def _group(self, worker: int, engine: str) -> TreeAccounting | None:
+        key = (worker, engine)
+        if key not in self._groups:
+            try:
+                self._groups[key] = open_accounting(label=f"{self.run_id}-w{worker}-{engine}")
+            except AccountingUnavailable:
+                return None
+        return self._groups[key]
+
+    def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
+        if not self.sampling:
+            return None
+        group = self._group(worker, engine)
+        return group.preexec_join() if group is not None else None
+
+    def attempt_started(self, planned: PlannedAttempt, process: EngineProcess, worker: int) -> Any:
+        if not self.sampling:
+            return None
+        group = self._group(worker, planned.engine)
+        if group is None:
+            return None
+        if self._attached.get((worker, planned.engine)) != process.pid and process.pid:
+            group.attach(process.pid)  # the proc backend needs the root; cgroups ignore a rejoin
+            self._attached[(worker, planned.engine)] = process.pid
+        token = _Attempt(planned.engine, group, None, None, time.perf_counter(),
+                         time.process_time())  # fmt: skip
+        try:
+            token.cpu_before = group.cpu()
+            token.sampler = Sampler(group, self.options.sample_interval_ms)
+            token.sampler.start()
+        except Exception as exc:  # the observer never takes an attempt down
+            token.error = f"{type(exc).__name__}: {exc}"
+        return token
+
+    def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
+        if not isinstance(token, _Attempt):
+            return None
+        harness_ms = (time.process_time() - token.harness_cpu_start) * 1000
+        try:
+            if token.sampler is None:
+                raise RuntimeError(token.error or "sampler not started")
+            summary = token.sampler.stop()
+            wall_ms = (time.perf_counter() - token.wall_start) * 1000
+            attempt_cpu = cpu_delta(token.cpu_before, token.accounting.cpu())
+            record = engine_resources_record(
+                summary, attempt_cpu, backend=token.accounting.backend, duration_ms=None,
+                collection_wall_ms=wall_ms, fallback_reasons=token.accounting.fallback_reasons,
+                engine=token.engine,
+            )  # fmt: skip
+            with open(artifact_dir / RESOURCE_FILE, "wb") as handle:
+                for sample in summary.samples:
+                    handle.write(canonical.line(sample))
+        except Exception as exc:
+            record = {"schema": "abb_engine_resources/1", "scope": "engine_scope",
+                      "engine": token.engine, "fault": f"{type(exc).__name__}: {exc}",
+                      "quality_flags": ["sampler_fault"]}  # fmt: skip
+        record["harness_scope"] = {"cpu_ms": round(harness_ms, 3), "source": "process_time"}
+        return record
+
+    def close(self) -> None:
+        for group in self._groups.values():
+            with contextlib.suppress(OSError):
+                group.close()
+        self._groups.clear()
+
+    # -- cold start -------------------------------------------------------------------------
+    async def cold_starts(self, engines: dict[str, ResolvedEngine], sha: dict[str, str]) -> None:
+        """``--cold-start-samples`` launches per engine outside the warm loop."""
+        if not self.sampling or self.options.cold_start_samples <= 0:
+            return
+        log_dir = self.run_dir / "engine_logs" / "cold_start"
+        with open(self.run_dir / COLD_START_FILE, "ab") as out:
+            for name, engine in engines.items():
+                for sample in range(self.options.cold_start_samples):
+                    record = await self._one_cold_start(name, engine, sample, log_dir)
+                    if name in sha:
+                        record["engine_sha256"] = sha[name]
+                    out.write(canonical.line(record))
+                    out.flush()
+
+    async def _one_cold_start(
+        self, name: str, engine: ResolvedEngine, sample: int, log_dir: Path
+    ) -> dict[str, Any]:
+        group = open_accounting(label=f"{self.run_id}-cold-{name}-{sample}")
+        interval = min(COLD_START_INTERVAL_MS, self.options.sample_interval_ms)
+        process = EngineProcess(marked_engine(engine, self.run_id), log_dir,
+                                preexec_fn=group.preexec_join())  # fmt: skip
+        sampler = Sampler(group, interval)
+        sampler.start()
+        failure = None
+        try:
+            await process.start()
+            if process.pid is not None:
+                group.attach(process.pid)
+        except EngineLaunchError as exc:
+            failure = str(exc)[:500]
+        summary = sampler.stop()
+        cpu = group.cpu()
+        await process.stop()
+        group.close()
+        return {
+            "schema": "abb_cold_start/1", "run_id": self.run_id, "engine": name,
+            "sample": sample, "ready_ms": None if failure else process.ready_ms,
+            "launch_cpu_ms": ns_to_ms(cpu.total).to_json(),
+            "launch_peak_pss_bytes": summary.pss_peak.to_json(),
+            "process_count_at_ready": summary.process_count_end.to_json(),
+            "backend": group.backend, "interval_ms": interval,
+            "quality_flags": sorted({f.value for f in summary.quality_flags}),
+            "failure": failure,
+        }  # fmt: skip

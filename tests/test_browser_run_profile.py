@@ -1,0 +1,61 @@
+"""Resource profiling of a real browser run: every artifact validates against its schema, scopes
+stay apart, and a baseline run calibrates the profiled one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from browser_run_helpers import lexbench_or_skip, rows_of
+from metewand.runtime.schemas import violations
+from metewand.suites.browser.leftovers import marked_processes
+from metewand.suites.browser.run_config import ResourceOptions, RunConfig
+from metewand.suites.browser.runner import run_browser
+
+TASKS = ("pw_raw_runtime_evaluateprimitives", "pw_raw_dom_describenode", "r3_dA_e_before_content")
+
+
+def _lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _config(corpus: Path, profile: str, baseline: str | None = None) -> RunConfig:
+    resource = ResourceOptions(profile=profile, calibration_baseline=baseline,
+                               cold_start_samples=2, reference_engine="chrome",
+                               host_sample_interval_s=0.5)  # fmt: skip
+    return RunConfig(str(corpus), ("chrome", "lightpanda"), k=1, seed="p", task_ids=TASKS,
+                     resource=resource)  # fmt: skip
+
+
+def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
+    corpus = lexbench_or_skip()
+    quiet = {"progress_mode": "quiet", "echo": lambda _t: None}
+    base = run_browser(_config(corpus, "baseline"), tmp_path, "base", **quiet)  # type: ignore[arg-type]
+    assert base.exit_code == 0 and base.run_dir is not None
+    assert not (base.run_dir / "cold_start.jsonl").exists()
+    assert all("resource" not in r for r in rows_of(base.run_dir))
+    run = run_browser(_config(corpus, "engine", "base"), tmp_path, "prof", **quiet)  # type: ignore[arg-type]
+    assert run.exit_code == 0 and run.run_dir is not None
+    d = run.run_dir
+    for row in rows_of(d):
+        resource = row["resource"]
+        assert violations("abb_engine_resources-1", resource) == []
+        assert resource["scope"] == "engine_scope"
+        assert resource["cpu_total_ms"]["status"] in ("complete", "partial", "unavailable")
+        assert row["harness_scope"]["cpu_ms"] >= 0
+        assert any(a.endswith("resource.jsonl") for a in row["artifacts"])
+    cold = _lines(d / "cold_start.jsonl")
+    assert sorted((c["engine"], c["sample"]) for c in cold) == [
+        ("chrome", 0), ("chrome", 1), ("lightpanda", 0), ("lightpanda", 1)]  # fmt: skip
+    for record in cold:
+        assert violations("abb_cold_start-1", record) == []
+    for sample in _lines(d / "host_telemetry.jsonl"):
+        assert violations("abb_host_telemetry-1", sample) == []
+    assert violations("abb_host_summary-1", json.loads((d / "host_summary.json").read_text())) == []
+    summary = json.loads((d / "resource_summary.json").read_text())
+    assert violations("abb_resource_summary-1", summary) == []
+    conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
+    assert conditions["profile_jobs_k"]["passed"] is False  # k=1 < 5: never eligible
+    assert conditions["calibration"]["figures"], "the baseline run must have been paired"
+    assert "intersection" in (d / "resource-card.md").read_text().lower()
+    assert marked_processes("prof") == []
