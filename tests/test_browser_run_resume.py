@@ -94,3 +94,27 @@ def test_jobs_2_runs_the_same_attempt_set(tmp_path: Path) -> None:
         assert workers == ({0} if jobs == "1" else {0, 1})
         assert marked_processes(f"j{jobs}") == []
     assert keys["1"] == keys["2"] and len(keys["1"]) == 6
+
+
+def test_sigint_marks_interrupted_exit_130_no_engine_left(tmp_path: Path) -> None:
+    corpus = lexbench_or_skip()
+    out = tmp_path / "runs"
+    args = _args(corpus, out)
+    args[args.index("killed")] = "sigint"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metewand", *args], cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    try:
+        _wait_rows(out / "sigint" / "results.jsonl", 3, proc)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert manifest_of(out / "sigint")["state"] == "interrupted"
+    assert marked_processes("sigint") == []
+    assert not (out / "sigint" / ".staging").exists() or not any(
+        (out / "sigint" / ".staging").iterdir()
+    )
