@@ -69,7 +69,9 @@ def _tell(proc: subprocess.Popen[str]) -> None:
 
 
 def test_unchanged_members_keep_their_pss_and_a_grown_one_is_walked() -> None:
-    with _subject(GROW_ON_INPUT) as proc, PssScanner(reuse_unchanged=True) as scanner:
+    # Other engineers' processes come and go on this host: the host guard is tested separately.
+    scanner = PssScanner(reuse_unchanged=True, reuse_requires_quiet_host=False)
+    with _subject(GROW_ON_INPUT) as proc, scanner:
         time.sleep(0.3)  # past interpreter start-up, now blocked on stdin
         pids = [proc.pid]
         first = scanner.scan(pids)
@@ -88,7 +90,8 @@ def test_unchanged_members_keep_their_pss_and_a_grown_one_is_walked() -> None:
 
 
 def test_changed_sharing_walks_members_whose_own_signals_did_not_move() -> None:
-    with _subject(FORK_SHARED) as proc, PssScanner(reuse_unchanged=True) as scanner:
+    scanner = PssScanner(reuse_unchanged=True, reuse_requires_quiet_host=False)
+    with _subject(FORK_SHARED) as proc, scanner:
         _await_line(proc, "forked")
         time.sleep(0.2)
         pids = procfs.descendants(proc.pid)
@@ -104,6 +107,19 @@ def test_changed_sharing_walks_members_whose_own_signals_did_not_move() -> None:
         parent_rise = after.per_pid_bytes[proc.pid] - quiet.per_pid_bytes[proc.pid]
         assert parent_rise >= 12 * MiB
         assert abs((full.total_bytes or 0) - (after.total_bytes or 0)) < MiB
+
+
+def test_a_process_starting_elsewhere_on_the_host_stops_reuse() -> None:
+    with _subject(GROW_ON_INPUT) as proc, PssScanner(reuse_unchanged=True) as scanner:
+        time.sleep(0.3)
+        scanner.scan([proc.pid])
+        outsider = subprocess.Popen(["sleep", "5"])  # not a member, but it changes the host
+        try:
+            after = scanner.scan([proc.pid])
+        finally:
+            outsider.kill()
+            outsider.wait()
+        assert after.walked_count == 1 and after.reused_count == 0
 
 
 # Allocates and touches 16 MiB four times, 400 ms apart, then holds it.
@@ -136,11 +152,14 @@ def test_quiet_subject_is_scanned_rarely_and_walked_only_at_the_ends() -> None:
     with open_accounting("auto", label="quiet") as accounting:
         proc = subprocess.Popen(["sleep", "1.2"], preexec_fn=accounting.preexec_join())
         accounting.attach(proc.pid)
-        sampler = Sampler(accounting, interval_ms=40, pss_every=10)
+        time.sleep(0.15)  # past exec: from here on the subject's signals stay still
+        scanner = PssScanner(reuse_unchanged=True, reuse_requires_quiet_host=False)
+        sampler = Sampler(accounting, interval_ms=40, pss_every=10, scanner=scanner)
         sampler.start()
         proc.wait()
         time.sleep(0.01)
         summary = sampler.stop(end_scan=False)
+        scanner.close()
     assert summary.tick_count >= 20
     triggers = summary.pss_triggers
     assert triggers.get("memory_rise", 0) == 0

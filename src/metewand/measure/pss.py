@@ -10,8 +10,11 @@ Reuse (``reuse_unchanged``): the page walk (~1.6 ms for a Chromium process) is t
 a process's PSS only moves when pages are mapped, faulted, unmapped or shared differently. So a
 member whose /proc/PID/stat change signals (start time, minor and major faults, vsize, RSS) are
 identical to those read just before its last walk keeps its last PSS, as long as the member set
-is the same as at the last scan (a fork or an exit changes sharing) and the value is younger than
-``reuse_max_age_s`` (what processes outside the tree do to shared pages is invisible here).
+is the same as at the last scan (a fork or an exit changes sharing), no process started or exited
+anywhere on the host since (another browser mapping the same binary moves every member's share of
+it), and the value is younger than ``reuse_max_age_s`` (an outside process faulting in more of a
+shared file is invisible here). When a walked member's shared pages moved by more than
+``reuse_shared_tolerance_bytes`` (accumulated), the reused members are walked as well.
 One stat read (~10 us) replaces the walk. The benchmark reports the error against full scans.
 """
 
@@ -151,6 +154,10 @@ class _Memo:
     walked_ns: int  # monotonic time of the scan that walked it
 
 
+def _host_pids() -> frozenset[int]:
+    return frozenset(int(name) for name in os.listdir("/proc") if name.isdigit())
+
+
 def _workers_default() -> int:
     # The cores this process may run on, not the machine's: extra threads would only queue.
     return min(4, len(os.sched_getaffinity(0)))
@@ -170,6 +177,7 @@ class PssScanner:
         reuse_unchanged: bool = False,
         reuse_max_age_s: float = 10.0,
         reuse_shared_tolerance_bytes: int = 1 << 20,
+        reuse_requires_quiet_host: bool = True,
     ):
         self.workers = max(1, workers if workers is not None else _workers_default())
         self.parallel_min = parallel_min
@@ -177,10 +185,14 @@ class PssScanner:
         self.reuse_unchanged = reuse_unchanged
         self.reuse_max_age_ns = int(reuse_max_age_s * 1e9)
         self.reuse_shared_tolerance_bytes = reuse_shared_tolerance_bytes
+        self.reuse_requires_quiet_host = reuse_requires_quiet_host
         self._pool: ThreadPoolExecutor | None = None
         self._pool_clocks: list[int] = []
         self._memo: dict[int, _Memo] = {}
         self._members: frozenset[int] | None = None
+        self._outside: frozenset[int] | None = None  # the host's other processes at the last scan
+        # Estimated PSS error carried by reused values: sharing moves since everything was walked.
+        self._carried_error_bytes = 0
 
     def _register_pool_thread(self) -> None:
         self._pool_clocks.append(time.pthread_getcpuclockid(threading.get_ident()))
@@ -225,7 +237,12 @@ class PssScanner:
         """(outcomes known without a walk, signatures read, members reused) for ``listed``."""
         known: dict[int, tuple[Outcome, int]] = {}
         signatures: dict[int, Signature] = {}
-        same_members = self._members == frozenset(listed)
+        members = frozenset(listed)
+        outside = _host_pids() - members if self.reuse_requires_quiet_host else frozenset()
+        # A process starting or exiting anywhere on the host changes how shared file pages
+        # (libraries, a browser binary) are split, which no member's own signals show.
+        same_members = self._members == members and self._outside == outside
+        self._outside = outside
         reused: set[int] = set()
         for pid in listed:
             try:
@@ -303,7 +320,9 @@ class PssScanner:
 
         When a member maps (or copy-on-write breaks) a page k others hold, their PSS moves by
         page/(k+1) <= page/2 in all; so half the walked members' change of shared bytes estimates
-        the error of keeping the others' values. Beyond the tolerance, they are walked too.
+        the error of keeping the others' values. A reused value stays stale until it is walked,
+        so the estimate accumulates over scans; at the tolerance, the reused members are walked
+        too and it starts again from 0.
         """
         moved = 0
         for pid, outcome, _, share in results:
@@ -311,7 +330,8 @@ class PssScanner:
             if outcome is not Outcome.OK or memo is None:
                 return True  # an exit or an unknown member: sharing may have changed anyhow
             moved += abs(memo.shared_bytes - share)
-        return moved // 2 >= self.reuse_shared_tolerance_bytes
+        self._carried_error_bytes += moved // 2
+        return self._carried_error_bytes >= self.reuse_shared_tolerance_bytes
 
     def _remember(
         self,
@@ -323,6 +343,8 @@ class PssScanner:
         reused: set[int],
     ) -> None:
         memo: dict[int, _Memo] = {}
+        if not reused:  # every member was walked in this scan: nothing stale is carried
+            self._carried_error_bytes = 0
         for pid in listed:
             outcome, value = outcomes.get(pid, (Outcome.GONE, 0))
             if outcome is not Outcome.OK or pid not in signatures:
