@@ -70,9 +70,12 @@ def test_inspect_browser_attempt_shows_cdp_errors(tmp_path: Path) -> None:
     assert missing.exit_code == 2
 
 
+KEY_R1 = "sorting/default/integers@0000000000/python@0000000000/r1"
+
+
 def test_inspect_compute_attempt_by_key(tmp_path: Path) -> None:
     run = synthetic.write_compute_run(tmp_path / "run_ci", attempts=2)
-    result = CliRunner().invoke(cli, ["inspect", str(run), "--key", "sorting/python/1"])
+    result = CliRunner().invoke(cli, ["inspect", str(run), "--key", KEY_R1])
     assert result.exit_code == 0, result.output
     assert "measurement materialization_time_ns: unavailable (provided_dataset)" in result.output
     assert "(partial: process_only)" in result.output

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+from metewand import canonical
 from metewand.compare import synthetic
 from metewand.compare.generate import generate
 from metewand.suites.browser.cdp import CdpClient
@@ -66,10 +67,17 @@ def test_missing_values_show_as_unavailable(tmp_path: Path) -> None:
 
 
 def test_compute_report_has_phase_figure(tmp_path: Path) -> None:
-    run = synthetic.write_compute_run(tmp_path / "run_c", attempts=6)
+    run = synthetic.write_compute_run(tmp_path / "run_c", attempts=6, warmups=2)
     text = generate(run, ["html"])["html"].read_text()
     assert 'id="phase-timings"' in text
-    assert "unavailable (provided_dataset x6)" in text  # materialization never shown as 0
+    rows = [canonical.loads(line) for line in (run / "results.jsonl").read_bytes().splitlines()]
+    for impl in ("python", "numpy"):  # over accepted measured attempts; warm-ups never counted
+        n = sum(
+            r["implementation"] == impl and r["role"] == "measured" and r["status"] == "accepted"
+            for r in rows
+        )
+        assert f'<td>{impl}</td><td>materialization_time_ns</td><td class="num">0</td>' in text
+        assert f"unavailable (provided_dataset x{n})" in text  # never shown as 0
 
 
 async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:

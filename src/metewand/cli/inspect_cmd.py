@@ -11,7 +11,7 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.compare.columns import measurements_of
+from metewand.compare.compute_rows import diagnostic_of, measurements_of
 from metewand.compare.fmt import form_text
 from metewand.compare.rundir import RunDirError, load_run, read_jsonl
 
@@ -77,7 +77,7 @@ def describe(run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
         info["last_cdp_errors"] = last_cdp_errors(paths)
         info["measurements"] = row.get("resource")
     else:
-        info["diagnostic"] = row.get("diagnostic")
+        info["diagnostic"] = diagnostic_of(row)
         info["measurements"] = measurements_of(row)
     return info
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from metewand.compare import compute_rows
+
 BROWSER_METRICS = ("pss_peak_bytes", "cpu_total_ms")
 COMPUTE_PHASES = (
     "materialization_time_ns",
@@ -51,17 +53,27 @@ class GroupColumns:
     passed: list[bool] = field(default_factory=list)
     missing: dict[str, Counter[str]] = field(default_factory=dict)
     flags: Counter[str] = field(default_factory=Counter)
+    reasons: dict[str, list[str | None]] = field(default_factory=dict)  # per attempt, or None
 
     def add(self, name: str, value: float | None, reason: str | None) -> None:
         self.values.setdefault(name, []).append(np.nan if value is None else value)
-        if value is None:
-            self.missing.setdefault(name, Counter())[reason or "unavailable"] += 1
+        why = None if value is not None else (reason or "unavailable")
+        self.reasons.setdefault(name, []).append(why)
+        if why is not None:
+            self.missing.setdefault(name, Counter())[why] += 1
 
     def array(self, name: str) -> np.ndarray:
         return np.asarray(self.values.get(name, []), dtype=float)
 
     def pass_mask(self) -> np.ndarray:
         return np.asarray(self.passed, dtype=bool)
+
+    def missing_where(self, name: str, mask: np.ndarray) -> Counter[str]:
+        """Reasons a metric is missing, counted over the attempts selected by ``mask``."""
+        reasons = self.reasons.get(name, [])
+        return Counter(
+            why for why, keep in zip(reasons, mask, strict=True) if keep and why is not None
+        )
 
 
 def browser_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
@@ -83,26 +95,17 @@ def browser_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
     return groups
 
 
-def measurements_of(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """provenance.data.measurements of a compute attempt (or diagnostic.details.measurements)."""
-    prov = row.get("provenance")
-    if isinstance(prov, Mapping):
-        data = prov.get("data")
-        if isinstance(data, Mapping) and isinstance(data.get("measurements"), Mapping):
-            return data["measurements"]
-    diag = row.get("diagnostic")
-    if isinstance(diag, Mapping) and isinstance(diag.get("details"), Mapping):
-        found = diag["details"].get("measurements")
-        return found if isinstance(found, Mapping) else None
-    return None
+def compute_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
+    """Per implementation, the measured (non-warm-up) attempts' phase fields.
 
-
-def compute_columns(rows: list[dict[str, Any]], name_of: Any) -> dict[str, GroupColumns]:
+    Failed attempts keep their columns (a failure's startup time is still a measurement);
+    callers choose with ``pass_mask`` whether a figure covers accepted attempts only.
+    """
     groups: dict[str, GroupColumns] = {}
-    for row in rows:
-        group = groups.setdefault(name_of(row), GroupColumns())
-        group.passed.append(row.get("outcome") == "accepted")
-        measurements = measurements_of(row)
+    for row in compute_rows.measured_rows(rows):
+        group = groups.setdefault(compute_rows.implementation_of(row), GroupColumns())
+        group.passed.append(compute_rows.is_accepted(row))
+        measurements = compute_rows.measurements_of(row)
         for phase in COMPUTE_PHASES:
             group.add(phase, *metric_value(measurements, phase))
     return groups

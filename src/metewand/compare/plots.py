@@ -61,8 +61,7 @@ def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Fig
         ax.set_ylabel("task success rate, all-k (%)")
         ax.set_ylim(-5, 105)
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(loc="lower right", fontsize=8)
+        _legend_or_note(ax, "no engine has a measured median here")
     fig.suptitle("Efficiency map (95% CIs: Wilson for rate, task-clustered bootstrap for median)")
     fig.tight_layout()
     return fig
@@ -93,26 +92,37 @@ def distributions(columns: Mapping[str, Any], metrics: Sequence[str]) -> Figure:
 
 
 def phase_bars(columns: Mapping[str, Any], phases: Sequence[str]) -> Figure:
-    """Stacked medians of each phase per implementation (ms); missing phases are left out."""
+    """Stacked medians of each phase per implementation (ms), over accepted attempts only.
+
+    A phase an implementation did not measure gets no bar segment (NaN), never a zero bar.
+    """
     names = list(columns)
     fig, ax = plt.subplots(figsize=(7, 3.8))
     bottom = np.zeros(len(names))
     for index, phase in enumerate(phases):
-        medians = []
-        for name in names:
-            values = columns[name].array(phase)
+        heights = np.full(len(names), np.nan)
+        for i, name in enumerate(names):
+            values = columns[name].array(phase)[columns[name].pass_mask()]
             finite = values[np.isfinite(values)]
-            medians.append(float(np.median(finite)) / 1e6 if finite.size else 0.0)
-        heights = np.asarray(medians)
-        if not heights.any():
-            continue  # a phase nobody measured is not drawn (and never as a zero bar)
+            if finite.size:
+                heights[i] = float(np.median(finite)) / 1e6
+        if not np.isfinite(heights).any():
+            continue
         ax.bar(names, heights, bottom=bottom, label=phase, color=COLOURS[index % len(COLOURS)])
-        bottom += heights
+        bottom += np.nan_to_num(heights)
     ax.set_ylabel("median time (ms)")
-    ax.legend(fontsize=7, loc="upper right")
+    _legend_or_note(ax, "no accepted attempt measured any phase")
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _legend_or_note(ax: Any, empty: str) -> None:
+    """A legend when something labelled was drawn, else a note saying why the axes are empty."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper right")
+    else:
+        ax.text(0.5, 0.5, f"unavailable ({empty})", ha="center", transform=ax.transAxes)
 
 
 def host_timeline(

@@ -7,19 +7,17 @@ the compute helpers below.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from metewand.compare import plots
+from metewand.compare import compute_rows, plots
 from metewand.compare.columns import COMPUTE_PHASES, GroupColumns, compute_columns
 from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
 from metewand.compare.report_browser import browser_sections
 from metewand.compare.rundir import RunData
-from metewand.compare.scores import implementation_of
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
 TIMELINE_PHASES = (
@@ -123,10 +121,11 @@ def provenance_section(run: RunData) -> str:
 def _phase_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
     rows = []
     for name, group in columns.items():
+        accepted = group.pass_mask()
         for phase in COMPUTE_PHASES:
-            values = group.array(phase)
+            values = group.array(phase)[accepted]
             finite = values[np.isfinite(values)]
-            reasons = group.missing.get(phase, Counter())
+            reasons = group.missing_where(phase, accepted)
             missing = ", ".join(f"{r} x{n}" for r, n in sorted(reasons.items())) or "none"
             show = bytes_text if phase.endswith("_bytes") else ns_text
             median = show(float(np.median(finite))) if finite.size else unavailable(missing)
@@ -134,24 +133,52 @@ def _phase_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
     return rows
 
 
+def _outcome_rows(scores: Mapping[str, Any]) -> list[list[Any]]:
+    rows = []
+    for name, block in scores["by_implementation"].items():
+        warm = block["warmups"]
+        rows.append(
+            [
+                name,
+                rate_text(block["accepted"], block["total"], block["rate"]),
+                ", ".join(f"{c} x{k}" for c, k in block["diagnostics"].items()) or "none",
+                warm["total"],
+                ", ".join(f"{s} x{n}" for s, n in warm["by_outcome"].items()) or "none",
+            ]
+        )
+    return rows
+
+
+def _failed_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    failed = []
+    for row in rows:
+        diagnostic = compute_rows.diagnostic_of(row)
+        if diagnostic is None:
+            continue
+        failed.append(
+            [
+                row.get("key"),
+                compute_rows.implementation_of(row),
+                row.get("role"),
+                compute_rows.status_of(row),
+                diagnostic["code"],
+                diagnostic["message"],
+            ]
+        )
+    return failed
+
+
 def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    columns = compute_columns(run.rows, implementation_of)
-    score_rows = [
-        [
-            n,
-            rate_text(b["accepted"], b["total"], b["rate"]),
-            ", ".join(f"{c} x{k}" for c, k in b["diagnostics"].items()) or "none",
-        ]
-        for n, b in scores["by_implementation"].items()
-    ]
+    columns = compute_columns(run.rows)
     uri = plots.to_data_uri(plots.phase_bars(columns, TIMELINE_PHASES))
     phases = section(
         "phases",
-        "Per-phase timings",
+        "Per-phase timings (accepted measured attempts)",
         figure(
             uri,
             "stacked median phase timings per implementation",
-            "Median of each phase; unmeasured phases are not drawn.",
+            "Median of each phase over accepted, measured (non-warm-up) attempts; "
+            "unmeasured phases are not drawn.",
             "phase-timings",
         ),
         table(
@@ -160,36 +187,30 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
             (2,),
         ),
     )
-    failed = [
-        [
-            r.get("key"),
-            implementation_of(r),
-            (r.get("diagnostic") or {}).get("code"),
-            (r.get("diagnostic") or {}).get("message"),
-        ]
-        for r in run.rows
-        if r.get("outcome") != "accepted"
-    ]
+    failed = _failed_rows(run.rows)
+    outcomes = section(
+        "scores",
+        "Outcomes",
+        paragraph(
+            f"{scores['measured_rows']} measured attempts and {scores['warmup_rows']} warm-up "
+            "attempts. Warm-ups are counted here but enter no rate and no timing."
+        ),
+        table(
+            ["implementation", "accepted (measured)", "diagnostics", "warm-ups", "warm-up status"],
+            _outcome_rows(scores),
+            (3,),
+        ),
+    )
+    excluded = section(
+        "excluded",
+        "Failed attempts",
+        paragraph(f"{len(failed)} failed attempts (warm-ups included).", "muted"),
+        table(["attempt key", "implementation", "role", "status", "code", "message"], failed[:200]),
+    )
     return [
-        (
-            "scores",
-            "Scores",
-            section(
-                "scores",
-                "Outcomes",
-                table(["implementation", "accepted", "diagnostics"], score_rows),
-            ),
-        ),
+        ("scores", "Scores", outcomes),
         ("phases", "Phases", phases),
-        (
-            "excluded",
-            "Failed",
-            section(
-                "excluded",
-                "Failed attempts",
-                table(["attempt key", "implementation", "code", "message"], failed[:200]),
-            ),
-        ),
+        ("excluded", "Failed", excluded),
     ]
 
 

@@ -57,12 +57,21 @@ def browser_scorecard(scores: Mapping[str, Any]) -> str:
 
 
 def compute_scorecard(scores: Mapping[str, Any]) -> str:
-    lines = [f"# Scorecard: run {scores['run_id']}", "", f"Rows: {scores['rows']}.", ""]
+    lines = [
+        f"# Scorecard: run {scores['run_id']}",
+        "",
+        f"Rows: {scores['rows']} ({scores['measured_rows']} measured, "
+        f"{scores['warmup_rows']} warm-up; warm-ups enter no rate).",
+        "",
+    ]
     rows = []
     for name, block in scores["by_implementation"].items():
         diags = ", ".join(f"{c} {n}" for c, n in block["diagnostics"].items()) or "none"
-        rows.append([name, rate_text(block["accepted"], block["total"], block["rate"]), diags])
-    lines += _table(["implementation", "accepted", "diagnostics"], rows)
+        warm = block["warmups"]
+        warm_text = ", ".join(f"{s} {n}" for s, n in warm["by_outcome"].items()) or "none"
+        rate = rate_text(block["accepted"], block["total"], block["rate"])
+        rows.append([name, rate, diags, warm_text])
+    lines += _table(["implementation", "accepted", "diagnostics", "warm-ups"], rows)
     return "\n".join(lines) + "\n"
 
 

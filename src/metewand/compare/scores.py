@@ -9,16 +9,16 @@ rows gives the same bytes.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from metewand import canonical
+from metewand.compare import compute_rows
 
 SCORES_SCHEMA = "metewand_scores/1"
 BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
-COMPUTE_OUTCOMES = ("accepted", "failed")
 TASK_RULE = "a task passes only when all of its k attempts pass"
 
 
@@ -124,51 +124,49 @@ def _nested(groups: Mapping[tuple[str, str], _Tally], k: int) -> dict[str, dict[
 
 
 def compute_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Accepted / failed attempts per implementation, with diagnostic codes counted."""
+    """Per implementation: measured attempts by status, diagnostic codes, warm-ups apart.
+
+    Warm-up attempts are counted (and their failures named) but never enter the accepted rate:
+    the rate is over measured attempts only.
+    """
     groups: dict[str, dict[str, Any]] = {}
     for row in rows:
-        name = implementation_of(row)
-        group = groups.setdefault(name, {"accepted": 0, "failed": 0, "diagnostics": {}})
-        outcome = str(row.get("outcome", "failed"))
-        group[outcome] = group.get(outcome, 0) + 1
-        code = diagnostic_code(row)
-        if code is not None:
-            group["diagnostics"][code] = group["diagnostics"].get(code, 0) + 1
+        group = groups.setdefault(
+            compute_rows.implementation_of(row),
+            {"statuses": Counter(), "diagnostics": Counter(), "warmups": Counter()},
+        )
+        status = compute_rows.status_of(row)
+        if compute_rows.is_warmup(row):
+            group["warmups"][status] += 1
+            continue
+        group["statuses"][status] += 1
+        diagnostic = compute_rows.diagnostic_of(row)
+        if diagnostic is not None:
+            group["diagnostics"][str(diagnostic["code"])] += 1
     by_impl = {}
     for name in sorted(groups):
         g = groups[name]
-        total = sum(g.get(o, 0) for o in g if o != "diagnostics")
+        accepted, total = g["statuses"][compute_rows.ACCEPTED], sum(g["statuses"].values())
         by_impl[name] = {
-            "accepted": g["accepted"],
+            "accepted": accepted,
             "total": total,
-            "rate": rate(g["accepted"], total),
-            "by_outcome": {o: g.get(o, 0) for o in sorted(set(g) - {"diagnostics"})},
+            "rate": rate(accepted, total),
+            "by_outcome": {o: g["statuses"][o] for o in sorted(set(g["statuses"]) | {"accepted"})},
             "diagnostics": dict(sorted(g["diagnostics"].items())),
+            "warmups": {
+                "total": sum(g["warmups"].values()),
+                "by_outcome": dict(sorted(g["warmups"].items())),
+            },
         }
     return {
         "schema": SCORES_SCHEMA,
         "suite": "compute",
         "run_id": str(manifest.get("run_id", "")),
         "rows": len(rows),
+        "measured_rows": len(compute_rows.measured_rows(rows)),
+        "warmup_rows": len(rows) - len(compute_rows.measured_rows(rows)),
         "by_implementation": by_impl,
     }
-
-
-def implementation_of(row: Mapping[str, Any]) -> str:
-    for key in ("implementation", "subject", "engine"):
-        value = row.get(key)
-        if isinstance(value, str):
-            return value
-        if isinstance(value, dict) and isinstance(value.get("name"), str):
-            return str(value["name"])
-    return "unknown"
-
-
-def diagnostic_code(row: Mapping[str, Any]) -> str | None:
-    diag = row.get("diagnostic")
-    if isinstance(diag, dict) and isinstance(diag.get("code"), str):
-        return str(diag["code"])
-    return None
 
 
 def scores_for(

@@ -177,45 +177,144 @@ def telemetry_sample(rng: random.Random, seq: int) -> dict[str, Any]:
     }
 
 
-def compute_row(rng: random.Random, run_id: str, impl: str, index: int) -> dict[str, Any]:
-    accepted = rng.random() > 0.1
-    scale = 1.0 if impl == "python" else 0.4
-    phases: dict[str, Any] = {}
+def _measurements(rng: random.Random, scale: float, accepted: bool) -> dict[str, Any]:
+    """An execution-measurements payload (version 2), as the compute executor writes it."""
+    payload: dict[str, Any] = {"version": 2, "accounting_backend": "cgroup2"}
     for name in PHASES:
-        phases[name] = _form(int(rng.lognormvariate(0, 0.3) * scale * 5e7))
+        payload[name] = _form(int(rng.lognormvariate(0, 0.3) * scale * 5e7))
+    payload["evaluator_startup_time_ns"] = _form(int(6e7 * scale))
     if not accepted:
-        phases["evaluation_time_ns"] = {"status": "unavailable", "reason": "not_started"}
-    phases["cpu_time_ns"] = {
+        payload["evaluation_time_ns"] = {"status": "unavailable", "reason": "not_started"}
+    payload["cpu_time_ns"] = {
         "status": "partial",
         "value": int(4e7 * scale),
         "reason": "process_only",
     }
-    phases["peak_rss_bytes"] = {
+    payload["cpu_time_scope"] = "prepare_and_execute"
+    payload["peak_rss_bytes"] = {
         "status": "partial",
         "value": int(3e7 * scale),
         "reason": "process_only",
     }
-    phases["materialization_time_ns"] = {"status": "unavailable", "reason": "provided_dataset"}
+    payload["peak_rss_scope"] = "worker_lifetime_through_execute"
+    payload["materialization_time_ns"] = {"status": "unavailable", "reason": "provided_dataset"}
+    payload["timed_wall_includes"] = ["integrity_checks"]
+    return payload
+
+
+def _compute_provenance(measurements: dict[str, Any]) -> dict[str, Any]:
     return {
-        "key": f"sorting/{impl}/{index}",
-        "run_id": run_id,
-        "implementation": impl,
-        "attempt": index,
-        "status": "accepted" if accepted else "failed",
-        "outcome": "accepted" if accepted else "failed",
-        "diagnostic": None if accepted else {"code": "result_invalid", "message": "synthetic"},
-        "provenance": {"data": {"measurements": {"version": 2, **phases}}},
+        "tool_version": "0.0.0-synthetic",
+        "public_schema_version": 1,
+        "identity_version": 1,
+        "manifest_version": 1,
+        "wire_protocol_version": 1,
+        "execution_semantics_version": 2,
+        "data": {
+            "measurements": measurements,
+            "context": {
+                "dataset_materialization": {"origin": "provided"},
+                "worker": {"accounting_backend": "cgroup2", "pid": 1},
+                "evaluator": {"pid": 2, "reused": False},
+                "logs": {},
+                "concurrency": {"jobs": 1},
+                "timing_scope": "prepare_and_execute",
+            },
+        },
     }
 
 
-def write_compute_run(path: Path, attempts: int = 10, seed: int = 3) -> Path:
+def _ident(kind: str, *parts: object) -> str:
+    return f"mw1-{kind}-synthetic-" + "-".join(str(p) for p in parts)
+
+
+def _compute_observation(slot: str, attempt_id: str, rel: str, prov: dict[str, Any]) -> Any:
+    timing = {k: v["value"] for k, v in prov["data"]["measurements"].items() if k in PHASES}
+    body = {
+        "slot_id": slot,
+        "attempt_id": attempt_id,
+        "result": {"id": _ident("artifact", rel), "path": f"{rel}/result", "sha256": "0" * 64},
+        "metrics": {
+            "id": _ident("artifact", rel, "m"),
+            "path": f"{rel}/metrics/metrics.json",
+            "sha256": "0" * 64,
+        },
+        "timing": {**timing, "primary_time": "timed_wall_time"},
+        "validity": {"valid": True, "completion": "not_required"},
+    }
+    return {"schema_version": 1, "id": _ident("observation", rel), **body, "provenance": prov}
+
+
+def compute_row(
+    rng: random.Random, impl: str, repetition: int, role: str = "measured"
+) -> dict[str, Any]:
+    """One row of the shape ``suites/compute/records.build_row`` writes (a test pins this)."""
+    accepted = rng.random() > 0.1
+    scale = 1.0 if impl == "python" else 0.4
+    tail = f"r{repetition}" if role == "measured" else f"w{repetition}"
+    key = f"sorting/default/integers@0000000000/{impl}@0000000000/{tail}"
+    slot, rel = _ident("logical-attempt-slot", key), f"artifacts/{key}"
+    attempt_id = _ident("attempt", key)
+    prov = _compute_provenance(_measurements(rng, scale, accepted))
+    observation = _compute_observation(slot, attempt_id, rel, prov) if accepted else None
+    code, message = (None, None) if accepted else ("result_invalid", "synthetic invalid result")
+    outcome: dict[str, Any] = {"kind": "accepted"}
+    if not accepted:
+        details = {"measurements": prov["data"]["measurements"]}
+        outcome = {
+            "kind": "failed",
+            "diagnostic": {"code": code, "message": message, "details": details},
+        }
+    record = {
+        "schema_version": 1,
+        "id": attempt_id,
+        "slot_id": slot,
+        "retry_index": 0,
+        "outcome": outcome,
+        "observations": [observation["id"]] if observation else [],
+        "started_at": "2024-01-01T00:00:00.000Z",
+        "finished_at": "2024-01-01T00:00:01.000Z",
+        "provenance": prov,
+    }
+    return {
+        "key": key,
+        "slot_id": slot,
+        "experiment": "sorting",
+        "case": "default",
+        "dataset": "integers",
+        "dataset_parameters": {"size": 1000},
+        "dataset_configuration": _ident("dataset-configuration", "integers"),
+        "problem": "sort",
+        "problem_parameters": {},
+        "implementation": impl,
+        "implementation_parameters": {},
+        "repetition": repetition if role == "measured" else 0,
+        "role": role,
+        "timing_scope": "prepare_and_execute",
+        "status": "accepted" if accepted else "failed",
+        "attempt": 0,
+        "code": code,
+        "message": message,
+        "metrics": {"sorted": True} if accepted else None,
+        "statistics": {},
+        "record": record,
+        "observation": observation,
+        "artifacts": rel,
+    }
+
+
+def write_compute_run(path: Path, attempts: int = 10, seed: int = 3, warmups: int = 0) -> Path:
+    """``warmups`` warm-up rows then ``attempts`` measured rows per implementation."""
     rng = random.Random(seed)
     impls = ("python", "numpy")
-    _create(path, {"suite": "compute", "implementations": list(impls)})
+    _create(path, {"benchmark": "sorting", "jobs": 1})
     with (path / "results.jsonl").open("ab") as out:
+        for impl in impls:
+            for w in range(warmups):
+                out.write(canonical.line(compute_row(rng, impl, w, role="warmup")))
         for i in range(attempts):
             for impl in impls:
-                out.write(canonical.line(compute_row(rng, path.name, impl, i)))
+                out.write(canonical.line(compute_row(rng, impl, i)))
     return path
 
 
