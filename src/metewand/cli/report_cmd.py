@@ -51,8 +51,8 @@ def report(
     """
     try:
         formats = _formats(fmt)
-        extra = {"reference_engine": reference_engine} if reference_engine else None
-        written = generate(run, formats, out_dir, extra, Path(baseline) if baseline else None)
+        base = Path(baseline) if baseline else None
+        written = generate(run, formats, out_dir, base, reference_engine)
         if "csv" in formats:
             target = Path(out_dir) if out_dir else Path(run)
             written["csv"] = target / CSV_NAME

@@ -14,8 +14,15 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import compute_rows
+from metewand.compare.resource_metrics import form_value, quality_flags, traffic_of
 
 BROWSER_METRICS = ("pss_peak_bytes", "cpu_total_ms")
+TRAFFIC_FIELDS = (
+    "fixture_app_rx_body_bytes",
+    "fixture_app_tx_body_bytes",
+    "fixture_app_rx_header_bytes",
+    "fixture_app_tx_header_bytes",
+)
 COMPUTE_PHASES = (
     "materialization_time_ns",
     "worker_startup_time_ns",
@@ -76,22 +83,34 @@ class GroupColumns:
         )
 
 
+def traffic_bytes(row: Mapping[str, Any]) -> tuple[float | None, str | None]:
+    """Fixture application bytes of one attempt (rx + tx, headers + bodies), or the reason."""
+    traffic = traffic_of(row)
+    if traffic is None:
+        return None, "no_traffic_record"
+    if traffic.get("available") is not True:
+        return None, str(traffic.get("reason") or "traffic_unavailable")
+    total = 0.0
+    for name in TRAFFIC_FIELDS:
+        value = form_value(traffic.get(name))
+        if value is None:
+            return None, f"{name}_missing"
+        total += value
+    return total, None
+
+
 def browser_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
     groups: dict[str, GroupColumns] = {}
     for row in rows:
         group = groups.setdefault(str(row.get("engine", "")), GroupColumns())
         group.passed.append(row.get("status") == "pass")
-        duration = row.get("duration_ms")
-        if isinstance(duration, int | float) and not isinstance(duration, bool):
-            group.add("duration_ms", float(duration), None)
-        else:
-            group.add("duration_ms", None, "absent")
+        duration = form_value(row.get("duration_ms"))
+        group.add("duration_ms", duration, None if duration is not None else "absent")
         resource = row.get("resource")
         for name in BROWSER_METRICS:
             group.add(name, *metric_value(resource, name))
-        if isinstance(resource, Mapping):
-            for flag in resource.get("quality_flags") or ():
-                group.flags[str(flag)] += 1
+        group.add("fixture_app_bytes", *traffic_bytes(row))
+        group.flags.update(quality_flags(row))
     return groups
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import stats
+from metewand.compare.intersection import all_pass_intersection
+from metewand.compare.resource_metrics import METRICS_BY_NAME
 
 Z95 = 1.959963984540054
 # Fewer resamples than a resource summary uses: the map is a picture, the summary is the record.
@@ -61,30 +63,14 @@ def median_ci(values: np.ndarray, clusters: Sequence[Hashable]) -> Interval | No
     return Interval(median, *(ci or (median, median)))
 
 
-def all_pass_cells(rows: list[dict[str, Any]], engines: list[str]) -> set[tuple[Any, ...]]:
-    """(layer, subset, task_id, attempt) cells where every selected engine passed."""
-    passing: dict[tuple[Any, ...], set[str]] = {}
-    for row in rows:
-        if row.get("status") != "pass":
-            continue
-        cell = (row.get("layer"), row.get("subset"), row.get("task_id"), row.get("attempt"))
-        passing.setdefault(cell, set()).add(str(row.get("engine")))
-    wanted = set(engines)
-    return {cell for cell, seen in passing.items() if wanted <= seen}
-
-
-def intersection_mask(
-    rows: list[dict[str, Any]], engine: str, cells: set[tuple[Any, ...]]
-) -> tuple[list[bool], list[str]]:
-    """Per row of ``engine`` (row order): in the intersection?, and the task cluster id."""
-    mask: list[bool] = []
-    clusters: list[str] = []
-    for r in rows:
-        if str(r.get("engine")) == engine:
-            cell = (r.get("layer"), r.get("subset"), r.get("task_id"), r.get("attempt"))
-            mask.append(cell in cells)
-            clusters.append(f"{cell[0]}/{cell[1]}/{cell[2]}")
-    return mask, clusters
+def _intersection_values(
+    rows: Sequence[Mapping[str, Any]], metric: str
+) -> tuple[np.ndarray, list[str]]:
+    """One engine's intersection rows: the metric (NaN when missing) and the task clusters."""
+    read = METRICS_BY_NAME[metric].read
+    values = [read(row) for row in rows]
+    array = np.asarray([np.nan if v is None else v for v in values], dtype=float)
+    return array, [str(row["task_id"]) for row in rows]
 
 
 def engine_points(
@@ -93,34 +79,25 @@ def engine_points(
     columns: Mapping[str, Any],
     metrics: tuple[str, ...],
 ) -> list[EnginePoint]:
+    """Per engine: the all-k success rate, and each cost's median over the all-pass
+    intersection of ``compare.intersection`` (task-attempts every selected engine passed)."""
     engines = [e for e in scores["engines"] if e in columns]
-    cells = all_pass_cells(rows, engines)
+    inter = all_pass_intersection(rows, engines)
     points = []
     for engine in engines:
         tasks = scores["by_engine"][engine]["tasks"]
-        raw_mask, raw_clusters = intersection_mask(rows, engine, cells)
-        mask = np.asarray(raw_mask, dtype=bool)
-        clusters = [c for c, m in zip(raw_clusters, raw_mask, strict=True) if m]
         costs: dict[str, Interval | None] = {}
         samples: dict[str, int] = {}
         missing: dict[str, str] = {}
         for metric in metrics:
-            values = columns[engine].array(metric)
-            chosen = values[mask] if mask.size == values.size else values[:0]
-            costs[metric] = median_ci(chosen, clusters) if chosen.size else None
-            samples[metric] = int(np.isfinite(chosen).sum())
+            values, clusters = _intersection_values(inter.rows_by_engine.get(engine, []), metric)
+            costs[metric] = median_ci(values, clusters) if values.size else None
+            samples[metric] = int(np.isfinite(values).sum())
             if costs[metric] is None:
-                missing[metric] = _missing_reason(columns[engine], metric, bool(cells))
+                missing[metric] = _missing_reason(columns[engine], metric, bool(inter.keys))
+        success = wilson(tasks["passed"], tasks["total"])
         points.append(
-            EnginePoint(
-                engine,
-                wilson(tasks["passed"], tasks["total"]),
-                tasks["passed"],
-                tasks["total"],
-                costs,
-                samples,
-                missing,
-            )
+            EnginePoint(engine, success, tasks["passed"], tasks["total"], costs, samples, missing)
         )
     return points
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
+from metewand import canonical
 from metewand.compare.report_html import render_report
-from metewand.compare.rundir import RunData, load_run
+from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, resource_context
+from metewand.compare.rundir import load_run
 from metewand.compare.scorecard import scorecard_md
 from metewand.compare.scores import scores_bytes, scores_for
 
@@ -34,28 +35,18 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def baseline_context(run: RunData, baseline: Path | None) -> dict[str, Any]:
-    """What the report can say about the profiler-off baseline without a calibration module."""
-    if baseline is None:
-        return {}
-    base = load_run(baseline)
-    return {
-        "calibration": {
-            "baseline_run_id": base.run_id,
-            "baseline_rows": len(base.rows),
-            "run_rows": len(run.rows),
-        }
-    }
-
-
 def generate(
     run_dir: str | Path,
     formats: Iterable[str] = ("md", "json", "html"),
     out_dir: str | Path | None = None,
-    extra: Mapping[str, Any] | None = None,
     baseline: Path | None = None,
+    reference_engine: str | None = None,
 ) -> dict[str, Path]:
-    """Write the requested reports; returns {format: path}."""
+    """Write the requested reports; returns {format: path}.
+
+    A profiled browser run also gets ``resource_summary.json`` and ``resource-card.md``
+    (regenerated with the given baseline and reference engine) whatever the formats.
+    """
     run = load_run(run_dir)
     target = Path(out_dir) if out_dir is not None else run.path
     target.mkdir(parents=True, exist_ok=True)
@@ -68,8 +59,14 @@ def generate(
     if "md" in wanted:
         written["md"] = target / SCORECARD
         write_atomic(written["md"], scorecard_md(scores).encode("utf-8"))
+    ctx = resource_context(run, baseline, reference_engine)
+    card = ctx.card()
+    if ctx.summary is not None and card is not None:
+        written["resource_summary"] = target / RESOURCE_SUMMARY
+        write_atomic(written["resource_summary"], canonical.line(ctx.summary))
+        written["resource_card"] = target / RESOURCE_CARD
+        write_atomic(written["resource_card"], card.encode("utf-8"))
     if "html" in wanted:
-        context = {**baseline_context(run, baseline), **(extra or {})}
         written["html"] = target / REPORT
-        write_atomic(written["html"], render_report(run, scores, context).encode("utf-8"))
+        write_atomic(written["html"], render_report(run, scores, ctx).encode("utf-8"))
     return written

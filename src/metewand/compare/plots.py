@@ -36,6 +36,11 @@ def to_data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _span(centre: float, low: float, high: float) -> list[list[float]]:
+    """Error-bar lengths; rounding can put a bound a hair inside the estimate (Wilson at 100%)."""
+    return [[max(0.0, centre - low)], [max(0.0, high - centre)]]
+
+
 def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Figure:
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 4), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
@@ -49,8 +54,8 @@ def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Fig
             ax.errorbar(
                 [x],
                 [y],
-                xerr=[[x - cost.low * scale], [cost.high * scale - x]],
-                yerr=[[y - success.low * 100], [success.high * 100 - y]],
+                xerr=_span(x, cost.low * scale, cost.high * scale),
+                yerr=_span(y, success.low * 100, success.high * 100),
                 fmt="o",
                 color=colour,
                 capsize=4,
@@ -61,7 +66,7 @@ def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Fig
         ax.set_ylabel("task success rate, all-k (%)")
         ax.set_ylim(-5, 105)
         ax.grid(True, alpha=0.3)
-        _legend_or_note(ax, "no engine has a measured median here")
+        _legend_or_note(ax, "no engine has a measured median here", "best")
     fig.suptitle("Efficiency map (95% CIs: Wilson for rate, task-clustered bootstrap for median)")
     fig.tight_layout()
     return fig
@@ -117,10 +122,10 @@ def phase_bars(columns: Mapping[str, Any], phases: Sequence[str]) -> Figure:
     return fig
 
 
-def _legend_or_note(ax: Any, empty: str) -> None:
+def _legend_or_note(ax: Any, empty: str, where: str = "upper right") -> None:
     """A legend when something labelled was drawn, else a note saying why the axes are empty."""
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc=where)
     else:
         ax.text(0.5, 0.5, f"unavailable ({empty})", ha="center", transform=ax.transAxes)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -121,6 +123,7 @@ def _metric_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
             ("duration_ms", ms_text),
             ("cpu_total_ms", ms_text),
             ("pss_peak_bytes", bytes_text),
+            ("fixture_app_bytes", bytes_text),
         ):
             values = group.array(metric)
             finite = values[np.isfinite(values)]
@@ -166,16 +169,45 @@ def distribution_section(columns: Mapping[str, GroupColumns], profiled: bool) ->
     )
 
 
-def _title(row: Mapping[str, Any], tasks: Mapping[str, Any]) -> str:
-    if isinstance(row.get("title"), str):
-        return str(row["title"])
-    meta = tasks.get(str(row.get("task_id")))
-    return str(meta.get("title", "")) if isinstance(meta, Mapping) else ""
+def task_titles(run: RunData) -> dict[str, str]:
+    """Task id -> title for the report.
+
+    Rows and the manifest's ``tasks`` map win; otherwise the task file the row names
+    (``task_path`` under the manifest's ``corpus.path``) gives its ``title``, else its
+    ``description``. A task whose file is gone keeps an empty title.
+    """
+    titles: dict[str, str] = {}
+    listed = run.manifest.get("tasks")
+    if isinstance(listed, Mapping):
+        for task_id, meta in listed.items():
+            if isinstance(meta, Mapping) and isinstance(meta.get("title"), str):
+                titles[str(task_id)] = str(meta["title"])
+    corpus = run.manifest.get("corpus")
+    root = corpus.get("path") if isinstance(corpus, Mapping) else None
+    for row in run.rows:
+        task_id = str(row.get("task_id"))
+        if isinstance(row.get("title"), str):
+            titles[task_id] = str(row["title"])
+        elif task_id not in titles and isinstance(root, str) and row.get("task_path"):
+            titles[task_id] = _title_from_file(Path(root) / str(row["task_path"]))
+    return titles
+
+
+def _title_from_file(path: Path) -> str:
+    try:
+        task = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(task, Mapping):
+        return ""
+    for field in ("title", "description"):
+        if isinstance(task.get(field), str) and task[field].strip():
+            return str(task[field])
+    return ""
 
 
 def excluded_section(run: RunData, scores: Mapping[str, Any]) -> str:
-    tasks = run.manifest.get("tasks") if isinstance(run.manifest.get("tasks"), Mapping) else {}
-    assert isinstance(tasks, Mapping)
+    titles = task_titles(run)
     by_engine = [
         [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUS_HEAD[1:]]]
         for e, b in scores["by_engine"].items()
@@ -184,7 +216,7 @@ def excluded_section(run: RunData, scores: Mapping[str, Any]) -> str:
     rows = [
         [
             r.get("key"),
-            _title(r, tasks),
+            titles.get(str(r.get("task_id")), ""),
             r.get("status"),
             r.get("failure_class"),
             r.get("origin"),
@@ -220,8 +252,7 @@ def excluded_section(run: RunData, scores: Mapping[str, Any]) -> str:
 
 def task_section(run: RunData, scores: Mapping[str, Any]) -> str:
     """Per task: attempts passed out of attempts per engine, and whether all k passed."""
-    tasks = run.manifest.get("tasks") if isinstance(run.manifest.get("tasks"), Mapping) else {}
-    assert isinstance(tasks, Mapping)
+    all_titles = task_titles(run)
     engines = list(scores["engines"])
     cells: dict[tuple[str, str, str], dict[str, list[int]]] = {}
     titles: dict[tuple[str, str, str], str] = {}
@@ -230,7 +261,7 @@ def task_section(run: RunData, scores: Mapping[str, Any]) -> str:
         counts = cells.setdefault(task, {}).setdefault(str(row.get("engine")), [0, 0])
         counts[0] += row.get("status") == "pass"
         counts[1] += 1
-        titles.setdefault(task, _title(row, tasks))
+        titles.setdefault(task, all_titles.get(task[2], ""))
     k = int(scores["k"])
     rows = []
     for task in sorted(cells)[:TASKS_LISTED]:

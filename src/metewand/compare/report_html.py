@@ -17,6 +17,13 @@ from metewand.compare.columns import COMPUTE_PHASES, GroupColumns, compute_colum
 from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
 from metewand.compare.report_browser import browser_sections
+from metewand.compare.report_resources import (
+    ResourceContext,
+    calibration_section,
+    eligibility_section,
+    paired_section,
+    resource_context,
+)
 from metewand.compare.rundir import RunData
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
@@ -78,38 +85,12 @@ def host_section(run: RunData) -> str:
     return section("host", "Host pollution timeline", *parts)
 
 
-def _summary_part(run: RunData, key: str, empty: str) -> str:
-    summary = run.resource_summary or {}
-    value = summary.get(key)
-    if isinstance(value, Mapping):
-        return kv_table(value, empty)
-    return paragraph(unavailable(empty), "muted")
-
-
-def comparability_sections(
-    run: RunData, extra: Mapping[str, Any] | None
-) -> list[tuple[str, str, str]]:
-    extra = extra or {}
-    calibration = extra.get("calibration")
-    eligibility = extra.get("eligibility")
-    cal = (
-        kv_table(calibration, "no calibration")
-        if isinstance(calibration, Mapping)
-        else _summary_part(run, "calibration", "no profiler-off baseline given (--baseline RUN)")
-    )
-    eli = (
-        kv_table(eligibility, "no eligibility")
-        if isinstance(eligibility, Mapping)
-        else _summary_part(run, "eligibility", "no resource summary (run not profiled)")
-    )
+def comparability_sections(run: RunData, ctx: ResourceContext) -> list[tuple[str, str, str]]:
     return [
         ("host", "Host", host_section(run)),
-        ("calibration", "Calibration", section("calibration", "Observer-effect calibration", cal)),
-        (
-            "eligibility",
-            "Eligibility",
-            section("eligibility", "Comparison eligibility conditions", eli),
-        ),
+        ("paired", "Ratios", paired_section(ctx)),
+        ("calibration", "Calibration", calibration_section(ctx)),
+        ("eligibility", "Eligibility", eligibility_section(ctx)),
     ]
 
 
@@ -215,7 +196,7 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
 
 
 def render_report(
-    run: RunData, scores: Mapping[str, Any], extra: Mapping[str, Any] | None = None
+    run: RunData, scores: Mapping[str, Any], ctx: ResourceContext | None = None
 ) -> str:
     """The whole page as a string (write it with UTF-8)."""
     if run.kind == "browser":
@@ -224,7 +205,8 @@ def render_report(
         parts = browser_sections(run, scores, browser_columns(run.rows))
     else:
         parts = compute_sections(run, scores)
-    parts += comparability_sections(run, extra)
+    ctx = ctx or resource_context(run)
+    parts += comparability_sections(run, ctx)
     parts.append(("provenance", "Provenance", provenance_section(run)))
     intro = paragraph(
         f"{run.kind} run, state {run.manifest.get('state', 'unknown')}, {len(run.rows)} attempt rows"

@@ -1,0 +1,179 @@
+"""The fair-comparison parts of a report: resource summary, card, calibration, eligibility.
+
+``resource_context`` runs the same functions the browser runner runs at the end of a profiled
+run (``compare.resource_summary.summarize`` over ``compare.intersection``,
+``compare.calibration.calibrate`` against the profiler-off baseline, ``compare.eligibility``),
+so ``metewand report RUN --baseline OFF --reference-engine E`` regenerates them from the run
+directories alone. The HTML sections below only render what those documents say.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metewand.compare import resource_card
+from metewand.compare.calibration import CalibrationThresholds, calibrate
+from metewand.compare.html_parts import kv_table, paragraph, section, table
+from metewand.compare.resource_summary import summarize
+from metewand.compare.run_facts import MISSING, lookup, manifest_data, read_facts
+from metewand.compare.rundir import RunData, load_run
+
+RESOURCE_SUMMARY = "resource_summary.json"
+RESOURCE_CARD = "resource-card.md"
+
+
+@dataclass(frozen=True)
+class ResourceContext:
+    profiled: bool
+    reference_engine: str | None
+    calibration: dict[str, Any] | None  # compare.calibration.calibrate(...) output
+    summary: dict[str, Any] | None  # abb_resource_summary/1, only for a profiled browser run
+
+    def card(self) -> str | None:
+        return resource_card.render(self.summary) if self.summary is not None else None
+
+
+def _setting(run: RunData, dotted: str) -> Any:
+    found = lookup(manifest_data(run.manifest), dotted)
+    return None if found is MISSING else found
+
+
+def is_profiled(run: RunData) -> bool:
+    """Engine profiling asked for in the manifest, or resource records in the rows."""
+    if read_facts(run.manifest).get("resource_profile") == "engine":
+        return True
+    return any(isinstance(row.get("resource"), Mapping) for row in run.rows[:200])
+
+
+def baseline_dir(run: RunData, given: Path | None) -> Path | None:
+    """``--baseline`` if given, else the run's own ``--resource-calibration-baseline``."""
+    if given is not None:
+        return given
+    named = read_facts(run.manifest).get("calibration_baseline")
+    if not isinstance(named, str) or not named:
+        return None
+    path = Path(named)
+    return path if path.is_absolute() else run.path.parent / path
+
+
+def _thresholds(run: RunData) -> CalibrationThresholds:
+    pct = _setting(run, "resource_profile.max_observer_effect_pct")
+    if isinstance(pct, int | float) and not isinstance(pct, bool):
+        return CalibrationThresholds.from_observer_effect_pct(float(pct))
+    return CalibrationThresholds()
+
+
+def resource_context(
+    run: RunData, baseline: Path | None = None, reference_engine: str | None = None
+) -> ResourceContext:
+    if run.kind != "browser":
+        return ResourceContext(False, None, None, None)
+    reference = reference_engine or _setting(run, "resource_profile.reference_engine")
+    reference = reference if isinstance(reference, str) else None
+    calibration = None
+    base_path = baseline_dir(run, baseline)
+    if base_path is not None and base_path.is_dir():
+        base = load_run(base_path)
+        calibration = calibrate(base.manifest, base.rows, run.manifest, run.rows, _thresholds(run))
+        calibration["baseline_run_dir"] = str(base_path)
+    profiled = is_profiled(run)
+    summary = None
+    if profiled:
+        summary = summarize(
+            run.manifest,
+            run.rows,
+            host_summary=run.host_summary,
+            calibration=calibration,
+            cold_start_rows=run.cold_start,
+            reference_engine=reference,
+        )
+    return ResourceContext(profiled, reference, calibration, summary)
+
+
+def calibration_section(ctx: ResourceContext) -> str:
+    cal = ctx.calibration
+    if cal is None:
+        return section(
+            "calibration",
+            "Observer-effect calibration",
+            paragraph(
+                "unavailable (no profiler-off baseline: pass --baseline RUN, or run with "
+                "--resource-calibration-baseline)",
+                "muted",
+            ),
+        )
+    verdict = "acceptable" if cal["acceptable"] else "NOT acceptable"
+    failed = ", ".join(cal["failed_checks"]) or "none"
+    checks = [[c["name"], "pass" if c["passed"] else "FAIL", c["reason"]] for c in cal["checks"]]
+    return section(
+        "calibration",
+        "Observer-effect calibration",
+        paragraph(
+            f"Profiler-off run {cal['baseline_run']} against profiler-on run "
+            f"{cal['profiled_run']}: {verdict} (failed checks: {failed})."
+        ),
+        table(["check", "result", "reason"], checks),
+        "<h3>Overhead figures (all engines)</h3>",
+        kv_table(cal.get("overall") or {}, "no pairs"),
+    )
+
+
+def eligibility_section(ctx: ResourceContext) -> str:
+    if ctx.summary is None:
+        return section(
+            "eligibility",
+            "Comparison eligibility conditions",
+            paragraph("unavailable (run not profiled: --resource-profile engine)", "muted"),
+        )
+    s = ctx.summary
+    verdict = "eligible" if s["resource_comparison_eligible"] else "NOT eligible"
+    rows = [
+        [c["id"], c["title"], "pass" if c["passed"] else "FAIL", c["reason"]]
+        for c in s["eligibility_conditions"]
+    ]
+    return section(
+        "eligibility",
+        "Comparison eligibility conditions",
+        paragraph(f"Resource comparison {verdict}: all seven conditions must hold."),
+        table(["condition", "meaning", "result", "reason"], rows),
+    )
+
+
+def paired_section(ctx: ResourceContext) -> str:
+    paired = (ctx.summary or {}).get("paired_vs_reference")
+    if not isinstance(paired, Mapping):
+        why = "no reference engine (--reference-engine E)" if ctx.profiled else "run not profiled"
+        return section(
+            "paired", "Paired ratios vs reference", paragraph(f"unavailable ({why})", "muted")
+        )
+    rows = []
+    for engine, metrics in paired.items():
+        for metric, r in metrics.items():
+            ci = r.get("median_ratio_ci95")
+            rows.append(
+                [
+                    engine,
+                    metric,
+                    r.get("median_ratio"),
+                    f"{ci[0]:.3f}-{ci[1]:.3f}" if ci else None,
+                    r.get("tasks"),
+                    r.get("pairs"),
+                    r.get("undefined_tasks"),
+                ]
+            )
+    return section(
+        "paired",
+        f"Paired ratios vs reference engine {ctx.reference_engine}",
+        paragraph(
+            "Per task: median of the engine's attempts / median of the reference's, over the "
+            "all-pass intersection; the median of those ratios with a task-bootstrap 95% CI."
+        ),
+        table(
+            ["engine", "metric", "median ratio", "95% CI", "tasks", "pairs", "undefined tasks"],
+            rows,
+            (2, 4, 5, 6),
+        ),
+    )
