@@ -5,16 +5,16 @@ Usage: .venv/bin/python benchmarks/pss_scan.py [--reps 100] [--gap-ms 100] [--se
 Chromium runs a page that keeps one core busy in JavaScript and allocates and drops arrays, so the
 tree's memory keeps moving. Figures are ratios against baselines measured in the same run:
   1. per-process cost of a scan: a naive sequential read of smaps_rollup, metewand's full scan
-     (every member walked) and metewand's default scan (members whose stat signals did not move
-     keep their last PSS), alternating, --gap-ms apart as a sampler would see them; medians of
+     (every member walked) and metewand's reuse scan, labelled "default" below (members whose
+     stat signals did not move keep their last PSS; the sampler uses it only with pss_reuse=True), alternating, --gap-ms apart as a sampler would see them; medians of
      wall and CPU (pool threads included). Target: ratio <= 0.5.
   2. the default scan's error: |default total - full total| taken back to back at each rep, next
      to |naive total - full total| (what the tree itself moves in the same few milliseconds), and
      how far the default total falls outside the bracket of the full scan before it and the
      naive read after it.
   3. sampler CPU (sampler thread + caller side + reader pool) / the subject tree's CPU at a
-     100 ms interval: default settings, then the former fixed full scans every 5 ticks, one after
-     the other on the same tree. Target: < 2%.
+     100 ms interval: default settings, then with pss_reuse=True, then the former fixed full
+     scans every 5 ticks, one after the other on the same tree. Target: < 2%.
 """
 
 from __future__ import annotations
@@ -173,6 +173,7 @@ def bench_sampler_share(chromium: str, seconds: float, interval_ms: int) -> dict
         try:
             settle(accounting)
             default = run_sampler(accounting, seconds, interval_ms=interval_ms)
+            reuse = run_sampler(accounting, seconds, interval_ms=interval_ms, pss_reuse=True)
             fixed = run_sampler(
                 accounting,
                 seconds,
@@ -185,7 +186,7 @@ def bench_sampler_share(chromium: str, seconds: float, interval_ms: int) -> dict
             accounting.kill()
             proc.wait()
             accounting.close()
-    return {"backend": accounting.backend, "default": default, "fixed": fixed}
+    return {"backend": accounting.backend, "default": default, "reuse": reuse, "fixed": fixed}
 
 
 def _mib(values: Sequence[int], pick: Callable[[Sequence[int]], float]) -> str:
@@ -218,9 +219,13 @@ def report_scan(med: dict[str, Any], reps: int, gap_ms: int) -> None:
 
 
 def report_share(share: dict[str, Any], interval_ms: int, seconds: float) -> None:
-    for name in ("default", "fixed"):
+    labels = {
+        "default": "default settings (changes, no reuse)",
+        "reuse": "changes + pss_reuse=True",
+        "fixed": "former: fixed, full scan every 5 ticks",
+    }
+    for name, label in labels.items():
         r = share[name]
-        label = "default settings" if name == "default" else "fixed, full scan every 5 ticks"
         print(
             f"sampler at {interval_ms} ms, {label}, {seconds:.0f} s ({share['backend']}): "
             f"{r['ticks']} ticks, {r['pss_scans']} PSS scans {r['triggers']}, "
