@@ -154,7 +154,7 @@ def test_quiet_subject_is_scanned_rarely_and_walked_only_at_the_ends() -> None:
         accounting.attach(proc.pid)
         time.sleep(0.15)  # past exec: from here on the subject's signals stay still
         scanner = PssScanner(reuse_unchanged=True, reuse_requires_quiet_host=False)
-        sampler = Sampler(accounting, interval_ms=40, pss_every=10, scanner=scanner)
+        sampler = Sampler(accounting, interval_ms=40, pss_every=10, scanner=scanner, pss_reuse=True)
         sampler.start()
         proc.wait()
         time.sleep(0.01)

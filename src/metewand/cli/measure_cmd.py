@@ -66,7 +66,8 @@ def _print_table(report: SubjectReport) -> None:
     type=click.IntRange(min=1),
     default=5,
     show_default=True,
-    help="Scan PSS every N sampler ticks (cheap counters are read every tick).",
+    help="Longest gap between PSS scans, in ticks; a rise of the tree's memory or a change "
+    "of its members triggers one sooner (cheap counters are read every tick).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one canonical-JSON object on stdout.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
