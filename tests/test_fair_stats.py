@@ -105,3 +105,21 @@ def test_leak_slope_exact_line_and_degenerate() -> None:
     assert flat["slope_per_attempt"] is None and flat["reason"]
     with pytest.raises(ValueError):
         stats.leak_slope([1, 2, 3], [1.0])
+
+
+def test_ragged_bootstrap_gather_matches_the_plain_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unequal cluster sizes: the vectorised gather gives exactly the one-by-one medians."""
+    from metewand.compare import stats as module
+    from metewand.compare.stats import _looped_resampled_medians, _ragged_resampled_medians
+
+    monkeypatch.setattr(module, "BOOTSTRAP_CHUNK_VALUES", 500)  # many chunks, ragged last one
+
+    rng = np.random.default_rng(5)
+    for trial in range(25):
+        n_groups = int(rng.integers(1, 30))
+        groups = [rng.normal(size=int(rng.integers(1, 8))) for _ in range(n_groups)]
+        if trial % 3 == 0:  # ties
+            groups = [np.round(g, 1) for g in groups]
+        chosen = rng.integers(0, n_groups, size=(int(rng.integers(1, 200)), n_groups))
+        fast = _ragged_resampled_medians(groups, chosen)
+        assert np.array_equal(fast, _looped_resampled_medians(groups, chosen))
