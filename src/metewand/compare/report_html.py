@@ -86,8 +86,11 @@ def host_section(run: RunData) -> str:
 
 
 def comparability_sections(run: RunData, ctx: ResourceContext) -> list[tuple[str, str, str]]:
+    host = [("host", "Host", host_section(run))]
+    if run.kind != "browser":  # engine comparison sections have nothing to say about compute
+        return host
     return [
-        ("host", "Host", host_section(run)),
+        *host,
         ("paired", "Ratios", paired_section(ctx)),
         ("calibration", "Calibration", calibration_section(ctx)),
         ("eligibility", "Eligibility", eligibility_section(ctx)),
@@ -186,7 +189,9 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
         "excluded",
         "Failed attempts",
         paragraph(f"{len(failed)} failed attempts (warm-ups included).", "muted"),
-        table(["attempt key", "implementation", "role", "status", "code", "message"], failed[:200]),
+        table(["attempt key", "implementation", "role", "status", "code", "message"], failed[:200])
+        if failed
+        else "",
     )
     return [
         ("scores", "Scores", outcomes),
