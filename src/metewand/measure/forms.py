@@ -44,6 +44,7 @@ class QualityFlag(StrEnum):
     PSS_ZERO_ADDRESS_SPACE_PROCESS = "pss_zero_address_space_process"
     BASELINE_END_ONLY = "baseline_end_only"
     PSS_SCAN_RETRIED = "pss_scan_retried"
+    PSS_REUSED_UNCHANGED = "pss_reused_unchanged"  # some processes kept their last PSS
     PSS_UNAVAILABLE = "pss_unavailable"
     SAMPLER_FAULT = "sampler_fault"
     PEAK_MISSED_BY_SAMPLER = "peak_missed_by_sampler"
