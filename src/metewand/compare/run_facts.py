@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 MISSING = object()
+# What pins an engine: its binary and the version it reports. Launch details (argv with a fresh
+# port and profile dir, the DevTools URL) change on every launch and say nothing about the engine.
+ENGINE_PIN_FIELDS = ("found", "binary_path", "binary_sha256", "version_output", "cdp_product")
 
 FACT_PATHS: dict[str, tuple[str, ...]] = {
     "selected_engines": ("selected_engines",),
@@ -29,7 +32,7 @@ FACT_PATHS: dict[str, tuple[str, ...]] = {
     ),
     "corpus": ("corpus", "tasks", "resolved_tasks"),
     "engine_pins": ("engines",),
-    "harness_pins": ("harness_pins", "runner.harness_pins"),
+    "harness_pins": ("harness_pins", "runner.harness_pins", "harness_pin"),
     "runner_source": ("runner.source.tree_sha256", "runner_source.tree_sha256"),
     "host": ("host",),
     "reuse": ("reuse", "browser_reuse", "runner.browser_reuse"),
@@ -80,10 +83,21 @@ def read_facts(manifest: Mapping[str, Any]) -> RunFacts:
             if found is not MISSING and not (
                 name == "resource_profile" and isinstance(found, dict)
             ):
-                values[name], paths[name] = found, dotted
+                values[name], paths[name] = _normalized(name, found), dotted
                 break
     run_id = manifest.get("run_id") or data.get("run_id")
     return RunFacts(str(run_id) if run_id is not None else None, values, paths)
+
+
+def _normalized(name: str, value: Any) -> Any:
+    if name != "engine_pins" or not isinstance(value, Mapping):
+        return value
+    return {
+        engine: {f: facts[f] for f in ENGINE_PIN_FIELDS if f in facts}
+        if isinstance(facts, Mapping)
+        else facts
+        for engine, facts in value.items()
+    }
 
 
 def latest_rows(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -8,6 +8,7 @@ measurement trouble there never changes a functional status.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,9 @@ class AttemptRunner:
         facts = self.pool.facts(planned.engine)
         with self.store.artifact_dir(key) as out_dir:
             self.server.traffic.begin_attempt(key)
+            # The collection window: the same code path in a baseline (no scans) and a profiled
+            # run, so their difference is the observer's cost (baseline/end scans included).
+            window_start = time.perf_counter()
             token = self.hooks.attempt_started(planned, process, self.pool.worker)
             started_at = utc_now()
             outcome = await run_task_attempt(
@@ -81,6 +85,7 @@ class AttemptRunner:
             )  # fmt: skip
             finished_at = utc_now()
             resource = self.hooks.attempt_finished(token, out_dir)
+            window_ms = (time.perf_counter() - window_start) * 1000
             traffic = await self.server.traffic.end_attempt_settled(key)
             if not process.is_alive():
                 tail = process.stderr_tail()
@@ -93,6 +98,8 @@ class AttemptRunner:
         artifacts = [f"artifacts/{key}/{name}" for name in files]
         row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
         row["traffic"] = traffic.to_json()
+        if config.resource.profile != "off":
+            row["collection_wall_ms"] = round(window_ms, 3)
         if resource is not None:
             resource["duration_ms"] = outcome.duration_ms
             resource["fixture_traffic"] = row["traffic"]
