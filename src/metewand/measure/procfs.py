@@ -13,6 +13,9 @@ from functools import lru_cache
 PROC = "/proc"
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: set at the start of do_exit, before the mm goes
+
+
 class ProcessGone(LookupError):
     """The process exited (or was reaped) before its file could be read."""
 
@@ -32,6 +35,11 @@ class ProcStat:
     majflt: int = 0
     vsize_bytes: int = 0
     rss_pages: int = 0
+    flags: int = 0  # the kernel's task flags (PF_*), e.g. PF_EXITING
+
+    @property
+    def exiting(self) -> bool:
+        return bool(self.flags & PF_EXITING)
 
     @property
     def own_ticks(self) -> int:
@@ -95,6 +103,7 @@ def parse_stat(pid: int, text: bytes) -> ProcStat:
         majflt=int(rest[9]),
         vsize_bytes=int(rest[20]),
         rss_pages=int(rest[21]),
+        flags=int(rest[6]),
     )
 
 

@@ -76,6 +76,12 @@ class PssScan:
         return flags
 
 
+# Worth reading again: the member left, or its address space is gone while it is not yet a
+# zombie (between exit_mm and exit_notify: a closed tab's renderer at the end scan).
+_TRANSIENT = (Outcome.GONE, Outcome.UNCONFIRMED)
+_EXIT_SETTLE_S = 0.002
+
+
 def _parse_pss_bytes(data: bytes) -> int | None:
     at = data.find(b"\nPss:")
     if at < 0:
@@ -96,12 +102,14 @@ def _parse_shared_bytes(data: bytes) -> int:
 def _confirm_exit(pid: int) -> Outcome:
     """After a failed read: a zombie (still listed, no address space) or gone."""
     try:
-        state = procfs.read_stat(pid).state
+        stat = procfs.read_stat(pid)
     except procfs.ProcessGone:
         return Outcome.GONE
     except PermissionError:
         return Outcome.DENIED
-    return Outcome.ZOMBIE if state in ("Z", "X") else Outcome.UNCONFIRMED
+    # An exiting process (PF_EXITING) whose rollup is empty has released its address space
+    # just as a zombie has: counted, with 0 live PSS. Anything else is retried, then unavailable.
+    return Outcome.ZOMBIE if stat.state in ("Z", "X") or stat.exiting else Outcome.UNCONFIRMED
 
 
 def read_rollup(pid: int) -> tuple[Outcome, int, int]:
@@ -290,7 +298,7 @@ class PssScanner:
         shared: dict[int, int] = {}
         retried, attempt = False, 0
         while True:
-            todo = [p for p in listed if p not in outcomes or outcomes[p][0] is Outcome.GONE]
+            todo = [p for p in listed if p not in outcomes or outcomes[p][0] in _TRANSIENT]
             results, more_cpu, more_pool = self._read_all(todo)
             cpu, pool_cpu, walked = cpu + more_cpu, pool_cpu + more_pool, walked + len(todo)
             outcomes.update((pid, (outcome, value)) for pid, outcome, value, _ in results)
@@ -302,9 +310,12 @@ class PssScanner:
                 reused = set()
                 continue
             gone = [p for p in listed if outcomes[p][0] is Outcome.GONE]
-            if not gone or attempt == self.max_retries:
+            exiting = [p for p in listed if outcomes[p][0] is Outcome.UNCONFIRMED]
+            if not (gone or exiting) or attempt == self.max_retries:
                 break
             retried, attempt = True, attempt + 1
+            if exiting:  # give an exiting member (mm released, not yet a zombie) time to finish
+                time.sleep(_EXIT_SETTLE_S)
             if reused:  # a member left: sharing changed, so reused values are walked again
                 outcomes = {p: v for p, v in outcomes.items() if p not in reused}
                 reused = set()
