@@ -18,6 +18,7 @@ from typing import Any
 from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
+from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import Sampler
 from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
 from metewand.runtime.store import write_json_atomic
@@ -42,6 +43,7 @@ class _Attempt:
     wall_start: float
     harness_cpu_start: float
     error: str | None = None
+    start_ms: float | None = None  # observer wall spent in attempt_started (baseline scan)
 
 
 class ResourceProfiler(RunHooks):
@@ -51,6 +53,9 @@ class ResourceProfiler(RunHooks):
         self.run_dir = run_dir
         self.run_id = run_id
         self._groups: dict[tuple[int, str], TreeAccounting] = {}
+        # One scanner per group for the whole run: its reader threads start once, and the last
+        # end scan's per-process values can answer the next baseline scan when nothing moved.
+        self._scanners: dict[tuple[int, str], PssScanner] = {}
         self._attached: dict[tuple[int, str], int | None] = {}
         self._host: HostTelemetry | None = None
 
@@ -95,10 +100,12 @@ class ResourceProfiler(RunHooks):
                          time.process_time())  # fmt: skip
         try:
             token.cpu_before = group.cpu()
-            token.sampler = Sampler(group, self.options.sample_interval_ms)
+            scanner = self._scanners.setdefault((worker, planned.engine), PssScanner())
+            token.sampler = Sampler(group, self.options.sample_interval_ms, scanner=scanner)
             token.sampler.start()
         except Exception as exc:  # the observer never takes an attempt down
             token.error = f"{type(exc).__name__}: {exc}"
+        token.start_ms = (time.perf_counter() - token.wall_start) * 1000
         return token
 
     def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
@@ -108,7 +115,9 @@ class ResourceProfiler(RunHooks):
         try:
             if token.sampler is None:
                 raise RuntimeError(token.error or "sampler not started")
+            stop_start = time.perf_counter()
             summary = token.sampler.stop()
+            stop_ms = (time.perf_counter() - stop_start) * 1000
             wall_ms = (time.perf_counter() - token.wall_start) * 1000
             attempt_cpu = cpu_delta(token.cpu_before, token.accounting.cpu())
             record = engine_resources_record(
@@ -116,6 +125,9 @@ class ResourceProfiler(RunHooks):
                 collection_wall_ms=wall_ms, fallback_reasons=token.accounting.fallback_reasons,
                 engine=token.engine,
             )  # fmt: skip
+            # where the observer's wall goes: baseline scan (+ setup) and end scan (+ teardown)
+            record["observer_wall_ms"] = {"start": round(token.start_ms or 0.0, 3),
+                                          "stop": round(stop_ms, 3)}  # fmt: skip
             with open(artifact_dir / RESOURCE_FILE, "wb") as handle:
                 for sample in summary.samples:
                     handle.write(canonical.line(sample))
@@ -127,6 +139,9 @@ class ResourceProfiler(RunHooks):
         return record
 
     def close(self) -> None:
+        for scanner in self._scanners.values():
+            scanner.close()
+        self._scanners.clear()
         for group in self._groups.values():
             with contextlib.suppress(OSError):
                 group.close()
