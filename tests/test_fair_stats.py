@@ -107,19 +107,35 @@ def test_leak_slope_exact_line_and_degenerate() -> None:
         stats.leak_slope([1, 2, 3], [1.0])
 
 
-def test_ragged_bootstrap_gather_matches_the_plain_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Unequal cluster sizes: the vectorised gather gives exactly the one-by-one medians."""
+def test_weighted_median_bootstrap_matches_the_plain_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal and unequal cluster sizes, many chunks and grid cells: exactly the gathered medians."""
     from metewand.compare import stats as module
-    from metewand.compare.stats import _looped_resampled_medians, _ragged_resampled_medians
+    from metewand.compare.stats import _looped_resampled_medians, _resampled_medians
 
     monkeypatch.setattr(module, "BOOTSTRAP_CHUNK_VALUES", 500)  # many chunks, ragged last one
-
+    monkeypatch.setattr(module, "BOOTSTRAP_GRID_CELLS", 5)
     rng = np.random.default_rng(5)
     for trial in range(25):
         n_groups = int(rng.integers(1, 30))
-        groups = [rng.normal(size=int(rng.integers(1, 8))) for _ in range(n_groups)]
+        size = int(rng.integers(1, 8))
+        ragged = trial % 2 == 0
+        groups = [
+            rng.normal(size=int(rng.integers(1, 8)) if ragged else size) for _ in range(n_groups)
+        ]
         if trial % 3 == 0:  # ties
-            groups = [np.round(g, 1) for g in groups]
+            groups = [np.round(g, 1) + 0.0 for g in groups]
         chosen = rng.integers(0, n_groups, size=(int(rng.integers(1, 200)), n_groups))
-        fast = _ragged_resampled_medians(groups, chosen)
-        assert np.array_equal(fast, _looped_resampled_medians(groups, chosen))
+        fast = _resampled_medians(groups, chosen)
+        assert fast.tobytes() == _looped_resampled_medians(groups, chosen).tobytes()
+
+
+def test_published_interval_is_unchanged_by_the_weighted_median() -> None:
+    """Same seed, same draws: the interval equals the percentile of explicitly gathered medians."""
+    rng = np.random.default_rng(9)
+    values = list(np.exp(rng.normal(size=300) * 2))
+    clusters = [f"t{i // 5}" for i in range(300)]
+    groups = stats._group(values, clusters)
+    chosen = stats._draw(len(groups), 400, 13)
+    gathered = np.median(np.stack(groups)[chosen].reshape(400, -1), axis=1)
+    low, high = np.percentile(gathered, [2.5, 97.5])
+    assert stats.cluster_bootstrap_median_ci(values, clusters, 400, 13) == (low, high)

@@ -16,6 +16,7 @@ none of that: it compares two different "typical tasks" and ignores the pairing.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
@@ -27,7 +28,8 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_BOOTSTRAP_SEED = 20240607
 P95_METHOD = "linear"  # numpy's default (Hyndman-Fan type 7): interpolates between ranks
 CI_LEVEL = 0.95
-BOOTSTRAP_CHUNK_VALUES = 4_000_000  # resampled values held at once (~32 MB of float64)
+BOOTSTRAP_CHUNK_VALUES = 4_000_000  # running weights held at once (~32 MB of float64)
+BOOTSTRAP_GRID_CELLS = 32  # cells that bracket each resample's middle ranks before the scan
 
 
 def median(values: Sequence[float]) -> float | None:
@@ -63,50 +65,99 @@ def cluster_bootstrap_median_ci(
     if len(groups) == 1 and len(groups[0]) == 1:
         only = float(groups[0][0])
         return (only, only)
-    rng = np.random.default_rng(seed)
-    chosen = rng.integers(0, len(groups), size=(resamples, len(groups)))
-    medians = _resampled_medians(groups, chosen)
+    if np.isnan(np.concatenate(groups)).any():  # np.median's NaN rule: gather explicitly
+        medians = _looped_resampled_medians(groups, _draw(len(groups), resamples, seed))
+    else:
+        medians = _weighted_medians(groups, _resample_counts(len(groups), resamples, seed))
     low, high = np.percentile(medians, [2.5, 97.5])
     return (float(low), float(high))
 
 
+def _draw(n_groups: int, resamples: int, seed: int) -> np.ndarray:
+    """The clusters drawn for each resample: row b lists resample b's ``n_groups`` picks."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n_groups, size=(resamples, n_groups))
+
+
+@functools.lru_cache(maxsize=4)
+def _resample_counts(n_groups: int, resamples: int, seed: int) -> np.ndarray:
+    """How often each cluster is drawn in each resample (read-only, shared between metrics).
+
+    The draws depend only on (clusters, resamples, seed), and a report bootstraps many metrics
+    over the same task set, so the (resamples x clusters) matrix is built once.
+    """
+    counts = _counts_of(_draw(n_groups, resamples, seed), n_groups)
+    counts.flags.writeable = False
+    return counts
+
+
+def _counts_of(chosen: np.ndarray, n_groups: int) -> np.ndarray:
+    rows = chosen.shape[0]
+    flat = (chosen + np.arange(rows)[:, None] * n_groups).ravel()
+    # float64: exact for these integer counts, and lets the grid step use a BLAS product
+    return np.bincount(flat, minlength=rows * n_groups).reshape(rows, n_groups).astype(float)
+
+
 def _resampled_medians(groups: list[np.ndarray], chosen: np.ndarray) -> np.ndarray:
     """Median of each resample; ``chosen[b]`` lists the clusters drawn for resample b."""
-    sizes = {len(g) for g in groups}
-    if len(sizes) == 1:  # the usual case (k attempts per task): vectorised, in bounded chunks
-        matrix = np.stack(groups)
-        per_resample = matrix.size
-        chunk = max(1, BOOTSTRAP_CHUNK_VALUES // per_resample)
-        parts = [
-            np.median(matrix[chosen[i : i + chunk]].reshape(-1, per_resample), axis=1)
-            for i in range(0, chosen.shape[0], chunk)
-        ]
-        return np.concatenate(parts)
-    return _ragged_resampled_medians(groups, chosen)
+    return _weighted_medians(groups, _counts_of(chosen, len(groups)))
 
 
-def _ragged_resampled_medians(groups: list[np.ndarray], chosen: np.ndarray) -> np.ndarray:
-    """Clusters of unequal sizes: each chunk of resamples gathered with one fancy index.
+def _weighted_medians(groups: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+    """np.median of every resample without gathering it: a resample is a multiset of clusters.
 
-    The drawn clusters' value ranges are laid end to end with
-    ``repeat(starts - offsets, lengths) + arange`` (no per-cluster Python work); each resample's
-    median is then taken over its own slice of the gathered values.
+    Resample b holds ``counts[b, g]`` copies of cluster g, so its median is a weighted median
+    of the pooled values sorted once: the value at sorted position j has weight
+    ``counts[b, cluster of j]``, and the k-th smallest element of the resample sits at the first
+    j whose cumulative weight exceeds k. As np.median does, an even total averages the elements
+    of ranks T/2 - 1 and T/2 (``(a + b) / 2``) and an odd total takes rank (T - 1)/2, so the
+    results are bit-identical (up to the sign of a zero when -0.0 and 0.0 tie).
+
+    Cumulative weights over all N positions for all B resamples would cost B x N; instead a
+    grid of positions brackets every target rank exactly with one (B x G) @ (G x cells)
+    product, and the running sums are taken only over the bracketed window of positions.
     """
     flat = np.concatenate(groups)
-    lengths = np.array([len(g) for g in groups])
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    per_resample = lengths[chosen].sum(axis=1)
-    chunk = max(1, BOOTSTRAP_CHUNK_VALUES // max(1, int(per_resample.max())))
-    medians = np.empty(chosen.shape[0])
-    for first in range(0, chosen.shape[0], chunk):
-        rows = chosen[first : first + chunk]
-        ln = lengths[rows].ravel()
-        offsets = np.cumsum(ln) - ln
-        gathered = flat[np.repeat(starts[rows].ravel() - offsets, ln) + np.arange(ln.sum())]
-        ends = np.cumsum(per_resample[first : first + chunk])
-        for i, part in enumerate(np.split(gathered, ends[:-1])):
-            medians[first + i] = np.median(part)
-    return medians
+    order = np.argsort(flat, kind="stable")
+    values = flat[order]
+    cluster_of = np.repeat(np.arange(len(groups)), [len(g) for g in groups])[order]
+    totals = counts @ np.array([len(g) for g in groups], dtype=float)
+    lower = np.floor((totals - 1) / 2)  # 0-based ranks of the middle elements
+    upper = np.floor(totals / 2)
+    positions = _grid_positions(len(values))
+    grid_cum = counts @ _counts_before(cluster_of, len(groups), positions)
+    cell_lower = (grid_cum[:, 1:] <= lower[:, None]).sum(axis=1)
+    cell_upper = (grid_cum[:, 1:] <= upper[:, None]).sum(axis=1)
+    low_at = np.empty(len(totals), dtype=np.intp)
+    high_at = np.empty(len(totals), dtype=np.intp)
+    by_cell = np.argsort(cell_lower, kind="stable")  # neighbours share narrow windows
+    chunk = max(1, BOOTSTRAP_CHUNK_VALUES // len(values))
+    for first in range(0, len(by_cell), chunk):
+        rows = by_cell[first : first + chunk]
+        start_cell, end_cell = int(cell_lower[rows].min()), int(cell_upper[rows].max()) + 1
+        start, end = int(positions[start_cell]), int(positions[end_cell])
+        weights = counts[np.ix_(rows, cluster_of[start:end])]
+        cumulative = np.cumsum(weights, axis=1) + grid_cum[rows, start_cell][:, None]
+        low_at[rows] = start + (cumulative <= lower[rows, None]).sum(axis=1)
+        high_at[rows] = start + (cumulative <= upper[rows, None]).sum(axis=1)
+    low, high = values[low_at], values[high_at]
+    return np.where(totals % 2 == 0, (low + high) / 2, low)
+
+
+def _grid_positions(n_values: int) -> np.ndarray:
+    """Sorted positions 0 = p_0 < ... < p_cells = n_values that bound the bracketing cells."""
+    cells = min(n_values, BOOTSTRAP_GRID_CELLS)
+    return np.unique(np.linspace(0, n_values, cells + 1).round().astype(np.intp))
+
+
+def _counts_before(cluster_of: np.ndarray, n_groups: int, positions: np.ndarray) -> np.ndarray:
+    """(G x len(positions)): how many values of each cluster lie before each grid position."""
+    cells = len(positions) - 1
+    cell_of = np.searchsorted(positions, np.arange(len(cluster_of)), side="right") - 1
+    per_cell = np.bincount(cluster_of * cells + cell_of, minlength=n_groups * cells)
+    before = np.zeros((n_groups, cells + 1))
+    before[:, 1:] = np.cumsum(per_cell.reshape(n_groups, cells), axis=1)
+    return before
 
 
 def _looped_resampled_medians(groups: list[np.ndarray], chosen: np.ndarray) -> np.ndarray:
