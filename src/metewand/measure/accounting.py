@@ -79,6 +79,9 @@ class TreeAccounting:
     def pids(self) -> list[int]:
         raise NotImplementedError
 
+    def reset_memory_peak(self) -> bool:
+        return False
+
     def cpu(self) -> CpuReading:
         raise NotImplementedError
 
@@ -173,6 +176,16 @@ class CgroupAccounting(TreeAccounting):
             _bytes_or_unavailable(group.memory_current, source),
             _bytes_or_unavailable(group.memory_peak, source),
         )
+
+    def reset_memory_peak(self) -> bool:
+        """Restart the memory high-water at the current usage; False when it cannot be reset
+        (the peak then spans the group's lifetime, not one attempt)."""
+        if self.memory_group is None:
+            return False
+        try:
+            return self.memory_group.reset_memory_peak()
+        except OSError:
+            return False
 
     def kill(self) -> None:
         for group in self.groups:

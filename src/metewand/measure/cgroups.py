@@ -248,6 +248,11 @@ class V2Group(Group):
     def memory_peak(self) -> int | None:
         return self._read_int("memory.peak")
 
+    def reset_memory_peak(self) -> bool:
+        """cgroup2's memory.peak resets only for the file descriptor that wrote it (6.12+), so a
+        plain read keeps the group-lifetime high-water: not resettable here."""
+        return False
+
     def memory_current(self) -> int | None:
         return self._read_int("memory.current")
 
@@ -273,6 +278,12 @@ class V1MemoryGroup(Group):
 
     def memory_peak(self) -> int | None:
         return self._read_int("memory.max_usage_in_bytes")
+
+    def reset_memory_peak(self) -> bool:
+        """Start a new high-water window: writing 0 sets max_usage_in_bytes to current usage."""
+        with open(os.path.join(self.path, "memory.max_usage_in_bytes"), "w") as handle:
+            handle.write("0")
+        return True
 
     def memory_current(self) -> int | None:
         return self._read_int("memory.usage_in_bytes")

@@ -21,6 +21,9 @@ NS_PER_MS = 1_000_000
 # the kernel high-water must exceed the largest sampled cgroup memory.current by both margins
 PEAK_MISS_RATIO = 0.10
 PEAK_MISS_MIN_BYTES = 8 << 20
+# the kernel's rise over the baseline charge must exceed the sampled PSS rise by both margins
+PEAK_MISS_RISE_MIN_BYTES = 64 << 20
+PEAK_MISS_RISE_RATIO = 0.25
 
 
 def ns_to_ms(m: Measurement) -> Measurement:
@@ -56,13 +59,40 @@ def sampled_memory_max(samples: Sequence[Mapping[str, Any]]) -> int | None:
     return max(present) if present else None
 
 
-def peak_missed(kernel_peak: Measurement, samples: Sequence[Mapping[str, Any]]) -> bool:
-    """True when the cgroup saw a high-water clearly above everything the sampler read."""
-    seen = sampled_memory_max(samples)
-    if kernel_peak.value is None or seen is None:
+def _baseline_charge(samples: Sequence[Mapping[str, Any]]) -> int | None:
+    first = samples[0].get("memory_current_bytes") if samples else None
+    value = first.get("value") if isinstance(first, Mapping) else None
+    return value if isinstance(value, int) else None
+
+
+def peak_missed(
+    kernel_peak: Measurement,
+    samples: Sequence[Mapping[str, Any]],
+    pss_baseline: Measurement | None = None,
+    pss_peak: Measurement | None = None,
+) -> bool:
+    """True when the cgroup saw a high-water the sampler's readings clearly do not show.
+
+    Two ways to miss: the kernel peak is clearly above every sampled cgroup charge; or the tree's
+    rise the kernel saw (peak minus the charge at the baseline scan) is far above the rise the PSS
+    samples saw. The second catches a spike whose charge lingers at the end scan (an exiting
+    renderer is still charged while its PSS is already 0). Its margin is wide because charge and
+    PSS differ by design: each new Chrome renderer adds ~10-40 MiB of charge PSS may not show.
+    """
+    if kernel_peak.value is None:
         return False
-    excess = kernel_peak.value - seen
-    return excess > PEAK_MISS_MIN_BYTES and excess > seen * PEAK_MISS_RATIO
+    seen = sampled_memory_max(samples)
+    if seen is not None:
+        excess = kernel_peak.value - seen
+        if excess > PEAK_MISS_MIN_BYTES and excess > seen * PEAK_MISS_RATIO:
+            return True
+    charge0 = _baseline_charge(samples)
+    if charge0 is None or pss_baseline is None or pss_peak is None:
+        return False
+    if pss_baseline.value is None or pss_peak.value is None:
+        return False
+    unseen = (kernel_peak.value - charge0) - (pss_peak.value - pss_baseline.value)
+    return unseen > max(PEAK_MISS_RISE_MIN_BYTES, PEAK_MISS_RISE_RATIO * pss_baseline.value)
 
 
 def _delta(before: Measurement, after: Measurement) -> Measurement:
@@ -106,12 +136,20 @@ def engine_resources_record(
     fallback_reasons: Sequence[str] = (),
     engine: str | None = None,
     fixture_traffic: Mapping[str, Any] | None = None,
+    memory_peak_per_attempt: bool = True,
 ) -> dict[str, Any]:
-    """``attempt_cpu`` is the attempt's CPU (end reading minus baseline reading, in ns)."""
+    """``attempt_cpu`` is the attempt's CPU (end reading minus baseline reading, in ns).
+
+    ``memory_peak_per_attempt``: the cgroup high-water was restarted at the attempt's start; when
+    it was not, it may hold an earlier attempt's peak, so it is not compared with the samples."""
     cpu = _cpu_forms(attempt_cpu)
     flags = [f.value for f in summary.quality_flags]
-    if peak_missed(summary.cgroup_memory_peak, summary.samples) and (
-        QualityFlag.PEAK_MISSED_BY_SAMPLER.value not in flags
+    if (
+        memory_peak_per_attempt
+        and peak_missed(
+            summary.cgroup_memory_peak, summary.samples, summary.pss_baseline, summary.pss_peak
+        )
+        and (QualityFlag.PEAK_MISSED_BY_SAMPLER.value not in flags)
     ):
         flags.append(QualityFlag.PEAK_MISSED_BY_SAMPLER.value)
     forms: dict[str, Measurement] = {
@@ -149,6 +187,7 @@ def engine_resources_record(
         quality_flags=flags,
         collection_wall_ms=round(collection_wall_ms, 3),
         fault=summary.fault,
+        cgroup_memory_peak_window="attempt" if memory_peak_per_attempt else "group_lifetime",
     )
     if duration_ms is not None:
         record["duration_ms"] = duration_ms

@@ -10,6 +10,7 @@ changes a functional status: every observer call is guarded.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
 from metewand.measure.pss import PssScanner
-from metewand.measure.sampler import Sampler
+from metewand.measure.sampler import FaultHook, Sampler
 from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
 from metewand.runtime.store import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
@@ -32,6 +33,22 @@ from metewand.suites.browser.run_config import RunConfig
 RESOURCE_FILE = "resource.jsonl"
 COLD_START_FILE = "cold_start.jsonl"
 COLD_START_INTERVAL_MS = 50
+# Test-only fault injection (acceptance: a sampler fault mid-attempt changes no status, shows up
+# as a flag): the sampler raises on this tick of every warm attempt. Read here and nowhere else.
+SAMPLER_FAULT_ENV = "METEWAND_TEST_SAMPLER_FAULT_AT_TICK"
+
+
+def _fault_hook_from_env() -> FaultHook | None:
+    raw = os.environ.get(SAMPLER_FAULT_ENV)
+    if not raw:
+        return None
+    at_tick = int(raw)
+
+    def hook(tick: int) -> None:
+        if tick == at_tick:
+            raise RuntimeError(f"injected sampler fault at tick {tick} ({SAMPLER_FAULT_ENV})")
+
+    return hook
 
 
 @dataclass
@@ -44,6 +61,7 @@ class _Attempt:
     harness_cpu_start: float
     error: str | None = None
     start_ms: float | None = None  # observer wall spent in attempt_started (baseline scan)
+    peak_reset: bool = False  # the cgroup memory high-water was restarted for this attempt
 
 
 class ResourceProfiler(RunHooks):
@@ -56,6 +74,7 @@ class ResourceProfiler(RunHooks):
         # One scanner per group for the whole run: its reader threads start once, and the last
         # end scan's per-process values can answer the next baseline scan when nothing moved.
         self._scanners: dict[tuple[int, str], PssScanner] = {}
+        self._fault_hook = _fault_hook_from_env()
         self._attached: dict[tuple[int, str], int | None] = {}
         self._host: HostTelemetry | None = None
 
@@ -99,9 +118,12 @@ class ResourceProfiler(RunHooks):
         token = _Attempt(planned.engine, group, None, None, time.perf_counter(),
                          time.process_time())  # fmt: skip
         try:
+            # the high-water must cover this attempt only, or one spike marks every later one
+            token.peak_reset = group.reset_memory_peak()
             token.cpu_before = group.cpu()
             scanner = self._scanners.setdefault((worker, planned.engine), PssScanner())
-            token.sampler = Sampler(group, self.options.sample_interval_ms, scanner=scanner)
+            token.sampler = Sampler(group, self.options.sample_interval_ms, scanner=scanner,
+                                    fault_hook=self._fault_hook)  # fmt: skip
             token.sampler.start()
         except Exception as exc:  # the observer never takes an attempt down
             token.error = f"{type(exc).__name__}: {exc}"
@@ -123,7 +145,7 @@ class ResourceProfiler(RunHooks):
             record = engine_resources_record(
                 summary, attempt_cpu, backend=token.accounting.backend, duration_ms=None,
                 collection_wall_ms=wall_ms, fallback_reasons=token.accounting.fallback_reasons,
-                engine=token.engine,
+                engine=token.engine, memory_peak_per_attempt=token.peak_reset,
             )  # fmt: skip
             # where the observer's wall goes: baseline scan (+ setup) and end scan (+ teardown)
             record["observer_wall_ms"] = {"start": round(token.start_ms or 0.0, 3),
