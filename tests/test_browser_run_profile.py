@@ -29,7 +29,7 @@ def _config(corpus: Path, profile: str, baseline: str | None = None) -> RunConfi
 
 def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     corpus = lexbench_or_skip()
-    quiet = {"progress_mode": "quiet", "echo": lambda _t: None}
+    quiet = {"echo": lambda _t: None}
     base = run_browser(_config(corpus, "baseline"), tmp_path, "base", **quiet)  # type: ignore[arg-type]
     assert base.exit_code == 0 and base.run_dir is not None
     assert not (base.run_dir / "cold_start.jsonl").exists()

@@ -27,7 +27,7 @@ LEX_TASKS = (
 
 def _run(tmp_path: Path, config: RunConfig) -> Path:
     messages: list[str] = []
-    result = run_browser(config, tmp_path, "r", progress_mode="quiet", echo=messages.append)
+    result = run_browser(config, tmp_path, "r", echo=messages.append)
     assert result.exit_code == 0, messages
     assert result.run_dir is not None
     return result.run_dir

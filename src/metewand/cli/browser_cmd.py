@@ -75,10 +75,11 @@ def browser() -> None:
 @click.option("--cold-start-samples", type=int, default=5, show_default=True)
 def run(**opts: object) -> None:  # fmt: skip
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl."""
+    from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.suites.browser.runner import run_browser
 
     quiet = bool(opts["quiet"])
-    mode = "quiet" if quiet or opts["no_progress"] else "auto"
+    mode = progress_mode(bool(opts["no_progress"]), quiet)
 
     def echo(text: str) -> None:
         if not quiet or text.startswith("error"):
@@ -91,7 +92,8 @@ def run(**opts: object) -> None:  # fmt: skip
         config = _config(opts)
     result = run_browser(
         config, Path(str(opts["out_dir"])), opts["run_id"],  # type: ignore[arg-type]
-        opts["resume"], mode, echo, hooks=_hooks(config, opts),  # type: ignore[arg-type]
+        opts["resume"], reporter_factory(mode), echo,  # type: ignore[arg-type]
+        hooks=_hooks(config, opts),  # type: ignore[arg-type]
     )  # fmt: skip
     sys.exit(result.exit_code)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -10,6 +11,20 @@ import click
 from metewand.cli import exit_codes
 
 DEFAULT_MANIFEST = "metewand.toml"
+
+PLAN_EXAMPLES = """\b
+Examples:
+  metewand plan examples/sorting/metewand.toml
+  metewand plan examples/sorting/metewand.toml --json | head -3
+"""
+
+RUN_EXAMPLES = """\b
+Examples:
+  metewand run examples/sorting/metewand.toml
+  metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
+  metewand run --resume sort1            # after Ctrl-C (exit 130)
+  metewand run metewand.toml --quiet     # no progress, no summary table
+"""
 
 
 def _load_plan(manifest: str) -> Any:
@@ -24,7 +39,7 @@ def _load_plan(manifest: str) -> Any:
         sys.exit(exit_codes.INVALID_INPUT)
 
 
-@click.command()
+@click.command(epilog=PLAN_EXAMPLES)
 @click.argument("manifest", default=DEFAULT_MANIFEST, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON line per attempt.")
 def plan(manifest: str, as_json: bool) -> None:
@@ -46,16 +61,24 @@ def plan(manifest: str, as_json: bool) -> None:
     )
 
 
-def _progress(row: dict[str, Any]) -> None:
-    timing = (row.get("observation") or {}).get("timing") or {}
-    wall = timing.get("timed_wall_time_ns")
-    shown = f"{wall / 1e6:9.2f} ms" if isinstance(wall, int) else "        -   "
-    code = f"  {row['code']}: {row['message']}" if row.get("code") else ""
-    click.echo(f"{row['status']:8s} {shown}  {row['key']}{code}", err=True)
+def _resumed_manifest(resume: str, out_dir: str) -> str:
+    """The manifest a run was started from (``run --resume RUN`` needs no MANIFEST)."""
+    from metewand.runtime.store import RunView, StoreError
+
+    run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
+    try:
+        path = RunView(run_dir).manifest["data"].get("manifest_path")
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
+    if not isinstance(path, str):
+        click.echo(f"error: {run_dir} is not a compute run (no manifest_path)", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
+    return path
 
 
-@click.command()
-@click.argument("manifest", default=DEFAULT_MANIFEST, type=click.Path(dir_okay=False))
+@click.command(epilog=RUN_EXAMPLES)
+@click.argument("manifest", required=False, type=click.Path(dir_okay=False))
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Attempts at once.")
 @click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
 @click.option("--out", "out_dir", default="runs", show_default=True, help="Where runs live.")
@@ -68,19 +91,30 @@ def _progress(row: dict[str, Any]) -> None:
     show_default=True,
     help="Resource accounting backend.",
 )
+@click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
+@click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
-    manifest: str,
+    manifest: str | None,
     jobs: int | None,
     run_id: str | None,
     out_dir: str,
     resume: str | None,
     cache_dir: str | None,
     backend: str,
+    no_progress: bool,
+    quiet: bool,
 ) -> None:
-    """Run every attempt of MANIFEST and write rows to OUT/RUN_ID/results.jsonl."""
+    """Run every attempt of MANIFEST (default metewand.toml) into OUT/RUN_ID/results.jsonl.
+
+    Ctrl-C kills the workers of the attempts in flight, marks the run interrupted and exits
+    130; --resume RUN runs what is left (MANIFEST defaults to the one the run started from).
+    """
+    from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
+    if manifest is None:
+        manifest = _resumed_manifest(resume, out_dir) if resume else DEFAULT_MANIFEST
     _load_plan(manifest)  # validation errors before anything is created
     options = runner.RunOptions(
         out_dir=out_dir,
@@ -90,16 +124,22 @@ def run(
         cache_dir=cache_dir,
         accounting_backend=backend,
     )
+    reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
-        summary = runner.run(manifest, options, progress=_progress)
+        summary = runner.run(manifest, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
     except KeyboardInterrupt:
-        click.echo("interrupted: resume with --resume", err=True)
+        click.echo(f"interrupted: resume with --resume {resume or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
-    click.echo(
-        f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
-        + (f", {summary.skipped} already done" if summary.skipped else "")
-    )
+    if not quiet:
+        click.echo(
+            f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
+            + (f", {summary.skipped} already done" if summary.skipped else "")
+        )
     click.echo(f"run directory: {summary.run_dir}")
+
+
+def _run_dir(options: Any) -> str:
+    return str(Path(options.out_dir) / options.run_id) if options.run_id else "RUN"

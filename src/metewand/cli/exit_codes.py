@@ -1,7 +1,11 @@
-"""Exit codes shared by every command (documented in README)."""
+"""Exit codes shared by every command (documented in README); defined in ``runtime``."""
 
-OK = 0
-BENCHMARK_FAILURES = 1  # a run finished but some attempts failed, where the user asked to know
-INVALID_INPUT = 2  # bad manifest, task file, flag or argument; nothing was run
-ENVIRONMENT_MISSING = 3  # something a run needs (engine, backend) is missing
-INTERRUPTED = 130  # Ctrl-C: the run is marked interrupted and can be resumed
+from metewand.runtime.exit_codes import (
+    BENCHMARK_FAILURES,
+    ENVIRONMENT_MISSING,
+    INTERRUPTED,
+    INVALID_INPUT,
+    OK,
+)
+
+__all__ = ["BENCHMARK_FAILURES", "ENVIRONMENT_MISSING", "INTERRUPTED", "INVALID_INPUT", "OK"]

@@ -6,14 +6,19 @@
     progress.attempt_finished("pass")
     progress.close()   # prints the summary table (quiet mode prints nothing)
 
-Runners call it from one thread; counts are by status word (pass, fail, accepted, ...).
+Modes: rich (bar with counts, ETA and the current attempt), plain (a line at most every
+``plain_every_s``), summary (only the final table: ``--no-progress``), quiet (nothing),
+auto (rich on a terminal, else plain). Safe to call from several threads (compute jobs);
+counts are by status word (pass, fail, accepted, ...).
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import IO, Any
 
 from rich.console import Console
@@ -21,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemaini
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
-MODES = ("auto", "rich", "plain", "quiet")
+MODES = ("auto", "rich", "plain", "summary", "quiet")
 PLAIN_EVERY_S = 10.0  # plain mode: at most one line per interval, plus the last attempt
 
 
@@ -47,6 +52,7 @@ class Progress:
         self._last_line = 0.0
         self._bar: RichProgress | None = None
         self._task: Any = None
+        self._lock = threading.Lock()
 
     @property
     def done(self) -> int:
@@ -69,11 +75,19 @@ class Progress:
             self._task = self._bar.add_task("starting", total=self.total, counts="")
 
     def attempt_started(self, label: str) -> None:
+        with self._lock:
+            self._started_attempt(label)
+
+    def _started_attempt(self, label: str) -> None:
         self.current = label
         if self._bar is not None:
             self._bar.update(self._task, description=label)
 
     def attempt_finished(self, status: str) -> None:
+        with self._lock:
+            self._finished_attempt(status)
+
+    def _finished_attempt(self, status: str) -> None:
         self.counts[status] += 1
         if self._bar is not None:
             self._bar.update(self._task, advance=1, counts=self.counts_text())
@@ -116,11 +130,27 @@ class Progress:
         elapsed = time.monotonic() - self._started if self._started else 0.0
         if self.mode == "quiet":
             return
-        if self.mode == "rich":
-            Console(file=self.stream).print(self.summary_table())
-            return
-        self._write(f"done {self.done}/{self.total} in {elapsed:.1f}s: {self.counts_text()}\n")
+        if self.mode == "plain":
+            self._write(f"done {self.done}/{self.total} in {elapsed:.1f}s: {self.counts_text()}\n")
+        # Rich writes no colour codes when the stream is not a terminal or NO_COLOR is set.
+        Console(file=self.stream).print(self.summary_table())
 
     def _write(self, text: str) -> None:
         self.stream.write(text)
         self.stream.flush()
+
+
+def progress_mode(no_progress: bool, quiet: bool) -> str:
+    """``--quiet`` shows nothing; ``--no-progress`` keeps only the final summary."""
+    if quiet:
+        return "quiet"
+    return "summary" if no_progress else "auto"
+
+
+def reporter_factory(mode: str, stream: IO[str] | None = None) -> Callable[[int], Progress]:
+    """What a runner takes (``runtime.progress.ReporterFactory``): one Progress per run."""
+
+    def make(total: int) -> Progress:
+        return Progress(total, mode=mode, stream=stream)
+
+    return make

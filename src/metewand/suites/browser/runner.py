@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.cli.exit_codes import INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime import provenance
+from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
+from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.store import RunStore, StoreError, utc_now, write_json_atomic
 from metewand.suites.browser import classify
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
@@ -98,7 +99,7 @@ def run_browser(
     out_dir: Path,
     run_id: str | None = None,
     resume: str | None = None,
-    progress_mode: str = "auto",
+    progress: ReporterFactory = null_reporter,
     echo: Echo = _stderr,
     hooks: RunHooks | None = None,
 ) -> RunResult:
@@ -118,7 +119,7 @@ def run_browser(
         profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
         profiler.start_host(os.getpid())
         try:
-            asyncio.run(_execute(plan, store, todo, progress_mode, hooks or profiler))
+            asyncio.run(_execute(plan, store, todo, progress, hooks or profiler))
         except KeyboardInterrupt:
             kill_leftovers(store.run_dir, store.run_id)
             _finish_profiler(profiler)
@@ -168,6 +169,7 @@ def _finish_profiler(profiler: ResourceProfiler) -> None:
 
 
 def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
+    from metewand.compare.calibration import CalibrationThresholds
     from metewand.compare.resource_artifacts import finalize_resource_artifacts
 
     baseline = config.resource.calibration_baseline
@@ -175,7 +177,12 @@ def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: E
     if baseline is not None:
         baseline_dir = Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
     summary = finalize_resource_artifacts(
-        store.run_dir, baseline_dir, reference_engine=config.resource.reference_engine
+        store.run_dir,
+        baseline_dir,
+        reference_engine=config.resource.reference_engine,
+        thresholds=CalibrationThresholds.from_observer_effect_pct(
+            config.resource.max_observer_effect_pct
+        ),
     )
     eligible = summary.get("resource_comparison_eligible")
     echo(f"resource summary: resource_comparison_eligible={eligible}")
@@ -193,16 +200,18 @@ def write_scores(store: RunStore) -> None:
 
 
 async def _execute(
-    plan: Plan, store: RunStore, todo: list[PlannedAttempt], mode: str, hooks: RunHooks | None
+    plan: Plan,
+    store: RunStore,
+    todo: list[PlannedAttempt],
+    reporter: ReporterFactory,
+    hooks: RunHooks | None,
 ) -> None:
-    from metewand.cli.progress import Progress
-
     main = asyncio.current_task()
     assert main is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main.cancel)
-    progress = Progress(len(todo), mode=mode)
+    progress = reporter(len(todo))
     try:
         if isinstance(hooks, ResourceProfiler) and not store.finished_keys():
             await hooks.cold_starts(plan.available, {})

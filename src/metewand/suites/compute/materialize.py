@@ -14,6 +14,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,14 @@ def derivation_id(config: DatasetConfig) -> str:
 class DatasetCache:
     """Per-run, thread-safe front of the persistent cache."""
 
-    def __init__(self, cache_dir: str, work_dir: str, builder: Builder) -> None:
+    def __init__(
+        self,
+        cache_dir: str,
+        work_dir: str,
+        builder: Builder,
+        on_start: Callable[[WorkerSession], None] | None = None,
+    ) -> None:
+        self.on_start = on_start  # told of every materializer process (the run may kill it)
         self.root = os.path.join(cache_dir, "datasets")
         self.work_dir = work_dir
         self.builder = builder
@@ -172,7 +180,7 @@ class DatasetCache:
             staging,
             built.build_dir,
         )
-        session = WorkerSession(spec, os.path.join(staging, "logs"))
+        session = WorkerSession(spec, os.path.join(staging, "logs"), on_start=self.on_start)
         started = 0
         try:
             session.start()

@@ -3,6 +3,10 @@
 Worker units (one attempt, or warm-ups plus repetitions on a reused worker) go to a thread pool
 of ``jobs`` workers in plan order (sequential, or the seeded randomized order of the plan).
 Concurrency changes nothing inside an attempt: every envelope and scope stays the same.
+
+Ctrl-C (or SIGTERM): every live worker process is killed, attempts cut short leave neither row
+nor artifacts, the run is marked ``interrupted`` and ``KeyboardInterrupt`` propagates (the CLI
+exits 130); ``--resume`` runs exactly the attempts without a row.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -17,8 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from metewand import __version__
+from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
 from metewand.runtime.store import RunStore
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
+from metewand.suites.compute.interrupt import (
+    RunInterrupted,
+    SessionRegistry,
+    ignoring_interrupts,
+    terminate_as_interrupt,
+)
 from metewand.suites.compute.launch import Builder, launch_spec
 from metewand.suites.compute.manifest import Manifest, load
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
@@ -26,7 +38,7 @@ from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
 from metewand.suites.compute.records import VERSIONS, build_row
 from metewand.suites.compute.workers import ImplementationWorker
 
-Progress = Callable[[dict[str, Any]], None]
+RowCallback = Callable[[dict[str, Any]], None]
 
 
 @dataclass
@@ -80,14 +92,19 @@ class ComputeRun:
         self.work_dir = str(store.run_dir / ".work")
         os.makedirs(self.work_dir, exist_ok=True)
         self.builder = Builder(manifest.root, os.path.join(self.work_dir, "build"))
+        self.sessions = SessionRegistry()
         self.cache = DatasetCache(
-            options.cache_dir or default_cache_dir(), self.work_dir, self.builder
+            options.cache_dir or default_cache_dir(),
+            self.work_dir,
+            self.builder,
+            on_start=self.sessions.started,
         )
+        self.reporter: RunReporter = null_reporter(0)
+        self.report_lock = threading.Lock()
         first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
         self.jobs = max(1, options.jobs or first)
 
-    def execute(self, progress: Progress | None = None) -> RunSummary:
-        summary = RunSummary(str(self.store.run_dir))
+    def todo_units(self, summary: RunSummary) -> list[tuple[PlannedAttempt, ...]]:
         done = self.store.finished_keys()
         units = []
         for unit in self.plan.units:
@@ -95,29 +112,61 @@ class ComputeRun:
             summary.skipped += len(unit) - len(todo)
             if todo:
                 units.append(todo)
-        with ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mw-attempt") as pool:
-            futures = [pool.submit(self._run_unit, unit, progress) for unit in units]
+        return units
+
+    def execute(
+        self, units: list[tuple[PlannedAttempt, ...]], on_row: RowCallback | None = None
+    ) -> RunSummary:
+        summary = RunSummary(str(self.store.run_dir))
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="mw-attempt")
+        try:
+            futures = [pool.submit(self._run_unit, unit, on_row) for unit in units]
             for future in futures:
                 summary.rows.extend(future.result())
+        except BaseException:
+            with ignoring_interrupts():
+                self._stop(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True)
+            shutil.rmtree(self.work_dir, ignore_errors=True)
         for row in summary.rows:
             summary.attempts += 1
             summary.accepted += row["status"] == "accepted"
             summary.failed += row["status"] == "failed"
-        shutil.rmtree(self.work_dir, ignore_errors=True)
         return summary
 
-    def _run_unit(self, unit: tuple[PlannedAttempt, ...], progress: Progress | None) -> list:
-        worker = ImplementationWorker(self.options.accounting_backend, self.options.log_limit)
+    def _stop(self, pool: ThreadPoolExecutor) -> None:
+        """Drop queued units, kill every live worker, wait for the threads to notice."""
+        pool.shutdown(wait=False, cancel_futures=True)
+        self.sessions.stop()
+        pool.shutdown(wait=True)
+
+    def _run_unit(self, unit: tuple[PlannedAttempt, ...], on_row: RowCallback | None) -> list:
+        worker = ImplementationWorker(
+            self.options.accounting_backend, self.options.log_limit, self.sessions.started
+        )
         rows = []
         try:
             for index, attempt in enumerate(unit):
+                if self.sessions.stopping:
+                    break
+                self._report(started=attempt.key)
                 row = self._run_attempt(attempt, worker, last=index == len(unit) - 1)
                 rows.append(row)
-                if progress is not None:
-                    progress(row)
+                self._report(finished=str(row["status"]))
+                if on_row is not None:
+                    on_row(row)
         finally:
             worker.finish(self.options.timeouts.shutdown_s)
         return rows
+
+    def _report(self, started: str | None = None, finished: str | None = None) -> None:
+        with self.report_lock:
+            if started is not None:
+                self.reporter.attempt_started(started)
+            if finished is not None:
+                self.reporter.attempt_finished(finished)
 
     def _run_attempt(
         self, attempt: PlannedAttempt, worker: ImplementationWorker, last: bool
@@ -151,25 +200,48 @@ class ComputeRun:
                 setup_error=setup_error,
             )
             outcome = AttemptRun(spec, worker, release_worker=last).run()
+            if self.sessions.stopping:  # cut short by the interrupt: not a result
+                raise RunInterrupted(attempt.key)
             row = build_row(outcome, dataset.receipt, adir, rel, self.jobs)
         self.store.append(row)
         return row
 
 
-def run(manifest_path: str, options: RunOptions, progress: Progress | None = None) -> RunSummary:
+def run(
+    manifest_path: str,
+    options: RunOptions,
+    progress: RowCallback | None = None,
+    reporter: ReporterFactory = null_reporter,
+) -> RunSummary:
+    """Run (or resume) a manifest; ``progress`` sees each row, ``reporter`` the counts."""
     manifest = load(manifest_path)
     plan = build_plan(manifest)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
-    store = _open_store(options, _manifest_data(manifest, plan, options.jobs or first))
+    with terminate_as_interrupt():
+        store = _open_store(options, _manifest_data(manifest, plan, options.jobs or first))
+        try:
+            return _execute(ComputeRun(manifest, plan, store, options), progress, reporter)
+        except BaseException:
+            store.set_state("interrupted")
+            raise
+        finally:
+            store.close()
+
+
+def _execute(
+    compute: ComputeRun, on_row: RowCallback | None, reporter: ReporterFactory
+) -> RunSummary:
+    skipped = RunSummary(str(compute.store.run_dir))
+    units = compute.todo_units(skipped)
+    compute.reporter = reporter(sum(len(unit) for unit in units))
+    compute.reporter.start()
     try:
-        summary = ComputeRun(manifest, plan, store, options).execute(progress)
-        store.update_manifest({"dataset_materializations": _receipts(summary)})
-        store.set_state("complete")
-    except BaseException:
-        store.set_state("interrupted")
-        raise
+        summary = compute.execute(units, on_row)
     finally:
-        store.close()
+        compute.reporter.close()
+    summary.skipped = skipped.skipped
+    compute.store.update_manifest({"dataset_materializations": _receipts(summary)})
+    compute.store.set_state("complete")
     return summary
 
 

@@ -105,8 +105,10 @@ class WorkerSession:
         log_dir: str,
         log_limit: int = DEFAULT_LOG_LIMIT,
         accounting: Accounting | None = None,
+        on_start: Callable[[WorkerSession], None] | None = None,
     ) -> None:
         self.spec = spec
+        self.on_start = on_start  # e.g. SessionRegistry.started: the run can kill it
         self.log_dir = log_dir
         self.log_limit = log_limit
         self.accounting = accounting
@@ -158,6 +160,8 @@ class WorkerSession:
                 self.proc.stderr, os.path.join(self.log_dir, f"{role}.stderr"), self.log_limit
             ),
         ]
+        if self.on_start is not None:
+            self.on_start(self)
 
     def hello(self, timeout_s: float) -> dict[str, Any]:
         reply = self.call(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from typing import Any
 
 from metewand.measure import forms
@@ -28,7 +29,13 @@ def _open_accounting(backend: str, label: str) -> tuple[Any, str | None]:
 
 
 class ImplementationWorker:
-    def __init__(self, accounting_backend: str = "auto", log_limit: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        accounting_backend: str = "auto",
+        log_limit: int = 1 << 20,
+        on_start: Callable[[WorkerSession], None] | None = None,
+    ) -> None:
+        self.on_start = on_start  # told of every process started (implementation, evaluator)
         self.accounting_backend = accounting_backend
         self.log_limit = log_limit
         self.session: WorkerSession = None  # type: ignore[assignment]
@@ -51,13 +58,16 @@ class ImplementationWorker:
             self.accounting_backend, f"mw-{os.getpid()}-{id(self):x}"
         )
         log_dir = os.path.join(spec.cwd, "logs")
-        self.session = WorkerSession(spec, log_dir, self.log_limit, self.accounting)
+        self.session = WorkerSession(
+            spec, log_dir, self.log_limit, self.accounting, on_start=self.on_start
+        )
         self.cpu_before = None
         self.session.start()
         self.session.hello(hello_timeout_s)
 
     def launch_evaluator(self, spec: LaunchSpec, attempt_dir: str) -> WorkerSession:
-        return WorkerSession(spec, os.path.join(attempt_dir, "logs"), self.log_limit)
+        logs = os.path.join(attempt_dir, "logs")
+        return WorkerSession(spec, logs, self.log_limit, on_start=self.on_start)
 
     def cpu_baseline(self) -> None:
         if self.accounting is not None:
