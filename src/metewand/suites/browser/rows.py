@@ -33,6 +33,14 @@ def attempt_key(task: Task, engine: str, attempt: int) -> str:
     return f"{task.layer}/{task.subset_id}/{task.task_id}/{engine}/{attempt}"
 
 
+def task_title(task: Task) -> str:
+    """The task's ``title``, else its (required) ``description``: what a report shows."""
+    title = task.data.get("title")
+    if isinstance(title, str) and title.strip():
+        return title
+    return str(task.data.get("description", ""))
+
+
 def base_row(run_id: str, planned: PlannedAttempt, isolation: str) -> dict[str, Any]:
     task = planned.task
     return {
@@ -41,6 +49,7 @@ def base_row(run_id: str, planned: PlannedAttempt, isolation: str) -> dict[str, 
         "layer": task.layer,
         "subset": task.subset_id,
         "task_id": task.task_id,
+        "title": task_title(task),
         "task_path": task.path,
         "engine": planned.engine,
         "attempt": planned.attempt,
