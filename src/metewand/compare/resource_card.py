@@ -191,6 +191,72 @@ def _cold_start(s: Summary) -> list[str]:
     return ["## Cold start (separate from warm attempts)", "", *_table(header, rows), "", note, ""]
 
 
+def _setup(s: Summary) -> list[str]:
+    rows = []
+    for e in s["engines"]:
+        sampling = s["by_engine"].get(e, {}).get("sampling") or {}
+        wall = sampling.get("observer_wall_ms_median") or {}
+        rows.append(
+            [
+                e,
+                ", ".join(sampling.get("backends") or []) or NA,
+                ", ".join(str(i) for i in sampling.get("interval_ms") or []) or NA,
+                _num(sampling.get("pss_samples_median"), 0),
+                _num(sampling.get("sampler_cpu_ms_median"), 1),
+                _num(wall.get("start"), 1),
+                _num(wall.get("stop"), 1),
+            ]
+        )
+    header = [
+        "engine",
+        "accounting backend",
+        "interval ms",
+        "PSS scans per attempt (median)",
+        "sampler CPU ms per attempt (median)",
+        "baseline scan wall ms (median)",
+        "end scan wall ms (median)",
+    ]
+    notes = [
+        "The sampler's CPU (all reader threads included) is the observer's cost, not the "
+        "engine's; the scan walls are inside the collection window the observer-effect check "
+        "compares."
+    ]
+    if any(
+        ((s["by_engine"].get(e, {}).get("sampling") or {}).get("pss_samples_median") or 3) <= 2
+        for e in s["engines"]
+    ):
+        notes.append(
+            "Where the median is 2 PSS scans, most attempts were shorter than the interval: "
+            "their PSS peak is the larger of the baseline and end scans "
+            "(`baseline_end_only`), not a continuously sampled peak. The cgroup high-water "
+            "column is the kernel's exact peak for those attempts."
+        )
+    return ["## Measurement setup and observer cost", "", *_table(header, rows), "",
+            *notes, ""]  # fmt: skip
+
+
+FLAG_MEANINGS: dict[str, str] = {
+    "baseline_end_only": "only the baseline and end PSS scans exist (attempt shorter than the "
+    "interval); the PSS peak is not a sampled peak",
+    "pss_scan_retried": "a member exited during a PSS scan; the scan re-listed and re-read",
+    "pss_zero_address_space_process": "a member had released its address space (zombie or "
+    "exiting): counted as a process, 0 live PSS",
+    "pss_unavailable": "a PSS scan could not read every member; the value is unavailable, not 0",
+    "peak_missed_by_sampler": "the cgroup high-water rose clearly above what the samples saw",
+    "sampler_fault": "the sampler failed mid-attempt; values after the fault are missing",
+    "proc_tree_child_exit_loss_risk": "CPU from the /proc tree: children reaped early may be lost",
+    "cpu_accounting_fallback": "no dedicated cgroup for CPU; a fallback backend was used",
+}
+
+
+def _flags(s: Summary) -> list[str]:
+    counts = s["quality_flags_by_engine"]
+    lines = _counts_section("Measurement quality flags", counts, "none")
+    seen = sorted({flag for c in counts.values() for flag in c})
+    legend = [f"- `{flag}`: {FLAG_MEANINGS[flag]}." for flag in seen if flag in FLAG_MEANINGS]
+    return [*lines, *legend, *([""] if legend else [])]
+
+
 def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: str) -> list[str]:
     rows = [[e, ", ".join(f"{k} {v:,}" for k, v in c.items()) or empty] for e, c in counts.items()]
     return [f"## {title}", "", *_table(["engine", "counts"], rows), ""]
@@ -198,6 +264,13 @@ def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: 
 
 def _host_observer(s: Summary) -> list[str]:
     lines = ["## Host and observer quality", ""]
+    facts = (s.get("provenance") or {}).get("host") or {}
+    if facts:
+        governor = _governor(facts.get("cpu_governor"))
+        lines.append(
+            f"- Host: {facts.get('kernel', NA)}, {facts.get('cpu_count', NA)} CPUs "
+            f"({facts.get('cpu_model', NA)}), governor {governor}."
+        )
     host = s.get("host_quality")
     if host is None:
         lines.append("- Host telemetry: unavailable (no host summary).")
@@ -214,7 +287,16 @@ def _host_observer(s: Summary) -> list[str]:
         return [*lines, "- Observer effect: unavailable (no profiler-off baseline run).", ""]
     verdict = "acceptable" if observer.get("acceptable") else "NOT acceptable"
     baseline = observer.get("baseline_run")
-    lines.append(f"- Observer effect against baseline run {baseline}: {verdict}.")
+    th = observer.get("thresholds") or {}
+    lines.append(
+        f"- Observer effect against baseline run {baseline}: {verdict} (limits: median duration "
+        f"Δ ≤ {th.get('max_duration_overhead_pct', NA)}%, median collection-wall Δ ≤ "
+        f"{th.get('max_collection_wall_overhead_pct', NA)}%, status mismatches ≤ "
+        f"{_num((th.get('max_status_mismatch_rate') or 0) * 100, 1)}%, overall and per engine)."
+    )
+    failed = observer.get("failed_checks") or []
+    if failed:
+        lines.append(f"- Failed calibration checks: {', '.join(failed)}.")
     header = [
         "scope",
         "median duration Δ %",
@@ -239,6 +321,17 @@ def _host_observer(s: Summary) -> list[str]:
     return [*lines, "", *_table(header, rows), ""]
 
 
+def _governor(value: Any) -> str:
+    """``{"all": g}``, ``{"per_cpu": {...}}`` or ``{"unavailable": reason}`` as one phrase."""
+    if not isinstance(value, Mapping):
+        return NA
+    if "all" in value:
+        return str(value["all"])
+    if "per_cpu" in value:
+        return ", ".join(sorted({str(v) for v in value["per_cpu"].values()}))
+    return f"unavailable: {value.get('unavailable', 'unknown')}"
+
+
 def _pct(figures: Mapping[str, Any], key: str) -> str:
     value = figures.get(key)
     return NA if value is None else f"{value:+.2f}"
@@ -251,8 +344,9 @@ SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _paired,
     _leaks,
     _cold_start,
+    _setup,
     lambda s: _counts_section("Excluded outcomes", s["excluded"]["status_by_engine"], "none"),
-    lambda s: _counts_section("Measurement quality flags", s["quality_flags_by_engine"], "none"),
+    _flags,
     _host_observer,
 )
 

@@ -9,6 +9,8 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from metewand.compare import eligibility, stats
 from metewand.compare.intersection import (
     Intersection,
@@ -21,6 +23,7 @@ from metewand.compare.resource_metrics import (
     METRICS_BY_NAME,
     form_value,
     quality_flags,
+    read_columns,
 )
 from metewand.compare.run_facts import latest_rows, read_facts
 
@@ -29,17 +32,22 @@ PAIRED_METRICS = ("cpu_total_ms", "pss_peak_bytes", "pss_peak_delta_bytes", "avg
 LEAK_METRICS = ("pss_end_bytes", "process_count_end")
 PEAK_MISSED_FLAG = "peak_missed_by_sampler"
 Row = Mapping[str, Any]
+Columns = Mapping[str, Sequence[float | None]]  # metric name -> value of each row, in row order
 
 
-def _engine_metrics(rows: Sequence[Row], resamples: int, seed: int) -> dict[str, Any]:
+def _engine_metrics(
+    rows: Sequence[Row], columns: Columns, resamples: int, seed: int
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    tasks = [str(r["task_id"]) for r in rows]
     for metric in METRICS:
-        pairs = [(metric.read(r), str(r["task_id"])) for r in rows]
-        present = [(v, t) for v, t in pairs if v is not None]
+        present = [
+            (v, t) for v, t in zip(columns[metric.name], tasks, strict=True) if v is not None
+        ]
         described = stats.describe(
             [v for v, _ in present], [t for _, t in present], resamples, seed
         )
-        described["missing"] = len(pairs) - len(present)
+        described["missing"] = len(rows) - len(present)
         described["unit"] = metric.unit
         out[metric.name] = described
     return out
@@ -57,6 +65,34 @@ def _memory_high_water(rows: Sequence[Row], metrics: Mapping[str, Any]) -> dict[
     }
 
 
+def _median(values: Sequence[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def _sampling(rows: Sequence[Row]) -> dict[str, Any]:
+    """How the engine was observed, over all its profiled attempts: backend, PSS samples per
+    attempt, the sampler's own CPU and the observer's wall inside the collection window."""
+    res = [r["resource"] for r in rows if isinstance(r.get("resource"), Mapping)]
+    numbers = {
+        "pss_samples": [r.get("sample_counts", {}).get("pss_samples") for r in res],
+        "sampler_cpu_ms": [r.get("sampler_cpu_ms") for r in res],
+        "observer_start_ms": [(r.get("observer_wall_ms") or {}).get("start") for r in res],
+        "observer_stop_ms": [(r.get("observer_wall_ms") or {}).get("stop") for r in res],
+    }
+    present = {k: [float(v) for v in vs if isinstance(v, int | float)] for k, vs in numbers.items()}
+    return {
+        "attempts": len(res),
+        "backends": sorted({str(r.get("backend")) for r in res}),
+        "interval_ms": sorted({r.get("interval_ms") for r in res if r.get("interval_ms")}),
+        "pss_samples_median": _median(present["pss_samples"]),
+        "sampler_cpu_ms_median": _median(present["sampler_cpu_ms"]),
+        "observer_wall_ms_median": {
+            "start": _median(present["observer_start_ms"]),
+            "stop": _median(present["observer_stop_ms"]),
+        },
+    }
+
+
 def _sequence_index(row: Row) -> float | None:
     order = row.get("order")
     if isinstance(order, Mapping) and isinstance(order.get("round"), int):
@@ -67,8 +103,10 @@ def _sequence_index(row: Row) -> float | None:
 def _leak_curves(rows: Sequence[Row]) -> dict[str, Any]:
     """Run-level slopes over every row of the engine, against the task-attempt sequence index."""
     out: dict[str, Any] = {}
+    columns = read_columns(rows, [METRICS_BY_NAME[name] for name in LEAK_METRICS])
+    rounds = [_sequence_index(r) for r in rows]
     for name in LEAK_METRICS:
-        points = [(_sequence_index(r), METRICS_BY_NAME[name].read(r)) for r in rows]
+        points = list(zip(rounds, columns[name], strict=True))
         usable = [(x, y) for x, y in points if x is not None and y is not None]
         slope = stats.leak_slope([x for x, _ in usable], [y for _, y in usable])
         slope["x"] = "order.round (task-attempt sequence index)"
@@ -77,28 +115,30 @@ def _leak_curves(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def _paired(
-    inter: Intersection, reference: str | None, resamples: int, seed: int
+    inter: Intersection,
+    columns: Mapping[str, Columns],
+    reference: str | None,
+    resamples: int,
+    seed: int,
 ) -> dict[str, Any] | None:
     if reference is None or reference not in inter.rows_by_engine:
         return None
     out: dict[str, Any] = {}
     ref_rows = inter.rows_by_engine[reference]
+    theirs = {n: _keyed(ref_rows, columns[reference][n]) for n in PAIRED_METRICS}
     for engine, rows in inter.rows_by_engine.items():
         if engine == reference:
             continue
         out[engine] = {}
         for name in PAIRED_METRICS:
-            metric = METRICS_BY_NAME[name]
-            mine = _keyed(rows, metric.read)
-            theirs = _keyed(ref_rows, metric.read)
-            out[engine][name] = stats.paired_ratio(mine, theirs, resamples, seed)
+            mine = _keyed(rows, columns[engine][name])
+            out[engine][name] = stats.paired_ratio(mine, theirs[name], resamples, seed)
     return out
 
 
-def _keyed(rows: Sequence[Row], read: Any) -> dict[tuple[str, int], float]:
+def _keyed(rows: Sequence[Row], values: Sequence[float | None]) -> dict[tuple[str, int], float]:
     out: dict[tuple[str, int], float] = {}
-    for row in rows:
-        value = read(row)
+    for row, value in zip(rows, values, strict=True):
         if value is not None:
             out[(str(row["task_id"]), int(row["attempt"]))] = value
     return out
@@ -176,16 +216,20 @@ def summarize(
     rows = latest_rows(rows)
     inter = all_pass_intersection(rows, engines)
     verdict = eligibility.evaluate(manifest, rows, host_summary, calibration, inter)
+    # each engine's metric values are read from its intersection rows once, for every use
+    columns = {e: read_columns(r) for e, r in inter.rows_by_engine.items()}
     by_engine: dict[str, Any] = {}
     for engine in engines:
         engine_rows = inter.rows_by_engine.get(engine, [])
-        metrics = _engine_metrics(engine_rows, resamples, bootstrap_seed)
+        engine_columns = columns.get(engine) or read_columns(engine_rows)
+        metrics = _engine_metrics(engine_rows, engine_columns, resamples, bootstrap_seed)
         all_rows = [r for r in rows if r["engine"] == engine]
         by_engine[engine] = {
             "intersection_attempts": len(engine_rows),
             "metrics": metrics,
             "memory_high_water": _memory_high_water(engine_rows, metrics),
             "leak_curve": _leak_curves(all_rows),
+            "sampling": _sampling(all_rows),
         }
     missing = next(c for c in verdict["conditions"] if c["id"] == "metrics_complete")
     return {
@@ -212,7 +256,7 @@ def summarize(
         "functional_outcomes": functional_outcomes(rows, engines),
         "quality_flags_by_engine": _flags_by_engine(rows, engines),
         "by_engine": by_engine,
-        "paired_vs_reference": _paired(inter, reference_engine, resamples, bootstrap_seed),
+        "paired_vs_reference": _paired(inter, columns, reference_engine, resamples, bootstrap_seed),
         "cold_start": cold_start_summary(cold_start_rows, engines, resamples, bootstrap_seed),
         "host_quality": _host_quality(host_summary),
         "observer_effect": _observer_effect(calibration),
