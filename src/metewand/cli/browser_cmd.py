@@ -26,7 +26,14 @@ def _engine_list(text: str) -> tuple[str, ...]:
 
 @click.group()
 def browser() -> None:
-    """Run headless browser engines against a task corpus over CDP."""
+    """Run headless browser engines against a task corpus over CDP.
+
+    \b
+    Examples:
+      metewand browser doctor
+      metewand browser list --json
+      metewand browser run --engines chrome,lightpanda --k 3 --seed 7
+    """
 
 
 @browser.command()
@@ -74,7 +81,19 @@ def browser() -> None:
 @click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True)
 @click.option("--cold-start-samples", type=int, default=5, show_default=True)
 def run(**opts: object) -> None:  # fmt: skip
-    """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl."""
+    """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
+
+    Ctrl-C stops every engine, marks the run interrupted and exits 130; --resume finishes it.
+
+    \b
+    Examples:
+      metewand browser run --engines chrome,lightpanda --k 1
+      metewand browser run --tasks ../shared/corpus/lexbench --subset l1.raw_cdp \\
+          --engines chrome --k 3 --jobs 2 --run-id lex1
+      metewand browser run --resume lex1 --no-progress
+      metewand browser run --engines chrome,lightpanda --resource-profile engine \\
+          --resource-calibration-baseline base1 --reference-engine chrome
+    """
     from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.suites.browser.runner import run_browser
 
@@ -133,10 +152,17 @@ def _hooks(config: RunConfig | None, opts: dict[str, object]) -> object:
 
 
 @browser.command(name="list")
-@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None,
+              help="Task corpus directory (default: the built-in suite).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
-    """Tasks and subsets of a corpus, and the engines registry (found or missing)."""
+    """Tasks and subsets of a corpus, and the engines registry (found or missing).
+
+    \b
+    Examples:
+      metewand browser list
+      metewand browser list --tasks ../shared/corpus/lexbench --json
+    """
     from metewand.suites.browser.tasks import load_corpus
 
     corpus = load_corpus(tasks_dir or builtin_suite_dir())
@@ -167,9 +193,17 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
 
 @browser.command()
 @click.option("--engines", default=",".join(ENGINES), show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def doctor(engines: str, as_json: bool) -> None:
-    """Engines found, versions and CDP readiness (each engine is launched once)."""
+    """Engines found, versions and CDP readiness (each engine is launched once).
+
+    Exits 3 when an engine is found but does not become ready.
+
+    \b
+    Examples:
+      metewand browser doctor
+      metewand browser doctor --engines chrome --json
+    """
     from metewand.suites.browser.doctor import engine_report
 
     try:

@@ -77,7 +77,9 @@ def measure(
     """Run COMMAND as a measured subject: wall time, tree CPU, peak memory, PSS, processes.
 
     \b
-    Example:  metewand measure --json -- python3 -c "print(1)"
+    Examples:
+      metewand measure -- python3 -c "print(1)"
+      metewand measure --json -- python3 -c "print(1)"
 
     \b
     Exit status: the command's own (128 + N when signal N ended it).
