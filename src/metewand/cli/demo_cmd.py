@@ -14,6 +14,7 @@ reported by the runs themselves (their rows are ``unsupported``), never faked.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -27,6 +28,11 @@ import metewand
 from . import exit_codes
 
 
+def _color() -> bool | None:
+    """click strips styles off a terminal by itself; NO_COLOR (no-color.org) turns them off."""
+    return False if os.environ.get("NO_COLOR") else None
+
+
 def _repo_examples() -> Path:
     # src/metewand/__init__.py -> the repository root holds examples/
     return Path(metewand.__file__).resolve().parents[2] / "examples"
@@ -38,7 +44,7 @@ class DemoLog:
     failures: list[str] = field(default_factory=list)
 
     def step(self, title: str, args: list[str], *, required: bool = True) -> bool:
-        click.secho(f"\n== {title}", bold=True)
+        click.secho(f"\n== {title}", bold=True, color=_color())
         click.echo("$ metewand " + " ".join(args))
         code = subprocess.call([sys.executable, "-m", "metewand", *args])
         if code != 0 and required:
@@ -122,9 +128,9 @@ def demo(
         _compute(log, out, stamp, manifest)
     if not skip_browser:
         _browser(log, out, stamp, engines, k)
-    click.secho("\n== reports", bold=True)
+    click.secho("\n== reports", bold=True, color=_color())
     for path in log.reports:
         click.echo(str(path))
     for failure in log.failures:
-        click.secho(f"failed: {failure}", fg="red", err=True)
+        click.secho(f"failed: {failure}", fg="red", err=True, color=_color())
     sys.exit(exit_codes.BENCHMARK_FAILURES if log.failures else exit_codes.OK)
