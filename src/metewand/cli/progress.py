@@ -130,10 +130,10 @@ class Progress:
         elapsed = time.monotonic() - self._started if self._started else 0.0
         if self.mode == "quiet":
             return
-        if self.mode == "plain":
-            self._write(f"done {self.done}/{self.total} in {elapsed:.1f}s: {self.counts_text()}\n")
         # Rich writes no colour codes when the stream is not a terminal or NO_COLOR is set.
         Console(file=self.stream).print(self.summary_table())
+        if self.mode == "plain":  # the last line a log reader sees
+            self._write(f"done {self.done}/{self.total} in {elapsed:.1f}s: {self.counts_text()}\n")
 
     def _write(self, text: str) -> None:
         self.stream.write(text)
