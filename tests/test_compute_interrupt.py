@@ -195,4 +195,6 @@ def test_sigint_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
     assert f"{len(rows)} already done" in stdout
     final = [row["key"] for row in _rows(run_dir)]
     assert sorted(final) == sorted(planned), "every planned key exactly once"
-    assert json.loads((run_dir / "run_manifest.json").read_text())["state"] == "complete"
+    manifest_data = json.loads((run_dir / "run_manifest.json").read_text())
+    assert manifest_data["state"] == "complete"
+    assert manifest_data["data"]["dataset_materializations"], "materialization receipts recorded"

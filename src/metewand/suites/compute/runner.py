@@ -240,14 +240,16 @@ def _execute(
     finally:
         compute.reporter.close()
     summary.skipped = skipped.skipped
-    compute.store.update_manifest({"dataset_materializations": _receipts(summary)})
+    # Every row of the run, so a resumed run keeps the receipts of its earlier sessions.
+    receipts = _receipts(compute.store.rows())
+    compute.store.update_manifest({"dataset_materializations": receipts})
     compute.store.set_state("complete")
     return summary
 
 
-def _receipts(summary: RunSummary) -> list[dict[str, Any]]:
+def _receipts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
-    for row in summary.rows:
+    for row in rows:
         receipt = row["record"]["provenance"]["data"]["context"]["dataset_materialization"]
         seen.setdefault(receipt["derivation_id"], receipt)
     return list(seen.values())
