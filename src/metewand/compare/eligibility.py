@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand.compare.intersection import Intersection, all_pass_intersection
-from metewand.compare.resource_metrics import METRICS
+from metewand.compare.resource_metrics import METRICS, read_columns
 from metewand.compare.run_facts import RunFacts, latest_rows, read_facts
 from metewand.runtime.schedule import ENGINE_ORDER_BALANCED, ROTATION_ALGORITHM
 
@@ -114,10 +114,12 @@ def _intersection_nonempty(inp: EligibilityInputs) -> Verdict:
 
 def _metrics_complete(inp: EligibilityInputs) -> Verdict:
     missing: list[dict[str, Any]] = []
+    required = [m for m in METRICS if m.required]
     for engine, rows in inp.intersection.rows_by_engine.items():
-        for row in rows:
-            for metric in METRICS:
-                if metric.required and metric.read(row) is None:
+        columns = read_columns(rows, required)
+        for i, row in enumerate(rows):
+            for metric in required:
+                if columns[metric.name][i] is None:
                     missing.append({"key": row["key"], "engine": engine, "metric": metric.name})
     if not inp.intersection.keys:
         return Verdict(False, "no intersection rows to check", {"missing": 0})

@@ -9,12 +9,13 @@ missing or ``unavailable`` reads as None — never as 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 Row = Mapping[str, Any]
 PRESENT = ("complete", "partial")
+_NO_FIELDS: Mapping[str, Any] = {}  # stands in for a missing object: every field reads None
 
 
 @dataclass(frozen=True)
@@ -59,28 +60,63 @@ COLD_START_METRICS: tuple[Metric, ...] = (
 )
 
 
+def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
+    # rows come from JSON, so nearly every mapping is a plain dict: test that exactly first,
+    # the ABC check (``isinstance(x, Mapping)``) costs several times more per call
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def form_value(value: Any) -> float | None:
     """A measurement form's value (complete or partial), or a plain number; else None."""
+    kind = type(value)
+    if kind is float or kind is int:  # the common plain numbers (bool is not int by type)
+        return float(value)
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, Mapping) and value.get("status") in PRESENT:
+    if _is_mapping(value) and value.get("status") in PRESENT:
         inner = value.get("value")
         return float(inner) if isinstance(inner, int | float) else None
     return None
 
 
+def read_columns(
+    rows: Sequence[Row], metrics: Sequence[Metric] = METRICS
+) -> dict[str, list[float | None]]:
+    """``{metric name: [value of each row]}``, equal to ``metric.read(row)`` for each pair.
+
+    A report reads ~17 metrics from tens of thousands of rows; this looks each row's resource
+    and traffic objects up once instead of once per metric.
+    """
+    out: dict[str, list[float | None]] = {m.name: [] for m in metrics}
+    traffic_names = [m.name for m in metrics if m.source == "traffic"]
+    resource_names = [m.name for m in metrics if m.source != "traffic"]
+    for row in rows:
+        resource = row.get("resource")
+        if not _is_mapping(resource):
+            resource = _NO_FIELDS
+        for name in resource_names:
+            out[name].append(form_value(resource.get(name)))
+        if traffic_names:
+            traffic = traffic_of(row)
+            if traffic is None or traffic.get("available") is not True:
+                traffic = _NO_FIELDS
+            for name in traffic_names:
+                out[name].append(form_value(traffic.get(name)))
+    return out
+
+
 def resource_value(row: Row, field: str) -> float | None:
     resource = row.get("resource")
-    return form_value(resource.get(field)) if isinstance(resource, Mapping) else None
+    return form_value(resource.get(field)) if _is_mapping(resource) else None
 
 
 def traffic_of(row: Row) -> Mapping[str, Any] | None:
     traffic = row.get("traffic")
-    if not isinstance(traffic, Mapping) and isinstance(row.get("resource"), Mapping):
+    if not _is_mapping(traffic) and _is_mapping(row.get("resource")):
         traffic = row["resource"].get("fixture_traffic")
-    return traffic if isinstance(traffic, Mapping) else None
+    return traffic if _is_mapping(traffic) else None
 
 
 def traffic_value(row: Row, field: str) -> float | None:
@@ -92,5 +128,5 @@ def traffic_value(row: Row, field: str) -> float | None:
 
 def quality_flags(row: Row) -> list[str]:
     resource = row.get("resource")
-    flags = resource.get("quality_flags") if isinstance(resource, Mapping) else None
+    flags = resource.get("quality_flags") if _is_mapping(resource) else None
     return [str(f) for f in flags] if isinstance(flags, list) else []
