@@ -1,0 +1,42 @@
+"""Real browser runs for the fair-comparison acceptance tests: the built-in suite, one cheap task
+unless told otherwise, every eligibility condition satisfiable except the one under test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from metewand.suites.browser.run_config import ResourceOptions, RunConfig, builtin_suite_dir
+from metewand.suites.browser.runner import run_browser
+
+CHEAP_TASK = "own_eval_values"  # passes on chrome and lightpanda in ~0.3 s
+
+
+def run(
+    out: Path, run_id: str, *, profile: str = "engine", engines: tuple[str, ...] = ("chrome", "lightpanda"),
+    k: int = 5, jobs: int = 1, seed: str = "acc", tasks: tuple[str, ...] = (CHEAP_TASK,),
+    baseline: str | None = None, interval_ms: int = 500,
+) -> Path:  # fmt: skip
+    resource = ResourceOptions(
+        profile=profile, sample_interval_ms=interval_ms, calibration_baseline=baseline,
+        cold_start_samples=0, host_sample_interval_s=0.5,
+    )  # fmt: skip
+    config = RunConfig(str(builtin_suite_dir()), engines, k=k, seed=seed, jobs=jobs,
+                       task_ids=tasks, resource=resource)  # fmt: skip
+    result = run_browser(config, out, run_id, echo=lambda _text: None)
+    assert result.exit_code == 0 and result.run_dir is not None
+    return result.run_dir
+
+
+def summary_of(run_dir: Path) -> dict[str, Any]:
+    return dict(json.loads((run_dir / "resource_summary.json").read_text()))
+
+
+def conditions_of(run_dir: Path) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in summary_of(run_dir)["eligibility_conditions"]}
+
+
+def rows_of(run_dir: Path) -> list[dict[str, Any]]:
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
