@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.measure import procfs
 from metewand.measure.forms import Reason
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
@@ -109,41 +110,9 @@ def read_psi(resource: str, proc: Path = PROC) -> dict[str, dict[str, float]]:
     return parse_psi((proc / "pressure" / resource).read_text())
 
 
-def _ppid_of(stat_text: str) -> int:
-    # comm may contain spaces and ')' — the fields after the LAST ')' are fixed.
-    after = stat_text[stat_text.rindex(")") + 2 :].split()
-    return int(after[1])
-
-
-def parent_map(proc: Path = PROC) -> dict[int, int]:
-    """pid → ppid for every process visible now (processes vanishing mid-scan are skipped)."""
-    parents: dict[int, int] = {}
-    for entry in os.scandir(proc):
-        if not entry.name.isdigit():
-            continue
-        try:
-            parents[int(entry.name)] = _ppid_of((proc / entry.name / "stat").read_text())
-        except (OSError, ValueError):
-            continue
-    return parents
-
-
 def descendant_pids(root_pid: int, proc: Path = PROC) -> list[int]:
-    """Every live descendant of ``root_pid`` (root excluded), from one full ``/proc`` scan.
-
-    A full scan (not ``task/*/children``) because it needs no CONFIG_PROC_CHILDREN and sees
-    children forked by any thread.
-    """
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parent_map(proc).items():
-        children.setdefault(ppid, []).append(pid)
-    found: list[int] = []
-    stack = list(children.get(root_pid, []))
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(children.get(pid, []))
-    return sorted(found)
+    """Every live descendant of ``root_pid`` (root excluded), sorted."""
+    return sorted(procfs.descendants(root_pid, str(proc))[1:])
 
 
 # ---- host facts (kernel, governor, cgroup): provenance, not per-sample ----

@@ -1,4 +1,5 @@
-"""Pure readers of /proc: per-process stat and status, children lists, and the tree walk.
+"""Pure readers of /proc: the pid list, per-process stat, status and environment, children
+lists, and the tree walk.
 
 Every reader raises ``ProcessGone`` when the process vanished between listing and reading, so
 callers can tell a transient exit from a permission problem (``PermissionError`` passes through).
@@ -7,6 +8,7 @@ callers can tell a transient exit from a permission problem (``PermissionError``
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -36,6 +38,8 @@ class ProcStat:
     vsize_bytes: int = 0
     rss_pages: int = 0
     flags: int = 0  # the kernel's task flags (PF_*), e.g. PF_EXITING
+    pgrp: int = 0
+    session: int = 0  # the session leader's pid: what an engine's helpers keep after reparenting
 
     @property
     def exiting(self) -> bool:
@@ -104,11 +108,25 @@ def parse_stat(pid: int, text: bytes) -> ProcStat:
         vsize_bytes=int(rest[20]),
         rss_pages=int(rest[21]),
         flags=int(rest[6]),
+        pgrp=int(rest[2]),
+        session=int(rest[3]),
     )
 
 
 def read_stat(pid: int) -> ProcStat:
     return parse_stat(pid, _read_bytes(f"{PROC}/{pid}/stat"))
+
+
+def iter_pids(proc: str = PROC) -> Iterator[int]:
+    """Every process id listed in /proc right now (each may be gone by the time it is read)."""
+    for entry in os.scandir(proc):
+        if entry.name.isdigit():
+            yield int(entry.name)
+
+
+def read_environ(pid: int) -> list[bytes]:
+    """The ``NAME=value`` entries of the environment ``pid`` was started with."""
+    return [item for item in _read_bytes(f"{PROC}/{pid}/environ").split(b"\0") if item]
 
 
 def _kib_field(line: bytes) -> int:
@@ -131,33 +149,34 @@ def read_status(pid: int) -> ProcStatus:
     return parse_status(pid, _read_bytes(f"{PROC}/{pid}/status"))
 
 
-def children(pid: int) -> list[int]:
+def children(pid: int, proc: str = PROC) -> list[int]:
     """Direct children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
     try:
-        tids = os.listdir(f"{PROC}/{pid}/task")
+        tids = os.listdir(f"{proc}/{pid}/task")
     except (FileNotFoundError, ProcessLookupError):
         return []
     out: list[int] = []
     for tid in tids:
         try:
-            out.extend(int(c) for c in _read_bytes(f"{PROC}/{pid}/task/{tid}/children").split())
+            out.extend(int(c) for c in _read_bytes(f"{proc}/{pid}/task/{tid}/children").split())
         except ProcessGone:
             continue  # the thread ended; its children were reparented to a sibling thread
     return out
 
 
-def descendants(root_pid: int) -> list[int]:
+def descendants(root_pid: int, proc: str = PROC) -> list[int]:
     """``root_pid`` and every live (or zombie) descendant, tolerant of exits during the walk.
 
-    The root is included only while /proc still shows it.
+    The root is included only while /proc still shows it. ``proc`` names another /proc root
+    (a copied, partial one stands in for kernels missing files).
     """
-    if not os.path.exists(f"{PROC}/{root_pid}"):
+    if not os.path.exists(f"{proc}/{root_pid}"):
         return []
     seen: list[int] = [root_pid]
     known = {root_pid}
     index = 0
     while index < len(seen):
-        for child in children(seen[index]):
+        for child in children(seen[index], proc):
             if child not in known:
                 known.add(child)
                 seen.append(child)

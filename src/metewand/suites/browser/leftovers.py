@@ -17,23 +17,23 @@ import time
 from pathlib import Path
 from typing import Final
 
+from metewand.measure import procfs
+
 RUN_MARKER_VAR: Final = "METEWAND_RUN_ID"
 PID_FILE: Final = "engine_pids.jsonl"
 
 
 def _carries_marker(pid: int, marker: bytes) -> bool:
     try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return marker in handle.read().split(b"\0")
-    except OSError:
+        return marker in procfs.read_environ(pid)
+    except (procfs.ProcessGone, OSError):
         return False
 
 
 def _is_zombie(pid: int) -> bool:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
+        return procfs.read_stat(pid).state == "Z"
+    except (procfs.ProcessGone, OSError, ValueError, IndexError):
         return True  # gone
 
 
@@ -42,11 +42,9 @@ def marked_processes(run_id: str) -> list[int]:
     marker = f"{RUN_MARKER_VAR}={run_id}".encode()
     own = os.getpid()
     found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != own:
-            pid = int(entry)
-            if _carries_marker(pid, marker) and not _is_zombie(pid):
-                found.append(pid)
+    for pid in procfs.iter_pids():
+        if pid != own and _carries_marker(pid, marker) and not _is_zombie(pid):
+            found.append(pid)
     return sorted(found)
 
 

@@ -13,39 +13,22 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass
-from pathlib import Path
 
-PROC = Path("/proc")
+from metewand.measure import procfs
+from metewand.measure.procfs import ProcStat
+
 ZOMBIE_GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class ProcStat:
-    pid: int
-    state: str
-    ppid: int
-    pgrp: int
-    session: int
-
-
-def read_stat(pid: int) -> ProcStat | None:
-    """Fields of /proc/PID/stat after the command name (which may hold spaces and ')')."""
-    try:
-        text = (PROC / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]))
 
 
 def session_members(session: int) -> list[ProcStat]:
     members = []
-    for entry in PROC.iterdir():
-        if entry.name.isdigit():
-            stat = read_stat(int(entry.name))
-            if stat is not None and stat.session == session:
-                members.append(stat)
+    for pid in procfs.iter_pids():
+        try:
+            stat = procfs.read_stat(pid)
+        except (procfs.ProcessGone, OSError):
+            continue  # exited since the listing, or not ours to read
+        if stat.session == session:
+            members.append(stat)
     return members
 
 
