@@ -110,6 +110,19 @@ def test_card_reads_like_a_report() -> None:
     assert card.count("| pass |") == 7
 
 
+def test_card_explains_setup_flags_and_exclusions() -> None:
+    profiled = rows()
+    profiled[0]["resource"]["quality_flags"] = ["baseline_end_only"]
+    profiled[1]["status"] = "fail"
+    summary = _summary(profiled)
+    card = resource_card.render(summary)
+    assert "## Measurement setup and observer cost" in card
+    assert "sampler CPU ms per attempt (median)" in card
+    assert "- `baseline_end_only`: only the baseline and end PSS scans exist" in card
+    assert "1 task-attempt(s) are outside the intersection" in card
+    assert "limits: median duration" in card
+
+
 def test_card_of_an_ineligible_run_without_host_or_baseline() -> None:
     man = manifest(k=3)
     summary = summarize(man, rows(k=3), None, None, (), resamples=50)

@@ -235,6 +235,21 @@ def _setup(s: Summary) -> list[str]:
             *notes, ""]  # fmt: skip
 
 
+def _excluded(s: Summary) -> list[str]:
+    excluded = s["excluded"]
+    lines = _counts_section("Excluded outcomes", excluded["status_by_engine"], "none")
+    n = excluded.get("task_attempts", 0)
+    note = (
+        f"{n} task-attempt(s) are outside the intersection because at least one engine did not "
+        "pass them. Each engine's own status on those task-attempts is counted above, so a "
+        "'pass' there is an attempt this engine passed that another engine did not; their raw "
+        "resource data stays in results.jsonl and is not aggregated."
+        if n
+        else "No task-attempt was excluded: every engine passed every task-attempt."
+    )
+    return [*lines, note, ""]
+
+
 FLAG_MEANINGS: dict[str, str] = {
     "baseline_end_only": "only the baseline and end PSS scans exist (attempt shorter than the "
     "interval); the PSS peak is not a sampled peak",
@@ -345,7 +360,7 @@ SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _leaks,
     _cold_start,
     _setup,
-    lambda s: _counts_section("Excluded outcomes", s["excluded"]["status_by_engine"], "none"),
+    _excluded,
     _flags,
     _host_observer,
 )
