@@ -15,11 +15,10 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.measure import host
+from metewand.measure import host_facts
 from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.measure.cgroups import CgroupLayout, detect_layout
 
-CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 PRESSURE = Path("/proc/pressure")
 ENGINE_FIXES = {
     "chrome": "apt-get install -y chromium",
@@ -52,21 +51,14 @@ def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
         accounting.close()
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
 def system_checks() -> dict[str, Any]:
-    swaps = (_read(Path("/proc/swaps")) or "").splitlines()[1:]
+    swaps = (host_facts.read_text_or_none("/proc/swaps") or "").splitlines()[1:]
     psi = {r: (PRESSURE / r).exists() for r in ("cpu", "memory", "io")}
     return {
         "psi": psi,
-        "governor": host.cpu_governors(),
+        "governor": host_facts.cpu_governors(),
         "swap_devices": len(swaps),
-        "clocksource": _read(CLOCKSOURCE),
+        "clocksource": host_facts.clock_source(),
     }
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import platform
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +22,12 @@ from typing import Any
 from metewand import canonical
 from metewand.measure import procfs
 from metewand.measure.forms import Reason
+from metewand.measure.host_facts import (
+    meminfo_bytes,
+    reason_for,
+    summary_facts,
+    unavailable_reason,
+)
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
 HOST_TELEMETRY_SCHEMA = "abb_host_telemetry/1"
@@ -31,21 +36,8 @@ PSI_RESOURCES = ("cpu", "memory", "io")
 MIN_INTERVAL_S = 0.1
 
 PROC = Path("/proc")
-SYS_CPU = Path("/sys/devices/system/cpu")
 Sample = dict[str, Any]
 SampleSink = Callable[[Sample], None]
-
-
-def _unavailable(reason: Reason, detail: str) -> dict[str, str]:
-    return {"reason": reason.value, "detail": detail}
-
-
-def _reason_for(exc: OSError) -> Reason:
-    if isinstance(exc, PermissionError):
-        return Reason.PERMISSION_DENIED
-    if isinstance(exc, FileNotFoundError):
-        return Reason.UNSUPPORTED
-    return Reason.ACCOUNTING_UNAVAILABLE
 
 
 def utc_now() -> str:
@@ -62,12 +54,7 @@ def read_loadavg(proc: Path = PROC) -> dict[str, float]:
 
 def read_meminfo(proc: Path = PROC) -> dict[str, int]:
     """Memory and swap in bytes (meminfo reports kB)."""
-    fields: dict[str, int] = {}
-    for line in (proc / "meminfo").read_text().splitlines():
-        name, _, rest = line.partition(":")
-        parts = rest.split()
-        if parts:
-            fields[name] = int(parts[0]) * 1024
+    fields = meminfo_bytes(proc)
     swap_total, swap_free = fields["SwapTotal"], fields["SwapFree"]
     return {
         "total_bytes": fields["MemTotal"],
@@ -115,88 +102,6 @@ def descendant_pids(root_pid: int, proc: Path = PROC) -> list[int]:
     return sorted(procfs.descendants(root_pid, str(proc))[1:])
 
 
-# ---- host facts (kernel, governor, cgroup): provenance, not per-sample ----
-
-
-def cpu_governors(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
-    governors: dict[str, str] = {}
-    for gov in sorted(sys_cpu.glob("cpu[0-9]*/cpufreq/scaling_governor")):
-        governors[gov.parent.parent.name] = gov.read_text().strip()
-    if not governors:
-        return {
-            "governors": None,
-            "unavailable": _unavailable(
-                Reason.UNSUPPORTED, f"no cpufreq scaling_governor under {sys_cpu}"
-            ),
-        }
-    return {"governors": governors, "distinct": sorted(set(governors.values()))}
-
-
-def cgroup_layout(proc: Path = PROC) -> dict[str, Any]:
-    """Which cgroup hierarchies are mounted, and this process's group in each."""
-    v2_mounts: list[str] = []
-    v1_controllers: dict[str, str] = {}
-    for line in (proc / "self" / "mounts").read_text().splitlines():
-        parts = line.split()
-        if len(parts) < 4:
-            continue
-        if parts[2] == "cgroup2":
-            v2_mounts.append(parts[1])
-        elif parts[2] == "cgroup":
-            for opt in parts[3].split(","):
-                if opt in _V1_CONTROLLERS or opt.startswith("name="):
-                    v1_controllers[opt] = parts[1]
-    own = {}
-    for line in (proc / "self" / "cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        own[controllers or "unified"] = path
-    version = "hybrid" if v2_mounts and v1_controllers else ("v2" if v2_mounts else "v1")
-    if not v2_mounts and not v1_controllers:
-        version = "none"
-    return {
-        "version": version,
-        "v2_mounts": v2_mounts,
-        "v1_controllers": dict(sorted(v1_controllers.items())),
-        "own_groups": dict(sorted(own.items())),
-    }
-
-
-_V1_CONTROLLERS = frozenset(
-    [
-        "cpu",
-        "cpuacct",
-        "cpuset",
-        "memory",
-        "devices",
-        "freezer",
-        "net_cls",
-        "blkio",
-        "perf_event",
-        "net_prio",
-        "hugetlb",
-        "pids",
-        "rdma",
-        "misc",
-    ]
-)
-
-
-def host_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {
-        "kernel": platform.release(),
-        "platform": platform.system(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": sorted(os.sched_getaffinity(0)),
-        "cpu_governor": cpu_governors(),
-    }
-    try:
-        facts["cgroup"] = cgroup_layout()
-    except OSError as exc:
-        facts["cgroup"] = {"version": None, "unavailable": _unavailable(_reason_for(exc), str(exc))}
-    return facts
-
-
 # ---- one sample ----
 
 
@@ -222,8 +127,8 @@ def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = P
             sample[field] = read()
         except (OSError, ValueError, KeyError) as exc:
             sample[field] = None
-            reason = _reason_for(exc) if isinstance(exc, OSError) else Reason.UNSUPPORTED
-            unavailable[field] = _unavailable(reason, f"{type(exc).__name__}: {exc}")
+            reason = reason_for(exc) if isinstance(exc, OSError) else Reason.UNSUPPORTED
+            unavailable[field] = unavailable_reason(reason, f"{type(exc).__name__}: {exc}")
     sample["psi"] = {r: sample.pop(f"psi_{r}") for r in PSI_RESOURCES}
     for r in PSI_RESOURCES:
         if f"psi_{r}" in unavailable:
@@ -356,5 +261,5 @@ class HostTelemetry:
             "polluted": not verdict["passed"],
             "flags": [t["condition"] for t in verdict["triggered"]],
             "gate": verdict,
-            "host": host_facts(),
+            "host": summary_facts(),
         }

@@ -7,16 +7,14 @@ omitted or guessed, so two manifests can be compared field by field.
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import metewand
-from metewand.measure.cgroups import detect_layout
+from metewand.measure.host_facts import machine_facts, unavailable
 
 SOURCE_SCHEMA = "abb_runner_source/1"
 # Files whose content changes what metewand does: code, schemas, bundled data.
@@ -24,79 +22,9 @@ SOURCE_SUFFIXES = (".py", ".json", ".toml", ".js", ".html", ".css", ".c", ".txt"
 SKIPPED_PARTS = frozenset({"__pycache__"})
 
 
-def unavailable(reason: str) -> dict[str, str]:
-    return {"unavailable": reason}
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
-
-
-def _cpu_model() -> str | dict[str, str]:
-    text = _read("/proc/cpuinfo")
-    if text is None:
-        return unavailable("/proc/cpuinfo unreadable")
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("model name", "Hardware", "Processor"):
-            return value.strip()
-    return unavailable("no model name in /proc/cpuinfo")
-
-
-def _memory_bytes() -> int | dict[str, str]:
-    text = _read("/proc/meminfo")
-    for line in (text or "").splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) * 1024
-    return unavailable("no MemTotal in /proc/meminfo")
-
-
-def _governors() -> dict[str, Any]:
-    """Governor per CPU, folded to one value when all agree."""
-    root = Path("/sys/devices/system/cpu")
-    found = {}
-    for cpu_dir in sorted(root.glob("cpu[0-9]*")):
-        value = _read(str(cpu_dir / "cpufreq" / "scaling_governor"))
-        if value is not None:
-            found[cpu_dir.name] = value
-    if not found:
-        return unavailable("no cpufreq scaling_governor exposed (virtual machine or no driver)")
-    values = set(found.values())
-    return {"all": values.pop()} if len(values) == 1 else {"per_cpu": found}
-
-
-def _clock_source() -> str | dict[str, str]:
-    path = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-    return _read(path) or unavailable(f"{path} unreadable")
-
-
-def _cgroup_layout() -> dict[str, Any]:
-    try:
-        return detect_layout().to_json()
-    except OSError as exc:
-        return unavailable(f"cgroup layout unreadable: {exc}")
-
-
-def host_facts() -> dict[str, Any]:
-    uname = os.uname()
-    return {
-        "hostname": socket.gethostname(),
-        "kernel": f"{uname.sysname} {uname.release}",
-        "kernel_version": uname.version,
-        "arch": uname.machine,
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count() or unavailable("os.cpu_count() unknown"),
-        "cpu_affinity": sorted(os.sched_getaffinity(0)),
-        "memory_bytes": _memory_bytes(),
-        "cpu_governor": _governors(),
-        "clock_source": _clock_source(),
-        "cgroup_layout": _cgroup_layout(),
-        "libc": " ".join(platform.libc_ver()) or unavailable("libc unknown"),
-    }
+# The manifest's host facts live in ``measure.host_facts``; this name is what run manifests and
+# their tests have always called.
+host_facts = machine_facts
 
 
 def package_root() -> Path:
