@@ -27,22 +27,16 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from metewand.measure import procfs
 from metewand.measure.accounting import TreeAccounting, open_accounting
 from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import Sampler
+from metewand.suites.browser import engines
+from metewand.suites.browser.engines import ResolvedEngine
 
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 ACTIVE_PAGE = (
     "data:text/html,<script>let keep=[],n=0;function work(){{const end=Date.now()+80;"
     "while(Date.now()<end){{}}n++;if(n%5==0)keep.push(new Array(200000).fill(n));"
@@ -69,11 +63,13 @@ def naive_scan(pids: Sequence[int]) -> int:
 
 
 def launch(
-    chromium: str, url: str, accounting: TreeAccounting, profile: str
+    chrome: ResolvedEngine, url: str, accounting: TreeAccounting, profile: str
 ) -> subprocess.Popen[bytes]:
-    argv = [chromium, *FLAGS, f"--user-data-dir={profile}", url]
+    """Chrome as a run launches it (the engines registry's flags), opening ``url`` first."""
+    argv = chrome.argv(0, Path(profile), start_url=url)
     proc = subprocess.Popen(
         argv,
+        env=chrome.environment(),
         preexec_fn=accounting.preexec_join(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -166,10 +162,10 @@ def run_sampler(accounting: TreeAccounting, seconds: float, **kwargs: Any) -> di
     }
 
 
-def bench_sampler_share(chromium: str, seconds: float, interval_ms: int) -> dict[str, Any]:
+def bench_sampler_share(chrome: ResolvedEngine, seconds: float, interval_ms: int) -> dict[str, Any]:
     accounting = open_accounting("auto", label="bench-sampler")
     with tempfile.TemporaryDirectory() as profile:
-        proc = launch(chromium, active_page(2 * seconds + 20), accounting, profile)
+        proc = launch(chrome, active_page(2 * seconds + 20), accounting, profile)
         try:
             settle(accounting)
             default = run_sampler(accounting, seconds, interval_ms=interval_ms)
@@ -241,13 +237,16 @@ def main() -> None:
     parser.add_argument("--gap-ms", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--interval-ms", type=int, default=100)
-    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--chromium", default=None, help="default: the engines registry's chrome")
     args = parser.parse_args()
+    chrome = engines.resolve("chrome", args.chromium)
+    if not isinstance(chrome, ResolvedEngine):
+        raise SystemExit(f"chrome not found: {chrome.detail}")
 
     accounting = open_accounting("auto", label="bench-scan")
     with tempfile.TemporaryDirectory() as profile:
         budget = args.reps * (args.gap_ms / 1000 + 0.2) + 30
-        proc = launch(args.chromium, active_page(budget), accounting, profile)
+        proc = launch(chrome, active_page(budget), accounting, profile)
         try:
             pids = settle(accounting)
             rss = sum((procfs.read_status(p).vm_rss_bytes or 0) for p in pids)
@@ -261,7 +260,7 @@ def main() -> None:
             proc.wait()
             accounting.close()
     report_scan(med, args.reps, args.gap_ms)
-    share = bench_sampler_share(args.chromium, args.seconds, args.interval_ms)
+    share = bench_sampler_share(chrome, args.seconds, args.interval_ms)
     report_share(share, args.interval_ms, args.seconds)
 
 

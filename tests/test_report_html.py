@@ -19,21 +19,11 @@ from matplotlib import image as mpimg
 from metewand import canonical
 from metewand.compare import synthetic
 from metewand.compare.generate import generate
+from metewand.suites.browser import engines
 from metewand.suites.browser.cdp import CdpClient
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROME = engines.resolve("chrome")
 INJECTED = "<script>alert(1)</script>"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--remote-debugging-port=0",
-    "--window-size=1200,900",
-]
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +71,11 @@ def test_compute_report_has_phase_figure(tmp_path: Path) -> None:
 
 
 async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:
+    assert isinstance(CHROME, engines.ResolvedEngine)
     proc = subprocess.Popen(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={user_data}", "about:blank"],
+        # port 0: Chrome picks a free port and names it in DevToolsActivePort
+        [*CHROME.argv(0, user_data), "--window-size=1200,900"],
+        env=CHROME.environment(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -139,7 +132,7 @@ async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
 
 
 @pytest.mark.engines
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium")
+@pytest.mark.skipif(not isinstance(CHROME, engines.ResolvedEngine), reason="needs chromium")
 def test_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     seen = asyncio.run(_open_in_chromium(report.as_uri(), tmp_path / "profile"))
     methods = [e["method"] for e in seen["events"]]

@@ -80,8 +80,8 @@ BinarySource = FixedPath | PackageBinary
 class EngineSpec:
     """How to find, start and talk to one engine.
 
-    ``argv`` is a template after the binary: ``{host}``, ``{port}`` and ``{user_data_dir}`` are
-    substituted at launch. ``discovery`` names how the CDP endpoint is found (``json_version``:
+    ``argv`` is a template after the binary: ``{host}``, ``{port}``, ``{user_data_dir}`` and
+    ``{start_url}`` (the first page, ``about:blank`` for a run) are substituted at launch. ``discovery`` names how the CDP endpoint is found (``json_version``:
     ``GET /json/version`` → ``webSocketDebuggerUrl``).
     """
 
@@ -121,7 +121,7 @@ CHROME_ARGV: Final = (
     "--user-data-dir={user_data_dir}",
     "--remote-debugging-address={host}",
     "--remote-debugging-port={port}",
-    "about:blank",
+    "{start_url}",
 )
 
 SERVE_ARGV: Final = ("serve", "--host", "{host}", "--port", "{port}")
@@ -187,8 +187,19 @@ class ResolvedEngine:
     def name(self) -> str:
         return self.spec.name
 
-    def argv(self, port: int, user_data_dir: Path | None = None, host: str = LOOPBACK) -> list[str]:
-        values = {"host": host, "port": str(port), "user_data_dir": str(user_data_dir or "")}
+    def argv(
+        self,
+        port: int,
+        user_data_dir: Path | None = None,
+        host: str = LOOPBACK,
+        start_url: str = "about:blank",
+    ) -> list[str]:
+        values = {
+            "host": host,
+            "port": str(port),
+            "user_data_dir": str(user_data_dir or ""),
+            "start_url": start_url,
+        }
         return [str(self.binary), *(part.format(**values) for part in self.spec.argv)]
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
