@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import time
 
 import pytest
 
+from measure_helpers import kill_tree
 from metewand.measure import procfs
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import QualityFlag, Reason, Status, complete, partial
@@ -48,10 +48,7 @@ def tree() -> object:
     try:
         yield proc
     finally:
-        for pid in reversed(procfs.descendants(proc.pid)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
-        proc.wait()
+        kill_tree(proc)
 
 
 def test_pss_of_a_real_tree_is_the_sum_of_its_members(tree: subprocess.Popen[bytes]) -> None:

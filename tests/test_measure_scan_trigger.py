@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from measure_helpers import kill_tree
 from metewand.measure import procfs
 from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import Sampler
@@ -51,10 +51,7 @@ def _subject(script: str) -> Iterator[subprocess.Popen[str]]:
     try:
         yield proc
     finally:
-        for pid in reversed(procfs.descendants(proc.pid)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
-        proc.wait()
+        kill_tree(proc)
 
 
 def _await_line(proc: subprocess.Popen[str], expected: str) -> None:

@@ -85,26 +85,41 @@ def event_observed(check: Mapping[str, Any], saved: Saved) -> Verdict:
     return value not in (None, MISSING), f"saved {check.get('name')!r}: {_short(value)}"
 
 
-def saved_path_truthy(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _at_path(check, saved)
-    return value is not MISSING and bool(value), f"at path: {_short(value)}"
+# One test per comparison; each applies to a value found by path (``saved_path_*``) or saved
+# under a name (``value_*``), so both families judge a value the same way.
+ValueTest = Callable[[Mapping[str, Any], Any], bool]
 
 
-def saved_path_equals(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _at_path(check, saved)
-    return json_equal(check["expected"], _as_json(value)), f"at path: {_short(value)}"
+def _truthy(check: Mapping[str, Any], value: Any) -> bool:
+    return value is not MISSING and bool(value)
 
 
-def saved_path_contains(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _at_path(check, saved)
-    ok = isinstance(value, str) and str(check["expected"]) in value
-    return ok, f"at path: {_short(value)}"
+def _equals(check: Mapping[str, Any], value: Any) -> bool:
+    return json_equal(check["expected"], _as_json(value))
 
 
-def saved_path_one_of(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _at_path(check, saved)
-    ok = any(json_equal(alt, _as_json(value)) for alt in check["expected"])
-    return ok, f"at path: {_short(value)}"
+def _contains_text(check: Mapping[str, Any], value: Any) -> bool:
+    return isinstance(value, str) and str(check["expected"]) in value
+
+
+def _one_of(check: Mapping[str, Any], value: Any) -> bool:
+    return any(json_equal(alt, _as_json(value)) for alt in check["expected"])
+
+
+def _judged(
+    find: Callable[[Mapping[str, Any], Saved], Any], label: str, test: ValueTest
+) -> CheckFn:
+    def run(check: Mapping[str, Any], saved: Saved) -> Verdict:
+        value = find(check, saved)
+        return test(check, value), f"{label}: {_short(value)}"
+
+    return run
+
+
+saved_path_truthy = _judged(_at_path, "at path", _truthy)
+saved_path_equals = _judged(_at_path, "at path", _equals)
+saved_path_contains = _judged(_at_path, "at path", _contains_text)
+saved_path_one_of = _judged(_at_path, "at path", _one_of)
 
 
 def _contains(items: list[Any], expected: Any) -> bool:
@@ -144,20 +159,9 @@ def array_match_contains(check: Mapping[str, Any], saved: Saved) -> Verdict:
     return ok, f"matched element's {check['contains_path']}: {_short(inner)}"
 
 
-def value_equals(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _value(check, saved)
-    return json_equal(check["expected"], _as_json(value)), f"value: {_short(value)}"
-
-
-def value_contains(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _value(check, saved)
-    ok = isinstance(value, str) and str(check["expected"]) in value
-    return ok, f"value: {_short(value)}"
-
-
-def value_truthy(check: Mapping[str, Any], saved: Saved) -> Verdict:
-    value = _value(check, saved)
-    return value is not MISSING and bool(value), f"value: {_short(value)}"
+value_equals = _judged(_value, "value", _equals)
+value_contains = _judged(_value, "value", _contains_text)
+value_truthy = _judged(_value, "value", _truthy)
 
 
 def value_type(check: Mapping[str, Any], saved: Saved) -> Verdict:
