@@ -36,10 +36,6 @@ class CgroupLayout:
     v1: dict[str, Hierarchy] = field(default_factory=dict)  # controller -> hierarchy
     reasons: dict[str, str] = field(default_factory=dict)  # what is unusable, and why
 
-    @property
-    def v2_usable(self) -> bool:
-        return self.v2 is not None and self.v2.writable
-
     def v1_usable(self, controller: str) -> bool:
         hierarchy = self.v1.get(controller)
         return hierarchy is not None and hierarchy.writable

@@ -60,9 +60,6 @@ class Rotation:
             raise ValueError("sequence_index must be >= 0")
         return rotate_left(self.engines, self.offset + sequence_index)
 
-    def position_of(self, engine: str, sequence_index: int) -> int:
-        return self.order(sequence_index).index(engine)
-
     def describe(self) -> dict[str, Any]:
         """What the run manifest records about the engine order."""
         return {

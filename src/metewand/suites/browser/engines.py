@@ -248,13 +248,6 @@ def resolve(
     return Missing(name, MISSING_REASON, _missing_detail(spec))
 
 
-def resolve_all(
-    names: list[str], configured: Mapping[str, str] | None = None
-) -> dict[str, ResolvedEngine | Missing]:
-    configured = configured or {}
-    return {name: resolve(name, configured.get(name)) for name in names}
-
-
 def _missing_detail(spec: EngineSpec) -> str:
     tried = [source.describe() for source in spec.sources]
     tried_text = "; tried " + ", ".join(tried) if tried else ""
