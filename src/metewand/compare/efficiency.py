@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import stats
-from metewand.compare.intersection import all_pass_intersection
-from metewand.compare.resource_metrics import METRICS_BY_NAME
+from metewand.compare.intersection import Intersection, all_pass_intersection
+from metewand.compare.resource_metrics import METRICS_BY_NAME, read_columns
 
 Z95 = 1.959963984540054
 # Fewer resamples than a resource summary uses: the map is a picture, the summary is the record.
@@ -63,34 +63,42 @@ def median_ci(values: np.ndarray, clusters: Sequence[Hashable]) -> Interval | No
     return Interval(median, *(ci or (median, median)))
 
 
-def _intersection_values(
-    rows: Sequence[Mapping[str, Any]], metric: str
-) -> tuple[np.ndarray, list[str]]:
-    """One engine's intersection rows: the metric (NaN when missing) and the task clusters."""
-    read = METRICS_BY_NAME[metric].read
-    values = [read(row) for row in rows]
-    array = np.asarray([np.nan if v is None else v for v in values], dtype=float)
-    return array, [str(row["task_id"]) for row in rows]
+def _cost_arrays(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """One engine's intersection rows: each metric as an array (NaN when missing) read in one
+    pass over the rows, and the task cluster of each row."""
+    columns = read_columns(rows, [METRICS_BY_NAME[m] for m in metrics])
+    arrays = {m: np.array(columns[m], dtype=float) for m in metrics}  # None -> nan
+    return arrays, [str(row["task_id"]) for row in rows]
 
 
 def engine_points(
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     scores: Mapping[str, Any],
     columns: Mapping[str, Any],
     metrics: tuple[str, ...],
+    intersection: Intersection | None = None,
 ) -> list[EnginePoint]:
     """Per engine: the all-k success rate, and each cost's median over the all-pass
-    intersection of ``compare.intersection`` (task-attempts every selected engine passed)."""
+    intersection of ``compare.intersection`` (task-attempts every selected engine passed).
+
+    ``intersection`` is the one the report already built; it is used only when it was built
+    over exactly these engines, else it is rebuilt from ``rows``.
+    """
     engines = [e for e in scores["engines"] if e in columns]
-    inter = all_pass_intersection(rows, engines)
+    inter = intersection
+    if inter is None or inter.engines != tuple(engines):
+        inter = all_pass_intersection(rows, engines)
     points = []
     for engine in engines:
         tasks = scores["by_engine"][engine]["tasks"]
+        arrays, clusters = _cost_arrays(inter.rows_by_engine.get(engine, []), metrics)
         costs: dict[str, Interval | None] = {}
         samples: dict[str, int] = {}
         missing: dict[str, str] = {}
         for metric in metrics:
-            values, clusters = _intersection_values(inter.rows_by_engine.get(engine, []), metric)
+            values = arrays[metric]
             costs[metric] = median_ci(values, clusters) if values.size else None
             samples[metric] = int(np.isfinite(values).sum())
             if costs[metric] is None:

@@ -15,6 +15,7 @@ from metewand.compare.columns import BROWSER_METRICS, GroupColumns
 from metewand.compare.efficiency import EnginePoint, engine_points
 from metewand.compare.fmt import bytes_text, ms_text, rate_text, unavailable
 from metewand.compare.html_parts import esc, figure, paragraph, section, table
+from metewand.compare.intersection import Intersection
 from metewand.compare.rundir import RunData
 
 EXCLUDED_LISTED = 200  # non-pass attempts listed one by one; the counts cover all of them
@@ -291,10 +292,16 @@ def flags_section(columns: Mapping[str, GroupColumns]) -> str:
 
 
 def browser_sections(
-    run: RunData, scores: Mapping[str, Any], columns: Mapping[str, GroupColumns]
+    run: RunData,
+    scores: Mapping[str, Any],
+    columns: Mapping[str, GroupColumns],
+    intersection: Intersection | None = None,
 ) -> list[tuple[str, str, str]]:
+    """``intersection``: the resource summary's all-pass intersection, when one was built."""
     profiled = _has_resource(columns)
-    points = engine_points(run.rows, scores, columns, BROWSER_METRICS) if profiled else []
+    points = (
+        engine_points(run.rows, scores, columns, BROWSER_METRICS, intersection) if profiled else []
+    )
     return [
         ("efficiency", "Efficiency", efficiency_section(points, profiled)),
         ("scores", "Scores", pass_tables(scores)),

@@ -204,13 +204,13 @@ def render_report(
     run: RunData, scores: Mapping[str, Any], ctx: ResourceContext | None = None
 ) -> str:
     """The whole page as a string (write it with UTF-8)."""
+    ctx = ctx or resource_context(run)
     if run.kind == "browser":
         from metewand.compare.columns import browser_columns
 
-        parts = browser_sections(run, scores, browser_columns(run.rows))
+        parts = browser_sections(run, scores, browser_columns(run.rows), ctx.intersection)
     else:
         parts = compute_sections(run, scores)
-    ctx = ctx or resource_context(run)
     parts += comparability_sections(run, ctx)
     parts.append(("provenance", "Provenance", provenance_section(run)))
     intro = paragraph(

@@ -17,6 +17,7 @@ from typing import Any
 from metewand.compare import resource_card
 from metewand.compare.calibration import CalibrationThresholds, calibrate
 from metewand.compare.html_parts import kv_table, paragraph, section, table
+from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_summary import summarize
 from metewand.compare.run_facts import MISSING, lookup, manifest_data, read_facts
 from metewand.compare.rundir import RunData, load_run
@@ -31,6 +32,8 @@ class ResourceContext:
     reference_engine: str | None
     calibration: dict[str, Any] | None  # compare.calibration.calibrate(...) output
     summary: dict[str, Any] | None  # abb_resource_summary/1, only for a profiled browser run
+    # the all-pass intersection behind the summary, built once and reused by the efficiency map
+    intersection: Intersection | None = None
 
     def card(self) -> str | None:
         return resource_card.render(self.summary) if self.summary is not None else None
@@ -80,8 +83,9 @@ def resource_context(
         calibration = calibrate(base.manifest, base.rows, run.manifest, run.rows, _thresholds(run))
         calibration["baseline_run_dir"] = str(base_path)
     profiled = is_profiled(run)
-    summary = None
+    summary, inter = None, None
     if profiled:
+        inter = all_pass_intersection(run.rows, read_facts(run.manifest).engines)
         summary = summarize(
             run.manifest,
             run.rows,
@@ -89,8 +93,9 @@ def resource_context(
             calibration=calibration,
             cold_start_rows=run.cold_start,
             reference_engine=reference,
+            intersection=inter,
         )
-    return ResourceContext(profiled, reference, calibration, summary)
+    return ResourceContext(profiled, reference, calibration, summary, inter)
 
 
 def calibration_section(ctx: ResourceContext) -> str:

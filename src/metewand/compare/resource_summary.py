@@ -209,12 +209,14 @@ def summarize(
     reference_engine: str | None = None,
     resamples: int = stats.DEFAULT_RESAMPLES,
     bootstrap_seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
+    intersection: Intersection | None = None,
 ) -> dict[str, Any]:
-    """The ``abb_resource_summary/1`` document for one run."""
+    """The ``abb_resource_summary/1`` document for one run (``intersection``: the caller's
+    ``all_pass_intersection(rows, engines)``, passed in so a report builds it once)."""
     facts = read_facts(manifest)
     engines = facts.engines
     rows = latest_rows(rows)
-    inter = all_pass_intersection(rows, engines)
+    inter = intersection or all_pass_intersection(rows, engines)
     verdict = eligibility.evaluate(manifest, rows, host_summary, calibration, inter)
     # each engine's metric values are read from its intersection rows once, for every use
     columns = {e: read_columns(r) for e, r in inter.rows_by_engine.items()}
