@@ -69,6 +69,15 @@ def _is_mapping(value: Any) -> TypeGuard[Mapping[str, Any]]:
 def form_value(value: Any) -> float | None:
     """A measurement form's value (complete or partial), or a plain number; else None."""
     kind = type(value)
+    if kind is dict:  # the common case: a form parsed from JSON with a plain number inside
+        status = value.get("status")
+        if status == "complete" or status == "partial":
+            inner = value.get("value")
+            inner_kind = type(inner)
+            if inner_kind is float or inner_kind is int:
+                return float(inner)
+            return float(inner) if isinstance(inner, int | float) else None
+        return None
     if kind is float or kind is int:  # the common plain numbers (bool is not int by type)
         return float(value)
     if isinstance(value, bool) or value is None:
@@ -90,20 +99,21 @@ def read_columns(
     and traffic objects up once instead of once per metric.
     """
     out: dict[str, list[float | None]] = {m.name: [] for m in metrics}
-    traffic_names = [m.name for m in metrics if m.source == "traffic"]
-    resource_names = [m.name for m in metrics if m.source != "traffic"]
+    # (field, append) pairs bound once: the loop below runs rows x metrics times
+    traffic_fields = [(m.name, out[m.name].append) for m in metrics if m.source == "traffic"]
+    resource_fields = [(m.name, out[m.name].append) for m in metrics if m.source != "traffic"]
     for row in rows:
         resource = row.get("resource")
         if not _is_mapping(resource):
             resource = _NO_FIELDS
-        for name in resource_names:
-            out[name].append(form_value(resource.get(name)))
-        if traffic_names:
+        for name, append in resource_fields:
+            append(form_value(resource.get(name)))
+        if traffic_fields:
             traffic = traffic_of(row)
             if traffic is None or traffic.get("available") is not True:
                 traffic = _NO_FIELDS
-            for name in traffic_names:
-                out[name].append(form_value(traffic.get(name)))
+            for name, append in traffic_fields:
+                append(form_value(traffic.get(name)))
     return out
 
 
