@@ -89,7 +89,7 @@ def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Fig
 def distributions(columns: Mapping[str, Any], metrics: Sequence[str]) -> Figure:
     """One boxplot panel per metric, one box per engine (fliers hidden: 20k points are noise)."""
     names = list(columns)
-    fig = _figure(4.5 * len(metrics), 3.6, (0.6, 0.15, 0.55, 0.35))
+    fig = _figure(4.5 * len(metrics), 3.6, (0.6, 0.25, 0.55, 0.35))
     fig.subplots_adjust(wspace=0.3)
     axes = fig.subplots(1, len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
@@ -145,6 +145,18 @@ def _legend_or_note(ax: Any, empty: str, where: str = "upper right") -> None:
         ax.text(0.5, 0.5, f"unavailable ({empty})", ha="center", transform=ax.transAxes)
 
 
+def _polluted_spans(seconds: np.ndarray, polluted: np.ndarray) -> list[tuple[float, float]]:
+    """Each polluted sample shaded +-1 s, overlapping shades merged into one span (one
+    translucent band reads as one episode; stacked bands drew stripes of varying darkness)."""
+    spans: list[tuple[float, float]] = []
+    for t in np.sort(seconds[polluted & np.isfinite(seconds)]):
+        if spans and t - 1 <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], float(t) + 1)
+        else:
+            spans.append((float(t) - 1, float(t) + 1))
+    return spans
+
+
 def host_timeline(
     seconds: np.ndarray, series: Mapping[str, np.ndarray], polluted: np.ndarray
 ) -> Figure:
@@ -153,8 +165,8 @@ def host_timeline(
     for ax, (name, values) in zip(axes[:, 0], series.items(), strict=True):
         ax.plot(seconds, values, lw=1)
         ax.set_ylabel(name, fontsize=8)
-        for t in seconds[polluted]:
-            ax.axvspan(t - 1, t + 1, color="#d62728", alpha=0.25, lw=0)
+        for start, end in _polluted_spans(seconds, polluted):
+            ax.axvspan(start, end, color="#d62728", alpha=0.25, lw=0)
         ax.grid(True, alpha=0.3)
     axes[-1, 0].set_xlabel("seconds since first sample (red: pollution gate tripped)")
     return fig
