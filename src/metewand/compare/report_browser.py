@@ -207,8 +207,10 @@ def _title_from_file(path: Path) -> str:
     return ""
 
 
-def excluded_section(run: RunData, scores: Mapping[str, Any]) -> str:
-    titles = task_titles(run)
+def excluded_section(
+    run: RunData, scores: Mapping[str, Any], titles: Mapping[str, str] | None = None
+) -> str:
+    titles = task_titles(run) if titles is None else titles
     by_engine = [
         [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUS_HEAD[1:]]]
         for e, b in scores["by_engine"].items()
@@ -251,9 +253,11 @@ def excluded_section(run: RunData, scores: Mapping[str, Any]) -> str:
     )
 
 
-def task_section(run: RunData, scores: Mapping[str, Any]) -> str:
+def task_section(
+    run: RunData, scores: Mapping[str, Any], all_titles: Mapping[str, str] | None = None
+) -> str:
     """Per task: attempts passed out of attempts per engine, and whether all k passed."""
-    all_titles = task_titles(run)
+    all_titles = task_titles(run) if all_titles is None else all_titles
     engines = list(scores["engines"])
     cells: dict[tuple[str, str, str], dict[str, list[int]]] = {}
     titles: dict[tuple[str, str, str], str] = {}
@@ -302,11 +306,12 @@ def browser_sections(
     points = (
         engine_points(run.rows, scores, columns, BROWSER_METRICS, intersection) if profiled else []
     )
+    titles = task_titles(run)  # one pass over the rows (and task files) for both tables
     return [
         ("efficiency", "Efficiency", efficiency_section(points, profiled)),
         ("scores", "Scores", pass_tables(scores)),
         ("distributions", "Distributions", distribution_section(columns, profiled)),
-        ("excluded", "Excluded", excluded_section(run, scores)),
-        ("tasks", "Tasks", task_section(run, scores)),
+        ("excluded", "Excluded", excluded_section(run, scores, titles)),
+        ("tasks", "Tasks", task_section(run, scores, titles)),
         ("flags", "Flags", flags_section(columns)),
     ]
