@@ -16,7 +16,6 @@ import numpy as np
 
 from metewand.compare import stats
 from metewand.compare.intersection import Intersection, all_pass_intersection
-from metewand.compare.resource_metrics import METRICS_BY_NAME, read_columns
 
 Z95 = 1.959963984540054
 # Fewer resamples than a resource summary uses: the map is a picture, the summary is the record.
@@ -64,13 +63,13 @@ def median_ci(values: np.ndarray, clusters: Sequence[Hashable]) -> Interval | No
 
 
 def _cost_arrays(
-    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]
+    inter: Intersection, engine: str, metrics: Sequence[str]
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """One engine's intersection rows: each metric as an array (NaN when missing) read in one
-    pass over the rows, and the task cluster of each row."""
-    columns = read_columns(rows, [METRICS_BY_NAME[m] for m in metrics])
+    """One engine's intersection rows: each metric as an array (NaN when missing), from the
+    columns the intersection read once, and the task cluster of each row."""
+    columns = inter.metric_columns(engine)
     arrays = {m: np.array(columns[m], dtype=float) for m in metrics}  # None -> nan
-    return arrays, [str(row["task_id"]) for row in rows]
+    return arrays, [str(row["task_id"]) for row in inter.rows_by_engine.get(engine, [])]
 
 
 def engine_points(
@@ -93,7 +92,7 @@ def engine_points(
     points = []
     for engine in engines:
         tasks = scores["by_engine"][engine]["tasks"]
-        arrays, clusters = _cost_arrays(inter.rows_by_engine.get(engine, []), metrics)
+        arrays, clusters = _cost_arrays(inter, engine, metrics)
         costs: dict[str, Interval | None] = {}
         samples: dict[str, int] = {}
         missing: dict[str, str] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand.compare.intersection import Intersection, all_pass_intersection
-from metewand.compare.resource_metrics import METRICS, read_columns
+from metewand.compare.resource_metrics import METRICS
 from metewand.compare.run_facts import RunFacts, latest_rows, read_facts
 from metewand.runtime.schedule import ENGINE_ORDER_BALANCED, ROTATION_ALGORITHM
 
@@ -116,7 +116,7 @@ def _metrics_complete(inp: EligibilityInputs) -> Verdict:
     missing: list[dict[str, Any]] = []
     required = [m for m in METRICS if m.required]
     for engine, rows in inp.intersection.rows_by_engine.items():
-        columns = read_columns(rows, required)
+        columns = inp.intersection.metric_columns(engine)  # read once, shared with the summary
         for i, row in enumerate(rows):
             for metric in required:
                 if columns[metric.name][i] is None:

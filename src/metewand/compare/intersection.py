@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from metewand.compare.resource_metrics import read_columns
 from metewand.compare.run_facts import latest_rows
 
 TaskAttempt = tuple[str, int]
@@ -25,6 +26,16 @@ class Intersection:
     excluded_status_by_engine: dict[str, dict[str, int]]
     excluded_task_attempts: int
     outside_selection: int  # rows whose engine is not a selected engine
+    _columns: dict[str, dict[str, list[float | None]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def metric_columns(self, engine: str) -> dict[str, list[float | None]]:
+        """``read_columns`` of the engine's intersection rows (every metric), read once and
+        shared by eligibility, the resource summary and the efficiency map."""
+        if engine not in self._columns:
+            self._columns[engine] = read_columns(self.rows_by_engine.get(engine, []))
+        return self._columns[engine]
 
     def to_json(self) -> dict[str, Any]:
         return {

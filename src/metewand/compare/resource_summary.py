@@ -219,7 +219,7 @@ def summarize(
     inter = intersection or all_pass_intersection(rows, engines)
     verdict = eligibility.evaluate(manifest, rows, host_summary, calibration, inter)
     # each engine's metric values are read from its intersection rows once, for every use
-    columns = {e: read_columns(r) for e, r in inter.rows_by_engine.items()}
+    columns = {e: inter.metric_columns(e) for e in inter.rows_by_engine}
     by_engine: dict[str, Any] = {}
     for engine in engines:
         engine_rows = inter.rows_by_engine.get(engine, [])
