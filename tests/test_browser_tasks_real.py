@@ -17,6 +17,7 @@ import pytest
 
 from browser_engine_fixtures import running_engine
 from metewand.suites.browser.attempt import AttemptOutcome, run_task_attempt
+from metewand.suites.browser.cdp import CdpLogRecorder
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures.server import FixtureServer
 from metewand.suites.browser.tasks import Task, load_corpus, select_tasks
@@ -104,6 +105,69 @@ def test_failures_are_classified_on_chrome(chrome: EngineProcess, tmp_path: Path
         "hard_kill": ("timeout", "infra"),
     }
     assert chrome.is_alive()
+
+
+def test_before_cleanup_runs_once_after_grading_before_the_page_closes(
+    chrome: EngineProcess, tmp_path: Path
+) -> None:
+    eval_1 = {"method": "Runtime.evaluate", "params": {"expression": "1"}, "save_as": "v"}
+    tasks = {
+        "sync_pass": (_own_task("sync_pass", driver=_steps(eval_1), grader=NO_ERROR), False),
+        "async_pass": (_own_task("async_pass", driver=_steps(eval_1), grader=NO_ERROR), True),
+        "graded_fail": (_own_task("graded_fail", driver=_steps(eval_1),
+                                  grader={"kind": "inline_assertions", "checks": [
+                                      {"kind": "value_equals", "name": "v", "expected": 2}]}),
+                        False),
+        "hard_kill": (_own_task("hard_kill", driver=_steps({"sleep_ms": 2000}), grader=NO_ERROR,
+                                timeouts={"task_ms": 5000, "hard_kill_ms": 300}), False),
+    }  # fmt: skip
+    seen: dict[str, list[list[str]]] = {}
+
+    async def go() -> dict[str, AttemptOutcome]:
+        results = {}
+        async with FixtureServer(OWN_SUITE / "fixtures") as server:
+            assert server.base_url is not None and chrome.ws_url is not None
+            for name, (task, is_async) in tasks.items():
+                recorder = CdpLogRecorder()
+                calls = seen.setdefault(name, [])
+
+                def snapshot(rec: CdpLogRecorder = recorder, out: list[list[str]] = calls) -> None:
+                    out.append([json.dumps(r.to_json()) for r in rec.records])
+
+                async def async_snapshot(snap: Any = snapshot) -> None:
+                    await asyncio.sleep(0)
+                    snap()
+
+                results[name] = await run_task_attempt(
+                    task, chrome.ws_url, "chrome", server.base_url, tmp_path / name,
+                    log_recorder=recorder, before_cleanup=async_snapshot if is_async else snapshot,
+                )  # fmt: skip
+        return results
+
+    results = asyncio.run(go())
+    assert {k: o.status for k, o in results.items()} == {
+        "sync_pass": "pass", "async_pass": "pass", "graded_fail": "fail", "hard_kill": "timeout"
+    }  # fmt: skip
+    assert seen["hard_kill"] == []  # the driver never finished: the caller ends its window
+    for name in ("sync_pass", "async_pass", "graded_fail"):
+        assert len(seen[name]) == 1, name
+        log = seen[name][0]
+        assert any('"Runtime.evaluate"' in line for line in log), name  # the work was done
+        assert not any('"Target.closeTarget"' in line for line in log), name  # page still open
+        assert '"Target.closeTarget"' in (tmp_path / name / "cdp.jsonl").read_text()  # then closed
+
+
+def test_a_failing_before_cleanup_is_a_note_not_a_status(
+    chrome: EngineProcess, tmp_path: Path
+) -> None:
+    def broken() -> None:
+        raise RuntimeError("observer broke")
+
+    task = _own_task("broken_hook", driver=_steps({"method": "DOM.enable"}), grader=NO_ERROR)
+    outcome = run_tasks(chrome, OWN_SUITE, [task], tmp_path, before_cleanup=broken)["broken_hook"]
+    assert outcome.status == "pass"
+    assert any("before_cleanup failed: RuntimeError: observer broke" in n for n in outcome.notes)
+    assert '"Target.closeTarget"' in (tmp_path / "broken_hook" / "cdp.jsonl").read_text()
 
 
 def test_context_isolation_is_recorded_and_works(chrome: EngineProcess, tmp_path: Path) -> None:

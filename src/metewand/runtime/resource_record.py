@@ -137,8 +137,11 @@ def engine_resources_record(
     engine: str | None = None,
     fixture_traffic: Mapping[str, Any] | None = None,
     memory_peak_per_attempt: bool = True,
+    cpu_wall_ms: float | None = None,
 ) -> dict[str, Any]:
     """``attempt_cpu`` is the attempt's CPU (end reading minus baseline reading, in ns).
+    ``cpu_wall_ms``: the wall that reading spans when it is not the collection wall (the end
+    reading taken after the page's cleanup); ``avg_cores`` divides by it.
 
     ``memory_peak_per_attempt``: the cgroup high-water was restarted at the attempt's start; when
     it was not, it may hold an earlier attempt's peak, so it is not compared with the samples."""
@@ -176,8 +179,9 @@ def engine_resources_record(
             "memory_accounting": summary.cgroup_memory_peak.source or "unavailable",
         },
         interval_ms=summary.interval_ms,
-        # CPU is read at the baseline and end scans, so its window is the collection wall
-        avg_cores=avg_cores(cpu["cpu_total_ms"], collection_wall_ms),
+        avg_cores=avg_cores(
+            cpu["cpu_total_ms"], collection_wall_ms if cpu_wall_ms is None else cpu_wall_ms
+        ),
         sample_counts={
             "ticks": summary.tick_count,
             "pss_samples": summary.pss_sample_count,

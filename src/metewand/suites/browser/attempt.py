@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -36,6 +37,9 @@ GRADER_FILE: Final = "grader.json"
 CLEANUP_TIMEOUT_S: Final = 3.0
 # Beyond the per-command timeout, a whole attempt is bounded by the task's hard-kill budget.
 DEFAULT_HARD_KILL_MS: Final = 30000
+
+# Called once the task's work is done (steps run, answer graded) and before the page is closed.
+BeforeCleanup = Callable[[], Awaitable[None] | None]
 
 
 @dataclass
@@ -97,12 +101,16 @@ async def run_task_attempt(
     seed: str | None = None,
     engine_alive: Callable[[], bool] | None = None,
     log_recorder: CdpLogRecorder | None = None,
+    before_cleanup: BeforeCleanup | None = None,
 ) -> AttemptOutcome:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
     ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
     client (then pass ``log_recorder`` if the client was connected with one). ``engine_alive``
     is asked after the attempt: a dead engine turns the outcome into ``crash``.
+    ``before_cleanup`` (sync or async) runs after the driver and grader returned and before the
+    page is closed; it is not reached when the driver raises or times out. Its own failure is a
+    note, never a change of the outcome.
     """
     out_dir = Path(artifact_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -122,7 +130,7 @@ async def run_task_attempt(
         hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
             _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
-                   attempt, seed, notes),
+                   attempt, seed, notes, before_cleanup),
             hard_kill_s,
         )  # fmt: skip
         outcome = verdict.classification
@@ -149,7 +157,7 @@ async def run_task_attempt(
 
 async def _drive(
     task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
-    run_id: str, attempt: int, seed: str, notes: list[str],
+    run_id: str, attempt: int, seed: str, notes: list[str], before_cleanup: BeforeCleanup | None,
 ) -> DriverVerdict:  # fmt: skip
     driver = DRIVERS.get(task.driver_kind)
     if driver is None:
@@ -159,10 +167,23 @@ async def _drive(
         task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed, notes
     )
     try:
-        return await driver(ctx)
+        verdict = await driver(ctx)
+        await _call_before_cleanup(before_cleanup, notes)
+        return verdict
     finally:
         # Shielded so a hard-kill cancellation still closes the page (and its context).
         notes += await asyncio.shield(_close_page(client, page))
+
+
+async def _call_before_cleanup(callback: BeforeCleanup | None, notes: list[str]) -> None:
+    if callback is None:
+        return
+    try:
+        result = callback()
+        if inspect.isawaitable(result):
+            await result
+    except Exception as exc:  # a hook (e.g. the resource observer) never decides the outcome
+        notes.append(f"before_cleanup failed: {type(exc).__name__}: {exc}")
 
 
 async def _close_page(client: CdpClient, page: PageTarget) -> list[str]:
@@ -203,4 +224,4 @@ def _write_artifacts(
     return [CDP_LOG_FILE, GRADER_FILE]
 
 
-__all__ = ["AttemptOutcome", "CheckResult", "attempt_seed", "run_task_attempt"]
+__all__ = ["AttemptOutcome", "BeforeCleanup", "CheckResult", "attempt_seed", "run_task_attempt"]

@@ -2,7 +2,8 @@
 its artifact dir and traffic counters, run it (``attempt.run_task_attempt``), build its row.
 
 ``RunHooks`` is the seam for resource profiling: it can put the engine into an accounting group
-at launch (``preexec_for``) and observe each attempt (``attempt_started``/``attempt_finished``);
+at launch (``preexec_for``) and observe each attempt (``attempt_started``, ``attempt_work_done``
+once the task's work is done and before its page is closed, ``attempt_finished`` after cleanup);
 measurement trouble there never changes a functional status.
 """
 
@@ -36,8 +37,36 @@ class RunHooks:
     def attempt_started(self, planned: PlannedAttempt, process: EngineProcess, worker: int) -> Any:
         return None
 
+    def attempt_work_done(self, token: Any) -> None:
+        """End of the collection window. Called exactly once per attempt: before the page is
+        closed when the task's work completed, else after the attempt returned. Never raises."""
+        return None
+
     def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
         return None
+
+
+class _CollectionWindow:
+    """One attempt's collection window; ``close`` ends it (and the hooks' sampling) once."""
+
+    def __init__(self, hooks: RunHooks, start: float) -> None:
+        self.hooks = hooks
+        self.start = start
+        self.token: Any = None
+        self.end: float | None = None
+
+    def close(self) -> None:
+        if self.end is not None:
+            return
+        try:
+            self.hooks.attempt_work_done(self.token)
+        finally:  # the window ends even if a hook broke its promise not to raise
+            self.end = time.perf_counter()
+
+    @property
+    def wall_ms(self) -> float:
+        assert self.end is not None
+        return (self.end - self.start) * 1000
 
 
 class AttemptRunner:
@@ -74,18 +103,21 @@ class AttemptRunner:
             self.server.traffic.begin_attempt(key)
             # The collection window: the same code path in a baseline (no scans) and a profiled
             # run, so their difference is the observer's cost (baseline/end scans included).
-            window_start = time.perf_counter()
-            token = self.hooks.attempt_started(planned, process, self.pool.worker)
+            # It ends when the task's work is done, before the page is closed: the end scan
+            # then walks a live, idle renderer, not one whose address space is being torn down.
+            window = _CollectionWindow(self.hooks, time.perf_counter())
+            window.token = self.hooks.attempt_started(planned, process, self.pool.worker)
             started_at = utc_now()
             outcome = await run_task_attempt(
                 planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
                 config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
                 seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
-                engine_alive=process.is_alive,
+                engine_alive=process.is_alive, before_cleanup=window.close,
             )  # fmt: skip
             finished_at = utc_now()
-            resource = self.hooks.attempt_finished(token, out_dir)
-            window_ms = (time.perf_counter() - window_start) * 1000
+            window.close()  # not reached before cleanup (failure, timeout, crash): end it now
+            resource = self.hooks.attempt_finished(window.token, out_dir)
+            window_ms = window.wall_ms
             traffic = await self.server.traffic.end_attempt_settled(key)
             if not process.is_alive():
                 tail = process.stderr_tail()

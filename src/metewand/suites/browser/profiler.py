@@ -20,7 +20,7 @@ from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
 from metewand.measure.pss import PssScanner
-from metewand.measure.sampler import FaultHook, Sampler
+from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
 from metewand.runtime.store import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
@@ -66,6 +66,10 @@ class _Attempt:
     error: str | None = None
     start_ms: float | None = None  # observer wall spent in attempt_started (baseline scan)
     peak_reset: bool = False  # the cgroup memory high-water was restarted for this attempt
+    done: bool = False  # attempt_work_done ran (the sampler is stopped exactly once)
+    summary: SamplerSummary | None = None
+    stop_ms: float = 0.0  # observer wall of the end scan (+ sampler teardown)
+    wall_ms: float = 0.0  # the collection window: baseline scan start to end scan end
 
 
 class ResourceProfiler(RunHooks):
@@ -136,26 +140,43 @@ class ResourceProfiler(RunHooks):
         token.start_ms = (time.perf_counter() - token.wall_start) * 1000
         return token
 
-    def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
-        if not isinstance(token, _Attempt):
-            return None
-        harness_ms = (time.process_time() - token.harness_cpu_start) * 1000
+    def attempt_work_done(self, token: Any) -> None:
+        """Stop the sampler with its end scan: the task's work is done, its page still open."""
+        if not isinstance(token, _Attempt) or token.done:
+            return
+        token.done = True
         try:
             if token.sampler is None:
                 raise RuntimeError(token.error or "sampler not started")
             stop_start = time.perf_counter()
-            summary = token.sampler.stop()
-            stop_ms = (time.perf_counter() - stop_start) * 1000
-            wall_ms = (time.perf_counter() - token.wall_start) * 1000
+            token.summary = token.sampler.stop()
+            token.stop_ms = (time.perf_counter() - stop_start) * 1000
+        except Exception as exc:  # the observer never takes an attempt down
+            token.error = f"{type(exc).__name__}: {exc}"
+        token.wall_ms = (time.perf_counter() - token.wall_start) * 1000
+
+    def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
+        if not isinstance(token, _Attempt):
+            return None
+        self.attempt_work_done(token)  # a no-op when the runner already ended the window
+        harness_ms = (time.process_time() - token.harness_cpu_start) * 1000
+        try:
+            if token.summary is None:
+                raise RuntimeError(token.error or "sampler not stopped")
+            summary = token.summary
+            # Read after the page's cleanup, so the engine's work of closing it stays charged to
+            # this attempt; avg_cores divides by the wall this CPU reading spans.
             attempt_cpu = cpu_delta(token.cpu_before, token.accounting.cpu())
+            cpu_wall_ms = (time.perf_counter() - token.wall_start) * 1000
             record = engine_resources_record(
                 summary, attempt_cpu, backend=token.accounting.backend, duration_ms=None,
-                collection_wall_ms=wall_ms, fallback_reasons=token.accounting.fallback_reasons,
+                collection_wall_ms=token.wall_ms, fallback_reasons=token.accounting.fallback_reasons,
                 engine=token.engine, memory_peak_per_attempt=token.peak_reset,
+                cpu_wall_ms=cpu_wall_ms,
             )  # fmt: skip
             # where the observer's wall goes: baseline scan (+ setup) and end scan (+ teardown)
             record["observer_wall_ms"] = {"start": round(token.start_ms or 0.0, 3),
-                                          "stop": round(stop_ms, 3)}  # fmt: skip
+                                          "stop": round(token.stop_ms, 3)}  # fmt: skip
             with open(artifact_dir / RESOURCE_FILE, "wb") as handle:
                 for sample in summary.samples:
                     handle.write(canonical.line(sample))
