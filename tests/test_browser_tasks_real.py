@@ -9,6 +9,7 @@ import asyncio
 import copy
 import json
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,16 @@ def test_before_cleanup_runs_once_after_grading_before_the_page_closes(
         assert any('"Runtime.evaluate"' in line for line in log), name  # the work was done
         assert not any('"Target.closeTarget"' in line for line in log), name  # page still open
         assert '"Target.closeTarget"' in (tmp_path / name / "cdp.jsonl").read_text()  # then closed
+
+
+def test_before_cleanup_wall_is_not_task_duration(chrome: EngineProcess, tmp_path: Path) -> None:
+    def slow_observer() -> None:
+        time.sleep(0.6)  # a blocking end scan, as the resource observer's is
+
+    task = _own_task("slow_hook", driver=_steps({"method": "DOM.enable"}), grader=NO_ERROR)
+    outcome = run_tasks(chrome, OWN_SUITE, [task], tmp_path, before_cleanup=slow_observer)
+    assert outcome["slow_hook"].status == "pass"
+    assert outcome["slow_hook"].duration_ms < 500
 
 
 def test_a_failing_before_cleanup_is_a_note_not_a_status(

@@ -110,7 +110,8 @@ async def run_task_attempt(
     is asked after the attempt: a dead engine turns the outcome into ``crash``.
     ``before_cleanup`` (sync or async) runs after the driver and grader returned and before the
     page is closed; it is not reached when the driver raises or times out. Its own failure is a
-    note, never a change of the outcome.
+    note, never a change of the outcome, and its wall is not part of ``duration_ms`` (it is the
+    caller's time, e.g. the resource observer's end scan, not the task's).
     """
     out_dir = Path(artifact_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -122,6 +123,7 @@ async def run_task_attempt(
     client: CdpClient | None = cdp if isinstance(cdp, CdpClient) else None
     before: _Counters | None = _Counters.of(client) if client is not None else None
     verdict: DriverVerdict | None = None
+    hook = _TimedHook(before_cleanup)
     try:
         if client is None:
             assert isinstance(cdp, str)
@@ -130,7 +132,7 @@ async def run_task_attempt(
         hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
             _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
-                   attempt, seed, notes, before_cleanup),
+                   attempt, seed, notes, hook),
             hard_kill_s,
         )  # fmt: skip
         outcome = verdict.classification
@@ -141,7 +143,7 @@ async def run_task_attempt(
         await client.close()
     if engine_alive is not None:
         outcome = classify.promote_dead_engine(outcome, engine_alive())
-    duration_ms = int((time.monotonic() - started) * 1000)
+    duration_ms = int((time.monotonic() - started - hook.wall_s) * 1000)
     checks = verdict.checks if verdict is not None else []
     result = AttemptOutcome(
         outcome.status, outcome.failure_class, outcome.origin, outcome.reason,
@@ -157,7 +159,7 @@ async def run_task_attempt(
 
 async def _drive(
     task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
-    run_id: str, attempt: int, seed: str, notes: list[str], before_cleanup: BeforeCleanup | None,
+    run_id: str, attempt: int, seed: str, notes: list[str], hook: _TimedHook,
 ) -> DriverVerdict:  # fmt: skip
     driver = DRIVERS.get(task.driver_kind)
     if driver is None:
@@ -168,22 +170,32 @@ async def _drive(
     )
     try:
         verdict = await driver(ctx)
-        await _call_before_cleanup(before_cleanup, notes)
+        await hook.call(notes)
         return verdict
     finally:
         # Shielded so a hard-kill cancellation still closes the page (and its context).
         notes += await asyncio.shield(_close_page(client, page))
 
 
-async def _call_before_cleanup(callback: BeforeCleanup | None, notes: list[str]) -> None:
-    if callback is None:
-        return
-    try:
-        result = callback()
-        if inspect.isawaitable(result):
-            await result
-    except Exception as exc:  # a hook (e.g. the resource observer) never decides the outcome
-        notes.append(f"before_cleanup failed: {type(exc).__name__}: {exc}")
+class _TimedHook:
+    """``before_cleanup`` with the wall it took, which the task's duration leaves out."""
+
+    def __init__(self, callback: BeforeCleanup | None) -> None:
+        self.callback = callback
+        self.wall_s = 0.0
+
+    async def call(self, notes: list[str]) -> None:
+        if self.callback is None:
+            return
+        start = time.monotonic()
+        try:
+            result = self.callback()
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:  # a hook (e.g. the resource observer) never decides the outcome
+            notes.append(f"before_cleanup failed: {type(exc).__name__}: {exc}")
+        finally:
+            self.wall_s = time.monotonic() - start
 
 
 async def _close_page(client: CdpClient, page: PageTarget) -> list[str]:
