@@ -8,7 +8,7 @@ from pathlib import Path
 
 from browser_run_helpers import lexbench_or_skip, rows_of
 from metewand.runtime.schemas import violations
-from metewand.suites.browser.leftovers import marked_processes
+from metewand.suites.browser.leftovers import run_processes
 from metewand.suites.browser.run_config import ResourceOptions, RunConfig
 from metewand.suites.browser.runner import run_browser
 
@@ -58,4 +58,4 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert conditions["profile_jobs_k"]["passed"] is False  # k=1 < 5: never eligible
     assert conditions["calibration"]["figures"], "the baseline run must have been paired"
     assert "intersection" in (d / "resource-card.md").read_text().lower()
-    assert marked_processes("prof") == []
+    assert run_processes(tmp_path / "prof", "prof") == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from browser_run_helpers import lexbench_or_skip, manifest_of, rows_of
-from metewand.suites.browser.leftovers import marked_processes
+from metewand.suites.browser.leftovers import run_processes
 from metewand.suites.browser.run_config import RunConfig, builtin_suite_dir
 from metewand.suites.browser.runner import run_browser
 
@@ -56,7 +56,7 @@ def _check_run(run_dir: Path, tasks: int, engines: tuple[str, ...]) -> list[dict
     scores = json.loads((run_dir / "scores.json").read_text())
     assert scores["engines"] == list(engines)
     assert sum(scores["by_engine"][e]["attempts"]["total"] for e in engines) == len(rows)
-    assert marked_processes(manifest["run_id"]) == []
+    assert run_processes(run_dir, manifest["run_id"]) == []
     return rows  # type: ignore[return-value]
 
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from browser_run_helpers import REPO, cli, lexbench_or_skip, manifest_of, rows_of
-from metewand.suites.browser.leftovers import marked_processes
+from metewand.suites.browser.leftovers import marked_processes, run_processes
 
 TASKS = (
     "pw_raw_runtime_evaluateprimitives", "pw_raw_dom_describenode", "pw_raw_dom_getboxmodel",
@@ -67,7 +67,7 @@ def test_kill_9_then_resume_finishes_and_leaves_no_engine(tmp_path: Path) -> Non
     assert len({r["key"] for r in rows}) == len(rows)
     assert manifest_of(run_dir)["state"] == "complete"
     assert (run_dir / "scores.json").is_file()
-    assert marked_processes("killed") == []
+    assert run_processes(run_dir, "killed") == []
     for pid in orphans:
         assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
 
@@ -92,7 +92,7 @@ def test_jobs_2_runs_the_same_attempt_set(tmp_path: Path) -> None:
         keys[jobs] = {(r["key"], r["order"]["round"], r["order"]["position"]) for r in rows}
         workers = {r["engine_process"]["worker"] for r in rows}
         assert workers == ({0} if jobs == "1" else {0, 1})
-        assert marked_processes(f"j{jobs}") == []
+        assert run_processes(tmp_path / f"j{jobs}", f"j{jobs}") == []
     assert keys["1"] == keys["2"] and len(keys["1"]) == 6
 
 
@@ -114,7 +114,7 @@ def test_sigint_marks_interrupted_exit_130_no_engine_left(tmp_path: Path) -> Non
         if proc.poll() is None:
             proc.kill()
     assert manifest_of(out / "sigint")["state"] == "interrupted"
-    assert marked_processes("sigint") == []
+    assert run_processes(out / "sigint", "sigint") == []
     assert not (out / "sigint" / ".staging").exists() or not any(
         (out / "sigint" / ".staging").iterdir()
     )

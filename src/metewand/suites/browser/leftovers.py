@@ -1,10 +1,15 @@
 """Find and kill engine processes left behind by an earlier, killed run of the same run id.
 
-Every engine the runner launches carries ``METEWAND_RUN_ID=<run id>`` in its environment, which
-its descendants inherit and which ``/proc/PID/environ`` shows even after the runner died with
-``kill -9`` (the engines then live on, re-parented). The runner also appends each engine pid to
-``engine_pids.jsonl`` in the run directory; a recorded pid is only killed while it still carries
-the marker, so a reused pid is never hit.
+Two independent ways find them after the runner died with ``kill -9`` (the engines live on,
+re-parented):
+
+- every engine carries ``METEWAND_RUN_ID=<run id>`` in its environment, which its descendants
+  inherit and ``/proc/PID/environ`` shows. Chromium rewrites that memory with its process title,
+  so the marker alone misses a Chromium browser process;
+- the runner appends each engine's pid, start time and session to ``engine_pids.jsonl`` in the run
+  directory. Engines run in a session of their own, so every process of that session started no
+  earlier than its recorded leader belongs to the engine; a reused pid or session id has a later
+  leader start time, or its members started before, and is never hit.
 """
 
 from __future__ import annotations
@@ -48,30 +53,55 @@ def marked_processes(run_id: str) -> list[int]:
     return sorted(found)
 
 
-def recorded_pids(run_dir: Path) -> list[int]:
-    path = Path(run_dir) / PID_FILE
-    pids = []
+def _recorded(run_dir: Path) -> list[dict[str, int]]:
+    records = []
     with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
+        for line in (Path(run_dir) / PID_FILE).read_text().splitlines():
             with contextlib.suppress(ValueError, KeyError, TypeError):
-                pids.append(int(json.loads(line)["pid"]))
-    return pids
+                record = json.loads(line)
+                records.append({k: int(record[k]) for k in ("pid", "starttime", "session")})
+    return records
+
+
+def recorded_pids(run_dir: Path) -> list[int]:
+    return [record["pid"] for record in _recorded(run_dir)]
 
 
 def record_pid(run_dir: Path, record: dict[str, object]) -> None:
+    """Append an engine's pid with its start time and session (what identifies it later)."""
+    entry = dict(record)
+    with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
+        stat = procfs.read_stat(int(str(record["pid"])))
+        entry.update(starttime=stat.starttime_ticks, session=stat.session)
     with open(Path(run_dir) / PID_FILE, "a") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
+        handle.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def session_processes(run_dir: Path) -> list[int]:
+    """Live processes in a recorded engine session, started no earlier than its leader."""
+    leaders = {r["session"]: r["starttime"] for r in _recorded(run_dir) if r["session"] == r["pid"]}
+    found = []
+    for pid in procfs.iter_pids():
+        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
+            stat = procfs.read_stat(pid)
+            born = leaders.get(stat.session)
+            if born is not None and stat.starttime_ticks >= born and stat.state != "Z":
+                found.append(pid)
+    return sorted(found)
+
+
+def run_processes(run_dir: Path, run_id: str) -> list[int]:
+    """Every live process of this run's engines, by marker or by recorded session."""
+    return sorted(set(marked_processes(run_id)) | set(session_processes(run_dir)))
 
 
 def kill_leftovers(run_dir: Path, run_id: str, wait_s: float = 5.0) -> list[int]:
     """SIGKILL every process of this run still alive; returns the pids that were signalled."""
-    marker = f"{RUN_MARKER_VAR}={run_id}".encode()
-    targets = set(marked_processes(run_id))
-    targets |= {pid for pid in recorded_pids(run_dir) if _carries_marker(pid, marker)}
-    for pid in sorted(targets):
+    targets = [pid for pid in run_processes(run_dir, run_id) if pid != os.getpid()]
+    for pid in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and marked_processes(run_id):
+    while time.monotonic() < deadline and run_processes(run_dir, run_id):
         time.sleep(0.05)
-    return sorted(targets)
+    return targets

@@ -27,6 +27,7 @@ from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.engine_pool import marked_engine
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
+from metewand.suites.browser.leftovers import record_pid
 from metewand.suites.browser.rows import PlannedAttempt
 from metewand.suites.browser.run_config import RunConfig
 
@@ -225,6 +226,7 @@ class ResourceProfiler(RunHooks):
             await process.start()
             if process.pid is not None:
                 group.attach(process.pid)
+                record_pid(self.run_dir, {"pid": process.pid, "engine": name, "cold_start": sample})
         except EngineLaunchError as exc:
             failure = str(exc)[:500]
         summary = sampler.stop()
