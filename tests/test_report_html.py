@@ -21,9 +21,12 @@ from metewand.compare import synthetic
 from metewand.compare.generate import generate
 from metewand.suites.browser import engines
 from metewand.suites.browser.cdp import CdpClient
+from metewand.suites.browser.run_config import ResourceOptions, RunConfig, builtin_suite_dir
+from metewand.suites.browser.runner import run_browser
 
 CHROME = engines.resolve("chrome")
 INJECTED = "<script>alert(1)</script>"
+REAL_TASKS = ("own_eval_values", "own_dom_saved_chain", "own_l2_inner_text")
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +138,30 @@ async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
 @pytest.mark.skipif(not isinstance(CHROME, engines.ResolvedEngine), reason="needs chromium")
 def test_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     seen = asyncio.run(_open_in_chromium(report.as_uri(), tmp_path / "profile"))
+    _assert_clean_page_with_map(seen)
+    # acceptance 2: the title is on the page as text, and the page runs no script at all
+    assert INJECTED in seen["body_text"]
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not isinstance(CHROME, engines.ResolvedEngine), reason="needs chromium")
+def test_report_of_a_real_chrome_lightpanda_run(tmp_path: Path) -> None:
+    """Acceptance 1 on a real run: both engines on a few built-in tasks, then the report."""
+    # profiled, so the efficiency map has memory and CPU to place the engines by
+    resource = ResourceOptions(profile="engine", cold_start_samples=1, host_sample_interval_s=0.5)
+    config = RunConfig(
+        str(builtin_suite_dir()), ("chrome", "lightpanda"), k=1, seed="t", task_ids=REAL_TASKS,
+        resource=resource,
+    )  # fmt: skip
+    result = run_browser(config, tmp_path / "runs", "real", echo=lambda _m: None)
+    assert result.exit_code == 0 and result.run_dir is not None
+    html = generate(result.run_dir, ["html"])["html"]
+    seen = asyncio.run(_open_in_chromium(html.as_uri(), tmp_path / "profile"))
+    _assert_clean_page_with_map(seen)
+    assert "lightpanda" in seen["body_text"] and "chrome" in seen["body_text"]
+
+
+def _assert_clean_page_with_map(seen: dict[str, Any]) -> None:
     methods = [e["method"] for e in seen["events"]]
     errors = [
         e
@@ -152,8 +179,6 @@ def test_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
     ]
     assert any(u.startswith("file:") for u in requests)  # the page load itself was observed
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
-    # acceptance 2: the title is on the page as text, and the page runs no script at all
-    assert INJECTED in seen["body_text"]
     assert seen["script_count"] == 0
     # the map image decodes to a non-blank figure
     rect = seen["rect"]
