@@ -101,3 +101,24 @@ def test_resume_runs_only_what_is_missing(tmp_path: Path) -> None:
     assert first.attempts == 8
     again = run(manifest, tmp_path, resume="r")
     assert (again.attempts, again.skipped) == (0, 8)
+
+
+def test_host_telemetry_beside_a_compute_run(tmp_path: Path) -> None:
+    import json
+
+    from metewand.runtime import schemas
+
+    summary = run(_manifest(tmp_path), tmp_path, run_id="host", host_sample_interval_s=0.1)
+    run_dir = Path(summary.run_dir)
+    samples = [json.loads(x) for x in (run_dir / "host_telemetry.jsonl").read_text().splitlines()]
+    assert len(samples) >= 2  # one at start, one at stop, more while it ran
+    assert all(schemas.violations("abb_host_telemetry-1", s) == [] for s in samples)
+    host = json.loads((run_dir / "host_summary.json").read_text())
+    assert schemas.violations("abb_host_summary-1", host) == []
+    assert host["gate"]["sample_count"] == len(samples)
+
+
+def test_host_telemetry_off_writes_nothing(tmp_path: Path) -> None:
+    summary = run(_manifest(tmp_path), tmp_path, run_id="quiet", host_sample_interval_s=None)
+    assert not (Path(summary.run_dir) / "host_telemetry.jsonl").exists()
+    assert not (Path(summary.run_dir) / "host_summary.json").exists()

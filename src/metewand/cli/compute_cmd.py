@@ -91,6 +91,14 @@ def _resumed_manifest(resume: str, out_dir: str) -> str:
     show_default=True,
     help="Resource accounting backend.",
 )
+@click.option(
+    "--host-telemetry",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="Record host load, memory, swap and PSI beside the run (host_telemetry.jsonl).",
+)
+@click.option("--host-sample-interval-s", type=click.FloatRange(min=0.05), default=1.0)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
@@ -101,6 +109,8 @@ def run(
     resume: str | None,
     cache_dir: str | None,
     backend: str,
+    host_telemetry: str,
+    host_sample_interval_s: float,
     no_progress: bool,
     quiet: bool,
 ) -> None:
@@ -123,6 +133,7 @@ def run(
         jobs=jobs,
         cache_dir=cache_dir,
         accounting_backend=backend,
+        host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:

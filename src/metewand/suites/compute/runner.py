@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from metewand import __version__
+from metewand.measure.host import HostTelemetry
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
-from metewand.runtime.store import RunStore
+from metewand.runtime.store import RunStore, write_json_atomic
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import (
     RunInterrupted,
@@ -51,6 +52,7 @@ class RunOptions:
     accounting_backend: str = "auto"
     timeouts: Timeouts = field(default_factory=Timeouts)
     log_limit: int = 1 << 20
+    host_sample_interval_s: float | None = 1.0  # None: no host telemetry
 
 
 @dataclass
@@ -219,13 +221,23 @@ def run(
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     with terminate_as_interrupt():
         store = _open_store(options, _manifest_data(manifest, plan, options.jobs or first))
+        host = _start_host_telemetry(store.run_dir, options.host_sample_interval_s)
         try:
             return _execute(ComputeRun(manifest, plan, store, options), progress, reporter)
         except BaseException:
             store.set_state("interrupted")
             raise
         finally:
+            if host is not None:  # whether the machine was quiet enough, even for a cut run
+                write_json_atomic(store.run_dir / "host_summary.json", host.stop())
             store.close()
+
+
+def _start_host_telemetry(run_dir: Path, interval_s: float | None) -> HostTelemetry | None:
+    """Host load, memory, swap and PSI beside the run (appended to on resume)."""
+    if interval_s is None:
+        return None
+    return HostTelemetry(interval_s, os.getpid(), run_dir / "host_telemetry.jsonl").start()
 
 
 def _execute(
