@@ -151,6 +151,25 @@ def _read_chunk(pids: Sequence[int]) -> tuple[list[Result], int]:
     return results, time.thread_time_ns() - start
 
 
+class _PidQueue:
+    """A pid list that several reader threads drain together, one pid at a time."""
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        self._pids = iter(pids)
+        self._lock = threading.Lock()
+
+    def _next(self) -> int | None:
+        with self._lock:
+            return next(self._pids, None)
+
+    def drain(self) -> tuple[list[Result], int]:
+        start = time.thread_time_ns()
+        results = []
+        while (pid := self._next()) is not None:
+            results.append((pid, *read_rollup(pid)))
+        return results, time.thread_time_ns() - start
+
+
 Signature = tuple[int, int, int, int, int]  # starttime, minflt, majflt, vsize, rss pages
 
 
@@ -229,9 +248,12 @@ class PssScanner:
         if self.workers == 1 or len(pids) < self.parallel_min:
             results, cpu = _read_chunk(pids)
             return results, cpu, 0
-        shares = [pids[i :: self.workers] for i in range(self.workers)]
-        futures = [self._executor().submit(_read_chunk, share) for share in shares[1:]]
-        results, own_cpu = _read_chunk(shares[0])
+        # Readers pull the next pid as they free up: walk costs differ several-fold between
+        # processes (a browser's page tables against a utility's), so a fixed split would leave
+        # one reader idle while another still walks the big ones. The list starts at the root.
+        queue = _PidQueue(pids)
+        futures = [self._executor().submit(queue.drain) for _ in range(self.workers - 1)]
+        results, own_cpu = queue.drain()
         pool_cpu = 0
         for future in futures:
             more, cpu = future.result()
