@@ -32,8 +32,10 @@ def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path
         assert baseline["kind"] == "baseline"
         charge_at_baseline = baseline["memory_current_bytes"]["value"]
         kernel_rise = res["cgroup_memory_peak_bytes"]["value"] - charge_at_baseline
-        assert pss_rise < 100 * MIB, "the PSS samples were meant to miss the spike"
         assert kernel_rise > 250 * MIB, "the kernel high-water holds the ~300 MiB spike"
+        # The samples miss most of it. Not all: the end scan sees the live tab (~55 MiB) and, on
+        # a slow GC, pages of the dropped buffer not yet returned (seen up to ~120 MiB of rise).
+        assert kernel_rise - pss_rise > 150 * MIB, "the PSS samples were meant to miss the spike"
         assert "peak_missed_by_sampler" in res["quality_flags"]
 
 
