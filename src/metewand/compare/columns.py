@@ -128,8 +128,3 @@ def compute_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
         for phase in COMPUTE_PHASES:
             group.add(phase, *metric_value(measurements, phase))
     return groups
-
-
-def median_or_none(values: np.ndarray) -> float | None:
-    finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if finite.size else None

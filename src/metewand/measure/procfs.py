@@ -45,14 +45,6 @@ class ProcStat:
     def exiting(self) -> bool:
         return bool(self.flags & PF_EXITING)
 
-    @property
-    def own_ticks(self) -> int:
-        return self.utime_ticks + self.stime_ticks
-
-    @property
-    def reaped_children_ticks(self) -> int:
-        return self.cutime_ticks + self.cstime_ticks
-
 
 @dataclass(frozen=True, slots=True)
 class ProcStatus:
