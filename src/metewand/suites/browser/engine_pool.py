@@ -3,7 +3,8 @@ after death, stopped at the end with their teardown reports.
 
 Each worker owns one ``EngineProcess`` per engine (never shared between workers, so ``--jobs N``
 attempts never meet inside one browser). Engines are marked with the run id in their
-environment (see ``leftovers``) and their pids are recorded in the run directory.
+environment (see ``leftovers``) and their pids and private dirs are recorded in the run
+directory, so ``--resume`` can kill the engines of a killed runner and remove their dirs.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class EnginePool:
         record_pid(
             self.run_dir,
             {"pid": process.pid, "engine": engine, "worker": self.worker,
-             "generation": process.generation},
+             "generation": process.generation, "private_dirs": process.private_dirs},
         )  # fmt: skip
         if self._on_launch is not None:
             await self._on_launch(engine, process)

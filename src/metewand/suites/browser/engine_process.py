@@ -20,7 +20,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,10 +28,11 @@ from typing import IO, Any, Final
 
 import aiohttp
 
-from metewand.suites.browser import proc_session
+from metewand.suites.browser import private_dirs, proc_session
 from metewand.suites.browser.binary_identity import binary_sha256, version_output
 from metewand.suites.browser.cdp import CdpClient, CdpError, CdpTimeout
 from metewand.suites.browser.engines import LOOPBACK, ResolvedEngine
+from metewand.suites.browser.leftovers import RUN_MARKER_VAR
 
 READY_POLL_S: Final = 0.025
 HTTP_PROBE_TIMEOUT_S: Final = 1.0
@@ -135,6 +135,7 @@ class EngineProcess:
         self.argv: list[str] = []
         self.deaths: list[ExitInfo] = []
         self._popen: subprocess.Popen[bytes] | None = None
+        self._private_root: Path | None = None
         self._user_data_dir: Path | None = None
         self._logs: list[IO[bytes]] = []
         self._cdp_version: dict[str, Any] | None = None
@@ -150,6 +151,11 @@ class EngineProcess:
     @property
     def stdout_path(self) -> Path:
         return self.log_dir / f"{self.engine.name}-{self.generation}.stdout.log"
+
+    @property
+    def private_dirs(self) -> list[str]:
+        """This generation's private root (user-data dir and TMPDIR inside), for the pid record."""
+        return [str(self._private_root)] if self._private_root is not None else []
 
     def is_alive(self) -> bool:
         return self._popen is not None and self._popen.poll() is None
@@ -193,8 +199,11 @@ class EngineProcess:
         self.ws_url = None
         self._cdp_version = None
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        owner = self.engine.spec.env.get(RUN_MARKER_VAR, "")
+        self._private_root = root = private_dirs.make_root(self.engine.name, owner)
         if self.engine.spec.uses_user_data_dir:
-            self._user_data_dir = Path(tempfile.mkdtemp(prefix=f"metewand-{self.engine.name}-"))
+            self._user_data_dir = root / private_dirs.PROFILE_DIR
+            self._user_data_dir.mkdir()
         self.argv = self.engine.argv(self.port, self._user_data_dir)
         stdout = open(self.stdout_path, "wb")  # noqa: SIM115 - closed in stop()
         stderr = open(self.stderr_path, "wb")  # noqa: SIM115
@@ -205,8 +214,8 @@ class EngineProcess:
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
-            env=self.engine.environment(),
-            cwd=self._user_data_dir or self.log_dir,
+            env=self.engine.environment(tmp_dir=root / private_dirs.TMP_DIR),
+            cwd=root,
             start_new_session=True,
             preexec_fn=self.preexec_fn,
         )
@@ -274,7 +283,8 @@ class EngineProcess:
 
     async def stop(self) -> TeardownReport:
         """Terminate the whole session (TERM, grace, KILL), kill stragglers found by a /proc
-        walk, verify nothing is left, remove the user-data dir and close the logs."""
+        walk, verify nothing is left, remove the private root (user-data dir, TMPDIR) and close
+        the logs."""
         report = TeardownReport(None, False, [], [], [])
         if self._popen is not None:
             report = await _terminate_session(self._popen)
@@ -283,9 +293,9 @@ class EngineProcess:
         for log in self._logs:
             log.close()
         self._logs = []
-        if self._user_data_dir is not None:
-            shutil.rmtree(self._user_data_dir, ignore_errors=True)
-            self._user_data_dir = None
+        if self._private_root is not None:
+            shutil.rmtree(self._private_root, ignore_errors=True)
+            self._private_root = self._user_data_dir = None
         return report
 
 

@@ -145,7 +145,7 @@ ENGINES: Final[dict[str, EngineSpec]] = {
             # No session bus: Chrome otherwise waits on D-Bus timeouts in containers.
             env={"DBUS_SESSION_BUS_ADDRESS": "unix:path=/dev/null"},
             uses_user_data_dir=True,
-            notes="fresh --user-data-dir per launch, removed at teardown",
+            notes="fresh --user-data-dir and TMPDIR per launch, removed at teardown",
         ),
         EngineSpec(
             name="lightpanda",
@@ -202,11 +202,17 @@ class ResolvedEngine:
         }
         return [str(self.binary), *(part.format(**values) for part in self.spec.argv)]
 
-    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    def environment(
+        self, base: Mapping[str, str] | None = None, tmp_dir: Path | None = None
+    ) -> dict[str, str]:
+        """The engine's environment; ``tmp_dir`` becomes its ``TMPDIR`` (a private dir the
+        launcher removes, since a signalled engine never cleans its own temp files)."""
         env = dict(os.environ if base is None else base)
         for key in self.spec.env_remove:
             env.pop(key, None)
         env.update(self.spec.env)
+        if tmp_dir is not None:
+            env["TMPDIR"] = str(tmp_dir)
         return env
 
 

@@ -10,6 +10,11 @@ re-parented):
   directory. Engines run in a session of their own, so every process of that session started no
   earlier than its recorded leader belongs to the engine; a reused pid or session id has a later
   leader start time, or its members started before, and is never hit.
+
+Once those processes are gone, the private dirs of the killed run's engines (user-data dir and
+TMPDIR, see ``private_dirs``) are removed too: the roots recorded in ``engine_pids.jsonl`` plus
+the working directory of each killed process (an engine runs inside its root; this also finds
+launches whose record lacks the dirs). ``private_dirs.owned_root`` decides what may go.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Final
 
 from metewand.measure import procfs
+from metewand.suites.browser import private_dirs
 
 RUN_MARKER_VAR: Final = "METEWAND_RUN_ID"
 PID_FILE: Final = "engine_pids.jsonl"
@@ -67,6 +73,19 @@ def recorded_pids(run_dir: Path) -> list[int]:
     return [record["pid"] for record in _recorded(run_dir)]
 
 
+def recorded_dirs(run_dir: Path) -> list[str]:
+    """Every private dir named by a record (unchecked: ``private_dirs.owned_root`` judges)."""
+    dirs: list[str] = []
+    with contextlib.suppress(OSError):
+        for line in (Path(run_dir) / PID_FILE).read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                named = record.get("private_dirs") if isinstance(record, dict) else None
+                if isinstance(named, list):
+                    dirs.extend(d for d in named if isinstance(d, str))
+    return dirs
+
+
 def record_pid(run_dir: Path, record: dict[str, object]) -> None:
     """Append an engine's pid with its start time and session (what identifies it later)."""
     entry = dict(record)
@@ -96,12 +115,16 @@ def run_processes(run_dir: Path, run_id: str) -> list[int]:
 
 
 def kill_leftovers(run_dir: Path, run_id: str, wait_s: float = 5.0) -> list[int]:
-    """SIGKILL every process of this run still alive; returns the pids that were signalled."""
+    """SIGKILL every process of this run still alive, then (once none is left) remove the
+    private dirs of this run's engines; returns the pids that were signalled."""
     targets = [pid for pid in run_processes(run_dir, run_id) if pid != os.getpid()]
+    dirs = [cwd for cwd in map(private_dirs.process_cwd, targets) if cwd is not None]
     for pid in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and run_processes(run_dir, run_id):
         time.sleep(0.05)
+    if not run_processes(run_dir, run_id):  # a live engine may still write into its dirs
+        private_dirs.remove_owned(recorded_dirs(run_dir) + dirs, run_id)
     return targets
