@@ -94,6 +94,7 @@ def manifest(run_id: str = "run_b", **overrides: Any) -> dict[str, Any]:
         "resource_profile": {
             "mode": "engine",
             "sample_interval_ms": 500,
+            "settle_limit_ms": 1000,
             "engine_order": "balanced_rotation",
             "engine_order_algorithm": "cyclic_task_attempt_seed_offset_v1",
         },

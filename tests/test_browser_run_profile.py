@@ -34,6 +34,7 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert base.exit_code == 0 and base.run_dir is not None
     assert not (base.run_dir / "cold_start.jsonl").exists()
     assert all("resource" not in r for r in rows_of(base.run_dir))
+    _assert_settled(rows_of(base.run_dir))
     run = run_browser(_config(corpus, "engine", "base"), tmp_path, "prof", **quiet)  # type: ignore[arg-type]
     assert run.exit_code == 0 and run.run_dir is not None
     d = run.run_dir
@@ -44,6 +45,7 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
         assert resource["cpu_total_ms"]["status"] in ("complete", "partial", "unavailable")
         assert row["harness_scope"]["cpu_ms"] >= 0
         assert any(a.endswith("resource.jsonl") for a in row["artifacts"])
+    _assert_settled(rows_of(d))
     cold = _lines(d / "cold_start.jsonl")
     assert sorted((c["engine"], c["sample"]) for c in cold) == [
         ("chrome", 0), ("chrome", 1), ("lightpanda", 0), ("lightpanda", 1)]  # fmt: skip
@@ -59,3 +61,13 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert conditions["calibration"]["figures"], "the baseline run must have been paired"
     assert "intersection" in (d / "resource-card.md").read_text().lower()
     assert run_processes(tmp_path / "prof", "prof") == []
+
+
+def _assert_settled(rows: list[dict[str, object]]) -> None:
+    """Both resource profiles wait for the engine to go quiet after each attempt; Chromium's
+    renderer exit and spare-renderer fork take more than the two looks of an idle tree."""
+    settles = {(r["engine"], r["task_id"]): r["settle"] for r in rows}
+    assert all(isinstance(s, dict) and s["waited_ms"] >= 0 for s in settles.values())
+    assert sum(bool(s["quiet"]) for s in settles.values()) >= len(settles) - 1  # type: ignore[index]
+    chrome = [s for (engine, _), s in settles.items() if engine == "chrome"]
+    assert any(s["looks"] > 2 for s in chrome), chrome  # type: ignore[index]

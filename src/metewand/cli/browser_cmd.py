@@ -80,6 +80,11 @@ def browser() -> None:
 @click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on", show_default=True)
 @click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True)
 @click.option("--cold-start-samples", type=int, default=5, show_default=True)
+@click.option(
+    "--settle-limit-ms", type=int, default=1000, show_default=True,
+    help="Resource profiles: after each attempt, wait up to this long for the engine to go "
+    "quiet, so its teardown is charged to it and not to the next attempt (0: no wait).",
+)  # fmt: skip
 def run(**opts: object) -> None:  # fmt: skip
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
 
@@ -128,6 +133,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         host_telemetry=opts["host_telemetry"] == "on",
         host_sample_interval_s=float(opts["host_sample_interval_s"]),  # type: ignore[arg-type]
         cold_start_samples=int(opts["cold_start_samples"]),  # type: ignore[call-overload]
+        settle_limit_ms=int(opts["settle_limit_ms"]),  # type: ignore[call-overload]
     )
     return RunConfig(
         tasks_dir=str(Path(str(tasks_dir)).resolve()),

@@ -13,7 +13,7 @@ Rows are paired by ``(task_id, engine, attempt)``. Per pair, with ``d`` = ``dura
 Both medians must stay within the threshold overall and for every engine; statuses may differ
 in at most 1% of pairs; the pairing must be complete in both directions; and the provenance
 facts (corpus, seed, k, jobs, engines and harness pins, runner source, host, reuse, engine
-order) must be identical, with the differing ones named.
+order, settle limit) must be identical, with the differing ones named.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ PROVENANCE_FACTS = (
     "reuse",
     "engine_order",
     "engine_order_algorithm",
+    "settle_limit_ms",
 )
 
 

@@ -25,6 +25,7 @@ FACT_PATHS: dict[str, tuple[str, ...]] = {
     "score_mode": ("score_mode",),
     "resource_profile": ("resource_profile.mode", "resource_profile"),
     "sample_interval_ms": ("resource_profile.sample_interval_ms", "sample_interval_ms"),
+    "settle_limit_ms": ("resource_profile.settle_limit_ms",),
     "engine_order": ("engine_order", "resource_profile.engine_order"),
     "engine_order_algorithm": (
         "engine_order_algorithm",

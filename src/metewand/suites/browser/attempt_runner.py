@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metewand import canonical
+from metewand.measure.quiet import QuietOutcome, wait_quiet
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.attempt import attempt_seed, run_task_attempt
 from metewand.suites.browser.classify import Classification
@@ -116,6 +117,7 @@ class AttemptRunner:
             )  # fmt: skip
             finished_at = utc_now()
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
+            settle = await self._settle(process)
             resource = self.hooks.attempt_finished(window.token, out_dir)
             window_ms = window.wall_ms
             traffic = await self.server.traffic.end_attempt_settled(key)
@@ -132,6 +134,8 @@ class AttemptRunner:
         row["traffic"] = traffic.to_json()
         if config.resource.profile != "off":
             row["collection_wall_ms"] = round(window_ms, 3)
+        if settle is not None:
+            row["settle"] = settle.to_json()
         if resource is not None:
             resource["duration_ms"] = outcome.duration_ms
             resource["fixture_traffic"] = row["traffic"]
@@ -139,3 +143,12 @@ class AttemptRunner:
             row["harness_scope"] = resource.pop("harness_scope", None)
             row["resource"] = resource
         return row
+
+    async def _settle(self, process: EngineProcess) -> QuietOutcome | None:
+        """Resource profiles: let the engine finish what closing the page set off (a renderer
+        exit, a spare renderer forked) before the attempt's CPU is read and the next attempt
+        starts. Outside the collection window, the same in baseline and profiled runs."""
+        limit_ms = self.plan.config.resource.settle_limit_ms
+        if self.plan.config.resource.profile == "off" or limit_ms <= 0 or process.pid is None:
+            return None
+        return await wait_quiet(process.pid, limit_ms / 1000)

@@ -226,7 +226,8 @@ class ResourceProfiler(RunHooks):
             await process.start()
             if process.pid is not None:
                 group.attach(process.pid)
-                record_pid(self.run_dir, {"pid": process.pid, "engine": name, "cold_start": sample})
+                record_pid(self.run_dir, {"pid": process.pid, "engine": name, "cold_start": sample,
+                                          "private_dirs": process.private_dirs})  # fmt: skip
         except EngineLaunchError as exc:
             failure = str(exc)[:500]
         summary = sampler.stop()

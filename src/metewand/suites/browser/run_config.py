@@ -31,6 +31,9 @@ class ResourceOptions:
     host_telemetry: bool = True
     host_sample_interval_s: float = 1.0
     cold_start_samples: int = 5
+    # After each attempt's cleanup, wait up to this long for the engine's tree to go quiet
+    # (resource profiles only; 0 = no wait). See measure/quiet.py for why.
+    settle_limit_ms: int = 1000
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class RunConfig:
             out.append("--resource-sample-interval-ms must be >= 10")
         if self.resource.cold_start_samples < 0:
             out.append("--cold-start-samples must be >= 0")
+        if not 0 <= self.resource.settle_limit_ms <= 60000:
+            out.append("--settle-limit-ms must be between 0 and 60000")
         ref = self.resource.reference_engine
         if ref is not None and ref not in self.engines:
             out.append(f"--reference-engine {ref!r} is not one of --engines")

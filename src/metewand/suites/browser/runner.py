@@ -66,6 +66,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
             "max_observer_effect_pct": config.resource.max_observer_effect_pct,
             "reference_engine": config.resource.reference_engine,
             "cold_start_samples": config.resource.cold_start_samples,
+            "settle_limit_ms": config.resource.settle_limit_ms,
             "host_telemetry": config.resource.host_telemetry,
             "host_sample_interval_s": config.resource.host_sample_interval_s,
         },

@@ -1,0 +1,82 @@
+"""wait_quiet on real process trees: it waits out a busy child and its exit, gives up at the limit
+on a tree that keeps running, and returns at once for a tree that is already quiet or gone."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from metewand.measure.quiet import look, wait_quiet
+
+# A parent that forks a child which spins for SPIN seconds and exits; the parent then sleeps.
+PARENT = """
+import os, sys, time
+spin = float(sys.argv[1])
+if os.fork() == 0:
+    end = time.monotonic() + spin
+    while time.monotonic() < end:
+        pass
+    os._exit(0)
+print("forked", flush=True)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        pass
+    time.sleep(0.05)
+"""
+
+
+def _tree(spin_s: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT, str(spin_s)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "forked"
+    return proc
+
+
+def test_waits_for_a_busy_child_to_finish_and_be_reaped() -> None:
+    proc = _tree(0.4)
+    try:
+        assert look(proc.pid).busy, "the spinning child should look busy"
+        started = time.monotonic()
+        outcome = asyncio.run(wait_quiet(proc.pid, limit_s=5.0))
+        waited = time.monotonic() - started
+        assert outcome.quiet
+        assert 0.25 <= waited < 3.0, waited
+        final = look(proc.pid)
+        assert final.members == frozenset({proc.pid}) and not final.busy
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_gives_up_at_the_limit_and_names_the_busy_member() -> None:
+    proc = _tree(30.0)
+    try:
+        outcome = asyncio.run(wait_quiet(proc.pid, limit_s=0.3))
+        assert not outcome.quiet
+        assert 250 <= outcome.waited_ms < 2000
+        assert outcome.busy_at_limit and proc.pid not in outcome.busy_at_limit
+    finally:
+        for pid in look(proc.pid).members - {proc.pid}:  # the spinning child, before it is orphaned
+            os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+
+
+def test_quiet_tree_returns_after_two_looks_and_gone_tree_at_once() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        time.sleep(0.3)  # past interpreter start-up
+        outcome = asyncio.run(wait_quiet(proc.pid, limit_s=5.0, poll_s=0.02))
+        assert outcome.quiet and outcome.looks == 2
+    finally:
+        proc.kill()
+        proc.wait()
+    gone = asyncio.run(wait_quiet(proc.pid, limit_s=5.0))
+    assert gone.quiet and gone.looks == 1
