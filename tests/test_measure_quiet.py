@@ -4,12 +4,14 @@ on a tree that keeps running, and returns at once for a tree that is already qui
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
 import sys
 import time
 
+from metewand.measure import procfs
 from metewand.measure.quiet import look, wait_quiet
 
 # A parent that forks a child which spins for SPIN seconds and exits; the parent then sleeps.
@@ -80,3 +82,43 @@ def test_quiet_tree_returns_after_two_looks_and_gone_tree_at_once() -> None:
         proc.wait()
     gone = asyncio.run(wait_quiet(proc.pid, limit_s=5.0))
     assert gone.quiet and gone.looks == 1
+
+
+# One process whose main thread sleeps while a second thread spins: /proc shows state S.
+HIDDEN_SPIN = """
+import sys, threading, time
+spin = float(sys.argv[1])
+def work():
+    end = time.monotonic() + spin
+    while time.monotonic() < end:
+        pass
+threading.Thread(target=work, daemon=True).start()
+print("spinning", flush=True)
+time.sleep(60)
+"""
+
+
+def _process_cpu_ns(pid: int) -> int | None:
+    try:
+        stat = procfs.read_stat(pid)
+    except procfs.ProcessGone:
+        return None
+    return procfs.ticks_to_ns(stat.utime_ticks + stat.stime_ticks)
+
+
+def test_cpu_reader_sees_work_that_states_hide() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HIDDEN_SPIN, "0.8"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "spinning"
+        blind = asyncio.run(wait_quiet(proc.pid, limit_s=0.3))
+        assert blind.quiet and not blind.cpu_checked  # states alone: the spin is invisible
+        cpu = functools.partial(_process_cpu_ns, proc.pid)
+        busy = asyncio.run(wait_quiet(proc.pid, limit_s=0.2, poll_s=0.03, cpu_ns=cpu))
+        assert not busy.quiet and busy.cpu_checked
+        after = asyncio.run(wait_quiet(proc.pid, limit_s=5.0, poll_s=0.03, cpu_ns=cpu))
+        assert after.quiet and after.waited_ms > 100  # it waited the rest of the spin out
+    finally:
+        proc.kill()
+        proc.wait()

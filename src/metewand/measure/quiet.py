@@ -6,13 +6,16 @@ reaps it and forks a spare renderer that initialises for tens of milliseconds. W
 that work lands in whatever runs next (the other engine's attempt on a 2-core host, or this
 engine's next baseline scan, which then races the exit and retries) and its CPU is charged to
 the wrong attempt. The looks read only /proc; the state is the main thread's, so a look can miss
-a busy helper thread, which is why quiet also needs the member set to hold still.
+a busy helper thread, which is why quiet also needs the member set to hold still and, when the
+caller can read the tree's CPU (an accounting group), the tree to have used at most
+``max_cpu_share`` of one core since the last look.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,10 @@ from metewand.measure import procfs
 
 # R running or runnable, D uninterruptible (e.g. tearing down memory), Z/X exited, not reaped
 BUSY_STATES = frozenset("RDZX")
+# An idle Chromium wakes its threads briefly every few tens of ms; work is more than this.
+MAX_CPU_SHARE = 0.1
+
+CpuNs = Callable[[], int | None]  # the tree's CPU time so far in ns, None when unreadable
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +41,7 @@ class QuietOutcome:
     waited_ms: float
     looks: int
     busy_at_limit: tuple[int, ...]  # busy when the limit ended the wait (empty: members changing)
+    cpu_checked: bool = False  # the tree's CPU was part of the test
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -41,6 +49,7 @@ class QuietOutcome:
             "waited_ms": round(self.waited_ms, 3),
             "looks": self.looks,
             "busy_at_limit": list(self.busy_at_limit),
+            "cpu_checked": self.cpu_checked,
         }
 
 
@@ -58,27 +67,55 @@ def look(root_pid: int) -> Look:
     return Look(frozenset(members), tuple(busy))
 
 
+class _CpuGauge:
+    """Whether the tree used more than ``share`` of one core between two looks."""
+
+    def __init__(self, cpu_ns: CpuNs | None, share: float) -> None:
+        self.cpu_ns = cpu_ns
+        self.share = share
+        self.last: tuple[float, int] | None = None
+
+    def busy(self) -> bool:
+        if self.cpu_ns is None:
+            return False
+        now, used = time.monotonic(), self.cpu_ns()
+        if used is None:
+            self.cpu_ns = None  # unreadable: fall back to states and members alone
+            return False
+        last, self.last = self.last, (now, used)
+        return last is not None and used - last[1] > self.share * (now - last[0]) * 1e9
+
+
 async def wait_quiet(
-    root_pid: int, limit_s: float, poll_s: float = 0.02, stable_looks: int = 2
+    root_pid: int,
+    limit_s: float,
+    poll_s: float = 0.02,
+    stable_looks: int = 2,
+    cpu_ns: CpuNs | None = None,
+    max_cpu_share: float = MAX_CPU_SHARE,
 ) -> QuietOutcome:
-    """Look every ``poll_s`` until ``stable_looks`` consecutive looks find the same members and
-    none busy, or ``limit_s`` passed. A tree that is gone (the root exited) is quiet."""
+    """Look every ``poll_s`` until ``stable_looks`` consecutive looks find the same members, none
+    busy and (with ``cpu_ns``) the tree's CPU flat, or ``limit_s`` passed. A tree that is gone
+    (the root exited) is quiet."""
     started = time.monotonic()
+    gauge = _CpuGauge(cpu_ns, max_cpu_share)
     previous: frozenset[int] | None = None
     calm = looks = 0
-    current = Look(frozenset(), ())
     while True:
         current = look(root_pid)
+        cpu_busy = gauge.busy()
         looks += 1
         if not current.members:
             break
-        steady = not current.busy and current.members == previous
-        calm = calm + 1 if steady or (not current.busy and previous is None) else 0
+        idle = not current.busy and not cpu_busy
+        steady = previous is None or current.members == previous
+        calm = calm + 1 if idle and steady else 0  # CPU is judged from the second look on
         if calm >= stable_looks:
             break
         previous = current.members
         if time.monotonic() - started + poll_s > limit_s:
             waited = (time.monotonic() - started) * 1000
-            return QuietOutcome(False, waited, looks, current.busy)
+            return QuietOutcome(False, waited, looks, current.busy, gauge.cpu_ns is not None)
         await asyncio.sleep(poll_s)
-    return QuietOutcome(True, (time.monotonic() - started) * 1000, looks, ())
+    waited = (time.monotonic() - started) * 1000
+    return QuietOutcome(True, waited, looks, (), gauge.cpu_ns is not None)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metewand import canonical
-from metewand.measure.quiet import QuietOutcome, wait_quiet
+from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.attempt import attempt_seed, run_task_attempt
 from metewand.suites.browser.classify import Classification
@@ -44,6 +44,10 @@ class RunHooks:
         return None
 
     def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
+        return None
+
+    def tree_cpu(self, worker: int, engine: str, process: EngineProcess) -> CpuNs | None:
+        """A reader of the engine tree's CPU time in ns, for the settle wait; None: no group."""
         return None
 
 
@@ -117,7 +121,7 @@ class AttemptRunner:
             )  # fmt: skip
             finished_at = utc_now()
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
-            settle = await self._settle(process)
+            settle = await self._settle(process, planned.engine)
             resource = self.hooks.attempt_finished(window.token, out_dir)
             window_ms = window.wall_ms
             traffic = await self.server.traffic.end_attempt_settled(key)
@@ -144,11 +148,12 @@ class AttemptRunner:
             row["resource"] = resource
         return row
 
-    async def _settle(self, process: EngineProcess) -> QuietOutcome | None:
+    async def _settle(self, process: EngineProcess, engine: str) -> QuietOutcome | None:
         """Resource profiles: let the engine finish what closing the page set off (a renderer
         exit, a spare renderer forked) before the attempt's CPU is read and the next attempt
         starts. Outside the collection window, the same in baseline and profiled runs."""
         limit_ms = self.plan.config.resource.settle_limit_ms
         if self.plan.config.resource.profile == "off" or limit_ms <= 0 or process.pid is None:
             return None
-        return await wait_quiet(process.pid, limit_ms / 1000)
+        cpu_ns = self.hooks.tree_cpu(self.pool.worker, engine, process)
+        return await wait_quiet(process.pid, limit_ms / 1000, cpu_ns=cpu_ns)

@@ -20,6 +20,7 @@ from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
 from metewand.measure.pss import PssScanner
+from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
 from metewand.runtime.store import write_json_atomic
@@ -110,10 +111,34 @@ class ResourceProfiler(RunHooks):
         return self._groups[key]
 
     def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
-        if not self.sampling:
+        # Engines join a group in both resource profiles, so a baseline run differs from a
+        # profiled one only by the sampler, and both can tell when an engine has gone quiet.
+        if self.options.profile == "off":
             return None
         group = self._group(worker, engine)
         return group.preexec_join() if group is not None else None
+
+    def _attach(self, worker: int, engine: str, process: EngineProcess) -> None:
+        if self._attached.get((worker, engine)) != process.pid and process.pid:
+            self._groups[(worker, engine)].attach(process.pid)  # the proc backend needs the root
+            self._attached[(worker, engine)] = process.pid
+
+    def tree_cpu(self, worker: int, engine: str, process: EngineProcess) -> CpuNs | None:
+        group = self._groups.get((worker, engine))
+        if group is None:
+            return None
+        try:
+            self._attach(worker, engine, process)
+        except OSError:
+            return None
+
+        def read() -> int | None:
+            try:
+                return group.cpu().total.value
+            except OSError:  # the settle wait then goes by states and members alone
+                return None
+
+        return read
 
     def attempt_started(self, planned: PlannedAttempt, process: EngineProcess, worker: int) -> Any:
         if not self.sampling:
@@ -121,9 +146,7 @@ class ResourceProfiler(RunHooks):
         group = self._group(worker, planned.engine)
         if group is None:
             return None
-        if self._attached.get((worker, planned.engine)) != process.pid and process.pid:
-            group.attach(process.pid)  # the proc backend needs the root; cgroups ignore a rejoin
-            self._attached[(worker, planned.engine)] = process.pid
+        self._attach(worker, planned.engine, process)  # cgroups ignore a rejoin
         token = _Attempt(planned.engine, group, None, None, time.perf_counter(),
                          time.process_time())  # fmt: skip
         try:
