@@ -67,6 +67,8 @@ def _assert_settled(rows: list[dict[str, object]]) -> None:
     """Both resource profiles wait for the engine to go quiet after each attempt; Chromium's
     renderer exit and spare-renderer fork take more than the two looks of an idle tree."""
     settles = {(r["engine"], r["task_id"]): r["settle"] for r in rows}
+    # the span goes on through cleanup and the settle wait: never shorter than the window
+    assert all(r["attempt_span_ms"] >= r["collection_wall_ms"] for r in rows)  # type: ignore[operator]
     assert all(isinstance(s, dict) and s["waited_ms"] >= 0 for s in settles.values())
     assert sum(bool(s["quiet"]) for s in settles.values()) >= len(settles) - 1  # type: ignore[index]
     chrome = [s for (engine, _), s in settles.items() if engine == "chrome"]

@@ -108,3 +108,20 @@ def test_profile_modes_must_be_baseline_then_engine() -> None:
     result = calibrate(manifest("run_a"), rows(), manifest(), rows())
     check = _checks(result)["profile_modes"]
     assert not check["passed"] and "'engine'" in check["reason"]
+
+
+def test_attempt_span_overhead_is_reported_and_never_gated() -> None:
+    man_a, rows_a = baseline_pair()
+    profiled = rows(wall_overhead=1.03)
+    for row in rows_a:
+        row["attempt_span_ms"] = row["collection_wall_ms"] + 300.0  # cleanup + settle
+    for row in profiled:
+        row["attempt_span_ms"] = (row["collection_wall_ms"] + 300.0) * 1.5
+    result = calibrate(man_a, rows_a, manifest(), profiled)
+    validate("metewand_calibration/1", result)
+    assert result["overall"]["attempt_span_pairs"] == 60
+    assert result["overall"]["median_attempt_span_overhead_pct"] > 49.0  # far over any limit
+    assert result["acceptable"], result["failed_checks"]  # supplementary: no check reads it
+    without = calibrate(man_a, baseline_pair()[1], manifest(), rows())
+    assert without["overall"]["attempt_span_pairs"] == 0
+    assert without["overall"]["median_attempt_span_overhead_pct"] is None

@@ -10,6 +10,10 @@ Rows are paired by ``(task_id, engine, attempt)``. Per pair, with ``d`` = ``dura
   has no ``collection_wall_ms`` its ``duration_ms`` stands in (the peer benchmark's rule), and
   the figures say how many pairs needed that.
 
+Supplementary, never gated: attempt-span overhead % over ``attempt_span_ms`` (window start to the
+attempt's CPU reading, so cleanup and the settle wait included): how much longer the run takes
+per attempt with the profiler on.
+
 Both medians must stay within the threshold overall and for every engine; statuses may differ
 in at most 1% of pairs; the pairing must be complete in both directions; and the provenance
 facts (corpus, seed, k, jobs, engines and harness pins, runner source, host, reuse, engine
@@ -81,6 +85,7 @@ class Pair:
     wall_pct: float | None
     wall_fallback: bool
     status_mismatch: bool
+    span_pct: float | None = None
 
 
 def _pair(a: Row, b: Row) -> Pair:
@@ -94,6 +99,7 @@ def _pair(a: Row, b: Row) -> Pair:
         wall_pct=_pct(collection_wall_ms(b), wall_a),
         wall_fallback=fallback,
         status_mismatch=a.get("status") != b.get("status"),
+        span_pct=_pct(_number(b.get("attempt_span_ms")), _number(a.get("attempt_span_ms"))),
     )
 
 
@@ -108,6 +114,7 @@ def _key(row: Row) -> PairKey:
 def _figures(pairs: Sequence[Pair]) -> dict[str, Any]:
     durations = [p.duration_pct for p in pairs if p.duration_pct is not None]
     walls = [p.wall_pct for p in pairs if p.wall_pct is not None]
+    spans = [p.span_pct for p in pairs if p.span_pct is not None]
 
     def q(values: list[float], pct: float) -> float | None:
         return float(np.percentile(values, pct)) if values else None
@@ -124,6 +131,8 @@ def _figures(pairs: Sequence[Pair]) -> dict[str, Any]:
         "p95_collection_wall_overhead_pct": q(walls, 95),
         "status_mismatches": mismatches,
         "status_mismatch_rate": mismatches / len(pairs) if pairs else None,
+        "attempt_span_pairs": len(spans),
+        "median_attempt_span_overhead_pct": q(spans, 50),
     }
 
 

@@ -309,6 +309,11 @@ def _host_observer(s: Summary) -> list[str]:
         f"{th.get('max_collection_wall_overhead_pct', NA)}%, status mismatches ≤ "
         f"{_num((th.get('max_status_mismatch_rate') or 0) * 100, 1)}%, overall and per engine)."
     )
+    lines.append(
+        "- Collection wall: baseline scan start to end scan end (the task and both scans). "
+        "Attempt span: on through the page's cleanup, the settle wait and the CPU reading, i.e. "
+        "what the profiler adds to the run's time per attempt."
+    )
     failed = observer.get("failed_checks") or []
     if failed:
         lines.append(f"- Failed calibration checks: {', '.join(failed)}.")
@@ -318,6 +323,7 @@ def _host_observer(s: Summary) -> list[str]:
         "p95 duration Δ %",
         "median collection-wall Δ %",
         "p95 collection-wall Δ %",
+        "median attempt-span Δ % (not gated)",
         "status mismatches",
     ]
     scopes: list[tuple[str, Mapping[str, Any]]] = [("overall", observer.get("overall") or {})]
@@ -329,6 +335,7 @@ def _host_observer(s: Summary) -> list[str]:
             _pct(f, "p95_duration_overhead_pct"),
             _pct(f, "median_collection_wall_overhead_pct"),
             _pct(f, "p95_collection_wall_overhead_pct"),
+            _pct(f, "median_attempt_span_overhead_pct"),
             f"{f.get('status_mismatches', NA)}/{f.get('pairs', NA)}",
         ]
         for name, f in scopes

@@ -123,6 +123,7 @@ class AttemptRunner:
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
             settle = await self._settle(process, planned.engine)
             resource = self.hooks.attempt_finished(window.token, out_dir)
+            span_ms = (time.perf_counter() - window.start) * 1000
             window_ms = window.wall_ms
             traffic = await self.server.traffic.end_attempt_settled(key)
             if not process.is_alive():
@@ -138,6 +139,8 @@ class AttemptRunner:
         row["traffic"] = traffic.to_json()
         if config.resource.profile != "off":
             row["collection_wall_ms"] = round(window_ms, 3)
+            # the whole attempt as the run pays for it: window, cleanup, settle, CPU reading
+            row["attempt_span_ms"] = round(span_ms, 3)
         if settle is not None:
             row["settle"] = settle.to_json()
         if resource is not None:
