@@ -56,6 +56,8 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert violations("abb_host_summary-1", json.loads((d / "host_summary.json").read_text())) == []
     summary = json.loads((d / "resource_summary.json").read_text())
     assert violations("abb_resource_summary-1", summary) == []
+    settle = summary["by_engine"]["chrome"]["sampling"]["settle"]
+    assert settle["attempts"] == len(TASKS) and settle["waited_ms_median"] > 0
     conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
     assert conditions["profile_jobs_k"]["passed"] is False  # k=1 < 5: never eligible
     assert conditions["calibration"]["figures"], "the baseline run must have been paired"

@@ -191,6 +191,12 @@ def _cold_start(s: Summary) -> list[str]:
     return ["## Cold start (separate from warm attempts)", "", *_table(header, rows), "", note, ""]
 
 
+def _settled(settle: Mapping[str, Any]) -> str:
+    if not settle.get("attempts"):
+        return NA
+    return f"{settle['quiet']}/{settle['attempts']}, {_num(settle.get('waited_ms_median'), 0)}"
+
+
 def _setup(s: Summary) -> list[str]:
     rows = []
     for e in s["engines"]:
@@ -205,6 +211,7 @@ def _setup(s: Summary) -> list[str]:
                 _num(sampling.get("sampler_cpu_ms_median"), 1),
                 _num(wall.get("start"), 1),
                 _num(wall.get("stop"), 1),
+                _settled(sampling.get("settle") or {}),
             ]
         )
     header = [
@@ -215,12 +222,20 @@ def _setup(s: Summary) -> list[str]:
         "sampler CPU ms per attempt (median)",
         "baseline scan wall ms (median)",
         "end scan wall ms (median)",
+        "settle: quiet / attempts, median wait ms",
     ]
     notes = [
         "The sampler's CPU (all reader threads included) is the observer's cost, not the "
         "engine's; the scan walls are inside the collection window the observer-effect check "
         "compares."
     ]
+    if any(((s["by_engine"].get(e, {}).get("sampling") or {}).get("settle") or {}).get("attempts")
+           for e in s["engines"]):  # fmt: skip
+        notes.append(
+            "After each attempt's cleanup the engine was given time to go quiet (members still, "
+            "CPU flat; both runs of an A/B alike), so one attempt's teardown is charged to it "
+            "and not to the next."
+        )
     if any(
         ((s["by_engine"].get(e, {}).get("sampling") or {}).get("pss_samples_median") or 3) <= 2
         for e in s["engines"]

@@ -90,6 +90,19 @@ def _sampling(rows: Sequence[Row]) -> dict[str, Any]:
             "start": _median(present["observer_start_ms"]),
             "stop": _median(present["observer_stop_ms"]),
         },
+        "settle": _settle(rows),
+    }
+
+
+def _settle(rows: Sequence[Row]) -> dict[str, Any]:
+    """The wait after each attempt for the engine to go quiet: how long, and how often it did."""
+    settles = [r["settle"] for r in rows if isinstance(r.get("settle"), Mapping)]
+    waited = [float(s["waited_ms"]) for s in settles if isinstance(s.get("waited_ms"), int | float)]
+    return {
+        "attempts": len(settles),
+        "quiet": sum(bool(s.get("quiet")) for s in settles),
+        "waited_ms_median": _median(waited),
+        "waited_ms_max": max(waited) if waited else None,
     }
 
 
