@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Final
 
+from metewand import canonical
 from metewand.measure import procfs
 from metewand.suites.browser import private_dirs
 
@@ -92,8 +93,8 @@ def record_pid(run_dir: Path, record: dict[str, object]) -> None:
     with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
         stat = procfs.read_stat(int(str(record["pid"])))
         entry.update(starttime=stat.starttime_ticks, session=stat.session)
-    with open(Path(run_dir) / PID_FILE, "a") as handle:
-        handle.write(json.dumps(entry, sort_keys=True) + "\n")
+    with open(Path(run_dir) / PID_FILE, "ab") as handle:
+        handle.write(canonical.line(entry))
 
 
 def session_processes(run_dir: Path) -> list[int]:
