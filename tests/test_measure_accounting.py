@@ -30,7 +30,9 @@ BURN = textwrap.dedent(
     """
 )
 
-CHILD = BURN + "burn(0.5)\nreport(sys.argv[1])\n"
+# Each process reports its own CPU and leaves at once: os._exit skips the interpreter's
+# shutdown, CPU the cgroup would count after the report (tens of ms on a loaded host).
+CHILD = BURN + "burn(0.5)\nreport(sys.argv[1])\nos._exit(0)\n"
 
 # The parent never reaps the child: after the parent exits, the child's CPU is invisible to /proc.
 PARENT = BURN + textwrap.dedent(
@@ -43,6 +45,7 @@ PARENT = BURN + textwrap.dedent(
         time.sleep(0.01)
     time.sleep(0.05)  # the child has reported and exits first
     report(out + ".parent")
+    os._exit(0)
     """
 )
 
