@@ -15,7 +15,7 @@ from aiohttp import web
 from browser_engine_fixtures import REAL_ENGINES, resolved_or_skip
 from metewand.suites.browser import proc_session
 from metewand.suites.browser.cdp import CdpClient, new_page_target
-from metewand.suites.browser.doctor import engine_report
+from metewand.suites.browser.doctor import engine_report, observer_line
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess
 from metewand.suites.browser.engines import (
     ENGINES,
@@ -168,6 +168,11 @@ def test_doctor_reports_found_and_missing_engines() -> None:
     report = engine_report("lightpanda")
     assert report["found"] and report["ready"] and report["teardown_clean"]
     assert report["ready_ms"] > 0 and report["product"] and report["reason"] is None
+    observer = report["observer"]  # timed scans of the live tree: a real, positive cost
+    assert observer["processes"] >= 1 and observer["pss_scan_wall_ms_median"] > 0
+    gates = observer["min_task_ms_for_gate"]
+    assert gates["5%"] == pytest.approx(2 * gates["10%"], abs=1)
+    assert observer_line(observer) is not None and observer_line(None) is None
     missing = engine_report("moli", configured_path="/nonexistent/moli")
     assert missing["found"] is False and missing["reason"] == "engine_binary_missing"
 

@@ -210,7 +210,7 @@ def doctor(engines: str, as_json: bool) -> None:
       metewand browser doctor
       metewand browser doctor --engines chrome --json
     """
-    from metewand.suites.browser.doctor import engine_report
+    from metewand.suites.browser.doctor import engine_report, observer_line
 
     try:
         reports = [engine_report(name) for name in _engine_list(engines)]
@@ -224,5 +224,7 @@ def doctor(engines: str, as_json: bool) -> None:
             ready_ms = f" in {r['ready_ms']:.0f} ms" if r["ready_ms"] is not None else ""
             click.echo(f"{r['engine']:<12} {state}{ready_ms}  {r['version'] or ''}  "
                        f"{r['path'] or r['detail']}")  # fmt: skip
+            if (line := observer_line(r.get("observer"))) is not None:
+                click.echo(line)
     found_ready = [r for r in reports if r["found"] and not r["ready"]]
     sys.exit(exit_codes.ENVIRONMENT_MISSING if found_ready else exit_codes.OK)

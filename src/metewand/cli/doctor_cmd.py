@@ -118,6 +118,8 @@ def build_report(engines: list[str]) -> dict[str, Any]:
 
 
 def _print_text(report: dict[str, Any]) -> None:
+    from metewand.suites.browser.doctor import observer_line
+
     layout, acc, system = report["cgroup_layout"], report["accounting"], report["system"]
     v2 = layout["v2"]
     click.echo(f"cgroup layout: {layout['name']}")
@@ -143,6 +145,8 @@ def _print_text(report: dict[str, Any]) -> None:
         state = "ready" if engine.get("ready") else f"NOT READY ({engine.get('reason')})"
         click.echo(f"engine {engine['engine']}: {state} {engine.get('path')}")
         click.echo(f"  version {engine.get('version')}; sha256 {engine.get('sha256')}")
+        if (line := observer_line(engine.get("observer"))) is not None:
+            click.echo(line)
     for problem in report["problems"]:
         click.echo(f"{problem['severity']}: {problem['message']}\n  fix: {problem['fix']}")
 
