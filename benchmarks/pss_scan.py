@@ -67,9 +67,11 @@ def launch(
 ) -> subprocess.Popen[bytes]:
     """Chrome as a run launches it (the engines registry's flags), opening ``url`` first."""
     argv = chrome.argv(0, Path(profile), start_url=url)
+    tmp = Path(profile) / "engine-tmp"  # Chromium's singleton dir lands here, not in /tmp
+    tmp.mkdir(exist_ok=True)
     proc = subprocess.Popen(
         argv,
-        env=chrome.environment(),
+        env=chrome.environment(tmp_dir=tmp),
         preexec_fn=accounting.preexec_join(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

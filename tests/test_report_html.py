@@ -7,7 +7,9 @@ import asyncio
 import base64
 import io
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -75,10 +77,13 @@ def test_compute_report_has_phase_figure(tmp_path: Path) -> None:
 
 async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:
     assert isinstance(CHROME, engines.ResolvedEngine)
+    # Chromium's singleton dir lands here, not in /tmp. A short path: its socket's path must fit
+    # in sun_path (108 bytes), which pytest's tmp_path can exceed.
+    tmp = Path(tempfile.mkdtemp(prefix="mw-html-"))
     proc = subprocess.Popen(
         # port 0: Chrome picks a free port and names it in DevToolsActivePort
         [*CHROME.argv(0, user_data), "--window-size=1200,900"],
-        env=CHROME.environment(),
+        env=CHROME.environment(tmp_dir=tmp),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -97,6 +102,7 @@ async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:
     finally:
         proc.kill()
         proc.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
