@@ -2,7 +2,7 @@
 running, exiting or waiting to be reaped.
 
 Why: a browser keeps working after its page is closed. Chromium's renderer exits, the zygote
-reaps it and forks a spare renderer that initialises for tens of milliseconds. Without a wait
+reaps it and forks a spare renderer (a median 270 ms of work after each page here). Without a wait
 that work lands in whatever runs next (the other engine's attempt on a 2-core host, or this
 engine's next baseline scan, which then races the exit and retries) and its CPU is charged to
 the wrong attempt. The looks read only /proc; the state is the main thread's, so a look can miss
@@ -40,7 +40,8 @@ class QuietOutcome:
     quiet: bool
     waited_ms: float
     looks: int
-    busy_at_limit: tuple[int, ...]  # busy when the limit ended the wait (empty: members changing)
+    # members busy when the limit ended the wait; empty: the set kept changing or the CPU ran
+    busy_at_limit: tuple[int, ...]
     cpu_checked: bool = False  # the tree's CPU was part of the test
 
     def to_json(self) -> dict[str, Any]:
