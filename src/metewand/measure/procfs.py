@@ -141,6 +141,14 @@ def read_status(pid: int) -> ProcStatus:
     return parse_status(pid, _read_bytes(f"{PROC}/{pid}/status"))
 
 
+def read_cwd(pid: int) -> str | None:
+    """The working directory of a live process; None when it is gone or unreadable."""
+    try:
+        return os.readlink(f"{PROC}/{pid}/cwd")
+    except OSError:
+        return None
+
+
 def children(pid: int, proc: str = PROC) -> list[int]:
     """Direct children of every thread of ``pid`` (a child belongs to the thread that forked it)."""
     try:

@@ -25,7 +25,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from metewand import canonical
 from metewand.measure import procfs
@@ -60,13 +60,23 @@ def marked_processes(run_id: str) -> list[int]:
     return sorted(found)
 
 
-def _recorded(run_dir: Path) -> list[dict[str, int]]:
+def _lines(run_dir: Path) -> list[dict[str, Any]]:
+    """The JSON objects of ``engine_pids.jsonl``; unreadable or non-object lines are skipped."""
     records = []
     with contextlib.suppress(OSError):
         for line in (Path(run_dir) / PID_FILE).read_text().splitlines():
-            with contextlib.suppress(ValueError, KeyError, TypeError):
+            with contextlib.suppress(ValueError):
                 record = json.loads(line)
-                records.append({k: int(record[k]) for k in ("pid", "starttime", "session")})
+                if isinstance(record, dict):
+                    records.append(record)
+    return records
+
+
+def _recorded(run_dir: Path) -> list[dict[str, int]]:
+    records = []
+    for record in _lines(run_dir):
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            records.append({k: int(record[k]) for k in ("pid", "starttime", "session")})
     return records
 
 
@@ -77,13 +87,10 @@ def recorded_pids(run_dir: Path) -> list[int]:
 def recorded_dirs(run_dir: Path) -> list[str]:
     """Every private dir named by a record (unchecked: ``private_dirs.owned_root`` judges)."""
     dirs: list[str] = []
-    with contextlib.suppress(OSError):
-        for line in (Path(run_dir) / PID_FILE).read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                named = record.get("private_dirs") if isinstance(record, dict) else None
-                if isinstance(named, list):
-                    dirs.extend(d for d in named if isinstance(d, str))
+    for record in _lines(run_dir):
+        named = record.get("private_dirs")
+        if isinstance(named, list):
+            dirs.extend(d for d in named if isinstance(d, str))
     return dirs
 
 
@@ -119,13 +126,13 @@ def kill_leftovers(run_dir: Path, run_id: str, wait_s: float = 5.0) -> list[int]
     """SIGKILL every process of this run still alive, then (once none is left) remove the
     private dirs of this run's engines; returns the pids that were signalled."""
     targets = [pid for pid in run_processes(run_dir, run_id) if pid != os.getpid()]
-    dirs = [cwd for cwd in map(private_dirs.process_cwd, targets) if cwd is not None]
+    dirs = [cwd for cwd in map(procfs.read_cwd, targets) if cwd is not None]
     for pid in targets:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and run_processes(run_dir, run_id):
+    while (alive := run_processes(run_dir, run_id)) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if not run_processes(run_dir, run_id):  # a live engine may still write into its dirs
+    if not alive:  # a live engine may still write into its dirs
         private_dirs.remove_owned(recorded_dirs(run_dir) + dirs, run_id)
     return targets

@@ -17,7 +17,6 @@ resumed (a root made while the runner had another ``TMPDIR`` is left alone: neve
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -71,13 +70,6 @@ def remove_owned(paths: list[str], run_id: str) -> list[Path]:
             if not root.exists():
                 removed.append(root)
     return removed
-
-
-def process_cwd(pid: int) -> str | None:
-    """The working directory of a live process (engines run inside their private root)."""
-    with contextlib.suppress(OSError):
-        return os.readlink(f"/proc/{pid}/cwd")
-    return None
 
 
 def _is_real(path: Path, kind: Callable[[int], bool]) -> bool:
