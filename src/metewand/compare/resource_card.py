@@ -198,9 +198,9 @@ def _settled(settle: Mapping[str, Any]) -> str:
 
 
 def _setup(s: Summary) -> list[str]:
+    samplings = [s["by_engine"].get(e, {}).get("sampling") or {} for e in s["engines"]]
     rows = []
-    for e in s["engines"]:
-        sampling = s["by_engine"].get(e, {}).get("sampling") or {}
+    for e, sampling in zip(s["engines"], samplings, strict=True):
         wall = sampling.get("observer_wall_ms_median") or {}
         rows.append(
             [
@@ -229,17 +229,13 @@ def _setup(s: Summary) -> list[str]:
         "engine's; the scan walls are inside the collection window the observer-effect check "
         "compares."
     ]
-    if any(((s["by_engine"].get(e, {}).get("sampling") or {}).get("settle") or {}).get("attempts")
-           for e in s["engines"]):  # fmt: skip
+    if any((sampling.get("settle") or {}).get("attempts") for sampling in samplings):
         notes.append(
             "After each attempt's cleanup the engine was given time to go quiet (members still, "
             "CPU flat; both runs of an A/B alike), so one attempt's teardown is charged to it "
             "and not to the next."
         )
-    if any(
-        ((s["by_engine"].get(e, {}).get("sampling") or {}).get("pss_samples_median") or 3) <= 2
-        for e in s["engines"]
-    ):
+    if any((sampling.get("pss_samples_median") or 3) <= 2 for sampling in samplings):
         notes.append(
             "Where the median is 2 PSS scans, most attempts were shorter than the interval: "
             "their PSS peak is the larger of the baseline and end scans "

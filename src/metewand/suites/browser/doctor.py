@@ -14,6 +14,7 @@ page open, so the figure is a lower bound.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -88,12 +89,12 @@ async def observer_estimate(root_pid: int) -> dict[str, Any]:
     with PssScanner(workers=PSS_READERS) as scanner:
         scanner.scan(procfs.descendants(root_pid))  # start the reader threads outside the timing
         scans = [scanner.scan(procfs.descendants(root_pid)) for _ in range(OBSERVER_SCANS)]
-    walls = sorted(scan.wall_ns / 1e6 for scan in scans)
-    per_attempt = 2 * walls[len(walls) // 2]
+    median = statistics.median(scan.wall_ns / 1e6 for scan in scans)
+    per_attempt = 2 * median
     return {
         "processes": scans[-1].process_count,
         "tree_quiet": settled.quiet,
-        "pss_scan_wall_ms_median": round(walls[len(walls) // 2], 3),
+        "pss_scan_wall_ms_median": round(median, 3),
         "per_attempt_ms": round(per_attempt, 3),
         "min_task_ms_for_gate": {f"{g}%": round(per_attempt * 100 / g) for g in GATES_PCT},
         "lower_bound": "idle tree without a page: an attempt's tree is larger",
