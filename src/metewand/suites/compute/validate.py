@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
-from typing import Any
+import stat
+from typing import IO, Any
 
 from metewand import canonical
 
@@ -22,9 +25,36 @@ def safe_relative(path: Any) -> str:
     return path
 
 
+def open_regular(path: str) -> IO[bytes]:
+    """Open a worker-written file for reading without ever blocking or leaving its directory.
+
+    A worker controls what lies at the paths it writes: a named pipe would block ``open()`` until
+    a writer appears (for ever), a symlink would read a file elsewhere. The last component is
+    opened with ``O_NOFOLLOW | O_NONBLOCK`` and must then be a regular file (``fstat``); reads of
+    a regular file never block, so no read of worker data can hang the run.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    name = os.path.basename(path)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidOutput(f"{name}: symbolic links are not allowed in outputs") from exc
+        raise InvalidOutput(f"{name}: cannot be opened ({exc.strerror})") from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InvalidOutput(f"{name}: only regular files are allowed in outputs")
+    with contextlib.suppress(OSError):  # plain blocking reads again (a regular file never waits)
+        os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
 def file_sha256(path: str) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -56,7 +86,7 @@ def tree_sha256(root: str) -> str:
 
 def read_document(path: str) -> dict[str, Any]:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             doc = canonical.loads(fh.read())
     except FileNotFoundError as exc:
         raise InvalidOutput(f"{os.path.basename(path)} was not written") from exc
@@ -110,6 +140,7 @@ def read_result(result_dir: str, reply: dict[str, Any], schema: dict[str, Any] |
     if not isinstance(result, dict):
         raise InvalidOutput("execute reply has no result object")
     rel = safe_relative(result.get("manifest"))
+    tree_files(result_dir)  # no symlink or special file anywhere, before reading through a path
     doc = read_document(os.path.join(result_dir, rel))
     if not isinstance(doc.get("data"), dict):
         raise InvalidOutput("result manifest needs a 'data' object")
