@@ -188,7 +188,9 @@ class AttemptRun:
             phase, role = "hello", "implementation"
             self._implementation_startup()
             phase = "prepare"
-            self._prepare_execute()
+            self._prepare()
+            phase = "execute"  # a failure here is the execute phase's, not prepare's
+            self._execute()
             phase = "validate"
             self._read_resources()
             self._validate_result()
@@ -198,7 +200,9 @@ class AttemptRun:
             failure = classify(exc, role, phase)
             gone = isinstance(exc, WorkerGone) and role == "implementation"
             if gone and self.worker.exited_cleanly():
-                failure = AttemptFailure("protocol_error", f"implementation exited early: {exc}")
+                failure = AttemptFailure(
+                    "protocol_error", f"implementation {phase}: exited early: {exc}"
+                )
             if self.outcome.code is None:
                 self.outcome.code, self.outcome.message = failure.code, failure.message
             self._close_interrupted()
@@ -233,9 +237,8 @@ class AttemptRun:
         self.values["worker_startup_time_ns"] = self.worker.startup
         self.outcome.worker.update(self.worker.describe())
 
-    def _prepare_execute(self) -> None:
+    def _prepare(self) -> None:
         a, t = self.spec.attempt, self.spec.timeouts
-        budget = a.policy.timeout_s
         dataset_dir = str(self.spec.dataset.directory)
         sizes = dataset_sizes(dataset_dir)
         request = {
@@ -248,7 +251,7 @@ class AttemptRun:
         if self.scope == "prepare_and_execute":
             self.worker.cpu_baseline()
             self.envelope_start = time.monotonic_ns()
-        deadline = _Deadline(budget)
+        self.deadline = deadline = _Deadline(a.policy.timeout_s)
         session = self.worker.session
         self.timed(
             "prepare_time_ns",
@@ -256,6 +259,9 @@ class AttemptRun:
         )
         if dataset_sizes(dataset_dir) != sizes:  # inside the continuous wall, outside phases
             raise AttemptFailure("implementation_failure", "prepare modified the dataset")
+
+    def _execute(self) -> None:
+        t, deadline, session = self.spec.timeouts, self.deadline, self.worker.session
         if self.scope == "execute_only":
             self.worker.cpu_baseline()
             self.envelope_start = time.monotonic_ns()

@@ -18,6 +18,9 @@ from metewand import canonical
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1_048_576  # including the LF
+# After the worker itself exited, how long a response it wrote just before may take to come
+# through the pipe; past this, a pipe still open is held by something the worker left behind.
+EXIT_GRACE_S = 0.5
 
 
 class ProtocolViolation(Exception):
@@ -50,7 +53,7 @@ class WorkerError(Exception):
 
 @dataclass(frozen=True)
 class _Event:
-    kind: str  # "frame", "violation", "eof"
+    kind: str  # "frame", "violation", "eof", "exited" (the worker process itself ended)
     value: Any = None
     detail: str = ""
 
@@ -164,20 +167,44 @@ class Channel:
         except (BrokenPipeError, OSError) as exc:
             raise WorkerGone(f"request pipe closed: {exc}") from exc
 
+    def worker_exited(self, status: int | None) -> None:
+        """Told by the session's exit watch: the worker process itself has ended.
+
+        The stream's end of file alone is not enough: a daemon the worker left behind can hold
+        the pipe open for ever, and the request would wait out its whole budget.
+        """
+        self._events.put(_Event("exited", status))
+
     def _wait(self, method: str, deadline: float, timeout_s: float) -> _Event:
         remaining = deadline - time.monotonic()
         try:
             event = self._events.get(timeout=max(remaining, 0.0))
         except queue.Empty:
             raise PhaseTimeout(method, timeout_s) from None
+        if event.kind == "exited":
+            event = self._after_exit(event)
         if event.kind != "frame":
             self._raise_for(event)
         return event
 
+    def _after_exit(self, exited: _Event) -> _Event:
+        """The worker ended: a response it wrote just before still counts; then it is gone."""
+        try:
+            event = self._events.get(timeout=EXIT_GRACE_S)
+        except queue.Empty:
+            self._events.put(exited)
+            raise WorkerGone(
+                f"the worker exited (status {exited.value}) while a process it left behind "
+                "holds the protocol pipe"
+            ) from None
+        self._events.put(exited)  # later requests see the exit at once
+        return event
+
     def _raise_for(self, event: _Event) -> None:
-        if event.kind == "eof":
+        if event.kind in ("eof", "exited"):
             self._events.put(event)  # stays at end of stream
-            raise WorkerGone("protocol stream closed")
+            what = "protocol stream closed" if event.kind == "eof" else "the worker exited"
+            raise WorkerGone(what)
         raise ProtocolViolation(str(event.value), event.detail)
 
     def close(self) -> None:

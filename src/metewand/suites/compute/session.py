@@ -49,6 +49,8 @@ class Accounting(Protocol):
 
     def kill(self) -> None: ...
 
+    def close(self) -> None: ...
+
 
 @dataclass
 class LaunchSpec:
@@ -106,8 +108,13 @@ class WorkerSession:
         log_limit: int = DEFAULT_LOG_LIMIT,
         accounting: Accounting | None = None,
         on_start: Callable[[WorkerSession], None] | None = None,
+        owns_accounting: bool = False,
     ) -> None:
+        """``owns_accounting``: the groups exist for this one process tree and are removed when
+        it is killed (an evaluator's or materializer's; an implementation's outlive a kill so
+        its final readings can be taken)."""
         self.spec = spec
+        self.owns_accounting = owns_accounting
         self.on_start = on_start  # e.g. SessionRegistry.started: the run can kill it
         self.log_dir = log_dir
         self.log_limit = log_limit
@@ -150,6 +157,7 @@ class WorkerSession:
         if self.accounting is not None:
             self.accounting.attach(self.proc.pid)  # the /proc backend walks from this root
         self.channel = Channel(resp_r, req_w)
+        _watch_exit(self.proc.pid, self.channel)
         os.makedirs(self.log_dir, exist_ok=True)
         role = self.spec.role
         self._logs = [
@@ -214,6 +222,9 @@ class WorkerSession:
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             wait_exit(self.proc, 5)
+        if self.owns_accounting and self.accounting is not None:
+            with contextlib.suppress(Exception):
+                self.accounting.close()  # kills what is left in the groups, then removes them
         if self.channel is not None:
             self.channel.close()
         deadline = time.monotonic() + 2
@@ -246,6 +257,29 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
     finally:
         os.close(pidfd)
     return proc.wait() if ready else proc.poll()
+
+
+def _watch_exit(pid: int, channel: Channel) -> None:
+    """Tell ``channel`` when the worker process itself exits (woken by its pidfd, not reaping
+    it, so ``Popen`` still collects the status)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return  # no pidfd here: the stream's end of file is the only signal
+
+    def watch() -> None:
+        try:
+            select.select([pidfd], [], [])
+            try:
+                info = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
+                status = info.si_status if info is not None else None
+            except (AttributeError, OSError):
+                status = None
+            channel.worker_exited(status)
+        finally:
+            os.close(pidfd)
+
+    threading.Thread(target=watch, daemon=True, name="mw-exit-watch").start()
 
 
 def shutdown_concurrently(sessions: list[WorkerSession], timeout_s: float) -> None:
