@@ -293,17 +293,20 @@ class ProcAccounting(TreeAccounting):
                 os.kill(pid, signal.SIGKILL)
 
 
-def _open_cgroup2(layout: CgroupLayout, label: str) -> CgroupAccounting:
+Announce = Callable[[str], None] | None
+
+
+def _open_cgroup2(layout: CgroupLayout, label: str, announce: Announce) -> CgroupAccounting:
     if layout.v2 is None or layout.v2.own_dir is None or not layout.v2.writable:
         raise AccountingUnavailable("cgroup2", layout.reasons.get("cgroup2", "no cgroup2"))
-    cpu_group = V2Group.create(layout.v2.own_dir, label)
+    cpu_group = V2Group.create(layout.v2.own_dir, label, announce)
     memory_group: V2Group | V1MemoryGroup | None = None
     missing = None
     try:
         if "memory" in layout.v2.controllers:
             memory_group = cpu_group
         elif layout.v1_usable("memory"):
-            memory_group = V1MemoryGroup.create(_own_dir(layout, "memory"), label)
+            memory_group = V1MemoryGroup.create(_own_dir(layout, "memory"), label, announce)
         else:
             missing = layout.reasons.get("cgroup2.memory", "no memory controller")
     except OSError:
@@ -318,15 +321,15 @@ def _own_dir(layout: CgroupLayout, controller: str) -> str:
     return own
 
 
-def _open_cgroup1(layout: CgroupLayout, label: str) -> CgroupAccounting:
+def _open_cgroup1(layout: CgroupLayout, label: str, announce: Announce) -> CgroupAccounting:
     if not layout.v1_usable("cpuacct"):
         raise AccountingUnavailable("cgroup1", layout.reasons.get("cgroup1.cpuacct", "no cpuacct"))
-    cpu_group = V1CpuacctGroup.create(_own_dir(layout, "cpuacct"), label)
+    cpu_group = V1CpuacctGroup.create(_own_dir(layout, "cpuacct"), label, announce)
     memory_group = None
     missing = None
     try:
         if layout.v1_usable("memory"):
-            memory_group = V1MemoryGroup.create(_own_dir(layout, "memory"), label)
+            memory_group = V1MemoryGroup.create(_own_dir(layout, "memory"), label, announce)
         else:
             missing = layout.reasons.get("cgroup1.memory", "no memory controller")
     except OSError:
@@ -335,19 +338,23 @@ def _open_cgroup1(layout: CgroupLayout, label: str) -> CgroupAccounting:
     return CgroupAccounting("cgroup1", cpu_group, memory_group, missing)
 
 
-_OPENERS: dict[str, Callable[[CgroupLayout, str], TreeAccounting]] = {
+_OPENERS: dict[str, Callable[[CgroupLayout, str, Announce], TreeAccounting]] = {
     "cgroup2": _open_cgroup2,
     "cgroup1": _open_cgroup1,
-    "proc": lambda layout, label: ProcAccounting(),
+    "proc": lambda layout, label, announce: ProcAccounting(),
 }
 
 
 def open_accounting(
-    backend: str = "auto", label: str = "subject", layout: CgroupLayout | None = None
+    backend: str = "auto",
+    label: str = "subject",
+    layout: CgroupLayout | None = None,
+    announce: Announce = None,
 ) -> TreeAccounting:
     """Open accounting for one subject. ``auto`` falls back cgroup2 → cgroup1 → proc.
 
     An explicitly named backend that cannot be used raises ``AccountingUnavailable``.
+    ``announce`` hears each group's path before the group is made (a crash record).
     """
     if backend != "auto" and backend not in _OPENERS:
         raise ValueError(f"unknown backend {backend!r}; choose auto or one of {BACKENDS}")
@@ -356,7 +363,7 @@ def open_accounting(
     reasons: list[str] = []
     for name in order:
         try:
-            accounting = _OPENERS[name](layout, label)
+            accounting = _OPENERS[name](layout, label, announce)
         except AccountingUnavailable as exc:
             reasons.append(f"{name}: {exc.reason}")
         except OSError as exc:  # e.g. EACCES creating the group after a probe said yes

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
@@ -185,9 +186,15 @@ class Group:
         self.procs_path = os.path.join(path, "cgroup.procs")
 
     @classmethod
-    def create(cls, parent_dir: str, label: str) -> Self:
+    def create(
+        cls, parent_dir: str, label: str, announce: Callable[[str], None] | None = None
+    ) -> Self:
+        """Make a new group; ``announce`` hears its path *before* it exists, so whoever keeps
+        a record of groups to remove after a crash never misses one."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:40]
         path = os.path.join(parent_dir, f"metewand-{safe}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        if announce is not None:
+            announce(path)
         os.mkdir(path)
         return cls(path)
 

@@ -22,6 +22,7 @@ from metewand.measure.host import HostTelemetry
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
 from metewand.runtime.store import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
@@ -79,6 +80,7 @@ class ResourceProfiler(RunHooks):
         self.options = config.resource
         self.sampling = self.options.profile == "engine"
         self.run_dir = run_dir
+        self._journal = OwnedJournal(run_dir)  # engine groups, removed after a kill -9
         self.run_id = run_id
         self._groups: dict[tuple[int, str], TreeAccounting] = {}
         # One scanner per group for the whole run: its reader threads start once, and the last
@@ -105,7 +107,9 @@ class ResourceProfiler(RunHooks):
         key = (worker, engine)
         if key not in self._groups:
             try:
-                self._groups[key] = open_accounting(label=f"{self.run_id}-w{worker}-{engine}")
+                self._groups[key] = open_accounting(
+                    label=f"{self.run_id}-w{worker}-{engine}", announce=self._journal.group
+                )
             except AccountingUnavailable:
                 return None
         return self._groups[key]
@@ -238,7 +242,9 @@ class ResourceProfiler(RunHooks):
     async def _one_cold_start(
         self, name: str, engine: ResolvedEngine, sample: int, log_dir: Path
     ) -> dict[str, Any]:
-        group = open_accounting(label=f"{self.run_id}-cold-{name}-{sample}")
+        group = open_accounting(
+            label=f"{self.run_id}-cold-{name}-{sample}", announce=self._journal.group
+        )
         interval = min(COLD_START_INTERVAL_MS, self.options.sample_interval_ms)
         process = EngineProcess(marked_engine(engine, self.run_id), log_dir,
                                 preexec_fn=group.preexec_join())  # fmt: skip

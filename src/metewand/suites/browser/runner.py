@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from metewand.runtime import provenance
 from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
+from metewand.runtime.owned import sweep
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.store import RunStore, StoreError, utc_now, write_json_atomic
 from metewand.suites.browser import classify
@@ -112,6 +113,7 @@ def run_browser(
         return RunResult(INVALID_INPUT)
     with store:
         killed = kill_leftovers(store.run_dir, store.run_id)
+        sweep(store.run_dir)  # engine groups a killed session left behind
         if killed:
             echo(f"killed {len(killed)} engine process(es) left by an earlier run: {killed}")
         todo = [a for a in plan.attempts if a.key not in store.finished_keys()]
@@ -124,11 +126,13 @@ def run_browser(
         except KeyboardInterrupt:
             kill_leftovers(store.run_dir, store.run_id)
             _finish_profiler(profiler)
+            sweep(store.run_dir)
             store.set_state("interrupted")
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
         kill_leftovers(store.run_dir, store.run_id)
         _finish_profiler(profiler)
+        sweep(store.run_dir)
         write_scores(store)
         if plan.config.resource.profile == "engine":
             _resource_summary(store, plan.config, out_dir, echo)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
+import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from metewand import canonical
 from metewand.suites.compute.manifest import Launch
@@ -20,12 +25,25 @@ class BuildResult:
     error: str | None = None
 
 
+class Contains(Protocol):
+    """What the builder needs of ``workers.Containment`` (a group per process tree)."""
+
+    def open(self, label: str, measuring: bool = True) -> tuple[Any, str | None]: ...
+
+
 @dataclass
 class Builder:
-    """Runs each launch's build command once per run (cwd = the manifest's directory)."""
+    """Runs each launch's build command once per run (cwd = the manifest's directory).
+
+    The command runs in an accounting group of its own; the build is over when the command
+    itself exits (not when its output pipes close), and whatever it left running (``sleep &``)
+    is killed with the group.
+    """
 
     root: str
     build_root: str
+    containment: Contains | None = None
+    on_start: Callable[[int], None] | None = None  # told each build command's pid
     _done: dict[str, BuildResult] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -41,16 +59,52 @@ class Builder:
         if not launch.build:
             return BuildResult(build_dir)
         argv = [a.replace("{build}", build_dir) for a in launch.build]
-        try:
-            proc = subprocess.run(
-                argv, cwd=self.root, capture_output=True, timeout=BUILD_TIMEOUT_S, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return BuildResult(build_dir, f"build of {name} failed: {exc}")
-        if proc.returncode != 0:
-            tail = proc.stderr.decode("utf-8", "replace")[-2000:]
-            return BuildResult(build_dir, f"build of {name} exited {proc.returncode}: {tail}")
+        accounting = None
+        if self.containment is not None:
+            accounting, _ = self.containment.open(f"build-{name}"[:24], measuring=False)
+        # Output goes to a file: a pipe would stay open as long as anything the build left
+        # behind holds it, and reading it to the end would wait for that too.
+        with tempfile.TemporaryFile(dir=self.build_root) as log:
+            try:
+                status = self._spawn(argv, log, accounting)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return BuildResult(build_dir, f"build of {name} failed: {exc}")
+            finally:
+                _release(accounting)
+            if status != 0:
+                log.seek(0)
+                tail = log.read().decode("utf-8", "replace")[-2000:]
+                return BuildResult(build_dir, f"build of {name} exited {status}: {tail}")
         return BuildResult(build_dir)
+
+    def _spawn(self, argv: list[str], log: Any, accounting: Any) -> int:
+        preexec = accounting.preexec_join() if accounting is not None else None
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+        if accounting is not None:
+            accounting.attach(proc.pid)
+        if self.on_start is not None:
+            self.on_start(proc.pid)
+        try:
+            return proc.wait(BUILD_TIMEOUT_S)
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # the group's kill covers the rest
+            proc.wait()
+
+
+def _release(accounting: Any) -> None:
+    """Kill what the build left in its group, then remove the group."""
+    if accounting is not None:
+        with contextlib.suppress(Exception):
+            accounting.close()
 
 
 def worker_id(role: str, name: str, launch: Launch) -> str:

@@ -9,6 +9,7 @@ construction duration and time. Fixed and unit datasets are ``provided_dataset``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
-from metewand.measure import forms
+from metewand.measure import forms, procfs
 from metewand.measure.forms import Measurement, Reason
 from metewand.suites.compute.launch import Builder, launch_spec
 from metewand.suites.compute.plan import DatasetConfig
@@ -36,8 +37,10 @@ from metewand.suites.compute.validate import (
     check_manifest_tree,
     read_document,
     safe_relative,
+    tree_files,
     tree_sha256,
 )
+from metewand.suites.compute.workers import Containment
 
 RECEIPT_NAME = "receipt.json"
 DATA_NAME = "data"
@@ -75,8 +78,10 @@ class DatasetCache:
         work_dir: str,
         builder: Builder,
         on_start: Callable[[WorkerSession], None] | None = None,
+        containment: Containment | None = None,
     ) -> None:
         self.on_start = on_start  # told of every materializer process (the run may kill it)
+        self.containment = containment or Containment()  # each materializer in its own group
         self.root = os.path.join(cache_dir, "datasets")
         self.work_dir = work_dir
         self.builder = builder
@@ -84,6 +89,7 @@ class DatasetCache:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         os.makedirs(self.root, exist_ok=True)
+        remove_stale_staging(self.root)
 
     def get(self, config: DatasetConfig) -> MaterializedDataset:
         with self._guard:
@@ -140,7 +146,7 @@ class DatasetCache:
         return MaterializedDataset(config, did, data, forms.unavailable(Reason.CACHE_HIT), receipt)
 
     def _construct(self, config: DatasetConfig, did: str, final: str) -> MaterializedDataset:
-        staging = tempfile.mkdtemp(prefix="staging-", dir=self.root)
+        staging = tempfile.mkdtemp(prefix=_staging_prefix(), dir=self.root)
         data = os.path.join(staging, DATA_NAME)
         os.mkdir(data)
         try:
@@ -180,7 +186,14 @@ class DatasetCache:
             staging,
             built.build_dir,
         )
-        session = WorkerSession(spec, os.path.join(staging, "logs"), on_start=self.on_start)
+        accounting, _ = self.containment.open(f"gen-{definition.name}"[:24], measuring=False)
+        session = WorkerSession(
+            spec,
+            os.path.join(staging, "logs"),
+            accounting=accounting,
+            on_start=self.on_start,
+            owns_accounting=True,
+        )
         started = 0
         try:
             session.start()
@@ -230,6 +243,7 @@ def _check_dataset(out: str, reply: dict[str, Any]) -> None:
     if not isinstance(dataset, dict):
         raise InvalidOutput("materialize reply has no dataset object")
     rel = safe_relative(dataset.get("manifest"))
+    tree_files(out)  # no symlink or special file anywhere, before reading through a path
     doc = read_document(os.path.join(out, rel))
     if doc.get("complete") is not True:
         raise InvalidOutput("dataset manifest must say complete: true")
@@ -262,6 +276,28 @@ def _publish(staging: str, final: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _staging_prefix(pid: int | None = None) -> str:
+    """``staging-<pid>-<start time>-``: names the process that builds there, so a later run
+    can tell a staging dir whose builder died (kill -9) from one a live run is filling."""
+    pid = os.getpid() if pid is None else pid
+    return f"staging-{pid}-{procfs.read_stat(pid).starttime_ticks}-"
+
+
+def remove_stale_staging(root: str) -> list[str]:
+    """Remove ``staging-*`` dirs whose builder is gone; returns the names removed."""
+    removed = []
+    for name in os.listdir(root):
+        if not name.startswith("staging-"):
+            continue
+        parts = name.split("-")
+        with contextlib.suppress(ValueError, IndexError, procfs.ProcessGone, OSError):
+            if name.startswith(_staging_prefix(int(parts[1]))):
+                continue  # its builder is alive (same pid, same start time)
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        removed.append(name)
+    return removed
 
 
 def _quarantine(path: str, root: str) -> None:

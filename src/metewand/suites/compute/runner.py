@@ -23,8 +23,9 @@ from typing import Any
 
 from metewand import __version__
 from metewand.measure.host import HostTelemetry
+from metewand.runtime.owned import OwnedJournal, sweep
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
-from metewand.runtime.store import RunStore, write_json_atomic
+from metewand.runtime.store import RunStore, RunView, StoreError, write_json_atomic
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import (
     RunInterrupted,
@@ -37,7 +38,8 @@ from metewand.suites.compute.manifest import Manifest, load
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
 from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
 from metewand.suites.compute.records import VERSIONS, build_row
-from metewand.suites.compute.workers import ImplementationWorker
+from metewand.suites.compute.session import WorkerSession
+from metewand.suites.compute.workers import Containment, ImplementationWorker
 
 RowCallback = Callable[[dict[str, Any]], None]
 
@@ -69,8 +71,25 @@ def _open_store(options: RunOptions, data: dict[str, Any]) -> RunStore:
     if options.resume:
         candidate = Path(options.resume)
         run_dir = candidate if candidate.is_dir() else Path(options.out_dir) / options.resume
-        return RunStore.open(run_dir)
+        _check_same_benchmark(run_dir, data)  # before the run is touched
+        store = RunStore.open(run_dir)
+        sweep(run_dir)  # what the killed session left: workers, groups
+        return store
     return RunStore.create(options.out_dir, options.run_id, data)
+
+
+def _check_same_benchmark(run_dir: Path, data: dict[str, Any]) -> None:
+    """A resume appends rows of this manifest: it must be the manifest the run started from."""
+    recorded = RunView(run_dir).manifest.get("data", {})
+    if recorded.get("suite") != "compute":
+        raise StoreError(f"{run_dir} is not a compute run (suite {recorded.get('suite')!r})")
+    if recorded.get("manifest_sha256") != data["manifest_sha256"]:
+        raise StoreError(
+            f"{run_dir} was started from {recorded.get('manifest_path')} "
+            f"(sha256 {str(recorded.get('manifest_sha256'))[:12]}…); {data['manifest_path']} "
+            f"differs (sha256 {data['manifest_sha256'][:12]}…): refusing to mix two benchmarks "
+            "in one run"
+        )
 
 
 def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
@@ -92,19 +111,34 @@ class ComputeRun:
     def __init__(self, manifest: Manifest, plan: Plan, store: RunStore, options: RunOptions):
         self.manifest, self.plan, self.store, self.options = manifest, plan, store, options
         self.work_dir = str(store.run_dir / ".work")
+        shutil.rmtree(self.work_dir, ignore_errors=True)  # a killed session's leftovers
         os.makedirs(self.work_dir, exist_ok=True)
-        self.builder = Builder(manifest.root, os.path.join(self.work_dir, "build"))
+        # Every group and process this run makes is recorded before it can outlive a kill -9.
+        self.journal = OwnedJournal(store.run_dir)
+        self.containment = Containment(options.accounting_backend, self.journal.group)
         self.sessions = SessionRegistry()
+        self.builder = Builder(
+            manifest.root,
+            os.path.join(self.work_dir, "build"),
+            self.containment,
+            on_start=self.journal.process,
+        )
         self.cache = DatasetCache(
             options.cache_dir or default_cache_dir(),
             self.work_dir,
             self.builder,
-            on_start=self.sessions.started,
+            on_start=self._started,
+            containment=self.containment,
         )
         self.reporter: RunReporter = null_reporter(0)
         self.report_lock = threading.Lock()
         first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
         self.jobs = max(1, options.jobs or first)
+
+    def _started(self, session: WorkerSession) -> None:
+        if session.pid is not None:
+            self.journal.process(session.pid)
+        self.sessions.started(session)
 
     def todo_units(self, summary: RunSummary) -> list[tuple[PlannedAttempt, ...]]:
         done = self.store.finished_keys()
@@ -146,7 +180,10 @@ class ComputeRun:
 
     def _run_unit(self, unit: tuple[PlannedAttempt, ...], on_row: RowCallback | None) -> list:
         worker = ImplementationWorker(
-            self.options.accounting_backend, self.options.log_limit, self.sessions.started
+            self.options.accounting_backend,
+            self.options.log_limit,
+            self._started,
+            self.containment,
         )
         rows = []
         try:
@@ -230,6 +267,7 @@ def run(
         finally:
             if host is not None:  # whether the machine was quiet enough, even for a cut run
                 write_json_atomic(store.run_dir / "host_summary.json", host.stop())
+            sweep(store.run_dir)  # nothing the run made outlives it (and the record goes)
             store.close()
 
 

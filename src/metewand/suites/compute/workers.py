@@ -17,15 +17,35 @@ from metewand.runtime.payload import AccountingBackend
 from metewand.suites.compute.session import LaunchSpec, WorkerSession
 
 
-def _open_accounting(backend: str, label: str) -> tuple[Any, str | None]:
-    if backend == "none":
-        return None, "accounting disabled"
-    try:
-        from metewand.measure.accounting import open_accounting
+class Containment:
+    """Opens the accounting group each process tree metewand starts runs in.
 
-        return open_accounting(backend, label=label), None
-    except Exception as exc:  # no backend usable here: resources become unavailable
-        return None, f"{type(exc).__name__}: {exc}"
+    Every tree — implementation, evaluator, materializer, build command — gets its own group, so
+    a daemon it leaves (``setsid``, ``&``) is killed with it. ``announce`` hears each group's
+    path before it is made (the run's crash record, ``runtime.owned``).
+    """
+
+    def __init__(
+        self, backend: str = "auto", announce: Callable[[str], None] | None = None
+    ) -> None:
+        self.backend = backend
+        self.announce = announce
+
+    def open(self, label: str, measuring: bool = True) -> tuple[Any, str | None]:
+        """(accounting or None, why none). ``measuring=False``: the group only contains the
+        tree (evaluators, builds), so ``--backend none`` still gets one where possible."""
+        backend = self.backend
+        if backend == "none":
+            if measuring:
+                return None, "accounting disabled"
+            backend = "auto"
+        try:
+            from metewand.measure.accounting import open_accounting
+
+            label = f"mw-{os.getpid()}-{label}"
+            return open_accounting(backend, label=label, announce=self.announce), None
+        except Exception as exc:  # no backend usable here: resources become unavailable
+            return None, f"{type(exc).__name__}: {exc}"
 
 
 class ImplementationWorker:
@@ -34,9 +54,11 @@ class ImplementationWorker:
         accounting_backend: str = "auto",
         log_limit: int = 1 << 20,
         on_start: Callable[[WorkerSession], None] | None = None,
+        containment: Containment | None = None,
     ) -> None:
         self.on_start = on_start  # told of every process started (implementation, evaluator)
         self.accounting_backend = accounting_backend
+        self.containment = containment or Containment(accounting_backend)
         self.log_limit = log_limit
         self.session: WorkerSession = None  # type: ignore[assignment]
         self.accounting: Any = None
@@ -54,9 +76,7 @@ class ImplementationWorker:
         )
 
     def start(self, spec: LaunchSpec, hello_timeout_s: float) -> None:
-        self.accounting, self.accounting_error = _open_accounting(
-            self.accounting_backend, f"mw-{os.getpid()}-{id(self):x}"
-        )
+        self.accounting, self.accounting_error = self.containment.open(f"{id(self):x}")
         log_dir = os.path.join(spec.cwd, "logs")
         self.session = WorkerSession(
             spec, log_dir, self.log_limit, self.accounting, on_start=self.on_start
@@ -67,7 +87,10 @@ class ImplementationWorker:
 
     def launch_evaluator(self, spec: LaunchSpec, attempt_dir: str) -> WorkerSession:
         logs = os.path.join(attempt_dir, "logs")
-        return WorkerSession(spec, logs, self.log_limit, on_start=self.on_start)
+        accounting, _ = self.containment.open(f"eval-{id(self):x}", measuring=False)
+        return WorkerSession(
+            spec, logs, self.log_limit, accounting, on_start=self.on_start, owns_accounting=True
+        )
 
     def cpu_baseline(self) -> None:
         if self.accounting is not None:

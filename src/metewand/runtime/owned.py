@@ -1,0 +1,172 @@
+"""What a run started that can outlive it, recorded as it is made, and removed after a kill.
+
+``kill -9`` of metewand leaves its workers alive (they run in sessions of their own) and its
+accounting groups in the cgroup hierarchies (v2 and v1 memory/cpuacct), where nothing else will
+ever remove them. So every group is written to ``owned.jsonl`` in the run directory *before* it is
+created, and every process with its identity (pid, start time, session) once it started.
+``sweep`` (called by ``--resume`` and by ``metewand clean``) finds what is left of them and
+removes it — only what this run recorded:
+
+- a process is hit only if its pid, start time and session match a record, or it is a member of
+  a recorded session started no earlier than that session's recorded leader (a reused pid or
+  session id has a later start time or older members, and is never hit);
+- a group is removed only if its path is recorded, its name starts with ``metewand-`` and it is
+  a cgroup directory (holds ``cgroup.procs``); its members are killed first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+from metewand.measure import procfs
+
+OWNED_NAME = "owned.jsonl"
+GROUP_PREFIX = "metewand-"
+
+
+class OwnedJournal:
+    """Appends one canonical JSON line per group or process a run creates (thread-safe)."""
+
+    def __init__(self, run_dir: Path | str) -> None:
+        self.path = Path(run_dir) / OWNED_NAME
+        self._lock = threading.Lock()
+
+    def group(self, path: str) -> None:
+        """Called before the group directory is made, so a kill in between leaves a record."""
+        self._append({"kind": "group", "path": path})
+
+    def process(self, pid: int) -> None:
+        record: dict[str, Any] = {"kind": "process", "pid": pid}
+        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
+            stat = procfs.read_stat(pid)
+            record.update(starttime=stat.starttime_ticks, session=stat.session)
+        self._append(record)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        line = canonical.line(record)
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+
+@dataclass
+class SweepReport:
+    killed: list[int] = field(default_factory=list)
+    groups_removed: list[str] = field(default_factory=list)
+    groups_failed: list[str] = field(default_factory=list)  # "path: why"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "killed": self.killed,
+            "groups_removed": self.groups_removed,
+            "groups_failed": self.groups_failed,
+        }
+
+
+def read_records(run_dir: Path | str) -> list[dict[str, Any]]:
+    """The journal's records; a torn or foreign line is skipped (it names nothing to remove)."""
+    records = []
+    try:
+        data = (Path(run_dir) / OWNED_NAME).read_bytes()
+    except FileNotFoundError:
+        return []
+    for raw in data.splitlines():
+        with contextlib.suppress(ValueError):
+            record = canonical.loads(raw)
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _processes(records: list[dict[str, Any]]) -> list[int]:
+    """Live processes of the recorded ones (by identity) and of their sessions."""
+    exact: set[tuple[int, int]] = set()
+    leaders: dict[int, int] = {}
+    for r in records:
+        if r.get("kind") != "process" or not isinstance(r.get("starttime"), int):
+            continue
+        exact.add((r["pid"], r["starttime"]))
+        if isinstance(r.get("session"), int) and r["session"] == r["pid"]:
+            leaders[r["session"]] = min(r["starttime"], leaders.get(r["session"], r["starttime"]))
+    own = os.getpid()
+    found = []
+    for pid in procfs.iter_pids():
+        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
+            stat = procfs.read_stat(pid)
+            if pid == own or stat.state == "Z":
+                continue
+            born = leaders.get(stat.session)
+            in_session = born is not None and stat.starttime_ticks >= born
+            if in_session or (pid, stat.starttime_ticks) in exact:
+                found.append(pid)
+    return sorted(found)
+
+
+def _owned_group(path: Any) -> bool:
+    return (
+        isinstance(path, str)
+        and os.path.isabs(path)
+        and os.path.basename(path).startswith(GROUP_PREFIX)
+        and os.path.isfile(os.path.join(path, "cgroup.procs"))
+    )
+
+
+def _remove_group(path: str, timeout_s: float) -> str | None:
+    """Kill the group's members until it is empty, then remove it; None or why it stayed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            members = [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if not members:
+                os.rmdir(path)
+                return None
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                return exc.strerror or str(exc)
+        if time.monotonic() > deadline:
+            return f"still busy after {timeout_s:g} s"
+        time.sleep(0.02)
+
+
+def sweep(run_dir: Path | str, wait_s: float = 5.0) -> SweepReport:
+    """Kill what is left of the run's processes and remove its groups; forget what is gone."""
+    records = read_records(run_dir)
+    report = SweepReport()
+    report.killed = _processes(records)
+    for pid in report.killed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while _processes(records) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    named = (r.get("path") for r in records if r.get("kind") == "group")
+    paths = [p for p in dict.fromkeys(named) if isinstance(p, str)]
+    for path in paths:
+        if not _owned_group(path):
+            continue  # gone already, or not a group metewand makes: never touched
+        problem = _remove_group(path, wait_s)
+        if problem is None:
+            report.groups_removed.append(path)
+        else:
+            report.groups_failed.append(f"{path}: {problem}")
+    if not report.groups_failed and not _processes(records):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(Path(run_dir) / OWNED_NAME)  # everything recorded is gone
+    return report
