@@ -69,7 +69,10 @@ def status(run: str, as_json: bool) -> None:
       metewand status runs/20250101T120000Z-ab12cd
       metewand status 20250101T120000Z-ab12cd --json
     """
-    summary = run_status(open_run(run))
+    try:
+        summary = run_status(open_run(run))
+    except StoreError as exc:  # a damaged results or manifest line: named, never a traceback
+        _fail(str(exc))
     if as_json:
         click.echo(canonical.dumps_str(summary))
         return
@@ -157,7 +160,10 @@ def export(run: str, fmt: str, output: str | None) -> None:
       metewand export runs/RUN --format csv -o results.csv
       metewand export RUN --format json
     """
-    rows = open_run(run).rows()
+    try:
+        rows = open_run(run).rows()
+    except StoreError as exc:
+        _fail(str(exc))
     if fmt == "csv":
         text = rows_to_csv(rows)
     elif fmt == "jsonl":

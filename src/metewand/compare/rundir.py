@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
-from metewand.runtime.store import read_results
+from metewand.runtime.store import StoreError, read_results
 
 MANIFEST = "run_manifest.json"
 RESULTS = "results.jsonl"
@@ -80,7 +80,10 @@ def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
 def _read_json(path: Path) -> dict[str, Any] | None:
     if not path.exists():
         return None
-    obj = canonical.loads(path.read_bytes())
+    try:
+        obj = canonical.loads(path.read_bytes())
+    except (ValueError, RecursionError, OSError) as exc:
+        raise RunDirError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
     return obj if isinstance(obj, dict) else None
 
 
@@ -101,7 +104,10 @@ def load_run(path: str | Path) -> RunData:
     if not (run_path / RESULTS).exists():
         raise RunDirError(f"{run_path}: no {RESULTS} (is this a run directory?)")
     manifest = _settings(_read_json(run_path / MANIFEST))
-    read = read_results(run_path / RESULTS)
+    try:
+        read = read_results(run_path / RESULTS)  # the store's one reading rule
+    except StoreError as exc:
+        raise RunDirError(str(exc)) from None
     rows, torn = read.rows, int(read.torn_tail_bytes > 0)
     telemetry, _ = read_jsonl(run_path / HOST_TELEMETRY)
     cold, _ = read_jsonl(run_path / COLD_START)

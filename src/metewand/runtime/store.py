@@ -85,22 +85,57 @@ class ResultsRead:
 
 
 def read_results(path: Path) -> ResultsRead:
-    """Whole rows of a results file; a final line without newline is reported, not parsed."""
+    """Whole rows of a results file: the one reading rule of every reader (status, export,
+    inspect, report, resume).
+
+    A final line without its newline is a torn write (a kill mid-append): reported, not parsed.
+    Anything else wrong is damage no writer of this store makes, so it is an error naming the
+    file and line, never a skip: a line that is not a JSON object, and a key that already has a
+    row (a duplicated row would be counted twice in every score).
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return ResultsRead([], 0, 0)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
     end = data.rfind(b"\n") + 1
     rows = []
-    for number, raw in enumerate(data[:end].splitlines(), start=1):
+    first_line: dict[str, int] = {}
+    for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
         try:
             row = canonical.loads(raw)
-        except ValueError as exc:
-            raise StoreError(f"{path}:{number}: not a JSON row ({exc})") from exc
+        except (ValueError, RecursionError) as exc:
+            raise StoreError(f"{path}:{number}: not a JSON row ({str(exc)[:120]})") from exc
         if not isinstance(row, dict):
             raise StoreError(f"{path}:{number}: row is not an object")
+        key = row.get("key")
+        if isinstance(key, str):
+            if key in first_line:
+                raise StoreError(
+                    f"{path}:{number}: duplicate row for key {key!r} (first at line "
+                    f"{first_line[key]}); a row is never counted twice"
+                )
+            first_line[key] = number
         rows.append(row)
     return ResultsRead(rows, len(data) - end, end)
+
+
+def read_run_manifest(path: Path) -> dict[str, Any]:
+    """``run_manifest.json`` as every reader sees it; damage is an error naming the file."""
+    try:
+        value = canonical.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise StoreError(f"{path.parent} is not a run directory (no {path.name})") from None
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"{path}: not valid JSON ({str(exc)[:120]})") from exc
+    if not isinstance(value, dict) or value.get("schema") != MANIFEST_SCHEMA:
+        raise StoreError(f"{path}: not a {MANIFEST_SCHEMA} manifest")
+    if not isinstance(value.get("data"), dict) or value.get("state") not in STATES:
+        raise StoreError(f"{path}: 'data' must be an object and 'state' one of {STATES}")
+    return value
 
 
 def write_json_atomic(path: Path, value: Any) -> None:
@@ -137,10 +172,7 @@ class RunView:
 
     @property
     def manifest(self) -> dict[str, Any]:
-        value = canonical.loads((self.run_dir / MANIFEST_NAME).read_bytes())
-        if not isinstance(value, dict) or value.get("schema") != MANIFEST_SCHEMA:
-            raise StoreError(f"{self.run_dir / MANIFEST_NAME}: not a {MANIFEST_SCHEMA} manifest")
-        return value
+        return read_run_manifest(self.run_dir / MANIFEST_NAME)
 
     @property
     def run_id(self) -> str:
@@ -289,6 +321,16 @@ class RunStore(RunView):
             manifest["state"] = state
             manifest["updated_at"] = utc_now()
             write_json_atomic(self.run_dir / MANIFEST_NAME, manifest)
+
+
+@contextlib.contextmanager
+def hold_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run's writer lock (refused while a live metewand has the run open)."""
+    fd = _lock(Path(run_dir))
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def _lock(run_dir: Path) -> int:
