@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "run": "metewand.cli.compute_cmd:run",
     "status": "metewand.cli.store_cmd:status",
     "export": "metewand.cli.store_cmd:export",
+    "clean": "metewand.cli.clean_cmd:clean",
     "browser": "metewand.cli.browser_cmd:browser",
     "report": "metewand.cli.report_cmd:report",
     "doctor": "metewand.cli.doctor_cmd:doctor",

@@ -84,7 +84,8 @@ def measure(
     \b
     Exit status: the command's own (128 + N when signal N ended it).
     127: the command was not found; 126: it could not be executed;
-    3: the requested backend is unavailable here. Messages go to stderr.
+    3: the requested backend is unavailable here; 130: interrupted (Ctrl-C or SIGTERM: the
+    command's whole tree is killed first). Messages go to stderr.
     The table goes to stderr so the command's stdout stays its own; --json goes to stdout.
     """
     try:
@@ -97,6 +98,9 @@ def measure(
     except AccountingUnavailable as exc:
         click.echo(f"metewand measure: backend unavailable: {exc}", err=True)
         sys.exit(exit_codes.ENVIRONMENT_MISSING)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the subject was killed, its groups removed
+        click.echo("metewand measure: interrupted; the command was killed", err=True)
+        sys.exit(exit_codes.INTERRUPTED)
     if as_json:
         sys.stdout.buffer.write(canonical.line(report.to_json()))
         sys.stdout.flush()

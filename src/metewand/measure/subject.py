@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +108,42 @@ def _start(
         raise SubjectStartError(argv, exc) from exc
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops a measurement the way Ctrl-C does (main thread only): the subject is
+    killed and the groups removed, instead of metewand dying and leaving both behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _abandon(accounting: Any, proc: subprocess.Popen[bytes] | None, sampler: Any) -> None:
+    """Interrupted: stop sampling, kill the subject's whole tree and reap the root."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C waits for this
+    try:
+        if sampler is not None:
+            with contextlib.suppress(Exception):
+                sampler.stop(end_scan=False)
+        with contextlib.suppress(Exception):
+            accounting.kill()
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            with contextlib.suppress(ChildProcessError):
+                proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_measured(
     argv: Sequence[str],
     backend: str = "auto",
@@ -120,20 +158,26 @@ def run_measured(
     if not argv:
         raise ValueError("empty command")
     accounting = open_accounting(backend, label=os.path.basename(argv[0]))
+    proc: subprocess.Popen[bytes] | None = None
+    sampler: Sampler | None = None
     try:
-        started = time.monotonic_ns()
-        proc = _start(argv, accounting.preexec_join(), env, cwd)
-        accounting.attach(proc.pid)
-        sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
-        sampler.start()
-        _wait_without_reaping(proc.pid)
+        with _terminate_as_interrupt():
+            started = time.monotonic_ns()
+            proc = _start(argv, accounting.preexec_join(), env, cwd)
+            accounting.attach(proc.pid)
+            sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
+            sampler.start()
+            _wait_without_reaping(proc.pid)
         wall = time.monotonic_ns() - started
         summary = sampler.stop(end_scan=False)
         cpu, memory = accounting.cpu(), accounting.memory()
         _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+    except KeyboardInterrupt:
+        _abandon(accounting, proc, sampler)
+        raise
     finally:
-        accounting.close()
+        accounting.close()  # kills whatever is still in the groups, then removes them
     flags = list(accounting.quality_flags)
     flags += [f for f in summary.quality_flags if f not in flags]
     measurements = {
