@@ -8,12 +8,15 @@ Modes:
   fifo_metrics     (eval) the metrics file is a named pipe
   daemon_exit      execute starts a setsid daemon holding the protocol pipe, then the worker exits
   daemon           (eval / gen) a setsid grandchild that sleeps, then the normal answer
+  hang_once        the first execute (of all runs using this METEWAND_TEST_PIDS) leaves a setsid
+                   daemon and never answers; later ones answer normally
   ok               the normal answer
 """
 
 import os
 import subprocess
 import sys
+import time
 
 from metewand.worker import RESULT_MANIFEST, Evaluator, Implementation, Materializer
 
@@ -54,6 +57,11 @@ def implementation() -> Implementation:
             os.rename(manifest, manifest + ".real")
             os.symlink(manifest + ".real", manifest)
             return reply
+        flag = os.environ.get("METEWAND_TEST_PIDS", "") + ".hung"
+        if MODE == "hang_once" and not os.path.exists(flag):
+            open(flag, "w").close()
+            leave_daemon()
+            time.sleep(600)
         if MODE == "daemon_exit":
             fds = tuple(int(os.environ[k]) for k in os.environ if k.startswith("METEWAND_PROTOCOL"))
             leave_daemon(fds)

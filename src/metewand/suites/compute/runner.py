@@ -68,14 +68,16 @@ class RunSummary:
 
 
 def _open_store(options: RunOptions, data: dict[str, Any]) -> RunStore:
+    # Absolute: workers run in their attempt dirs, so a relative result_dir would miss.
+    out_dir = Path(options.out_dir).absolute()
     if options.resume:
-        candidate = Path(options.resume)
-        run_dir = candidate if candidate.is_dir() else Path(options.out_dir) / options.resume
+        candidate = Path(options.resume).absolute()
+        run_dir = candidate if candidate.is_dir() else out_dir / options.resume
         _check_same_benchmark(run_dir, data)  # before the run is touched
         store = RunStore.open(run_dir)
         sweep(run_dir)  # what the killed session left: workers, groups
         return store
-    return RunStore.create(options.out_dir, options.run_id, data)
+    return RunStore.create(out_dir, options.run_id, data)
 
 
 def _check_same_benchmark(run_dir: Path, data: dict[str, Any]) -> None:

@@ -1,0 +1,128 @@
+"""Issue 12 item 2: a compute run killed with -9 leaves workers and accounting groups (v2 and v1);
+``--resume`` and ``metewand clean RUN`` find them by the run's record and remove them — and
+nothing else. Real ``metewand run`` subprocesses, real cgroups."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compute_helpers import alive
+from metewand.runtime.owned import OWNED_NAME
+from test_compute_hostile import daemons, hostile_manifest
+
+
+def _metewand(*args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "metewand", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _recorded(run_dir: Path) -> tuple[list[int], list[str]]:
+    records = [json.loads(line) for line in (run_dir / OWNED_NAME).read_text().splitlines()]
+    pids = [r["pid"] for r in records if r["kind"] == "process"]
+    return pids, [r["path"] for r in records if r["kind"] == "group"]
+
+
+def killed_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A run killed with -9 while its worker hangs (with a setsid daemon of its own)."""
+    manifest = hostile_manifest(tmp_path, impl="hang_once")
+    proc = _metewand(
+        "run", str(manifest), "--run-id", "r1", "--out", "runs", "--cache-dir", "cache",
+        "--host-telemetry", "off", cwd=tmp_path,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not daemons(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert daemons(tmp_path), proc.communicate(timeout=5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return manifest, tmp_path / "runs" / "r1"
+
+
+def _left(recorded: tuple[list[int], list[str]], tmp_path: Path) -> tuple[list[int], list[str]]:
+    pids, groups = recorded
+    live = [p for p in pids + daemons(tmp_path) if alive(p)]
+    return live, [g for g in groups if os.path.isdir(g)]
+
+
+@pytest.mark.timeout(180)
+def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
+    manifest, run_dir = killed_run(tmp_path)
+    recorded = _recorded(run_dir)
+    live, groups = _left(recorded, tmp_path)
+    assert live and groups  # the kill did leave workers, a daemon and groups behind
+    assert any("/unified/" in g or "/memory/" in g for g in groups)
+    bystander = subprocess.Popen(["sleep", "60"])  # not the run's: must survive the clean
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "metewand", "clean", str(run_dir), "--json"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert set(report["groups_removed"]) == set(groups)
+        assert _left(recorded, tmp_path) == ([], [])
+        assert not (run_dir / OWNED_NAME).exists()
+        assert alive(bystander.pid)
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert not (run_dir / ".work").exists()
+
+
+@pytest.mark.timeout(180)
+def test_resume_removes_what_the_killed_session_left_and_finishes(tmp_path: Path) -> None:
+    manifest, run_dir = killed_run(tmp_path)
+    live, groups = _left(_recorded(run_dir), tmp_path)
+    assert live and groups
+    proc = _metewand(
+        "run", "--resume", "r1", "--out", "runs", "--cache-dir", "cache",
+        "--host-telemetry", "off", cwd=tmp_path,
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert not any(alive(p) for p in live)
+    assert not any(os.path.isdir(g) for g in groups)
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in rows] == ["accepted"]
+    assert not (run_dir / OWNED_NAME).exists()  # all recorded things gone, the record too
+
+
+@pytest.mark.timeout(120)
+def test_resume_with_another_manifest_is_refused_before_touching_the_run(tmp_path: Path) -> None:
+    first = tmp_path / "one"
+    first.mkdir()
+    manifest = hostile_manifest(first)
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "run", str(manifest), "--run-id", "r1",
+         "--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"),
+         "--host-telemetry", "off", "-q"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    other_dir = tmp_path / "two"
+    other_dir.mkdir()
+    other = hostile_manifest(other_dir, evaluator="daemon")  # another benchmark
+    run_dir = tmp_path / "runs" / "r1"
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "run", str(other), "--resume", "r1",
+         "--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "refusing to mix" in done.stderr and "Traceback" not in done.stderr
+    after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+    assert after == before  # not a byte of the run changed
