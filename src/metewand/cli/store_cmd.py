@@ -27,7 +27,9 @@ def open_run(run: str) -> RunView:
     for path in candidates:
         if path.is_dir():
             try:
-                return RunView(path)
+                view = RunView(path)
+                view.manifest  # a damaged manifest is named here, for every reader alike
+                return view
             except StoreError as exc:
                 _fail(str(exc))
     _fail(f"no run directory {run!r} (looked in {', '.join(str(c) for c in candidates)})")
