@@ -28,7 +28,7 @@ def open_run(run: str) -> RunView:
         if path.is_dir():
             try:
                 view = RunView(path)
-                view.manifest  # a damaged manifest is named here, for every reader alike
+                _ = view.manifest  # a damaged manifest is named here, for every reader alike
                 return view
             except StoreError as exc:
                 _fail(str(exc))
