@@ -306,6 +306,8 @@ class RunStore(RunView):
 
     def close(self) -> None:
         if self._fd >= 0:
+            # Nothing writes artifacts once the writer closes: no temporary dir outlives it.
+            shutil.rmtree(self.run_dir / STAGING_NAME, ignore_errors=True)
             os.close(self._fd)
             os.close(self._lock_fd)
             self._fd = -1

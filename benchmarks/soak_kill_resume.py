@@ -1,0 +1,200 @@
+"""Soak: random ``kill -9`` of a compute run, then ``--resume``, many times; count what went wrong.
+
+A copy of examples/sorting (materializer, C build, evaluator, three implementations) with more
+repetitions runs as a real ``metewand run`` subprocess. Each cycle starts it (the first time) or
+resumes it, waits a random time, and kills it with SIGKILL. After the last kill one more
+``--resume`` runs to the end. Then it counts, and prints as one JSON object:
+
+- rows_lost: planned attempt keys without a row;
+- rows_duplicated: rows beyond one per key;
+- rows_without_artifacts: rows whose artifact directory is missing;
+- processes_left: live processes whose command line names the soak's directory, plus live
+  processes recorded (pid and start time) in any session's owned.jsonl;
+- groups_left: accounting groups recorded in any session's owned.jsonl that still exist, and
+  groups in any hierarchy named after a metewand pid of the soak;
+- temp_dirs_left: the run's .staging and .work, the cache's staging-* dirs, and anything in the
+  private TMPDIR the runs were given.
+
+All must be 0. Usage: ``.venv/bin/python benchmarks/soak_kill_resume.py [--cycles 20] [--seed 1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "sorting"
+
+
+def prepare(work: Path, repetitions: int) -> Path:
+    bench = work / "sorting"
+    shutil.copytree(EXAMPLE, bench)
+    manifest = bench / "metewand.toml"
+    text = manifest.read_text().replace("repetitions = 2", f"repetitions = {repetitions}")
+    manifest.write_text(text)
+    (work / "tmp").mkdir()
+    return manifest
+
+
+def metewand(work: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "TMPDIR": str(work / "tmp")}
+    common = ["--out", str(work / "runs"), "--cache-dir", str(work / "cache"), "-q"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "metewand", "run", *args, *common],
+        cwd=work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def snapshot_journal(run_dir: Path, seen: list[dict[str, Any]]) -> None:
+    """Keep every record a session wrote (a clean finish deletes the journal)."""
+    path = run_dir / "owned.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record not in seen:
+                seen.append(record)
+
+
+def row_count(run_dir: Path) -> int:
+    path = run_dir / "results.jsonl"
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def cycles(work: Path, manifest: Path, count: int, rng: random.Random) -> dict[str, Any]:
+    run_dir = work / "runs" / "soak"
+    seen: list[dict[str, Any]] = []
+    pids: list[int] = []
+    kills = []
+    for cycle in range(count):
+        args = [str(manifest), "--run-id", "soak"] if cycle == 0 else ["--resume", "soak"]
+        proc = metewand(work, *args)
+        pids.append(proc.pid)
+        delay = rng.uniform(0.3, 4.0)
+        try:
+            proc.wait(delay)
+            finished = True
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            finished = False
+        snapshot_journal(run_dir, seen)
+        kills.append({"cycle": cycle, "after_s": round(delay, 2), "rows": row_count(run_dir),
+                      "finished_before_kill": finished})  # fmt: skip
+    final = metewand(work, "--resume", "soak")
+    pids.append(final.pid)
+    _, err = final.communicate(timeout=1800)
+    snapshot_journal(run_dir, seen)
+    return {"kills": kills, "final_exit": final.returncode, "final_stderr": err.decode()[-500:],
+            "journal": seen, "pids": pids}  # fmt: skip
+
+
+def live_processes(work: Path, journal: list[dict[str, Any]]) -> list[int]:
+    recorded = {(r["pid"], r.get("starttime")) for r in journal if r.get("kind") == "process"}
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z":
+            continue
+        mine = str(work).encode() in cmdline
+        if mine or (int(entry.name), int(fields[19])) in recorded:
+            found.append(int(entry.name))
+    return found
+
+
+def groups_left(journal: list[dict[str, Any]], pids: list[int]) -> list[str]:
+    left = [r["path"] for r in journal if r.get("kind") == "group" and os.path.isdir(r["path"])]
+    tags = [f"-{pid}-" for pid in pids]
+    for root, dirs, _ in os.walk("/sys/fs/cgroup"):
+        for name in dirs:
+            if name.startswith("metewand-") and any(tag in name for tag in tags):
+                left.append(os.path.join(root, name))
+    return sorted(set(left))
+
+
+def temp_dirs_left(work: Path) -> list[str]:
+    run_dir = work / "runs" / "soak"
+    left = [str(run_dir / n) for n in (".staging", ".work") if (run_dir / n).exists()]
+    datasets = work / "cache" / "datasets"
+    if datasets.exists():
+        left += [str(p) for p in datasets.iterdir() if p.name.startswith("staging-")]
+    left += [str(p) for p in (work / "tmp").iterdir()]
+    return left
+
+
+def count(work: Path, manifest: Path, outcome: dict[str, Any]) -> dict[str, Any]:
+    planned = subprocess.run(
+        [sys.executable, "-m", "metewand", "plan", str(manifest), "--json"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    keys = {json.loads(line)["key"] for line in planned}
+    run_dir = work / "runs" / "soak"
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    row_keys = [r["key"] for r in rows]
+    journal = outcome["journal"]
+    return {
+        "cycles": len(outcome["kills"]),
+        "killed_mid_run": sum(not k["finished_before_kill"] for k in outcome["kills"]),
+        "final_exit": outcome["final_exit"],
+        "planned": len(keys),
+        "rows": len(rows),
+        "accepted": sum(r["status"] == "accepted" for r in rows),
+        "rows_lost": len(keys - set(row_keys)),
+        "rows_duplicated": len(row_keys) - len(set(row_keys)),
+        "rows_without_artifacts": sum(not (run_dir / r["artifacts"]).is_dir() for r in rows),
+        "processes_left": live_processes(work, journal),
+        "groups_left": groups_left(journal, outcome["pids"]),
+        "temp_dirs_left": temp_dirs_left(work),
+        "groups_recorded": sum(r.get("kind") == "group" for r in journal),
+        "processes_recorded": sum(r.get("kind") == "process" for r in journal),
+        "rows_at_each_kill": [k["rows"] for k in outcome["kills"]],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repetitions", type=int, default=6)
+    parser.add_argument("--keep", action="store_true", help="Keep the work directory.")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="mw-soak-"))
+    try:
+        manifest = prepare(work, args.repetitions)
+        outcome = cycles(work, manifest, args.cycles, random.Random(args.seed))
+        figures = count(work, manifest, outcome)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps({"seed": args.seed, **figures}, indent=1))
+    bad = ("rows_lost", "rows_duplicated", "rows_without_artifacts")
+    clean = all(figures[k] == 0 for k in bad) and not any(
+        figures[k] for k in ("processes_left", "groups_left", "temp_dirs_left")
+    )
+    return 0 if clean and figures["final_exit"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
