@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +29,27 @@ Examples:
 """
 
 
-def _load_plan(manifest: str) -> Any:
+MAX_ATTEMPTS_HELP = "Refuse a plan of more attempts than this (checked before expanding it)."
+
+
+def _max_attempts_option(command: Any) -> Any:
+    from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
+
+    return click.option(
+        "--max-attempts",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_ATTEMPTS,
+        show_default=True,
+        help=MAX_ATTEMPTS_HELP,
+    )(command)
+
+
+def _load_plan(manifest: str, max_attempts: int) -> Any:
     from metewand.suites.compute.manifest import ManifestError, load
     from metewand.suites.compute.plan import build_plan
 
     try:
-        return build_plan(load(manifest))
+        return build_plan(load(manifest), max_attempts)
     except ManifestError as exc:
         for line in exc.errors:
             click.echo(f"error: {line}", err=True)
@@ -42,11 +59,12 @@ def _load_plan(manifest: str) -> Any:
 @click.command(epilog=PLAN_EXAMPLES)
 @click.argument("manifest", default=DEFAULT_MANIFEST, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON line per attempt.")
-def plan(manifest: str, as_json: bool) -> None:
+@_max_attempts_option
+def plan(manifest: str, as_json: bool, max_attempts: int) -> None:
     """Show the attempts MANIFEST expands to, without running anything."""
     from metewand import canonical
 
-    expanded = _load_plan(manifest)
+    expanded = _load_plan(manifest, max_attempts)
     for attempt in expanded.attempts:
         if as_json:
             click.echo(canonical.dumps_str(attempt.describe()))
@@ -98,7 +116,14 @@ def _resumed_manifest(resume: str, out_dir: str) -> str:
     show_default=True,
     help="Record host load, memory, swap and PSI beside the run (host_telemetry.jsonl).",
 )
-@click.option("--host-sample-interval-s", type=click.FloatRange(min=0.05), default=1.0)
+@click.option(
+    "--host-sample-interval-s",
+    type=click.FloatRange(min=0.1, max=3600),
+    callback=lambda ctx, param, value: _finite(value, param),
+    default=1.0,
+    help="Seconds between host samples (0.1 to 3600).",
+)
+@_max_attempts_option
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
@@ -113,6 +138,7 @@ def run(
     host_sample_interval_s: float,
     no_progress: bool,
     quiet: bool,
+    max_attempts: int,
 ) -> None:
     """Run every attempt of MANIFEST (default metewand.toml) into OUT/RUN_ID/results.jsonl.
 
@@ -125,8 +151,12 @@ def run(
 
     if manifest is None:
         manifest = _resumed_manifest(resume, out_dir) if resume else DEFAULT_MANIFEST
-    _load_plan(manifest)  # validation errors before anything is created
+    _load_plan(manifest, max_attempts)  # validation errors before anything is created
+    _check_writable_dir(out_dir, "--out")
+    if cache_dir is not None:
+        _check_writable_dir(cache_dir, "--cache-dir")
     options = runner.RunOptions(
+        max_attempts=max_attempts,
         out_dir=out_dir,
         run_id=run_id,
         resume=resume,
@@ -150,6 +180,30 @@ def run(
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
     click.echo(f"run directory: {summary.run_dir}")
+
+
+def _finite(value: float, param: Any) -> float:
+    if value != value or value in (float("inf"), float("-inf")):  # NaN passes a range check
+        raise click.BadParameter(f"{value} is not a finite number", param=param)
+    return value
+
+
+def _check_writable_dir(path: str, flag: str) -> None:
+    """``path`` is a directory metewand can write in, or can be created as one."""
+    existing = Path(path).absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    problem = None
+    if not existing.is_dir():
+        problem = f"{existing} is not a directory"
+    else:
+        try:  # a real probe: root passes every access() check, a read-only or kernel fs does not
+            os.rmdir(tempfile.mkdtemp(prefix=".metewand-probe-", dir=existing))
+        except OSError as exc:
+            problem = f"{existing} is not writable ({exc.strerror})"
+    if problem:
+        click.echo(f"error: {flag} {path}: {problem}", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
 
 
 def _run_dir(options: Any) -> str:

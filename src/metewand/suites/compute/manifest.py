@@ -165,7 +165,14 @@ def load(path: str) -> Manifest:
         raise ManifestError([f"{path}: cannot read: {exc.strerror}"]) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError([f"{path}: invalid TOML: {exc}"]) from exc
-    return read_manifest(os.path.abspath(path), document)
+    except UnicodeDecodeError as exc:
+        raise ManifestError([f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}"]) from exc
+    except RecursionError:
+        raise ManifestError([f"{path}: invalid TOML: nested too deeply"]) from None
+    try:
+        return read_manifest(os.path.abspath(path), document)
+    except RecursionError:
+        raise ManifestError([f"{path}: a value is nested too deeply"]) from None
 
 
 def is_safe_int(value: Any, minimum: int = 0) -> bool:

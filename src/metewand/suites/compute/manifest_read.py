@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from metewand import canonical
+from metewand.suites.compute import manifest_guard as guard
 from metewand.suites.compute.manifest import (
     DATASET_KINDS,
     MANIFEST_VERSION,
@@ -74,7 +75,24 @@ class _Reader:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             self.error(where, "must be an array of strings")
             return ()
+        for i, item in enumerate(value):
+            if problem := guard.exec_string_problem(item):
+                self.error(f"{where}[{i}]", problem)
         return tuple(value)
+
+    def name(self, value: Any, where: str) -> str:
+        """A name that becomes an attempt-key and directory segment."""
+        name = self.string(value, where)
+        if name and (problem := guard.name_problem(name)):
+            self.error(where, problem)
+        return name
+
+    def params(self, value: Any, where: str) -> dict[str, Any]:
+        """``parameter_defaults``: a table of JSON values."""
+        if not isinstance(value, dict):
+            self.error(where, "must be a table")
+            return {}
+        return dict(self.json_value(value, where))
 
     def names(self, value: Any, where: str, known: dict[str, Any], what: str) -> tuple[str, ...]:
         items = self.strings(value, where)
@@ -92,13 +110,18 @@ class _Reader:
             canonical.dumps(value)
         except ValueError as exc:
             self.error(where, f"not representable as canonical JSON: {exc}")
+        except RecursionError:
+            self.error(where, "nested too deeply")
         return value
 
-    def file_path(self, value: Any, where: str) -> str:
+    def file_path(self, value: Any, where: str, regular: bool = False) -> str:
+        """A path relative to the manifest; ``regular``: it must be a file, not a directory."""
         rel = self.string(value, where)
         full = os.path.normpath(os.path.join(self.root, rel)) if rel else ""
         if rel and not os.path.exists(full):
             self.error(where, f"no such file: {rel}")
+        elif rel and regular and not os.path.isfile(full):
+            self.error(where, f"{rel} is not a regular file")
         return full
 
     def schema(self, value: Any, where: str) -> dict[str, Any] | None:
@@ -106,20 +129,29 @@ class _Reader:
         if value is None:
             return None
         if isinstance(value, dict):
-            return dict(value)
-        full = self.file_path(value, where)
-        if not full or not os.path.exists(full):
+            return self._checked_schema(dict(value), where)
+        full = self.file_path(value, where, regular=True)
+        if not full or not os.path.isfile(full):
             return None
         try:
             with open(full, "rb") as fh:
                 doc = canonical.loads(fh.read())
-        except ValueError as exc:
-            self.error(where, f"invalid JSON schema file: {exc}")
+        except (ValueError, OSError) as exc:
+            self.error(where, f"invalid JSON schema file: {str(exc)[:200]}")
+            return None
+        except RecursionError:
+            self.error(where, "invalid JSON schema file: nested too deeply")
             return None
         if not isinstance(doc, dict):
             self.error(where, "a schema must be a JSON object")
             return None
-        return doc
+        return self._checked_schema(doc, where)
+
+    def _checked_schema(self, schema: dict[str, Any], where: str) -> dict[str, Any] | None:
+        if problem := guard.schema_problem(schema):
+            self.error(where, problem)
+            return None
+        return schema
 
 
 def _launch(r: _Reader, value: Any, where: str) -> Launch:
@@ -131,14 +163,18 @@ def _launch(r: _Reader, value: Any, where: str) -> Launch:
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         r.error(f"{where}.env", "must be a table of strings")
         env = {}
+    for key, problem in guard.env_problems(env):
+        r.error(f"{where}.env.{key!r}", problem)
     if runner == "python":
         if "program" in t:
             r.error(f"{where}.program", "python launchers take 'entrypoint', not 'program'")
-        script = r.file_path(t.get("entrypoint"), f"{where}.entrypoint")
+        script = r.file_path(t.get("entrypoint"), f"{where}.entrypoint", regular=True)
         return Launch("python", (sys.executable, script, *args), build, env, (script,))
     if "entrypoint" in t:
         r.error(f"{where}.entrypoint", "command launchers take 'program', not 'entrypoint'")
     program = r.string(t.get("program"), f"{where}.program")
+    if bad := guard.exec_string_problem(program):
+        r.error(f"{where}.program", bad)
     if "/" in program and not program.startswith("{build}"):
         program = os.path.normpath(os.path.join(r.root, program))
     sources = tuple(
@@ -155,7 +191,7 @@ def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
     keys |= {"parameter_defaults": False, "parameter_schema": False}
     t = r.table(value, where, keys)
     kind = r.string(t.get("kind"), f"{where}.kind", DATASET_KINDS)
-    defaults = t.get("parameter_defaults", {})
+    defaults = r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults")
     if kind == "generated":
         if "materializer" not in t:
             r.error(f"{where}.materializer", "a generated dataset needs a materializer")
@@ -168,6 +204,8 @@ def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
             r.error(f"{where}.{key}", f"a {kind} dataset takes no {key}")
     if kind == "fixed":
         path = r.file_path(t.get("path"), f"{where}.path")
+        if path and os.path.exists(path) and (problem := guard.fixed_dataset_problem(path)):
+            r.error(f"{where}.path", problem)
         return DatasetDef(name, kind, None, path)
     if "path" in t:
         r.error(f"{where}.path", "a unit dataset has no path")
@@ -183,7 +221,7 @@ def _problem(r: _Reader, name: str, value: Any) -> ProblemDef:
         _launch(r, t.get("evaluator", {}), f"{where}.evaluator"),
         r.schema(t.get("result_schema"), f"{where}.result_schema"),
         r.schema(t.get("metric_schema"), f"{where}.metric_schema"),
-        dict(t.get("parameter_defaults", {})),
+        r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults"),
     )
 
 
@@ -196,7 +234,7 @@ def _implementation(r: _Reader, name: str, value: Any, problems: dict) -> Implem
         name,
         _launch(r, launch_part, where),
         r.names(t.get("problems"), f"{where}.problems", problems, "problem"),
-        dict(t.get("parameter_defaults", {})),
+        r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults"),
         r.schema(t.get("parameter_schema"), f"{where}.parameter_schema"),
     )
 
@@ -210,13 +248,18 @@ def _policy(r: _Reader, name: str, value: Any) -> ExecutionPolicy:
     timeout = None
     if "timeout" in t and (timeout := parse_duration(t["timeout"])) is None:
         r.error(f"{where}.timeout", "must be a positive duration like '500 ms', '10 s', '2 min'")
+    elif timeout is not None and (problem := guard.timeout_problem(timeout)):
+        r.error(f"{where}.timeout", problem)
+        timeout = None
     warmups, reuse, jobs = t.get("warmup_runs", 0), t.get("worker_reuse", False), t.get("jobs", 1)
     if not is_safe_int(warmups):
         r.error(f"{where}.warmup_runs", "must be an integer >= 0")
+        warmups = 0
     if not isinstance(reuse, bool):
         r.error(f"{where}.worker_reuse", "must be true or false")
     if not is_safe_int(jobs, 1):
         r.error(f"{where}.jobs", "must be an integer >= 1")
+        jobs = 1
     if warmups and not reuse:
         r.error(f"{where}.warmup_runs", "warm-up runs need worker_reuse = true")
     if scope == "cold_end_to_end" and (reuse or warmups):
@@ -264,7 +307,7 @@ def _case(r: _Reader, value: Any, where: str, base: Case, sel: tuple) -> Case:
     keys = {"name": True, "dataset_parameters": False, "problem_parameters": False}
     t = r.table(value, where, keys | {"implementation_parameters": False})
     datasets, implementations = sel
-    name = r.string(t.get("name"), f"{where}.name")
+    name = r.name(t.get("name"), f"{where}.name")
     ds = {owner: dict(axes) for owner, axes in base.dataset_parameters.items()}
     im = {owner: dict(axes) for owner, axes in base.implementation_parameters.items()}
     pp = dict(base.problem_parameters)
@@ -303,7 +346,7 @@ EXPERIMENT_KEYS = {
 
 def _experiment(r: _Reader, value: Any, where: str, m: dict[str, Any]) -> Experiment:
     t = r.table(value, where, EXPERIMENT_KEYS)
-    name = r.string(t.get("name"), f"{where}.name")
+    name = r.name(t.get("name"), f"{where}.name")
     problem = r.string(t.get("problem"), f"{where}.problem")
     if problem and problem not in m["problems"]:
         r.error(f"{where}.problem", f"no problem named {problem!r}")
@@ -319,8 +362,10 @@ def _experiment(r: _Reader, value: Any, where: str, m: dict[str, Any]) -> Experi
     reps, seed = t.get("repetitions", 1), t.get("seed", 0)
     if not is_safe_int(reps, 1):
         r.error(f"{where}.repetitions", "must be an integer >= 1")
+        reps = 1  # the manifest is refused; this only keeps the reading going
     if not is_safe_int(seed):
         r.error(f"{where}.seed", "must be a safe integer >= 0")
+        seed = 0
     policy_name = t.get("execution_policy", "default")
     policy = m["policies"].get(policy_name)
     if policy is None:

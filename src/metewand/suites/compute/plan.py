@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from metewand.suites.compute.manifest import (
     Manifest,
     ManifestError,
 )
+from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS, plan_size
 
 SEED_DOMAIN = b"metewand-seed-v1"
 PRIORITY_DOMAIN = b"metewand-scheduling-priority-v1"
@@ -127,7 +129,18 @@ def _validate(schema: dict[str, Any] | None, value: Any, where: str, errors: lis
         errors.append(f"{where}: {path}: {err.message}")
 
 
-def build_plan(manifest: Manifest) -> Plan:
+def build_plan(manifest: Manifest, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> Plan:
+    """Expand the manifest into ordered worker units; a plan of more than ``max_attempts``
+    attempts is refused before anything is expanded (it would take minutes and grow memory
+    without bound)."""
+    size = plan_size(manifest.experiments)
+    if size > max_attempts:
+        raise ManifestError(
+            [
+                f"{os.path.basename(manifest.path)}: experiments: the plan has {size:,} attempts, "
+                f"more than the limit of {max_attempts:,} (raise it with --max-attempts)"
+            ]
+        )
     errors: list[str] = []
     units: list[tuple[PlannedAttempt, ...]] = []
     seen: dict[str, str] = {}

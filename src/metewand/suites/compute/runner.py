@@ -35,6 +35,7 @@ from metewand.suites.compute.interrupt import (
 )
 from metewand.suites.compute.launch import Builder, launch_spec
 from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
 from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
 from metewand.suites.compute.records import VERSIONS, build_row
@@ -55,6 +56,7 @@ class RunOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     log_limit: int = 1 << 20
     host_sample_interval_s: float | None = 1.0  # None: no host telemetry
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS  # a larger plan is refused before expansion
 
 
 @dataclass
@@ -256,7 +258,7 @@ def run(
 ) -> RunSummary:
     """Run (or resume) a manifest; ``progress`` sees each row, ``reporter`` the counts."""
     manifest = load(manifest_path)
-    plan = build_plan(manifest)
+    plan = build_plan(manifest, options.max_attempts)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     with terminate_as_interrupt():
         store = _open_store(options, _manifest_data(manifest, plan, options.jobs or first))
