@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -135,4 +136,33 @@ def test_build_that_leaves_a_background_sleep_does_not_stall_the_run(tmp_path: P
     assert time.monotonic() - started < 20  # not the 300 s build timeout
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
     assert left == [], "the build's background sleep outlived the build"
+    assert leftover_groups(f"mw-{os.getpid()}-") == []
+
+
+@pytest.mark.timeout(120)
+def test_an_evaluator_that_cannot_start_leaves_no_group(tmp_path: Path) -> None:
+    manifest = hostile_manifest(tmp_path)
+    text = manifest.read_text()
+    start = text.index("evaluator = {")
+    end = text.index("\n", start)
+    manifest.write_text(
+        text[:start] + 'evaluator = { runner = "command", program = "metewand-no-such-program" }'
+        + text[end:]
+    )  # fmt: skip
+    row = only_row(tmp_path, manifest)
+    assert (row["status"], row["code"]) == ("failed", "setup_failure"), row["message"]
+    assert leftover_groups(f"mw-{os.getpid()}-") == []
+    # The library path has no run record to sweep: the group must go with the session itself.
+    from metewand.suites.compute.api import run_fixed_dataset_outcome
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (tmp_path / "private").mkdir()
+    outcome = run_fixed_dataset_outcome(
+        str(data),
+        [sys.executable, str(HOSTILE), "impl"],
+        ["metewand-no-such-program"],
+        private_root=str(tmp_path / "private"),
+    )
+    assert getattr(outcome, "code", None) == "setup_failure"
     assert leftover_groups(f"mw-{os.getpid()}-") == []

@@ -213,7 +213,10 @@ class WorkerSession:
 
     def kill(self) -> None:
         """Kill the whole tree (accounting group and process group) and reap the root."""
-        if self.proc is None:
+        if self.proc is None:  # never started: an owned group made for it still goes
+            if self.owns_accounting and self.accounting is not None:
+                with contextlib.suppress(Exception):
+                    self.accounting.close()
             return
         if self.accounting is not None:
             with contextlib.suppress(Exception):
@@ -284,6 +287,8 @@ def _watch_exit(pid: int, channel: Channel) -> None:
 
 def shutdown_concurrently(sessions: list[WorkerSession], timeout_s: float) -> None:
     """Shut several workers down at once: the cost is the slowest exit, not the sum."""
+    for never_started in (s for s in sessions if s.proc is None):
+        never_started.kill()  # releases a group made for it
     live = [s for s in sessions if s.proc is not None]
     if len(live) <= 1:
         for session in live:
