@@ -126,3 +126,21 @@ def test_resume_with_another_manifest_is_refused_before_touching_the_run(tmp_pat
     assert "refusing to mix" in done.stderr and "Traceback" not in done.stderr
     after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     assert after == before  # not a byte of the run changed
+
+
+def test_sweep_never_hits_a_reused_pid_or_its_session(tmp_path: Path) -> None:
+    """A record whose pid now belongs to another process (another start time) names nothing."""
+    from metewand.measure import procfs
+    from metewand.runtime.owned import sweep
+
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        born = procfs.read_stat(stranger.pid).starttime_ticks
+        record = {"kind": "process", "pid": stranger.pid, "session": stranger.pid,
+                  "starttime": born - 1}  # the recorded process was an older one  # fmt: skip
+        (tmp_path / OWNED_NAME).write_text(json.dumps(record) + "\n")
+        report = sweep(tmp_path, wait_s=0.5)
+        assert report.killed == [] and alive(stranger.pid)
+    finally:
+        stranger.kill()
+        stranger.wait()

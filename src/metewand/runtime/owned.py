@@ -7,9 +7,10 @@ created, and every process with its identity (pid, start time, session) once it 
 ``sweep`` (called by ``--resume`` and by ``metewand clean``) finds what is left of them and
 removes it — only what this run recorded:
 
-- a process is hit only if its pid, start time and session match a record, or it is a member of
-  a recorded session started no earlier than that session's recorded leader (a reused pid or
-  session id has a later start time or older members, and is never hit);
+- a process is hit only if its pid and start time match a record, or it is a member of a
+  recorded session started no earlier than that session's recorded leader, while that leader is
+  gone or still the recorded process (a session id stays allocated while any member lives, so a
+  reused pid leading a newer session has another start time and its session is never hit);
 - a group is removed only if its path is recorded, its name starts with ``metewand-`` and it is
   a cgroup directory (holds ``cgroup.procs``); its members are killed first.
 """
@@ -100,6 +101,11 @@ def _processes(records: list[dict[str, Any]]) -> list[int]:
         exact.add((r["pid"], r["starttime"]))
         if isinstance(r.get("session"), int) and r["session"] == r["pid"]:
             leaders[r["session"]] = min(r["starttime"], leaders.get(r["session"], r["starttime"]))
+    for session, leader_start in list(leaders.items()):
+        # A live leader with another start time is a reused pid leading a newer session.
+        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
+            if procfs.read_stat(session).starttime_ticks != leader_start:
+                del leaders[session]
     own = os.getpid()
     found = []
     for pid in procfs.iter_pids():
