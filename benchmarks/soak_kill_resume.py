@@ -108,6 +108,10 @@ def cycles(
             args = [str(manifest), "--run-id", run_id] if cycle == 0 else ["--resume", run_id]
         proc = metewand(work, *args)
         pids.append(proc.pid)
+        # The first kill comes after the run directory exists: before it, there is nothing to
+        # resume (a kill then leaves nothing either; that case is not what this soak counts).
+        while cycle == 0 and not (run_dir / "run_manifest.json").exists() and proc.poll() is None:
+            time.sleep(0.01)
         delay = rng.uniform(0.3, longest)
         try:
             proc.wait(delay)
@@ -234,6 +238,7 @@ def main() -> int:
         manifest = prepare(work, args.repetitions)
         if args.cycles:
             results["compute"] = count(work, manifest, cycles(work, manifest, args.cycles, rng))
+            print(json.dumps({"seed": args.seed, **results}, indent=1), flush=True)
         if args.browser_cycles:
             outcome = cycles(work, None, args.browser_cycles, rng, run_id="soakb")
             results["browser"] = count(work, None, outcome, run_id="soakb")
