@@ -75,7 +75,7 @@ def describe(run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "engine" in row:
         info["last_cdp_errors"] = last_cdp_errors(paths)
-        info["measurements"] = row.get("resource")
+        info["measurements"] = row.get("resource_forms") or row.get("resource")
     else:
         info["diagnostic"] = diagnostic_of(row)
         info["measurements"] = measurements_of(row)

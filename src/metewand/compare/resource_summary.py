@@ -24,6 +24,7 @@ from metewand.compare.resource_metrics import (
     form_value,
     quality_flags,
     read_columns,
+    resource_of,
 )
 from metewand.compare.run_facts import latest_rows, read_facts
 
@@ -72,7 +73,7 @@ def _median(values: Sequence[float]) -> float | None:
 def _sampling(rows: Sequence[Row]) -> dict[str, Any]:
     """How the engine was observed, over all its profiled attempts: backend, PSS samples per
     attempt, the sampler's own CPU and the observer's wall inside the collection window."""
-    res = [r["resource"] for r in rows if isinstance(r.get("resource"), Mapping)]
+    res = [resource_of(r) for r in rows if isinstance(resource_of(r), Mapping)]
     numbers = {
         "pss_samples": [r.get("sample_counts", {}).get("pss_samples") for r in res],
         "sampler_cpu_ms": [r.get("sampler_cpu_ms") for r in res],

@@ -74,12 +74,11 @@ def infer_k(rows: Iterable[Mapping[str, Any]], manifest: Mapping[str, Any]) -> i
     k = manifest.get("k")
     if isinstance(k, int) and k >= 1:
         return k
-    highest = -1
-    for row in rows:
-        attempt = row.get("attempt")
-        if isinstance(attempt, int) and attempt > highest:
-            highest = attempt
-    return max(highest + 1, 1)
+    # browser attempts are numbered from 1; runs written before that numbered them from 0
+    numbers = [a for a in (row.get("attempt") for row in rows) if isinstance(a, int)]
+    if not numbers:
+        return 1
+    return max(numbers) + 1 if min(numbers) == 0 else max(max(numbers), 1)
 
 
 def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
