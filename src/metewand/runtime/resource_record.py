@@ -63,6 +63,7 @@ def ns_form_as_ms(m: Measurement) -> dict[str, Any]:
 def ns_to_ms_float(ns: int) -> float:
     return round(ns / NS_PER_MS, 3)
 
+
 def peak_delta(baseline: Measurement, peak: Measurement) -> Measurement:
     if baseline.value is None:
         return baseline

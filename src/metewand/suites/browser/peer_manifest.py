@@ -164,7 +164,9 @@ def resource_provenance(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         )  # fmt: skip
         entry["attempts"] += 1
         backend = res.get("measurement_backend") or {}
-        entry["backends"][f"cpu={backend.get('cpu')};memory={backend.get('memory_accounting')}"] += 1
+        entry["backends"][
+            f"cpu={backend.get('cpu')};memory={backend.get('memory_accounting')}"
+        ] += 1
         if res.get("sample_interval_ms") is not None:
             entry["sample_interval_ms"].add(res["sample_interval_ms"])
         if isinstance(res.get("samples_seen"), int):

@@ -145,7 +145,9 @@ def not_run_row(
     return {
         **base,
         "status": verdict.status,
-        "failure": peer_failure(verdict.status, verdict.failure_class, verdict.origin, verdict.reason),
+        "failure": peer_failure(
+            verdict.status, verdict.failure_class, verdict.origin, verdict.reason
+        ),
         "failure_class": verdict.failure_class,
         "origin": verdict.origin,
         "secondary_status": verdict.secondary_status,
