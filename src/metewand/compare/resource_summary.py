@@ -215,13 +215,43 @@ def _observer_effect(calibration: Mapping[str, Any] | None) -> dict[str, Any] | 
     keep = ("baseline_run", "acceptable", "failed_checks", "thresholds", "overall")
     out: dict[str, Any] = {k: calibration.get(k) for k in keep}
     thresholds = calibration.get("thresholds") or {}
+    checks = {c.get("name"): c for c in calibration.get("checks") or []}
+    provenance = checks.get("provenance_identical", {}).get("figures", {})
+    unmatched = set(provenance.get("differing", [])) | set(provenance.get("missing", []))
     out.update(_peer_figures(calibration.get("overall")))
-    out["max_observer_effect_pct"] = thresholds.get("max_duration_overhead_pct")
+    out.update(
+        max_observer_effect_pct=thresholds.get("max_duration_overhead_pct"),
+        complete_pairing=bool(checks.get("fully_paired", {}).get("passed")),
+        profiled_attempts=(calibration.get("overall") or {}).get("pairs"),
+        provenance_checks={n: n not in unmatched for n in provenance.get("compared", [])},
+        provenance_mismatches=sorted(unmatched),
+    )
     out["by_engine"] = {
-        engine: {**dict(figures), **_peer_figures(figures)}
+        engine: {
+            **dict(figures),
+            **_peer_figures(figures),
+            "acceptable": _engine_acceptable(figures, thresholds),
+        }
         for engine, figures in (calibration.get("by_engine") or {}).items()
     }
     return out
+
+
+def _engine_acceptable(figures: Mapping[str, Any], thresholds: Mapping[str, Any]) -> bool:
+    """The peer's per-engine verdict: this engine's median overheads and status mismatches
+    within the run's thresholds (a missing figure is not acceptable)."""
+    limits = (
+        ("median_duration_overhead_pct", "max_duration_overhead_pct"),
+        ("median_collection_wall_overhead_pct", "max_collection_wall_overhead_pct"),
+        ("status_mismatch_rate", "max_status_mismatch_rate"),
+    )
+    for figure, limit in limits:
+        value, bound = figures.get(figure), thresholds.get(limit)
+        if not isinstance(value, int | float) or not isinstance(bound, int | float):
+            return False
+        if value > bound:
+            return False
+    return True
 
 
 def _peer_leak_curve(fits: Mapping[str, Any]) -> dict[str, float | None]:
@@ -253,16 +283,29 @@ def _harness_scope(rows: Sequence[Row]) -> dict[str, Any]:
 
 
 def _peer_provenance(manifest: Mapping[str, Any], facts: Any) -> dict[str, Any]:
-    """The peer's provenance keys, read from the run manifest's peer fields."""
-    runner = manifest.get("runner") if isinstance(manifest.get("runner"), Mapping) else {}
-    res = manifest.get("resource_profile")
+    """The peer's provenance keys, read from the run manifest's peer fields (top level of the
+    raw manifest, or ``peer_manifest`` of the settings a report reads)."""
+    peer = manifest.get("peer_manifest") if "data" not in manifest else manifest
+    peer = peer if isinstance(peer, Mapping) else {}
+
+    def mapping(value: Any) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    runner = mapping(peer.get("runner"))
     return {
-        "browser_reuse": (runner or {}).get("browser_reuse") or facts.get("reuse"),
-        "engines": manifest.get("engines") if isinstance(manifest.get("engines"), Mapping) else {},
-        "host": manifest.get("host") if isinstance(manifest.get("host"), Mapping) else None,
+        "browser_reuse": runner.get("browser_reuse") or facts.get("reuse"),
+        "engines": dict(mapping(peer.get("engines"))),
+        "host": dict(mapping(peer.get("host"))) or None,  # null: the manifest has none
+        # metewand runs no third-party drivers: its pin is its own source tree
+        "harness_pins": {
+            "manifest": None,
+            "drivers": {},
+            "metewand_source_tree_sha256": facts.get("harness_pins"),
+        },
+        "harness_pin": facts.get("harness_pins"),
         "jobs": facts.get("jobs"),
         "k_runs": facts.get("k"),
-        "sample_interval_ms": res.get("sample_interval_ms") if isinstance(res, Mapping) else None,
+        "sample_interval_ms": mapping(peer.get("resource_profile")).get("sample_interval_ms"),
     }
 
 
@@ -362,6 +405,7 @@ def summarize(
         "host_quality": _host_quality(host_summary),
         "observer_effect": _observer_effect(calibration),
         "missing_intersection_metrics": missing["figures"].get("examples", []),
+        # ours first; the peer's keys (harness_pins as an object among them) replace ours
         "provenance": {**_provenance(facts), **_peer_provenance(manifest, facts)},
         "traffic_not_measured": {
             "control_plane_traffic": CONTROL_PLANE_NOT_IMPLEMENTED["reason"],

@@ -10,6 +10,7 @@ counts, sampler CPU, quality flags).
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import sys
 from collections import Counter
@@ -55,6 +56,7 @@ def _host(host: Mapping[str, Any]) -> dict[str, Any]:
 def _resolved_task(task: Any) -> dict[str, Any]:
     data = task.data
     return {
+        "sha256": hashlib.sha256((task.root / task.path).read_bytes()).hexdigest(),
         "task_id": task.task_id,
         "task_version": data.get("task_version"),
         "layer": task.layer,

@@ -209,8 +209,10 @@ def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: E
 def write_scores(store: RunStore) -> None:
     from metewand.compare.scores import browser_scores, scores_bytes
 
-    data = store.manifest["data"]
-    scores = browser_scores(store.rows(), {**data, "run_id": store.run_id})
+    manifest = store.manifest
+    # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
+    peer = {k: v for k, v in manifest.items() if k != "data"}
+    scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
     target = store.run_dir / "scores.json"
     tmp = target.with_suffix(".json.tmp")
     tmp.write_bytes(scores_bytes(scores))
