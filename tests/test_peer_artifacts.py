@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from metewand.runtime.schemas import violations
+from metewand.suites.browser.run_config import ResourceOptions, RunConfig
+from metewand.suites.browser.runner import run_browser
 from peer_layouts import assert_peer_layouts
 
 SAMPLE = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "lexbench-run-sample"
@@ -29,3 +31,57 @@ def test_peer_schemas_reject_our_form_objects() -> None:
     row = json.loads((SAMPLE / "profiled_on" / "results.jsonl").read_text().splitlines()[0])
     resource = dict(row["resource"], cpu_total_ms={"status": "complete", "value": 130})
     assert violations("abb_engine_resources-1", resource) != []
+
+
+OWN_SUITE = Path(__file__).resolve().parents[1] / "src/metewand/data/browser_suite"
+OWN_TASKS = ("own_echo_headers", "own_eval_values", "own_l2_inner_text")
+
+
+def _own_config(profile: str, baseline: str | None = None) -> RunConfig:
+    resource = ResourceOptions(profile=profile, calibration_baseline=baseline,
+                               cold_start_samples=1, reference_engine="chrome",
+                               host_sample_interval_s=0.5)  # fmt: skip
+    return RunConfig(str(OWN_SUITE), ("chrome", "lightpanda"), k=1, seed="peer",
+                     task_ids=OWN_TASKS, resource=resource)  # fmt: skip
+
+
+def test_a_real_profiled_run_of_ours_has_the_peers_layouts(tmp_path: Path) -> None:
+    quiet = {"echo": lambda _t: None}
+    base = run_browser(_own_config("baseline"), tmp_path, "base", **quiet)  # type: ignore[arg-type]
+    assert base.exit_code == 0 and base.run_dir is not None
+    run = run_browser(_own_config("engine", "base"), tmp_path, "prof", **quiet)  # type: ignore[arg-type]
+    assert run.exit_code == 0 and run.run_dir is not None
+    d = run.run_dir
+    assert_peer_layouts(d)
+    rows = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines()]
+    for row in rows:
+        assert row["attempt"] == 1 and row["artifact_dir"] == f"artifacts/{row['key']}"
+        assert (d / row["artifact_dir"] / "resource.jsonl").is_file()
+        assert row["subset_id"] == row["subset"] and row["driver"] in ("raw_cdp", "node_cdp_probe")
+        assert (row["failure"] is None) == (row["status"] == "pass")
+        res = row["resource"]
+        # section 2: the bytes metewand does not count say so in every row
+        for name in ("control_plane_traffic", "wire_traffic"):
+            assert res[name]["available"] is False and "not implemented" in res[name]["reason"]
+        # CPU to the microsecond, equal to our form's value
+        assert res["cpu_total_ms"] == row["resource_forms"]["cpu_total_ms"]["value"]
+        assert row["harness_scope"]["scope"] == "harness_scope"
+        assert row["harness_scope"]["cpu_ms"] <= row["harness_scope"]["process_cpu_ms"]
+    assert any(round(r["resource"]["cpu_total_ms"]) != r["resource"]["cpu_total_ms"] for r in rows)
+    manifest = json.loads((d / "run_manifest.json").read_text())
+    assert manifest["schema"] == "metewand_run_manifest/1" and "data" in manifest
+    assert manifest["selected_engines"] == ["chrome", "lightpanda"] and manifest["k_runs"] == 1
+    assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)
+    assert manifest["completion_status"] == "completed"
+    assert len(manifest["engines"]["lightpanda"]["sha256"]) == 64
+    assert manifest["resource_provenance"]["chrome"]["attempts"] == len(OWN_TASKS)
+    cold = [json.loads(line) for line in (d / "cold_start.jsonl").read_text().splitlines()]
+    assert {c["engine"] for c in cold} == {"chrome", "lightpanda"}
+    for record in cold:
+        assert len(record["engine_sha256"]) == 64
+        assert "pss_unavailable" not in record["quality_flags"]
+    summary = json.loads((d / "resource_summary.json").read_text())
+    assert summary["observer_effect"]["baseline_run"] == "base"
+    assert summary["by_engine"]["chrome"]["harness_scope"]["attempts"] == len(OWN_TASKS)
+    card = (d / "resource-card.md").read_text()
+    assert "Harness scope" in card and "control-plane bytes: not implemented" in card

@@ -107,7 +107,7 @@ def start_fields(plan: Any, run_id: str, facts: Mapping[str, Any], now: str) -> 
             "artifact_write_order": "artifact_then_results_jsonl",
             "source": facts["runner"]["source"],
             # metewand's harness pin is its own source tree: no third-party drivers run
-            "harness_pins": {"metewand": metewand.__version__, "drivers": {}},
+            "harness_pins": {"manifest": None, "metewand": metewand.__version__, "drivers": {}},
         },
         "resource_profile": {
             "mode": res.profile,
