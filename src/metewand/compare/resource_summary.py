@@ -17,6 +17,7 @@ from metewand.compare.intersection import (
     all_pass_intersection,
     functional_outcomes,
 )
+from metewand.compare.peer_strata import stratified
 from metewand.compare.resource_metrics import (
     COLD_START_METRICS,
     METRICS,
@@ -402,6 +403,9 @@ def summarize(
                 e: [dict(r) for r in cold_start_rows if r.get("engine") == e] for e in engines
             },
         },
+        "stratified": stratified(
+            inter, resamples, bootstrap_seed, {e: by_engine[e]["metrics"] for e in by_engine}
+        ),
         "host_quality": _host_quality(host_summary),
         "observer_effect": _observer_effect(calibration),
         "missing_intersection_metrics": missing["figures"].get("examples", []),
