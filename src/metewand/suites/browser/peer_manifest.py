@@ -73,8 +73,13 @@ def _resolved_task(task: Any) -> dict[str, Any]:
     }
 
 
-def start_fields(plan: Any, run_id: str, facts: Mapping[str, Any], now: str) -> dict[str, Any]:
-    """What is known when the run starts. ``facts`` is ``provenance.collect(list_files=True)``."""
+def start_fields(
+    plan: Any, run_id: str, facts: Mapping[str, Any], now: str, baseline_dir: str | None = None
+) -> dict[str, Any]:
+    """What is known when the run starts. ``facts`` is ``provenance.collect(list_files=True)``;
+    ``baseline_dir``: the calibration baseline's directory, absolute, so a reader that resolves
+    it from anywhere else (the peer's ``report`` resolves relative paths from its own root)
+    finds the same run."""
     config = plan.config
     res = config.resource
     tasks = plan.tasks
@@ -113,7 +118,7 @@ def start_fields(plan: Any, run_id: str, facts: Mapping[str, Any], now: str) -> 
             "mode": res.profile,
             "schema": RESOURCE_SCHEMA,
             "sample_interval_ms": res.sample_interval_ms,
-            "calibration_baseline": res.calibration_baseline,
+            "calibration_baseline": baseline_dir or res.calibration_baseline,
             "max_observer_effect_pct": res.max_observer_effect_pct,
             "cold_start_samples": res.cold_start_samples if res.profile == "engine" else 0,
             "cold_start_artifact": "cold_start.jsonl" if res.profile == "engine" else None,
@@ -146,7 +151,7 @@ def engine_fields(identity: Mapping[str, Any]) -> dict[str, Any]:
         "binary": identity.get("binary_path"),
         "sha256": sha,
         "sha256_12": sha[:12] if isinstance(sha, str) else None,
-        "version": identity.get("cdp_product") or identity.get("version_output"),
+        "version": identity.get("version_output") or identity.get("cdp_product"),
         "role": "engine_under_test",
     }
 

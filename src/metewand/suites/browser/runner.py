@@ -164,10 +164,20 @@ def _open(
     from metewand.runtime.store import new_run_id
 
     run_id = run_id or new_run_id()
+    baseline = _baseline_dir(config, out_dir)
     peer_fields = peer_manifest.start_fields(
-        plan, run_id, provenance.collect(list_files=True), utc_now()
-    )
+        plan, run_id, provenance.collect(list_files=True), utc_now(),
+        str(baseline.resolve()) if baseline is not None else None,
+    )  # fmt: skip
     return RunStore.create(out_dir, run_id, manifest_data(plan, run_id), peer_fields), plan
+
+
+def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
+    """``--resource-calibration-baseline``: a run directory, or a run id under ``out_dir``."""
+    baseline = config.resource.calibration_baseline
+    if baseline is None:
+        return None
+    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
 
 
 def _finish_manifest(store: RunStore, status: str) -> None:
@@ -190,10 +200,7 @@ def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: E
     from metewand.compare.calibration import CalibrationThresholds
     from metewand.compare.resource_artifacts import finalize_resource_artifacts
 
-    baseline = config.resource.calibration_baseline
-    baseline_dir = None
-    if baseline is not None:
-        baseline_dir = Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    baseline_dir = _baseline_dir(config, out_dir)
     summary = finalize_resource_artifacts(
         store.run_dir,
         baseline_dir,
