@@ -66,7 +66,11 @@ def test_a_real_profiled_run_of_ours_has_the_peers_layouts(tmp_path: Path) -> No
         # CPU to the microsecond, equal to our form's value
         assert res["cpu_total_ms"] == row["resource_forms"]["cpu_total_ms"]["value"]
         assert row["harness_scope"]["scope"] == "harness_scope"
-        assert row["harness_scope"]["cpu_ms"] <= row["harness_scope"]["process_cpu_ms"]
+        scope = row["harness_scope"]
+        observer = scope["sampler_cpu_ms_excluded"] + scope["host_telemetry_cpu_ms_excluded"]
+        assert scope["cpu_ms"] == pytest.approx(
+            max(0.0, scope["process_cpu_ms"] - observer), abs=0.002
+        )
     assert any(round(r["resource"]["cpu_total_ms"]) != r["resource"]["cpu_total_ms"] for r in rows)
     manifest = json.loads((d / "run_manifest.json").read_text())
     assert manifest["schema"] == "metewand_run_manifest/1" and "data" in manifest

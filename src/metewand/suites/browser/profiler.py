@@ -72,6 +72,7 @@ class _Attempt:
     cpu_before: Any
     wall_start: float
     harness_cpu_start: int  # this process's CPU (all threads) in ns at the attempt's start
+    host_cpu_start: int = 0  # the host-telemetry thread's CPU in ns at the attempt's start
     error: str | None = None
     start_ms: float | None = None  # observer wall spent in attempt_started (baseline scan)
     peak_reset: bool = False  # the cgroup memory high-water was restarted for this attempt
@@ -81,18 +82,22 @@ class _Attempt:
     wall_ms: float = 0.0  # the collection window: baseline scan start to end scan end
 
 
-def harness_scope(process_cpu_ns: int, sampler_cpu_ns: int, jobs: int) -> dict[str, Any]:
+def harness_scope(
+    process_cpu_ns: int, sampler_cpu_ns: int, jobs: int, host_cpu_ns: int = 0
+) -> dict[str, Any]:
     """The harness's CPU over one attempt: this process (CDP client, driver, grader, fixture
-    server) minus the sampler's own threads, which are the observer's cost, not the harness's.
-    At jobs > 1 the process serves several attempts at once, so the figure is not this
-    attempt's alone; ``concurrent`` says so."""
+    server) minus the sampler's threads and the host-telemetry thread, which are the observer's
+    cost, not the harness's. At jobs > 1 the process serves several attempts at once, so the
+    figure is not this attempt's alone; ``concurrent`` says so."""
+    observer_ns = sampler_cpu_ns + host_cpu_ns
     return {
         "scope": "harness_scope",
-        "cpu_ms": round(max(0, process_cpu_ns - sampler_cpu_ns) / 1e6, 3),
+        "cpu_ms": round(max(0, process_cpu_ns - observer_ns) / 1e6, 3),
         "process_cpu_ms": round(process_cpu_ns / 1e6, 3),
         "sampler_cpu_ms_excluded": round(sampler_cpu_ns / 1e6, 3),
+        "host_telemetry_cpu_ms_excluded": round(host_cpu_ns / 1e6, 3),
         "parts": ["cdp_client", "driver", "grader", "fixture_server"],
-        "source": "process_time_ns minus sampler thread_time",
+        "source": "process_time_ns minus sampler and host-telemetry thread_time",
         "concurrent": jobs > 1,
     }
 
@@ -118,6 +123,9 @@ class ResourceProfiler(RunHooks):
             sink = self.run_dir / "host_telemetry.jsonl"
             self._host = HostTelemetry(self.options.host_sample_interval_s, root_pid, sink)
             self._host.start()
+
+    def _host_cpu_ns(self) -> int:
+        return self._host.sampler_cpu_ns if self._host is not None else 0
 
     def stop_host(self) -> None:
         if self._host is not None:
@@ -172,7 +180,7 @@ class ResourceProfiler(RunHooks):
             return None
         self._attach(worker, planned.engine, process)  # cgroups ignore a rejoin
         token = _Attempt(planned.engine, group, None, None, time.perf_counter(),
-                         time.process_time_ns())  # fmt: skip
+                         time.process_time_ns(), self._host_cpu_ns())  # fmt: skip
         try:
             # the high-water must cover this attempt only, or one spike marks every later one
             token.peak_reset = group.reset_memory_peak()
@@ -208,6 +216,7 @@ class ResourceProfiler(RunHooks):
             return None
         self.attempt_work_done(token)  # a no-op when the runner already ended the window
         process_cpu_ns = time.process_time_ns() - token.harness_cpu_start
+        host_cpu_ns = self._host_cpu_ns() - token.host_cpu_start
         try:
             if token.summary is None:
                 raise RuntimeError(token.error or "sampler not stopped")
@@ -233,7 +242,7 @@ class ResourceProfiler(RunHooks):
                       "engine": token.engine, "fault": f"{type(exc).__name__}: {exc}",
                       "quality_flags": ["sampler_fault"]}  # fmt: skip
         sampler_ns = token.summary.sampler_cpu_ns if token.summary is not None else 0
-        record["harness_scope"] = harness_scope(process_cpu_ns, sampler_ns, self.jobs)
+        record["harness_scope"] = harness_scope(process_cpu_ns, sampler_ns, self.jobs, host_cpu_ns)
         return record
 
     def close(self) -> None:
