@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from metewand.runtime.schemas import violations
+from metewand.suites.browser import classify
+from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
 from metewand.suites.browser.run_config import ResourceOptions, RunConfig
 from metewand.suites.browser.runner import run_browser
+from metewand.suites.browser.tasks import load_corpus
 from peer_layouts import assert_peer_layouts
 
 SAMPLE = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "lexbench-run-sample"
@@ -89,3 +92,16 @@ def test_a_real_profiled_run_of_ours_has_the_peers_layouts(tmp_path: Path) -> No
     assert summary["by_engine"]["chrome"]["harness_scope"]["attempts"] == len(OWN_TASKS)
     card = (d / "resource-card.md").read_text()
     assert "Harness scope" in card and "control-plane bytes: not implemented" in card
+
+
+def test_a_row_for_an_attempt_that_could_not_run_has_the_peers_layout() -> None:
+    """An engine that is missing gives rows with a status and a reason, null provenance and no
+    artifact dir: still readable by the peer's tools (and never numbers)."""
+    corpus = load_corpus(OWN_SUITE)
+    task = next(t for t in corpus.tasks if t.task_id == "own_eval_values")
+    planned = PlannedAttempt(task, "lightpanda", 1, 0, 0)
+    verdict = classify.engine_binary_missing("lightpanda", "not on PATH")
+    row = not_run_row(base_row("r1", planned, "shared", "s"), verdict, "2026-01-01T00:00:00Z", {})
+    assert violations("peer_result_row-1", row) == []
+    assert row["failure"]["class"] == verdict.failure_class and row["artifact_dir"] is None
+    assert row["duration_ms"] is None and row["cdp_call_count"] == 0

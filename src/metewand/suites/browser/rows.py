@@ -162,6 +162,24 @@ def not_run_row(
         "ws_disconnect_count": 0,
         "answer": None,
         "artifact_dir": None,  # nothing ran, so no artifact directory was written
+        # no engine process served it: the peer's objects with every fact null
+        "engine_provenance": {
+            "engine": base["engine"],
+            "binary": None,
+            "binary_sha256": None,
+            "pid": None,
+            "browser_ws": None,
+            "http_endpoint": None,
+            "http_identity": {},
+            "launch_command": None,
+        },
+        "run_context": {
+            "browser_generation": None,
+            "browser_pid": None,
+            "prev_task_id": None,
+            "started_monotonic_ms": None,
+            "worker_slot": None,
+        },
         "engine_process": engine_facts,
         "notes": [],
         "traffic": None,
