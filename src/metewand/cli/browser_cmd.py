@@ -79,6 +79,11 @@ def browser() -> None:
 @click.option("--reference-engine", default=None)
 @click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on", show_default=True)
 @click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True)
+@click.option(
+    "--host-foreign-cpu-max", type=float, default=0.10, show_default=True, metavar="CORES",
+    help="Pollution gate: CPU used beside the benchmark above this many cores for 3 host "
+    "samples in a row trips foreign_cpu_load.",
+)  # fmt: skip
 @click.option("--cold-start-samples", type=int, default=5, show_default=True)
 @click.option(
     "--settle-limit-ms", type=int, default=1000, show_default=True,
@@ -132,6 +137,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         reference_engine=opts["reference_engine"],  # type: ignore[arg-type]
         host_telemetry=opts["host_telemetry"] == "on",
         host_sample_interval_s=float(opts["host_sample_interval_s"]),  # type: ignore[arg-type]
+        host_foreign_cpu_max=float(opts["host_foreign_cpu_max"]),  # type: ignore[arg-type]
         cold_start_samples=int(opts["cold_start_samples"]),  # type: ignore[call-overload]
         settle_limit_ms=int(opts["settle_limit_ms"]),  # type: ignore[call-overload]
     )
