@@ -17,6 +17,7 @@ import pytest
 
 from browser_run_helpers import REPO
 from compute_helpers import FAULT, problem, write_manifest
+from fair_helpers import validate
 from foreign_helpers import (
     BURNER_COMM,
     RunProcesses,
@@ -90,6 +91,9 @@ def _assert_burner_trips(run_dir: Path, burner_pid: int) -> dict[str, object]:
     assert "foreign_cpu_load" in summary["flags"]
     assert summary["polluted"] is True
     rows = samples(run_dir)
+    validate("abb_host_summary/1", summary)
+    for sample in rows:
+        validate("abb_host_telemetry/1", sample)
     assert named_pids(rows).get(burner_pid) == BURNER_COMM  # named by pid and comm
     gate = next(t for t in summary["gate"]["triggered"] if t["condition"] == "foreign_cpu_load")
     top = {(t["pid"], t["comm"]) for t in gate["figures"]["top_foreign"]}
@@ -131,6 +135,10 @@ def test_burner_during_browser_run_trips_gate_and_comparison_is_ineligible(
     card = (run_dir / "resource-card.md").read_text()
     assert "Foreign CPU (machine minus this run)" in card and ": TRIPPED." in card
     assert "Foreign processes started during the run" in card
+    code, err = _metewand(["report", str(run_dir), "--format", "html"], RunProcesses())
+    assert code == 0, err
+    html = (run_dir / "report.html").read_text()
+    assert "foreign_cpu_load" in html and f"<td>{BURNER_COMM}</td><td>{hog.pid}</td>" in html
 
 
 @pytest.mark.engines

@@ -169,7 +169,7 @@ def foreign_cpu_outcome(samples: Sequence[Sample], th: GateThresholds) -> Outcom
     return Outcome(run >= th.sustained_samples, detail, figures)
 
 
-def top_foreign_over(samples: Sequence[Sample], top_n: int = 5) -> list[dict[str, Any]]:
+def top_foreign_over(samples: Sequence[Sample], top_n: int = 8) -> list[dict[str, Any]]:
     """The foreign processes that used most CPU across ``samples``: mean cores over those
     samples (absent from a sample's top list counts as 0 there) and how many lists named it."""
     totals: dict[tuple[int, str], float] = {}
