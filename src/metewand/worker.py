@@ -237,6 +237,31 @@ class Materializer(Worker):
         return fn
 
 
+class Transformer(Worker):
+    """Role ``dataset_transformer``: transform(source_dir, parameters, seed, output_dir) derives a
+    dataset from another one (``source_dir`` is read-only: changing it fails the dataset)."""
+
+    role = "dataset_transformer"
+
+    def transform(
+        self, fn: Callable[[str, dict, int, str], Any]
+    ) -> Callable[[str, dict, int, str], Any]:
+        def on_transform(request: dict[str, Any]) -> dict[str, Any]:
+            out = request["output_dir"]
+            parameters = request.get("dataset_parameters") or {}
+            fn(request["source_dataset_dir"], parameters, int(request.get("dataset_seed", 0)), out)
+            manifest = {
+                "schema_version": 1,
+                "complete": True,
+                "files": file_entries(out, DATASET_MANIFEST),
+            }
+            write_document(os.path.join(out, DATASET_MANIFEST), manifest)
+            return {"dataset": {"manifest": DATASET_MANIFEST}}
+
+        self.handle("transform", on_transform)
+        return fn
+
+
 class Evaluator(Worker):
     """Role ``problem_evaluator``: evaluate(request, result) -> metrics data (a JSON object).
 
