@@ -177,3 +177,45 @@ def test_an_acquired_source_is_copied_verified_and_reused(tmp_path: Path) -> Non
         "status": "unavailable",
         "reason": "cache_hit",
     }
+
+
+def _errors(tmp_path: Path, datasets: str) -> list[str]:
+    from metewand.suites.compute.manifest import ManifestError, load
+
+    manifest = write_manifest(tmp_path, datasets + problem() + python_impl("a", "ok") + _experiment("x"))  # fmt: skip
+    try:
+        load(str(manifest))
+    except ManifestError as exc:
+        return exc.errors
+    raise AssertionError("the manifest was accepted")
+
+
+def test_derived_dataset_entries_are_checked_key_by_key(tmp_path: Path) -> None:
+    gen = f'{{ runner = "python", entrypoint = "{DATASETS}", args = ["xform"] }}'
+    errors = _errors(
+        tmp_path,
+        f"""
+[datasets.x]
+kind = "transformed"
+source = "y"
+transformer = {gen}
+[datasets.y]
+kind = "transformed"
+source = "x"
+transformer = {gen}
+materializer = {gen}
+[datasets.z]
+kind = "transformed"
+source = "nowhere"
+transformer = {gen}
+[datasets.w]
+kind = "acquired"
+path = "missing.txt"
+sha256 = "ABC"
+""",
+    )
+    assert "metewand.toml: datasets.y.materializer: transformed datasets take no materializer" in errors  # fmt: skip
+    assert "metewand.toml: datasets.x.source: sources form a loop: x -> y -> x" in errors
+    assert "metewand.toml: datasets.z.source: no dataset named 'nowhere'" in errors
+    assert "metewand.toml: datasets.w.path: no such file: missing.txt" in errors
+    assert "metewand.toml: datasets.w.sha256: must be 64 lowercase hex digits" in errors

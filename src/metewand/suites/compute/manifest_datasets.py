@@ -79,10 +79,10 @@ def _check_keys(
 ) -> None:
     for key in t:
         if key not in allowed:
-            r.error(f"{where}.{key}", f"a {kind} dataset takes no {key}")
+            r.error(f"{where}.{key}", f"{kind} datasets take no {key}")
     for key, required in allowed.items():
         if required and key not in t:
-            r.error(f"{where}.{key}", f"missing required key for a {kind} dataset")
+            r.error(f"{where}.{key}", f"missing required key for {kind} datasets")
 
 
 def check_sources(r: _Reader, datasets: dict[str, DatasetDef]) -> None:
