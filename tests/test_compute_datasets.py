@@ -219,3 +219,46 @@ sha256 = "ABC"
     assert "metewand.toml: datasets.z.source: no dataset named 'nowhere'" in errors
     assert "metewand.toml: datasets.w.path: no such file: missing.txt" in errors
     assert "metewand.toml: datasets.w.sha256: must be 64 lowercase hex digits" in errors
+
+
+def test_a_transformation_of_an_acquired_source_keeps_acquisition_apart(tmp_path: Path) -> None:
+    import json
+
+    from metewand.runtime import schemas
+
+    (tmp_path / "values.txt").write_text("3\n1\n2\n")
+    digest = hashlib.sha256(b"3\n1\n2\n").hexdigest()
+    xform = f'{{ runner = "python", entrypoint = "{DATASETS}", args = ["xform"] }}'
+    manifest = write_manifest(
+        tmp_path,
+        f"""
+[datasets.raw]
+kind = "acquired"
+path = "values.txt"
+sha256 = "{digest}"
+
+[datasets.scaled]
+kind = "transformed"
+source = "raw"
+transformer = {xform}
+parameter_defaults = {{ factor = 2 }}
+"""
+        + problem()
+        + python_impl("a", "ok")
+        + _experiment("scaled"),
+    )
+    summary = run(manifest, tmp_path, run_id="one")
+    (row,) = summary.rows
+    assert row["status"] == "accepted", row["message"]
+    scaled = _receipt(row)
+    assert (Path(scaled["path"]) / "values.txt").read_text() == "2\n4\n6\n"
+    assert measurements(row)["materialization_time_ns"]["status"] == "complete"
+    # The source's receipt is in the run manifest: acquisition timed apart, never materialization.
+    run_manifest = json.loads((Path(summary.run_dir) / "run_manifest.json").read_text())
+    receipts = {r["derivation_id"]: r for r in run_manifest["data"]["dataset_materializations"]}
+    raw = receipts[scaled["source_derivation_id"]]
+    assert raw["kind"] == "acquired" and raw["origin"] == "acquired"
+    assert raw["acquisition_time_ns"]["status"] == "complete"
+    assert "materialization_time_ns" not in raw
+    for receipt in receipts.values():
+        assert schemas.violations("dataset-materialization-receipt", receipt) == []

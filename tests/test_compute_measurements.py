@@ -142,3 +142,47 @@ def test_no_memory_controller_falls_back_to_vm_hwm(tmp_path: Path) -> None:
     assert m.peak_rss_bytes.value is not None and m.peak_rss_bytes.value > 1 * MiB
     tree = outcome.tree_memory.to_json()["kernel_tree_memory_high_water_bytes"]
     assert tree == {"status": "unavailable", "reason": "unsupported"}
+
+
+def _no_cgroups_at_all(backend: str, label: str) -> object:
+    """Asking for cgroup2 on a layout that has none: the real opener refuses."""
+    from dataclasses import replace
+
+    from metewand.measure.accounting import open_accounting
+
+    layout = replace(detect_layout(), v2=None, v1={})
+    return open_accounting("cgroup2", label=label, layout=layout)
+
+
+def test_accounting_that_cannot_open_is_accounting_unavailable(tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    outcome = run_fixed_dataset_outcome(
+        str(dataset),
+        [sys.executable, str(FAULT), "impl"],
+        [sys.executable, str(FAULT), "eval"],
+        private_root=str(tmp_path),
+        accounting_opener=_no_cgroups_at_all,
+    )
+    assert isinstance(outcome, FixedDatasetResult), outcome
+    m = outcome.measurements.to_json()
+    for name in ("cpu_time_ns", "peak_rss_bytes"):
+        assert m[name] == {"status": "unavailable", "reason": "accounting_unavailable"}
+    assert m["accounting_backend"] == "none"
+
+
+def test_an_implementation_that_never_launched_is_not_started(tmp_path: Path) -> None:
+    dataset = tmp_path / "dataset"
+    dataset.mkdir()
+    outcome = run_fixed_dataset_outcome(
+        str(dataset),
+        [str(tmp_path / "no-such-program")],
+        [sys.executable, str(FAULT), "eval"],
+        private_root=str(tmp_path),
+    )
+    assert isinstance(outcome, FixedDatasetFailure)
+    assert outcome.code == "setup_failure"
+    m = outcome.measurements.to_json()
+    for name in ("cpu_time_ns", "peak_rss_bytes"):
+        assert m[name] == {"status": "unavailable", "reason": "not_started"}
+    assert m["accounting_backend"] == "none"

@@ -288,9 +288,13 @@ class AttemptRun:
         self._reply = reply
 
     def _read_resources(self, interrupted: bool = False) -> None:
+        if "cpu_time_ns" in self.values:
+            return
+        session = self.worker.session
+        if session is None or session.pid is None:
+            self.backend = AccountingBackend.NONE  # never launched: nothing was accounted
+            return  # not_started stays
         self.backend = self.worker.backend()  # before a discard releases the accounting
-        if "cpu_time_ns" in self.values or self.worker.session is None:
-            return  # already read, or the implementation never launched (not_started stays)
         if self.worker.accounting is None:
             # The worker ran without accounting: disabled or unusable here, or not Linux.
             missing = forms.unavailable(self.worker.missing_reason or Reason.ACCOUNTING_UNAVAILABLE)
