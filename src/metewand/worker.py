@@ -20,9 +20,10 @@ An implementation is a few lines::
 
     impl.serve()
 
-Materializers (``Materializer().materialize``) and evaluators (``Evaluator().evaluate``) look the
-same. This module imports only the standard library and ``metewand.canonical`` because it starts
-inside every worker and its import time is charged to worker startup.
+Materializers (``Materializer().materialize``), transformers (``Transformer().transform``) and
+evaluators (``Evaluator().evaluate``) look the same. This module imports only the standard
+library and ``metewand.canonical`` because it starts inside every worker and its import time is
+charged to worker startup.
 """
 
 from __future__ import annotations
