@@ -186,3 +186,35 @@ def test_an_implementation_that_never_launched_is_not_started(tmp_path: Path) ->
     for name in ("cpu_time_ns", "peak_rss_bytes"):
         assert m[name] == {"status": "unavailable", "reason": "not_started"}
     assert m["accounting_backend"] == "none"
+
+
+@pytest.mark.skipif(not _cgroup_memory_usable(), reason="no cgroup memory controller here")
+def test_a_run_row_carries_vm_hwm_and_the_tree_record_beside_it(tmp_path: Path) -> None:
+    from compute_helpers import problem, run, write_manifest
+
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + f"""
+[implementations.scratch]
+runner = "python"
+entrypoint = "{SCRATCH}"
+env = {{ METEWAND_SCRATCH_MB = "150" }}
+problems = ["answer"]
+
+[[experiments]]
+name = "scratch"
+problem = "answer"
+implementations = ["scratch"]
+""",
+    )
+    (row,) = run(manifest, tmp_path).rows  # every record validates against its schema
+    assert row["status"] == "accepted", row["message"]
+    data = row["record"]["provenance"]["data"]
+    rss = data["measurements"]["peak_rss_bytes"]
+    assert rss["status"] == "partial" and rss["reason"] == "process_only"
+    assert row["statistics"]["vm_hwm_bytes"] <= rss["value"] < 100 * MiB
+    tree = data["tree_memory"]["kernel_tree_memory_high_water_bytes"]
+    assert tree["status"] == "complete" and tree["value"] >= 150 * MiB
+    assert row["observation"]["timing"]["peak_rss_bytes"] is None
+    assert row["observation"]["provenance"]["data"]["tree_memory"] == data["tree_memory"]
