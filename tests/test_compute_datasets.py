@@ -221,6 +221,20 @@ sha256 = "ABC"
     assert "metewand.toml: datasets.w.sha256: must be 64 lowercase hex digits" in errors
 
 
+def test_an_acquired_directory_with_a_symlink_is_refused_by_key(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("one\n")
+    (corpus / "link").symlink_to(corpus / "a.txt")
+    errors = _errors(
+        tmp_path, f'[datasets.x]\nkind = "acquired"\npath = "corpus"\nsha256 = "{"0" * 64}"\n'
+    )
+    assert errors == [
+        "metewand.toml: datasets.x.path: cannot read corpus: "
+        "link: symbolic links are not allowed in outputs"
+    ]
+
+
 def test_a_transformation_of_an_acquired_source_keeps_acquisition_apart(tmp_path: Path) -> None:
     import json
 

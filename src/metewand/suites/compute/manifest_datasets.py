@@ -61,9 +61,11 @@ def acquired(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
         r.error(f"{where}.sha256", "must be 64 lowercase hex digits")
         declared = None
     if path and declared and os.path.exists(path):
+        from metewand.suites.compute.validate import InvalidOutput
+
         try:
             actual = source_digest(path)
-        except (OSError, ValueError) as exc:
+        except (OSError, InvalidOutput) as exc:  # unreadable, or a link / special file inside
             r.error(f"{where}.path", f"cannot read {t.get('path')}: {exc}")
         else:
             if actual != declared:
