@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from compute_helpers import WORKERS, measurements, problem, python_impl, run, write_manifest
 
 DATASETS = WORKERS / "dataset_worker.py"
@@ -276,3 +278,25 @@ parameter_defaults = {{ factor = 2 }}
     assert "materialization_time_ns" not in raw
     for receipt in receipts.values():
         assert schemas.violations("dataset-materialization-receipt", receipt) == []
+
+
+def test_a_source_changed_after_the_manifest_was_read_fails_its_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from metewand.suites.compute import runner
+
+    source = tmp_path / "words.txt"
+    source.write_text("alpha\n")
+    manifest = _acquired_manifest(tmp_path, "words.txt", hashlib.sha256(b"alpha\n").hexdigest())
+    loaded = runner.load(str(manifest))  # checked here: the digest matches
+
+    def load_then_change(path: str) -> object:
+        source.write_text("beta\n")  # the bytes change between the check and the copy
+        return loaded
+
+    monkeypatch.setattr(runner, "load", load_then_change)
+    (row,) = run(manifest, tmp_path).rows
+    assert row["code"] == "setup_failure"
+    assert "words.txt has sha256 " + hashlib.sha256(b"beta\n").hexdigest() in row["message"]
+    leftovers = [p.name for p in (tmp_path / "cache" / "datasets").iterdir()]
+    assert not any(name.startswith("acquire-") for name in leftovers)
