@@ -69,7 +69,7 @@ def foreign_check(look_s: float) -> dict[str, Any] | None:
     if look_s <= 0:
         return None
     try:
-        figures = foreign.look(look_s, os.getpid())
+        figures = foreign.look(look_s, os.getpid(), top_n=5)
     except (OSError, ValueError) as exc:
         return {"look_s": look_s, "unavailable": f"{type(exc).__name__}: {exc}"}
     limit = GateThresholds().foreign_cpu_max_cores

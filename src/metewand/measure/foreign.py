@@ -35,7 +35,7 @@ from metewand.measure import procfs
 from metewand.measure.procfs import ProcStat
 
 PROC = "/proc"
-TOP_FOREIGN = 5
+TOP_FOREIGN = 8  # per sample: enough to name a modest consumer on a crowded host
 Key = tuple[int, int]  # (pid, starttime ticks): a pid reused by a new process is a new key
 MemberPids = Callable[[], Iterable[int]]
 
