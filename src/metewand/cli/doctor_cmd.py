@@ -69,7 +69,7 @@ def foreign_check(look_s: float) -> dict[str, Any] | None:
     if look_s <= 0:
         return None
     try:
-        figures = foreign.look(look_s, os.getpid(), top_n=5)
+        figures = foreign.look(look_s, os.getpid())
     except (OSError, ValueError) as exc:
         return {"look_s": look_s, "unavailable": f"{type(exc).__name__}: {exc}"}
     limit = GateThresholds().foreign_cpu_max_cores
@@ -83,7 +83,8 @@ def foreign_line(check: dict[str, Any] | None) -> str | None:
         return None
     if "unavailable" in check:
         return f"foreign CPU: unavailable ({check['unavailable']})"
-    top = ", ".join(f"{t['comm']}[{t['pid']}] {t['cpu_cores']:.2f}" for t in check["top_foreign"])
+    shown = check["top_foreign"][:5]  # the JSON keeps all the look named
+    top = ", ".join(f"{t['comm']}[{t['pid']}] {t['cpu_cores']:.2f}" for t in shown)
     return (
         f"foreign CPU: {check['foreign_cpu_cores']:.2f} cores of {check['machine_cpu_cores']:.2f} "
         f"busy over a {check['look_s']:g} s look (a run's gate trips above "

@@ -74,6 +74,10 @@ def _telemetry_series(
     return seconds, series, busy
 
 
+def _or_unavailable(value: Any) -> Any:
+    return "unavailable" if value is None else value
+
+
 def _foreign_parts(foreign: Mapping[str, Any] | None) -> list[str]:
     """Foreign CPU in words and the processes that spent it (pid and comm only)."""
     if not foreign:
@@ -81,7 +85,10 @@ def _foreign_parts(foreign: Mapping[str, Any] | None) -> list[str]:
     started = foreign.get("started_during_run") or {}
     text = (
         f"Foreign CPU (machine minus this run): median {foreign.get('median_cores')} cores, max "
-        f"{foreign.get('max_cores')} over {foreign.get('sample_count')} samples; the gate's limit "
+        f"{foreign.get('max_cores')} over {foreign.get('sample_count')} samples, of which median "
+        f"{_or_unavailable(foreign.get('median_visible_cores'))} by processes seen by two scans "
+        "(the rest: processes born and gone between samples, interrupts, processes this /proc "
+        "cannot show); the gate's limit "
         f"is {foreign.get('threshold_cores')} cores for {foreign.get('sustained_samples')} "
         f"samples in a row. Foreign processes started during the run: {started.get('count')}."
     )

@@ -295,9 +295,11 @@ def _foreign_cpu_lines(foreign: Mapping[str, Any] | None) -> list[str]:
     if not foreign.get("evaluated"):
         return ["- Foreign CPU: unavailable (no sample carried it)."]
     state = "TRIPPED" if foreign.get("triggered") else "under the limit"
+    visible = foreign.get("median_visible_cores")
     lines = [
         f"- Foreign CPU (machine minus this run): median {foreign.get('median_cores')} cores, "
-        f"max {foreign.get('max_cores')} over {foreign.get('sample_count')} samples; limit "
+        f"max {foreign.get('max_cores')} over {foreign.get('sample_count')} samples (median "
+        f"{NA if visible is None else visible} by processes a scan saw twice); limit "
         f"{foreign.get('threshold_cores')} cores for {foreign.get('sustained_samples')} samples "
         f"in a row, longest run over it {foreign.get('longest_run_samples')}: {state}."
     ]

@@ -211,7 +211,8 @@ def _foreign_cpu_brief(foreign: Mapping[str, Any] | None) -> dict[str, Any] | No
     """The card's view of ``host_summary.json``'s ``foreign_cpu`` (None for runs before it)."""
     if not foreign:
         return None
-    keep = ("threshold_cores", "sustained_samples", "sample_count", "median_cores", "max_cores")
+    keep: tuple[str, ...] = ("threshold_cores", "sustained_samples", "sample_count")
+    keep += ("median_cores", "max_cores", "median_visible_cores")
     gate = foreign.get("gate") or {}
     started = foreign.get("started_during_run") or {}
     return {

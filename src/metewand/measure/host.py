@@ -299,7 +299,9 @@ def foreign_summary(
 ) -> dict[str, Any]:
     """``host_summary.json``'s ``foreign_cpu``: the threshold, per-sample figures in brief,
     the gate's reading of them, the heaviest foreign processes and those started in the run."""
-    values = [s["foreign_cpu"]["foreign_cpu_cores"] for s in samples if s.get("foreign_cpu")]
+    figured = [s["foreign_cpu"] for s in samples if s.get("foreign_cpu")]
+    values = [f["foreign_cpu_cores"] for f in figured]
+    visible = [f["visible_foreign_cpu_cores"] for f in figured]
     gate = foreign_cpu_outcome(samples, th)
     return {
         "threshold_cores": th.foreign_cpu_max_cores,
@@ -307,6 +309,9 @@ def foreign_summary(
         "sample_count": len(values),
         "median_cores": round(statistics.median(values), 4) if values else None,
         "max_cores": max(values) if values else None,
+        # what processes seen by two scans spent; the rest went to processes born and gone
+        # between samples, to interrupts, or to processes this /proc does not show
+        "median_visible_cores": round(statistics.median(visible), 4) if visible else None,
         "gate": {
             "evaluated": gate.triggered is not None,
             "triggered": bool(gate.triggered),
