@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from browser_run_helpers import REPO
@@ -127,6 +128,16 @@ def test_doctor_names_a_busy_foreign_process() -> None:
         {"pid": t["pid"], "comm": t["comm"]} for t in look["top_foreign"]
     ]
     assert look["foreign_cpu_cores"] > 0.1  # at least the burner's share, whatever else runs
-    text = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0.5"])
-    assert "foreign CPU: " in text.output and " s look" in text.output
+    text = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "1"])
+    assert "foreign CPU: " in text.output and " over a 1 s look" in text.output
     assert canonical.loads(_doctor("--json", "--foreign-look-s", "0").stdout)["foreign_cpu"] is None
+
+
+@pytest.mark.engines
+def test_browser_doctor_looks_before_launching_engines() -> None:
+    args = ["browser", "doctor", "--engines", "chrome", "--foreign-look-s", "1"]  # --help example
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    first, second = result.output.splitlines()[:2]
+    assert first.startswith("foreign CPU: ") and " over a 1 s look" in first
+    assert second.startswith("chrome ")
