@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -141,3 +143,25 @@ def test_browser_doctor_looks_before_launching_engines() -> None:
     first, second = result.output.splitlines()[:2]
     assert first.startswith("foreign CPU: ") and " over a 1 s look" in first
     assert second.startswith("chrome ")
+
+
+def test_foreign_processes_started_during_the_run_are_counted_by_comm(tmp_path: Path) -> None:
+    # the comm is the name of the file executed: a space and parentheses, from the first exec
+    name = "mw (odd) one"
+    (tmp_path / name).symlink_to(shutil.which("sleep") or "/bin/sleep")
+    bench = subprocess.Popen(["sleep", "30"])  # the benchmark: this process alone
+    others: list[subprocess.Popen[bytes]] = []
+    try:
+        telemetry = HostTelemetry(0.2, bench.pid).start()
+        time.sleep(0.3)
+        others = [subprocess.Popen([str(tmp_path / name), "3"]) for _ in range(3)]  # beside it
+        time.sleep(0.8)
+        summary = telemetry.stop()
+    finally:
+        for proc in [bench, *others]:
+            proc.kill()
+            proc.wait()
+    started = summary["foreign_cpu"]["started_during_run"]
+    counts = {c["comm"]: c["count"] for c in started["most_common_comm"]}
+    assert counts.get(name) == 3, started
+    assert started["count"] >= 3
