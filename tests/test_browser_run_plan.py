@@ -144,6 +144,11 @@ def test_asking_for_a_pending_subset_is_refused_with_the_reason(tmp_path: Path) 
         in done.stderr
     )
     assert not out.exists()
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
+               "--run-id", "r", "--no-progress", "--task", "pw_one")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--task 'pw_one': driver path framework_playwright not implemented yet" in done.stderr
+    assert not out.exists()
 
 
 def test_browser_list_names_pending_subsets_and_their_reason(tmp_path: Path) -> None:

@@ -75,7 +75,9 @@ def build_plan(config: RunConfig) -> Plan:
     _check_subsets(corpus, config.subsets)
     tasks = select_tasks(corpus.tasks, config.subsets, config.task_ids, config.tags)
     if not tasks:
-        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"])
+        pending = [p for p in corpus.pending if p.task_id in config.task_ids]
+        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"]
+                        + [f"--task {p.task_id!r}: {p.reason}" for p in pending])  # fmt: skip
     tasks = [scale_timeouts(t, config.timeout_scale) for t in tasks]
     engines = resolve_engines(config)
     rotation = Rotation(tuple(config.engines), config.seed)
