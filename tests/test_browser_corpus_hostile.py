@@ -173,3 +173,11 @@ def test_browser_list_shows_the_same_problems(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "1 invalid" in done.stdout
     assert 'invalid: fixtures/routes.json: $["/evil"]: route target' in done.stdout
+
+
+def test_corpus_without_fixtures_dir_is_refused(tmp_path: Path) -> None:
+    # Every run starts the fixture server on fixtures/: without it the server cannot start.
+    corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
+    (corpus / "fixtures" / "routes.json").unlink()
+    (corpus / "fixtures").rmdir()
+    _refused(corpus, tmp_path, "fixtures: $: required directory missing")

@@ -361,6 +361,8 @@ def load_corpus(root: Path | str) -> Corpus:
     manifest, errors = load_manifest(root)
     corpus = Corpus(root, manifest, [], [], {})
     corpus.routes, route_errors = load_routes(corpus.fixtures_dir, root)
+    if not corpus.fixtures_dir.is_dir():  # every run starts a fixture server on it
+        route_errors.append(ValidationError("fixtures", "$", "required directory missing"))
     corpus.setup_errors = sorted(
         [*errors, *route_errors, *answer_registry_errors(corpus.fixtures_dir, root)]
     )
