@@ -181,3 +181,15 @@ def test_corpus_without_fixtures_dir_is_refused(tmp_path: Path) -> None:
     (corpus / "fixtures" / "routes.json").unlink()
     (corpus / "fixtures").rmdir()
     _refused(corpus, tmp_path, "fixtures: $: required directory missing")
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [("[1]", "$: must be an object"), ('{"X-A": 1}', '$["X-A"]: a header value must be'),
+     ('{"X-A": "a\\r\\nSet-Cookie: x=1"}', '$["X-A"]: a header value must be'), ("{", "$: invalid")],
+)  # fmt: skip
+def test_malformed_headers_sidecar_is_refused(tmp_path: Path, text: str, where: str) -> None:
+    corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
+    (corpus / "fixtures" / "page.html").write_text("<p>ok</p>")
+    (corpus / "fixtures" / "page.html.headers.json").write_text(text)
+    _refused(corpus, tmp_path, f"fixtures/page.html.headers.json: {where}")

@@ -17,6 +17,7 @@ from metewand import canonical
 from metewand.suites.browser.fixtures.answers import registry_problems
 from metewand.suites.browser.fixtures.endpoints import default_endpoints
 from metewand.suites.browser.fixtures.tree import (
+    HEADERS_SIDECAR_SUFFIX,
     ROUTES_FILE,
     ROUTES_FRAGMENT_SUFFIX,
     route_target_problem,
@@ -215,6 +216,23 @@ def _route_problem(url: str, target: Any, routes: dict[str, str], root: Path) ->
         return f"route already maps to {routes[url]!r}"
     problem = route_target_problem(root, target)
     return f"route target {target!r} {problem}" if problem else None
+
+
+def sidecar_errors(fixtures_dir: Path, root: Path) -> list[ValidationError]:
+    """Problems of ``<file>.headers.json`` sidecars (read per request: a bad one would turn a
+    page into a server error in the middle of a run)."""
+    errors = []
+    for path in sorted(fixtures_dir.rglob("*" + HEADERS_SIDECAR_SUFFIX)):
+        rel = path.relative_to(root).as_posix()
+        data, errs = read_json(path, rel)
+        errors += errs
+        if data is not None and not isinstance(data, dict):
+            errors.append(ValidationError(rel, "$", "must be an object of header name -> value"))
+        for name, value in (data if isinstance(data, dict) else {}).items():
+            if not isinstance(value, str) or "\n" in value or "\r" in value:
+                errors.append(ValidationError(rel, f"$[{json.dumps(name)}]",
+                                              "a header value must be a one-line string"))  # fmt: skip
+    return errors
 
 
 def answer_registry_errors(fixtures_dir: Path, root: Path) -> list[ValidationError]:

@@ -25,6 +25,7 @@ from metewand.suites.browser.corpus import (
     load_routes,
     read_json,
     scene_resolves,
+    sidecar_errors,
     subset_files,
 )
 from metewand.suites.browser.driver_paths import pending_reason
@@ -364,8 +365,9 @@ def load_corpus(root: Path | str) -> Corpus:
     if not corpus.fixtures_dir.is_dir():  # every run starts a fixture server on it
         route_errors.append(ValidationError("fixtures", "$", "required directory missing"))
     corpus.setup_errors = sorted(
-        [*errors, *route_errors, *answer_registry_errors(corpus.fixtures_dir, root)]
-    )
+        [*errors, *route_errors, *answer_registry_errors(corpus.fixtures_dir, root),
+         *sidecar_errors(corpus.fixtures_dir, root)]
+    )  # fmt: skip
     corpus.errors = list(corpus.setup_errors)
     if manifest is None:
         return corpus
