@@ -81,7 +81,7 @@ def browser_row(
         "started_at": start,
         "finished_at": start + duration,
         "isolation": "shared",
-        "order": {"round": attempt, "position": 0 if engine == "chrome" else 1},
+        "order": {"round": attempt - 1, "position": 0 if engine == "chrome" else 1},
         "checks": [{"kind": "equals", "passed": status == "pass"}],
         "traffic": None,
         "resource": _resource(rng, scale, engine),
@@ -132,7 +132,7 @@ def write_browser_run(
     }
     _create(path, manifest)
     with (path / "results.jsonl").open("ab") as out:  # bulk write: a synthetic run needs no fsync
-        for attempt in range(k):
+        for attempt in range(1, k + 1):  # numbered from 1, as browser runs number them
             for task in tasks:
                 for engine in engines:
                     out.write(canonical.line(browser_row(rng, run_id, task, engine, attempt)))
@@ -203,6 +203,9 @@ def _measurements(rng: random.Random, scale: float, accepted: bool) -> dict[str,
 
 
 def _compute_provenance(measurements: dict[str, Any]) -> dict[str, Any]:
+    high_water: dict[str, Any] = {"status": "complete", "value": 1 << 25}
+    if measurements["evaluation_time_ns"]["status"] == "unavailable":  # a failed attempt
+        high_water = {**high_water, "status": "partial", "reason": "interrupted"}
     return {
         "tool_version": "0.0.0-synthetic",
         "public_schema_version": 1,
@@ -212,6 +215,13 @@ def _compute_provenance(measurements: dict[str, Any]) -> dict[str, Any]:
         "execution_semantics_version": 2,
         "data": {
             "measurements": measurements,
+            "tree_memory": {  # the kernel's tree high-water beside the payload, as real rows
+                "version": 1,
+                "kernel_tree_memory_high_water_bytes": high_water,
+                "scope": "worker_lifetime_through_execute",
+                "charged": ["anon", "page_cache", "kernel"],
+                "accounting_backend": "cgroup2",
+            },
             "context": {
                 "dataset_materialization": {"origin": "provided"},
                 "worker": {"accounting_backend": "cgroup2", "pid": 1},

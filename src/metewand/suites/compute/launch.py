@@ -28,7 +28,7 @@ class BuildResult:
 class Contains(Protocol):
     """What the builder needs of ``workers.Containment`` (a group per process tree)."""
 
-    def open(self, label: str, measuring: bool = True) -> tuple[Any, str | None]: ...
+    def open(self, label: str, measuring: bool = True) -> tuple[Any, ...]: ...
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Builder:
         argv = [a.replace("{build}", build_dir) for a in launch.build]
         accounting = None
         if self.containment is not None:
-            accounting, _ = self.containment.open(f"build-{name}"[:24], measuring=False)
+            accounting = self.containment.open(f"build-{name}"[:24], measuring=False)[0]
         # Output goes to a file: a pipe would stay open as long as anything the build left
         # behind holds it, and reading it to the end would wait for that too.
         with tempfile.TemporaryFile(dir=self.build_root) as log:
