@@ -98,7 +98,7 @@ def test_every_reader_names_the_damage_and_exits_2(
 
 
 def test_stale_dataset_staging_is_removed_and_a_live_one_kept(tmp_path: Path) -> None:
-    from metewand.suites.compute.materialize import _staging_prefix
+    from metewand.suites.compute.staging import prefix
 
     cache = tmp_path / "cache" / "datasets"
     cache.mkdir(parents=True)
@@ -106,11 +106,12 @@ def test_stale_dataset_staging_is_removed_and_a_live_one_kept(tmp_path: Path) ->
     dead.wait()
     stale = cache / "staging-abc123"  # the old naming, from a killed run
     stale_pid = cache / f"staging-{dead.pid}-1-xyz"  # its builder is gone
-    live = cache / f"{_staging_prefix()}live"  # this process is "materializing" into it
-    for path in (stale, stale_pid, live):
+    live = cache / f"{prefix('staging')}live"  # this process is "materializing" into it
+    acquiring = cache / f"acquire-{dead.pid}-1-xyz"  # an acquisition whose builder is gone
+    for path in (stale, stale_pid, live, acquiring):
         (path / "data").mkdir(parents=True)
     summary = run(hostile_manifest(tmp_path, gen="ok"), tmp_path, host_sample_interval_s=None)
     assert summary.rows[0]["status"] == "accepted"
-    assert not stale.exists() and not stale_pid.exists()
+    assert not stale.exists() and not stale_pid.exists() and not acquiring.exists()
     assert live.exists()
     assert [p.name for p in cache.iterdir() if p.name.startswith("staging-")] == [live.name]

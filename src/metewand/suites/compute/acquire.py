@@ -21,6 +21,7 @@ from metewand.measure import forms
 from metewand.measure.forms import Reason
 from metewand.suites.compute.manifest_datasets import source_digest
 from metewand.suites.compute.plan import DatasetConfig
+from metewand.suites.compute.staging import prefix as staging_prefix
 from metewand.suites.compute.validate import InvalidOutput, read_document, tree_sha256
 
 RECEIPT_NAME = "receipt.json"
@@ -40,7 +41,7 @@ def acquire_into_cache(root: str, config: DatasetConfig, did: str) -> tuple[str,
     if reused is not None:
         return reused
     started = time.monotonic_ns()
-    staging = tempfile.mkdtemp(prefix="acquire-", dir=root)
+    staging = tempfile.mkdtemp(prefix=staging_prefix("acquire"), dir=root)
     try:
         copied = _copy(definition.path, os.path.join(staging, DATA_NAME))
         actual = source_digest(copied)

@@ -9,7 +9,6 @@ construction duration and time. Fixed and unit datasets are ``provided_dataset``
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -21,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
-from metewand.measure import forms, procfs
+from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
+from metewand.suites.compute import staging as cache_staging
 from metewand.suites.compute.acquire import AcquisitionError, acquire_into_cache
 from metewand.suites.compute.launch import Builder, launch_spec
 from metewand.suites.compute.plan import DatasetConfig
@@ -90,7 +90,7 @@ class DatasetCache:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         os.makedirs(self.root, exist_ok=True)
-        remove_stale_staging(self.root)
+        cache_staging.remove_stale(self.root)  # left by a killed run
 
     def get(self, config: DatasetConfig) -> MaterializedDataset:
         with self._guard:
@@ -177,7 +177,7 @@ class DatasetCache:
         final: str,
         source: MaterializedDataset | None = None,
     ) -> MaterializedDataset:
-        staging = tempfile.mkdtemp(prefix=_staging_prefix(), dir=self.root)
+        staging = tempfile.mkdtemp(prefix=cache_staging.prefix("staging"), dir=self.root)
         data = os.path.join(staging, DATA_NAME)
         os.mkdir(data)
         head = _receipt_head(did, config, source)
@@ -332,28 +332,6 @@ def _publish(staging: str, final: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _staging_prefix(pid: int | None = None) -> str:
-    """``staging-<pid>-<start time>-``: names the process that builds there, so a later run
-    can tell a staging dir whose builder died (kill -9) from one a live run is filling."""
-    pid = os.getpid() if pid is None else pid
-    return f"staging-{pid}-{procfs.read_stat(pid).starttime_ticks}-"
-
-
-def remove_stale_staging(root: str) -> list[str]:
-    """Remove ``staging-*`` dirs whose builder is gone; returns the names removed."""
-    removed = []
-    for name in os.listdir(root):
-        if not name.startswith("staging-"):
-            continue
-        parts = name.split("-")
-        with contextlib.suppress(ValueError, IndexError, procfs.ProcessGone, OSError):
-            if name.startswith(_staging_prefix(int(parts[1]))):
-                continue  # its builder is alive (same pid, same start time)
-        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        removed.append(name)
-    return removed
 
 
 def _quarantine(path: str, root: str) -> None:
