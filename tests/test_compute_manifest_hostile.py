@@ -78,6 +78,20 @@ EDITS: dict[str, tuple[str, str, str]] = {
         '[datasets.fx]\nkind = "fixed"\npath = "/proc/self"\n\n[problems.answer]',
         "datasets.fx.path",
     ),
+    "acquired_dev_zero": (
+        "[problems.answer]",
+        '[datasets.acq]\nkind = "acquired"\npath = "/dev/zero"\nsha256 = "'
+        + "0" * 64
+        + '"\n\n[problems.answer]',
+        "datasets.acq.path",
+    ),
+    "acquired_proc": (
+        "[problems.answer]",
+        '[datasets.acq]\nkind = "acquired"\npath = "/proc/self"\nsha256 = "'
+        + "0" * 64
+        + '"\n\n[problems.answer]',
+        "datasets.acq.path",
+    ),
     "repetitions_ten_million": (NAME, NAME + "\nrepetitions = 10000000", "--max-attempts"),
     "grid_thousand_squared": (
         LAST,

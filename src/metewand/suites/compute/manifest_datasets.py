@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from metewand.suites.compute.manifest import DatasetDef
+from metewand.suites.compute.manifest_guard import pseudo_fs_problem
 
 if TYPE_CHECKING:
     from metewand.suites.compute.manifest_read import _Reader
@@ -60,6 +61,9 @@ def acquired(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
     if not isinstance(declared, str) or not SHA256_RE.match(declared):
         r.error(f"{where}.sha256", "must be 64 lowercase hex digits")
         declared = None
+    if path and (problem := pseudo_fs_problem(path)):
+        r.error(f"{where}.path", problem)
+        path = ""  # never read: a device or kernel tree can be endless
     if path and declared and os.path.exists(path):
         from metewand.suites.compute.validate import InvalidOutput
 

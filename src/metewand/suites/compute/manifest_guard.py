@@ -61,6 +61,11 @@ def fixed_dataset_problem(path: str) -> str | None:
         return "must not be a symbolic link"
     if not os.path.isdir(path):
         return "must be a directory"
+    return pseudo_fs_problem(path)
+
+
+def pseudo_fs_problem(path: str) -> str | None:
+    """A dataset source inside /proc, /sys or /dev (endless, changing, or a device)."""
     real = os.path.realpath(path)
     if any(real == root or real.startswith(root + "/") for root in PSEUDO_ROOTS):
         return f"{real} is a kernel pseudo-filesystem, not a dataset"
