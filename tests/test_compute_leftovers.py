@@ -144,3 +144,27 @@ def test_sweep_never_hits_a_reused_pid_or_its_session(tmp_path: Path) -> None:
     finally:
         stranger.kill()
         stranger.wait()
+
+
+@pytest.mark.timeout(180)
+def test_clean_refuses_a_run_a_live_metewand_holds(tmp_path: Path) -> None:
+    manifest = hostile_manifest(tmp_path, impl="hang_once")
+    proc = _metewand(
+        "run", str(manifest), "--run-id", "live", "--out", "runs", "--cache-dir", "cache",
+        "--host-telemetry", "off", cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not daemons(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        done = subprocess.run(
+            [sys.executable, "-m", "metewand", "clean", str(tmp_path / "runs" / "live")],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "open by another metewand process" in done.stderr
+        assert proc.poll() is None  # the live run was not touched
+    finally:
+        proc.send_signal(signal.SIGINT)  # its own interrupt path cleans up
+        proc.communicate(timeout=60)
+    assert not any(alive(p) for p in daemons(tmp_path))
