@@ -76,6 +76,7 @@ def only_row(tmp_path: Path, manifest: Path) -> dict:
     [
         ("fifo_result", "ok", "invalid_result", "regular files"),
         ("symlink_result", "ok", "invalid_result", "symbolic links"),
+        ("symlink_result_dir", "ok", "invalid_result", "symbolic links"),
         ("ok", "fifo_metrics", "evaluator_failure", "regular files"),
     ],
 )

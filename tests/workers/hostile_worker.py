@@ -5,6 +5,7 @@ its pid, so a test can check that none outlives the run.
 Modes:
   fifo_result      execute answers with a result manifest that is a named pipe
   symlink_result   execute answers with a result manifest that is a symlink to a real file
+  symlink_result_dir  the result directory itself is swapped for a symlink to a real directory
   fifo_metrics     (eval) the metrics file is a named pipe
   daemon_exit      execute starts a setsid daemon holding the protocol pipe, then the worker exits
   daemon           (eval / gen) a setsid grandchild that sleeps, then the normal answer
@@ -62,6 +63,12 @@ def implementation() -> Implementation:
             open(flag, "w").close()
             leave_daemon()
             time.sleep(600)
+        if MODE == "symlink_result_dir":  # the whole result dir becomes a link to elsewhere
+            result_dir = request["result_dir"]
+            elsewhere = result_dir + ".elsewhere"
+            os.rename(result_dir, elsewhere)
+            os.symlink(elsewhere, result_dir)
+            return plain(request)
         if MODE == "daemon_exit":
             fds = tuple(int(os.environ[k]) for k in os.environ if k.startswith("METEWAND_PROTOCOL"))
             leave_daemon(fds)

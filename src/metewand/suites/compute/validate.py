@@ -62,6 +62,8 @@ def file_sha256(path: str) -> str:
 
 def tree_files(root: str) -> list[str]:
     """Relative paths of every entry; symlinks and special files are refused."""
+    if os.path.islink(root):  # a worker swapped its output dir for a link to elsewhere
+        raise InvalidOutput(f"{os.path.basename(root)}: symbolic links are not allowed in outputs")
     out = []
     for dirpath, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -150,6 +152,8 @@ def read_result(result_dir: str, reply: dict[str, Any], schema: dict[str, Any] |
 
 
 def read_metrics(metrics_path: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+    if os.path.islink(os.path.dirname(metrics_path)):
+        raise InvalidOutput("metrics: symbolic links are not allowed in outputs")
     doc = read_document(metrics_path)
     if not isinstance(doc.get("data"), dict):
         raise InvalidOutput("metrics document needs a 'data' object")
