@@ -162,7 +162,8 @@ def run(
     if manifest is None:
         manifest = _resumed_manifest(resume, out_dir) if resume else DEFAULT_MANIFEST
     _load_plan(manifest, max_attempts)  # validation errors before anything is created
-    _check_writable_dir(out_dir, "--out")
+    if not (resume and Path(resume).is_dir()):  # a resumed run dir given by path needs no --out
+        _check_writable_dir(out_dir, "--out")
     if cache_dir is not None:
         _check_writable_dir(cache_dir, "--cache-dir")
     options = runner.RunOptions(
