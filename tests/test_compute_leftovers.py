@@ -168,3 +168,19 @@ def test_clean_refuses_a_run_a_live_metewand_holds(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)  # its own interrupt path cleans up
         proc.communicate(timeout=60)
     assert not any(alive(p) for p in daemons(tmp_path))
+
+
+def test_clean_by_run_id_of_a_finished_run_finds_nothing_to_remove(tmp_path: Path) -> None:
+    """The --help example ``metewand clean RUN_ID --json`` (an id under ./runs)."""
+    from compute_helpers import run
+
+    summary = run(hostile_manifest(tmp_path), tmp_path, run_id="done1", host_sample_interval_s=None)
+    assert summary.rows[0]["status"] == "accepted"
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "clean", "done1", "--json"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["killed"] == [] and report["groups_removed"] == []
+    assert report["temp_dirs_removed"] == []  # a finished run leaves none
