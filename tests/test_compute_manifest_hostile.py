@@ -4,6 +4,7 @@ run directory, no cache), and never with a traceback."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,36 @@ def test_non_utf8_manifest_is_named(tmp_path: Path) -> None:
     refused = _refused(tmp_path, ["run", str(manifest), "--out", str(tmp_path / "out")])
     assert "metewand.toml" in refused.stderr and "UTF-8" in refused.stderr
     assert not (tmp_path / "out").exists()
+
+
+def _fixed_dataset_manifest(tmp_path: Path) -> Path:
+    manifest = hostile_manifest(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "values.txt").write_text("1\n")
+    text = manifest.read_text().replace(
+        "[problems.answer]", '[datasets.fx]\nkind = "fixed"\npath = "data"\n\n[problems.answer]'
+    )
+    manifest.write_text(text.replace(LAST, LAST + 'datasets = ["fx"]\n'))
+    return manifest
+
+
+def test_fixed_dataset_holding_a_named_pipe_is_refused(tmp_path: Path) -> None:
+    manifest = _fixed_dataset_manifest(tmp_path)
+    os.mkfifo(tmp_path / "data" / "pipe")
+    ran = _refused(tmp_path, ["run", str(manifest), "--out", str(tmp_path / "out")])
+    assert "datasets.fx.path" in ran.stderr and "pipe" in ran.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_fixed_dataset_spoiled_after_validation_fails_its_attempts(tmp_path: Path) -> None:
+    """A pipe that appears after validation: the dataset's attempts fail, the run goes on."""
+    from metewand.suites.compute.manifest import load
+    from metewand.suites.compute.materialize import DatasetCache
+    from metewand.suites.compute.plan import build_plan
+
+    plan = build_plan(load(str(_fixed_dataset_manifest(tmp_path))))
+    os.mkfifo(tmp_path / "data" / "pipe")
+    cache = DatasetCache(str(tmp_path / "cache"), str(tmp_path / "work"), builder=None)  # type: ignore[arg-type]
+    dataset = cache.get(plan.attempts[0].dataset)
+    assert dataset.directory is None
+    assert dataset.error is not None and "pipe" in dataset.error

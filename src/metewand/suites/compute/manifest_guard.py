@@ -61,7 +61,17 @@ def fixed_dataset_problem(path: str) -> str | None:
         return "must not be a symbolic link"
     if not os.path.isdir(path):
         return "must be a directory"
-    return pseudo_fs_problem(path)
+    if problem := pseudo_fs_problem(path):
+        return problem
+    from metewand.suites.compute.validate import InvalidOutput, tree_files
+
+    try:  # a walk and a stat per entry, no reading: a pipe inside would hang the hashing
+        tree_files(path)
+    except InvalidOutput as exc:
+        return f"holds something other than directories and regular files: {exc}"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    return None
 
 
 def pseudo_fs_problem(path: str) -> str | None:

@@ -139,11 +139,14 @@ class DatasetCache:
             "kind": config.definition.kind,
             "origin": "provided",
             "path": directory,
-            "output_sha256": tree_sha256(directory),
         }
-        return MaterializedDataset(
-            config, did, directory, forms.unavailable(Reason.PROVIDED_DATASET), receipt
-        )
+        provided = forms.unavailable(Reason.PROVIDED_DATASET)
+        try:
+            receipt["output_sha256"] = tree_sha256(directory)
+        except (InvalidOutput, OSError) as exc:  # changed since validation: its attempts fail
+            error = f"dataset {config.definition.name}: {directory}: {exc}"
+            return MaterializedDataset(config, did, None, provided, receipt, error)
+        return MaterializedDataset(config, did, directory, provided, receipt)
 
     def _acquire(self, config: DatasetConfig, did: str) -> MaterializedDataset:
         # No generator or transformation runs: materialization is provided_dataset; the
