@@ -115,3 +115,12 @@ def test_stale_dataset_staging_is_removed_and_a_live_one_kept(tmp_path: Path) ->
     assert not stale.exists() and not stale_pid.exists() and not acquiring.exists()
     assert live.exists()
     assert [p.name for p in cache.iterdir() if p.name.startswith("staging-")] == [live.name]
+
+
+def test_export_to_an_unwritable_place_is_named_not_a_traceback(finished_run: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "export", str(finished_run), "-o", "/proc/metewand-x"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "/proc/metewand-x" in done.stderr

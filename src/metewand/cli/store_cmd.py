@@ -175,4 +175,7 @@ def export(run: str, fmt: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"-o {output}: cannot be written ({exc.strerror or exc})")
