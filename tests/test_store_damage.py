@@ -124,3 +124,18 @@ def test_export_to_an_unwritable_place_is_named_not_a_traceback(finished_run: Pa
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "/proc/metewand-x" in done.stderr
+
+
+@pytest.mark.parametrize("out", ["/proc/metewand-x", "{file}"])
+def test_report_out_that_cannot_be_written_is_named(
+    finished_run: Path, tmp_path: Path, out: str
+) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x\n")
+    out = out.replace("{file}", str(a_file))
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "report", str(finished_run), "--out", out],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and out in done.stderr

@@ -60,6 +60,10 @@ def report(
     except (RunDirError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
+    except OSError as exc:  # --out (or RUN) cannot be written: say where, never a traceback
+        where = exc.filename or out_dir or run
+        click.echo(f"error: {where}: cannot be written ({exc.strerror or exc})", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
     if as_json:
         paths = {k: str(v) for k, v in sorted(written.items())}
         click.echo(canonical.dumps_str(paths))
