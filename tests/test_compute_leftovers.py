@@ -184,3 +184,24 @@ def test_clean_by_run_id_of_a_finished_run_finds_nothing_to_remove(tmp_path: Pat
     report = json.loads(done.stdout)
     assert report["killed"] == [] and report["groups_removed"] == []
     assert report["temp_dirs_removed"] == []  # a finished run leaves none
+
+
+@pytest.mark.timeout(180)
+def test_clean_without_run_sweeps_every_run_under_runs(tmp_path: Path) -> None:
+    """The --help example ``metewand clean``: every run under ./runs; a damaged one is listed."""
+    manifest, run_dir = killed_run(tmp_path)
+    live, groups = _left(_recorded(run_dir), tmp_path)
+    assert live and groups
+    junk = tmp_path / "runs" / "junk"
+    junk.mkdir()
+    (junk / "run_manifest.json").write_text("{not json")
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "clean", "--json"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    reports = json.loads(done.stdout)
+    assert set(reports) == {str(Path("runs") / "r1"), str(Path("runs") / "junk")}
+    assert set(reports[str(Path("runs") / "r1")]["groups_removed"]) == set(groups)
+    assert "not valid JSON" in reports[str(Path("runs") / "junk")]
+    assert _left((live, groups), tmp_path) == ([], [])

@@ -1,67 +1,106 @@
-"""``metewand clean RUN``: remove what a killed run left behind, for runs never resumed.
+"""``metewand clean [RUN]``: remove what killed runs left behind, for runs never resumed.
 
 ``--resume`` does the same before it runs anything; this is for a run that will not be resumed.
-Only what the run recorded is touched (``runtime.owned``; a browser run's engines also by their
+Only what a run recorded is touched (``runtime.owned``; a browser run's engines also by their
 run marker), and only while no live metewand holds the run open.
 """
 
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.cli.store_cmd import open_run
-from metewand.runtime.store import RunView, StoreError, hold_lock
+from metewand.cli.store_cmd import DEFAULT_RUNS_DIR, open_run
+from metewand.runtime.store import MANIFEST_NAME, RunView, StoreError, hold_lock
 
 # Temporary directories a session makes inside its run and removes when it ends.
 RUN_TEMP_DIRS = (".staging", ".work")
 
 
 @click.command("clean")
-@click.argument("run")
+@click.argument("run", required=False)
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON object on stdout.")
-def clean(run: str, as_json: bool) -> None:
+def clean(run: str | None, as_json: bool) -> None:
     """Kill the processes and remove the accounting groups and temporary dirs a killed run
-    RUN left behind (RUN: a run directory or an id under ./runs).
+    left behind: RUN (a run directory or an id under ./runs), or every run under ./runs that
+    no live metewand holds open.
 
     \b
     Examples:
       metewand clean runs/20250101T120000Z-ab12cd
       metewand clean 20250101T120000Z-ab12cd --json
+      metewand clean
 
     \b
     Exit status: 0 when everything is gone; 1 when a group could not be removed;
-    2 when RUN is not a run or a live metewand holds it open.
+    2 when RUN is not a run or a live metewand holds it open (without RUN, such runs are
+    skipped and listed).
     """
+    if run is not None:
+        report = _clean_one(open_run(run))
+        if isinstance(report, str):
+            click.echo(f"error: {report}", err=True)
+            raise SystemExit(exit_codes.INVALID_INPUT)
+        if as_json:  # one run: its report object
+            click.echo(canonical.dumps_str(report))
+        reports: dict[str, dict[str, Any] | str] = {str(report["run_dir"]): report}
+    else:
+        reports = _clean_all(DEFAULT_RUNS_DIR)
+        if as_json:  # every run: run dir -> report, or why it was left alone
+            click.echo(canonical.dumps_str(reports))
+    if not as_json:
+        _print(reports)
+    if any(isinstance(r, dict) and r["groups_failed"] for r in reports.values()):
+        raise SystemExit(exit_codes.BENCHMARK_FAILURES)
+
+
+def _clean_one(view: RunView) -> dict[str, Any] | str:
+    """What was removed from one run, or why it was left alone."""
     from metewand.runtime.owned import sweep
 
-    view = open_run(run)
     try:
         with hold_lock(view.run_dir):
             engines = _browser_leftovers(view)
             report = sweep(view.run_dir).to_json()
-            report["engine_processes_killed"] = engines
-            report["temp_dirs_removed"] = _remove_temp_dirs(view.run_dir)
     except StoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        raise SystemExit(exit_codes.INVALID_INPUT) from None
-    if as_json:
-        click.echo(canonical.dumps_str(report))
-    else:
-        killed = len(report["killed"]) + len(engines)
+        return str(exc)
+    report["run_dir"] = str(view.run_dir)
+    report["engine_processes_killed"] = engines
+    report["temp_dirs_removed"] = _remove_temp_dirs(view.run_dir)
+    return report
+
+
+def _clean_all(runs_dir: Path) -> dict[str, dict[str, Any] | str]:
+    reports: dict[str, dict[str, Any] | str] = {}
+    if not runs_dir.is_dir():
+        return reports
+    for path in sorted(p for p in runs_dir.iterdir() if (p / MANIFEST_NAME).is_file()):
+        try:
+            reports[str(path)] = _clean_one(RunView(path))
+        except StoreError as exc:
+            reports[str(path)] = str(exc)
+    return reports
+
+
+def _print(reports: dict[str, dict[str, Any] | str]) -> None:
+    for run_dir, report in reports.items():
+        if isinstance(report, str):
+            print(f"skipped {run_dir}: {report}", file=sys.stderr)
+            continue
+        killed = len(report["killed"]) + len(report["engine_processes_killed"])
         click.echo(
-            f"{view.run_dir}: killed {killed} process(es), removed "
+            f"{run_dir}: killed {killed} process(es), removed "
             f"{len(report['groups_removed'])} group(s) and "
             f"{len(report['temp_dirs_removed'])} temporary dir(s)"
         )
         for failure in report["groups_failed"]:
             click.echo(f"could not remove group {failure}", err=True)
-    if report["groups_failed"]:
-        raise SystemExit(exit_codes.BENCHMARK_FAILURES)
 
 
 def _browser_leftovers(view: RunView) -> list[int]:
