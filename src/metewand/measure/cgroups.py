@@ -107,9 +107,31 @@ def _own_dir(mount: _Mount, group_path: str | None) -> str | None:
     return os.path.join(mount.mountpoint, relative) if relative else mount.mountpoint
 
 
+PROBE_PREFIX = "metewand-probe-"
+
+
+def _remove_dead_probes(directory: str) -> None:
+    """Remove probe groups whose creator is gone (killed between its mkdir and rmdir).
+
+    A probe never holds a process, so ``rmdir`` succeeds only on such an empty group; one whose
+    pid is alive (its creator, or a reused pid) is left alone.
+    """
+    with contextlib.suppress(OSError):
+        for name in os.listdir(directory):
+            pid = name[len(PROBE_PREFIX) :].split("-")[0]
+            if (
+                name.startswith(PROBE_PREFIX)
+                and pid.isdigit()
+                and not os.path.exists(f"/proc/{pid}")
+            ):
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.join(directory, name))
+
+
 def _probe_writable(directory: str) -> str | None:
     """None if a child group can be created (and removed) here, else the reason."""
-    probe = os.path.join(directory, f"metewand-probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    _remove_dead_probes(directory)
+    probe = os.path.join(directory, f"{PROBE_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         os.mkdir(probe)
     except OSError as exc:
