@@ -60,9 +60,7 @@ def report(
     try:
         formats = _formats(fmt)
         base = Path(baseline) if baseline else None
-        written = generate(
-            run, formats, out_dir, base, reference_engine, reference_implementation
-        )
+        written = generate(run, formats, out_dir, base, reference_engine, reference_implementation)
         if "csv" in formats:
             target = Path(out_dir) if out_dir else Path(run)
             written["csv"] = target / CSV_NAME

@@ -38,6 +38,43 @@ CSV_COLUMNS = (
 )
 
 
+def short_label(case: Mapping[str, Any], without: str | None = None) -> str:
+    """The case's parameters as ``distribution=uniform, size=2000`` (one axis left out)."""
+    coords = case["coordinates"]
+    parts = []
+    for prefix, key in (("dataset", "dataset_parameters"), ("problem", "problem_parameters")):
+        for name, value in sorted(coords[key].items()):
+            if f"{prefix}.{name}" != without:
+                parts.append(f"{name}={value}")
+    return ", ".join(parts) or str(coords["case"])
+
+
+def compact_cell(metric: str, block: Mapping[str, Any] | None) -> str:
+    """``11.3 ms (11.1-11.4)`` for a terminal column: median, then its 95% CI."""
+    if not block or not block.get("n"):
+        return "not measured"
+    scale, unit = (2**20, "MiB") if metric.endswith("_bytes") else (1e6, "ms")
+    ci = block.get("median_ci95") or [block["median"]] * 2
+    digits = 1 if block["median"] / scale >= 10 else 2
+    return (
+        f"{block['median'] / scale:.{digits}f} {unit} "
+        f"({ci[0] / scale:.{digits}f}-{ci[1] / scale:.{digits}f})"
+    )
+
+
+def terminal_rows(summary: Mapping[str, Any], metrics: tuple[str, ...]) -> list[list[str]]:
+    """Short rows for the end-of-run table: parameters only when the run has one experiment."""
+    experiments = {c["coordinates"]["experiment"] for c in summary["cases"]}
+    rows = []
+    for case in summary["cases"]:
+        label = short_label(case) if len(experiments) == 1 else case["case"]
+        for name, block in case["implementations"].items():
+            cells = [label, name, f"{block['accepted']}/{block['attempts']}", failures_text(block)]
+            cells += [block["note"] or compact_cell(m, block["metrics"].get(m)) for m in metrics]
+            rows.append(cells)
+    return rows
+
+
 def value_text(metric: str, value: float | None) -> str:
     if value is None:
         return unavailable("not measured")

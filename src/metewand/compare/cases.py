@@ -31,6 +31,7 @@ CASE_METRICS = (
     "timed_wall_time_ns",
     "cpu_time_ns",
     "peak_rss_bytes",
+    "materialization_time_ns",
     "worker_startup_time_ns",
     "prepare_time_ns",
     "execute_request_time_ns",
