@@ -329,7 +329,9 @@ def _middle_ranks(n: int, resamples: int, seed: int) -> tuple[np.ndarray, np.nda
 
 
 def iid_median_replicates(
-    values: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_BOOTSTRAP_SEED
+    values: Sequence[float] | np.ndarray,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
 ) -> np.ndarray | None:
     """Medians of ``resamples`` bootstrap resamples of ``values`` (None when there are none)."""
     ordered = np.sort(np.asarray(values, dtype=float))
@@ -351,14 +353,16 @@ def percentile_ci(replicates: np.ndarray | None) -> list[float] | None:
 
 
 def iid_describe(
-    values: Sequence[float], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_BOOTSTRAP_SEED
+    values: Sequence[float] | np.ndarray,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
 ) -> dict[str, Any]:
     """``{n, median, p95, min, median_ci95}`` of exchangeable repetitions."""
     array = np.asarray(values, dtype=float)
     return {
         "n": int(array.size),
-        "median": median(array),
-        "p95": p95(array),
+        "median": float(np.median(array)) if array.size else None,
+        "p95": float(np.percentile(array, 95.0, method="linear")) if array.size else None,
         "min": float(array.min()) if array.size else None,
         "median_ci95": percentile_ci(iid_median_replicates(array, resamples, seed)),
     }
