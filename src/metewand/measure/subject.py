@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -97,13 +100,77 @@ def _wait_without_reaping(pid: int) -> None:
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
 
 
+class _ExitStamp:
+    """A thread that stamps the moment the root exits, started before the root is.
+
+    The sampler's baseline scan runs in the caller right after the start; a command shorter
+    than that scan (``true`` takes ~0.5 ms) would otherwise be charged the scan's time, since
+    the caller only gets to ``waitid`` after it. The thread is already waiting for the pid
+    when the command starts, so the stamp is the exit as the kernel reports it.
+    """
+
+    def __init__(self) -> None:
+        self._pid: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.ended_ns: int | None = None
+        self._thread = threading.Thread(target=self._wait, name="metewand-exit", daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        pid = self._pid.get()
+        if pid is None:
+            return
+        _wait_without_reaping(pid)
+        self.ended_ns = time.monotonic_ns()
+
+    def watch(self, pid: int | None) -> None:
+        self._pid.put(pid)
+
+    def join(self) -> int:
+        self._thread.join()
+        assert self.ended_ns is not None
+        return self.ended_ns
+
+
 def _start(
-    argv: Sequence[str], preexec: Any, env: Mapping[str, str] | None, cwd: str | None
-) -> subprocess.Popen[bytes]:
+    argv: Sequence[str],
+    join: Any,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    output: int | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``argv`` in its accounting group; returns it and the moment it was about to exec.
+
+    The child stamps the monotonic clock (system-wide) after joining its group, just before
+    exec, and sends the stamp up a pipe. The wall time starts there: Python forks its child
+    with ``fork`` when a pre-exec step is needed, which costs ~1.5 ms here (page tables of a
+    large parent), and that is the tool's overhead, not the command's.
+    """
+    read_end, write_end = os.pipe()
+
+    def preexec() -> None:
+        if join is not None:
+            join()
+        os.write(write_end, time.monotonic_ns().to_bytes(8, "little"))
+
     try:
-        return subprocess.Popen(list(argv), preexec_fn=preexec, close_fds=True, env=env, cwd=cwd)
+        proc = subprocess.Popen(
+            list(argv),
+            preexec_fn=preexec,
+            close_fds=True,
+            env=env,
+            cwd=cwd,
+            stdout=output,
+            stderr=output,
+        )
+        os.close(write_end)
+        stamp = os.read(read_end, 8)
     except OSError as exc:
         raise SubjectStartError(argv, exc) from exc
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(OSError):
+            os.close(write_end)
+    return proc, int.from_bytes(stamp, "little")
 
 
 def run_measured(
@@ -115,19 +182,28 @@ def run_measured(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     fault_hook: FaultHook | None = None,
+    discard_output: bool = False,
 ) -> SubjectReport:
-    """Run ``argv`` to completion inside a fresh accounting and report what it cost."""
+    """Run ``argv`` to completion inside a fresh accounting and report what it cost.
+
+    ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
+    """
     if not argv:
         raise ValueError("empty command")
     accounting = open_accounting(backend, label=os.path.basename(argv[0]))
     try:
-        started = time.monotonic_ns()
-        proc = _start(argv, accounting.preexec_join(), env, cwd)
+        stamp = _ExitStamp()
+        try:
+            output = subprocess.DEVNULL if discard_output else None
+            proc, started = _start(argv, accounting.preexec_join(), env, cwd, output)
+        except SubjectStartError:
+            stamp.watch(None)
+            raise
+        stamp.watch(proc.pid)
         accounting.attach(proc.pid)
         sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
         sampler.start()
-        _wait_without_reaping(proc.pid)
-        wall = time.monotonic_ns() - started
+        wall = stamp.join() - started
         summary = sampler.stop(end_scan=False)
         cpu, memory = accounting.cpu(), accounting.memory()
         _, status = os.waitpid(proc.pid, 0)
