@@ -18,7 +18,9 @@ def sorting_manifest(
 
     ``slow`` sleeps ``delay_ms * slowdown`` per execute; ``steady`` always sleeps ``delay_ms``.
     """
-    env = f'METEWAND_SORTING_WORKERS = "{SORTING / "workers"}", METEWAND_TEST_DELAY_MS = "{delay_ms}"'
+    env = (
+        f'METEWAND_SORTING_WORKERS = "{SORTING / "workers"}", METEWAND_TEST_DELAY_MS = "{delay_ms}"'
+    )
     body = f"""version = 1
 name = "sorting-delay"
 
@@ -89,7 +91,14 @@ def metewand(*args: str | Path, check: bool = True) -> subprocess.CompletedProce
 
 def run_manifest(manifest: Path, tmp: Path, run_id: str) -> Path:
     metewand(
-        "run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
-        "--run-id", run_id, "--quiet",
+        "run",
+        manifest,
+        "--out",
+        tmp / "runs",
+        "--cache-dir",
+        tmp / "cache",
+        "--run-id",
+        run_id,
+        "--quiet",
     )
     return tmp / "runs" / run_id
