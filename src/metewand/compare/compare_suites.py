@@ -143,8 +143,8 @@ def _browser_provenance(run: RunData) -> dict[str, Any]:
                     if field in pins and field != "binary_path":
                         facts[f"engine.{engine}.{field}"] = pins[field]
     corpus = lookup(data, "corpus")
-    if corpus is not MISSING:
-        facts["corpus"] = corpus
+    if isinstance(corpus, Mapping):  # its content digest: the same corpus elsewhere is the same
+        facts["corpus_sha256"] = corpus.get("sha256")
     profile = lookup(data, "resource_profile.mode")
     if profile is not MISSING:
         facts["resource_profile"] = profile
