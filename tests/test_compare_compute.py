@@ -36,7 +36,7 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     done = metewand(
-        "compare", runs["base"], runs["slow"], "--fail-on-regression", "--format",
+        "compare", runs["base"], runs["slow"], "--fail-on-regression", "--threshold", "5%", "--format",
         "md,json,html", "--out", tmp_path, check=False,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr

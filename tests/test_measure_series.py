@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,30 @@ def test_outliers_and_slow_first_run_are_warned() -> None:
     summary = series_stats.command_summary("x", runs, 200, 1)
     assert any("first run" in w and "--warmup" in w for w in summary["warnings"])
     assert any("outlier" in w for w in summary["warnings"])
+
+
+def _documented(text: str, prefix: str) -> list[list[str]]:
+    return [
+        shlex.split(line.strip()[len(prefix) :].split("  #", 1)[0])
+        for line in text.splitlines()
+        if line.strip().startswith(prefix)
+    ]
+
+
+def test_documented_measure_commands_run(tmp_path: Path) -> None:
+    """Every `metewand measure` line of README.md and of `measure --help` runs as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    helptext = subprocess.run(
+        [METEWAND, "measure", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    commands = _documented(readme, ".venv/bin/metewand measure") + _documented(
+        helptext, "metewand measure"
+    )
+    assert len(commands) >= 6
+    for args in commands:
+        done = subprocess.run(
+            [METEWAND, "measure", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        assert done.returncode == 0, (args, done.stderr)
+    assert canonical.loads((tmp_path / "runs.json").read_bytes())["commands"][0]["runs"]
+    assert (tmp_path / "runs.csv").read_text().startswith("command,runs,")
