@@ -28,7 +28,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     metewand("run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
              "--run-id", "sort", "--quiet")  # fmt: skip
     run = tmp / "runs" / "sort"
-    metewand("report", run, "--reference-implementation", "python-builtin")
+    metewand("report", run)  # the example's manifest names python-builtin as the reference
     return run
 
 
@@ -97,3 +97,17 @@ def test_no_successful_attempt_is_never_a_number() -> None:
 
     row = next(r for r in case_rows(summary, ("timed_wall_time_ns",)) if r[1] == "broken")
     assert row[-1] == "no successful attempt"
+
+
+def test_manifest_reference_must_name_an_implementation(tmp_path: Path) -> None:
+    example = tmp_path / "sorting"
+    shutil.copytree(SORTING, example)
+    manifest = example / "metewand.toml"
+    text = manifest.read_text().replace(
+        'reference_implementation = "python-builtin"', 'reference_implementation = "nope"'
+    )
+    manifest.write_text(text)
+    done = metewand("plan", manifest, check=False)
+    assert done.returncode == 2
+    assert "reference_implementation" in done.stderr and "'nope'" in done.stderr
+    assert "metewand.toml" in done.stderr
