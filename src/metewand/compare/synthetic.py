@@ -252,7 +252,8 @@ def compute_row(
     accepted = rng.random() > 0.1
     scale = (1.0 if impl == "python" else 0.4) * size / 1000
     tail = f"r{repetition}" if role == "measured" else f"w{repetition}"
-    key = f"sorting/default/integers@{size:010d}/{impl}@0000000000/{tail}"
+    dataset = "0000000000" if size == 1000 else f"{size:010d}"  # the first case keeps old keys
+    key = f"sorting/default/integers@{dataset}/{impl}@0000000000/{tail}"
     slot, rel = _ident("logical-attempt-slot", key), f"artifacts/{key}"
     attempt_id = _ident("attempt", key)
     prov = _compute_provenance(_measurements(rng, scale, accepted))
