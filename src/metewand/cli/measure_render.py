@@ -57,20 +57,28 @@ def _ratio_text(ratio: Mapping[str, Any]) -> str:
     return f"{ratio['ratio']:.3f}×{span}"
 
 
+def _line(label: str, block: Mapping[str, Any], show: Any) -> str:
+    """``label  mean X ± σ   median M [lo – hi]   min … max A … B`` in one unit."""
+    if not block["n"]:
+        return f"  {label:13} unavailable"
+    stddev = show(block["stddev"]) if block["stddev"] is not None else "n/a (1 run)"
+    return (
+        f"  {label:13} mean {show(block['mean'])} ± {stddev}   median {show(block['median'])} "
+        f"{_span(block, show)}   min … max {show(block['min'])} … {show(block['max'])}"
+    )
+
+
 def command_text(index: int, summary: Mapping[str, Any], warmups: int) -> list[str]:
     m = summary["metrics"]
-    wall, cpu = m["wall_time_ns"], m["cpu_time_ns"]
-    user, system = m["cpu_user_time_ns"], m["cpu_system_time_ns"]
-    memory, procs = m["peak_memory_bytes"], m["process_count_peak"]
-    stddev = ms(wall["stddev"]) if wall["stddev"] is not None else "n/a (1 run)"
+    procs = m["process_count_peak"]
     lines = [
         f"Command {index}: {summary['command']}  ({summary['runs']} runs, {warmups} warm-up)",
-        f"  wall time     mean {ms(wall['mean'])} ± {stddev}   median {ms(wall['median'])} "
-        f"{_span(wall, ms)}   min … max {ms(wall['min'])} … {ms(wall['max'])}",
-        f"  CPU (tree)    median {ms(cpu['median'])} {_span(cpu, ms)}   "
-        f"user {ms(user['median'])}, system {ms(system['median'])} (medians)",
-        f"  peak memory   median {mib(memory['median'])} {_span(memory, mib)}   "
-        f"max {mib(memory['max'])}; processes at most "
+        _line("wall time", m["wall_time_ns"], ms),
+        _line("CPU (tree)", m["cpu_time_ns"], ms),
+        f"  {'':13} user {ms(m['cpu_user_time_ns']['median'])}, "
+        f"system {ms(m['cpu_system_time_ns']['median'])} (medians)",
+        _line("peak memory", m["peak_memory_bytes"], mib),
+        f"  {'processes':13} at most "
         + (f"{procs['max']:.0f}" if procs["max"] is not None else "unavailable"),
     ]
     return lines + [f"  warning: {w}" for w in summary["warnings"]]

@@ -54,7 +54,7 @@ def describe(values: Sequence[float], resamples: int, seed: int) -> dict[str, An
 def outliers(values: Sequence[float]) -> int:
     """How many runs lie beyond a modified z-score of 3.5 (median / MAD based)."""
     array = np.asarray(values, dtype=float)
-    if array.size < 3:
+    if array.size < 5:  # a median absolute deviation of 3 or 4 runs says little
         return 0
     mad = float(np.median(np.abs(array - np.median(array))))
     if mad == 0:
