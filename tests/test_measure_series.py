@@ -148,3 +148,19 @@ def test_documented_measure_commands_run(tmp_path: Path) -> None:
         assert done.returncode == 0, (args, done.stderr)
     assert canonical.loads((tmp_path / "runs.json").read_bytes())["commands"][0]["runs"]
     assert (tmp_path / "runs.csv").read_text().startswith("command,runs,")
+
+
+def test_wall_time_comes_from_the_kernel_exec_and_exit_events_where_allowed() -> None:
+    from metewand.measure.proc_events import open_events
+
+    events = open_events()
+    expected = "proc_connector" if events is not None else "monotonic"
+    if events is not None:
+        events.close()
+    done = subprocess.run(
+        [METEWAND, "measure", "--json", "--", "sleep", "0.05"], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    report = canonical.loads(done.stdout)
+    assert report["sources"]["wall_time_ns"] == expected
+    assert 50_000_000 <= report["wall_time_ns"]["value"] < 500_000_000

@@ -19,6 +19,7 @@ from typing import Any
 
 from metewand.measure.host import take_sample
 from metewand.measure.host_gate import evaluate_gate
+from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.subject import SubjectReport, run_measured
 
 SHELLS = ("auto", "none", "sh")
@@ -134,6 +135,7 @@ def run_record(report: SubjectReport) -> dict[str, Any]:
         if m.value is None:
             unavailable[name] = m.reason.value if m.reason else "unavailable"
     record.update(
+        wall_time_source=report.measurements["wall_time_ns"].source,
         exit_status=report.exit_status,
         signal=report.signal,
         backend=report.backend,
@@ -143,7 +145,7 @@ def run_record(report: SubjectReport) -> dict[str, Any]:
     return record
 
 
-def _one(command: Command, options: SeriesOptions) -> SubjectReport:
+def _one(command: Command, options: SeriesOptions, events: ProcEvents | None) -> SubjectReport:
     if options.prepare:  # not measured: its own process, outside the run's group
         output = None if options.show_output else subprocess.DEVNULL
         done = subprocess.run(list(options.prepare), check=False, stdout=output, stderr=output)
@@ -155,6 +157,7 @@ def _one(command: Command, options: SeriesOptions) -> SubjectReport:
         options.interval_ms,
         options.pss_every,
         discard_output=not options.show_output,
+        events=events,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -170,19 +173,22 @@ def run_series(
 ) -> Series:
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    events = open_events()
     try:
         for _ in range(options.warmup):
-            _one(command, options)
+            _one(command, options, events)
             host.maybe_sample()
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
         while _wants_more(len(runs), time.monotonic() - started, options):
-            runs.append(run_record(_one(command, options)))
+            runs.append(run_record(_one(command, options, events)))
             host.maybe_sample()
             if on_run is not None:
                 on_run(command, len(runs), runs[-1])
     finally:
         sys.setswitchinterval(previous)
+        if events is not None:
+            events.close()
     return Series(command, runs, options.warmup)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
+from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 MEASUREMENT_FIELDS = (
@@ -183,13 +184,19 @@ def run_measured(
     cwd: str | None = None,
     fault_hook: FaultHook | None = None,
     discard_output: bool = False,
+    events: ProcEvents | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
     ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
+    ``events``: a proc-connector subscription to reuse (repeated runs); without one, a
+    subscription is opened for this run where the host allows it.
     """
     if not argv:
         raise ValueError("empty command")
+    own_events = events is None
+    if own_events:
+        events = open_events()
     accounting = open_accounting(backend, label=os.path.basename(argv[0]))
     try:
         stamp = _ExitStamp()
@@ -204,16 +211,22 @@ def run_measured(
         sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
         sampler.start()
         wall = stamp.join() - started
+        wall_source = "monotonic"
+        span = events.span(proc.pid) if events is not None else None
+        if span is not None:  # the kernel's own exec and exit times: the tightest bound
+            wall, wall_source = span[1] - span[0], "proc_connector"
         summary = sampler.stop(end_scan=False)
         cpu, memory = accounting.cpu(), accounting.memory()
         _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
     finally:
         accounting.close()
+        if own_events and events is not None:
+            events.close()
     flags = list(accounting.quality_flags)
     flags += [f for f in summary.quality_flags if f not in flags]
     measurements = {
-        "wall_time_ns": complete(wall, "monotonic"),
+        "wall_time_ns": complete(wall, wall_source),
         "cpu_time_ns": cpu.total,
         "cpu_user_time_ns": cpu.user,
         "cpu_system_time_ns": cpu.system,
