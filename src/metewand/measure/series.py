@@ -20,6 +20,7 @@ from typing import Any
 from metewand.measure.host import take_sample
 from metewand.measure.host_gate import evaluate_gate
 from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.pss import PssScanner
 from metewand.measure.subject import SubjectReport, run_measured
 
 SHELLS = ("auto", "none", "sh")
@@ -145,7 +146,9 @@ def run_record(report: SubjectReport) -> dict[str, Any]:
     return record
 
 
-def _one(command: Command, options: SeriesOptions, events: ProcEvents | None) -> SubjectReport:
+def _one(
+    command: Command, options: SeriesOptions, events: ProcEvents | None, scanner: PssScanner
+) -> SubjectReport:
     if options.prepare:  # not measured: its own process, outside the run's group
         output = None if options.show_output else subprocess.DEVNULL
         done = subprocess.run(list(options.prepare), check=False, stdout=output, stderr=output)
@@ -158,6 +161,7 @@ def _one(command: Command, options: SeriesOptions, events: ProcEvents | None) ->
         options.pss_every,
         discard_output=not options.show_output,
         events=events,
+        scanner=scanner,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -174,19 +178,21 @@ def run_series(
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     events = open_events()
+    scanner = PssScanner()  # one set of reader threads for every run of the series
     try:
         for _ in range(options.warmup):
-            _one(command, options, events)
+            _one(command, options, events, scanner)
             host.maybe_sample()
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
         while _wants_more(len(runs), time.monotonic() - started, options):
-            runs.append(run_record(_one(command, options, events)))
+            runs.append(run_record(_one(command, options, events, scanner)))
             host.maybe_sample()
             if on_run is not None:
                 on_run(command, len(runs), runs[-1])
     finally:
         sys.setswitchinterval(previous)
+        scanner.close()
         if events is not None:
             events.close()
     return Series(command, runs, options.warmup)

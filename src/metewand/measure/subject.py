@@ -17,6 +17,7 @@ from typing import Any
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 MEASUREMENT_FIELDS = (
@@ -132,6 +133,22 @@ class _ExitStamp:
         return self.ended_ns
 
 
+class _InlineExit:
+    """``_ExitStamp``'s interface without a thread: the caller waits when it joins. Used when
+    the kernel's exit event gives the exact time anyway (one thread less per run)."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+
+    def watch(self, pid: int | None) -> None:
+        self._pid = pid
+
+    def join(self) -> int:
+        assert self._pid is not None
+        _wait_without_reaping(self._pid)
+        return time.monotonic_ns()
+
+
 def _start(
     argv: Sequence[str],
     join: Any,
@@ -185,12 +202,14 @@ def run_measured(
     fault_hook: FaultHook | None = None,
     discard_output: bool = False,
     events: ProcEvents | None = None,
+    scanner: PssScanner | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
     ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
     ``events``: a proc-connector subscription to reuse (repeated runs); without one, a
-    subscription is opened for this run where the host allows it.
+    subscription is opened for this run where the host allows it. ``scanner``: a PSS scanner
+    (and its reader threads) to reuse across runs.
     """
     if not argv:
         raise ValueError("empty command")
@@ -199,7 +218,7 @@ def run_measured(
         events = open_events()
     accounting = open_accounting(backend, label=os.path.basename(argv[0]))
     try:
-        stamp = _ExitStamp()
+        stamp: _ExitStamp | _InlineExit = _ExitStamp() if events is None else _InlineExit()
         try:
             output = subprocess.DEVNULL if discard_output else None
             proc, started = _start(argv, accounting.preexec_join(), env, cwd, output)
@@ -208,7 +227,7 @@ def run_measured(
             raise
         stamp.watch(proc.pid)
         accounting.attach(proc.pid)
-        sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
+        sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
         sampler.start()
         wall = stamp.join() - started
         wall_source = "monotonic"
