@@ -7,6 +7,7 @@ implementation of the third run sleeps 30% longer.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,17 @@ def test_unmatched_groups_are_listed_and_bad_input_exits_2(
     assert done.returncode == 2 and "results.jsonl" in done.stderr
     cpu = metewand("compare", runs["base"], runs["again"], "--metric", "cpu_time_ns", "--json")
     assert canonical.loads(cpu.stdout.encode())["metric"] == "cpu_time_ns"
+
+
+def test_groups_in_one_run_only_are_listed(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A run that lost an implementation (its rows removed, as a narrower manifest would)."""
+    narrower = tmp_path / "narrower"
+    shutil.copytree(runs["again"], narrower, ignore=shutil.ignore_patterns("artifacts"))
+    lines = (narrower / "results.jsonl").read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if canonical.loads(line)["implementation"] != "slow"]
+    (narrower / "results.jsonl").write_bytes(b"".join(kept))
+    done = metewand("compare", runs["base"], narrower, "--json", "--fail-on-regression")
+    result = canonical.loads(done.stdout.encode())
+    only = result["unmatched"]["only_in_base"]
+    assert len(only) == 2 and {impl for _, impl in only} == {"slow"}
+    assert {g["implementation"] for g in result["groups"]} == {"steady"}
