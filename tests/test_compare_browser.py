@@ -55,3 +55,19 @@ def test_a_status_change_is_listed_and_fails_the_gate(tmp_path: Path) -> None:
     assert mul_group["base_status"] == mul_group["new_status"] == "pass"
     # without the flag the same comparison reports and exits 0
     assert cli("compare", str(base), str(new)).returncode == 0
+
+
+def test_resource_metrics_of_profiled_runs_are_comparable(tmp_path: Path) -> None:
+    """Profiled browser rows (the recorded row shape) compare on a resource metric."""
+    from metewand.compare import synthetic
+    from metewand.compare.run_compare import compare_runs
+    from metewand.compare.rundir import load_run
+
+    base = synthetic.write_browser_run(tmp_path / "a", n_tasks=6, k=5, seed=1)
+    same = synthetic.write_browser_run(tmp_path / "b", n_tasks=6, k=5, seed=1)
+    result = compare_runs(load_run(base), load_run(same), metric="pss_peak_bytes")
+    assert result["metric"] == "pss_peak_bytes" and len(result["groups"]) == 12
+    measured = [g for g in result["groups"] if g["ratio"] is not None]
+    assert measured and all(g["ratio"] == 1.0 for g in measured)
+    assert {g["verdict"] for g in measured} == {"no change"}
+    assert result["regression"] is False
