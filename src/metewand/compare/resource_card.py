@@ -288,6 +288,34 @@ def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: 
     return [f"## {title}", "", *_table(["engine", "counts"], rows), ""]
 
 
+def _foreign_cpu_lines(foreign: Mapping[str, Any] | None) -> list[str]:
+    """Foreign CPU: what the machine spent beside the run, and who spent it."""
+    if not foreign:
+        return ["- Foreign CPU: unavailable (the host summary predates foreign CPU telemetry)."]
+    if not foreign.get("evaluated"):
+        return ["- Foreign CPU: unavailable (no sample carried it)."]
+    state = "TRIPPED" if foreign.get("triggered") else "under the limit"
+    visible = foreign.get("median_visible_cores")
+    lines = [
+        f"- Foreign CPU (machine minus this run): median {foreign.get('median_cores')} cores, "
+        f"max {foreign.get('max_cores')} over {foreign.get('sample_count')} samples (median "
+        f"{NA if visible is None else visible} by processes a scan saw twice); limit "
+        f"{foreign.get('threshold_cores')} cores for {foreign.get('sustained_samples')} samples "
+        f"in a row, longest run over it {foreign.get('longest_run_samples')}: {state}."
+    ]
+    top = foreign.get("top_foreign") or []
+    if top:
+        named = ", ".join(
+            f"{t['comm']} (pid {t['pid']}) {t['cpu_cores_mean']} cores" for t in top[:5]
+        )
+        lines.append(f"- Top foreign processes (mean over the run): {named}.")
+    lines.append(
+        f"- Foreign processes started during the run: {foreign.get('started_during_run', NA)} "
+        f"({foreign.get('kernel_threads_started', NA)} kernel threads)."
+    )
+    return lines
+
+
 def _host_observer(s: Summary) -> list[str]:
     lines = ["## Host and observer quality", ""]
     facts = (s.get("provenance") or {}).get("host") or {}
@@ -308,6 +336,7 @@ def _host_observer(s: Summary) -> list[str]:
         )
         for item in host.get("unevaluated") or []:
             lines.append(f"- Not evaluated: {item['condition']}: {item['reason']}.")
+        lines += _foreign_cpu_lines(host.get("foreign_cpu"))
     observer = s.get("observer_effect")
     if observer is None:
         return [*lines, "- Observer effect: unavailable (no profiler-off baseline run).", ""]

@@ -203,6 +203,26 @@ def _host_quality(host_summary: Mapping[str, Any] | None) -> dict[str, Any] | No
         "sample_count": host_summary.get("sample_count"),
         "thresholds": gate.get("thresholds"),
         "unevaluated": gate.get("unevaluated", []),
+        "foreign_cpu": _foreign_cpu_brief(host_summary.get("foreign_cpu")),
+    }
+
+
+def _foreign_cpu_brief(foreign: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The card's view of ``host_summary.json``'s ``foreign_cpu`` (None for runs before it)."""
+    if not foreign:
+        return None
+    keep: tuple[str, ...] = ("threshold_cores", "sustained_samples", "sample_count")
+    keep += ("median_cores", "max_cores", "median_visible_cores")
+    gate = foreign.get("gate") or {}
+    started = foreign.get("started_during_run") or {}
+    return {
+        **{k: foreign.get(k) for k in keep},
+        "triggered": gate.get("triggered"),
+        "evaluated": gate.get("evaluated"),
+        "longest_run_samples": (gate.get("figures") or {}).get("longest_run_samples"),
+        "top_foreign": foreign.get("top_foreign", []),
+        "started_during_run": started.get("count"),
+        "kernel_threads_started": started.get("kernel_threads"),
     }
 
 

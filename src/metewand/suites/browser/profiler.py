@@ -19,6 +19,7 @@ from typing import Any
 from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
+from metewand.measure.host_gate import GateThresholds
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
@@ -92,8 +93,24 @@ class ResourceProfiler(RunHooks):
     def start_host(self, root_pid: int) -> None:
         if self.options.host_telemetry:
             sink = self.run_dir / "host_telemetry.jsonl"
-            self._host = HostTelemetry(self.options.host_sample_interval_s, root_pid, sink)
+            self._host = HostTelemetry(
+                self.options.host_sample_interval_s,
+                root_pid,
+                sink,
+                GateThresholds(foreign_cpu_max_cores=self.options.host_foreign_cpu_max),
+                member_pids=self._group_members,
+            )
             self._host.start()
+
+    def _group_members(self) -> list[int]:
+        """Every process in the engines' accounting groups (host telemetry's thread asks, so
+        a group removed meanwhile is skipped): an engine helper that left the harness's tree
+        is still the benchmark's, never foreign CPU."""
+        members: list[int] = []
+        for group in list(self._groups.values()):
+            with contextlib.suppress(OSError):
+                members.extend(group.pids())
+        return members
 
     def stop_host(self) -> None:
         if self._host is not None:
@@ -240,7 +257,7 @@ class ResourceProfiler(RunHooks):
     ) -> dict[str, Any]:
         group = open_accounting(label=f"{self.run_id}-cold-{name}-{sample}")
         interval = min(COLD_START_INTERVAL_MS, self.options.sample_interval_ms)
-        process = EngineProcess(marked_engine(engine, self.run_id), log_dir,
+        process = EngineProcess(marked_engine(engine, self.run_id, self.run_dir), log_dir,
                                 preexec_fn=group.preexec_join())  # fmt: skip
         sampler = Sampler(group, interval)
         sampler.start()

@@ -30,6 +30,8 @@ class ResourceOptions:
     reference_engine: str | None = None
     host_telemetry: bool = True
     host_sample_interval_s: float = 1.0
+    # foreign_cpu_load: CPU beside the benchmark above this many cores for 3 samples in a row
+    host_foreign_cpu_max: float = 0.10
     cold_start_samples: int = 5
     # After each attempt's cleanup, wait up to this long for the engine's tree to go quiet
     # (resource profiles only; 0 = no wait). See measure/quiet.py for why.
@@ -74,6 +76,8 @@ class RunConfig:
             out.append(f"--resource-profile must be one of {RESOURCE_PROFILES}")
         if self.resource.sample_interval_ms < 10:
             out.append("--resource-sample-interval-ms must be >= 10")
+        if not self.resource.host_foreign_cpu_max >= 0:
+            out.append("--host-foreign-cpu-max must be >= 0")
         if self.resource.cold_start_samples < 0:
             out.append("--cold-start-samples must be >= 0")
         if not 0 <= self.resource.settle_limit_ms <= 60000:
