@@ -28,7 +28,6 @@ from metewand.compare.report_resources import (
 from metewand.compare.rundir import RunData
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
-
 FOREIGN_SERIES = "foreign CPU (cores)"
 
 
