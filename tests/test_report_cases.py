@@ -23,7 +23,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(SORTING, example)
     manifest = example / "metewand.toml"
     text = manifest.read_text()
-    assert "repetitions = 2" in text
+    assert "repetitions = 2" in text  # every experiment of the example gets more repetitions
     manifest.write_text(text.replace("repetitions = 2", f"repetitions = {REPETITIONS}"))
     metewand("run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
              "--run-id", "sort", "--quiet")  # fmt: skip
@@ -43,7 +43,8 @@ def _case(scores: dict[str, Any], size: int, distribution: str) -> dict[str, Any
 def test_each_case_is_separate_and_builtin_beats_heapsort_at_20000(report: Path) -> None:
     scores = canonical.loads((report / "scores.json").read_bytes())
     summary = scores["cases"]
-    assert len(summary["cases"]) == 4  # 2 sizes x 2 distributions, never pooled
+    scaling = [c for c in summary["cases"] if c["coordinates"]["experiment"] == "scaling"]
+    assert len(scaling) == 4  # 2 sizes x 2 distributions, never pooled
     assert summary["bootstrap"]["resamples"] == 2000 and summary["bootstrap"]["seed"]
     for distribution in ("uniform", "reversed"):
         case = _case(scores, 20000, distribution)
@@ -62,7 +63,10 @@ def test_each_case_is_separate_and_builtin_beats_heapsort_at_20000(report: Path)
         ratio = case["ratios"]["python-heapsort"]
         assert ratio["ratio"] > 1 and ratio["ratio_ci95"][0] > 1 and ratio["paired"] is True
     gm = summary["geometric_mean_ratio"]["python-heapsort"]
-    assert gm["cases"] == 4 and gm["ci95"][0] <= gm["geometric_mean"] <= gm["ci95"][1]
+    assert (
+        gm["cases"] == len(summary["cases"])
+        and gm["ci95"][0] <= gm["geometric_mean"] <= gm["ci95"][1]
+    )
 
 
 def test_scorecard_csv_and_html_show_cases(report: Path) -> None:
@@ -71,7 +75,7 @@ def test_scorecard_csv_and_html_show_cases(report: Path) -> None:
     assert "## Ratio to python-builtin" in card and "geometric mean ratio over cases" in card
     rows = list(csv.DictReader((report / "cases.csv").open()))
     keys = {(r["case"], r["implementation"]) for r in rows}
-    assert len(keys) == 4 * 3
+    assert len(keys) == 5 * 3  # scaling's 4 cases and presorted's 1, x 3 implementations
     assert all(r["median_ci95_low"] and r["median_ci95_high"] for r in rows
                if r["metric"] == "timed_wall_time_ns")  # fmt: skip
     html = (report / "report.html").read_text()
