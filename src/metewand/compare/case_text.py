@@ -67,7 +67,9 @@ def terminal_rows(summary: Mapping[str, Any], metrics: tuple[str, ...]) -> list[
     experiments = {c["coordinates"]["experiment"] for c in summary["cases"]}
     rows = []
     for case in summary["cases"]:
-        label = short_label(case) if len(experiments) == 1 else case["case"]
+        label = short_label(case)
+        if len(experiments) > 1:
+            label = f"{case['coordinates']['experiment']}: {label}"
         for name, block in case["implementations"].items():
             cells = [label, name, f"{block['accepted']}/{block['attempts']}", failures_text(block)]
             cells += [block["note"] or compact_cell(m, block["metrics"].get(m)) for m in metrics]
