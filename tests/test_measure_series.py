@@ -164,3 +164,12 @@ def test_wall_time_comes_from_the_kernel_exec_and_exit_events_where_allowed() ->
     report = canonical.loads(done.stdout)
     assert report["sources"]["wall_time_ns"] == expected
     assert 50_000_000 <= report["wall_time_ns"]["value"] < 500_000_000
+
+
+def test_host_pollution_verdict_is_judged_and_warned_consistently(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    done = measure("--runs", "3", "--export-json", str(out), "--", "true")
+    assert done.returncode == 0, done.stderr
+    host = canonical.loads(out.read_bytes())["host"]
+    assert host["samples"] >= 3  # enough for the gate's sustained conditions
+    assert ("host was polluted" in done.stdout) == (not host["gate"]["passed"])

@@ -214,6 +214,10 @@ def run_all(
     """Every command's series in the order given, and the host pollution verdict over them."""
     host = HostWatch()
     host.maybe_sample(force=True)
-    series = [run_series(command, options, host, on_run) for command in commands]
+    series = []
+    for command in commands:
+        series.append(run_series(command, options, host, on_run))
+        # PSI's avg10 already spans 10 s, so even a short series gets the gate's three samples
+        host.maybe_sample(force=True)
     host.maybe_sample(force=True)
     return series, {"gate": host.verdict(), "samples": len(host.samples)}
