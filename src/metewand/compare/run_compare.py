@@ -115,8 +115,9 @@ def _group_entry(
         "new_status": status_text(new.statuses),
     }
     if entry["ratio"] is None:
-        side = "BASE" if not base.values else "NEW"
-        entry["note"] = f"no successful attempt in {side}"
+        name, side = ("BASE", base) if not base.values else ("NEW", new)
+        passed = side.statuses.get(PASS, 0) > 0
+        entry["note"] = f"not measured in {name}" if passed else f"no successful attempt in {name}"
     return entry
 
 
