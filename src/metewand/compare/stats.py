@@ -22,7 +22,6 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_BOOTSTRAP_SEED = 20240607
@@ -293,6 +292,8 @@ def leak_slope(sequence_index: Sequence[float], values: Sequence[float]) -> dict
             "method": "ordinary_least_squares",
             "reason": "fewer than 3 points or a single sequence index",
         }
+    from scipy import stats as scipy_stats  # ~0.5 s to import: only leak slopes need it
+
     x, y = np.asarray(sequence_index, float), np.asarray(values, float)
     fit = scipy_stats.linregress(x, y)
     stderr = _finite(fit.stderr)
