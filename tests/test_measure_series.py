@@ -99,6 +99,7 @@ def test_shell_modes() -> None:
     assert to_argv(["sleep 0.1"], "auto") == ("sh", "-c", "sleep 0.1")
     assert to_argv(["sleep", "0.1"], "auto") == ("sleep", "0.1")
     assert to_argv(["true"], "auto") == ("true",)
+    assert to_argv(["git log -- README.md"], "auto") == ("sh", "-c", "git log -- README.md")
     assert to_argv(["sleep 0.1"], "none") == ("sleep 0.1",)
     assert to_argv(["echo", "a b"], "sh") == ("sh", "-c", "echo 'a b'")
     assert [c.text for c in build_commands([["a{x}"], ["b"]], "auto", [{"x": "1"}])] == [
