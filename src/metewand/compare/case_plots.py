@@ -40,9 +40,13 @@ def scaling_chart(summary: Mapping[str, Any], axis: str, metric: str) -> Figure:
     """Median (log scale) against ``axis``: one panel per setting of the other parameters,
     one line per implementation with its bootstrap CI band."""
     panels: dict[str, list[Mapping[str, Any]]] = {}
+    experiments = {c["coordinates"]["experiment"] for c in summary["cases"]}
     for case in summary["cases"]:
         if axis in case["axes"]:
-            panels.setdefault(short_label(case, axis), []).append(case)
+            title = short_label(case, axis)  # the other parameters, held fixed in one panel
+            if len(experiments) > 1:
+                title = f"{case['coordinates']['experiment']}: {title}"
+            panels.setdefault(title, []).append(case)
     chosen = sorted(panels)[:MAX_PANELS]
     fig = _figure(4.2 * max(1, len(chosen)), 3.6, (0.75, 0.2, 0.55, 0.45))
     fig.subplots_adjust(wspace=0.35)
