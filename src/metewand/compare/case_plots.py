@@ -36,17 +36,22 @@ def scaling_axes(summary: Mapping[str, Any]) -> list[str]:
     return sorted(axis for axis, seen in values.items() if len(seen) >= 2)
 
 
+def _panel_title(summary: Mapping[str, Any], case: Mapping[str, Any], axis: str) -> str:
+    """Everything but ``axis`` is held fixed in one panel; the title names what varies."""
+    title = short_label(case, axis)
+    for field in ("experiment", "case", "dataset", "problem", "timing_scope"):
+        if len({c["coordinates"][field] for c in summary["cases"]}) > 1:
+            title = f"{case['coordinates'][field]}, {title}"
+    return title
+
+
 def scaling_chart(summary: Mapping[str, Any], axis: str, metric: str) -> Figure:
     """Median (log scale) against ``axis``: one panel per setting of the other parameters,
     one line per implementation with its bootstrap CI band."""
     panels: dict[str, list[Mapping[str, Any]]] = {}
-    experiments = {c["coordinates"]["experiment"] for c in summary["cases"]}
     for case in summary["cases"]:
         if axis in case["axes"]:
-            title = short_label(case, axis)  # the other parameters, held fixed in one panel
-            if len(experiments) > 1:
-                title = f"{case['coordinates']['experiment']}: {title}"
-            panels.setdefault(title, []).append(case)
+            panels.setdefault(_panel_title(summary, case, axis), []).append(case)
     chosen = sorted(panels)[:MAX_PANELS]
     fig = _figure(4.2 * max(1, len(chosen)), 3.6, (0.75, 0.2, 0.55, 0.45))
     fig.subplots_adjust(wspace=0.35)
