@@ -151,7 +151,8 @@ def _paired(s: Summary) -> list[str]:
 def _leaks(s: Summary) -> list[str]:
     rows = []
     for e in s["engines"]:
-        curve = s["by_engine"].get(e, {}).get("leak_curve", {})
+        entry = s["by_engine"].get(e, {})
+        curve = entry.get("leak_curve_fit") or entry.get("leak_curve", {})
         pss = curve.get("pss_end_bytes_slope_per_attempt", {})
         procs = curve.get("process_count_end_slope_per_attempt", {})
         rows.append(
@@ -399,6 +400,32 @@ def _pct(figures: Mapping[str, Any], key: str) -> str:
     return NA if value is None else f"{value:+.2f}"
 
 
+def _harness_and_traffic(s: Summary) -> list[str]:
+    """harness_scope apart from the engines, and the byte counts metewand does not take."""
+    rows = []
+    for e in s["engines"]:
+        h = s["by_engine"].get(e, {}).get("harness_scope") or {}
+        rows.append([e, str(h.get("attempts", 0)), _num(h.get("cpu_ms_median"), 2),
+                     _num(h.get("cpu_ms_p95"), 2)])  # fmt: skip
+    header = ["engine", "attempts", "harness CPU median ms", "harness CPU p95 ms"]
+    concurrent = any(
+        (s["by_engine"].get(e, {}).get("harness_scope") or {}).get("concurrent")
+        for e in s["engines"]
+    )
+    note = (
+        "harness_scope: metewand's own process (CDP client, driver, grader, fixture server) over "
+        "each attempt, minus the sampler's threads; never part of an engine's figures."
+    )
+    if concurrent:
+        note += " jobs > 1: the process served several attempts at once, so these overlap."
+    missing = s.get("traffic_not_measured") or {}
+    return [
+        "## Harness scope (not engine cost)", "", *_table(header, rows), "", note, "",
+        f"- control-plane bytes: {missing.get('control_plane_traffic', 'not implemented')}",
+        f"- wire bytes: {missing.get('wire_traffic', 'not implemented')}", "",
+    ]  # fmt: skip
+
+
 SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _intro,
     _eligibility,
@@ -409,6 +436,7 @@ SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _setup,
     _excluded,
     _flags,
+    _harness_and_traffic,
     _host_observer,
 )
 

@@ -268,6 +268,11 @@ class HostTelemetry:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def sampler_cpu_ns(self) -> int:
+        """CPU the telemetry thread has spent so far (an observer's cost, not the harness's)."""
+        return self._sampler_cpu_ns
+
     def summary(self) -> dict[str, Any]:
         """``host_summary.json`` content (``abb_host_summary/1``)."""
         verdict = evaluate_gate(self.samples, self.thresholds, sampler_errors=self.errors)
