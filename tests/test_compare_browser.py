@@ -8,6 +8,7 @@ from typing import Any
 
 from browser_run_helpers import ABOUT_BLANK_TASK, cli, tiny_corpus
 from metewand import canonical
+from metewand.runtime import schemas
 
 
 def _task(task_id: str, expression: str, expected: int) -> dict[str, Any]:
@@ -41,6 +42,7 @@ def test_a_status_change_is_listed_and_fails_the_gate(tmp_path: Path) -> None:
                "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
+    assert schemas.violations("metewand_compare-1", result) == []
     assert result["suite"] == "browser" and result["metric"] == "duration_ms"
     changes = {(c["task"], c["engine"]): (c["base_status"], c["new_status"])
                for c in result["status_changes"]}  # fmt: skip

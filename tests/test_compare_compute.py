@@ -14,8 +14,9 @@ import pytest
 
 from compare_helpers import metewand, run_manifest, sorting_manifest
 from metewand import canonical
+from metewand.runtime import schemas
 
-DELAY_MS = 150
+DELAY_MS = 300
 REPETITIONS = 9
 
 
@@ -42,6 +43,7 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
+    assert schemas.violations("metewand_compare-1", result) == []
     verdicts = {(g["case"], g["implementation"]): g["verdict"] for g in result["groups"]}
     assert len(verdicts) == 4 and not result["unmatched"]["only_in_base"]
     for (case, impl), verdict in verdicts.items():

@@ -13,6 +13,7 @@ import numpy as np
 from metewand import canonical
 from metewand.compare import series_stats, stats
 from metewand.measure.series import build_commands, to_argv
+from metewand.runtime import schemas
 
 METEWAND = str(Path(sys.executable).with_name("metewand"))
 
@@ -36,6 +37,7 @@ def test_second_command_about_twice_slower_with_a_ci_and_every_run_exported(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = canonical.loads(exported.read_bytes())
+    assert schemas.violations("metewand_measure_series-1", result) == []
     assert [c["command"] for c in result["commands"]] == ["sleep 0.05", "sleep 0.1"]
     for series in result["commands"]:
         assert series["warmups"] == 2 and len(series["runs"]) == 10  # every measured run

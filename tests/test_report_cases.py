@@ -12,6 +12,7 @@ import pytest
 from compare_helpers import SORTING, metewand
 from metewand import canonical
 from metewand.compare import cases
+from metewand.runtime import schemas
 
 REPETITIONS = 9
 
@@ -43,6 +44,7 @@ def _case(scores: dict[str, Any], size: int, distribution: str) -> dict[str, Any
 def test_each_case_is_separate_and_builtin_beats_heapsort_at_20000(report: Path) -> None:
     scores = canonical.loads((report / "scores.json").read_bytes())
     summary = scores["cases"]
+    assert schemas.violations("metewand_compute_cases-1", summary) == []
     scaling = [c for c in summary["cases"] if c["coordinates"]["experiment"] == "scaling"]
     assert len(scaling) == 4  # 2 sizes x 2 distributions, never pooled
     assert summary["bootstrap"]["resamples"] == 2000 and summary["bootstrap"]["seed"]
