@@ -49,7 +49,7 @@ def _print_table(result: dict[str, Any]) -> None:
     table = Table(title=compare_render.headline(result), title_justify="left")
     for column in (*result["group_names"], *compare_render.HEADER):
         table.add_column(column)
-    for row in compare_render.group_rows(result):
+    for row in compare_render.group_rows(result, short=True):
         table.add_row(*row)
     console.print(table)
     for row in compare_render.unmatched_rows(result):

@@ -34,9 +34,28 @@ def ratio_text(group: Mapping[str, Any]) -> str:
     return f"{group['ratio']:.3f}×{span}"
 
 
-def group_rows(result: Mapping[str, Any]) -> list[list[str]]:
+def _shortened(labels: list[str]) -> dict[str, str]:
+    """Drop what every label shares: a leading ``experiment/case: `` and a trailing ``[scope]``.
+
+    For the terminal only (80 columns); files keep the whole label.
+    """
+    heads = {label.split(": ", 1)[0] for label in labels if ": " in label}
+    tails = {label.rsplit(" [", 1)[1] for label in labels if " [" in label}
+    out = {}
+    for label in labels:
+        short = label
+        if len(heads) == 1 and all(": " in x for x in labels):
+            short = short.split(": ", 1)[1]
+        if len(tails) == 1 and all(" [" in x for x in labels):
+            short = short.rsplit(" [", 1)[0]
+        out[label] = short
+    return out
+
+
+def group_rows(result: Mapping[str, Any], short: bool = False) -> list[list[str]]:
     first, second = result["group_names"]
     metric = result["metric"]
+    names = _shortened([str(g[first]) for g in result["groups"]]) if short else {}
     rows = []
     for g in result["groups"]:
         status = g["new_status"]
@@ -44,7 +63,7 @@ def group_rows(result: Mapping[str, Any]) -> list[list[str]]:
             status = f"{g['base_status']} → {g['new_status']}"
         rows.append(
             [
-                str(g[first]),
+                names.get(str(g[first]), str(g[first])),
                 str(g[second]),
                 ratio_text(g),
                 g["verdict"],
