@@ -96,3 +96,13 @@ def test_groups_in_one_run_only_are_listed(runs: dict[str, Path], tmp_path: Path
     only = result["unmatched"]["only_in_base"]
     assert len(only) == 2 and {impl for _, impl in only} == {"slow"}
     assert {g["implementation"] for g in result["groups"]} == {"steady"}
+
+
+def test_out_that_is_a_file_is_invalid_input(runs: dict[str, Path], tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = metewand(
+        "compare", runs["base"], runs["again"], "--format", "md", "--out", blocker, check=False
+    )
+    assert done.returncode == 2 and "cannot write into" in done.stderr
+    assert "Traceback" not in done.stderr

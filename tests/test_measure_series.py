@@ -176,3 +176,13 @@ def test_host_pollution_verdict_is_judged_and_warned_consistently(tmp_path: Path
     host = canonical.loads(out.read_bytes())["host"]
     assert host["samples"] >= 3  # enough for the gate's sustained conditions
     assert ("host was polluted" in done.stdout) == (not host["gate"]["passed"])
+
+
+def test_export_into_a_missing_directory_is_refused_before_running(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    done = measure(
+        "--runs", "2", "--export-json", str(tmp_path / "nope" / "r.json"), "--",
+        f"touch {marker}",
+    )  # fmt: skip
+    assert done.returncode == 2 and "no such directory" in done.stderr
+    assert not marker.exists() and "Traceback" not in done.stderr

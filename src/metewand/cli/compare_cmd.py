@@ -142,6 +142,9 @@ def compare(
     except (RunDirError, CompareError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
+    except OSError as exc:  # --out names a file, or a directory we may not write
+        click.echo(f"error: cannot write into {out_dir}: {exc.strerror or exc}", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
     if as_json:
         click.echo(canonical.dumps_str(result))
     else:

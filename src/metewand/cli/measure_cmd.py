@@ -218,6 +218,16 @@ def _export(
             tmp.replace(target)
 
 
+def _check_exports(*paths: str | None) -> None:
+    """An export that cannot be written is refused before anything runs, not after."""
+    from pathlib import Path
+
+    for path in paths:
+        if path and not Path(path).resolve().parent.is_dir():
+            click.echo(f"metewand measure: {path}: no such directory to export into", err=True)
+            sys.exit(exit_codes.INVALID_INPUT)
+
+
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option(
     "--runs",
@@ -370,6 +380,7 @@ def measure(
         sys.exit(exit_codes.INVALID_INPUT)
     if not repeated:
         _single_run(groups[0], shell, backend, interval_ms, pss_every, as_json)
+    _check_exports(export_json, export_csv, export_markdown)
     from metewand.measure.series import SeriesOptions, build_commands, to_argv
 
     try:
