@@ -98,11 +98,18 @@ def test_groups_in_one_run_only_are_listed(runs: dict[str, Path], tmp_path: Path
     assert {g["implementation"] for g in result["groups"]} == {"steady"}
 
 
-def test_out_that_is_a_file_is_invalid_input(runs: dict[str, Path], tmp_path: Path) -> None:
+def test_out_under_a_file_is_invalid_input(runs: dict[str, Path], tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     done = metewand(
-        "compare", runs["base"], runs["again"], "--format", "md", "--out", blocker, check=False
+        "compare",
+        runs["base"],
+        runs["again"],
+        "--format",
+        "md",
+        "--out",
+        blocker / "sub",
+        check=False,
     )
     assert done.returncode == 2 and "cannot write into" in done.stderr
     assert "Traceback" not in done.stderr
