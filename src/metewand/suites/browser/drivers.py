@@ -122,8 +122,13 @@ async def run_raw_cdp(ctx: AttemptContext) -> DriverVerdict:
     return DriverVerdict(verdict_from_checks(checks), checks, state.answer, state.saved)
 
 
+def grader_session(run_id: str, task_id: str, engine: str, attempt: int, seed: str) -> str:
+    """The per-attempt ``session`` value shared by the page, the grader and the grade ledger."""
+    return f"{run_id}-{task_id}-{engine}-{attempt}-{seed}"
+
+
 def probe_session(ctx: AttemptContext) -> str:
-    return f"{ctx.run_id}-{ctx.task.task_id}-{ctx.engine}-{ctx.attempt}-{ctx.seed}"
+    return grader_session(ctx.run_id, ctx.task.task_id, ctx.engine, ctx.attempt, ctx.seed)
 
 
 async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
