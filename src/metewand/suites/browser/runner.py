@@ -20,7 +20,14 @@ from typing import Any, Final
 from metewand.runtime import provenance
 from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
-from metewand.runtime.store import RunStore, StoreError, utc_now, write_json_atomic
+from metewand.runtime.store import (
+    MANIFEST_NAME,
+    RunStore,
+    RunView,
+    StoreError,
+    utc_now,
+    write_json_atomic,
+)
 from metewand.suites.browser import classify
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
 from metewand.suites.browser.engine_pool import EnginePool
@@ -142,16 +149,10 @@ def _open(
 ) -> tuple[RunStore, Plan]:
     if resume is not None:
         run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
-        store = RunStore.open(run_dir)
-        try:
-            data = store.manifest["data"]
-            plan = build_plan(RunConfig.from_json(data[CONFIG_KEY]))
-            if corpus_digest(plan.corpus.root)["sha256"] != data["corpus"]["sha256"]:
-                raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
-        except BaseException:
-            store.close()
-            raise
-        return store, plan
+        # Everything is checked on a read-only view first: a refused resume leaves the run
+        # directory as it was (no resumed_at, no state change, no torn-tail repair).
+        plan = _resume_plan(RunView(run_dir))
+        return RunStore.open(run_dir), plan
     assert config is not None
     plan = build_plan(config)
     for error in plan.skipped_invalid:
@@ -162,6 +163,29 @@ def _open(
 
     run_id = run_id or new_run_id()
     return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
+
+
+def _resume_plan(view: RunView) -> Plan:
+    """The plan of the run being resumed, refused when it is not a browser run or its corpus
+    changed (``PlanError``/``StoreError``, exit 2)."""
+    where = view.run_dir / MANIFEST_NAME
+    try:
+        data = view.manifest["data"]
+        if not isinstance(data, dict) or data.get("suite") != "browser":
+            suite = data.get("suite") if isinstance(data, dict) else None
+            raise PlanError([f"{where}: not a browser run (suite {suite!r}); resume it with the "
+                             "command that created it"])  # fmt: skip
+        config = RunConfig.from_json(data[CONFIG_KEY])
+        recorded = data["corpus"]["sha256"]
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, PlanError):
+            raise
+        raise PlanError([f"{where}: unreadable browser run manifest ({type(exc).__name__}: "
+                         f"{exc})"]) from None  # fmt: skip
+    plan = build_plan(config)
+    if corpus_digest(plan.corpus.root)["sha256"] != recorded:
+        raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
+    return plan
 
 
 def _finish_profiler(profiler: ResourceProfiler) -> None:
