@@ -124,7 +124,7 @@ class AttemptRunner:
             outcome = await run_task_attempt(
                 planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
                 config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
-                seed=seed, engine_alive=process.is_alive, before_cleanup=window.close,
+                seed=seed, engine_health=process.health, before_cleanup=window.close,
             )  # fmt: skip
             finished_at = utc_now()
             if self._write_grader_evidence(session, out_dir):

@@ -54,15 +54,17 @@ class EnginePool:
         return self._processes[engine]
 
     async def ready(self, engine: str) -> EngineProcess:
-        """The engine, running: started on first use, relaunched when found dead."""
+        """The engine, healthy: started on first use, relaunched when found dead or not
+        answering on its CDP endpoint (``EngineProcess.health``), never handed out on the word
+        of ``Popen.poll()`` alone."""
         process = self._processes[engine]
-        if process.is_alive():
-            return process
-        first = process.generation == 0
-        if first:
+        if process.generation == 0:
             await process.start()
         else:
-            await process.ensure_running()
+            health = await process.health()
+            if health == "ok":
+                return process
+            await process.relaunch(health)
             self.relaunches[engine] += 1
         record_pid(
             self.run_dir,
