@@ -59,11 +59,11 @@ def test_a_hung_engine_is_relaunched_not_handed_out(name: str, tmp_path: Path) -
     pool = EnginePool({name: resolved_or_skip(name)}, tmp_path, "health-test", worker=0)
 
     async def scenario() -> None:
-        first = await pool.ready(name)
-        first_pid = first.pid
-        assert first_pid is not None and await first.health() == "ok"
-        os.kill(first_pid, signal.SIGSTOP)  # alive for poll(), silent on CDP
         try:
+            first = await pool.ready(name)
+            first_pid = first.pid
+            assert first_pid is not None and await first.health() == "ok"
+            os.kill(first_pid, signal.SIGSTOP)  # alive for poll(), silent on CDP
             started = time.monotonic()
             second = await pool.ready(name)
             waited = time.monotonic() - started

@@ -50,6 +50,7 @@ HEALTH_POLL_S: Final = 0.05
 SUSPECT_GRACE_S: Final = 1.0
 
 PreexecFn = Callable[[], None]
+OnSpawn = Callable[["EngineProcess"], None]
 
 
 class EngineLaunchError(RuntimeError):
@@ -135,10 +136,14 @@ class EngineProcess:
         log_dir: Path,
         preexec_fn: PreexecFn | None = None,
         ready_timeout_s: float | None = None,
+        on_spawn: OnSpawn | None = None,
     ) -> None:
         self.engine = engine
         self.log_dir = Path(log_dir)
         self.preexec_fn = preexec_fn
+        # Called right after the process exists, before the readiness wait: a runner killed
+        # while an engine starts up must already have recorded it (see ``leftovers``).
+        self.on_spawn = on_spawn
         self.ready_timeout_s = ready_timeout_s or engine.spec.ready_timeout_s
         self.generation = 0
         self.port: int | None = None
@@ -263,6 +268,8 @@ class EngineProcess:
             start_new_session=True,
             preexec_fn=self.preexec_fn,
         )
+        if self.on_spawn is not None:
+            self.on_spawn(self)
         self.json_version = await self._wait_ready(started)
         self.ws_url = str(self.json_version["webSocketDebuggerUrl"])
         self.ready_ms = (time.perf_counter() - started) * 1000.0
