@@ -15,12 +15,16 @@ re-parented, as after a real crash, and the next ``--resume`` must find and end 
 - groups left: accounting groups (``metewand-<run id>-...``) still in /sys/fs/cgroup;
 - temporary dirs left: engine private roots in the temp dir owned by this run.
 
+What was found is then removed (this run's recorded engines and its empty groups only), so the
+soak itself leaves nothing on a shared host.
+
 All must be 0. The run goes to a temporary directory, removed at the end unless ``--keep``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand.suites.browser import private_dirs
-from metewand.suites.browser.leftovers import marked_processes, run_processes
+from metewand.suites.browser.leftovers import kill_leftovers, marked_processes, run_processes
 from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.run_plan import build_plan
 
@@ -114,12 +118,28 @@ def soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         proc = _metewand(first if cycle == 0 else resume)
         what = _kill_after(proc, run_dir / "run_manifest.json", rng.uniform(*KILL_AFTER_S))
         rows, _torn = _rows(run_dir) if run_dir.is_dir() else ([], 0)
-        orphans = len(marked_processes(run_id))
+        orphans = len(run_processes(run_dir, run_id)) if run_dir.is_dir() else 0
         cycles.append({"cycle": cycle, "what": what, "rows": len(rows), "orphans": orphans})
         print(f"cycle {cycle:2}: {what}; rows so far {len(rows)}; engine processes orphaned "
               f"{orphans}", flush=True)  # fmt: skip
     final = _metewand(["--resume", str(run_dir), "--out", str(out)])
     _out, err = final.communicate(timeout=FINAL_LIMIT_S)
+    result = _count(run_dir, run_id)
+    result.update(cycles=cycles, final_exit=final.returncode,
+                  final_stderr_tail=err.decode("utf-8", "replace")[-400:])  # fmt: skip
+    _clean_up(run_dir, run_id, result)
+    return result
+
+
+def _clean_up(run_dir: Path, run_id: str, counted: dict[str, Any]) -> None:
+    """After counting: end what this run left on the shared host (its own pids and groups)."""
+    kill_leftovers(run_dir, run_id)
+    for group in counted["groups_left"]:
+        with contextlib.suppress(OSError):  # a group with members left: reported above
+            os.rmdir(group)
+
+
+def _count(run_dir: Path, run_id: str) -> dict[str, Any]:
     manifest = json.loads((run_dir / "run_manifest.json").read_text())
     plan = build_plan(RunConfig.from_json(manifest["data"]["config"]))
     planned = {a.key for a in plan.attempts}
@@ -127,9 +147,6 @@ def soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     keys = [str(r["key"]) for r in rows]
     return {
         "run_id": run_id,
-        "cycles": cycles,
-        "final_exit": final.returncode,
-        "final_stderr_tail": err.decode("utf-8", "replace")[-400:],
         "state": manifest["state"],
         "planned": len(planned),
         "rows": len(rows),
