@@ -44,6 +44,9 @@ repetitions = 1
         (["--resource-max-observer-effect-pct", "nan"], "--resource-max-observer-effect-pct"),
         (["--resource-max-observer-effect-pct", "inf"], "--resource-max-observer-effect-pct"),
         (["--resource-max-observer-effect-pct", "0"], "--resource-max-observer-effect-pct"),
+        (["--jobs", "100000"], "--jobs"),
+        (["--resource-sample-interval-ms", "99999999999999"], "--resource-sample-interval-ms"),
+        (["--cold-start-samples", "1000000000"], "--cold-start-samples"),
     ],
 )
 def test_hostile_flag_exits_2_and_creates_nothing(

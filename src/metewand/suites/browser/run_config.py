@@ -20,6 +20,7 @@ CONNECTION_POLICY: Final = "fresh_cdp_connection_per_attempt"
 # Bounds that keep a typo from planning for hours or overflowing a timeout: every attempt is
 # held in memory as a planned row before the first one runs.
 MAX_K: Final = 10_000
+MAX_JOBS: Final = 64
 MAX_TIMEOUT_SCALE: Final = 100.0
 MAX_HOST_SAMPLE_INTERVAL_S: Final = 3600.0
 
@@ -82,10 +83,8 @@ class RunConfig:
             out.append("--engines: at least one engine is required")
         if len(set(self.engines)) != len(self.engines):
             out.append("--engines: an engine is named twice")
-        if not 1 <= self.k <= MAX_K:
-            out.append(f"--k must be between 1 and {MAX_K}, got {self.k}")
-        if self.jobs < 1:
-            out.append("--jobs must be >= 1")
+        out += _out_of_bounds("--k", self.k, 1, MAX_K)
+        out += _out_of_bounds("--jobs", self.jobs, 1, MAX_JOBS)
         if self.isolation not in ISOLATIONS:
             out.append(f"--isolation must be one of {ISOLATIONS}")
         if self.score_mode not in SCORE_MODES:
@@ -95,13 +94,13 @@ class RunConfig:
                        f"got {self.timeout_scale}")  # fmt: skip
         if self.resource.profile not in RESOURCE_PROFILES:
             out.append(f"--resource-profile must be one of {RESOURCE_PROFILES}")
-        if self.resource.sample_interval_ms < 10:
-            out.append("--resource-sample-interval-ms must be >= 10")
-        out += self.resource.float_problems()
-        if self.resource.cold_start_samples < 0:
-            out.append("--cold-start-samples must be >= 0")
-        if not 0 <= self.resource.settle_limit_ms <= 60000:
-            out.append("--settle-limit-ms must be between 0 and 60000")
+        resource = self.resource
+        out += _out_of_bounds(
+            "--resource-sample-interval-ms", resource.sample_interval_ms, 10, 60000
+        )
+        out += resource.float_problems()
+        out += _out_of_bounds("--cold-start-samples", resource.cold_start_samples, 0, 1000)
+        out += _out_of_bounds("--settle-limit-ms", resource.settle_limit_ms, 0, 60000)
         ref = self.resource.reference_engine
         if ref is not None and ref not in self.engines:
             out.append(f"--reference-engine {ref!r} is not one of --engines")
@@ -122,3 +121,9 @@ class RunConfig:
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)
+
+
+def _out_of_bounds(flag: str, value: int, low: int, high: int) -> list[str]:
+    if low <= value <= high:
+        return []
+    return [f"{flag} must be between {low} and {high}, got {value}"]
