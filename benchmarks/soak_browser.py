@@ -6,7 +6,8 @@ then ``--resume``, N times; then a last ``--resume`` to the end, and a count of 
                                                 [--resource-profile off|baseline|engine]
 
 Each cycle starts ``metewand browser run`` (the first) or ``--resume`` (the others) as a real
-process, waits a random 2-7 s once the run directory exists, and sends SIGKILL to the runner alone: its engines live on,
+process, waits for 0-4 new rows (0: the kill lands in start-up or engine launch) and a random
+0-1 s more, and sends SIGKILL to the runner alone: its engines live on,
 re-parented, as after a real crash, and the next ``--resume`` must find and end them. Figures:
 
 - rows lost: planned attempt keys without a row after the final resume;
@@ -44,7 +45,9 @@ from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.run_plan import build_plan
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-KILL_AFTER_S = (2.0, 7.0)
+NEW_ROWS = (0, 4)  # the kill comes after this many new rows (0: during start-up) ...
+KILL_DELAY_S = (0.0, 1.0)  # ... and this much later, so it lands anywhere in an attempt
+ROW_WAIT_LIMIT_S = 120
 FINAL_LIMIT_S = 1800
 
 
@@ -56,21 +59,25 @@ def _metewand(args: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def _kill_after(proc: subprocess.Popen[bytes], manifest: Path, delay_s: float) -> str:
-    """SIGKILL the runner ``delay_s`` after its run directory exists, unless it ended first;
-    says which happened."""
+def _kill_at(proc: subprocess.Popen[bytes], run_dir: Path, new_rows: int, delay_s: float) -> str:
+    """SIGKILL the runner once it wrote ``new_rows`` more rows, ``delay_s`` later (0 new rows:
+    during start-up, engine launch included), unless it ended first; says which happened."""
     started = time.monotonic()
-    while not manifest.exists() and proc.poll() is None and time.monotonic() - started < 120:
+    results = run_dir / "results.jsonl"
+    while not results.exists() and proc.poll() is None and time.monotonic() - started < 60:
+        time.sleep(0.05)  # the first run's directory must exist, or there is nothing to resume
+    before = len(_rows(run_dir)[0]) if results.exists() else 0
+    while proc.poll() is None and time.monotonic() - started < ROW_WAIT_LIMIT_S:
+        if len(_rows(run_dir)[0]) >= before + new_rows:
+            break
         time.sleep(0.05)
-    deadline = time.monotonic() + delay_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode("utf-8", "replace")[-300:] if proc.stderr else ""
-            return f"ended (exit {proc.returncode}) before the kill {err!r}"
-        time.sleep(0.05)
+    time.sleep(delay_s)
+    if proc.poll() is not None:
+        err = proc.stderr.read().decode("utf-8", "replace")[-300:] if proc.stderr else ""
+        return f"ended (exit {proc.returncode}) before the kill {err!r}"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    return f"killed {delay_s:.1f} s after the run directory existed"
+    return f"killed {delay_s:.2f} s after {new_rows} new row(s)"
 
 
 def _rows(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
@@ -116,7 +123,7 @@ def soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     for cycle in range(args.cycles):
         resume = ["--resume", str(run_dir), "--out", str(out)]
         proc = _metewand(first if cycle == 0 else resume)
-        what = _kill_after(proc, run_dir / "run_manifest.json", rng.uniform(*KILL_AFTER_S))
+        what = _kill_at(proc, run_dir, rng.randint(*NEW_ROWS), rng.uniform(*KILL_DELAY_S))
         rows, _torn = _rows(run_dir) if run_dir.is_dir() else ([], 0)
         orphans = len(run_processes(run_dir, run_id)) if run_dir.is_dir() else 0
         cycles.append({"cycle": cycle, "what": what, "rows": len(rows), "orphans": orphans})

@@ -38,7 +38,7 @@ def _alive(pid: int) -> bool:
 def test_engine_killed_runner_left_during_startup_is_found_and_killed(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"tiny.json": ABOUT_BLANK_TASK})
     stand_in = tmp_path / "engine.sh"
-    stand_in.write_text("#!/bin/sh\nexec env -u METEWAND_RUN_ID sleep 300\n")
+    stand_in.write_text("#!/bin/sh\nexec env -i /bin/sleep 300\n")
     stand_in.chmod(0o755)
     out = tmp_path / "runs"
     runner = subprocess.Popen(
