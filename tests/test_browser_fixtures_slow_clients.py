@@ -18,6 +18,7 @@ from metewand.suites.browser.fixtures.limits import (
     HEAD_TIMEOUT_S,
     MAX_PATH_CHARS,
     MAX_REQUEST_BODY,
+    RESPONSE_TIMEOUT_S,
 )
 
 SLACK_S = 5.0  # a loaded host; the point is "closed in bounded time", not "closed at once"
@@ -59,6 +60,24 @@ def _closed_after(port: int, opening: bytes, dribble: bytes = b"") -> tuple[floa
         return time.monotonic() - started, received
 
 
+def _stalled_reader(port: int) -> tuple[float, bytes]:
+    """Ask for 8 MiB and read nothing until the server's deadline passed; then read what is
+    left: a server that gave up ends the stream early (EOF or reset), else all 8 MiB come."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"GET /__resource__/echo?response_bytes=8388608 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(RESPONSE_TIMEOUT_S + SLACK_S)
+        sock.settimeout(SLACK_S)
+        received = 0
+        try:
+            while chunk := sock.recv(65536):
+                received += len(chunk)
+        except (ConnectionResetError, TimeoutError):
+            pass
+        return time.monotonic() - started, str(received).encode()
+
+
 def _in_parallel(
     jobs: dict[str, Callable[[], tuple[float, bytes]]],
 ) -> dict[str, tuple[float, bytes]]:
@@ -85,6 +104,7 @@ def test_silent_dribbling_and_stalled_clients_are_cut_off(server: ServerThread) 
         "half_head": lambda: _closed_after(port, b"GET /l1/core HTTP/1.1\r\nHost: x\r\n"),
         "dribble": lambda: _closed_after(port, b"GET /l1/core HTTP/1.1\r\n", dribble=b"X"),
         "stalled_body": lambda: _closed_after(port, post_head),
+        "stalled_reader": lambda: _stalled_reader(port),
     })  # fmt: skip
     for name in ("silent", "half_head", "dribble"):
         waited, received = results[name]
@@ -93,6 +113,9 @@ def test_silent_dribbling_and_stalled_clients_are_cut_off(server: ServerThread) 
     waited, received = results["stalled_body"]
     assert waited < BODY_TIMEOUT_S + SLACK_S, waited
     assert received.startswith(b"HTTP/1.1 408 "), received
+    waited, received = results["stalled_reader"]
+    assert int(received) < 8 * 1024 * 1024, received  # cut off, not held open until it reads
+    assert waited < RESPONSE_TIMEOUT_S + 2 * SLACK_S
     # the server still serves everyone else
     assert raw_http(port, b"/l1/core").status == 200
 
