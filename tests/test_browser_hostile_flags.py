@@ -96,3 +96,21 @@ def test_refused_resume_after_a_corpus_change_rewrites_nothing(tmp_path: Path) -
     assert done.returncode == 2, done.stderr
     assert "corpus changed" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert _snapshot(run_dir) == before  # manifest (state, resumed_at) and rows as they were
+
+
+def test_browser_resume_of_an_unreadable_manifest_is_refused_untouched(tmp_path: Path) -> None:
+    for name, content in (
+        ("not_utf8", b"\xff\xfe{"),
+        ("truncated", b'{"schema": "metewand_run_manifest/1", "run_id": "x"'),
+        ("no_config", b'{"data":{"suite":"browser"},"run_id":"x","schema":'
+                      b'"metewand_run_manifest/1","state":"interrupted"}'),
+    ):  # fmt: skip
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "run_manifest.json").write_bytes(content)
+        (run_dir / "results.jsonl").write_bytes(b'{"key": "torn')
+        before = _snapshot(run_dir)
+        done = cli("browser", "run", "--resume", str(run_dir), "--no-progress", timeout=60)
+        assert done.returncode == 2, (name, done.stderr)
+        assert "Traceback" not in done.stderr and "run_manifest.json" in done.stderr, done.stderr
+        assert _snapshot(run_dir) == before, name
