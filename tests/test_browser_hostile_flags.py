@@ -114,3 +114,14 @@ def test_browser_resume_of_an_unreadable_manifest_is_refused_untouched(tmp_path:
         assert done.returncode == 2, (name, done.stderr)
         assert "Traceback" not in done.stderr and "run_manifest.json" in done.stderr, done.stderr
         assert _snapshot(run_dir) == before, name
+
+
+def test_out_that_is_a_file_exits_2_without_a_traceback(tmp_path: Path) -> None:
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    for out in (a_file, a_file / "below"):
+        done = cli("browser", "run", "--engines", "chrome", "--task", BUILTIN_TASK,
+                   "--out", str(out), "--no-progress", timeout=120)  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr and f"--out {out}" in done.stderr, done.stderr
+    assert a_file.read_text() == "not a directory"

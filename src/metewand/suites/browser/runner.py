@@ -170,7 +170,11 @@ def _open(
     from metewand.runtime.store import new_run_id
 
     run_id = run_id or new_run_id()
-    return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
+    try:
+        return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
+    except OSError as exc:  # --out is a file, under a file, or not writable
+        raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
+                         f"{exc.strerror or exc}"]) from None  # fmt: skip
 
 
 def _resume_plan(view: RunView) -> Plan:
