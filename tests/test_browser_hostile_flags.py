@@ -45,6 +45,10 @@ repetitions = 1
         (["--resource-max-observer-effect-pct", "inf"], "--resource-max-observer-effect-pct"),
         (["--resource-max-observer-effect-pct", "0"], "--resource-max-observer-effect-pct"),
         (["--jobs", "100000"], "--jobs"),
+        (
+            ["--resource-profile", "engine", "--resource-calibration-baseline", "/no/such/run"],
+            "--resource-calibration-baseline",
+        ),
         (["--resource-sample-interval-ms", "99999999999999"], "--resource-sample-interval-ms"),
         (["--cold-start-samples", "1000000000"], "--cold-start-samples"),
     ],

@@ -158,9 +158,11 @@ def _open(
         # Everything is checked on a read-only view first: a refused resume leaves the run
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
+        _check_baseline(plan.config, out_dir)
         return RunStore.open(run_dir), plan
     assert config is not None
     plan = build_plan(config)
+    _check_baseline(config, out_dir)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
     for subset_id, why in not_run_subsets(plan).items():
@@ -205,14 +207,31 @@ def _finish_profiler(profiler: ResourceProfiler) -> None:
     profiler.close()
 
 
+def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
+    """``--resource-calibration-baseline``: a run directory, or a run id under ``--out``."""
+    baseline = config.resource.calibration_baseline
+    if baseline is None:
+        return None
+    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+
+
+def _check_baseline(config: RunConfig, out_dir: Path) -> None:
+    """Refuse a baseline that is not a readable run before the run starts, not after it."""
+    baseline_dir = _baseline_dir(config, out_dir)
+    if baseline_dir is None:
+        return
+    try:
+        RunView(baseline_dir).manifest  # noqa: B018 - read to validate
+    except (StoreError, ValueError, OSError) as exc:
+        raise PlanError([f"--resource-calibration-baseline "
+                         f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
+
+
 def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
     from metewand.compare.calibration import CalibrationThresholds
     from metewand.compare.resource_artifacts import finalize_resource_artifacts
 
-    baseline = config.resource.calibration_baseline
-    baseline_dir = None
-    if baseline is not None:
-        baseline_dir = Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    baseline_dir = _baseline_dir(config, out_dir)
     summary = finalize_resource_artifacts(
         store.run_dir,
         baseline_dir,
