@@ -22,6 +22,7 @@ from metewand.suites.browser.cdp import CdpClient, close_target, new_page_target
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures import ServerThread
 from metewand.suites.browser.fixtures.answers import inventory_count
+from metewand.suites.browser.fixtures.endpoints.harness import GRADER_TOKEN_HEADER
 from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.runner import run_browser
 
@@ -122,6 +123,39 @@ def test_page_javascript_in_chromium_gets_no_expected_answer(
             "status": "fail",
         }
         assert entry.expected not in text
+
+
+@pytest.fixture(scope="module")
+def harness_only() -> Iterator[ServerThread]:
+    yield from serve(corpus_or_skip(), harness_only_graders=True)
+
+
+async def _grade_with(
+    base: str, payload: dict[str, Any], headers: list[dict[str, str]]
+) -> list[tuple[int, dict[str, Any]]]:
+    out = []
+    async with aiohttp.ClientSession() as http:
+        for header in headers:
+            for path in ("/__grade__/expected_answer", f"/__grade__/{INVENTORY}"):
+                async with http.post(base + path, json=payload, headers=header) as reply:
+                    out.append((reply.status, await reply.json()))
+    return out
+
+
+def test_harness_only_graders_refuse_every_other_client(harness_only: ServerThread) -> None:
+    # A run's server: only the harness, which holds the token, may grade. Page JavaScript and
+    # the engine itself (loopback clients both) cannot even ask for a verdict.
+    token = harness_only.server.context.grader_token
+    assert token
+    entry = _one_entry_per_mode(harness_only)["equals"]
+    payload = {"task_id": entry.task_id, "answer": entry.expected}
+    tries = [{}, {GRADER_TOKEN_HEADER: "guess"}, {GRADER_TOKEN_HEADER: token}]
+    results = asyncio.run(_grade_with(harness_only.server.base_url or "", payload, tries))
+    assert [status for status, _ in results[:4]] == [403, 403, 403, 403]
+    assert all(body["checks"] == [] and not body["ok"] for _, body in results[:4])
+    assert results[4] == (200, {"ok": True, "checks": [
+        {"name": "answer_equals_expected", "status": "pass"}], "failure": None})  # fmt: skip
+    assert results[5][0] == 400  # the inventory grader needs a seed: asked, not refused
 
 
 def test_run_keeps_the_evidence_in_the_run_directory(tmp_path: Path) -> None:

@@ -105,6 +105,7 @@ async def run_task_attempt(
     engine_health: EngineHealth | None = None,
     log_recorder: CdpLogRecorder | None = None,
     before_cleanup: BeforeCleanup | None = None,
+    grader_token: str | None = None,
 ) -> AttemptOutcome:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
@@ -137,7 +138,7 @@ async def run_task_attempt(
         hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
             _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
-                   attempt, seed, notes, hook),
+                   attempt, seed, notes, hook, grader_token),
             hard_kill_s,
         )  # fmt: skip
         outcome = verdict.classification
@@ -172,14 +173,16 @@ async def run_task_attempt(
 async def _drive(
     task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
     run_id: str, attempt: int, seed: str, notes: list[str], hook: _TimedHook,
+    grader_token: str | None,
 ) -> DriverVerdict:  # fmt: skip
     driver = DRIVERS.get(task.driver_kind)
     if driver is None:
         raise DriverUnavailable(f"no metewand driver for driver kind {task.driver_kind!r}")
     page: PageTarget = await new_page_target(client, isolation, timeout=task.task_ms / 1000)
     ctx = AttemptContext(
-        task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed, notes
-    )
+        task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed,
+        notes, grader_token,
+    )  # fmt: skip
     try:
         verdict = await driver(ctx)
         await hook.call(notes)

@@ -125,6 +125,7 @@ class AttemptRunner:
                 planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
                 config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
                 seed=seed, engine_health=process.health, before_cleanup=window.close,
+                grader_token=self.server.context.grader_token,
             )  # fmt: skip
             finished_at = utc_now()
             if self._write_grader_evidence(session, out_dir):

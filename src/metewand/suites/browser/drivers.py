@@ -43,6 +43,7 @@ class AttemptContext:
     attempt: int
     seed: str
     notes: list[str] = field(default_factory=list)  # cleanup trouble, never a status change
+    grader_token: str | None = None  # proves to a harness-only grader that this is the harness
 
     @property
     def command_timeout_s(self) -> float:
@@ -150,7 +151,7 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
         "answer": result.answer, "observations": result.observations,
     }  # fmt: skip
     verdict = await grade_server_side(
-        ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload
+        ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload, ctx.grader_token
     )
     checks = [_server_check(c) for c in verdict.get("checks") or []]
     if verdict.get("ok") is True:

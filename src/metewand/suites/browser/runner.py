@@ -315,7 +315,7 @@ async def _worker(
         plan.available, store.run_dir, store.run_id, worker, on_launch,
         hooks.preexec_for if hooks is not None else None,
     )  # fmt: skip
-    server = FixtureServer(plan.corpus.fixtures_dir)
+    server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
     base_url = await server.start()
     runner = AttemptRunner(plan, store, pool, server, base_url, hooks)
     try:
