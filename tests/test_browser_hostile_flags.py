@@ -45,6 +45,8 @@ repetitions = 1
         (["--resource-max-observer-effect-pct", "inf"], "--resource-max-observer-effect-pct"),
         (["--resource-max-observer-effect-pct", "0"], "--resource-max-observer-effect-pct"),
         (["--jobs", "100000"], "--jobs"),
+        (["--host-foreign-cpu-max", "nan"], "--host-foreign-cpu-max"),
+        (["--host-foreign-cpu-max", "inf"], "--host-foreign-cpu-max"),
         (
             ["--resource-profile", "engine", "--resource-calibration-baseline", "/no/such/run"],
             "--resource-calibration-baseline",

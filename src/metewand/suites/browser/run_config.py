@@ -39,6 +39,8 @@ class ResourceOptions:
     reference_engine: str | None = None
     host_telemetry: bool = True
     host_sample_interval_s: float = 1.0
+    # foreign_cpu_load: CPU beside the benchmark above this many cores for 3 samples in a row
+    host_foreign_cpu_max: float = 0.10
     cold_start_samples: int = 5
     # After each attempt's cleanup, wait up to this long for the engine's tree to go quiet
     # (resource profiles only; 0 = no wait). See measure/quiet.py for why.
@@ -56,6 +58,9 @@ class ResourceOptions:
         ):
             out.append(f"--host-sample-interval-s must be between {MIN_INTERVAL_S:g} and "
                        f"{MAX_HOST_SAMPLE_INTERVAL_S:g}, got {interval}")  # fmt: skip
+        foreign = self.host_foreign_cpu_max
+        if not (math.isfinite(foreign) and foreign >= 0):
+            out.append(f"--host-foreign-cpu-max must be a finite number >= 0, got {foreign}")
         return out
 
 

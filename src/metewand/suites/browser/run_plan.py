@@ -88,7 +88,9 @@ def build_plan(config: RunConfig) -> Plan:
     tasks = [scale_timeouts(t, config.timeout_scale) for t in tasks]
     engines = resolve_engines(config)
     rotation = Rotation(tuple(config.engines), config.seed)
-    task_attempts = [(task, n) for n in range(config.k) for task in tasks]
+    # attempts are numbered from 1, as the peer benchmark numbers them (its artifact dirs and
+    # per-attempt seeds use the same numbers)
+    task_attempts = [(task, n) for n in range(1, config.k + 1) for task in tasks]
     attempts = [
         PlannedAttempt(slot.task_attempt[0], slot.engine, slot.task_attempt[1], slot.round,
                        slot.position)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from metewand import canonical
 from metewand.runtime import provenance
 from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -28,7 +29,7 @@ from metewand.runtime.store import (
     utc_now,
     write_json_atomic,
 )
-from metewand.suites.browser import classify
+from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineProcess
@@ -137,11 +138,13 @@ def run_browser(
         except KeyboardInterrupt:
             kill_leftovers(store.run_dir, store.run_id)
             _finish_profiler(profiler)
+            _finish_manifest(store, "interrupted")
             store.set_state("interrupted")
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
         kill_leftovers(store.run_dir, store.run_id)
         _finish_profiler(profiler)
+        _finish_manifest(store, "completed")
         write_scores(store)
         if plan.config.resource.profile == "engine":
             _resource_summary(store, plan.config, out_dir, echo)
@@ -172,11 +175,35 @@ def _open(
     from metewand.runtime.store import new_run_id
 
     run_id = run_id or new_run_id()
+    baseline = _baseline_dir(config, out_dir)
+    peer_fields = peer_manifest.start_fields(
+        plan, run_id, provenance.collect(list_files=True), utc_now(),
+        str(baseline.resolve()) if baseline is not None else None,
+    )  # fmt: skip
     try:
-        return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
+        return RunStore.create(out_dir, run_id, manifest_data(plan, run_id), peer_fields), plan
     except OSError as exc:  # --out is a file, under a file, or not writable
         raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
                          f"{exc.strerror or exc}"]) from None  # fmt: skip
+
+
+def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
+    """``--resource-calibration-baseline``: a run directory, or a run id under ``out_dir``."""
+    baseline = config.resource.calibration_baseline
+    if baseline is None:
+        return None
+    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+
+
+def _finish_manifest(store: RunStore, status: str) -> None:
+    """The peer's completion fields and the run's resource provenance, from the rows."""
+    summary_path = store.run_dir / "host_summary.json"
+    host_summary = canonical.loads(summary_path.read_bytes()) if summary_path.is_file() else None
+    block = store.manifest.get("host_telemetry")
+    fields = peer_manifest.finish_fields(
+        store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary
+    )
+    store.update_top_level(fields)
 
 
 def _resume_plan(view: RunView) -> Plan:
@@ -205,14 +232,6 @@ def _resume_plan(view: RunView) -> Plan:
 def _finish_profiler(profiler: ResourceProfiler) -> None:
     profiler.stop_host()
     profiler.close()
-
-
-def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
-    """``--resource-calibration-baseline``: a run directory, or a run id under ``--out``."""
-    baseline = config.resource.calibration_baseline
-    if baseline is None:
-        return None
-    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
 
 
 def _check_baseline(config: RunConfig, out_dir: Path) -> None:
@@ -247,8 +266,10 @@ def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: E
 def write_scores(store: RunStore) -> None:
     from metewand.compare.scores import browser_scores, scores_bytes
 
-    data = store.manifest["data"]
-    scores = browser_scores(store.rows(), {**data, "run_id": store.run_id})
+    manifest = store.manifest
+    # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
+    peer = {k: v for k, v in manifest.items() if k != "data"}
+    scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
     target = store.run_dir / "scores.json"
     tmp = target.with_suffix(".json.tmp")
     tmp.write_bytes(scores_bytes(scores))
@@ -289,12 +310,15 @@ async def _run_workers(
     for planned in todo:
         queue.put_nowait(planned)
     identities: dict[str, Any] = dict(store.manifest["data"].get("engines", {}))
+    peer_engines: dict[str, Any] = dict(store.manifest.get("engines") or {})
 
     async def on_launch(engine: str, process: EngineProcess) -> None:
         if "binary_sha256" not in identities.get(engine, {}):
             identity = (await process.identity()).to_json()
             identities[engine] = {"found": True, **identity}
             store.update_manifest({"engines": identities})
+            peer_engines[engine] = peer_manifest.engine_fields(identity)
+            store.update_top_level({"engines": peer_engines})
 
     workers = min(plan.config.jobs, max(1, len(todo)))
     teardown: dict[str, Any] = {}
@@ -337,7 +361,7 @@ async def _one(
 ) -> dict[str, Any]:
     missing = plan.missing.get(planned.engine)
     if missing is not None:
-        base = base_row(store.run_id, planned, plan.config.isolation)
+        base = base_row(store.run_id, planned, plan.config.isolation, plan.config.seed)
         verdict = classify.engine_binary_missing(planned.engine, missing.detail)
         return not_run_row(base, verdict, utc_now(), {})
     return await runner.run(planned)
