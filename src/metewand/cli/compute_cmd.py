@@ -187,6 +187,7 @@ def run(
         click.echo(f"interrupted: resume with --resume {resume or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
     if not quiet:
+        _print_case_table(summary.rows)
         click.echo(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
@@ -216,6 +217,25 @@ def _check_writable_dir(path: str, flag: str) -> None:
     if problem:
         click.echo(f"error: {flag} {path}: {problem}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
+
+
+def _print_case_table(rows: list[dict[str, Any]]) -> None:
+    """Per case x implementation: accepted, failures, median timed wall [95% CI], CPU, memory."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from metewand.compare.case_text import SHOWN_METRICS, terminal_rows
+    from metewand.compare.cases import case_statistics
+
+    stats = case_statistics(rows)
+    if not stats["cases"]:
+        return
+    table = Table(title="per case x implementation: median (bootstrap 95% CI)")
+    for column in ("case", "implementation", "ok", "failures", "timed wall", "CPU", "peak RSS"):
+        table.add_column(column)
+    for row in terminal_rows(stats, SHOWN_METRICS):
+        table.add_row(*row)
+    Console(stderr=True).print(table)
 
 
 def _run_dir(options: Any) -> str:

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "clean": "metewand.cli.clean_cmd:clean",
     "browser": "metewand.cli.browser_cmd:browser",
     "report": "metewand.cli.report_cmd:report",
+    "compare": "metewand.cli.compare_cmd:compare",
     "doctor": "metewand.cli.doctor_cmd:doctor",
     "inspect": "metewand.cli.inspect_cmd:inspect",
     "demo": "metewand.cli.demo_cmd:demo",

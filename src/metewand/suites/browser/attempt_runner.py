@@ -19,6 +19,7 @@ from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.attempt import attempt_seed, run_task_attempt
 from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.fixtures import FixtureServer
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from metewand.suites.browser.run_plan import Plan
 
 ENGINE_LOG_TAIL_FILE = "engine_stderr_tail.txt"
+# The server-side graders' full records (evidence with the expected answer), never served.
+GRADER_EVIDENCE_FILE = "grader_evidence.json"
 
 
 class RunHooks:
@@ -117,13 +120,20 @@ class AttemptRunner:
             window = _CollectionWindow(self.hooks, time.perf_counter())
             window.token = self.hooks.attempt_started(planned, process, self.pool.worker)
             started_at = utc_now()
+            seed = attempt_seed(config.seed, planned.task.task_id, planned.attempt)
+            session = grader_session(
+                self.store.run_id, planned.task.task_id, planned.engine, planned.attempt, seed
+            )
+            self.server.context.grades.open(session)
             outcome = await run_task_attempt(
                 planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
                 config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
-                seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
-                engine_alive=process.is_alive, before_cleanup=window.close,
+                seed=seed, engine_health=process.health, before_cleanup=window.close,
+                grader_token=self.server.context.grader_token,
             )  # fmt: skip
             finished_at = utc_now()
+            if self._write_grader_evidence(session, out_dir):
+                outcome.artifacts.append(GRADER_EVIDENCE_FILE)
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
             settle = await self._settle(process, planned.engine)
             resource = self.hooks.attempt_finished(window.token, out_dir)
@@ -158,6 +168,14 @@ class AttemptRunner:
             row["resource_forms"] = resource
             row["resource"] = peer_resources_record(resource)
         return row
+
+    def _write_grader_evidence(self, session: str, out_dir: Path) -> bool:
+        records, dropped = self.server.context.grades.take(session)
+        if not records and not dropped:
+            return False
+        document = {"session": session, "records": records, "records_not_kept": dropped}
+        (out_dir / GRADER_EVIDENCE_FILE).write_bytes(canonical.dumps(document))
+        return True
 
     def _run_context(self, planned: PlannedAttempt, process: EngineProcess) -> dict[str, Any]:
         """The peer's ``run_context``: which engine process ran the attempt, after which task."""

@@ -22,7 +22,14 @@ from metewand.runtime import provenance
 from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.owned import sweep
 from metewand.runtime.progress import ReporterFactory, null_reporter
-from metewand.runtime.store import RunStore, StoreError, utc_now, write_json_atomic
+from metewand.runtime.store import (
+    MANIFEST_NAME,
+    RunStore,
+    RunView,
+    StoreError,
+    utc_now,
+    write_json_atomic,
+)
 from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
 from metewand.suites.browser.engine_pool import EnginePool
@@ -155,18 +162,14 @@ def _open(
 ) -> tuple[RunStore, Plan]:
     if resume is not None:
         run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
-        store = RunStore.open(run_dir)
-        try:
-            data = store.manifest["data"]
-            plan = build_plan(RunConfig.from_json(data[CONFIG_KEY]))
-            if corpus_digest(plan.corpus.root)["sha256"] != data["corpus"]["sha256"]:
-                raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
-        except BaseException:
-            store.close()
-            raise
-        return store, plan
+        # Everything is checked on a read-only view first: a refused resume leaves the run
+        # directory as it was (no resumed_at, no state change, no torn-tail repair).
+        plan = _resume_plan(RunView(run_dir))
+        _check_baseline(plan.config, out_dir)
+        return RunStore.open(run_dir), plan
     assert config is not None
     plan = build_plan(config)
+    _check_baseline(config, out_dir)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
     for subset_id, why in not_run_subsets(plan).items():
@@ -181,7 +184,11 @@ def _open(
         plan, run_id, provenance.collect(list_files=True), utc_now(),
         str(baseline.resolve()) if baseline is not None else None,
     )  # fmt: skip
-    return RunStore.create(out_dir, run_id, manifest_data(plan, run_id), peer_fields), plan
+    try:
+        return RunStore.create(out_dir, run_id, manifest_data(plan, run_id), peer_fields), plan
+    except OSError as exc:  # --out is a file, under a file, or not writable
+        raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
+                         f"{exc.strerror or exc}"]) from None  # fmt: skip
 
 
 def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
@@ -203,9 +210,44 @@ def _finish_manifest(store: RunStore, status: str) -> None:
     store.update_top_level(fields)
 
 
+def _resume_plan(view: RunView) -> Plan:
+    """The plan of the run being resumed, refused when it is not a browser run or its corpus
+    changed (``PlanError``/``StoreError``, exit 2)."""
+    where = view.run_dir / MANIFEST_NAME
+    try:
+        data = view.manifest["data"]
+        if not isinstance(data, dict) or data.get("suite") != "browser":
+            suite = data.get("suite") if isinstance(data, dict) else None
+            raise PlanError([f"{where}: not a browser run (suite {suite!r}); resume it with the "
+                             "command that created it"])  # fmt: skip
+        config = RunConfig.from_json(data[CONFIG_KEY])
+        recorded = data["corpus"]["sha256"]
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, PlanError):
+            raise
+        raise PlanError([f"{where}: unreadable browser run manifest ({type(exc).__name__}: "
+                         f"{exc})"]) from None  # fmt: skip
+    plan = build_plan(config)
+    if corpus_digest(plan.corpus.root)["sha256"] != recorded:
+        raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
+    return plan
+
+
 def _finish_profiler(profiler: ResourceProfiler) -> None:
     profiler.stop_host()
     profiler.close()
+
+
+def _check_baseline(config: RunConfig, out_dir: Path) -> None:
+    """Refuse a baseline that is not a readable run before the run starts, not after it."""
+    baseline_dir = _baseline_dir(config, out_dir)
+    if baseline_dir is None:
+        return
+    try:
+        RunView(baseline_dir).manifest  # noqa: B018 - read to validate
+    except (StoreError, ValueError, OSError) as exc:
+        raise PlanError([f"--resource-calibration-baseline "
+                         f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
 
 
 def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
@@ -301,7 +343,7 @@ async def _worker(
         plan.available, store.run_dir, store.run_id, worker, on_launch,
         hooks.preexec_for if hooks is not None else None,
     )  # fmt: skip
-    server = FixtureServer(plan.corpus.fixtures_dir)
+    server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
     base_url = await server.start()
     runner = AttemptRunner(plan, store, pool, server, base_url, hooks)
     try:
