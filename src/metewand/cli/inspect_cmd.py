@@ -11,6 +11,7 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 from metewand.compare.compute_rows import diagnostic_of, measurements_of
 from metewand.compare.fmt import form_text
 from metewand.compare.rundir import RunDirError, load_run, read_jsonl
@@ -106,7 +107,7 @@ def _print_text(info: Mapping[str, Any]) -> None:
 
 
 @click.command("inspect")
-@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.argument("run")
 @click.option("--task", help="Task id (browser runs).")
 @click.option("--engine", help="Engine (browser runs).")
 @click.option("--attempt", type=int, help="Attempt index, 0-based.")
@@ -122,6 +123,8 @@ def inspect(
 ) -> None:
     """Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.
 
+    RUN is a run directory or a run id under ./runs.
+
     \b
     Examples:
       metewand inspect runs/RUN --task nav_basic --engine chrome --attempt 0
@@ -131,7 +134,7 @@ def inspect(
         click.echo("error: give --key, or --task, --engine and --attempt", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
     try:
-        data = load_run(run)
+        data = load_run(resolve_run_dir(run))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import click
 
-from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.cli.store_cmd import rows_to_csv
-from metewand.compare.generate import FORMATS, generate, write_atomic
-from metewand.compare.rundir import RunDirError, load_run
+from metewand.cli.rundirs import resolve_run_dir
 
 CSV_NAME = "results.csv"
 
 
 def _formats(value: str) -> list[str]:
+    from metewand.compare.generate import FORMATS  # numpy/matplotlib: only when reporting
+
     chosen = [f.strip() for f in value.split(",") if f.strip()]
     unknown = sorted(set(chosen) - set(FORMATS))
     if unknown:
@@ -25,10 +24,16 @@ def _formats(value: str) -> list[str]:
 
 
 @click.command("report")
-@click.argument("run", type=click.Path(exists=True, file_okay=False))
-@click.option("--baseline", type=click.Path(exists=True, file_okay=False), help="Profiler-off run.")
+@click.argument("run")
+@click.option("--baseline", default=None, metavar="RUN", help="Profiler-off run (directory or id).")
 @click.option("--reference-engine", default=None, help="Engine the others are compared against.")
-@click.option("--format", "fmt", default="md,json,html,csv", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    default="md,json,html,csv",
+    show_default=True,
+    help="Comma-separated: md (scorecard.md), json (scores.json), html (report.html), csv.",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write here, not RUN.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
 def report(
@@ -41,17 +46,26 @@ def report(
 ) -> None:
     """Regenerate the reports of RUN from its directory alone.
 
+    RUN is a run directory or a run id under ./runs.
+
     \b
     Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv).
     scores.json and scorecard.md are byte-identical when regenerated from the same rows.
     \b
     Examples:
       metewand report runs/RUN
+      metewand report RUN --format md,json
       metewand report runs/ON --baseline runs/OFF --reference-engine chrome --format html
     """
+    from metewand import canonical
+    from metewand.cli.store_cmd import rows_to_csv
+    from metewand.compare.generate import generate, write_atomic
+    from metewand.compare.rundir import RunDirError, load_run
+
+    run = str(resolve_run_dir(run))
+    base = resolve_run_dir(baseline, what="baseline") if baseline else None
     try:
         formats = _formats(fmt)
-        base = Path(baseline) if baseline else None
         written = generate(run, formats, out_dir, base, reference_engine)
         if "csv" in formats:
             target = Path(out_dir) if out_dir else Path(run)

@@ -7,15 +7,15 @@ import io
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 from metewand.runtime.store import RunView, StoreError
 
-DEFAULT_RUNS_DIR = Path("runs")
 FORM_STATUSES = frozenset({"complete", "partial", "unavailable"})
 FORM_KEYS = ("status", "value", "reason")
 LEADING_COLUMNS = ("key", "status", "attempt")
@@ -23,18 +23,15 @@ LEADING_COLUMNS = ("key", "status", "attempt")
 
 def open_run(run: str) -> RunView:
     """RUN is a run directory, or a run id under ./runs."""
-    candidates = [Path(run), DEFAULT_RUNS_DIR / run]
-    for path in candidates:
-        if path.is_dir():
-            try:
-                return RunView(path)
-            except StoreError as exc:
-                _fail(str(exc))
-    _fail(f"no run directory {run!r} (looked in {', '.join(str(c) for c in candidates)})")
-    raise AssertionError("unreachable")
+    try:
+        view = RunView(resolve_run_dir(run))
+        view.manifest  # noqa: B018 - refuse an unreadable manifest here, with its name
+    except (StoreError, ValueError) as exc:
+        _fail(str(exc))
+    return view
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     raise SystemExit(exit_codes.INVALID_INPUT)
 
@@ -47,7 +44,8 @@ def run_status(view: RunView) -> dict[str, Any]:
     return {
         "run_id": view.run_id,
         "run_dir": str(view.run_dir),
-        "state": view.state,
+        "state": view.live_state,
+        "recorded_state": view.state,
         "rows": len(read.rows),
         "by_status": dict(sorted(Counter(str(r.get("status")) for r in read.rows).items())),
         "finished": len(finished),

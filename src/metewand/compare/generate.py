@@ -17,6 +17,7 @@ from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, r
 from metewand.compare.rundir import load_run
 from metewand.compare.scorecard import scorecard_md
 from metewand.compare.scores import scores_bytes, scores_for
+from metewand.runtime.store import give_normal_mode
 
 SCORES = "scores.json"
 SCORECARD = "scorecard.md"
@@ -27,6 +28,7 @@ FORMATS = ("md", "json", "html", "csv")
 def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        give_normal_mode(fd)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
