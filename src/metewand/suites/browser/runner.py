@@ -103,9 +103,11 @@ def run_browser(
     progress: ReporterFactory = null_reporter,
     echo: Echo = _stderr,
     hooks: RunHooks | None = None,
+    plan: Plan | None = None,
 ) -> RunResult:
+    """``plan``: the plan of ``config`` when the caller built it already (to check it first)."""
     try:
-        store, plan = _open(config, out_dir, run_id, resume, echo)
+        store, plan = _open(config, out_dir, run_id, resume, echo, plan)
     except (PlanError, StoreError) as exc:
         for line in getattr(exc, "lines", [str(exc)]):
             echo(f"error: {line}")
@@ -138,8 +140,9 @@ def run_browser(
 
 
 def _open(
-    config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo
-) -> tuple[RunStore, Plan]:
+    config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo,
+    planned: Plan | None = None,
+) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
         run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
         store = RunStore.open(run_dir)
@@ -153,7 +156,7 @@ def _open(
             raise
         return store, plan
     assert config is not None
-    plan = build_plan(config)
+    plan = planned or build_plan(config)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
     for name, missing in plan.missing.items():
