@@ -10,8 +10,8 @@ import pytest
 
 from metewand.suites.browser.checks import CHECKS, run_checks
 from metewand.suites.browser.steps import fresh_saved
+from shared_paths import LEXBENCH
 
-LEXBENCH = Path("/work/shared/corpus/lexbench")
 OWN_SUITE = Path(__file__).resolve().parents[1] / "src/metewand/data/browser_suite"
 
 
@@ -24,7 +24,7 @@ def _inline_kinds(root: Path) -> set[str]:
     return kinds
 
 
-@pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+@pytest.mark.usefixtures("lexbench")
 def test_registry_has_every_kind_the_peer_corpus_uses() -> None:
     used = _inline_kinds(LEXBENCH)
     assert len(used) >= 10

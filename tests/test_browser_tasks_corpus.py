@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from metewand.suites.browser.tasks import load_corpus, select_tasks, validate_corpus
+from shared_paths import LEXBENCH
 
-LEXBENCH = Path("/work/shared/corpus/lexbench")
-needs_lexbench = pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+needs_lexbench = pytest.mark.usefixtures("lexbench")  # skips, or fails under CI=true
 
 
 @needs_lexbench
