@@ -94,8 +94,10 @@ def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int) -> None:
 
 @click.command()
 @click.option("--out", "out_dir", default="runs", show_default=True, help="Where runs are written.")
-@click.option("--engines", default="chrome,lightpanda", show_default=True)
-@click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--engines", default="chrome,lightpanda", show_default=True,
+              help="Comma-separated engines of the browser pair of runs.")  # fmt: skip
+@click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Attempts per task and engine (eligibility needs k >= 5).")  # fmt: skip
 @click.option(
     "--compute-manifest",
     type=click.Path(path_type=Path),

@@ -11,7 +11,6 @@ import importlib.util
 
 import click
 
-from metewand import __version__
 
 # command name -> ("module:attribute", one-line help). The help is written here so that
 # `metewand --help` lists the commands without importing them (tests/test_cli_help.py checks it
@@ -91,7 +90,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="metewand")
+@click.version_option(package_name="metewand", prog_name="metewand")
 def cli() -> None:
     """metewand: benchmark programs as processes and tell the truth about what they cost.
 

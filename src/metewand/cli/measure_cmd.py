@@ -60,7 +60,8 @@ def _print_table(report: SubjectReport) -> None:
     show_default=True,
     help="Tree accounting backend; auto tries cgroup2, cgroup1, then /proc and says why.",
 )
-@click.option("--interval-ms", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--interval-ms", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Milliseconds between samples of the process tree.")  # fmt: skip
 @click.option(
     "--pss-every",
     type=click.IntRange(min=1),
