@@ -11,7 +11,6 @@ import importlib.util
 
 import click
 
-
 # command name -> ("module:attribute", one-line help). The help is written here so that
 # `metewand --help` lists the commands without importing them (tests/test_cli_help.py checks it
 # against each command's own first line); a command whose module is absent is not listed.
