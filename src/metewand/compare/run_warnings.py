@@ -52,10 +52,17 @@ def eligibility(summary: Mapping[str, Any] | None) -> str | None:
     return "resource comparison not eligible: " + "; ".join(reasons)
 
 
-def run_warnings(run: RunData) -> list[str]:
+def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None) -> list[str]:
+    """``resource_summary``: a regenerated summary (e.g. with another baseline) instead of the
+    run's own resource_summary.json."""
     found = (
         failed_attempts(run.rows, run.kind),
         host_gate(run.host_summary),
-        eligibility(run.resource_summary),
+        eligibility(resource_summary or run.resource_summary),
     )
     return [line for line in found if line]
+
+
+def markdown_block(lines: Sequence[str]) -> str:
+    """A scorecard's opening lines: each warning as a bold-labelled list item."""
+    return "".join(f"- **warning:** {line}\n" for line in lines) + ("\n" if lines else "")
