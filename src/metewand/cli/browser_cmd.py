@@ -38,7 +38,7 @@ def browser() -> None:
     Examples:
       metewand browser doctor
       metewand browser list --json
-      metewand browser run --engines chrome,lightpanda --k 3 --seed 7
+      metewand browser run --engines chrome,lightpanda --k 3 --seed 7 --tag purpose.negative
     """
 
 
@@ -90,7 +90,7 @@ def browser() -> None:
 @click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True,
               help="Largest acceptable profiler overhead (duration, collection wall).")  # fmt: skip
 @click.option("--reference-engine", default=None,
-              help="Engine the others are compared against (default: the first).")  # fmt: skip
+              help="Engine the others are compared against (paired ratios need one).")  # fmt: skip
 @click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on",
               show_default=True, help="Record host load, memory, swap and PSI beside the run.")  # fmt: skip
 @click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True,
@@ -114,16 +114,23 @@ def browser() -> None:
 def run(**opts: object) -> None:  # fmt: skip
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
 
-    Ctrl-C stops every engine, marks the run interrupted and exits 130; --resume finishes it.
+    Exit status: 0 when the run completed, whatever the engines' verdicts (they are the
+    result); 1 when an attempt ended infra or crash, or with a --fail-on status; 2 invalid input
+    (nothing run); 3 a missing engine or calibration baseline. Ctrl-C stops every engine, marks
+    the run interrupted and exits 130; --resume finishes it.
 
     \b
     Examples:
       metewand browser run --engines chrome,lightpanda --k 1
       metewand browser run --tasks ../shared/corpus/lexbench --subset l1.raw_cdp \\
-          --engines chrome --k 3 --jobs 2 --run-id lex1
+          --tag purpose.smoke --keep-going --engines chrome --k 3 --jobs 2 --run-id lex1
       metewand browser run --resume lex1 --no-progress
-      metewand browser run --engines chrome,lightpanda --resource-profile engine \\
-          --resource-calibration-baseline base1 --reference-engine chrome
+      metewand browser run --engines chrome,lightpanda --task own_ax_tree \\
+          --resource-profile baseline --run-id base1
+      metewand browser run --engines chrome,lightpanda --task own_ax_tree \\
+          --resource-profile engine --resource-calibration-baseline base1 \\
+          --reference-engine chrome --run-id prof1
+      metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout
     """
     from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.suites.browser.runner import run_browser

@@ -25,7 +25,7 @@ Examples:
   metewand run examples/sorting/metewand.toml
   metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
   metewand run --resume sort1            # after Ctrl-C (exit 130)
-  metewand run metewand.toml --quiet     # no progress, no summary table
+  cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
 """
 
 

@@ -73,6 +73,7 @@ def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int) -> None:
     common = [
         "browser", "run", "--engines", engines, "--k", str(k), "--jobs", "1",
         "--seed", "metewand-demo-v1", "--score-mode", "independent", "--out", str(out),
+        "--allow-missing-engines",
     ]  # fmt: skip
     off_id, on_id = f"demo-browser-off-{stamp}", f"demo-browser-on-{stamp}"
     log.step(
@@ -119,7 +120,7 @@ def demo(
     \b
     Examples:
       metewand demo
-      metewand demo --k 1 --skip-compute
+      metewand demo --skip-browser
     """
     out = Path(out_dir).resolve()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -123,12 +123,12 @@ def inspect(
 ) -> None:
     """Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.
 
-    RUN is a run directory or a run id under ./runs.
+    RUN is a run directory, a run id under ./runs, or latest (the newest run there).
 
     \b
     Examples:
-      metewand inspect runs/RUN --task nav_basic --engine chrome --attempt 0
-      metewand inspect runs/RUN --key sorting/python/3 --json
+      metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 0
+      metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/0 --json
     """
     if key is None and (task is None or engine is None or attempt is None):
         click.echo("error: give --key, or --task, --engine and --attempt", err=True)

@@ -46,16 +46,16 @@ def report(
 ) -> None:
     """Regenerate the reports of RUN from its directory alone.
 
-    RUN is a run directory or a run id under ./runs.
+    RUN is a run directory, a run id under ./runs, or latest (the newest run there).
 
     \b
     Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv).
     scores.json and scorecard.md are byte-identical when regenerated from the same rows.
     \b
     Examples:
-      metewand report runs/RUN
-      metewand report RUN --format md,json
-      metewand report runs/ON --baseline runs/OFF --reference-engine chrome --format html
+      metewand report runs/sort1
+      metewand report latest --format md,json
+      metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html
     """
     from metewand import canonical
     from metewand.cli.store_cmd import rows_to_csv

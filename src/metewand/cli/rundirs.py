@@ -1,4 +1,5 @@
-"""RUN arguments: a run directory or a run id under ``--out`` (default ./runs), alike.
+"""RUN arguments: a run directory or a run id under ``--out`` (default ./runs), alike;
+``latest`` names the newest run there (when no run is called ``latest``).
 
 Every command that reads a run (report, inspect, status, export, ``--resume``,
 ``--resource-calibration-baseline``) resolves RUN here, once, against the directory the user ran
@@ -16,6 +17,7 @@ from metewand.cli import exit_codes
 
 DEFAULT_RUNS_DIR = "runs"
 MANIFEST_NAME = "run_manifest.json"  # runtime.store's name; read here without importing it
+LATEST = "latest"
 
 
 class RunNotFound(click.ClickException):
@@ -38,7 +40,17 @@ def find_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> Path | Non
     for path in candidates(run, out_dir):
         if (path / MANIFEST_NAME).is_file():
             return path
-    return None
+    return newest_run(out_dir) if run == LATEST else None
+
+
+def newest_run(out_dir: str | Path) -> Path | None:
+    """The run under OUT whose manifest was written last (a resumed run counts as new)."""
+    root = Path(out_dir).expanduser().absolute()
+    try:
+        runs = [p.parent for p in root.glob(f"*/{MANIFEST_NAME}") if p.is_file()]
+        return max(runs, key=lambda p: (p / MANIFEST_NAME).stat().st_mtime_ns, default=None)
+    except OSError:
+        return None
 
 
 def resolve_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR, what: str = "run") -> Path:

@@ -62,10 +62,14 @@ def run_status(view: RunView) -> dict[str, Any]:
 def status(run: str, as_json: bool) -> None:
     """Show the state of run RUN (a run directory or an id under ./runs).
 
+    A run left "running" by a process that is gone (kill -9, power loss) shows as interrupted;
+    ``run --resume`` / ``browser run --resume`` continues it.
+
     \b
     Examples:
-      metewand status runs/20250101T120000Z-ab12cd
-      metewand status 20250101T120000Z-ab12cd --json
+      metewand status runs/sort1
+      metewand status sort1 --json
+      metewand status latest
     """
     summary = run_status(open_run(run))
     if as_json:
@@ -148,12 +152,12 @@ def _cell(value: Any) -> str:
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
 def export(run: str, fmt: str, output: str | None) -> None:
-    """Export the attempt rows of run RUN.
+    """Export the attempt rows of run RUN (a run directory or an id under ./runs).
 
     \b
     Examples:
-      metewand export runs/RUN --format csv -o results.csv
-      metewand export RUN --format json
+      metewand export runs/sort1 --format csv -o results.csv
+      metewand export sort1 --format json
     """
     rows = open_run(run).rows()
     if fmt == "csv":
