@@ -1,0 +1,350 @@
+"""Every command README.md and the ``--help`` Examples show runs as written, from the root of a
+fresh copy of the repository, with the documented relative paths, and does what it says.
+
+Each documented command has an expectation below (exit status and a check of its outcome);
+a documented command without one fails ``test_every_documented_command_has_an_expectation``.
+Commands run once, in the order below (later ones read the runs earlier ones made: sort1,
+base1, prof1, lex1). ``make test`` (this suite itself) and the full demo (``make demo``,
+``metewand demo``: two k=5 runs of the whole built-in suite, many minutes) run only with
+METEWAND_LONG_EXAMPLES=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from doc_commands import help_examples, make_workspace, normalized, readme_commands, run_in
+from shared_paths import lexbench_or_skip
+
+pytestmark = [pytest.mark.slow, pytest.mark.engines]
+Done = subprocess.CompletedProcess[str]
+Check = Callable[[Done, Path], None]
+LONG = os.environ.get("METEWAND_LONG_EXAMPLES") == "1"
+
+
+def _rows(repo: Path, run: str) -> list[dict]:
+    path = repo / "runs" / run / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _newest(repo: Path, under: str = "runs") -> Path:
+    runs = [p.parent for p in (repo / under).glob("*/run_manifest.json")]
+    return max(runs, key=lambda p: (p / "run_manifest.json").stat().st_mtime_ns)
+
+
+def _statuses(rows: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    return counts
+
+
+def sorting_accepts_all(done: Done, repo: Path) -> None:
+    run = _newest(repo)
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert _statuses(rows) == {"accepted": 24}, [r.get("message") for r in rows][:3]
+    manifest = json.loads((run / "run_manifest.json").read_text())
+    assert manifest["state"] == "complete"
+    assert Path(manifest["data"]["manifest_path"]).is_absolute()
+    assert "24 attempts: 24 accepted, 0 failed" in done.stdout
+
+
+def measured_200_mib(done: Done, repo: Path) -> None:
+    peak = next(line for line in done.stderr.splitlines() if "peak_memory_bytes" in line)
+    assert float(peak.split()[3]) >= 200, peak  # "│ peak_memory_bytes │ 207.3 MiB │ ..."
+    assert "command ended with exit status 0" in done.stderr
+
+
+def measured_table(done: Done, repo: Path) -> None:
+    assert done.stdout == "1\n"  # the command's own stdout, untouched
+    assert "wall_time_ns" in done.stderr and "command ended with exit status 0" in done.stderr
+
+
+def json_measure(done: Done, repo: Path) -> None:
+    data = json.loads(done.stdout.splitlines()[-1])  # after the command's own stdout
+    assert data["exit_status"] == 0 and data["wall_time_ns"]["status"] == "complete"
+
+
+def plan_lines(done: Done, repo: Path) -> None:
+    assert "24 attempts in" in done.stdout + done.stderr
+
+
+def plan_json_head(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["key"] for line in lines)
+
+
+def reports_written(*names: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        for line in done.stdout.splitlines():
+            assert Path(line.split()[-1]).is_file(), line
+        written = {Path(line.split()[-1]).name for line in done.stdout.splitlines()}
+        assert set(names) <= written, written
+        for name in names:
+            mode = (Path(done.stdout.split(name)[0].split()[-1]) / name).stat().st_mode
+            assert mode & 0o777 == 0o644, (name, oct(mode))
+
+    return check
+
+
+def browser_run(run: str | None, statuses: set[str], attempts: int) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        rows = _rows(repo, run) if run else _rows(repo, _newest(repo).name)
+        assert len(rows) == attempts, _statuses(rows)
+        assert set(_statuses(rows)) <= statuses, _statuses(rows)
+        assert "done: " in done.stderr
+
+    return check
+
+
+def doctor_ready(done: Done, repo: Path) -> None:
+    assert "chrome" in done.stdout and "ready" in done.stdout
+
+
+def doctor_json_chrome(done: Done, repo: Path) -> None:
+    (report,) = json.loads(done.stdout)
+    assert report["engine"] == "chrome" and report["ready"] is True
+
+
+def host_doctor(done: Done, repo: Path) -> None:
+    assert "cgroup" in done.stdout + done.stderr
+
+
+def host_doctor_json(done: Done, repo: Path) -> None:
+    assert "accounting" in json.loads(done.stdout)
+
+
+def listing(done: Done, repo: Path) -> None:
+    assert "l1.raw_cdp" in done.stdout and "chrome" in done.stdout
+
+
+def listing_json(corpus: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        data = json.loads(done.stdout)
+        assert data["corpus"].endswith(corpus) and data["subsets"], data["corpus"]
+
+    return check
+
+
+def resumed_nothing_left(done: Done, repo: Path) -> None:
+    assert "0 of 12 attempts to run" in done.stderr
+
+
+def resumed_compute(done: Done, repo: Path) -> None:
+    assert "24 already done" in done.stdout
+
+
+def quiet_in_example_dir(done: Done, repo: Path) -> None:
+    run = _newest(repo, "examples/sorting/runs")
+    assert done.stdout.strip() == f"run directory: {run}"
+    rows = (run / "results.jsonl").read_text().splitlines()
+    assert len(rows) == 24 and all(json.loads(r)["status"] == "accepted" for r in rows)
+
+
+def profiled_run(done: Done, repo: Path) -> None:
+    assert (repo / "runs" / "prof1" / "resource_summary.json").is_file()
+    assert "cannot be eligible" in done.stderr  # k=1 and one task: warned up front
+
+
+def csv_export(done: Done, repo: Path) -> None:
+    lines = (repo / "results.csv").read_text().splitlines()
+    assert lines[0].startswith("key,status,attempt") and len(lines) == 25
+
+
+def json_export(done: Done, repo: Path) -> None:
+    assert len(json.loads(done.stdout)) == 24
+
+
+def inspect_text(done: Done, repo: Path) -> None:
+    assert "key: L1/l1.raw_cdp/own_ax_tree/chrome/0" in done.stdout
+
+
+def inspect_json(done: Done, repo: Path) -> None:
+    assert json.loads(done.stdout)["key"] == "L1/l1.raw_cdp/own_ax_tree/lightpanda/0"
+
+
+def status_text(done: Done, repo: Path) -> None:
+    assert "state     complete" in done.stdout and "accepted     24" in done.stdout
+
+
+def status_json(done: Done, repo: Path) -> None:
+    data = json.loads(done.stdout)
+    assert data["run_id"] == "sort1" and data["state"] == "complete" and data["rows"] == 24
+
+
+def status_latest(done: Done, repo: Path) -> None:
+    assert f"run       {_newest(repo).name}" in done.stdout
+
+
+def schema_list(done: Done, repo: Path) -> None:
+    assert "measurements-v2" in done.stdout.split()
+
+
+def schema_doc(done: Done, repo: Path) -> None:
+    assert isinstance(json.loads(done.stdout), dict)
+
+
+def compute_demo(done: Done, repo: Path) -> None:
+    assert "report.html" in done.stdout
+    assert not [line for line in done.stderr.splitlines() if line.startswith("failed:")]
+
+
+def full_demo(done: Done, repo: Path) -> None:
+    assert done.stdout.count("report.html") == 2, done.stdout[-2000:]
+
+
+def suite_passes(done: Done, repo: Path) -> None:
+    assert " passed" in done.stdout
+
+
+@dataclass(frozen=True)
+class Expect:
+    command: str  # as documented, with metewand spelled `metewand`
+    code: int
+    check: Check
+    long: bool = False  # only with METEWAND_LONG_EXAMPLES=1
+    corpus: bool = False  # needs ../shared/corpus/lexbench
+
+
+SORT = "metewand run examples/sorting/metewand.toml"
+LEX = "--tasks ../shared/corpus/lexbench --subset l1.raw_cdp --tag purpose.smoke --keep-going"
+TASK = "--engines chrome,lightpanda --task own_ax_tree"
+EXPECTED: tuple[Expect, ...] = (
+    Expect('metewand measure -- python3 -c "x = bytearray(200 << 20)"', 0, measured_200_mib),
+    Expect("metewand measure --json --backend proc -- sh -c 'sleep 0.2'", 0, json_measure),
+    Expect('metewand measure -- python3 -c "print(1)"', 0, measured_table),
+    Expect('metewand measure --json -- python3 -c "print(1)"', 0, json_measure),
+    Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
+    Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
+    Expect(SORT, 0, sorting_accepts_all),
+    Expect("metewand report latest", 0, reports_written("scorecard.md", "report.html")),
+    Expect(f"{SORT} --jobs 2 --run-id sort1", 0, sorting_accepts_all),
+    Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
+    Expect("metewand run --resume sort1", 0, resumed_compute),
+    Expect("cd examples/sorting && metewand run --quiet", 0, quiet_in_example_dir),
+    Expect("metewand status runs/sort1", 0, status_text),
+    Expect("metewand status sort1 --json", 0, status_json),
+    Expect("metewand status latest", 0, status_latest),
+    Expect("metewand export runs/sort1 --format csv -o results.csv", 0, csv_export),
+    Expect("metewand export sort1 --format json", 0, json_export),
+    Expect("metewand report runs/sort1", 0, reports_written("report.html", "results.csv")),
+    Expect("metewand schema", 0, schema_list),
+    Expect("metewand schema measurements-v2", 0, schema_doc),
+    Expect("metewand schema attempt --json", 0, schema_doc),
+    Expect("metewand doctor", 0, host_doctor),
+    Expect("metewand doctor --json --engines chrome", 0, host_doctor_json),
+    Expect("metewand browser doctor", 0, doctor_ready),
+    Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),
+    Expect("metewand browser list", 0, listing),
+    Expect("metewand browser list --json", 0, listing_json("browser_suite")),
+    Expect(
+        "metewand browser list --tasks ../shared/corpus/lexbench --json",
+        0,
+        listing_json("corpus/lexbench"),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome,lightpanda --k 1",
+        0,
+        browser_run(None, {"pass", "fail"}, 58),
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {LEX} --engines chrome,lightpanda --k 1",
+        0,
+        browser_run(None, {"pass", "fail"}, 8),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {LEX} --engines chrome --k 3 --jobs 2 --run-id lex1",
+        0,
+        browser_run("lex1", {"pass", "fail"}, 12),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --resume lex1 --no-progress", 0, resumed_nothing_left, corpus=True
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome,lightpanda --k 3 --seed 7 --tag purpose.negative",
+        0,
+        browser_run(None, {"pass", "fail"}, 6),
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {TASK} --resource-profile baseline --run-id base1",
+        0,
+        browser_run("base1", {"pass"}, 2),
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {TASK} --resource-profile engine "
+        "--resource-calibration-baseline base1 --reference-engine chrome --run-id prof1",
+        0,
+        profiled_run,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout",
+        0,
+        browser_run(None, {"pass"}, 1),
+    ),  # fmt: skip
+    Expect(
+        "metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html",
+        0,
+        reports_written("report.html", "resource-card.md"),
+    ),  # fmt: skip
+    Expect(
+        "metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 0",
+        0,
+        inspect_text,
+    ),  # fmt: skip
+    Expect(
+        "metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/0 --json",
+        0,
+        inspect_json,
+    ),  # fmt: skip
+    Expect("metewand demo --skip-browser", 0, compute_demo),
+    Expect("metewand demo", 0, full_demo, long=True),
+    Expect("make demo", 0, full_demo, long=True),
+    Expect("make test", 0, suite_passes, long=True),
+)
+
+
+def test_every_documented_command_has_an_expectation() -> None:
+    documented = {normalized(c) for c in readme_commands()} | set(help_examples())
+    missing = documented - {e.command for e in EXPECTED}
+    assert not missing, f"documented but never run by this test: {sorted(missing)}"
+    stale = {e.command for e in EXPECTED} - documented
+    assert not stale, f"expected but no longer documented: {sorted(stale)}"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("fresh-clone"))
+
+
+def _literal(expect: Expect) -> str:
+    """README's own spelling when README documents it (.venv/bin/metewand), else --help's."""
+    for command in readme_commands():
+        if normalized(command) == expect.command:
+            return command
+    return expect.command
+
+
+@pytest.mark.parametrize("expect", EXPECTED, ids=[e.command[:70] for e in EXPECTED])
+def test_documented_command(expect: Expect, repo: Path) -> None:
+    if expect.long and not LONG:
+        pytest.skip("long example: set METEWAND_LONG_EXAMPLES=1 to run it")
+    if expect.corpus:
+        lexbench_or_skip()
+    done = run_in(repo, _literal(expect), timeout=3600 if expect.long else 900)
+    context = f"$ {_literal(expect)}\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
+    assert done.returncode == expect.code, context
+    assert "Traceback" not in done.stderr, context
+    try:
+        expect.check(done, repo)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{context}") from None
