@@ -35,7 +35,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "metewand.cli.store_cmd:status",
         "Show the state of run RUN (a run directory or an id under ./runs).",
     ),
-    "export": ("metewand.cli.store_cmd:export", "Export the attempt rows of run RUN."),
+    "export": (
+        "metewand.cli.store_cmd:export",
+        "Export the attempt rows of run RUN (a run directory or an id under ./runs).",
+    ),
     "browser": (
         "metewand.cli.browser_cmd:browser",
         "Run headless browser engines against a task corpus over CDP.",
