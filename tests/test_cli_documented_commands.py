@@ -197,7 +197,9 @@ def compute_demo(done: Done, repo: Path) -> None:
 
 
 def full_demo(done: Done, repo: Path) -> None:
-    assert done.stdout.count("report.html") == 2, done.stdout[-2000:]
+    """Its closing list: the compute report, then the browser baseline's and profiled run's."""
+    listed = done.stdout.split("== reports", 1)[1].split()
+    assert len(listed) == 3 and all(Path(p).is_file() for p in listed), done.stdout[-2000:]
 
 
 def suite_passes(done: Done, repo: Path) -> None:
