@@ -223,3 +223,30 @@ def test_browser_run_exits_1_when_the_engine_crashes(tmp_path: Path) -> None:
     assert [r["status"] for r in rows_of(tmp_path / "runs/c")] == ["crash"]
     assert "exit 1: attempts ended crash" in done.stderr
     _no_traceback(done)
+
+
+@pytest.mark.engines
+def test_a_harness_failure_exits_1_and_marks_the_run_interrupted_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """Fault injection: a run hook that raises stands for a bug in the harness itself."""
+    from metewand.runtime.store import RunView
+    from metewand.suites.browser.attempt_runner import RunHooks
+    from metewand.suites.browser.run_config import RunConfig
+    from metewand.suites.browser.runner import HARNESS_ERROR_FILE, run_browser
+
+    class Broken(RunHooks):
+        def attempt_finished(self, token: object, artifact_dir: Path) -> None:
+            raise RuntimeError("injected harness fault")
+
+    said: list[str] = []
+    corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
+    config = RunConfig(str(corpus), ("chrome",))
+    result = run_browser(config, tmp_path / "runs", "h", echo=said.append, hooks=Broken())
+    assert result.exit_code == 1
+    view = RunView(tmp_path / "runs" / "h")
+    assert view.state == "interrupted"
+    reason = "harness failed: RuntimeError: injected harness fault"
+    assert view.manifest["data"]["interruption_reason"] == reason
+    assert "injected harness fault" in (view.run_dir / HARNESS_ERROR_FILE).read_text()
+    assert any(line.startswith(f"error: {reason}") for line in said), said

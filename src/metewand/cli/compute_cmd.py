@@ -157,6 +157,12 @@ def run(
     except KeyboardInterrupt:
         click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
+    except Exception as exc:  # the harness broke; the runner marked the run interrupted
+        if os.environ.get("METEWAND_DEBUG"):
+            raise
+        click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
+                   "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
         click.echo(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand.runtime import provenance
-from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
+from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.store import RunStore, StoreError, utc_now, write_json_atomic
 from metewand.suites.browser import classify
@@ -129,6 +129,11 @@ def run_browser(
             store.set_state("interrupted")
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
+        except Exception as exc:  # the harness broke: say so, never leave the run "running"
+            kill_leftovers(store.run_dir, store.run_id)
+            _finish_profiler(profiler)
+            _mark_harness_failure(store, exc, echo)
+            return RunResult(BENCHMARK_FAILURES, store.run_dir)
         kill_leftovers(store.run_dir, store.run_id)
         _finish_profiler(profiler)
         write_scores(store)
@@ -165,6 +170,21 @@ def _open(
 
     run_id = run_id or new_run_id()
     return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
+
+
+HARNESS_ERROR_FILE: Final = "harness_error.txt"
+
+
+def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
+    """State interrupted with the reason; the traceback goes to a file, not to the terminal."""
+    import traceback
+
+    reason = f"harness failed: {type(exc).__name__}: {exc}"
+    (store.run_dir / HARNESS_ERROR_FILE).write_text("".join(traceback.format_exception(exc)))
+    store.update_manifest({"interruption_reason": reason})
+    store.set_state("interrupted")
+    echo(f"error: {reason} (traceback in {store.run_dir / HARNESS_ERROR_FILE}; "
+         f"--resume {store.run_dir} continues the run)")  # fmt: skip
 
 
 def _finish_profiler(profiler: ResourceProfiler) -> None:
