@@ -110,6 +110,15 @@ def test_readers_take_an_id_a_path_or_latest_alike(tmp_path: Path) -> None:
         assert json.loads(written.stdout)["md"] == str(
             tmp_path / "runs" / expected / "scorecard.md"
         )
+    reports = metewand("report", "r1", "--json", cwd=tmp_path)
+    for kind, path in json.loads(reports.stdout).items():  # normal permissions, not mkstemp's 0600
+        assert os.stat(path).st_mode & 0o777 == 0o666 & ~_umask(), (kind, path)
+
+
+def _umask() -> int:
+    current = os.umask(0)  # this test process's; the subprocess inherits it
+    os.umask(current)
+    return current
 
 
 SLEEPER = """
