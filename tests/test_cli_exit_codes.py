@@ -184,10 +184,31 @@ problems = ["answer"]
     finally:
         proc.kill()
         _kill_marked(marker)
+        _remove_groups_of(proc.pid)  # a kill -9'd orchestrator cannot remove its workers' groups
     status = metewand("status", "k", "--json", cwd=tmp_path)
     data = json.loads(status.stdout)
     assert data["state"] == "interrupted" and data["recorded_state"] == "running", data
     assert "state     interrupted" in metewand("status", "k", cwd=tmp_path).stdout
+
+
+def _remove_groups_of(pid: int) -> None:
+    """The (emptied) accounting groups ``metewand-<label>-<pid>-<hex>`` the killed run made."""
+    pattern = f"-{pid}-"
+    deadline = time.monotonic() + 10
+    for top, dirs, _ in os.walk("/sys/fs/cgroup"):
+        if top.count(os.sep) > 6:
+            dirs[:] = []
+            continue
+        for name in [d for d in dirs if d.startswith("metewand-") and pattern in d]:
+            dirs.remove(name)
+            while True:
+                try:
+                    os.rmdir(os.path.join(top, name))
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)  # its last process is still exiting
 
 
 def _worker_started(marker: str) -> bool:
