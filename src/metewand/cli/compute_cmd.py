@@ -168,7 +168,7 @@ def run(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
-    _warn_at_end(summary.run_dir)
+        _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
 
