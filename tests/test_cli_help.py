@@ -12,7 +12,8 @@ import pytest
 
 from metewand.cli.main import COMMANDS, cli
 
-HEAVY = ("numpy", "matplotlib", "scipy", "metewand.compare.stats", "jsonschema", "aiohttp")
+HEAVY = ("numpy", "matplotlib", "scipy", "metewand.compare.stats", "jsonschema", "aiohttp",
+         "importlib.metadata", "metewand.measure.accounting")  # fmt: skip
 PROBE = """
 import sys
 from metewand.cli.main import main
@@ -45,6 +46,13 @@ def test_the_static_command_table_matches_each_command() -> None:
         command = cli.get_command(ctx, name)
         assert command is not None, name
         assert command.get_short_help_str(limit=200) == short_help, name
+
+
+def test_measure_offers_exactly_the_accounting_backends() -> None:
+    from metewand.cli.measure_cmd import BACKEND_CHOICES
+    from metewand.measure.accounting import BACKENDS
+
+    assert tuple(BACKEND_CHOICES) == tuple(BACKENDS)
 
 
 def test_every_option_has_help_text() -> None:

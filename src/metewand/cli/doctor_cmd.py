@@ -6,18 +6,18 @@ run would get, with the reasons each better backend was skipped.
 
 from __future__ import annotations
 
-import importlib.metadata
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.measure import host_facts
-from metewand.measure.accounting import AccountingUnavailable, open_accounting
-from metewand.measure.cgroups import CgroupLayout, detect_layout
+
+# The measure modules are imported where used, so `metewand doctor --help` stays fast.
+if TYPE_CHECKING:
+    from metewand.measure.cgroups import CgroupLayout
 
 PRESSURE = Path("/proc/pressure")
 ENGINE_FIXES = {
@@ -35,6 +35,8 @@ def layout_name(layout: CgroupLayout) -> str:
 
 
 def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
+    from metewand.measure.accounting import AccountingUnavailable, open_accounting
+
     try:
         accounting = open_accounting("auto", label="metewand-doctor", layout=layout)
     except AccountingUnavailable as exc:
@@ -52,6 +54,8 @@ def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
 
 
 def system_checks() -> dict[str, Any]:
+    from metewand.measure import host_facts
+
     swaps = (host_facts.read_text_or_none("/proc/swaps") or "").splitlines()[1:]
     psi = {r: (PRESSURE / r).exists() for r in ("cpu", "memory", "io")}
     return {
@@ -63,6 +67,8 @@ def system_checks() -> dict[str, Any]:
 
 
 def lightpanda_wheel() -> str | None:
+    import importlib.metadata  # scans every installed distribution: only when asked
+
     try:
         return importlib.metadata.version("lightpanda")
     except importlib.metadata.PackageNotFoundError:
@@ -104,6 +110,8 @@ def _problem(severity: str, message: str, fix: str) -> dict[str, str]:
 
 
 def build_report(engines: list[str]) -> dict[str, Any]:
+    from metewand.measure.cgroups import detect_layout
+
     layout = detect_layout()
     report: dict[str, Any] = {
         "cgroup_layout": {"name": layout_name(layout), **layout.to_json()},

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.measure.accounting import BACKENDS, AccountingUnavailable
-from metewand.measure.forms import Measurement
-from metewand.measure.subject import (
-    MEASUREMENT_FIELDS,
-    SubjectReport,
-    SubjectStartError,
-    run_measured,
-)
+
+# The measure modules are imported when a command is measured, so `--help` stays fast; the
+# backend names are spelled here (tests/test_cli_help.py checks them against measure.accounting).
+BACKEND_CHOICES = ("cgroup2", "cgroup1", "proc")
+if TYPE_CHECKING:
+    from metewand.measure.forms import Measurement
+    from metewand.measure.subject import SubjectReport
 
 
 def _format_value(name: str, m: Measurement) -> str:
@@ -31,6 +31,8 @@ def _format_value(name: str, m: Measurement) -> str:
 def _print_table(report: SubjectReport) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from metewand.measure.subject import MEASUREMENT_FIELDS
 
     table = Table(title=f"metewand measure ({report.backend})", title_justify="left")
     for column in ("measurement", "value", "status", "source"):
@@ -55,7 +57,7 @@ def _print_table(report: SubjectReport) -> None:
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option(
     "--backend",
-    type=click.Choice(["auto", *BACKENDS]),
+    type=click.Choice(["auto", *BACKEND_CHOICES]),
     default="auto",
     show_default=True,
     help="Tree accounting backend; auto tries cgroup2, cgroup1, then /proc and says why.",
@@ -88,6 +90,9 @@ def measure(
     3: the requested backend is unavailable here. Messages go to stderr.
     The table goes to stderr so the command's stdout stays its own; --json goes to stdout.
     """
+    from metewand.measure.accounting import AccountingUnavailable
+    from metewand.measure.subject import SubjectStartError, run_measured
+
     try:
         report = run_measured(
             list(command), backend=backend, interval_ms=interval_ms, pss_every=pss_every
