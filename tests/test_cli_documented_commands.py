@@ -216,7 +216,7 @@ class Expect:
 
 
 SORT = "metewand run examples/sorting/metewand.toml"
-LEX = "--tasks ../shared/corpus/lexbench --subset l1.raw_cdp --tag purpose.smoke --keep-going"
+LEX = "--tasks ../shared/corpus/lexbench --subset l1.raw_cdp --tag purpose.smoke"
 TASK = "--engines chrome,lightpanda --task own_ax_tree"
 EXPECTED: tuple[Expect, ...] = (
     Expect('metewand measure -- python3 -c "x = bytearray(200 << 20)"', 0, measured_200_mib),

@@ -12,6 +12,7 @@ from metewand import canonical
 from metewand.measure import forms
 from metewand.runtime import schemas
 from metewand.runtime.payload import ExecutionMeasurements, PayloadError
+from metewand.runtime.tree_memory import TreeMemory
 
 VECTOR_DIR = Path(__file__).parent / "vectors" / "measurements"
 VECTORS = sorted(VECTOR_DIR.glob("*.json"))
@@ -19,6 +20,7 @@ DEFAULT_SCHEMA = {
     "form": "measurement-form",
     "canonical_form": "measurement-form",
     "payload": "measurements",
+    "tree_memory": "tree-memory",
 }
 
 
@@ -41,6 +43,8 @@ def _python_verdict(kind: str, value: Any) -> tuple[bool, str | None]:
     try:
         if kind == "payload":
             ExecutionMeasurements.from_json(value)
+        elif kind == "tree_memory":
+            TreeMemory.from_json(value)
         else:
             forms.from_json(value)
     except PayloadError as exc:
@@ -54,7 +58,7 @@ def test_enough_vectors_cover_the_contract() -> None:
     vectors = [_load(p) for p in VECTORS]
     assert len(vectors) >= 40
     kinds = {v["kind"] for v in vectors}
-    assert kinds == {"form", "canonical_form", "payload"}
+    assert kinds == {"form", "canonical_form", "payload", "tree_memory"}
     payloads = [v["input"] for v in vectors if v["kind"] == "payload" and v["valid"]]
     assert {p["version"] for p in payloads} == {1, 2}
     assert {p["cpu_time_scope"] for p in payloads} == {
@@ -90,3 +94,5 @@ def test_vector(path: Path) -> None:
         assert parsed_payload.to_json() == value  # round trip keeps every key and value
         again = ExecutionMeasurements.loads(parsed_payload.canonical_bytes())
         assert again == parsed_payload
+    if kind == "tree_memory" and expected:
+        assert TreeMemory.from_json(value).to_json() == value

@@ -20,9 +20,10 @@ An implementation is a few lines::
 
     impl.serve()
 
-Materializers (``Materializer().materialize``) and evaluators (``Evaluator().evaluate``) look the
-same. This module imports only the standard library and ``metewand.canonical`` because it starts
-inside every worker and its import time is charged to worker startup.
+Materializers (``Materializer().materialize``), transformers (``Transformer().transform``) and
+evaluators (``Evaluator().evaluate``) look the same. This module imports only the standard
+library and ``metewand.canonical`` because it starts inside every worker and its import time is
+charged to worker startup.
 """
 
 from __future__ import annotations
@@ -234,6 +235,31 @@ class Materializer(Worker):
             return {"dataset": {"manifest": DATASET_MANIFEST}}
 
         self.handle("materialize", on_materialize)
+        return fn
+
+
+class Transformer(Worker):
+    """Role ``dataset_transformer``: transform(source_dir, parameters, seed, output_dir) derives a
+    dataset from another one (``source_dir`` is read-only: changing it fails the dataset)."""
+
+    role = "dataset_transformer"
+
+    def transform(
+        self, fn: Callable[[str, dict, int, str], Any]
+    ) -> Callable[[str, dict, int, str], Any]:
+        def on_transform(request: dict[str, Any]) -> dict[str, Any]:
+            out = request["output_dir"]
+            parameters = request.get("dataset_parameters") or {}
+            fn(request["source_dataset_dir"], parameters, int(request.get("dataset_seed", 0)), out)
+            manifest = {
+                "schema_version": 1,
+                "complete": True,
+                "files": file_entries(out, DATASET_MANIFEST),
+            }
+            write_document(os.path.join(out, DATASET_MANIFEST), manifest)
+            return {"dataset": {"manifest": DATASET_MANIFEST}}
+
+        self.handle("transform", on_transform)
         return fn
 
 

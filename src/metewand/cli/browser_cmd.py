@@ -123,7 +123,7 @@ def run(**opts: object) -> None:  # fmt: skip
     Examples:
       metewand browser run --engines chrome,lightpanda --k 1
       metewand browser run --tasks ../shared/corpus/lexbench --subset l1.raw_cdp \\
-          --tag purpose.smoke --keep-going --engines chrome --k 3 --jobs 2 --run-id lex1
+          --tag purpose.smoke --engines chrome --k 3 --jobs 2 --run-id lex1
       metewand browser run --resume lex1 --no-progress
       metewand browser run --engines chrome,lightpanda --task own_ax_tree \\
           --resource-profile baseline --run-id base1
@@ -273,9 +273,11 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     corpus = load_corpus(tasks_dir or builtin_suite_dir())
     subsets = []
     for subset in corpus.manifest.subsets if corpus.manifest else []:
-        ids = [t.task_id for t in corpus.tasks if t.subset_id == subset.subset_id]
+        status = corpus.subset_status(subset)
         subsets.append({"subset_id": subset.subset_id, "layer": subset.layer_id,
-                        "driver": subset.driver, "tasks": len(ids), "task_ids": ids})  # fmt: skip
+                        "driver": subset.driver, "tasks": len(status.task_ids),
+                        "task_ids": status.task_ids, "not_run_yet": len(status.pending),
+                        "why_no_runnable_task": status.why_not_runnable})  # fmt: skip
     engines = []
     for name in ENGINES:
         found = resolve(name)
@@ -283,14 +285,18 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
                         "detail": found.detail if isinstance(found, Missing)
                         else str(found.binary)})  # fmt: skip
     data = {"corpus": str(corpus.root), "invalid": [str(e) for e in corpus.errors],
-            "subsets": subsets, "engines": engines}  # fmt: skip
+            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines}  # fmt: skip
     if as_json:
         click.echo(canonical.dumps(data).decode())
         return
     click.echo(f"corpus {corpus.root}: {len(corpus.tasks)} valid tasks, "
-               f"{len(corpus.errors)} invalid")  # fmt: skip
+               f"{len(corpus.pending)} not run yet, {len(corpus.errors)} invalid")  # fmt: skip
+    for error in corpus.errors:
+        click.echo(f"  invalid: {error}")
     for s in subsets:
-        click.echo(f"  {s['subset_id']:<40} {s['driver']:<28} {s['tasks']:>4} tasks")
+        why = f"  ({s['not_run_yet']} not run yet)" if s["not_run_yet"] and s["tasks"] else ""
+        why = f"  no runnable task: {s['why_no_runnable_task']}" if not s["tasks"] else why
+        click.echo(f"  {s['subset_id']:<28} {s['driver']:<28} {s['tasks']:>4} tasks{why}")
     click.echo("engines:")
     for e in engines:
         click.echo(f"  {e['engine']:<12} {'found' if e['found'] else 'missing':<8} {e['detail']}")

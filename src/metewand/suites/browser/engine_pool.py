@@ -16,15 +16,18 @@ from typing import Any
 
 from metewand.suites.browser.engine_process import EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
-from metewand.suites.browser.leftovers import RUN_MARKER_VAR, record_pid
+from metewand.suites.browser.leftovers import record_pid, run_markers
 
 OnLaunch = Callable[[str, EngineProcess], Awaitable[None]]
 PreexecFor = Callable[[int, str], PreexecFn | None]
 
 
-def marked_engine(engine: ResolvedEngine, run_id: str) -> ResolvedEngine:
-    """The same engine with the run marker added to its environment."""
-    spec = dataclasses.replace(engine.spec, env={**engine.spec.env, RUN_MARKER_VAR: run_id})
+def marked_engine(
+    engine: ResolvedEngine, run_id: str, run_dir: Path | None = None
+) -> ResolvedEngine:
+    """The same engine with the run's markers added to its environment."""
+    env = {**engine.spec.env, **run_markers(run_id, run_dir)}
+    spec = dataclasses.replace(engine.spec, env=env)
     return ResolvedEngine(spec, engine.binary, engine.found_by)
 
 
@@ -46,7 +49,7 @@ class EnginePool:
         for name, engine in engines.items():
             preexec = preexec_for(worker, name) if preexec_for is not None else None
             self._processes[name] = EngineProcess(
-                marked_engine(engine, run_id), log_dir, preexec_fn=preexec
+                marked_engine(engine, run_id, run_dir), log_dir, preexec_fn=preexec
             )
         self.relaunches: dict[str, int] = {name: 0 for name in engines}
 

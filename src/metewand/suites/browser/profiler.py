@@ -240,7 +240,7 @@ class ResourceProfiler(RunHooks):
     ) -> dict[str, Any]:
         group = open_accounting(label=f"{self.run_id}-cold-{name}-{sample}")
         interval = min(COLD_START_INTERVAL_MS, self.options.sample_interval_ms)
-        process = EngineProcess(marked_engine(engine, self.run_id), log_dir,
+        process = EngineProcess(marked_engine(engine, self.run_id, self.run_dir), log_dir,
                                 preexec_fn=group.preexec_join())  # fmt: skip
         sampler = Sampler(group, interval)
         sampler.start()

@@ -30,7 +30,13 @@ from metewand.suites.browser.leftovers import kill_leftovers
 from metewand.suites.browser.profiler import ResourceProfiler
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
 from metewand.suites.browser.run_config import CONNECTION_POLICY, REUSE_POLICY, RunConfig
-from metewand.suites.browser.run_plan import Plan, PlanError, build_plan, corpus_digest
+from metewand.suites.browser.run_plan import (
+    Plan,
+    PlanError,
+    build_plan,
+    corpus_digest,
+    not_run_subsets,
+)
 
 CONFIG_KEY: Final = "config"
 Echo = Callable[[str], None]
@@ -164,6 +170,8 @@ def _open(
     plan = planned or build_plan(config)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
+    for subset_id, why in not_run_subsets(plan).items():
+        echo(f"subset {subset_id}: {why}")
     for name, missing in plan.missing.items():
         echo(f"engine {name}: {missing.reason} ({missing.detail}); its rows are unsupported")
     from metewand.runtime.store import new_run_id

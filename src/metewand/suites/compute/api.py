@@ -16,18 +16,20 @@ from typing import Any
 from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
-from metewand.runtime.payload import ExecutionMeasurements
+from metewand.runtime.payload import ExecutionMeasurements, observation_timing
+from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.manifest import DatasetDef, ExecutionPolicy, Launch, ProblemDef
 from metewand.suites.compute.materialize import MaterializedDataset
 from metewand.suites.compute.plan import DatasetConfig, PlannedAttempt
 from metewand.suites.compute.session import LaunchSpec
-from metewand.suites.compute.workers import ImplementationWorker
+from metewand.suites.compute.workers import ImplementationWorker, Opener
 
 
 @dataclass(frozen=True)
 class FixedDatasetResult:
     measurements: ExecutionMeasurements
+    tree_memory: TreeMemory  # the kernel's memory high-water of the worker tree
     result: dict[str, Any]  # the validated result manifest
     metrics: dict[str, Any]  # the validated metrics document
     timed_wall_time_ns: int
@@ -45,6 +47,7 @@ class FixedDatasetFailure:
     code: str
     message: str
     measurements: ExecutionMeasurements
+    tree_memory: TreeMemory
 
     ok = False
 
@@ -81,10 +84,13 @@ def run_fixed_dataset_outcome(
     accounting_backend: str = "auto",
     timeouts: Timeouts | None = None,
     env: dict[str, str] | None = None,
+    accounting_opener: Opener | None = None,
 ) -> FixedDatasetResult | FixedDatasetFailure:
     """Run ``implementation`` (argv) on ``dataset_dir`` and grade it with ``evaluator`` (argv).
 
     ``env`` adds variables to both workers' environment (which is otherwise an allowlist).
+    ``accounting_opener`` replaces how the accounting is opened: ``(backend, label)`` → a
+    ``TreeAccounting`` (for a deliberately reduced real backend; default: ``open_accounting``).
     """
     attempt_dir = tempfile.mkdtemp(prefix="attempt-", dir=private_root)
     os.chmod(attempt_dir, 0o700)
@@ -113,20 +119,28 @@ def run_fixed_dataset_outcome(
         attempt_dir=attempt_dir,
         timeouts=timeouts or Timeouts(),
     )
-    worker = ImplementationWorker(accounting_backend)
+    worker = (
+        ImplementationWorker(accounting_backend, opener=accounting_opener)
+        if accounting_opener is not None
+        else ImplementationWorker(accounting_backend)
+    )
     try:
         outcome = AttemptRun(spec, worker, release_worker=True).run()
     finally:
         worker.finish(spec.timeouts.shutdown_s)
     m = outcome.measurements
     if not outcome.accepted:
-        return FixedDatasetFailure(str(outcome.code), outcome.message or "", m)
+        return FixedDatasetFailure(str(outcome.code), outcome.message or "", m, outcome.tree_memory)
+    # An accepted attempt has complete wall and evaluation times; observation_timing refuses
+    # anything else instead of turning a missing value into 0.
+    timing = observation_timing(m, outcome.implementation_time_ns)
     return FixedDatasetResult(
         measurements=m,
+        tree_memory=outcome.tree_memory,
         result=outcome.result or {},
         metrics=outcome.metrics or {},
-        timed_wall_time_ns=int(m.timed_wall_time_ns.value or 0),
-        evaluation_time_ns=int(m.evaluation_time_ns.value or 0),
+        timed_wall_time_ns=timing["timed_wall_time_ns"],
+        evaluation_time_ns=timing["evaluation_time_ns"],
         implementation_time_ns=outcome.implementation_time_ns,
         statistics=outcome.statistics,
         result_dir=os.path.join(attempt_dir, "result"),

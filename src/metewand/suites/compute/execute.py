@@ -27,6 +27,7 @@ from metewand.runtime.payload import (
     ExecutionMeasurements,
     TimedWallInclusion,
 )
+from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.manifest import ProblemDef
 from metewand.suites.compute.materialize import MaterializedDataset
 from metewand.suites.compute.plan import PlannedAttempt
@@ -93,6 +94,12 @@ class AttemptOutcome:
     worker: dict[str, Any] = field(default_factory=dict)
     evaluator: dict[str, Any] = field(default_factory=dict)  # pid, reused (always False today)
     logs: dict[str, Any] = field(default_factory=dict)
+    # The kernel's memory high-water of the worker tree (beside the payload, not in it).
+    tree_memory: TreeMemory = field(
+        default_factory=lambda: TreeMemory(
+            forms.unavailable(Reason.NOT_STARTED), AccountingBackend.NONE
+        )
+    )
 
     @property
     def accepted(self) -> bool:
@@ -151,6 +158,7 @@ class AttemptRun:
         self.envelope_start: int | None = None
         self.outcome = AttemptOutcome(spec.attempt, self.m, utc_now())
         self.evaluator: WorkerSession | None = None
+        self.phase, self.role = "setup", "implementation"
 
     # -- timing helpers ------------------------------------------------------------------
 
@@ -175,40 +183,47 @@ class AttemptRun:
     # -- the attempt ---------------------------------------------------------------------
 
     def run(self) -> AttemptOutcome:
-        phase, role = "setup", "implementation"
+        # self.phase names what was under way when a failure struck (execute, not "prepare",
+        # once _prepare_execute has moved on); self.role whose exchange it was.
+        self.phase, self.role = "setup", "implementation"
         try:
             if self.spec.setup_error:
                 raise AttemptFailure("setup_failure", self.spec.setup_error)
-            phase, role = "startup", "evaluator"
+            self.phase, self.role = "startup", "evaluator"
             self.evaluator = self.worker.launch_evaluator(
                 self.spec.evaluator, self.spec.attempt_dir
             )
             self.timed("evaluator_startup_time_ns", lambda: self._start(self.evaluator))
             self.outcome.evaluator = {"pid": self.evaluator.pid, "reused": False}
-            phase, role = "hello", "implementation"
+            self.phase, self.role = "hello", "implementation"
             self._implementation_startup()
-            phase = "prepare"
+            self.phase = "prepare"
             self._prepare_execute()
-            phase = "validate"
+            self.phase = "validate"
             self._read_resources()
             self._validate_result()
-            phase, role = "evaluate", "evaluator"
+            self.phase, self.role = "evaluate", "evaluator"
             self._evaluate()
         except BaseException as exc:
-            failure = classify(exc, role, phase)
-            gone = isinstance(exc, WorkerGone) and role == "implementation"
-            if gone and self.worker.exited_cleanly():
-                failure = AttemptFailure("protocol_error", f"implementation exited early: {exc}")
-            if self.outcome.code is None:
-                self.outcome.code, self.outcome.message = failure.code, failure.message
-            self._close_interrupted()
-            self._read_resources(interrupted=True)
-            self.worker.discard()
+            self._fail(exc)
             if not isinstance(exc, Exception):
                 raise
         finally:
             self._finish()
         return self.outcome
+
+    def _fail(self, exc: BaseException) -> None:
+        failure = classify(exc, self.role, self.phase)
+        gone = isinstance(exc, WorkerGone) and self.role == "implementation"
+        if gone and self.worker.exited_cleanly():
+            failure = AttemptFailure(
+                "protocol_error", f"implementation {self.phase}: exited early: {exc}"
+            )
+        if self.outcome.code is None:
+            self.outcome.code, self.outcome.message = failure.code, failure.message
+        self._close_interrupted()
+        self._read_resources(interrupted=True)
+        self.worker.discard()
 
     def _start(self, session: WorkerSession | None) -> None:
         assert session is not None
@@ -256,6 +271,7 @@ class AttemptRun:
         )
         if dataset_sizes(dataset_dir) != sizes:  # inside the continuous wall, outside phases
             raise AttemptFailure("implementation_failure", "prepare modified the dataset")
+        self.phase = "execute"
         if self.scope == "execute_only":
             self.worker.cpu_baseline()
             self.envelope_start = time.monotonic_ns()
@@ -272,11 +288,22 @@ class AttemptRun:
         self._reply = reply
 
     def _read_resources(self, interrupted: bool = False) -> None:
-        self.backend = self.worker.backend()  # before a discard releases the accounting
-        if self.worker.accounting is None or "cpu_time_ns" in self.values:
+        if "cpu_time_ns" in self.values:
             return
-        cpu, rss = read_resources(self.worker, interrupted)
+        session = self.worker.session
+        if session is None or session.pid is None:
+            self.backend = AccountingBackend.NONE  # never launched: nothing was accounted
+            return  # not_started stays
+        self.backend = self.worker.backend()  # before a discard releases the accounting
+        if self.worker.accounting is None:
+            # The worker ran without accounting: disabled or unusable here, or not Linux.
+            missing = forms.unavailable(self.worker.missing_reason or Reason.ACCOUNTING_UNAVAILABLE)
+            self.values["cpu_time_ns"] = self.values["peak_rss_bytes"] = missing
+            self.outcome.tree_memory = TreeMemory(missing, AccountingBackend.NONE)
+            return
+        cpu, rss, tree = read_resources(self.worker, interrupted)
         self.values["cpu_time_ns"], self.values["peak_rss_bytes"] = cpu, rss
+        self.outcome.tree_memory = tree
 
     def _validate_result(self) -> None:
         result_dir = os.path.join(self.spec.attempt_dir, "result")

@@ -20,7 +20,7 @@ MANIFEST_VERSION = 1
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TIMING_SCOPES = ("cold_end_to_end", "prepare_and_execute", "execute_only")
 RUN_ORDERS = ("sequential", "randomized")
-DATASET_KINDS = ("generated", "fixed", "unit")
+DATASET_KINDS = ("generated", "fixed", "unit", "transformed", "acquired")
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 
@@ -53,10 +53,13 @@ class Launch:
 class DatasetDef:
     name: str
     kind: str
-    materializer: Launch | None = None
-    path: str | None = None
+    materializer: Launch | None = None  # the generator, or a transformed dataset's transformer
+    path: str | None = None  # fixed: the directory; acquired: the local source file or directory
     parameter_defaults: dict[str, Any] = field(default_factory=dict)
     parameter_schema: dict[str, Any] | None = None
+    source: str | None = None  # transformed: the dataset it is derived from
+    source_parameters: dict[str, Any] = field(default_factory=dict)  # transformed: of the source
+    sha256: str | None = None  # acquired: the source's digest (file bytes, or tree digest)
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,11 @@ def _launch(r: _Reader, value: Any, where: str) -> Launch:
 
 def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
     where = f"datasets.{name}"
+    if isinstance(value, dict) and value.get("kind") in ("transformed", "acquired"):
+        from metewand.suites.compute import manifest_datasets as derived
+
+        read = derived.transformed if value["kind"] == "transformed" else derived.acquired
+        return read(r, name, value)
     keys = {"kind": True, "materializer": False, "path": False}
     keys |= {"parameter_defaults": False, "parameter_schema": False}
     t = r.table(value, where, keys)
@@ -372,6 +377,9 @@ def read_manifest(path: str, doc: dict[str, Any]) -> Manifest:
     if "unit" in datasets:
         r.error("datasets.unit", "'unit' is the built-in unit dataset")
     datasets["unit"] = DatasetDef("unit", "unit")
+    from metewand.suites.compute.manifest_datasets import check_sources
+
+    check_sources(r, datasets)
     problems = {n: _problem(r, n, v) for n, v in _named(r, doc, "problems").items()}
     impls = {
         n: _implementation(r, n, v, problems) for n, v in _named(r, doc, "implementations").items()

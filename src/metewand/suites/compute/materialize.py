@@ -22,6 +22,7 @@ from typing import Any
 from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
+from metewand.suites.compute.acquire import AcquisitionError, acquire_into_cache
 from metewand.suites.compute.launch import Builder, launch_spec
 from metewand.suites.compute.plan import DatasetConfig
 from metewand.suites.compute.protocol import (
@@ -102,11 +103,23 @@ class DatasetCache:
         kind = config.definition.kind
         if kind in ("fixed", "unit"):
             return self._provided(config, did)
+        if kind == "acquired":
+            return self._acquire(config, did)
+        source = None
+        if kind == "transformed":
+            assert config.source is not None
+            source = self.get(config.source)  # acquisition or construction: not timed here
+            if source.directory is None:
+                receipt = _receipt_head(did, config, source) | {"origin": "constructed"}
+                error = f"source dataset {config.source.name} failed: {source.error}"
+                return MaterializedDataset(
+                    config, did, None, forms.unavailable(Reason.NOT_STARTED), receipt, error
+                )
         final = os.path.join(self.root, did)
         hit = self._reuse(config, did, final)
         if hit is not None:
             return hit
-        return self._construct(config, did, final)
+        return self._construct(config, did, final, source)
 
     def _provided(self, config: DatasetConfig, did: str) -> MaterializedDataset:
         if config.definition.kind == "fixed":
@@ -126,6 +139,18 @@ class DatasetCache:
             config, did, directory, forms.unavailable(Reason.PROVIDED_DATASET), receipt
         )
 
+    def _acquire(self, config: DatasetConfig, did: str) -> MaterializedDataset:
+        # No generator or transformation runs: materialization is provided_dataset; the
+        # acquisition's own duration is in the receipt, outside materialization_time_ns.
+        provided = forms.unavailable(Reason.PROVIDED_DATASET)
+        try:
+            directory, receipt = acquire_into_cache(self.root, config, did)
+        except AcquisitionError as exc:
+            receipt = {"schema_version": 1, "derivation_id": did, "kind": "acquired"}
+            receipt["origin"] = "acquired"
+            return MaterializedDataset(config, did, None, provided, receipt, str(exc))
+        return MaterializedDataset(config, did, directory, provided, receipt)
+
     def _reuse(self, config: DatasetConfig, did: str, final: str) -> MaterializedDataset | None:
         try:
             stored = read_document(os.path.join(final, RECEIPT_NAME))
@@ -139,22 +164,28 @@ class DatasetCache:
         receipt = {**stored, "origin": "cache_hit", "path": data}
         return MaterializedDataset(config, did, data, forms.unavailable(Reason.CACHE_HIT), receipt)
 
-    def _construct(self, config: DatasetConfig, did: str, final: str) -> MaterializedDataset:
+    def _construct(
+        self,
+        config: DatasetConfig,
+        did: str,
+        final: str,
+        source: MaterializedDataset | None = None,
+    ) -> MaterializedDataset:
         staging = tempfile.mkdtemp(prefix="staging-", dir=self.root)
         data = os.path.join(staging, DATA_NAME)
         os.mkdir(data)
+        head = _receipt_head(did, config, source)
         try:
-            elapsed, constructed_at = self._run_materializer(config, data, staging)
+            elapsed, constructed_at = self._run_materializer(config, data, staging, source)
             output = tree_sha256(data)
         except _MaterializeError as exc:
             shutil.rmtree(staging, ignore_errors=True)
-            receipt = {"schema_version": 1, "derivation_id": did, "kind": "generated"}
-            receipt["origin"] = "constructed"
+            receipt = {**head, "origin": "constructed"}
+            if exc.measurement.value is not None:  # the request ran; its output was refused
+                receipt["materialization_time_ns"] = exc.measurement.to_json()
             return MaterializedDataset(config, did, None, exc.measurement, receipt, str(exc))
         receipt = {
-            "schema_version": 1,
-            "derivation_id": did,
-            "kind": "generated",
+            **head,
             "origin": "constructed",
             "output_sha256": output,
             "materialization_time_ns": forms.complete(elapsed).to_json(),
@@ -167,43 +198,47 @@ class DatasetCache:
             config, did, path, forms.complete(elapsed), {**receipt, "path": path}
         )
 
-    def _run_materializer(self, config: DatasetConfig, out: str, staging: str) -> tuple[int, str]:
+    def _run_materializer(
+        self,
+        config: DatasetConfig,
+        out: str,
+        staging: str,
+        source: MaterializedDataset | None,
+    ) -> tuple[int, str]:
+        """Time the generator's ``materialize`` or the transformer's ``transform`` request
+        through its complete response; startup, validation and publication stay outside."""
         definition = config.definition
         assert definition.materializer is not None
         built = self.builder.build(f"dataset-{definition.name}", definition.materializer)
         if built.error:
             raise _MaterializeError(built.error, forms.unavailable(Reason.NOT_STARTED))
-        spec = launch_spec(
-            "dataset_materializer",
-            definition.name,
-            definition.materializer,
-            staging,
-            built.build_dir,
-        )
+        role, method, request = _request(config, out, staging, source)
+        role_name = "transformer" if source is not None else "materializer"
+        spec = launch_spec(role, definition.name, definition.materializer, staging, built.build_dir)
         session = WorkerSession(spec, os.path.join(staging, "logs"), on_start=self.on_start)
-        started = 0
+        started = elapsed = None
         try:
             session.start()
             session.hello(HELLO_TIMEOUT_S)
             constructed_at = _utc_now()
             started = time.monotonic_ns()
-            reply = session.call(
-                "materialize", _request(config, out, staging), MATERIALIZE_TIMEOUT_S
-            )
+            reply = session.call(method, request, MATERIALIZE_TIMEOUT_S)
             elapsed = time.monotonic_ns() - started
-            _check_dataset(out, reply)
+            _check_dataset(out, reply)  # validation: outside the measured request
+            _check_source_unchanged(source)
             return elapsed, constructed_at
         except (OSError, ProtocolViolation, PhaseTimeout, WorkerGone, WorkerError) as exc:
             measured = (
                 forms.partial(time.monotonic_ns() - started, Reason.INTERRUPTED)
-                if started
+                if started is not None
                 else forms.unavailable(Reason.NOT_STARTED)
             )
-            raise _MaterializeError(f"materializer {definition.name}: {exc}", measured) from exc
+            raise _MaterializeError(f"{role_name} {definition.name}: {exc}", measured) from exc
         except InvalidOutput as exc:
+            # The request ran through its complete response; only its output is refused.
+            assert elapsed is not None
             raise _MaterializeError(
-                f"materializer {definition.name}: invalid dataset: {exc}",
-                forms.unavailable(Reason.NOT_STARTED),
+                f"{role_name} {definition.name}: invalid dataset: {exc}", forms.complete(elapsed)
             ) from exc
         finally:
             session.shutdown(5.0)
@@ -216,13 +251,34 @@ class _MaterializeError(Exception):
         self.measurement = measurement
 
 
-def _request(config: DatasetConfig, out: str, staging: str) -> dict[str, Any]:
-    return {
-        "source_dir": staging,
+def _request(
+    config: DatasetConfig, out: str, staging: str, source: MaterializedDataset | None
+) -> tuple[str, str, dict[str, Any]]:
+    """(worker role, method, request) for a generator or a transformer."""
+    request = {
         "dataset_parameters": config.parameters,
         "dataset_seed": config.seed,
         "output_dir": out,
     }
+    if source is None:
+        return "dataset_materializer", "materialize", {"source_dir": staging, **request}
+    return "dataset_transformer", "transform", {"source_dataset_dir": source.directory, **request}
+
+
+def _receipt_head(
+    did: str, config: DatasetConfig, source: MaterializedDataset | None
+) -> dict[str, Any]:
+    head = {"schema_version": 1, "derivation_id": did, "kind": config.definition.kind}
+    if source is not None:
+        head["source_derivation_id"] = source.derivation_id
+    return head
+
+
+def _check_source_unchanged(source: MaterializedDataset | None) -> None:
+    if source is None or source.directory is None:
+        return
+    if tree_sha256(source.directory) != source.receipt.get("output_sha256"):
+        raise InvalidOutput(f"the transformer modified its source dataset {source.config.name}")
 
 
 def _check_dataset(out: str, reply: dict[str, Any]) -> None:

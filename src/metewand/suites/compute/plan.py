@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ class DatasetConfig:
     parameters: dict[str, Any]
     seed: int
     identity: str  # mw1-dataset-configuration-…
+    source: DatasetConfig | None = None  # transformed: the configuration it is derived from
 
     @property
     def name(self) -> str:
@@ -134,22 +136,36 @@ def build_plan(manifest: Manifest) -> Plan:
     for exp in manifest.experiments:
         exp_units = _expand_experiment(manifest, exp, errors, seen)
         units.extend(_order(manifest, exp, exp_units))
-    if errors:
-        raise ManifestError(errors)
+    if errors:  # a transformed dataset's source is checked once per expansion: say it once
+        raise ManifestError(list(dict.fromkeys(errors)))
     return Plan(manifest, tuple(units))
 
 
-def _dataset_config(ds: DatasetDef, params: dict[str, Any], seed: int) -> DatasetConfig:
+def _dataset_config(
+    ds: DatasetDef,
+    params: dict[str, Any],
+    seed: int,
+    datasets: dict[str, DatasetDef],
+    errors: list[str],
+) -> DatasetConfig:
     resolved = merge(ds.parameter_defaults, params)
-    dataset_def_id = canonical.identity(
-        "dataset-definition",
-        {
-            "version": 1,
-            "kind": ds.kind,
-            "materializer": ds.materializer.identity_record() if ds.materializer else None,
-            "parameter_schema": ds.parameter_schema,
-        },
-    )
+    definition: dict[str, Any] = {
+        "version": 1,
+        "kind": ds.kind,
+        "materializer": ds.materializer.identity_record() if ds.materializer else None,
+        "parameter_schema": ds.parameter_schema,
+    }
+    source = None
+    if ds.kind == "transformed" and ds.source in datasets:
+        # The derivation covers the source's own configuration: another source, another dataset.
+        source_def = datasets[ds.source]
+        source = _dataset_config(source_def, ds.source_parameters, seed, datasets, errors)
+        where = f"datasets.{ds.name}.source_parameters"
+        _validate(source_def.parameter_schema, source.parameters, where, errors)
+        definition["source_configuration"] = source.identity
+    if ds.kind == "acquired":
+        definition["source"] = {"name": os.path.basename(str(ds.path)), "sha256": ds.sha256}
+    dataset_def_id = canonical.identity("dataset-definition", definition)
     value, _ = derive_seed(
         "dataset",
         {
@@ -162,7 +178,7 @@ def _dataset_config(ds: DatasetDef, params: dict[str, Any], seed: int) -> Datase
         "dataset-configuration",
         {"version": 1, "definition": dataset_def_id, "parameters": resolved, "seed": value},
     )
-    return DatasetConfig(ds, resolved, value, ident)
+    return DatasetConfig(ds, resolved, value, ident, source)
 
 
 def _expand_experiment(
@@ -174,7 +190,7 @@ def _expand_experiment(
         for ds_name in exp.datasets:
             ds = m.datasets[ds_name]
             for ds_params in grid(case.dataset_parameters.get(ds_name, {})):
-                dcfg = _dataset_config(ds, ds_params, exp.seed)
+                dcfg = _dataset_config(ds, ds_params, exp.seed, m.datasets, errors)
                 _validate(ds.parameter_schema, dcfg.parameters, f"datasets.{ds_name}", errors)
                 for pp in grid(case.problem_parameters):
                     pparams = merge(problem.parameter_defaults if problem else {}, pp)

@@ -30,6 +30,8 @@ def provenance(outcome: AttemptOutcome, receipt: dict[str, Any], jobs: int) -> d
         **VERSIONS,
         "data": {
             "measurements": outcome.measurements.to_json(),
+            # The kernel's tree memory high-water: beside the document's payload, not in it.
+            "tree_memory": outcome.tree_memory.to_json(),
             "context": {
                 "dataset_materialization": receipt,
                 "worker": outcome.worker,

@@ -275,16 +275,21 @@ def _execute(
     finally:
         compute.reporter.close()
     summary.skipped = skipped.skipped
-    # Every row of the run, so a resumed run keeps the receipts of its earlier sessions.
-    receipts = _receipts(compute.store.rows())
+    # Every row of the run, so a resumed run keeps the receipts of its earlier sessions; plus
+    # this session's sources of transformed datasets, which no attempt names directly.
+    receipts = _receipts(compute.store.rows(), compute.cache.receipts())
     compute.store.update_manifest({"dataset_materializations": receipts})
     compute.store.set_state("complete")
     return summary
 
 
-def _receipts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _receipts(
+    rows: list[dict[str, Any]], built: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
         receipt = row["record"]["provenance"]["data"]["context"]["dataset_materialization"]
+        seen.setdefault(receipt["derivation_id"], receipt)
+    for receipt in built or []:
         seen.setdefault(receipt["derivation_id"], receipt)
     return list(seen.values())

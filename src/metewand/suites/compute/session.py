@@ -53,7 +53,7 @@ class Accounting(Protocol):
 @dataclass
 class LaunchSpec:
     argv: list[str]
-    role: str  # implementation | dataset_materializer | problem_evaluator
+    role: str  # implementation | dataset_materializer | dataset_transformer | problem_evaluator
     worker_id: str
     cwd: str
     env: dict[str, str] = field(default_factory=dict)

@@ -8,24 +8,40 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from metewand.measure import forms
+from metewand.measure import forms, procfs
 from metewand.measure.forms import Measurement, Reason, Status
 from metewand.runtime.payload import AccountingBackend
+from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.session import LaunchSpec, WorkerSession
 
+# The platform the accounting runs on; /proc and cgroups exist only on Linux (tests replace it to
+# stand for another POSIX system, which this host cannot become on demand).
+PLATFORM = sys.platform
+Opener = Callable[[str, str], Any]  # (backend, label) -> TreeAccounting
 
-def _open_accounting(backend: str, label: str) -> tuple[Any, str | None]:
+
+def _default_opener(backend: str, label: str) -> Any:
+    from metewand.measure.accounting import open_accounting
+
+    return open_accounting(backend, label=label)
+
+
+def _open_accounting(
+    backend: str, label: str, opener: Opener
+) -> tuple[Any, str | None, Reason | None]:
+    """(accounting, why there is none, the resource reason to publish when there is none)."""
+    if not PLATFORM.startswith("linux"):
+        return None, f"{PLATFORM}: no /proc or cgroup accounting", Reason.UNSUPPORTED
     if backend == "none":
-        return None, "accounting disabled"
+        return None, "accounting disabled", Reason.ACCOUNTING_UNAVAILABLE
     try:
-        from metewand.measure.accounting import open_accounting
-
-        return open_accounting(backend, label=label), None
+        return opener(backend, label), None, None
     except Exception as exc:  # no backend usable here: resources become unavailable
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, f"{type(exc).__name__}: {exc}", Reason.ACCOUNTING_UNAVAILABLE
 
 
 class ImplementationWorker:
@@ -34,13 +50,16 @@ class ImplementationWorker:
         accounting_backend: str = "auto",
         log_limit: int = 1 << 20,
         on_start: Callable[[WorkerSession], None] | None = None,
+        opener: Opener = _default_opener,
     ) -> None:
+        self.opener = opener  # how accounting is opened (tests pass a real but reduced one)
         self.on_start = on_start  # told of every process started (implementation, evaluator)
         self.accounting_backend = accounting_backend
         self.log_limit = log_limit
         self.session: WorkerSession = None  # type: ignore[assignment]
         self.accounting: Any = None
         self.accounting_error: str | None = None
+        self.missing_reason: Reason | None = None  # why resources are unavailable (no accounting)
         self.startup: Measurement = forms.unavailable(Reason.NOT_STARTED)
         self.cpu_before: Measurement | None = None  # None: the lifetime from launch (zero)
         self.attempts_served = 0
@@ -54,8 +73,8 @@ class ImplementationWorker:
         )
 
     def start(self, spec: LaunchSpec, hello_timeout_s: float) -> None:
-        self.accounting, self.accounting_error = _open_accounting(
-            self.accounting_backend, f"mw-{os.getpid()}-{id(self):x}"
+        self.accounting, self.accounting_error, self.missing_reason = _open_accounting(
+            self.accounting_backend, f"mw-{os.getpid()}-{id(self):x}", self.opener
         )
         log_dir = os.path.join(spec.cwd, "logs")
         self.session = WorkerSession(
@@ -131,18 +150,49 @@ def _resource(after: Measurement, before: Measurement | None, interrupted: bool)
     return forms.complete(value)
 
 
+def process_high_water(pid: int | None) -> Measurement:
+    """The document's peak_rss_bytes: VmHWM of the implementation process itself.
+
+    Always partial ``process_only`` (descendants are not in it); a process that has exited (or a
+    zombie, which has no address space left) gives ``accounting_unavailable``.
+    """
+    if pid is None:
+        return forms.unavailable(Reason.NOT_STARTED)
+    try:
+        status = procfs.read_status(pid)
+    except PermissionError:
+        return forms.unavailable(Reason.PERMISSION_DENIED)
+    except (procfs.ProcessGone, OSError):
+        return forms.unavailable(Reason.ACCOUNTING_UNAVAILABLE)
+    if status.vm_hwm_bytes is None:
+        return forms.unavailable(Reason.ACCOUNTING_UNAVAILABLE)
+    return forms.partial(status.vm_hwm_bytes, Reason.PROCESS_ONLY)
+
+
 def read_resources(
     worker: ImplementationWorker, interrupted: bool
-) -> tuple[Measurement, Measurement]:
-    """CPU across the selected envelope and the lifetime memory high-water mark."""
+) -> tuple[Measurement, Measurement, TreeMemory]:
+    """CPU across the selected envelope, the implementation process's VmHWM, and the kernel's
+    memory high-water of the whole tree (cgroup backends only)."""
     acc = worker.accounting
+    backend = AccountingBackend(acc.backend)
     cpu = _resource(acc.cpu().total, worker.cpu_before, interrupted)
-    peak = _resource(acc.memory().peak, None, interrupted)
+    exited = worker.session is None or worker.session.returncode() is not None
     if acc.backend == "proc":  # /proc never proves complete tree accounting
-        cpu, peak = (
-            forms.partial(m.value, Reason.PROCESS_ONLY)
-            if m.status is Status.COMPLETE and m.value is not None
-            else m
-            for m in (cpu, peak)
-        )
-    return cpu, peak
+        if exited:  # the tree walk finds nothing: an old reading would make a false delta
+            cpu = forms.unavailable(Reason.ACCOUNTING_UNAVAILABLE)
+        elif cpu.status is Status.COMPLETE and cpu.value is not None:
+            cpu = forms.partial(cpu.value, Reason.PROCESS_ONLY)
+        tree = forms.unavailable(Reason.UNSUPPORTED)
+    else:
+        tree = _resource(acc.memory().peak, None, interrupted)
+        if tree.status is Status.UNAVAILABLE and tree.reason not in TREE_REASONS:
+            tree = forms.unavailable(Reason.ACCOUNTING_UNAVAILABLE)
+    pid = None if worker.session is None else worker.session.pid
+    rss = forms.unavailable(Reason.ACCOUNTING_UNAVAILABLE) if exited else process_high_water(pid)
+    return cpu, rss, TreeMemory(tree, backend)
+
+
+TREE_REASONS = frozenset(
+    {Reason.UNSUPPORTED, Reason.PERMISSION_DENIED, Reason.OUT_OF_RANGE, Reason.NOT_STARTED}
+)
