@@ -122,14 +122,16 @@ def test_pending_subset_never_refuses_a_run_and_says_why_it_is_not_run(tmp_path:
     corpus = _corpus_with_pending_subset(tmp_path)
     out = tmp_path / "runs"
     for run_id, subsets in (("all", []), ("raw", ["--subset", "t.raw"])):
-        done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out",
-                   str(out), "--run-id", run_id, "--no-progress", *subsets)  # fmt: skip
+        done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
+                   "--allow-missing-engines", "--out", str(out), "--run-id", run_id,
+                   "--no-progress", *subsets)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert [r["task_id"] for r in rows_of(out / run_id)] == ["tiny_eval"]
     assert (
         "subset t.pw: 1 task(s) not run yet: driver path framework_playwright not implemented yet"
-        in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
-               "--run-id", "again", "--no-progress").stderr
+        in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
+               "--allow-missing-engines", "--out", str(out), "--run-id", "again",
+               "--no-progress").stderr
     )  # fmt: skip
 
 
