@@ -85,7 +85,8 @@ def test_run_exits_2_on_an_invalid_manifest_and_creates_nothing(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("args", [("status", "nope"), ("export", "nope"), ("report", "nope"),
-                                  ("inspect", "nope", "--key", "k"), ("run", "--resume", "nope")])  # fmt: skip
+                                  ("inspect", "nope", "--key", "k"), ("run", "--resume", "nope"),
+                                  ("browser", "run", "--resume", "nope")])  # fmt: skip
 def test_readers_exit_2_on_a_run_that_does_not_exist(tmp_path: Path, args: tuple[str, ...]) -> None:
     done = metewand(*args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
