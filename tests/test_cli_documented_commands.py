@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from doc_commands import help_examples, make_workspace, normalized, readme_commands, run_in
-from shared_paths import lexbench_or_skip
+from shared_paths import REPO_ROOT, lexbench_or_skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.engines]
 Done = subprocess.CompletedProcess[str]
@@ -342,6 +342,12 @@ def test_every_documented_command_has_an_expectation() -> None:
     assert not stale, f"expected but no longer documented: {sorted(stale)}"
 
 
+def _install_is_stale() -> bool:
+    stamp = REPO_ROOT / ".venv" / ".installed"
+    pyproject = REPO_ROOT / "pyproject.toml"
+    return not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_workspace(tmp_path_factory.mktemp("fresh-clone"))
@@ -361,6 +367,9 @@ def test_documented_command(expect: Expect, repo: Path) -> None:
         pytest.skip("long example: set METEWAND_LONG_EXAMPLES=1 to run it")
     if expect.corpus:
         lexbench_or_skip()
+    if expect.command.startswith("make ") and _install_is_stale():
+        pytest.fail("`make install` first: the copy's make would reinstall the shared .venv "
+                    "from the temporary copy (its stamp is older than pyproject.toml)")  # fmt: skip
     done = run_in(repo, _literal(expect), timeout=3600 if expect.long else 900)
     context = f"$ {_literal(expect)}\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
     assert done.returncode == expect.code, context
