@@ -361,7 +361,13 @@ def _literal(expect: Expect) -> str:
     return expect.command
 
 
-@pytest.mark.parametrize("expect", EXPECTED, ids=[e.command[:70] for e in EXPECTED])
+CASES = [
+    pytest.param(e, id=e.command[:70], marks=[pytest.mark.timeout(3600)] if e.long else [])
+    for e in EXPECTED
+]
+
+
+@pytest.mark.parametrize("expect", CASES)
 def test_documented_command(expect: Expect, repo: Path) -> None:
     if expect.long and not LONG:
         pytest.skip("long example: set METEWAND_LONG_EXAMPLES=1 to run it")
