@@ -122,6 +122,10 @@ def doctor_json_chrome(done: Done, repo: Path) -> None:
     assert report["engine"] == "chrome" and report["ready"] is True
 
 
+def foreign_look(done: Done, repo: Path) -> None:
+    assert "foreign CPU: " in done.stdout and "over a 1 s look" in done.stdout
+
+
 def host_doctor(done: Done, repo: Path) -> None:
     assert "cgroup" in done.stdout + done.stderr
 
@@ -177,11 +181,11 @@ def json_export(done: Done, repo: Path) -> None:
 
 
 def inspect_text(done: Done, repo: Path) -> None:
-    assert "key: L1/l1.raw_cdp/own_ax_tree/chrome/0" in done.stdout
+    assert "key: L1/l1.raw_cdp/own_ax_tree/chrome/1" in done.stdout
 
 
 def inspect_json(done: Done, repo: Path) -> None:
-    assert json.loads(done.stdout)["key"] == "L1/l1.raw_cdp/own_ax_tree/lightpanda/0"
+    assert json.loads(done.stdout)["key"] == "L1/l1.raw_cdp/own_ax_tree/lightpanda/1"
 
 
 def status_text(done: Done, repo: Path) -> None:
@@ -258,6 +262,8 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand schema attempt --json", 0, schema_doc),
     Expect("metewand doctor", 0, host_doctor),
     Expect("metewand doctor --json --engines chrome", 0, host_doctor_json),
+    Expect("metewand doctor --engines '' --foreign-look-s 1", 0, foreign_look),
+    Expect("metewand browser doctor --engines chrome --foreign-look-s 1", 0, foreign_look),
     Expect("metewand browser doctor", 0, doctor_ready),
     Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),
     Expect("metewand browser list", 0, listing),
@@ -318,12 +324,12 @@ EXPECTED: tuple[Expect, ...] = (
         reports_written("report.html", "resource-card.md"),
     ),  # fmt: skip
     Expect(
-        "metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 0",
+        "metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1",
         0,
         inspect_text,
     ),  # fmt: skip
     Expect(
-        "metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/0 --json",
+        "metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json",
         0,
         inspect_json,
     ),  # fmt: skip

@@ -95,6 +95,11 @@ def browser() -> None:
               show_default=True, help="Record host load, memory, swap and PSI beside the run.")  # fmt: skip
 @click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True,
               help="Seconds between host telemetry samples.")  # fmt: skip
+@click.option(
+    "--host-foreign-cpu-max", type=float, default=0.10, show_default=True, metavar="CORES",
+    help="Pollution gate: CPU used beside the benchmark above this many cores for 3 host "
+    "samples in a row trips foreign_cpu_load.",
+)  # fmt: skip
 @click.option("--cold-start-samples", type=int, default=5, show_default=True,
               help="Profiled runs: engine cold starts measured before the attempts.")  # fmt: skip
 @click.option(
@@ -231,6 +236,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         reference_engine=opts["reference_engine"],  # type: ignore[arg-type]
         host_telemetry=opts["host_telemetry"] == "on",
         host_sample_interval_s=float(opts["host_sample_interval_s"]),  # type: ignore[arg-type]
+        host_foreign_cpu_max=float(opts["host_foreign_cpu_max"]),  # type: ignore[arg-type]
         cold_start_samples=int(opts["cold_start_samples"]),  # type: ignore[call-overload]
         settle_limit_ms=int(opts["settle_limit_ms"]),  # type: ignore[call-overload]
     )
@@ -306,8 +312,14 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
 @click.option("--engines", default=",".join(ENGINES), show_default=True,
               help="Comma-separated engines to check.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
-def doctor(engines: str, as_json: bool) -> None:
-    """Engines found, versions and CDP readiness (each engine is launched once).
+@click.option(
+    "--foreign-look-s", type=click.FloatRange(min=0), default=5.0, show_default=True,
+    help="Text output: first watch the machine this long for CPU used outside metewand and "
+    "name the top consumers (0: skip; --json keeps its list of engine reports).",
+)  # fmt: skip
+def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
+    """Engines found, versions and CDP readiness (each engine is launched once), and how busy
+    the machine is outside metewand.
 
     Exits 3 when an engine is found but does not become ready.
 
@@ -315,9 +327,12 @@ def doctor(engines: str, as_json: bool) -> None:
     Examples:
       metewand browser doctor
       metewand browser doctor --engines chrome --json
+      metewand browser doctor --engines chrome --foreign-look-s 1
     """
+    from metewand.cli.doctor_cmd import foreign_check, foreign_line
     from metewand.suites.browser.doctor import engine_report, observer_line
 
+    look = None if as_json else foreign_check(foreign_look_s)  # before any engine starts
     try:
         reports = [engine_report(name) for name in _engine_list(engines)]
     except UnknownEngine as exc:
@@ -325,6 +340,8 @@ def doctor(engines: str, as_json: bool) -> None:
     if as_json:
         click.echo(canonical.dumps(reports).decode())
     else:
+        if (line := foreign_line(look)) is not None:
+            click.echo(line)
         for r in reports:
             state = "ready" if r["ready"] else (r["reason"] or "not ready")
             ready_ms = f" in {r['ready_ms']:.0f} ms" if r["ready_ms"] is not None else ""

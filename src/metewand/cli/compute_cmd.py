@@ -108,6 +108,15 @@ def _resumed_manifest(run_dir: Path) -> str:
     show_default=True,
     help="Seconds between host telemetry samples.",
 )
+@click.option(
+    "--host-foreign-cpu-max",
+    type=click.FloatRange(min=0),
+    default=0.10,
+    show_default=True,
+    metavar="CORES",
+    help="Pollution gate: CPU used beside the run above this many cores for 3 host samples "
+    "in a row trips foreign_cpu_load.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
@@ -120,6 +129,7 @@ def run(
     backend: str,
     host_telemetry: str,
     host_sample_interval_s: float,
+    host_foreign_cpu_max: float,
     no_progress: bool,
     quiet: bool,
 ) -> None:
@@ -147,6 +157,7 @@ def run(
         cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
         accounting_backend=backend,
         host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
+        host_foreign_cpu_max=host_foreign_cpu_max,
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:

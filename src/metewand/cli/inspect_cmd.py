@@ -76,7 +76,7 @@ def describe(run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "engine" in row:
         info["last_cdp_errors"] = last_cdp_errors(paths)
-        info["measurements"] = row.get("resource")
+        info["measurements"] = row.get("resource_forms") or row.get("resource")
     else:
         info["diagnostic"] = diagnostic_of(row)
         info["measurements"] = measurements_of(row)
@@ -110,7 +110,9 @@ def _print_text(info: Mapping[str, Any]) -> None:
 @click.argument("run")
 @click.option("--task", help="Task id (browser runs).")
 @click.option("--engine", help="Engine (browser runs).")
-@click.option("--attempt", type=int, help="Attempt index, 0-based.")
+@click.option(
+    "--attempt", type=int, help="Attempt number as its row records it (browser runs count from 1)."
+)
 @click.option("--key", help="Attempt key (any run; compute runs use this).")
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def inspect(
@@ -127,8 +129,8 @@ def inspect(
 
     \b
     Examples:
-      metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 0
-      metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/0 --json
+      metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1
+      metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json
     """
     if key is None and (task is None or engine is None or attempt is None):
         click.echo("error: give --key, or --task, --engine and --attempt", err=True)

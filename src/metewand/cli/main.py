@@ -49,7 +49,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "doctor": (
         "metewand.cli.doctor_cmd:doctor",
-        "Check what a run needs: accounting backend, PSI, governor, swap, clock, engines.",
+        "Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, "
+        "and how busy the machine is outside metewand.",
     ),
     "inspect": (
         "metewand.cli.inspect_cmd:inspect",

@@ -36,12 +36,21 @@ TIMELINE_PHASES = (
 )
 
 
+FOREIGN_SERIES = "foreign CPU (cores)"
+
+
+def _foreign_limit(summary: Mapping[str, Any] | None) -> float:
+    """The run's own foreign-CPU threshold (the default for runs that did not record one)."""
+    recorded = ((summary or {}).get("foreign_cpu") or {}).get("threshold_cores")
+    return float(recorded) if recorded is not None else GateThresholds().foreign_cpu_max_cores
+
+
 def _telemetry_series(
-    samples: list[dict[str, Any]],
+    samples: list[dict[str, Any]], foreign_limit: float
 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
     th = GateThresholds()
     n = len(samples)
-    seconds, load, psi, avail = (np.full(n, np.nan) for _ in range(4))
+    seconds, load, psi, avail, foreign = (np.full(n, np.nan) for _ in range(5))
     busy = np.zeros(n, dtype=bool)
     for i, s in enumerate(samples):
         if isinstance(s.get("monotonic_ns"), int):
@@ -53,10 +62,45 @@ def _telemetry_series(
         mem = s.get("memory") or {}
         if mem.get("total_bytes"):
             avail[i] = mem["available_bytes"] / mem["total_bytes"] * 100
-        busy[i] = bool(psi[i] > th.cpu_some_avg10_max or avail[i] < th.min_available_ratio * 100)
+        foreign[i] = (s.get("foreign_cpu") or {}).get("foreign_cpu_cores", np.nan)
+        busy[i] = bool(
+            psi[i] > th.cpu_some_avg10_max
+            or avail[i] < th.min_available_ratio * 100
+            or foreign[i] > foreign_limit
+        )
     seconds -= np.nanmin(seconds) if np.isfinite(seconds).any() else 0
     series = {"load 1 min": load, "CPU PSI some avg10 (%)": psi, "MemAvailable (%)": avail}
+    if np.isfinite(foreign).any():  # runs recorded before foreign CPU telemetry have no band
+        series[FOREIGN_SERIES] = foreign
     return seconds, series, busy
+
+
+def _or_unavailable(value: Any) -> Any:
+    return "unavailable" if value is None else value
+
+
+def _foreign_parts(foreign: Mapping[str, Any] | None) -> list[str]:
+    """Foreign CPU in words and the processes that spent it (pid and comm only)."""
+    if not foreign:
+        return [paragraph(unavailable("no foreign CPU figures in host_summary.json"), "muted")]
+    started = foreign.get("started_during_run") or {}
+    text = (
+        f"Foreign CPU (machine minus this run): median {foreign.get('median_cores')} cores, max "
+        f"{foreign.get('max_cores')} over {foreign.get('sample_count')} samples, of which median "
+        f"{_or_unavailable(foreign.get('median_visible_cores'))} by processes seen by two scans "
+        "(the rest: processes born and gone between samples, interrupts, processes this /proc "
+        "cannot show); the gate's limit "
+        f"is {foreign.get('threshold_cores')} cores for {foreign.get('sustained_samples')} "
+        f"samples in a row. Foreign processes started during the run: {started.get('count')}."
+    )
+    rows = [
+        [t["comm"], t["pid"], t["cpu_cores_mean"], t["samples_named"]]
+        for t in foreign.get("top_foreign", [])
+    ]
+    return [
+        paragraph(text),
+        table(["foreign process", "pid", "mean cores over the run", "samples naming it"], rows),
+    ]
 
 
 def host_section(run: RunData) -> str:
@@ -74,10 +118,15 @@ def host_section(run: RunData) -> str:
             ["triggered condition", "detail"],
             [[t.get("condition"), t.get("detail")] for t in gate.get("triggered", [])],
         ),
+        *_foreign_parts(verdict.get("foreign_cpu")),
     ]
     if run.host_telemetry:
-        seconds, series, busy = _telemetry_series(run.host_telemetry)
-        uri = plots.to_data_uri(plots.host_timeline(seconds, series, busy))
+        limit = _foreign_limit(run.host_summary)
+        seconds, series, busy = _telemetry_series(run.host_telemetry, limit)
+        timeline = plots.host_timeline(
+            seconds, series, busy, limits={FOREIGN_SERIES: limit}, bands=(FOREIGN_SERIES,)
+        )
+        uri = plots.to_data_uri(timeline)
         parts.append(
             figure(uri, "host pollution timeline", "Host telemetry over the run.", "host-timeline")
         )

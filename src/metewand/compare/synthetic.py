@@ -81,7 +81,7 @@ def browser_row(
         "started_at": start,
         "finished_at": start + duration,
         "isolation": "shared",
-        "order": {"round": attempt, "position": 0 if engine == "chrome" else 1},
+        "order": {"round": attempt - 1, "position": 0 if engine == "chrome" else 1},
         "checks": [{"kind": "equals", "passed": status == "pass"}],
         "traffic": None,
         "resource": _resource(rng, scale, engine),
@@ -132,7 +132,7 @@ def write_browser_run(
     }
     _create(path, manifest)
     with (path / "results.jsonl").open("ab") as out:  # bulk write: a synthetic run needs no fsync
-        for attempt in range(k):
+        for attempt in range(1, k + 1):  # numbered from 1, as browser runs number them
             for task in tasks:
                 for engine in engines:
                     out.write(canonical.line(browser_row(rng, run_id, task, engine, attempt)))

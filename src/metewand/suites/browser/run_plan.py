@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from metewand.runtime.schedule import Rotation, schedule
 from metewand.suites.browser.corpus import ValidationError
@@ -18,6 +18,9 @@ from metewand.suites.browser.engines import Missing, ResolvedEngine, UnknownEngi
 from metewand.suites.browser.rows import PlannedAttempt
 from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.tasks import Corpus, Task, load_corpus, select_tasks
+
+# Every planned attempt is built before the first runs; beyond this the plan is refused.
+MAX_PLANNED_ATTEMPTS: Final = 1_000_000
 
 
 class PlanError(ValueError):
@@ -78,10 +81,16 @@ def build_plan(config: RunConfig) -> Plan:
         pending = [p for p in corpus.pending if p.task_id in config.task_ids]
         raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"]
                         + [f"--task {p.task_id!r}: {p.reason}" for p in pending])  # fmt: skip
+    planned = len(tasks) * len(config.engines) * config.k
+    if planned > MAX_PLANNED_ATTEMPTS:
+        raise PlanError([f"{len(tasks)} tasks x {len(config.engines)} engines x k={config.k} is "
+                         f"{planned} attempts, over the limit of {MAX_PLANNED_ATTEMPTS}"])  # fmt: skip
     tasks = [scale_timeouts(t, config.timeout_scale) for t in tasks]
     engines = resolve_engines(config)
     rotation = Rotation(tuple(config.engines), config.seed)
-    task_attempts = [(task, n) for n in range(config.k) for task in tasks]
+    # attempts are numbered from 1, as the peer benchmark numbers them (its artifact dirs and
+    # per-attempt seeds use the same numbers)
+    task_attempts = [(task, n) for n in range(1, config.k + 1) for task in tasks]
     attempts = [
         PlannedAttempt(slot.task_attempt[0], slot.engine, slot.task_attempt[1], slot.round,
                        slot.position)
