@@ -128,7 +128,7 @@ PROFILED = (*COMMON, "--engines", "moli,obscura", "--allow-missing-engines",
 def test_browser_run_refuses_a_missing_calibration_baseline(tmp_path: Path) -> None:
     _corpus(tmp_path)
     done = metewand(*PROFILED, "--resource-calibration-baseline", "gone", cwd=tmp_path)
-    refused(done, 3, "--resource-calibration-baseline 'gone': no run directory")
+    refused(done, 2, "--resource-calibration-baseline 'gone': no run directory")
     assert not (tmp_path / "runs" / "prof").exists()
 
 

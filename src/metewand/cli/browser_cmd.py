@@ -121,8 +121,9 @@ def run(**opts: object) -> None:  # fmt: skip
 
     Exit status: 0 when the run completed, whatever the engines' verdicts (they are the
     result); 1 when an attempt ended infra or crash, or with a --fail-on status; 2 invalid input
-    (nothing run); 3 a missing engine or calibration baseline. Ctrl-C stops every engine, marks
-    the run interrupted and exits 130; --resume finishes it.
+    or a calibration baseline that is missing or cannot calibrate this run (nothing run); 3 a
+    missing engine. Ctrl-C stops every engine, marks the run interrupted and exits 130;
+    --resume finishes it.
 
     \b
     Examples:
@@ -194,7 +195,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
         baseline_dir = find_run_dir(str(baseline), out_dir)
         if baseline_dir is None:
             preflight.refuse(echo, [f"--resource-calibration-baseline {baseline!r}: no run "
-                                    f"directory (looked in {out_dir})"], 3)  # fmt: skip
+                                    f"directory (looked in {out_dir})"], 2)  # fmt: skip
         opts = {**opts, "resource_calibration_baseline": str(baseline_dir)}
     config = _config(opts)
     try:

@@ -2,8 +2,9 @@
 
 - a selected engine that is missing (exit 3), unless ``--allow-missing-engines`` records its
   attempts as ``unsupported`` rows;
-- a ``--resource-calibration-baseline`` that is missing (exit 3) or that cannot calibrate this
-  run (exit 2): not a browser baseline run, or a provenance fact known before the run differs;
+- a ``--resource-calibration-baseline`` that names no run, or a run that cannot calibrate this
+  one (exit 2, a bad argument): not a browser baseline run, or a provenance fact known before the
+  run differs;
 - a profiled run that can never be eligible (k < 5, one engine, jobs > 1, no baseline, ...):
   a warning up front, and ``--require-eligible`` refuses it (exit 2).
 """
