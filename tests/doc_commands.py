@@ -68,7 +68,7 @@ def help_examples() -> list[str]:
         block = text.split("Examples:", 1)[1]
         lines = []
         for line in block.splitlines()[1:]:
-            if not line.strip():
+            if not line.strip() or line.strip() == "\b":  # the block ends at a blank or \b
                 break
             lines.append(line)
         examples += _logical_lines(lines)

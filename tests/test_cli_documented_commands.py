@@ -222,6 +222,36 @@ def full_demo(done: Done, repo: Path) -> None:
     assert len(listed) == 3 and all(Path(p).is_file() for p in listed), done.stdout[-2000:]
 
 
+def measured_series(done: Done, repo: Path) -> None:
+    assert "Relative to command 1 (sleep 0.05)" in done.stdout and "sleep 0.1" in done.stdout
+
+
+def measured_parameters(done: Done, repo: Path) -> None:
+    assert "sleep 0.01" in done.stdout and "sleep 0.02" in done.stdout
+
+
+def measured_exports(done: Done, repo: Path) -> None:
+    lines = (repo / "runs.csv").read_text().splitlines()
+    assert lines[0].startswith("command,runs,") and lines[1].startswith("true,5,"), lines[:2]
+    assert json.loads((repo / "runs.json").read_text())
+
+
+def compared(done: Done, repo: Path) -> None:
+    assert "python-builtin" in done.stdout and "c-mergesort" in done.stdout
+
+
+def gate_consistent(*written: str) -> Check:
+    """--fail-on-regression on two real runs: either verdict may be right, but 1 must come with
+    the regression named and 0 without one."""
+
+    def check(done: Done, repo: Path) -> None:
+        assert (done.returncode == 1) == ("regression:" in done.stdout), done.stdout[-2000:]
+        for name in written:
+            assert (repo / name).is_file(), name
+
+    return check
+
+
 def suite_passes(done: Done, repo: Path) -> None:
     assert " passed" in done.stdout
 
@@ -229,7 +259,7 @@ def suite_passes(done: Done, repo: Path) -> None:
 @dataclass(frozen=True)
 class Expect:
     command: str  # as documented, with metewand spelled `metewand`
-    code: int
+    code: int | tuple[int, ...]  # a tuple: any of these (e.g. a regression gate's verdict)
     check: Check
     long: bool = False  # only with METEWAND_LONG_EXAMPLES=1
     corpus: bool = False  # needs ../shared/corpus/lexbench
@@ -243,13 +273,55 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand measure --json --backend proc -- sh -c 'sleep 0.2'", 0, json_measure),
     Expect('metewand measure -- python3 -c "print(1)"', 0, measured_table),
     Expect('metewand measure --json -- python3 -c "print(1)"', 0, json_measure),
+    Expect(
+        "metewand measure --runs 10 --warmup 2 -- 'sleep 0.05' -- 'sleep 0.1'", 0, measured_series
+    ),  # fmt: skip
+    Expect(
+        "metewand measure --runs 5 --parameter-list n 1,2 -- 'sleep 0.0{n}'", 0, measured_parameters
+    ),  # fmt: skip
+    Expect(
+        "metewand measure --runs 5 --export-json runs.json --export-csv runs.csv -- true",
+        0,
+        measured_exports,
+    ),  # fmt: skip
     Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
     Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
     Expect(SORT, 0, sorting_accepts_all),
     Expect("metewand report latest", 0, reports_written("scorecard.md", "report.html")),
+    Expect(
+        "metewand report latest --reference-implementation python-builtin",
+        0,
+        reports_written("report.html", "cases.csv"),
+    ),  # fmt: skip
     Expect(f"{SORT} --jobs 2 --run-id sort1", 0, sorting_accepts_all),
     Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
     Expect("metewand run --resume sort1", 0, resumed_compute),
+    Expect(f"{SORT} --run-id sort2 --no-progress", 0, sorting_accepts_all),
+    Expect("metewand compare sort1 sort2", 0, compared),
+    Expect(
+        "metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%",
+        (0, 1),
+        gate_consistent(),
+    ),  # fmt: skip
+    Expect(
+        "metewand compare sort1 sort2 --metric cpu_time_ns --format md,json,html --out cmp",
+        0,
+        gate_consistent("cmp/compare.md", "cmp/compare.json", "cmp/compare.html"),
+    ),  # fmt: skip
+    Expect(
+        "metewand report sort1 --reference-implementation python-builtin",
+        0,
+        reports_written("report.html", "cases.csv"),
+    ),  # fmt: skip
+    Expect(f"{SORT} --run-id base --no-progress", 0, sorting_accepts_all),
+    Expect(f"{SORT} --run-id new --no-progress", 0, sorting_accepts_all),
+    Expect("metewand compare base new", 0, compared),
+    Expect(
+        "metewand compare runs/base runs/new --fail-on-regression --threshold 5% --format "
+        "md,json,html",
+        (0, 1),
+        gate_consistent("compare.md", "compare.json", "compare.html"),
+    ),  # fmt: skip
     Expect("cd examples/sorting && metewand run --quiet", 0, quiet_in_example_dir),
     Expect("metewand status runs/sort1", 0, status_text),
     Expect("metewand status sort1 --json", 0, status_json),
@@ -384,7 +456,8 @@ def test_documented_command(expect: Expect, repo: Path) -> None:
                     "from the temporary copy (its stamp is older than pyproject.toml)")  # fmt: skip
     done = run_in(repo, _literal(expect), timeout=3600 if expect.long else 900)
     context = f"$ {_literal(expect)}\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
-    assert done.returncode == expect.code, context
+    codes = expect.code if isinstance(expect.code, tuple) else (expect.code,)
+    assert done.returncode in codes, context
     assert "Traceback" not in done.stderr, context
     try:
         expect.check(done, repo)

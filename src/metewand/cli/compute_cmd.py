@@ -24,6 +24,7 @@ RUN_EXAMPLES = """\b
 Examples:
   metewand run examples/sorting/metewand.toml
   metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
+  metewand run examples/sorting/metewand.toml --run-id sort2 --no-progress
   metewand run --resume sort1            # after Ctrl-C (exit 130)
   cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
 """
@@ -175,6 +176,7 @@ def run(
                    "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
+        _print_case_table(summary.rows)
         click.echo(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
@@ -216,6 +218,25 @@ def _any_failed(run_dir: str) -> bool:
     from metewand.runtime.store import RunView
 
     return any(row.get("status") == "failed" for row in RunView(Path(run_dir)).rows())
+
+
+def _print_case_table(rows: list[dict[str, Any]]) -> None:
+    """Per case x implementation: accepted, failures, median timed wall [95% CI], CPU, memory."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from metewand.compare.case_text import SHOWN_METRICS, terminal_rows
+    from metewand.compare.cases import case_statistics
+
+    stats = case_statistics(rows)
+    if not stats["cases"]:
+        return
+    table = Table(title="per case x implementation: median (bootstrap 95% CI)")
+    for column in ("case", "implementation", "ok", "failures", "timed wall", "CPU", "peak RSS"):
+        table.add_column(column)
+    for row in terminal_rows(stats, SHOWN_METRICS):
+        table.add_row(*row)
+    Console(stderr=True).print(table)
 
 
 def _run_dir(options: Any) -> str:

@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "metewand.cli.report_cmd:report",
         "Regenerate the reports of RUN from its directory alone.",
     ),
+    "compare": (
+        "metewand.cli.compare_cmd:compare",
+        "Compare two runs of the same suite: NEW/BASE per case x implementation or task x engine.",
+    ),
     "doctor": (
         "metewand.cli.doctor_cmd:doctor",
         "Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, "

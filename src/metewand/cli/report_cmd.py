@@ -28,6 +28,11 @@ def _formats(value: str) -> list[str]:
 @click.option("--baseline", default=None, metavar="RUN", help="Profiler-off run (directory or id).")
 @click.option("--reference-engine", default=None, help="Engine the others are compared against.")
 @click.option(
+    "--reference-implementation",
+    default=None,
+    help="Compute runs: per case, each implementation's median over this one's, with CIs.",
+)
+@click.option(
     "--format",
     "fmt",
     default="md,json,html,csv",
@@ -40,6 +45,7 @@ def report(
     run: str,
     baseline: str | None,
     reference_engine: str | None,
+    reference_implementation: str | None,
     fmt: str,
     out_dir: str | None,
     as_json: bool,
@@ -49,12 +55,14 @@ def report(
     RUN is a run directory, a run id under ./runs, or latest (the newest run there).
 
     \b
-    Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv).
+    Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv;
+    a compute run also gets cases.csv: one line per case x implementation x metric).
     scores.json and scorecard.md are byte-identical when regenerated from the same rows.
     \b
     Examples:
       metewand report runs/sort1
       metewand report latest --format md,json
+      metewand report sort1 --reference-implementation python-builtin
       metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html
     """
     from metewand import canonical
@@ -66,7 +74,7 @@ def report(
     base = resolve_run_dir(baseline, what="baseline") if baseline else None
     try:
         formats = _formats(fmt)
-        written = generate(run, formats, out_dir, base, reference_engine)
+        written = generate(run, formats, out_dir, base, reference_engine, reference_implementation)
         if "csv" in formats:
             target = Path(out_dir) if out_dir else Path(run)
             written["csv"] = target / CSV_NAME

@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import compute_rows, plots
-from metewand.compare.columns import COMPUTE_PHASES, GroupColumns, compute_columns
-from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
+from metewand.compare import case_plots, compute_rows, plots
+from metewand.compare.case_text import SHOWN_METRICS, case_rows, metric_cell, ratio_rows
+from metewand.compare.cases import TIME_METRIC
+from metewand.compare.fmt import rate_text, unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
 from metewand.compare.report_browser import browser_sections
 from metewand.compare.report_resources import (
@@ -27,14 +28,6 @@ from metewand.compare.report_resources import (
 from metewand.compare.run_warnings import run_warnings
 from metewand.compare.rundir import RunData
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
-
-TIMELINE_PHASES = (
-    "worker_startup_time_ns",
-    "prepare_time_ns",
-    "execute_request_time_ns",
-    "evaluation_time_ns",
-)
-
 
 FOREIGN_SERIES = "foreign CPU (cores)"
 
@@ -152,18 +145,17 @@ def provenance_section(run: RunData) -> str:
     return section("provenance", "Provenance", kv_table(settings, "no run manifest"))
 
 
-def _phase_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
+def _phase_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
+    """Per case x implementation x field: n measured, median [CI], why the rest is missing."""
     rows = []
-    for name, group in columns.items():
-        accepted = group.pass_mask()
-        for phase in COMPUTE_PHASES:
-            values = group.array(phase)[accepted]
-            finite = values[np.isfinite(values)]
-            reasons = group.missing_where(phase, accepted)
-            missing = ", ".join(f"{r} x{n}" for r, n in sorted(reasons.items())) or "none"
-            show = bytes_text if phase.endswith("_bytes") else ns_text
-            median = show(float(np.median(finite))) if finite.size else unavailable(missing)
-            rows.append([name, phase, int(finite.size), median, missing])
+    for case in summary["cases"]:
+        for name, block in case["implementations"].items():
+            for metric in summary["metrics"]:
+                stat = block["metrics"][metric]
+                reasons = stat.get("unavailable") or {}
+                missing = ", ".join(f"{r} x{n}" for r, n in reasons.items()) or "none"
+                shown = block["note"] or metric_cell(metric, stat)
+                rows.append([case["case"], name, metric, stat["n"], shown, missing])
     return rows
 
 
@@ -202,23 +194,76 @@ def _failed_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
     return failed
 
 
+def _scaling_figures(summary: Mapping[str, Any]) -> list[str]:
+    figures = []
+    for axis in case_plots.scaling_axes(summary):
+        uri = plots.to_data_uri(case_plots.scaling_chart(summary, axis, TIME_METRIC))
+        figures.append(
+            figure(
+                uri,
+                f"median timed wall time against {axis}, log scale",
+                f"Median {TIME_METRIC} (log scale) against {axis}, one line per implementation, "
+                "band: bootstrap 95% CI of the median. A missing point had no accepted attempt.",
+                f"scaling-{axis}",
+            )
+        )
+    return figures or [paragraph("No numeric axis takes two values: no scaling chart.", "muted")]
+
+
+def _case_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    boot = summary["bootstrap"]
+    head = ["case", "implementation", "accepted", "failures by code"]
+    per_case = section(
+        "cases",
+        "Per case",
+        paragraph(
+            "One row per case x implementation, measured attempts only; cells: median "
+            f"[bootstrap 95% CI of the median, {boot['resamples']} resamples of the "
+            f"repetitions, seed {boot['seed']}] n."
+        ),
+        table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS)),
+    )
+    out = [("cases", "Cases", per_case)]
+    if summary.get("reference"):
+        ratios = section(
+            "case-ratios",
+            f"Ratio to {summary['reference']} per case ({summary['ratio_metric']})",
+            paragraph(
+                "Median / reference median; below 1 is faster. Paired: repetitions "
+                "resampled together on the same dataset instance."
+            ),
+            table(["case", "implementation", "ratio [95% CI]"], ratio_rows(summary)),
+        )
+        out.append(("case-ratios", "Ratios", ratios))
+    scaling = section("scaling", "Scaling", *_scaling_figures(summary))
+    out.append(("scaling", "Scaling", scaling))
+    return out
+
+
 def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    columns = compute_columns(run.rows)
-    uri = plots.to_data_uri(plots.phase_bars(columns, TIMELINE_PHASES))
+    summary = scores["cases"]
+    uri = plots.to_data_uri(case_plots.phase_chart(summary))
     phases = section(
         "phases",
-        "Per-phase timings (accepted measured attempts)",
+        "Per-phase timings per case (accepted measured attempts)",
         figure(
             uri,
-            "stacked median phase timings per implementation",
-            "Median of each phase over accepted, measured (non-warm-up) attempts; "
-            "unmeasured phases are not drawn.",
+            "median phase timings per case and implementation, start-up apart",
+            "Left: worker start-up (cold). Right: prepare and execute, so a short operation is "
+            "not hidden behind interpreter start. Unmeasured phases are not drawn.",
             "phase-timings",
         ),
         table(
-            ["implementation", "field", "n measured", "median", "unavailable (reason x count)"],
-            _phase_rows(columns),
-            (2,),
+            [
+                "case",
+                "implementation",
+                "field",
+                "n measured",
+                "median [95% CI]",
+                "unavailable (reason x count)",
+            ],
+            _phase_rows(summary),
+            (3,),
         ),
     )
     failed = _failed_rows(run.rows)
@@ -245,6 +290,7 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
     )
     return [
         ("scores", "Scores", outcomes),
+        *_case_sections(summary),
         ("phases", "Phases", phases),
         ("excluded", "Failed", excluded),
     ]

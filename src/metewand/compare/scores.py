@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metewand import canonical
-from metewand.compare import compute_rows
+from metewand.compare import cases, compute_rows
 
 SCORES_SCHEMA = "metewand_scores/1"
 BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
@@ -198,8 +198,11 @@ def _nested(groups: Mapping[tuple[str, str], _Tally], k: int) -> dict[str, dict[
     return out
 
 
-def compute_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Per implementation: measured attempts by status, diagnostic codes, warm-ups apart.
+def compute_scores(
+    rows: list[dict[str, Any]], manifest: Mapping[str, Any], reference: str | None = None
+) -> dict[str, Any]:
+    """Per implementation: measured attempts by status, diagnostic codes, warm-ups apart;
+    per case x implementation: the timing statistics of ``cases.case_statistics``.
 
     Warm-up attempts are counted (and their failures named) but never enter the accepted rate:
     the rate is over measured attempts only.
@@ -241,13 +244,20 @@ def compute_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "measured_rows": len(compute_rows.measured_rows(rows)),
         "warmup_rows": len(rows) - len(compute_rows.measured_rows(rows)),
         "by_implementation": by_impl,
+        "cases": cases.case_statistics(rows, reference or cases.default_reference(manifest)),
     }
 
 
 def scores_for(
-    kind: str, rows: list[dict[str, Any]], manifest: Mapping[str, Any]
+    kind: str,
+    rows: list[dict[str, Any]],
+    manifest: Mapping[str, Any],
+    reference: str | None = None,
 ) -> dict[str, Any]:
-    return browser_scores(rows, manifest) if kind == "browser" else compute_scores(rows, manifest)
+    """``reference`` names the compute reference implementation (browser runs ignore it)."""
+    if kind == "browser":
+        return browser_scores(rows, manifest)
+    return compute_scores(rows, manifest, reference)
 
 
 def scores_bytes(scores: Mapping[str, Any]) -> bytes:

@@ -105,6 +105,7 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
         "versions": {**VERSIONS, "measurements_version": 2},
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),
+        "reference_implementation": manifest.reference_implementation,
     }
 
 
