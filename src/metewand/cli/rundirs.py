@@ -17,6 +17,7 @@ from metewand.cli import exit_codes
 
 DEFAULT_RUNS_DIR = "runs"
 MANIFEST_NAME = "run_manifest.json"  # runtime.store's name; read here without importing it
+RESULTS_NAME = "results.jsonl"  # a peer's run directory may have only this
 LATEST = "latest"
 
 
@@ -38,7 +39,7 @@ def candidates(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> list[Path]:
 
 def find_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> Path | None:
     for path in candidates(run, out_dir):
-        if (path / MANIFEST_NAME).is_file():
+        if (path / MANIFEST_NAME).is_file() or (path / RESULTS_NAME).is_file():
             return path
     return newest_run(out_dir) if run == LATEST else None
 
@@ -62,6 +63,7 @@ def resolve_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR, what: str 
     existing = [p for p in candidates(run, out_dir) if p.is_dir()]
     if existing:
         raise RunNotFound(
-            f"{what} {run!r}: {existing[0]} is not a run directory (no {MANIFEST_NAME})"
+            f"{what} {run!r}: {existing[0]} is not a run directory "
+            f"(no {MANIFEST_NAME} or {RESULTS_NAME})"
         )
     raise RunNotFound(f"{what} {run!r}: no run directory (looked in {looked})")
