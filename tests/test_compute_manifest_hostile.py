@@ -223,3 +223,11 @@ def test_fixed_dataset_spoiled_after_validation_fails_its_attempts(tmp_path: Pat
     dataset = cache.get(plan.attempts[0].dataset)
     assert dataset.directory is None
     assert dataset.error is not None and "pipe" in dataset.error
+
+
+def test_the_cli_default_plan_limit_is_the_suites() -> None:
+    """The CLI keeps its own copy (so --help imports no suite); it must not drift."""
+    from metewand.cli import compute_cmd
+    from metewand.suites.compute import manifest_guard
+
+    assert compute_cmd.DEFAULT_MAX_ATTEMPTS == manifest_guard.DEFAULT_MAX_ATTEMPTS

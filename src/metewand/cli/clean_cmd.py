@@ -16,7 +16,8 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.cli.store_cmd import DEFAULT_RUNS_DIR, open_run
+from metewand.cli.rundirs import DEFAULT_RUNS_DIR
+from metewand.cli.store_cmd import open_run
 from metewand.runtime.store import MANIFEST_NAME, RunView, StoreError, hold_lock
 
 # Temporary directories a session makes inside its run and removes when it ends.
@@ -27,9 +28,10 @@ RUN_TEMP_DIRS = (".staging", ".work")
 @click.argument("run", required=False)
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON object on stdout.")
 def clean(run: str | None, as_json: bool) -> None:
-    """Kill the processes and remove the accounting groups and temporary dirs a killed run
-    left behind: RUN (a run directory or an id under ./runs), or every run under ./runs that
-    no live metewand holds open.
+    """Remove what killed runs left behind: processes, accounting groups, temporary dirs.
+
+    RUN is a run directory or an id under ./runs; without RUN, every run under ./runs that no
+    live metewand holds open. Only what a run recorded (owned.jsonl) is touched.
 
     \b
     Examples:
@@ -51,7 +53,7 @@ def clean(run: str | None, as_json: bool) -> None:
             click.echo(canonical.dumps_str(report))
         reports: dict[str, dict[str, Any] | str] = {str(report["run_dir"]): report}
     else:
-        reports = _clean_all(DEFAULT_RUNS_DIR)
+        reports = _clean_all(Path(DEFAULT_RUNS_DIR))
         if as_json:  # every run: run dir -> report, or why it was left alone
             click.echo(canonical.dumps_str(reports))
     if not as_json:

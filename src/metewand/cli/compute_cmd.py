@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 
 DEFAULT_MANIFEST = "metewand.toml"
 
@@ -24,17 +25,17 @@ RUN_EXAMPLES = """\b
 Examples:
   metewand run examples/sorting/metewand.toml
   metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
+  metewand run examples/sorting/metewand.toml --run-id sort2 --no-progress
   metewand run --resume sort1            # after Ctrl-C (exit 130)
-  metewand run metewand.toml --quiet     # no progress, no summary table
+  cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
 """
 
 
 MAX_ATTEMPTS_HELP = "Refuse a plan of more attempts than this (checked before expanding it)."
+DEFAULT_MAX_ATTEMPTS = 100_000  # suites.compute.manifest_guard's, not imported for --help
 
 
 def _max_attempts_option(command: Any) -> Any:
-    from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
-
     return click.option(
         "--max-attempts",
         type=click.IntRange(min=1),
@@ -44,12 +45,14 @@ def _max_attempts_option(command: Any) -> Any:
     )(command)
 
 
-def _load_plan(manifest: str, max_attempts: int) -> Any:
+def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any, Any]:
+    """The manifest and its plan, or every validation error and exit 2."""
     from metewand.suites.compute.manifest import ManifestError, load
     from metewand.suites.compute.plan import build_plan
 
     try:
-        return build_plan(load(manifest), max_attempts)
+        loaded = load(manifest)
+        return loaded, build_plan(loaded, max_attempts)
     except ManifestError as exc:
         for line in exc.errors:
             click.echo(f"error: {line}", err=True)
@@ -64,7 +67,7 @@ def plan(manifest: str, as_json: bool, max_attempts: int) -> None:
     """Show the attempts MANIFEST expands to, without running anything."""
     from metewand import canonical
 
-    expanded = _load_plan(manifest, max_attempts)
+    _, expanded = _load(manifest, max_attempts)
     for attempt in expanded.attempts:
         if as_json:
             click.echo(canonical.dumps_str(attempt.describe()))
@@ -79,11 +82,10 @@ def plan(manifest: str, as_json: bool, max_attempts: int) -> None:
     )
 
 
-def _resumed_manifest(resume: str, out_dir: str) -> str:
+def _resumed_manifest(run_dir: Path) -> str:
     """The manifest a run was started from (``run --resume RUN`` needs no MANIFEST)."""
     from metewand.runtime.store import RunView, StoreError
 
-    run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
     try:
         path = RunView(run_dir).manifest["data"].get("manifest_path")
     except StoreError as exc:
@@ -121,7 +123,8 @@ def _resumed_manifest(resume: str, out_dir: str) -> str:
     type=click.FloatRange(min=0.1, max=3600),
     callback=lambda ctx, param, value: _finite(value, param),
     default=1.0,
-    help="Seconds between host samples (0.1 to 3600).",
+    show_default=True,
+    help="Seconds between host telemetry samples (0.1 to 3600).",
 )
 @_max_attempts_option
 @click.option(
@@ -159,40 +162,52 @@ def run(
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
+    # Every path is resolved here, once, against the directory the command was run from.
+    out_dir = os.path.abspath(out_dir)
+    resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
     if manifest is None:
-        manifest = _resumed_manifest(resume, out_dir) if resume else DEFAULT_MANIFEST
-    _load_plan(manifest, max_attempts)  # validation errors before anything is created
-    if not (resume and Path(resume).is_dir()):  # a resumed run dir given by path needs no --out
+        manifest = _resumed_manifest(resume_dir) if resume_dir else DEFAULT_MANIFEST
+    loaded, expanded = _load(os.path.abspath(manifest), max_attempts)  # before anything exists
+    _refuse_before_running(loaded, expanded, out_dir, run_id if resume_dir is None else None)
+    if resume_dir is None:  # a resumed run's dir is already there: --out is not written
         _check_writable_dir(out_dir, "--out")
     if cache_dir is not None:
         _check_writable_dir(cache_dir, "--cache-dir")
     options = runner.RunOptions(
-        max_attempts=max_attempts,
         out_dir=out_dir,
         run_id=run_id,
-        resume=resume,
+        resume=str(resume_dir) if resume_dir else None,
         jobs=jobs,
-        cache_dir=cache_dir,
+        cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
         accounting_backend=backend,
         host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
         host_foreign_cpu_max=host_foreign_cpu_max,
+        max_attempts=max_attempts,
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
-        summary = runner.run(manifest, options, reporter=reporter)
+        summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
     except KeyboardInterrupt:
-        click.echo(f"interrupted: resume with --resume {resume or _run_dir(options)}", err=True)
+        click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
+    except Exception as exc:  # the harness broke; the runner marked the run interrupted
+        if os.environ.get("METEWAND_DEBUG"):
+            raise
+        click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
+                   "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
         _print_case_table(summary.rows)
         click.echo(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
+        _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
+    sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
 
 
 def _finite(value: float, param: Any) -> float:
@@ -217,6 +232,40 @@ def _check_writable_dir(path: str, flag: str) -> None:
     if problem:
         click.echo(f"error: {flag} {path}: {problem}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
+
+
+def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str | None) -> None:
+    """Conditions that would waste or spoil a run are refused before it exists."""
+    from metewand.suites.compute.launch import missing_commands
+
+    if run_id is not None and os.path.lexists(os.path.join(out_dir, run_id)):
+        click.echo(
+            f"error: run {run_id!r} exists in {out_dir}; resume it with --resume {run_id} "
+            "or choose another --run-id",
+            err=True,
+        )
+        sys.exit(exit_codes.INVALID_INPUT)
+    missing = missing_commands(loaded, expanded)
+    for line in missing:
+        click.echo(f"error: {line}", err=True)
+    if missing:
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+
+
+def _warn_at_end(run_dir: str) -> None:
+    """Failed attempts by code and a failed pollution gate, where the user looks: last."""
+    from metewand.compare.run_warnings import run_warnings
+    from metewand.compare.rundir import load_run
+
+    for line in run_warnings(load_run(run_dir)):
+        click.echo(f"warning: {line}", err=True)
+
+
+def _any_failed(run_dir: str) -> bool:
+    """Over every row of the run (a resumed run answers for its earlier sessions too)."""
+    from metewand.runtime.store import RunView
+
+    return any(row.get("status") == "failed" for row in RunView(Path(run_dir)).rows())
 
 
 def _print_case_table(rows: list[dict[str, Any]]) -> None:
