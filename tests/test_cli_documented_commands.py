@@ -199,6 +199,19 @@ def status_json(done: Done, repo: Path) -> None:
     assert data["rows"] == planned(repo)
 
 
+def clean_text(done: Done, repo: Path) -> None:
+    assert "killed 0 process(es), removed 0 group(s) and 0 temporary dir(s)" in done.stdout
+
+
+def clean_json(done: Done, repo: Path) -> None:
+    report = json.loads(done.stdout)  # a finished run: nothing left to remove
+    assert report["killed"] == [] and report["groups_removed"] == []
+
+
+def clean_all(done: Done, repo: Path) -> None:
+    assert "sort1: killed 0 process(es)" in done.stdout
+
+
 def status_latest(done: Done, repo: Path) -> None:
     assert f"run       {_newest(repo).name}" in done.stdout
 
@@ -342,6 +355,9 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand status runs/sort1", 0, status_text),
     Expect("metewand status sort1 --json", 0, status_json),
     Expect("metewand status latest", 0, status_latest),
+    Expect("metewand clean runs/sort1", 0, clean_text),
+    Expect("metewand clean sort1 --json", 0, clean_json),
+    Expect("metewand clean", 0, clean_all),
     Expect("metewand export runs/sort1 --format csv -o results.csv", 0, csv_export),
     Expect("metewand export sort1 --format json", 0, json_export),
     Expect("metewand report runs/sort1", 0, reports_written("report.html", "results.csv")),

@@ -35,8 +35,8 @@ def clean(run: str | None, as_json: bool) -> None:
 
     \b
     Examples:
-      metewand clean runs/20250101T120000Z-ab12cd
-      metewand clean 20250101T120000Z-ab12cd --json
+      metewand clean runs/sort1
+      metewand clean sort1 --json
       metewand clean
 
     \b
