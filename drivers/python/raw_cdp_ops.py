@@ -244,6 +244,12 @@ async def _evaluate(s: Any, step: dict[str, Any], state: State) -> Any:
     return await evaluate(s, step["expression"])
 
 
+async def _user_agent(s: Any, step: dict[str, Any], state: State) -> Any:
+    if getattr(s, "session_id", None) is None:  # no page yet: the browser-level answer
+        return (await s.send("Browser.getVersion", {}))["userAgent"]
+    return await evaluate(s, "navigator.userAgent")
+
+
 async def _ax_snapshot(s: Any, step: dict[str, Any], state: State) -> Any:
     return await ax_nodes(s)
 
@@ -256,6 +262,6 @@ OPS: dict[str, Any] = {
     "click": click, "check": check, "focus": _focus, "fill": fill, "type": _type, "press": _press,
     "select_option": select_option, "text_content": read("textContent"), "input_value": read("value"),
     "is_checked": read("checked"), "get_attribute": _get_attribute, "count": _count,
-    "url": simple("location.href"), "title": simple("document.title"), "user_agent": simple("navigator.userAgent"),
+    "url": simple("location.href"), "title": simple("document.title"), "user_agent": _user_agent,
     "ax_snapshot": _ax_snapshot, "ax_node_identity": ax_node_identity, "computed_style_breadth": computed_style_breadth,
 }  # fmt: skip

@@ -164,7 +164,7 @@ const ops = {
   count: (s, step) => evaluate(s, `document.querySelectorAll(${JSON.stringify(step.selector)}).length`),
   url: (s) => evaluate(s, 'location.href'),
   title: (s) => evaluate(s, 'document.title'),
-  user_agent: (s) => evaluate(s, 'navigator.userAgent'),
+  user_agent: async (s) => (s.sessionId ? evaluate(s, 'navigator.userAgent') : (await s.client.send('Browser.getVersion')).userAgent),
 };
 
 main({ name: `chrome-remote-interface ${require('chrome-remote-interface/package.json').version}`, connect, liveProduct, close, ops });

@@ -26,7 +26,7 @@ function commonOps(driverOps) {
     url: (s) => s.page.url(),
     title: (s) => s.page.title(),
     content: (s) => s.page.content(),
-    user_agent: (s) => s.evaluate('navigator.userAgent'),
+    user_agent: async (s) => (s.page ? s.evaluate('navigator.userAgent') : (await s.browserVersion()).userAgent),
     get_console: (s) => s.console.join('\n'),
     get_dialogs: (s) => s.dialogs.join('\n'),
     get_recorded_requests: (s) => s.requests.join('\n'),

@@ -11,6 +11,7 @@ async function connect(payload, budget) {
   const browser = await chromium.connectOverCDP(payload.browser_ws, { timeout: budget.wait(payload.connect_timeout_ms || 15000) });
   const session = { browser, console: [], dialogs: [], requests: [], recording: false, metrics: {} };
   session.evaluate = (expression) => session.page.evaluate(expression);
+  session.browserVersion = () => browserVersion(session);
   session.cdp = async (method, params) => {
     session.pageCdp = session.pageCdp || await session.context.newCDPSession(session.page);
     return session.pageCdp.send(method, params);
@@ -18,10 +19,12 @@ async function connect(payload, budget) {
   return session;
 }
 
-async function liveProduct(session) {
+async function browserVersion(session) {
   const cdp = await session.browser.newBrowserCDPSession();
-  try { return (await cdp.send('Browser.getVersion')).product; } finally { await cdp.detach(); }
+  try { return await cdp.send('Browser.getVersion'); } finally { await cdp.detach(); }
 }
+
+const liveProduct = async (session) => (await browserVersion(session)).product;
 
 async function close(session) {
   if (session.context) await session.context.close();
@@ -29,6 +32,9 @@ async function close(session) {
   await session.browser.close();
 }
 
+// A navigation op's value is the main response's HTTP status (null: no response, e.g. same-document).
+const status = (response) => (response ? response.status() : null);
+const HISTORY_WAIT = 'commit';
 const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
 
 const ops = commonOps({
@@ -40,10 +46,11 @@ const ops = commonOps({
     s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
     return 'page';
   },
-  goto: async (s, step, state) => { await s.page.goto(step.url, t(state, step)); return s.page.url(); },
-  reload: async (s, step, state) => { await s.page.reload(t(state, step)); return s.page.url(); },
-  go_back: async (s, step, state) => { await s.page.goBack(t(state, step)); return s.page.url(); },
-  go_forward: async (s, step, state) => { await s.page.goForward(t(state, step)); return s.page.url(); },
+  goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
+  reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
+  // A back-forward-cache restore fires no load event: a history move waits for its commit only.
+  go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: HISTORY_WAIT })),
   click: async (s, step, state) => {
     for (let i = 0; i < (step.times || 1); i += 1) await s.page.click(step.selector, t(state, step));
     return step.selector;

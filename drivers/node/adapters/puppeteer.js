@@ -12,11 +12,11 @@ const { commonOps, recordDialog, digestFile, framesMatching } = require('./page_
 async function connect(payload, budget) {
   const browser = await puppeteer.connect({
     browserWSEndpoint: payload.browser_ws,
-    defaultViewport: null,
     protocolTimeout: budget.wait(payload.task_timeout_ms),
   });
   const session = { browser, console: [], dialogs: [], requests: [], routes: [], recording: false, metrics: {} };
   session.evaluate = (expression) => session.page.evaluate(expression);
+  session.browserVersion = () => browserVersion(session);
   session.cdp = async (method, params) => {
     session.pageCdp = session.pageCdp || await session.page.createCDPSession();
     return session.pageCdp.send(method, params);
@@ -24,10 +24,12 @@ async function connect(payload, budget) {
   return session;
 }
 
-async function liveProduct(session) {
+async function browserVersion(session) {
   const cdp = await session.browser.target().createCDPSession();
-  try { return (await cdp.send('Browser.getVersion')).product; } finally { await cdp.detach(); }
+  try { return await cdp.send('Browser.getVersion'); } finally { await cdp.detach(); }
 }
+
+const liveProduct = async (session) => (await browserVersion(session)).product;
 
 async function close(session) {
   if (session.context) await session.context.close();
@@ -75,6 +77,9 @@ async function download(s, step, state) {
   }
 }
 
+// A navigation op's value is the main response's HTTP status (null: no response, e.g. same-document).
+const status = (response) => (response ? response.status() : null);
+const HISTORY_WAIT = 'domcontentloaded';
 const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
 
 async function element(s, step, state) {
@@ -92,10 +97,11 @@ const ops = commonOps({
     s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
     return 'page';
   },
-  goto: async (s, step, state) => { await s.page.goto(step.url, t(state, step)); return s.page.url(); },
-  reload: async (s, step, state) => { await s.page.reload(t(state, step)); return s.page.url(); },
-  go_back: async (s, step, state) => { await s.page.goBack(t(state, step)); return s.page.url(); },
-  go_forward: async (s, step, state) => { await s.page.goForward(t(state, step)); return s.page.url(); },
+  goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
+  reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
+  // A back-forward-cache restore fires no load event: a history move waits for its commit only.
+  go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: HISTORY_WAIT })),
   click: async (s, step, state) => {
     const handle = await element(s, step, state);
     for (let i = 0; i < (step.times || 1); i += 1) await handle.click();
