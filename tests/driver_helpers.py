@@ -12,12 +12,17 @@ from typing import Any
 
 import pytest
 
+from browser_engine_fixtures import resolved_or_skip
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
-from metewand.suites.browser.driver_paths import DriverMissing, FoundDriver, load_binding, resolve_driver
+from metewand.suites.browser.driver_paths import (
+    DriverMissing,
+    FoundDriver,
+    load_binding,
+    resolve_driver,
+)
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer, ServerThread
-from tests.browser_engine_fixtures import resolved_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
@@ -31,7 +36,9 @@ def corpus_or_skip() -> Path:
 
 
 def load_task(subset_dir: str, task_id: str) -> dict[str, Any]:
-    return dict(json.loads((corpus_or_skip() / "tasks" / subset_dir / f"{task_id}.json").read_text()))
+    return dict(
+        json.loads((corpus_or_skip() / "tasks" / subset_dir / f"{task_id}.json").read_text())
+    )
 
 
 @dataclass
@@ -75,7 +82,12 @@ def found_or_skip(key: str) -> FoundDriver:
 
 
 def run_task(
-    bench: Bench, command: AdapterCommand, key: str, task: dict[str, Any], work: Path, attempt: int = 1
+    bench: Bench,
+    command: AdapterCommand,
+    key: str,
+    task: dict[str, Any],
+    work: Path,
+    attempt: int = 1,
 ) -> AdapterRun:
     artifact_dir = work / f"{task['task_id']}-{attempt}"
     artifact_dir.mkdir(parents=True, exist_ok=True)

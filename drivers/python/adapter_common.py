@@ -85,14 +85,19 @@ def page_tokens(payload: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def evaluate_check(check: dict[str, Any], steps: list[dict[str, Any]], saved: dict[str, str]) -> tuple[bool, str]:
+def evaluate_check(
+    check: dict[str, Any], steps: list[dict[str, Any]], saved: dict[str, str]
+) -> tuple[bool, str]:
     kind = check.get("kind")
     index = check.get("step")
     step = steps[index] if isinstance(index, int) and 0 <= index < len(steps) else None
     value = saved.get(check.get("name", ""))
     shown = f"saved {check.get('name')}={json.dumps(value)}"
     if kind == "step_ok":
-        return (bool(step and step["ok"]), "step ok" if step and step["ok"] else f"step: {step and step.get('error')}")
+        return (
+            bool(step and step["ok"]),
+            "step ok" if step and step["ok"] else f"step: {step and step.get('error')}",
+        )
     if kind == "step_fails":
         return (bool(step and not step["ok"]), f"step error: {step and step.get('error')}")
     if kind == "saved_equals":
@@ -102,7 +107,9 @@ def evaluate_check(check: dict[str, Any], steps: list[dict[str, Any]], saved: di
     if kind == "saved_not_contains":
         return isinstance(value, str) and check.get("expected", "") not in value, shown
     if kind == "saved_truthy":
-        return isinstance(value, str) and value not in FALSY_TEXT and not value.startswith("ERROR:"), shown
+        return isinstance(value, str) and value not in FALSY_TEXT and not value.startswith(
+            "ERROR:"
+        ), shown
     if kind == "file_nonempty":
         try:
             size = os.path.getsize(check["path"])
@@ -110,7 +117,10 @@ def evaluate_check(check: dict[str, Any], steps: list[dict[str, Any]], saved: di
             return False, f"no file {check.get('path')}"
         return size > 0, f"{check['path']}: {size} bytes"
     if kind == "any_of":
-        parts = [evaluate_check(c, steps, saved) for c in check.get("any_of") or check.get("checks") or []]
+        parts = [
+            evaluate_check(c, steps, saved)
+            for c in check.get("any_of") or check.get("checks") or []
+        ]
         return any(ok for ok, _ in parts), " | ".join(text for _, text in parts)
     return False, f"unknown check kind {kind}"
 
@@ -147,7 +157,9 @@ def harness_error(cls: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"class": cls, "message": message}}
 
 
-async def run_steps(ops: dict[str, Op], session: Any, steps: list[dict[str, Any]], state: State) -> list[dict[str, Any]]:
+async def run_steps(
+    ops: dict[str, Op], session: Any, steps: list[dict[str, Any]], state: State
+) -> list[dict[str, Any]]:
     results = []
     for index, step in enumerate(steps):
         started = time.monotonic()
@@ -158,15 +170,28 @@ async def run_steps(ops: dict[str, Op], session: Any, steps: list[dict[str, Any]
             record = {"ok": False, "error": "task budget exhausted before this op"}
         else:
             try:
-                value = await asyncio.wait_for(op(session, step, state), state.budget.remaining() + 0.1)
+                value = await asyncio.wait_for(
+                    op(session, step, state), state.budget.remaining() + 0.1
+                )
                 record = {"ok": True, "value": value}
             except Exception as exc:  # an op's failure is the step's result, never the adapter's
                 record = {"ok": False, "error": (str(exc) or type(exc).__name__).splitlines()[0]}
         if step.get("save_as"):
-            state.saved[step["save_as"]] = stringify(record["value"]) if record["ok"] else f"ERROR: {record['error']}"
+            state.saved[step["save_as"]] = (
+                stringify(record["value"]) if record["ok"] else f"ERROR: {record['error']}"
+            )
         results.append(record)
         elapsed_ms = int((time.monotonic() - started) * 1000)
-        trace(state.payload, {"step": index, "op": step.get("op"), "ok": record["ok"], "ms": elapsed_ms, "error": record.get("error")})
+        trace(
+            state.payload,
+            {
+                "step": index,
+                "op": step.get("op"),
+                "ok": record["ok"],
+                "ms": elapsed_ms,
+                "error": record.get("error"),
+            },
+        )
     return results
 
 
@@ -195,29 +220,61 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
     checks = substitute(payload.get("checks") or [], tokens)
     connect_row = {"name": "driver_connect", "status": "pass", "evidence": driver.name}
     try:
-        session = await asyncio.wait_for(driver.connect(payload, budget), budget.wait(payload.get("connect_timeout_ms")))
+        session = await asyncio.wait_for(
+            driver.connect(payload, budget), budget.wait(payload.get("connect_timeout_ms"))
+        )
     except Exception as exc:  # an engine the driver cannot attach to is a benchmark result
         connect_row.update(status="fail", evidence=f"connect failed: {exc}")
-        rows = [connect_row] + [{"name": c.get("label") or c.get("kind"), "status": "fail", "evidence": "driver not connected"} for c in checks]
-        return {"ok": True, "answer": f"0/{len(rows)} checks", "observations": {"checks": rows, "saved": {}, "failure_class": "cdp_semantic"}}
+        rows = [connect_row] + [
+            {
+                "name": c.get("label") or c.get("kind"),
+                "status": "fail",
+                "evidence": "driver not connected",
+            }
+            for c in checks
+        ]
+        return {
+            "ok": True,
+            "answer": f"0/{len(rows)} checks",
+            "observations": {"checks": rows, "saved": {}, "failure_class": "cdp_semantic"},
+        }
     try:
         live = await driver.live_product(session)
         if payload.get("expect_product_live") and live != payload["expect_product_live"]:
-            return harness_error("script_error", f"binding gate: live product {live!r} != {payload['expect_product_live']!r}")
+            return harness_error(
+                "script_error",
+                f"binding gate: live product {live!r} != {payload['expect_product_live']!r}",
+            )
         state = State(payload, budget)
         results = await run_steps(driver.ops, session, steps, state)
         rows = [connect_row]
         for check in checks:
             ok, evidence = evaluate_check(check, results, state.saved)
-            rows.append({"name": check.get("label") or check.get("kind"), "status": "pass" if ok else "fail", "evidence": evidence})
+            rows.append(
+                {
+                    "name": check.get("label") or check.get("kind"),
+                    "status": "pass" if ok else "fail",
+                    "evidence": evidence,
+                }
+            )
         passed = sum(1 for r in rows if r["status"] == "pass")
         observations: dict[str, Any] = {
-            "checks": rows, "saved": state.saved,
-            "binding": {"verified": True, "http_product": version.get("Browser"), "live_product": live},
+            "checks": rows,
+            "saved": state.saved,
+            "binding": {
+                "verified": True,
+                "http_product": version.get("Browser"),
+                "live_product": live,
+            },
         }
         if passed != len(rows):
             observations["failure_class"] = "cdp_semantic"
-        return {"ok": True, "answer": f"{passed}/{len(rows)} checks", "observations": observations, "metrics": getattr(session, "metrics", {})}
+        return {
+            "ok": True,
+            "answer": f"{passed}/{len(rows)} checks",
+            "observations": observations,
+            "metrics": getattr(session, "metrics", {}),
+        }
     finally:
         try:
             await driver.close(session)

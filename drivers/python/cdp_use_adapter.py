@@ -53,19 +53,37 @@ async def live_product(session: Session) -> str:
 
 async def close(session: Session) -> None:
     if session.context_id:
-        await session.client.send_raw("Target.disposeBrowserContext", {"browserContextId": session.context_id})
+        await session.client.send_raw(
+            "Target.disposeBrowserContext", {"browserContextId": session.context_id}
+        )
     await session.client.stop()
 
 
 async def new_page(s: Session, step: dict[str, Any], state: State) -> str:
     # One context per attempt: a second page shares the first one's storage, like a second tab.
     if s.context_id is None:
-        s.context_id = (await s.client.send_raw("Target.createBrowserContext", {}))["browserContextId"]
-    target = (await s.client.send_raw("Target.createTarget", {"url": "about:blank", "browserContextId": s.context_id}))["targetId"]
-    s.session_id = (await s.client.send_raw("Target.attachToTarget", {"targetId": target, "flatten": True}))["sessionId"]
+        s.context_id = (await s.client.send_raw("Target.createBrowserContext", {}))[
+            "browserContextId"
+        ]
+    target = (
+        await s.client.send_raw(
+            "Target.createTarget", {"url": "about:blank", "browserContextId": s.context_id}
+        )
+    )["targetId"]
+    s.session_id = (
+        await s.client.send_raw("Target.attachToTarget", {"targetId": target, "flatten": True})
+    )["sessionId"]
     await s.send("Page.enable", {})
     await s.send("Runtime.enable", {})
     return str(target)
 
 
-main(Driver(f"cdp-use {importlib.metadata.version('cdp-use')}", connect, live_product, close, {**raw_cdp_ops.OPS, "new_page": new_page}))
+main(
+    Driver(
+        f"cdp-use {importlib.metadata.version('cdp-use')}",
+        connect,
+        live_product,
+        close,
+        {**raw_cdp_ops.OPS, "new_page": new_page},
+    )
+)

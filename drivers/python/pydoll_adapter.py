@@ -48,7 +48,10 @@ async def close(session: Session) -> None:
     if session.context_id:
         await session.browser.delete_browser_context(session.context_id)
     # The engine belongs to the runner: only pydoll's connections are closed.
-    for handler in [session.tab and session.tab._connection_handler, session.browser._connection_handler]:
+    for handler in [
+        session.tab and session.tab._connection_handler,
+        session.browser._connection_handler,
+    ]:
         if handler is not None:
             await handler.close()
 
@@ -100,6 +103,22 @@ async def focus(s: Session, step: dict[str, Any], state: State) -> str:
     return str(step["selector"])
 
 
-OPS = {**raw_cdp_ops.OPS, "new_page": new_page, "goto": goto, "reload": reload, "click": click, "fill": fill, "focus": focus}
+OPS = {
+    **raw_cdp_ops.OPS,
+    "new_page": new_page,
+    "goto": goto,
+    "reload": reload,
+    "click": click,
+    "fill": fill,
+    "focus": focus,
+}
 
-main(Driver(f"pydoll-python {importlib.metadata.version('pydoll-python')}", connect, live_product, close, OPS))
+main(
+    Driver(
+        f"pydoll-python {importlib.metadata.version('pydoll-python')}",
+        connect,
+        live_product,
+        close,
+        OPS,
+    )
+)

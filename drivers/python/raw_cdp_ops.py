@@ -35,10 +35,16 @@ async def poll(state: State, limit_ms: Any, probe: Any, what: str) -> Any:
 
 
 async def evaluate(s: Any, expression: str) -> Any:
-    reply = await s.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+    reply = await s.send(
+        "Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True}
+    )
     if reply.get("exceptionDetails"):
         details = reply["exceptionDetails"]
-        raise RuntimeError((details.get("exception") or {}).get("description") or details.get("text") or "evaluation threw")
+        raise RuntimeError(
+            (details.get("exception") or {}).get("description")
+            or details.get("text")
+            or "evaluation threw"
+        )
     return reply["result"].get("value")
 
 
@@ -46,7 +52,9 @@ async def navigation(s: Any, state: State, action: Any, events: tuple[str, ...] 
     seen = len(s.events)
     if await action() is None:
         return  # a same-document goto fires no load event
-    await poll(state, None, _async(lambda: any(e in events for e in s.events[seen:])), "|".join(events))
+    await poll(
+        state, None, _async(lambda: any(e in events for e in s.events[seen:])), "|".join(events)
+    )
     await poll(state, None, lambda: _not_loading(s), "document parsed")
 
 
@@ -66,24 +74,41 @@ def q(selector: str) -> str:
 
 
 async def wait_element(s: Any, step: dict[str, Any], state: State) -> None:
-    await poll(state, step.get("timeout_ms"), lambda: evaluate(s, f"!!{q(step['selector'])}"), f"selector {step['selector']}")
+    await poll(
+        state,
+        step.get("timeout_ms"),
+        lambda: evaluate(s, f"!!{q(step['selector'])}"),
+        f"selector {step['selector']}",
+    )
 
 
 async def click(s: Any, step: dict[str, Any], state: State) -> str:
     await wait_element(s, step, state)
-    point = await evaluate(s, f"""(() => {{ const e = {q(step['selector'])}; e.scrollIntoView({{block: 'center', inline: 'center'}});
-        const r = e.getBoundingClientRect(); return {{x: r.left + r.width / 2, y: r.top + r.height / 2}}; }})()""")
+    point = await evaluate(
+        s,
+        f"""(() => {{ const e = {q(step["selector"])}; e.scrollIntoView({{block: 'center', inline: 'center'}});
+        const r = e.getBoundingClientRect(); return {{x: r.left + r.width / 2, y: r.top + r.height / 2}}; }})()""",
+    )
     x, y = point["x"], point["y"]
     for _ in range(step.get("times") or 1):
         await s.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
         for kind in ("mousePressed", "mouseReleased"):
-            await s.send("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
+            await s.send(
+                "Input.dispatchMouseEvent",
+                {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1},
+            )
     return str(step["selector"])
 
 
 async def press_key(s: Any, key: str) -> None:
-    known = KEYS.get(key) or {"code": f"Key{key.upper()}" if len(key) == 1 else key, **({"text": key} if len(key) == 1 else {})}
-    await s.send("Input.dispatchKeyEvent", {"type": "keyDown" if "text" in known else "rawKeyDown", "key": key, **known})
+    known = KEYS.get(key) or {
+        "code": f"Key{key.upper()}" if len(key) == 1 else key,
+        **({"text": key} if len(key) == 1 else {}),
+    }
+    await s.send(
+        "Input.dispatchKeyEvent",
+        {"type": "keyDown" if "text" in known else "rawKeyDown", "key": key, **known},
+    )
     up = {k: v for k, v in known.items() if k != "text"}
     await s.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, **up})
 
@@ -134,7 +159,9 @@ async def wait_for_selector(s: Any, step: dict[str, Any], state: State) -> bool:
     visible = f"""(() => {{ const e = {sel}; if (!e) return false; const r = e.getBoundingClientRect();
         return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; }})()"""
     test = visible if step.get("state") == "visible" else f"!!{sel}"
-    await poll(state, step.get("timeout_ms"), lambda: evaluate(s, test), f"selector {step['selector']}")
+    await poll(
+        state, step.get("timeout_ms"), lambda: evaluate(s, test), f"selector {step['selector']}"
+    )
     return True
 
 
@@ -157,8 +184,11 @@ async def check(s: Any, step: dict[str, Any], state: State) -> bool:
 
 async def select_option(s: Any, step: dict[str, Any], state: State) -> Any:
     await wait_element(s, step, state)
-    return await evaluate(s, f"""(() => {{ const e = {q(step['selector'])}; e.value = {json.dumps(step['value'])};
-        e.dispatchEvent(new Event('input', {{bubbles: true}})); e.dispatchEvent(new Event('change', {{bubbles: true}})); return e.value; }})()""")
+    return await evaluate(
+        s,
+        f"""(() => {{ const e = {q(step["selector"])}; e.value = {json.dumps(step["value"])};
+        e.dispatchEvent(new Event('input', {{bubbles: true}})); e.dispatchEvent(new Event('change', {{bubbles: true}})); return e.value; }})()""",
+    )
 
 
 def read(field: str) -> Any:
@@ -172,16 +202,32 @@ def read(field: str) -> Any:
 async def ax_nodes(s: Any) -> list[dict[str, Any]]:
     tree = await s.send("Accessibility.getFullAXTree", {})
     value = lambda f: str((f or {}).get("value", ""))  # noqa: E731
-    return [{"role": value(n.get("role")), "name": value(n.get("name")), "backendDOMNodeId": n.get("backendDOMNodeId"),
-             "ignored": bool(n.get("ignored"))} for n in tree.get("nodes", [])]
+    return [
+        {
+            "role": value(n.get("role")),
+            "name": value(n.get("name")),
+            "backendDOMNodeId": n.get("backendDOMNodeId"),
+            "ignored": bool(n.get("ignored")),
+        }
+        for n in tree.get("nodes", [])
+    ]
 
 
 async def ax_node_identity(s: Any, step: dict[str, Any], state: State) -> str:
     nodes = await ax_nodes(s)
-    match = next((n for n in nodes if not n["ignored"] and n["role"] == step["role"] and n["name"] == step["name"]), None)
+    match = next(
+        (
+            n
+            for n in nodes
+            if not n["ignored"] and n["role"] == step["role"] and n["name"] == step["name"]
+        ),
+        None,
+    )
     if match is None:
         raise RuntimeError(f"no AX node with role={step['role']} name={step['name']}")
-    identity = f"role={match['role']}|name={match['name']}|backendDOMNodeId={match['backendDOMNodeId']}"
+    identity = (
+        f"role={match['role']}|name={match['name']}|backendDOMNodeId={match['backendDOMNodeId']}"
+    )
     if not step.get("compare_to"):
         return identity
     return ("stable|" if state.saved.get(step["compare_to"]) == identity else "changed|") + identity
@@ -189,14 +235,21 @@ async def ax_node_identity(s: Any, step: dict[str, Any], state: State) -> str:
 
 async def computed_style_breadth(s: Any, step: dict[str, Any], state: State) -> str:
     root = (await s.send("DOM.getDocument", {"depth": 0}))["root"]["nodeId"]
-    node = (await s.send("DOM.querySelector", {"nodeId": root, "selector": step["selector"]})).get("nodeId")
+    node = (await s.send("DOM.querySelector", {"nodeId": root, "selector": step["selector"]})).get(
+        "nodeId"
+    )
     if not node:
         raise RuntimeError(f"no element for {step['selector']}")
     await s.send("CSS.enable", {})
     style = await s.send("CSS.getComputedStyleForNode", {"nodeId": node})
     values = {p["name"]: p["value"] for p in style.get("computedStyle", [])}
-    verdict = "breadth-ok" if len(values) >= (step.get("min_property_count") or 100) else "breadth-short"
-    parts = [f"{name}={values.get(name, 'MISSING')}" for name in step.get("required_properties") or DEFAULT_REQUIRED]
+    verdict = (
+        "breadth-ok" if len(values) >= (step.get("min_property_count") or 100) else "breadth-short"
+    )
+    parts = [
+        f"{name}={values.get(name, 'MISSING')}"
+        for name in step.get("required_properties") or DEFAULT_REQUIRED
+    ]
     return "|".join([verdict, f"count={len(values)}", *parts])
 
 
@@ -208,7 +261,9 @@ def simple(expression: str) -> Any:
 
 
 async def wait_for_function(s: Any, step: dict[str, Any], state: State) -> bool:
-    await poll(state, step.get("timeout_ms"), lambda: evaluate(s, step["expression"]), step["expression"])
+    await poll(
+        state, step.get("timeout_ms"), lambda: evaluate(s, step["expression"]), step["expression"]
+    )
     return True
 
 

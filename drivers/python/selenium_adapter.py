@@ -82,11 +82,15 @@ def sync_op(fn: Any) -> Any:
 
 
 def _wait(driver: Any, step: dict[str, Any], state: State, condition: Any) -> Any:
-    return WebDriverWait(driver, state.budget.wait(step.get("timeout_ms")), poll_frequency=0.05).until(condition)
+    return WebDriverWait(
+        driver, state.budget.wait(step.get("timeout_ms")), poll_frequency=0.05
+    ).until(condition)
 
 
 def _element(driver: Any, step: dict[str, Any], state: State) -> Any:
-    return _wait(driver, step, state, ec.presence_of_element_located((By.CSS_SELECTOR, step["selector"])))
+    return _wait(
+        driver, step, state, ec.presence_of_element_located((By.CSS_SELECTOR, step["selector"]))
+    )
 
 
 def _new_page(driver: Any, step: dict[str, Any], state: State) -> str:
@@ -95,7 +99,9 @@ def _new_page(driver: Any, step: dict[str, Any], state: State) -> str:
 
 
 def _click(driver: Any, step: dict[str, Any], state: State) -> str:
-    target = _wait(driver, step, state, ec.element_to_be_clickable((By.CSS_SELECTOR, step["selector"])))
+    target = _wait(
+        driver, step, state, ec.element_to_be_clickable((By.CSS_SELECTOR, step["selector"]))
+    )
     for _ in range(step.get("times") or 1):
         target.click()
     return str(step["selector"])
@@ -117,7 +123,9 @@ def _check(driver: Any, step: dict[str, Any], state: State) -> bool:
 
 def _press(driver: Any, step: dict[str, Any], state: State) -> str:
     key = KEYS.get(step["key"], step["key"])
-    target = _element(driver, step, state) if step.get("selector") else driver.switch_to.active_element
+    target = (
+        _element(driver, step, state) if step.get("selector") else driver.switch_to.active_element
+    )
     target.send_keys(key)
     return str(step["key"])
 
@@ -130,7 +138,14 @@ def _wait_for_function(driver: Any, step: dict[str, Any], state: State) -> bool:
 def _wait_for_selector(driver: Any, step: dict[str, Any], state: State) -> bool:
     locator = (By.CSS_SELECTOR, step["selector"])
     visible = step.get("state") == "visible"
-    _wait(driver, step, state, ec.visibility_of_element_located(locator) if visible else ec.presence_of_element_located(locator))
+    _wait(
+        driver,
+        step,
+        state,
+        ec.visibility_of_element_located(locator)
+        if visible
+        else ec.presence_of_element_located(locator),
+    )
     return True
 
 

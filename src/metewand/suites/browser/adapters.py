@@ -38,7 +38,10 @@ from metewand.suites.browser.classify import Classification
 PROTOCOL: Final = "abb_scenario_adapter/1"
 OUTCOMES: Final = ("result", "adapter_error", "adapter_crash", "adapter_hang", "adapter_garbage")
 STDOUT_LIMIT: Final = 16 * 1024 * 1024  # a result is small; more than this is garbage, not a row
-TERM_GRACE_S: Final = 2.0  # between TERM and KILL on a hang: enough for a Node/Python exit hook
+EXIT_POLL_S: Final = 0.005  # adds at most 5 ms to an attempt's wall time
+STDOUT_DRAIN_S: Final = 2.0  # after the sweep every writer is gone, so EOF is immediate
+TERM_GRACE_S: Final = 2.0
+KILL_WAIT_S: Final = 30.0  # KILL is not ignorable; this only bounds an uninterruptible sleep  # between TERM and KILL on a hang: enough for a Node/Python exit hook
 STDERR_TAIL: Final = 2000
 # The deadline beyond the payload's task budget: the adapter clamps its own waits to the budget,
 # so only an adapter that ignores it (or is stuck starting) meets this margin.
@@ -147,15 +150,13 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-async def _stop(process: asyncio.subprocess.Process, accounting: TreeAccounting | None) -> None:
-    """TERM the adapter's group, KILL after the grace period, then anything left in its
-    accounting group."""
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """TERM the adapter's group, KILL after the grace period (the sweep then takes anything
+    left in its accounting group)."""
     _signal_group(process.pid, signal.SIGTERM)
-    try:
-        await asyncio.wait_for(process.wait(), TERM_GRACE_S)
-    except TimeoutError:
+    if not await _exited_within(process, TERM_GRACE_S):
         _signal_group(process.pid, signal.SIGKILL)
-        await process.wait()
+        await _exited_within(process, KILL_WAIT_S)
 
 
 def _sweep(pgid: int, accounting: TreeAccounting | None) -> list[int]:
@@ -254,6 +255,41 @@ async def run_adapter(
                 accounting.close()
 
 
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    assert process.stdin is not None
+    try:
+        process.stdin.write(data)
+        await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # it exited (or closed stdin) before reading its payload: its exit tells why
+    finally:
+        process.stdin.close()
+
+
+async def _exited_within(process: asyncio.subprocess.Process, limit_s: float) -> bool:
+    """Polls the exit status: ``Process.wait()`` also waits for every pipe to close, which a
+    grandchild holding stdout would postpone past the adapter's own exit."""
+    deadline = time.monotonic() + limit_s
+    while process.returncode is None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(EXIT_POLL_S)
+    return True
+
+
+async def _read_all(stream: asyncio.StreamReader | None) -> bytes:
+    """stdout up to EOF, but never more than the limit plus one byte (which marks garbage)."""
+    chunks: list[bytes] = []
+    size = 0
+    while stream is not None and size <= STDOUT_LIMIT:
+        chunk = await stream.read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 async def _supervise(
     process: asyncio.subprocess.Process,
     payload: Mapping[str, Any],
@@ -262,20 +298,22 @@ async def _supervise(
     accounting: TreeAccounting | None,
     started: int,
 ) -> AdapterRun:
-    data = json.dumps(payload).encode()
-    hung = False
-    try:
-        stdout, _ = await asyncio.wait_for(process.communicate(data), deadline_s)
-    except TimeoutError:
-        hung = True
-        await _stop(process, accounting)
-        stdout = b""
-    except (BrokenPipeError, ConnectionResetError):  # it exited before reading its payload
-        stdout = await process.stdout.read() if process.stdout else b""
-        await process.wait()
+    # The adapter's exit ends the attempt, not stdout's EOF: a grandchild that inherited stdout
+    # (a bridge, a daemon) would otherwise hold the run open. It is swept first, then stdout read.
+    reader = asyncio.create_task(_read_all(process.stdout))
+    feeder = asyncio.create_task(_feed(process, json.dumps(payload).encode()))
+    hung = not await _exited_within(process, deadline_s)
+    if hung:
+        await _stop(process)
     wall_ns = time.monotonic_ns() - started
     leftovers = _sweep(process.pid, accounting)
     await _wait_gone(leftovers, accounting)
+    try:
+        stdout = await asyncio.wait_for(reader, STDOUT_DRAIN_S)
+    except TimeoutError:
+        stdout = b""
+    feeder.cancel()
+    await asyncio.gather(feeder, return_exceptions=True)
     code = process.returncode
     exit_code, exit_signal = (None, -code) if code is not None and code < 0 else (code, None)
     if hung:

@@ -27,7 +27,9 @@ from metewand.suites.browser.adapters import AdapterCommand
 
 UNAVAILABLE: Final = "driver_unavailable"
 REPO_ROOT: Final = Path(__file__).resolve().parents[4]
-NODE_DIR_VARIABLE: Final = "METEWAND_NODE_DRIVERS"  # a drivers/node elsewhere (non-editable install)
+NODE_DIR_VARIABLE: Final = (
+    "METEWAND_NODE_DRIVERS"  # a drivers/node elsewhere (non-editable install)
+)
 
 
 def node_dir() -> Path:
@@ -108,8 +110,21 @@ class DriverPath:
         return f"METEWAND_{self.key.upper()}_ADAPTER"
 
 
-def _node(key: str, kind: str, dirs: tuple[str, ...], package: str, version: str, **kw: object) -> DriverPath:
-    return DriverPath(key, kind, dirs, "node", NodePackage(package), version, package, **kw)  # type: ignore[arg-type]
+def _node(
+    key: str,
+    kind: str,
+    dirs: tuple[str, ...],
+    package: str,
+    version: str,
+    *,
+    route_id: str,
+    adapter: str | None,
+    pin_key: str = "",
+    notes: str = "",
+) -> DriverPath:
+    library = NodePackage(package)
+    pin = pin_key or package
+    return DriverPath(key, kind, dirs, "node", library, version, pin, route_id, adapter, notes=notes)
 
 
 DRIVER_PATHS: Final[dict[str, DriverPath]] = {
@@ -128,7 +143,7 @@ DRIVER_PATHS: Final[dict[str, DriverPath]] = {
               route_id="agent_browser_cdp", adapter=None,
               notes="installs from npm (declares node >= 24); metewand has no adapter for it yet"),
         _node("stagehand", "framework_stagehand", ("L1/stagehand",), "@browserbasehq/stagehand", "3.7.0",
-              route_id="stagehand_cdp", adapter=None,
+              pin_key="stagehand", route_id="stagehand_cdp", adapter=None,
               notes="installs from npm (193 packages); metewand has no adapter for it yet"),
         DriverPath("selenium", "webdriver_selenium", ("L1/selenium",), "python", PythonPackage("selenium"),
                    "4.46.0", "selenium", "chromedriver_cdp", "selenium_adapter.py", bridges=("chromedriver",),
@@ -189,7 +204,9 @@ def _configured(path: DriverPath, configured: str | None) -> FoundDriver | Drive
         return None
     candidate = Path(chosen)
     if not (candidate.is_file() and os.access(candidate, os.X_OK)):
-        return DriverMissing(path, UNAVAILABLE, f"configured adapter {chosen} is not an executable file")
+        return DriverMissing(
+            path, UNAVAILABLE, f"configured adapter {chosen} is not an executable file"
+        )
     command = AdapterCommand((str(candidate), *path.extra_argv))
     return FoundDriver(path, command, "configured", f"configured {chosen}")
 
@@ -213,12 +230,18 @@ def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | Dri
         return DriverMissing(path, UNAVAILABLE, f"{path.language} runtime not found on PATH")
     adapter = _adapter_file(path)
     if adapter is None or not adapter.is_file():
-        return DriverMissing(path, UNAVAILABLE, f"{path.library.name} {path.version}: {path.notes or 'no adapter'}")
+        return DriverMissing(
+            path, UNAVAILABLE, f"{path.library.name} {path.version}: {path.notes or 'no adapter'}"
+        )
     installed = path.library.installed_version()
     if installed is None:
-        return DriverMissing(path, UNAVAILABLE, f"{path.library.name} not installed; {path.library.how_to_install()}")
+        return DriverMissing(
+            path, UNAVAILABLE, f"{path.library.name} not installed; {path.library.how_to_install()}"
+        )
     if installed != path.version:
-        return DriverMissing(path, UNAVAILABLE, f"{path.library.name} {installed} installed, {path.version} pinned")
+        return DriverMissing(
+            path, UNAVAILABLE, f"{path.library.name} {installed} installed, {path.version} pinned"
+        )
     for bridge in path.bridges:
         if shutil.which(bridge) is None:
             return DriverMissing(path, UNAVAILABLE, f"bridge {bridge} not found on PATH")
