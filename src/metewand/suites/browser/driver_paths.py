@@ -124,7 +124,9 @@ def _node(
 ) -> DriverPath:
     library = NodePackage(package)
     pin = pin_key or package
-    return DriverPath(key, kind, dirs, "node", library, version, pin, route_id, adapter, notes=notes)
+    return DriverPath(
+        key, kind, dirs, "node", library, version, pin, route_id, adapter, notes=notes
+    )
 
 
 DRIVER_PATHS: Final[dict[str, DriverPath]] = {
