@@ -56,7 +56,11 @@ class Bench:
 
 
 def chrome_bench(log_dir: Path) -> Iterator[Bench]:
-    engine = EngineProcess(resolved_or_skip("chrome"), log_dir)
+    return engine_bench("chrome", log_dir)
+
+
+def engine_bench(name: str, log_dir: Path) -> Iterator[Bench]:
+    engine = EngineProcess(resolved_or_skip(name), log_dir)
     server = ServerThread(FixtureServer(corpus_or_skip() / "fixtures"))
     asyncio.run(engine.start())
     server.start()
@@ -64,7 +68,7 @@ def chrome_bench(log_dir: Path) -> Iterator[Bench]:
         version = asyncio.run(engine.cdp_version())
         assert engine.ws_url is not None and engine.port is not None
         endpoint = EngineEndpoint(
-            "chrome", engine.ws_url, engine.port, str(engine.json_version["Browser"]),
+            name, engine.ws_url, engine.port, str(engine.json_version["Browser"]),
             str(engine.json_version.get("User-Agent", "")), str(version.get("product", "")),
         )  # fmt: skip
         yield Bench(engine, server, endpoint)
@@ -92,7 +96,8 @@ def run_task(
     artifact_dir = work / f"{task['task_id']}-{attempt}"
     artifact_dir.mkdir(parents=True, exist_ok=True)
     ids = AttemptIds("test-run", attempt, "seed0", str(artifact_dir))
-    binding = load_binding(CATALOG, "chrome", key) if CATALOG.is_file() else None
+    engine = bench.endpoint.name
+    binding = load_binding(CATALOG, engine, key) if CATALOG.is_file() else None
     payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
     deadline = payload["task_timeout_ms"] / 1000 + 5.0
     return asyncio.run(run_adapter(command, payload, deadline, artifact_dir / "stderr.txt"))

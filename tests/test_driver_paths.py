@@ -148,3 +148,33 @@ def test_the_payload_binding_expands_the_catalog_route() -> None:
     )
     assert load_binding(CATALOG, "netscape", "selenium") is None
     assert CORPUS.is_dir()
+
+
+def test_the_payload_substitutes_runner_placeholders_and_leaves_page_ones_to_the_adapter() -> None:
+    from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+
+    task = {
+        "task_id": "t1",
+        "scene": {"kind": "self_hosted_fixture", "url": "/s?seed={seed}"},
+        "timeouts": {"task_ms": 12000},
+        "driver": {
+            "kind": "framework_playwright",
+            "steps": [{"op": "goto", "url": "{fixture_base_url}/p?{session}"},
+                      {"op": "goto", "url": "{fixture_url}"}],
+            "checks": [{"kind": "file_nonempty", "label": "f", "path": "{artifact_dir}/x"}],
+        },
+    }  # fmt: skip
+    engine = EngineEndpoint(
+        "chrome", "ws://127.0.0.1:9/devtools/browser/x", 9, "Chrome/1", "UA", "Chrome/1"
+    )
+    payload = build_payload(
+        task, "playwright", engine, "http://127.0.0.1:7", AttemptIds("r", 2, "s0", "/a")
+    )
+    assert payload["protocol"] == "abb_scenario_adapter/1"
+    assert payload["task_url"] == "http://127.0.0.1:7/s?seed=s0"
+    assert payload["steps"][0]["url"] == "http://127.0.0.1:7/p?r-t1-chrome-2-s0"
+    assert payload["steps"][1]["url"] == "{fixture_url}"  # the adapter's to substitute
+    assert payload["checks"][0]["path"] == "/a/x"
+    assert payload["task_timeout_ms"] == 12000 and payload["driver_key"] == "playwright"
+    assert "binding" not in payload
+    assert task["driver"]["steps"][0]["url"] == "{fixture_base_url}/p?{session}"  # task untouched
