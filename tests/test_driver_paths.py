@@ -106,14 +106,23 @@ def test_a_configured_adapter_that_is_not_there_never_falls_back(tmp_path: Path)
 
 
 def test_paths_without_an_adapter_yet_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("chrome_devtools_mcp", "agent_browser", "stagehand"):
+    for key in ("agent_browser", "stagehand"):
         monkeypatch.delenv(DRIVER_PATHS[key].env_variable, raising=False)
         found = resolve_driver(key)
         assert isinstance(found, DriverMissing) and "no adapter" in found.detail, key
 
 
 @pytest.mark.parametrize(
-    "key", ["playwright", "puppeteer", "chrome_remote_interface", "selenium", "pydoll", "cdp_use"]
+    "key",
+    [
+        "playwright",
+        "puppeteer",
+        "chrome_remote_interface",
+        "chrome_devtools_mcp",
+        "selenium",
+        "pydoll",
+        "cdp_use",
+    ],
 )
 def test_a_shipped_path_resolves_to_its_pinned_install(key: str) -> None:
     found = resolve_driver(key)

@@ -187,14 +187,22 @@ async function attempt(driver, payload) {
     return { ok: true, answer: `0/${failed.length + 1} checks`, observations: { checks: [connectRow, ...failed], saved: {}, failure_class: 'cdp_semantic' } };
   }
   try {
-    const live = await driver.liveProduct(session, budget);
-    if (payload.expect_product_live && live !== payload.expect_product_live) {
-      return harnessError('script_error', `binding gate: live product ${JSON.stringify(live)} != ${JSON.stringify(payload.expect_product_live)}`);
+    // The live gate: Browser.getVersion through the driver's own transport, or the driver's own
+    // check where it exposes no raw CDP (liveProblem).
+    let live = null;
+    if (driver.liveProblem) {
+      const problemLive = await driver.liveProblem(session, payload, version);
+      if (problemLive) return harnessError('script_error', `binding gate: ${problemLive}`);
+    } else {
+      live = await driver.liveProduct(session, budget);
+      if (payload.expect_product_live && live !== payload.expect_product_live) {
+        return harnessError('script_error', `binding gate: live product ${JSON.stringify(live)} != ${JSON.stringify(payload.expect_product_live)}`);
+      }
     }
     const { results, saved } = await runSteps(driver, session, steps, payload, budget);
     const rows = [connectRow, ...grade(checks, results, saved)];
     const passed = rows.filter((r) => r.status === 'pass').length;
-    const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live } };
+    const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live, live_check: driver.liveProblem ? 'navigator.userAgent' : 'Browser.getVersion' } };
     if (passed !== rows.length) observations.failure_class = 'cdp_semantic';
     return { ok: true, answer: `${passed}/${rows.length} checks`, observations, metrics: session.metrics || {} };
   } finally {
