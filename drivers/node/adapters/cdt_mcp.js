@@ -94,7 +94,18 @@ async function uidFor(s, selector, state, limitMs) {
   // gives them one shared uid that resolves to no element): only element nodes are candidates.
   const uids = [...new Set([...snapshot.matchAll(/uid=(\S+) (\S+)/g)]
     .filter((m) => !NOT_ELEMENTS.has(m[2])).map((m) => m[1]))];
-  const index = await script(s, `(...elements) => elements.indexOf(document.querySelector(${JSON.stringify(selector)}))`, uids);
+  const find = `(...elements) => elements.indexOf(document.querySelector(${JSON.stringify(selector)}))`;
+  let index;
+  try {
+    index = await script(s, find, uids);
+  } catch (e) {
+    // One batch cannot mix elements of several frames: then one uid at a time, in order.
+    if (!/different frames/.test(e.message)) throw e;
+    index = -1;
+    for (const [i, uid] of uids.entries()) {
+      if ((await script(s, find, [uid]).catch(() => -1)) === 0) { index = i; break; }
+    }
+  }
   if (index < 0) throw new Error(`${selector} has no uid in the MCP snapshot`);
   return uids[index];
 }

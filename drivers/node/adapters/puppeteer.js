@@ -24,9 +24,10 @@ async function connect(payload, budget) {
   return session;
 }
 
+// Browser.getVersion over Puppeteer's own root connection (browser.version / userAgent): an
+// engine need not list a browser target for this.
 async function browserVersion(session) {
-  const cdp = await session.browser.target().createCDPSession();
-  try { return await cdp.send('Browser.getVersion'); } finally { await cdp.detach(); }
+  return { product: await session.browser.version(), userAgent: await session.browser.userAgent() };
 }
 
 const liveProduct = async (session) => (await browserVersion(session)).product;
