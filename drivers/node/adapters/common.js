@@ -10,6 +10,9 @@ const RESERVE_MS = 500; // kept back from the task budget so the result is alway
 
 // stdout carries exactly one result: a library's console.log goes to stderr with the diagnostics.
 console.log = console.info = console.debug = (...args) => console.error(...args);
+// A driver's stray rejected promise (an event handler the engine answered with an error) is a
+// diagnostic, not an adapter crash: the steps still decide the result.
+process.on('unhandledRejection', (reason) => console.error('unhandled rejection:', reason));
 
 function readPayload() {
   return JSON.parse(fs.readFileSync(0, 'utf8'));

@@ -43,7 +43,9 @@ function commonOps(driverOps) {
 function recordDialog(session, dialog) {
   session.dialogs.push(`${dialog.type()}:${dialog.message()}`);
   const policy = session.dialogPolicy || { action: 'dismiss' };
-  return policy.action === 'accept' ? dialog.accept(policy.text) : dialog.dismiss();
+  const answered = policy.action === 'accept' ? dialog.accept(policy.text) : dialog.dismiss();
+  // An engine that cannot answer a dialog fails the task's later steps, not the adapter.
+  return Promise.resolve(answered).catch((e) => { session.dialogs.push(`answer-failed:${e.message}`); });
 }
 
 function digestFile(file) {
