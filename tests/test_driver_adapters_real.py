@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from driver_helpers import Bench, chrome_bench, failed_checks, found_or_skip, load_task, run_task
+from driver_helpers import (
+    Bench,
+    chrome_bench,
+    engine_bench,
+    failed_checks,
+    found_or_skip,
+    load_task,
+    run_task,
+)
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -111,3 +119,23 @@ def test_the_binding_gate_refuses_another_engine(bench: Bench, tmp_path: Path) -
     assert run.outcome == "adapter_error"
     assert "binding gate" in run.detail
     assert run.classification().status == "infra"
+
+
+@pytest.fixture(scope="module")
+def lightpanda(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
+    yield from engine_bench("lightpanda", tmp_path_factory.mktemp("lightpanda-logs"))
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_on_lightpanda_every_adapter_ends_with_a_result_never_an_adapter_problem(
+    key: str, lightpanda: Bench, tmp_path: Path
+) -> None:
+    """What Lightpanda lacks is the engine's fail; the adapter itself must not crash, hang or
+    refuse (the issue's 'no infra rows' on Lightpanda)."""
+    found = found_or_skip(key)
+    subset, task_ids = CASES[key]
+    run = run_task(lightpanda, found.command, key, load_task(subset, task_ids[0]), tmp_path)
+    assert run.outcome == "result", (run.detail, run.stderr_tail)
+    assert run.classification().origin != "adapter"
+    assert run.leftover_pids == []
+    assert lightpanda.engine.is_alive()

@@ -16,7 +16,8 @@ const NOT_ELEMENTS = new Set(['InlineTextBox', 'StaticText', 'ListMarker', 'igno
 function startServer(payload) {
   const child = spawn(process.execPath, [SERVER, '--wsEndpoint', payload.browser_ws, '--usageStatistics=false', '--performanceCrux=false'], {
     stdio: ['pipe', 'pipe', 'inherit'],
-    env: { ...process.env, CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS: '1', NO_UPDATE_NOTIFIER: '1' },
+    // No usage statistics and no update check (it spawns a detached process that asks the npm registry).
+    env: { ...process.env, CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS: '1', CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS: '1' },
   });
   const rpc = { child, pending: new Map(), next: 0, buffer: '', exited: null };
   child.stdout.on('data', (data) => {
@@ -75,7 +76,10 @@ async function connect(payload) {
 }
 
 // The server exposes no raw CDP: the live identity is the page's user agent (the peer does the same).
+// An engine that starts with no page (Lightpanda) gets the attempt's first page here; the first
+// new_page op then takes it instead of opening another.
 async function liveProblem(session, payload, version) {
+  if (!/\[selected\]/.test(await tool(session, 'list_pages', {}))) await openPage(session, true);
   const ua = await evaluate(session, 'navigator.userAgent');
   if (version['User-Agent'] && ua !== version['User-Agent']) return `live navigator.userAgent ${JSON.stringify(ua)} != /json/version User-Agent`;
   return null;
@@ -85,6 +89,14 @@ async function close(session) {
   if (session.pageOpened) { try { await tool(session, 'close_page', { pageId: session.pageId }); } catch (e) { /* last page */ } }
   session.rpc.child.stdin.end();
   session.rpc.child.kill('SIGTERM');
+}
+
+async function openPage(s, forGate) {
+  const text = await tool(s, 'new_page', { url: 'about:blank', isolatedContext: 'metewand-attempt' });
+  const selected = /^(\d+): .*\[selected\]/m.exec(text);
+  s.pageId = selected ? Number(selected[1]) : undefined;
+  s.pageOpened = s.pageId !== undefined;
+  s.gatePage = forGate;
 }
 
 async function uidFor(s, selector, state, limitMs) {
@@ -122,10 +134,8 @@ const read = (expression) => async (s, step, state) => {
 
 const ops = {
   new_page: async (s) => {
-    const text = await tool(s, 'new_page', { url: 'about:blank', isolatedContext: 'metewand-attempt' });
-    const selected = /^(\d+): .*\[selected\]/m.exec(text);
-    s.pageId = selected ? Number(selected[1]) : undefined;
-    s.pageOpened = s.pageId !== undefined;
+    if (s.gatePage) { s.gatePage = false; return 'page'; }
+    await openPage(s, false);
     return 'page';
   },
   goto: navigate('url'),
