@@ -44,6 +44,7 @@ SUBSETS = {
     "playwright": ("L1/playwright", "pw"),
     "puppeteer": ("L1/puppeteer", "pp"),
     "chrome_remote_interface": ("L1/chrome_remote_interface", "cri"),
+    "chrome_devtools_mcp": ("L1/chrome_devtools_mcp", "mcp"),
     "cdp_use": ("L1/cdp_use", "cdpu"),
     "pydoll": ("L1/pydoll", "pyd"),
     "selenium": ("L1/selenium", "se"),
