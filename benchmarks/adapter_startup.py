@@ -32,7 +32,7 @@ from typing import Any
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapters import run_adapter
 from metewand.suites.browser.cdp import CdpClient
-from metewand.suites.browser.driver_paths import DriverMissing, FoundDriver, resolve_driver
+from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver, resolve_driver
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.engines import Missing, resolve
 from metewand.suites.browser.fixtures import FixtureServer
@@ -66,7 +66,12 @@ async def baseline_ms(ws_url: str) -> float:
 
 
 async def attempt_ms(
-    found: FoundDriver, task: dict[str, Any], endpoint: EngineEndpoint, base: str, work: Path, n: int
+    found: FoundDriver,
+    task: dict[str, Any],
+    endpoint: EngineEndpoint,
+    base: str,
+    work: Path,
+    n: int,
 ) -> tuple[float, bool]:
     artifact_dir = work / f"{found.path.key}-{task['task_id']}-{n}"
     ids = AttemptIds("bench", n, "bench", str(artifact_dir))
@@ -145,7 +150,9 @@ def main() -> None:
     keys = [k for k in args.drivers.split(",") if k]
     unknown = [k for k in keys if k not in SUBSETS]
     if unknown:
-        raise SystemExit(f"unknown driver path(s): {', '.join(unknown)}; choose from {', '.join(SUBSETS)}")
+        raise SystemExit(
+            f"unknown driver path(s): {', '.join(unknown)}; choose from {', '.join(SUBSETS)}"
+        )
     with tempfile.TemporaryDirectory(prefix="mw-adapter-startup-") as work:
         asyncio.run(measure(args.tasks, keys, args.reps, Path(work)))
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapters import AdapterRun, run_adapter
-from metewand.suites.browser.driver_paths import (
+from metewand.suites.browser.driver_registry import (
     DRIVER_PATHS,
     DriverMissing,
     load_binding,

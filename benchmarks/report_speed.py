@@ -9,6 +9,13 @@ a report back to back, so both see the same host load; the figures printed are t
 host moves both times together, so their ratio is steadier than either time).
 
     .venv/bin/python benchmarks/report_speed.py [--tasks 2000] [--k 5] [--repeat 3]
+
+``--suite compute`` writes a synthetic compute run instead: 20,000 attempt rows over 200 cases
+(2 implementations x 50 repetitions per case), and the report includes every per-case
+statistic (bootstrap CIs of 7 metrics per case x implementation, per-case ratios against
+--reference, the scaling and phase charts):
+
+    .venv/bin/python benchmarks/report_speed.py --suite compute [--cases 200] [--repetitions 50]
 """
 
 from __future__ import annotations
@@ -36,16 +43,30 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=2000)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--suite", choices=("browser", "compute"), default="browser")
+    parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--repetitions", type=int, default=50)
     args = parser.parse_args()
+    formats = ["md", "json", "html"] + (["csv"] if args.suite == "compute" else [])
+    reference = "python" if args.suite == "compute" else None
     with tempfile.TemporaryDirectory(prefix="metewand-report-speed-") as tmp:
-        run = synthetic.write_browser_run(Path(tmp) / "speed_run", n_tasks=args.tasks, k=args.k)
+        if args.suite == "compute":
+            run = synthetic.write_compute_run(
+                Path(tmp) / "speed_run", attempts=args.repetitions, cases=args.cases
+            )
+        else:
+            run = synthetic.write_browser_run(Path(tmp) / "speed_run", n_tasks=args.tasks, k=args.k)
         results = run / "results.jsonl"
         rows = len(read_results(results).rows)
-        generate(run, ["md", "json", "html"])  # warm-up: matplotlib fonts, imports
+
+        def report() -> None:
+            generate(run, formats, reference_implementation=reference)
+
+        report()  # warm-up: matplotlib fonts, imports
         parses, reports = [], []
         for _ in range(max(1, args.repeat)):
             parses.append(timed(lambda: read_results(results)))
-            reports.append(timed(lambda: generate(run, ["md", "json", "html"])))
+            reports.append(timed(report))
         size = (run / "report.html").stat().st_size
     parse_s, report_s = statistics.median(parses), statistics.median(reports)
     ratios = [r / p for r, p in zip(reports, parses, strict=True)]

@@ -15,7 +15,7 @@ import pytest
 from browser_engine_fixtures import resolved_or_skip
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
-from metewand.suites.browser.driver_paths import (
+from metewand.suites.browser.driver_registry import (
     DriverMissing,
     FoundDriver,
     load_binding,

@@ -52,7 +52,7 @@ def resource(
 ) -> dict[str, Any]:
     baseline = pss_peak * 9 // 10
     return {
-        "schema": "abb_engine_resources/1",
+        "schema": "metewand_engine_resources/1",
         "scope": "engine_scope",
         "backend": "cgroup2",
         "measurement_backend": {
@@ -169,12 +169,13 @@ def cold_start_rows(engines: tuple[str, ...] = ("chrome", "lightpanda"), n: int 
             scale = SCALE.get(engine, 2.0)
             out.append(
                 {
-                    "schema": "abb_cold_start/1",
+                    "schema": "abb_engine_resources/1",
+                    "phase": "cold_start",
                     "engine": engine,
                     "sample": i,
                     "ready_ms": 100.0 * scale + i,
-                    "launch_cpu_ms": form(int(80 * scale) + i),
-                    "launch_peak_pss_bytes": form(int(scale * 30 * 2**20)),
+                    "launch_cpu_ms": float(int(80 * scale) + i),
+                    "launch_peak_pss_bytes": int(scale * 30 * 2**20),
                 }
             )
     return out

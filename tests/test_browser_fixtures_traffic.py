@@ -221,3 +221,27 @@ def test_duplicate_attempt_key_is_refused(server: ServerThread) -> None:
     with pytest.raises(ValueError, match="dup"):
         server.server.traffic.begin_attempt("dup")
     finish(server, "dup")
+
+
+def test_request_body_attributes_when_headers_leave_it_open(server: ServerThread) -> None:
+    """Two attempts active at once (one server shared by concurrent attempts): a POST whose body
+    carries one attempt's token belongs to that attempt, counted with its exact bytes."""
+    traffic = server.server.traffic
+    one = traffic.begin_attempt("b1")
+    traffic.begin_attempt("b2")
+    body = json.dumps({"attempt": one.token, "payload": "x" * 100}).encode()
+    exchange = raw_http(
+        port_of(server), b"/__resource__/echo", method=b"POST",
+        headers=(b"Content-Type: application/json",), body=body,
+    )  # fmt: skip
+    first, second = finish(server, "b1"), finish(server, "b2")
+    assert first.available and second.available
+    assert first.app.requests == 1 and second.app.requests == 0
+    assert first.app.rx_body_bytes == len(body)
+    assert first.app.rx_header_bytes == len(exchange.request) - len(body)
+    # a body with no token stays ambiguous: never guessed, never 0
+    traffic.begin_attempt("b3")
+    traffic.begin_attempt("b4")
+    raw_http(port_of(server), b"/__resource__/echo", method=b"POST", body=b"no token here")
+    assert finish(server, "b3").reason == "ambiguous_attribution"
+    assert finish(server, "b4").reason == "ambiguous_attribution"

@@ -100,3 +100,66 @@ def test_plan_rotation_balanced_and_jobs_do_not_change_attempts(tmp_path: Path) 
     for start in range(len(orders)):
         for end in range(start + 1, len(orders) + 1):
             assert max_imbalance(orders[start:end], base.engines) <= 1
+
+
+def _corpus_with_pending_subset(tmp_path: Path) -> Path:
+    """``t.raw`` runs; ``t.pw`` holds a Playwright task, a driver path not implemented yet."""
+    corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    manifest["layers"][0]["subsets"].append(
+        {"subset_id": "t.pw", "driver": "framework_playwright", "task_glob": "pw/*.json"}
+    )
+    (corpus / "manifest.json").write_text(json.dumps(manifest))
+    (corpus / "pw").mkdir()
+    task = {"task_id": "pw_one", "subset_id": "t.pw", "layer": "L1",
+            "driver": {"kind": "framework_playwright", "steps": [{"op": "new_page"}]},
+            "grader": {"kind": "server_side", "checks": []}}  # fmt: skip
+    (corpus / "pw" / "one.json").write_text(json.dumps(task))
+    return corpus
+
+
+def test_pending_subset_never_refuses_a_run_and_says_why_it_is_not_run(tmp_path: Path) -> None:
+    corpus = _corpus_with_pending_subset(tmp_path)
+    out = tmp_path / "runs"
+    for run_id, subsets in (("all", []), ("raw", ["--subset", "t.raw"])):
+        done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out",
+                   str(out), "--run-id", run_id, "--no-progress", *subsets)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert [r["task_id"] for r in rows_of(out / run_id)] == ["tiny_eval"]
+    assert (
+        "subset t.pw: 1 task(s) not run yet: driver path framework_playwright not implemented yet"
+        in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
+               "--run-id", "again", "--no-progress").stderr
+    )  # fmt: skip
+
+
+def test_asking_for_a_pending_subset_is_refused_with_the_reason(tmp_path: Path) -> None:
+    corpus = _corpus_with_pending_subset(tmp_path)
+    out = tmp_path / "runs"
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
+               "--run-id", "r", "--no-progress", "--subset", "t.raw", "--subset", "t.pw")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert (
+        "--subset 't.pw' has no runnable task: driver path framework_playwright not implemented yet"
+        in done.stderr
+    )
+    assert not out.exists()
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
+               "--run-id", "r", "--no-progress", "--task", "pw_one")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--task 'pw_one': driver path framework_playwright not implemented yet" in done.stderr
+    assert not out.exists()
+
+
+def test_browser_list_names_pending_subsets_and_their_reason(tmp_path: Path) -> None:
+    corpus = _corpus_with_pending_subset(tmp_path)
+    done = cli("browser", "list", "--tasks", str(corpus), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["invalid"] == [] and data["not_run_yet"] == 1
+    by_id = {s["subset_id"]: s for s in data["subsets"]}
+    assert by_id["t.raw"]["tasks"] == 1 and by_id["t.raw"]["why_no_runnable_task"] is None
+    assert by_id["t.pw"]["tasks"] == 0 and by_id["t.pw"]["not_run_yet"] == 1
+    assert by_id["t.pw"]["why_no_runnable_task"] == (
+        "driver path framework_playwright not implemented yet"
+    )

@@ -11,6 +11,7 @@ from metewand.runtime.schemas import violations
 from metewand.suites.browser.leftovers import run_processes
 from metewand.suites.browser.run_config import ResourceOptions, RunConfig
 from metewand.suites.browser.runner import run_browser
+from peer_layouts import assert_peer_layouts
 
 TASKS = ("pw_raw_runtime_evaluateprimitives", "pw_raw_dom_describenode", "r3_dA_e_before_content")
 
@@ -39,10 +40,12 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert run.exit_code == 0 and run.run_dir is not None
     d = run.run_dir
     for row in rows_of(d):
-        resource = row["resource"]
+        resource = row["resource"]  # the peer's layout: plain numbers, reasons in unavailable
         assert violations("abb_engine_resources-1", resource) == []
+        assert violations("metewand_engine_resources-1", row["resource_forms"]) == []
         assert resource["scope"] == "engine_scope"
-        assert resource["cpu_total_ms"]["status"] in ("complete", "partial", "unavailable")
+        assert row["resource_forms"]["cpu_total_ms"]["status"] in ("complete", "partial")
+        assert resource["cpu_total_ms"] == row["resource_forms"]["cpu_total_ms"]["value"]
         assert row["harness_scope"]["cpu_ms"] >= 0
         assert any(a.endswith("resource.jsonl") for a in row["artifacts"])
     _assert_settled(rows_of(d))
@@ -50,18 +53,30 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert sorted((c["engine"], c["sample"]) for c in cold) == [
         ("chrome", 0), ("chrome", 1), ("lightpanda", 0), ("lightpanda", 1)]  # fmt: skip
     for record in cold:
-        assert violations("abb_cold_start-1", record) == []
+        assert violations("abb_engine_resources-1", record) == []
+        assert record["phase"] == "cold_start" and len(record["engine_sha256"]) == 64
+        # the empty scan before the launch is no measurement trouble
+        assert "pss_unavailable" not in record["quality_flags"]
     for sample in _lines(d / "host_telemetry.jsonl"):
         assert violations("abb_host_telemetry-1", sample) == []
     assert violations("abb_host_summary-1", json.loads((d / "host_summary.json").read_text())) == []
     summary = json.loads((d / "resource_summary.json").read_text())
     assert violations("abb_resource_summary-1", summary) == []
+    assert violations("metewand_resource_summary-1", summary) == []
     settle = summary["by_engine"]["chrome"]["sampling"]["settle"]
     assert settle["attempts"] == len(TASKS) and settle["waited_ms_median"] > 0
     conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
     assert conditions["profile_jobs_k"]["passed"] is False  # k=1 < 5: never eligible
     assert conditions["calibration"]["figures"], "the baseline run must have been paired"
     assert "intersection" in (d / "resource-card.md").read_text().lower()
+    assert_peer_layouts(d)  # the peer's readers find their layouts in our run directory
+    row = rows_of(d)[0]
+    assert row["attempt"] >= 1 and row["artifact_dir"] == f"artifacts/{row['key']}"
+    assert row["resource"]["control_plane_traffic"]["available"] is False
+    manifest = json.loads((d / "run_manifest.json").read_text())
+    assert manifest["completion_status"] == "completed"
+    assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows_of(d))
+    assert manifest["engines"]["chrome"]["sha256"] and manifest["runner"]["source"]["files"]
     assert run_processes(tmp_path / "prof", "prof") == []
 
 

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from metewand.suites.browser.checks import CHECKS, run_checks
+from browser_run_helpers import LEXBENCH
+from metewand.suites.browser.checks import CHECKS, UNKNOWN_BARE_CHECK, bare_check, run_checks
 from metewand.suites.browser.steps import fresh_saved
+from metewand.suites.browser.tasks import load_corpus
 
-LEXBENCH = Path("/work/shared/corpus/lexbench")
 OWN_SUITE = Path(__file__).resolve().parents[1] / "src/metewand/data/browser_suite"
 
 
 def _inline_kinds(root: Path) -> set[str]:
+    """Check kinds of the tasks the suite runs (bare strings read into their object form)."""
     kinds = set()
-    for path in root.glob("tasks/**/*.json"):
-        grader = json.loads(path.read_text())["grader"]
-        if grader["kind"] == "inline_assertions":
-            kinds.update(check["kind"] for check in grader["checks"])
+    for task in load_corpus(root).tasks:
+        if task.grader["kind"] == "inline_assertions":
+            for check in task.grader["checks"]:
+                form = bare_check(check) if isinstance(check, str) else check
+                kinds.add(form["kind"] if form else f"unknown bare string {check!r}")
     return kinds
 
 
@@ -121,3 +123,37 @@ def test_never_saved_value_equals_null() -> None:
     check = {"kind": "saved_path_equals", "name": "paused2", "path": None, "expected": None}
     assert grade(check) == "pass"
     assert grade({**check, "expected": 1}) == "fail"
+
+
+BARE_CASES = [
+    ("value_equals_3", {"value": 3}, "pass", "value_equals"),
+    ("value_equals_3", {"value": 4}, "fail", "value_equals"),
+    ("value_equals_3", {"value": "3"}, "fail", "value_equals"),
+    ("value_equals_-1.5", {"value": -1.5}, "pass", "value_equals"),
+    ("value_equals_true", {"value": True}, "pass", "value_equals"),
+    ("value_equals_null", {}, "pass", "value_equals"),  # never saved reads as null
+    ("result_type_number", {"value": 3, "value__type": "number"}, "pass", "value_type"),
+    ("result_type_number", {"value": "3", "value__type": "string"}, "fail", "value_type"),
+    ("result_type_undefined", {"value__type": "undefined"}, "pass", "value_type"),
+]
+
+
+@pytest.mark.parametrize(("text", "saved", "status", "kind"), BARE_CASES)
+def test_bare_string_checks_read_as_their_object_form(
+    text: str, saved: dict[str, Any], status: str, kind: str
+) -> None:
+    state = fresh_saved()
+    state.update(saved)
+    [result] = run_checks([text], state)
+    assert (result.name, result.kind, result.status) == (text, kind, status)
+
+
+@pytest.mark.parametrize(
+    "text", ["value_equals_three", "result_type_num", "script_reported", "value_equals_", ""]
+)
+def test_unknown_bare_string_fails_its_check_only(text: str) -> None:
+    state = fresh_saved()
+    state.update({"value": 3, "value__type": "number"})
+    known, unknown = run_checks(["value_equals_3", text], state)
+    assert known.status == "pass"
+    assert (unknown.name, unknown.status, unknown.evidence) == (text, "fail", UNKNOWN_BARE_CHECK)

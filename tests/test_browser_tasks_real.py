@@ -204,8 +204,10 @@ def test_engine_killed_mid_attempt_is_crash(tmp_path: Path) -> None:
         async with FixtureServer(OWN_SUITE / "fixtures") as server:
             assert server.base_url is not None and engine.ws_url is not None and engine.pid
             asyncio.get_running_loop().call_later(0.8, _kill_group, engine.pid)
+            # engine_health, not engine_alive: right after a SIGKILL, Popen.poll() can still say
+            # "alive" while Chromium's address space is torn down (issue 12 item 13)
             return await run_task_attempt(task, engine.ws_url, "chrome", server.base_url,
-                                          tmp_path / "art", engine_alive=engine.is_alive)  # fmt: skip
+                                          tmp_path / "art", engine_health=engine.health)  # fmt: skip
 
     outcome = asyncio.run(go())
     assert (outcome.status, outcome.failure_class, outcome.origin) == (

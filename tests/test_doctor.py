@@ -21,7 +21,7 @@ def _expected_layout() -> str:
 
 
 def test_doctor_json_names_layout_and_backend() -> None:
-    result = CliRunner().invoke(cli, ["doctor", "--json", "--engines", ""])
+    result = CliRunner().invoke(cli, ["doctor", "--json", "--engines", "", "--foreign-look-s", "0"])
     assert result.exit_code in (0, 3), result.output
     report = canonical.loads(result.stdout)
     assert report["cgroup_layout"]["name"] == _expected_layout()
@@ -37,13 +37,15 @@ def test_doctor_on_this_hybrid_host_uses_cgroup2_with_v1_memory() -> None:
         import pytest
 
         pytest.skip("not a hybrid cgroup host")
-    result = CliRunner().invoke(cli, ["doctor", "--engines", ""])
+    result = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0"])
     assert "cgroup layout: hybrid" in result.output
     assert "accounting backend: cgroup2 (memory from cgroup1:memory)" in result.output
 
 
 def test_doctor_reports_missing_engine_with_fix_and_exit_3() -> None:
-    result = CliRunner().invoke(cli, ["doctor", "--json", "--engines", "moli"])
+    result = CliRunner().invoke(
+        cli, ["doctor", "--json", "--engines", "moli", "--foreign-look-s", "0"]
+    )
     assert result.exit_code == 3
     report = canonical.loads(result.stdout)
     problem = [p for p in report["problems"] if "moli" in p["message"]]

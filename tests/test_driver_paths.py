@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from driver_helpers import CATALOG, CORPUS, REPO, corpus_or_skip
-from metewand.suites.browser.driver_paths import (
+from metewand.suites.browser.driver_registry import (
     DRIVER_PATHS,
     UNAVAILABLE,
     DriverMissing,

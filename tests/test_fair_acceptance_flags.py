@@ -21,16 +21,17 @@ def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path
                   interval_ms=5000)  # fmt: skip
     for row in rows_of(run_dir):
         assert row["status"] == "pass", row.get("reason")
-        res = row["resource"]
-        assert violations("abb_engine_resources-1", res) == []
+        res = row["resource_forms"]
+        assert violations("metewand_engine_resources-1", res) == []
+        assert violations("abb_engine_resources-1", row["resource"]) == []
         assert res["sample_counts"]["ticks"] == 0 and res["cgroup_memory_peak_window"] == "attempt"
         pss_rise = res["pss_peak_bytes"]["value"] - res["pss_baseline_bytes"]["value"]
         # The kernel's rise over the charge at the baseline scan (the end scan sees the live
         # tab, so PSS and the cgroup charge are compared as rises, not as levels)
         resource_file = next(a for a in row["artifacts"] if a.endswith("/resource.jsonl"))
         baseline = json.loads((run_dir / resource_file).read_text().splitlines()[0])
-        assert baseline["kind"] == "baseline"
-        charge_at_baseline = baseline["memory_current_bytes"]["value"]
+        assert baseline["kind"] == "engine_sample" and baseline["phase"] == "baseline"
+        charge_at_baseline = baseline["cgroup_memory_current_bytes"]
         kernel_rise = res["cgroup_memory_peak_bytes"]["value"] - charge_at_baseline
         assert kernel_rise > 250 * MIB, "the kernel high-water holds the ~300 MiB spike"
         # The samples miss most of it. Not all: the end scan sees the live tab (~55 MiB) and, on
@@ -42,7 +43,7 @@ def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path
 def test_quiet_attempt_is_not_flagged_as_a_missed_peak(tmp_path: Path) -> None:
     run_dir = run(tmp_path, "quiet", engines=("chrome",), k=2, interval_ms=5000)
     for row in rows_of(run_dir):
-        assert "peak_missed_by_sampler" not in row["resource"]["quality_flags"]
+        assert "peak_missed_by_sampler" not in row["resource_forms"]["quality_flags"]
 
 
 def test_sampler_fault_mid_attempt_is_a_flag_not_a_status(
@@ -55,9 +56,12 @@ def test_sampler_fault_mid_attempt_is_a_flag_not_a_status(
     clean_rows, faulty_rows = rows_of(clean), rows_of(faulty)
     assert [r["status"] for r in faulty_rows] == [r["status"] for r in clean_rows] == ["pass"]
     assert [r["failure_class"] for r in faulty_rows] == [r["failure_class"] for r in clean_rows]
-    res = faulty_rows[0]["resource"]
-    assert violations("abb_engine_resources-1", res) == []
+    res = faulty_rows[0]["resource_forms"]
+    assert violations("metewand_engine_resources-1", res) == []
+    peer = faulty_rows[0]["resource"]
+    assert violations("abb_engine_resources-1", peer) == []
+    assert peer["pss_end_bytes"] is None and "pss_end_bytes" in peer["unavailable"]
     assert "sampler_fault" in res["quality_flags"]
     assert "injected sampler fault at tick 2" in res["fault"]
     assert res["pss_end_bytes"]["status"] == "unavailable"  # never a fabricated end value
-    assert "sampler_fault" not in clean_rows[0]["resource"]["quality_flags"]
+    assert "sampler_fault" not in clean_rows[0]["resource_forms"]["quality_flags"]

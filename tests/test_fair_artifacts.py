@@ -47,7 +47,7 @@ def test_finalize_writes_valid_reproducible_artifacts(tmp_path: Path) -> None:
     for sample in read_jsonl(run_b / "host_telemetry.jsonl"):
         validate("abb_host_telemetry/1", sample)
     for row in rows()[:5]:
-        validate("abb_engine_resources/1", row["resource"])
+        validate("metewand_engine_resources/1", row["resource"])  # synthetic rows: forms
     conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
     # the real host's gate depends on the other tenants of this machine; the rest must pass
     assert all(c["passed"] for name, c in conditions.items() if name != "host_gate"), conditions

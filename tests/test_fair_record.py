@@ -1,4 +1,4 @@
-"""The per-attempt abb_engine_resources/1 record from a real sampler on a real cgroup."""
+"""The per-attempt metewand_engine_resources/1 record from a real sampler on a real cgroup."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from metewand.runtime.resource_record import (
     ns_to_ms,
     peak_delta,
     peak_missed,
+    peer_resources_record,
 )
 
 # waits for "go", holds 300 MiB for ~30 ms, frees it, says "done", then idles until stdin closes
@@ -67,7 +68,18 @@ def test_memory_spike_between_samples_is_flagged_by_the_kernel_high_water() -> N
         collection_wall_ms=wall_ms,
         engine="python-spike",
     )
-    validate("abb_engine_resources/1", record)
+    validate("metewand_engine_resources/1", record)
+    # CPU keeps microsecond precision (3 decimals of ms), not whole milliseconds
+    cpu_ms = record["cpu_total_ms"]["value"]
+    assert cpu_ms == round(attempt_cpu.total.value / 1e6, 3)
+    peer = peer_resources_record(record)  # the peer's layout: plain numbers + unavailable map
+    validate("abb_engine_resources/1", peer)
+    assert (
+        peer["cpu_total_ms"] == cpu_ms
+        and peer["pss_peak_bytes"] == record["pss_peak_bytes"]["value"]
+    )
+    assert peer["control_plane_traffic"]["available"] is False
+    assert "not implemented" in peer["wire_traffic"]["reason"]
     if record["cgroup_memory_peak_bytes"]["status"] == "unavailable":
         pytest.skip("no cgroup memory accounting on this host")
     assert record["cgroup_memory_peak_bytes"]["value"] > 300 << 20
@@ -96,12 +108,12 @@ def test_record_forms_conversion_and_rejection() -> None:
 
 def test_schema_rejects_zero_for_unmeasured_and_unknown_keys() -> None:
     good = resource(100, 10 << 20, 200.0, 210.0)
-    validate("abb_engine_resources/1", good)
+    validate("metewand_engine_resources/1", good)
     bad = dict(good, cpu_total_ms=0)  # a bare number where a measurement form belongs
     with pytest.raises(jsonschema.ValidationError):
-        validate("abb_engine_resources/1", bad)
+        validate("metewand_engine_resources/1", bad)
     with pytest.raises(jsonschema.ValidationError):
-        validate("abb_engine_resources/1", dict(good, surprise=1))
+        validate("metewand_engine_resources/1", dict(good, surprise=1))
     unmeasured = dict(good, pss_peak_bytes={"status": "unavailable", "value": 0})
     with pytest.raises(jsonschema.ValidationError):
-        validate("abb_engine_resources/1", unmeasured)
+        validate("metewand_engine_resources/1", unmeasured)

@@ -50,14 +50,14 @@ def test_quiet_progress_prints_nothing_and_rich_draws_summary() -> None:
 
 def test_inspect_browser_attempt_shows_cdp_errors(tmp_path: Path) -> None:
     run = synthetic.write_browser_run(tmp_path / "run_i", n_tasks=3, k=1, telemetry=False)
-    key = "l1/l1.raw_cdp/task_00001/chrome/0"
+    key = "l1/l1.raw_cdp/task_00001/chrome/1"
     log = run / "artifacts" / key / "cdp.jsonl"
     log.parent.mkdir(parents=True)
     log.write_bytes(
         canonical.line({"method": "Page.navigate", "ok": True})
         + canonical.line({"method": "DOM.foo", "error": {"code": -32601, "message": "not found"}})
     )
-    args = ["inspect", str(run), "--task", "task_00001", "--engine", "chrome", "--attempt", "0"]
+    args = ["inspect", str(run), "--task", "task_00001", "--engine", "chrome", "--attempt", "1"]
     result = CliRunner().invoke(cli, [*args, "--json"])
     assert result.exit_code == 0, result.output
     info = canonical.loads(result.stdout)

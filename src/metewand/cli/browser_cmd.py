@@ -79,6 +79,11 @@ def browser() -> None:
 @click.option("--reference-engine", default=None)
 @click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on", show_default=True)
 @click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True)
+@click.option(
+    "--host-foreign-cpu-max", type=float, default=0.10, show_default=True, metavar="CORES",
+    help="Pollution gate: CPU used beside the benchmark above this many cores for 3 host "
+    "samples in a row trips foreign_cpu_load.",
+)  # fmt: skip
 @click.option("--cold-start-samples", type=int, default=5, show_default=True)
 @click.option(
     "--settle-limit-ms", type=int, default=1000, show_default=True,
@@ -132,6 +137,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         reference_engine=opts["reference_engine"],  # type: ignore[arg-type]
         host_telemetry=opts["host_telemetry"] == "on",
         host_sample_interval_s=float(opts["host_sample_interval_s"]),  # type: ignore[arg-type]
+        host_foreign_cpu_max=float(opts["host_foreign_cpu_max"]),  # type: ignore[arg-type]
         cold_start_samples=int(opts["cold_start_samples"]),  # type: ignore[call-overload]
         settle_limit_ms=int(opts["settle_limit_ms"]),  # type: ignore[call-overload]
     )
@@ -174,9 +180,11 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     corpus = load_corpus(tasks_dir or builtin_suite_dir())
     subsets = []
     for subset in corpus.manifest.subsets if corpus.manifest else []:
-        ids = [t.task_id for t in corpus.tasks if t.subset_id == subset.subset_id]
+        status = corpus.subset_status(subset)
         subsets.append({"subset_id": subset.subset_id, "layer": subset.layer_id,
-                        "driver": subset.driver, "tasks": len(ids), "task_ids": ids})  # fmt: skip
+                        "driver": subset.driver, "tasks": len(status.task_ids),
+                        "task_ids": status.task_ids, "not_run_yet": len(status.pending),
+                        "why_no_runnable_task": status.why_not_runnable})  # fmt: skip
     engines = []
     for name in ENGINES:
         found = resolve(name)
@@ -184,14 +192,18 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
                         "detail": found.detail if isinstance(found, Missing)
                         else str(found.binary)})  # fmt: skip
     data = {"corpus": str(corpus.root), "invalid": [str(e) for e in corpus.errors],
-            "subsets": subsets, "engines": engines}  # fmt: skip
+            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines}  # fmt: skip
     if as_json:
         click.echo(canonical.dumps(data).decode())
         return
     click.echo(f"corpus {corpus.root}: {len(corpus.tasks)} valid tasks, "
-               f"{len(corpus.errors)} invalid")  # fmt: skip
+               f"{len(corpus.pending)} not run yet, {len(corpus.errors)} invalid")  # fmt: skip
+    for error in corpus.errors:
+        click.echo(f"  invalid: {error}")
     for s in subsets:
-        click.echo(f"  {s['subset_id']:<40} {s['driver']:<28} {s['tasks']:>4} tasks")
+        why = f"  ({s['not_run_yet']} not run yet)" if s["not_run_yet"] and s["tasks"] else ""
+        why = f"  no runnable task: {s['why_no_runnable_task']}" if not s["tasks"] else why
+        click.echo(f"  {s['subset_id']:<28} {s['driver']:<28} {s['tasks']:>4} tasks{why}")
     click.echo("engines:")
     for e in engines:
         click.echo(f"  {e['engine']:<12} {'found' if e['found'] else 'missing':<8} {e['detail']}")
@@ -200,8 +212,14 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
 @browser.command()
 @click.option("--engines", default=",".join(ENGINES), show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
-def doctor(engines: str, as_json: bool) -> None:
-    """Engines found, versions and CDP readiness (each engine is launched once).
+@click.option(
+    "--foreign-look-s", type=click.FloatRange(min=0), default=5.0, show_default=True,
+    help="Text output: first watch the machine this long for CPU used outside metewand and "
+    "name the top consumers (0: skip; --json keeps its list of engine reports).",
+)  # fmt: skip
+def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
+    """Engines found, versions and CDP readiness (each engine is launched once), and how busy
+    the machine is outside metewand.
 
     Exits 3 when an engine is found but does not become ready.
 
@@ -209,9 +227,12 @@ def doctor(engines: str, as_json: bool) -> None:
     Examples:
       metewand browser doctor
       metewand browser doctor --engines chrome --json
+      metewand browser doctor --engines chrome --foreign-look-s 1
     """
+    from metewand.cli.doctor_cmd import foreign_check, foreign_line
     from metewand.suites.browser.doctor import engine_report, observer_line
 
+    look = None if as_json else foreign_check(foreign_look_s)  # before any engine starts
     try:
         reports = [engine_report(name) for name in _engine_list(engines)]
     except UnknownEngine as exc:
@@ -219,6 +240,8 @@ def doctor(engines: str, as_json: bool) -> None:
     if as_json:
         click.echo(canonical.dumps(reports).decode())
     else:
+        if (line := foreign_line(look)) is not None:
+            click.echo(line)
         for r in reports:
             state = "ready" if r["ready"] else (r["reason"] or "not ready")
             ready_ms = f" in {r['ready_ms']:.0f} ms" if r["ready_ms"] is not None else ""

@@ -99,6 +99,15 @@ def _resumed_manifest(resume: str, out_dir: str) -> str:
     help="Record host load, memory, swap and PSI beside the run (host_telemetry.jsonl).",
 )
 @click.option("--host-sample-interval-s", type=click.FloatRange(min=0.05), default=1.0)
+@click.option(
+    "--host-foreign-cpu-max",
+    type=click.FloatRange(min=0),
+    default=0.10,
+    show_default=True,
+    metavar="CORES",
+    help="Pollution gate: CPU used beside the run above this many cores for 3 host samples "
+    "in a row trips foreign_cpu_load.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
@@ -111,6 +120,7 @@ def run(
     backend: str,
     host_telemetry: str,
     host_sample_interval_s: float,
+    host_foreign_cpu_max: float,
     no_progress: bool,
     quiet: bool,
 ) -> None:
@@ -134,6 +144,7 @@ def run(
         cache_dir=cache_dir,
         accounting_backend=backend,
         host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
+        host_foreign_cpu_max=host_foreign_cpu_max,
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
@@ -145,11 +156,31 @@ def run(
         click.echo(f"interrupted: resume with --resume {resume or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
     if not quiet:
+        _print_case_table(summary.rows)
         click.echo(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
     click.echo(f"run directory: {summary.run_dir}")
+
+
+def _print_case_table(rows: list[dict[str, Any]]) -> None:
+    """Per case x implementation: accepted, failures, median timed wall [95% CI], CPU, memory."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from metewand.compare.case_text import SHOWN_METRICS, terminal_rows
+    from metewand.compare.cases import case_statistics
+
+    stats = case_statistics(rows)
+    if not stats["cases"]:
+        return
+    table = Table(title="per case x implementation: median (bootstrap 95% CI)")
+    for column in ("case", "implementation", "ok", "failures", "timed wall", "CPU", "peak RSS"):
+        table.add_column(column)
+    for row in terminal_rows(stats, SHOWN_METRICS):
+        table.add_row(*row)
+    Console(stderr=True).print(table)
 
 
 def _run_dir(options: Any) -> str:

@@ -7,6 +7,7 @@ run would get, with the reasons each better backend was skipped.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.measure import host_facts
+from metewand.measure import foreign, host_facts
 from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.measure.cgroups import CgroupLayout, detect_layout
+from metewand.measure.host_gate import GateThresholds
 
 PRESSURE = Path("/proc/pressure")
 ENGINE_FIXES = {
@@ -62,6 +64,34 @@ def system_checks() -> dict[str, Any]:
     }
 
 
+def foreign_check(look_s: float) -> dict[str, Any] | None:
+    """CPU the machine spends outside this command over one look (None: ``look_s`` is 0)."""
+    if look_s <= 0:
+        return None
+    try:
+        figures = foreign.look(look_s, os.getpid())
+    except (OSError, ValueError) as exc:
+        return {"look_s": look_s, "unavailable": f"{type(exc).__name__}: {exc}"}
+    limit = GateThresholds().foreign_cpu_max_cores
+    keep = ("machine_cpu_cores", "foreign_cpu_cores", "visible_foreign_cpu_cores", "top_foreign")
+    return {"look_s": look_s, "threshold_cores": limit, **{k: figures[k] for k in keep}}
+
+
+def foreign_line(check: dict[str, Any] | None) -> str | None:
+    """``foreign CPU: 1.21 cores over a 5 s look (limit 0.1); top: chromium[812] 0.70, ...``"""
+    if check is None:
+        return None
+    if "unavailable" in check:
+        return f"foreign CPU: unavailable ({check['unavailable']})"
+    shown = check["top_foreign"][:5]  # the JSON keeps all the look named
+    top = ", ".join(f"{t['comm']}[{t['pid']}] {t['cpu_cores']:.2f}" for t in shown)
+    return (
+        f"foreign CPU: {check['foreign_cpu_cores']:.2f} cores of {check['machine_cpu_cores']:.2f} "
+        f"busy over a {check['look_s']:g} s look (a run's gate trips above "
+        f"{check['threshold_cores']} sustained); top: {top or 'no visible process'}"
+    )
+
+
 def lightpanda_wheel() -> str | None:
     try:
         return importlib.metadata.version("lightpanda")
@@ -94,6 +124,11 @@ def problems_of(report: dict[str, Any]) -> list[dict[str, str]]:
             fix = ENGINE_FIXES.get(engine["engine"], f"configure a path for {engine['engine']}")
             what = f"engine {engine['engine']}: {engine.get('reason')} {engine.get('detail') or ''}"
             found.append(_problem("required", what.strip(), fix))
+    look = report.get("foreign_cpu") or {}
+    if look.get("foreign_cpu_cores", 0) > look.get("threshold_cores", float("inf")):
+        busy = foreign_line(look) or ""
+        fix = "wait for that work to end or stop it: a run now would trip foreign_cpu_load"
+        found.append(_problem("advice", "host busy: " + busy.removeprefix("foreign CPU: "), fix))
     if report["lightpanda_wheel"] is None and "lightpanda" in report["engines_checked"]:
         found.append(_problem("required", "lightpanda wheel missing", ENGINE_FIXES["lightpanda"]))
     return found
@@ -103,9 +138,11 @@ def _problem(severity: str, message: str, fix: str) -> dict[str, str]:
     return {"severity": severity, "message": message, "fix": fix}
 
 
-def build_report(engines: list[str]) -> dict[str, Any]:
+def build_report(engines: list[str], look_s: float = 0.0) -> dict[str, Any]:
+    look = foreign_check(look_s)  # first, before this command launches any engine
     layout = detect_layout()
     report: dict[str, Any] = {
+        "foreign_cpu": look,
         "cgroup_layout": {"name": layout_name(layout), **layout.to_json()},
         "accounting": accounting_check(layout),
         "system": system_checks(),
@@ -141,6 +178,8 @@ def _print_text(report: dict[str, Any]) -> None:
     click.echo(f"CPU governor: {governor}")
     click.echo(f"swap devices: {system['swap_devices']}; clocksource: {system['clocksource']}")
     click.echo(f"lightpanda wheel: {report['lightpanda_wheel'] or 'not installed'}")
+    if (line := foreign_line(report["foreign_cpu"])) is not None:
+        click.echo(line)
     for engine in report["engines"]:
         state = "ready" if engine.get("ready") else f"NOT READY ({engine.get('reason')})"
         click.echo(f"engine {engine['engine']}: {state} {engine.get('path')}")
@@ -154,17 +193,27 @@ def _print_text(report: dict[str, Any]) -> None:
 @click.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 @click.option("--engines", default="chrome,lightpanda", show_default=True, help="'' to skip.")
-def doctor(as_json: bool, engines: str) -> None:
-    """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines.
+@click.option(
+    "--foreign-look-s",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    help="Watch the machine this long for CPU used outside metewand, naming the top "
+    "consumers (0: skip).",
+)
+def doctor(as_json: bool, engines: str, foreign_look_s: float) -> None:
+    """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, and
+    how busy the machine is outside metewand.
 
     \b
     Exit 0 when everything a run needs is present, 3 when something required is missing.
     Examples:
       metewand doctor
       metewand doctor --json --engines chrome
+      metewand doctor --engines '' --foreign-look-s 1
     """
     names = [e.strip() for e in engines.split(",") if e.strip()]
-    report = build_report(names)
+    report = build_report(names, foreign_look_s)
     if as_json:
         sys.stdout.write(canonical.dumps_str(report) + "\n")
     else:

@@ -75,7 +75,7 @@ def describe(run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
     }
     if "engine" in row:
         info["last_cdp_errors"] = last_cdp_errors(paths)
-        info["measurements"] = row.get("resource")
+        info["measurements"] = row.get("resource_forms") or row.get("resource")
     else:
         info["diagnostic"] = diagnostic_of(row)
         info["measurements"] = measurements_of(row)
@@ -109,7 +109,9 @@ def _print_text(info: Mapping[str, Any]) -> None:
 @click.argument("run", type=click.Path(exists=True, file_okay=False))
 @click.option("--task", help="Task id (browser runs).")
 @click.option("--engine", help="Engine (browser runs).")
-@click.option("--attempt", type=int, help="Attempt index, 0-based.")
+@click.option(
+    "--attempt", type=int, help="Attempt number as its row records it (browser runs count from 1)."
+)
 @click.option("--key", help="Attempt key (any run; compute runs use this).")
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def inspect(
@@ -124,7 +126,7 @@ def inspect(
 
     \b
     Examples:
-      metewand inspect runs/RUN --task nav_basic --engine chrome --attempt 0
+      metewand inspect runs/RUN --task nav_basic --engine chrome --attempt 1
       metewand inspect runs/RUN --key sorting/python/3 --json
     """
     if key is None and (task is None or engine is None or attempt is None):

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "export": "metewand.cli.store_cmd:export",
     "browser": "metewand.cli.browser_cmd:browser",
     "report": "metewand.cli.report_cmd:report",
+    "compare": "metewand.cli.compare_cmd:compare",
     "doctor": "metewand.cli.doctor_cmd:doctor",
     "inspect": "metewand.cli.inspect_cmd:inspect",
     "demo": "metewand.cli.demo_cmd:demo",

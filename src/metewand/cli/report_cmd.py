@@ -28,6 +28,11 @@ def _formats(value: str) -> list[str]:
 @click.argument("run", type=click.Path(exists=True, file_okay=False))
 @click.option("--baseline", type=click.Path(exists=True, file_okay=False), help="Profiler-off run.")
 @click.option("--reference-engine", default=None, help="Engine the others are compared against.")
+@click.option(
+    "--reference-implementation",
+    default=None,
+    help="Compute runs: per case, each implementation's median over this one's, with CIs.",
+)
 @click.option("--format", "fmt", default="md,json,html,csv", show_default=True)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write here, not RUN.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
@@ -35,6 +40,7 @@ def report(
     run: str,
     baseline: str | None,
     reference_engine: str | None,
+    reference_implementation: str | None,
     fmt: str,
     out_dir: str | None,
     as_json: bool,
@@ -42,17 +48,19 @@ def report(
     """Regenerate the reports of RUN from its directory alone.
 
     \b
-    Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv).
+    Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv;
+    a compute run also gets cases.csv: one line per case x implementation x metric).
     scores.json and scorecard.md are byte-identical when regenerated from the same rows.
     \b
     Examples:
       metewand report runs/RUN
+      metewand report runs/RUN --reference-implementation python-builtin
       metewand report runs/ON --baseline runs/OFF --reference-engine chrome --format html
     """
     try:
         formats = _formats(fmt)
         base = Path(baseline) if baseline else None
-        written = generate(run, formats, out_dir, base, reference_engine)
+        written = generate(run, formats, out_dir, base, reference_engine, reference_implementation)
         if "csv" in formats:
             target = Path(out_dir) if out_dir else Path(run)
             written["csv"] = target / CSV_NAME

@@ -13,6 +13,7 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.compare.csv_safe import safe_cell
 from metewand.runtime.store import RunView, StoreError
 
 DEFAULT_RUNS_DIR = Path("runs")
@@ -123,19 +124,12 @@ def rows_to_csv(rows: list[dict[str, Any]]) -> str:
     columns = [c for c in LEADING_COLUMNS if c in seen]
     columns += sorted(seen - set(columns))
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(buffer, lineterminator="\n")
+    # Column names come from row keys (a page's observations too): neutralised like cells.
+    writer.writerow([safe_cell(c) for c in columns])
     for flat in flat_rows:
-        writer.writerow({c: _cell(flat.get(c)) for c in columns})
+        writer.writerow([safe_cell(flat.get(c)) for c in columns])
     return buffer.getvalue()
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 @click.command("export")

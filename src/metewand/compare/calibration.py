@@ -67,8 +67,9 @@ class CalibrationThresholds:
 
 def collection_wall_ms(row: Row) -> float | None:
     value = row.get("collection_wall_ms")
-    if value is None and isinstance(row.get("resource"), Mapping):
-        value = row["resource"].get("collection_wall_ms")
+    resource = row.get("resource_forms") or row.get("resource")
+    if value is None and isinstance(resource, Mapping):
+        value = resource.get("collection_wall_ms")
     return float(value) if isinstance(value, int | float) else None
 
 

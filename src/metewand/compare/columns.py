@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import compute_rows
-from metewand.compare.resource_metrics import form_value, quality_flags, traffic_of
+from metewand.compare.resource_metrics import form_value, quality_flags, resource_of, traffic_of
 
 BROWSER_METRICS = ("pss_peak_bytes", "cpu_total_ms")
 TRAFFIC_FIELDS = (
@@ -106,7 +106,7 @@ def browser_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
         group.passed.append(row.get("status") == "pass")
         duration = form_value(row.get("duration_ms"))
         group.add("duration_ms", duration, None if duration is not None else "absent")
-        resource = row.get("resource")
+        resource = resource_of(row)
         for name in BROWSER_METRICS:
             group.add(name, *metric_value(resource, name))
         group.add("fixture_app_bytes", *traffic_bytes(row))

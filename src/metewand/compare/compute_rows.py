@@ -77,3 +77,9 @@ def diagnostic_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
 def measured_rows(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Rows that enter statistics: warm-ups are counted and shown, never measured."""
     return [row for row in rows if not is_warmup(row)]
+
+
+def dataset_receipt_of(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The dataset materialization receipt of one attempt (which instance it read)."""
+    found = _path(row, "record", "provenance", "data", "context", "dataset_materialization")
+    return found if isinstance(found, Mapping) else None

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metewand import canonical
+from metewand.compare.case_text import cases_csv
 from metewand.compare.report_html import render_report
 from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, resource_context
 from metewand.compare.rundir import load_run
@@ -21,6 +22,7 @@ from metewand.compare.scores import scores_bytes, scores_for
 SCORES = "scores.json"
 SCORECARD = "scorecard.md"
 REPORT = "report.html"
+CASES_CSV = "cases.csv"
 FORMATS = ("md", "json", "html", "csv")
 
 
@@ -41,6 +43,7 @@ def generate(
     out_dir: str | Path | None = None,
     baseline: Path | None = None,
     reference_engine: str | None = None,
+    reference_implementation: str | None = None,
 ) -> dict[str, Path]:
     """Write the requested reports; returns {format: path}.
 
@@ -51,7 +54,7 @@ def generate(
     target = Path(out_dir) if out_dir is not None else run.path
     target.mkdir(parents=True, exist_ok=True)
     wanted = set(formats)
-    scores = scores_for(run.kind, run.rows, run.manifest)
+    scores = scores_for(run.kind, run.rows, run.manifest, reference_implementation)
     written: dict[str, Path] = {}
     if "json" in wanted:
         written["json"] = target / SCORES
@@ -66,6 +69,9 @@ def generate(
         write_atomic(written["resource_summary"], canonical.line(ctx.summary))
         written["resource_card"] = target / RESOURCE_CARD
         write_atomic(written["resource_card"], card.encode("utf-8"))
+    if "csv" in wanted and run.kind == "compute":
+        written["cases_csv"] = target / CASES_CSV
+        write_atomic(written["cases_csv"], cases_csv(scores["cases"]).encode("utf-8"))
     if "html" in wanted:
         written["html"] = target / REPORT
         write_atomic(written["html"], render_report(run, scores, ctx).encode("utf-8"))

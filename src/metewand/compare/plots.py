@@ -158,12 +158,23 @@ def _polluted_spans(seconds: np.ndarray, polluted: np.ndarray) -> list[tuple[flo
 
 
 def host_timeline(
-    seconds: np.ndarray, series: Mapping[str, np.ndarray], polluted: np.ndarray
+    seconds: np.ndarray,
+    series: Mapping[str, np.ndarray],
+    polluted: np.ndarray,
+    limits: Mapping[str, float] | None = None,
+    bands: Sequence[str] = (),
 ) -> Figure:
+    """One panel per series; a series named in ``bands`` is filled down to zero (foreign CPU
+    reads as an area of machine spent beside the run), ``limits`` draws a gate threshold."""
     fig = _figure(8, 1.8 * len(series), (0.7, 0.15, 0.5, 0.1))
     axes = fig.subplots(len(series), 1, sharex=True, squeeze=False)
     for ax, (name, values) in zip(axes[:, 0], series.items(), strict=True):
         ax.plot(seconds, values, lw=1)
+        if name in bands:
+            finite = np.isfinite(values)
+            ax.fill_between(seconds, 0, values, where=finite, color="#ff7f0e", alpha=0.45, lw=0)
+        if limits and name in limits:
+            ax.axhline(limits[name], color="#d62728", ls="--", lw=1)
         ax.set_ylabel(name, fontsize=8)
         for start, end in _polluted_spans(seconds, polluted):
             ax.axvspan(start, end, color="#d62728", alpha=0.25, lw=0)

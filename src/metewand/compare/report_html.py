@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import compute_rows, plots
-from metewand.compare.columns import COMPUTE_PHASES, GroupColumns, compute_columns
-from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
+from metewand.compare import case_plots, compute_rows, plots
+from metewand.compare.case_text import SHOWN_METRICS, case_rows, metric_cell, ratio_rows
+from metewand.compare.cases import TIME_METRIC
+from metewand.compare.fmt import rate_text, unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
 from metewand.compare.report_browser import browser_sections
 from metewand.compare.report_resources import (
@@ -27,20 +28,21 @@ from metewand.compare.report_resources import (
 from metewand.compare.rundir import RunData
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
-TIMELINE_PHASES = (
-    "worker_startup_time_ns",
-    "prepare_time_ns",
-    "execute_request_time_ns",
-    "evaluation_time_ns",
-)
+FOREIGN_SERIES = "foreign CPU (cores)"
+
+
+def _foreign_limit(summary: Mapping[str, Any] | None) -> float:
+    """The run's own foreign-CPU threshold (the default for runs that did not record one)."""
+    recorded = ((summary or {}).get("foreign_cpu") or {}).get("threshold_cores")
+    return float(recorded) if recorded is not None else GateThresholds().foreign_cpu_max_cores
 
 
 def _telemetry_series(
-    samples: list[dict[str, Any]],
+    samples: list[dict[str, Any]], foreign_limit: float
 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
     th = GateThresholds()
     n = len(samples)
-    seconds, load, psi, avail = (np.full(n, np.nan) for _ in range(4))
+    seconds, load, psi, avail, foreign = (np.full(n, np.nan) for _ in range(5))
     busy = np.zeros(n, dtype=bool)
     for i, s in enumerate(samples):
         if isinstance(s.get("monotonic_ns"), int):
@@ -52,10 +54,45 @@ def _telemetry_series(
         mem = s.get("memory") or {}
         if mem.get("total_bytes"):
             avail[i] = mem["available_bytes"] / mem["total_bytes"] * 100
-        busy[i] = bool(psi[i] > th.cpu_some_avg10_max or avail[i] < th.min_available_ratio * 100)
+        foreign[i] = (s.get("foreign_cpu") or {}).get("foreign_cpu_cores", np.nan)
+        busy[i] = bool(
+            psi[i] > th.cpu_some_avg10_max
+            or avail[i] < th.min_available_ratio * 100
+            or foreign[i] > foreign_limit
+        )
     seconds -= np.nanmin(seconds) if np.isfinite(seconds).any() else 0
     series = {"load 1 min": load, "CPU PSI some avg10 (%)": psi, "MemAvailable (%)": avail}
+    if np.isfinite(foreign).any():  # runs recorded before foreign CPU telemetry have no band
+        series[FOREIGN_SERIES] = foreign
     return seconds, series, busy
+
+
+def _or_unavailable(value: Any) -> Any:
+    return "unavailable" if value is None else value
+
+
+def _foreign_parts(foreign: Mapping[str, Any] | None) -> list[str]:
+    """Foreign CPU in words and the processes that spent it (pid and comm only)."""
+    if not foreign:
+        return [paragraph(unavailable("no foreign CPU figures in host_summary.json"), "muted")]
+    started = foreign.get("started_during_run") or {}
+    text = (
+        f"Foreign CPU (machine minus this run): median {foreign.get('median_cores')} cores, max "
+        f"{foreign.get('max_cores')} over {foreign.get('sample_count')} samples, of which median "
+        f"{_or_unavailable(foreign.get('median_visible_cores'))} by processes seen by two scans "
+        "(the rest: processes born and gone between samples, interrupts, processes this /proc "
+        "cannot show); the gate's limit "
+        f"is {foreign.get('threshold_cores')} cores for {foreign.get('sustained_samples')} "
+        f"samples in a row. Foreign processes started during the run: {started.get('count')}."
+    )
+    rows = [
+        [t["comm"], t["pid"], t["cpu_cores_mean"], t["samples_named"]]
+        for t in foreign.get("top_foreign", [])
+    ]
+    return [
+        paragraph(text),
+        table(["foreign process", "pid", "mean cores over the run", "samples naming it"], rows),
+    ]
 
 
 def host_section(run: RunData) -> str:
@@ -73,10 +110,15 @@ def host_section(run: RunData) -> str:
             ["triggered condition", "detail"],
             [[t.get("condition"), t.get("detail")] for t in gate.get("triggered", [])],
         ),
+        *_foreign_parts(verdict.get("foreign_cpu")),
     ]
     if run.host_telemetry:
-        seconds, series, busy = _telemetry_series(run.host_telemetry)
-        uri = plots.to_data_uri(plots.host_timeline(seconds, series, busy))
+        limit = _foreign_limit(run.host_summary)
+        seconds, series, busy = _telemetry_series(run.host_telemetry, limit)
+        timeline = plots.host_timeline(
+            seconds, series, busy, limits={FOREIGN_SERIES: limit}, bands=(FOREIGN_SERIES,)
+        )
+        uri = plots.to_data_uri(timeline)
         parts.append(
             figure(uri, "host pollution timeline", "Host telemetry over the run.", "host-timeline")
         )
@@ -102,18 +144,17 @@ def provenance_section(run: RunData) -> str:
     return section("provenance", "Provenance", kv_table(settings, "no run manifest"))
 
 
-def _phase_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
+def _phase_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
+    """Per case x implementation x field: n measured, median [CI], why the rest is missing."""
     rows = []
-    for name, group in columns.items():
-        accepted = group.pass_mask()
-        for phase in COMPUTE_PHASES:
-            values = group.array(phase)[accepted]
-            finite = values[np.isfinite(values)]
-            reasons = group.missing_where(phase, accepted)
-            missing = ", ".join(f"{r} x{n}" for r, n in sorted(reasons.items())) or "none"
-            show = bytes_text if phase.endswith("_bytes") else ns_text
-            median = show(float(np.median(finite))) if finite.size else unavailable(missing)
-            rows.append([name, phase, int(finite.size), median, missing])
+    for case in summary["cases"]:
+        for name, block in case["implementations"].items():
+            for metric in summary["metrics"]:
+                stat = block["metrics"][metric]
+                reasons = stat.get("unavailable") or {}
+                missing = ", ".join(f"{r} x{n}" for r, n in reasons.items()) or "none"
+                shown = block["note"] or metric_cell(metric, stat)
+                rows.append([case["case"], name, metric, stat["n"], shown, missing])
     return rows
 
 
@@ -152,23 +193,76 @@ def _failed_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
     return failed
 
 
+def _scaling_figures(summary: Mapping[str, Any]) -> list[str]:
+    figures = []
+    for axis in case_plots.scaling_axes(summary):
+        uri = plots.to_data_uri(case_plots.scaling_chart(summary, axis, TIME_METRIC))
+        figures.append(
+            figure(
+                uri,
+                f"median timed wall time against {axis}, log scale",
+                f"Median {TIME_METRIC} (log scale) against {axis}, one line per implementation, "
+                "band: bootstrap 95% CI of the median. A missing point had no accepted attempt.",
+                f"scaling-{axis}",
+            )
+        )
+    return figures or [paragraph("No numeric axis takes two values: no scaling chart.", "muted")]
+
+
+def _case_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    boot = summary["bootstrap"]
+    head = ["case", "implementation", "accepted", "failures by code"]
+    per_case = section(
+        "cases",
+        "Per case",
+        paragraph(
+            "One row per case x implementation, measured attempts only; cells: median "
+            f"[bootstrap 95% CI of the median, {boot['resamples']} resamples of the "
+            f"repetitions, seed {boot['seed']}] n."
+        ),
+        table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS)),
+    )
+    out = [("cases", "Cases", per_case)]
+    if summary.get("reference"):
+        ratios = section(
+            "case-ratios",
+            f"Ratio to {summary['reference']} per case ({summary['ratio_metric']})",
+            paragraph(
+                "Median / reference median; below 1 is faster. Paired: repetitions "
+                "resampled together on the same dataset instance."
+            ),
+            table(["case", "implementation", "ratio [95% CI]"], ratio_rows(summary)),
+        )
+        out.append(("case-ratios", "Ratios", ratios))
+    scaling = section("scaling", "Scaling", *_scaling_figures(summary))
+    out.append(("scaling", "Scaling", scaling))
+    return out
+
+
 def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    columns = compute_columns(run.rows)
-    uri = plots.to_data_uri(plots.phase_bars(columns, TIMELINE_PHASES))
+    summary = scores["cases"]
+    uri = plots.to_data_uri(case_plots.phase_chart(summary))
     phases = section(
         "phases",
-        "Per-phase timings (accepted measured attempts)",
+        "Per-phase timings per case (accepted measured attempts)",
         figure(
             uri,
-            "stacked median phase timings per implementation",
-            "Median of each phase over accepted, measured (non-warm-up) attempts; "
-            "unmeasured phases are not drawn.",
+            "median phase timings per case and implementation, start-up apart",
+            "Left: worker start-up (cold). Right: prepare and execute, so a short operation is "
+            "not hidden behind interpreter start. Unmeasured phases are not drawn.",
             "phase-timings",
         ),
         table(
-            ["implementation", "field", "n measured", "median", "unavailable (reason x count)"],
-            _phase_rows(columns),
-            (2,),
+            [
+                "case",
+                "implementation",
+                "field",
+                "n measured",
+                "median [95% CI]",
+                "unavailable (reason x count)",
+            ],
+            _phase_rows(summary),
+            (3,),
         ),
     )
     failed = _failed_rows(run.rows)
@@ -195,6 +289,7 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
     )
     return [
         ("scores", "Scores", outcomes),
+        *_case_sections(summary),
         ("phases", "Phases", phases),
         ("excluded", "Failed", excluded),
     ]

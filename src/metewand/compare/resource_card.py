@@ -151,7 +151,8 @@ def _paired(s: Summary) -> list[str]:
 def _leaks(s: Summary) -> list[str]:
     rows = []
     for e in s["engines"]:
-        curve = s["by_engine"].get(e, {}).get("leak_curve", {})
+        entry = s["by_engine"].get(e, {})
+        curve = entry.get("leak_curve_fit") or entry.get("leak_curve", {})
         pss = curve.get("pss_end_bytes_slope_per_attempt", {})
         procs = curve.get("process_count_end_slope_per_attempt", {})
         rows.append(
@@ -288,6 +289,34 @@ def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: 
     return [f"## {title}", "", *_table(["engine", "counts"], rows), ""]
 
 
+def _foreign_cpu_lines(foreign: Mapping[str, Any] | None) -> list[str]:
+    """Foreign CPU: what the machine spent beside the run, and who spent it."""
+    if not foreign:
+        return ["- Foreign CPU: unavailable (the host summary predates foreign CPU telemetry)."]
+    if not foreign.get("evaluated"):
+        return ["- Foreign CPU: unavailable (no sample carried it)."]
+    state = "TRIPPED" if foreign.get("triggered") else "under the limit"
+    visible = foreign.get("median_visible_cores")
+    lines = [
+        f"- Foreign CPU (machine minus this run): median {foreign.get('median_cores')} cores, "
+        f"max {foreign.get('max_cores')} over {foreign.get('sample_count')} samples (median "
+        f"{NA if visible is None else visible} by processes a scan saw twice); limit "
+        f"{foreign.get('threshold_cores')} cores for {foreign.get('sustained_samples')} samples "
+        f"in a row, longest run over it {foreign.get('longest_run_samples')}: {state}."
+    ]
+    top = foreign.get("top_foreign") or []
+    if top:
+        named = ", ".join(
+            f"{t['comm']} (pid {t['pid']}) {t['cpu_cores_mean']} cores" for t in top[:5]
+        )
+        lines.append(f"- Top foreign processes (mean over the run): {named}.")
+    lines.append(
+        f"- Foreign processes started during the run: {foreign.get('started_during_run', NA)} "
+        f"({foreign.get('kernel_threads_started', NA)} kernel threads)."
+    )
+    return lines
+
+
 def _host_observer(s: Summary) -> list[str]:
     lines = ["## Host and observer quality", ""]
     facts = (s.get("provenance") or {}).get("host") or {}
@@ -308,6 +337,7 @@ def _host_observer(s: Summary) -> list[str]:
         )
         for item in host.get("unevaluated") or []:
             lines.append(f"- Not evaluated: {item['condition']}: {item['reason']}.")
+        lines += _foreign_cpu_lines(host.get("foreign_cpu"))
     observer = s.get("observer_effect")
     if observer is None:
         return [*lines, "- Observer effect: unavailable (no profiler-off baseline run).", ""]
@@ -370,6 +400,32 @@ def _pct(figures: Mapping[str, Any], key: str) -> str:
     return NA if value is None else f"{value:+.2f}"
 
 
+def _harness_and_traffic(s: Summary) -> list[str]:
+    """harness_scope apart from the engines, and the byte counts metewand does not take."""
+    rows = []
+    for e in s["engines"]:
+        h = s["by_engine"].get(e, {}).get("harness_scope") or {}
+        rows.append([e, str(h.get("attempts", 0)), _num(h.get("cpu_ms_median"), 2),
+                     _num(h.get("cpu_ms_p95"), 2)])  # fmt: skip
+    header = ["engine", "attempts", "harness CPU median ms", "harness CPU p95 ms"]
+    concurrent = any(
+        (s["by_engine"].get(e, {}).get("harness_scope") or {}).get("concurrent")
+        for e in s["engines"]
+    )
+    note = (
+        "harness_scope: metewand's own process (CDP client, driver, grader, fixture server) over "
+        "each attempt, minus the sampler's threads; never part of an engine's figures."
+    )
+    if concurrent:
+        note += " jobs > 1: the process served several attempts at once, so these overlap."
+    missing = s.get("traffic_not_measured") or {}
+    return [
+        "## Harness scope (not engine cost)", "", *_table(header, rows), "", note, "",
+        f"- control-plane bytes: {missing.get('control_plane_traffic', 'not implemented')}",
+        f"- wire bytes: {missing.get('wire_traffic', 'not implemented')}", "",
+    ]  # fmt: skip
+
+
 SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _intro,
     _eligibility,
@@ -380,6 +436,7 @@ SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _setup,
     _excluded,
     _flags,
+    _harness_and_traffic,
     _host_observer,
 )
 

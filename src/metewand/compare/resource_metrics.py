@@ -90,6 +90,13 @@ def form_value(value: Any) -> float | None:
     return None
 
 
+def resource_of(row: Row) -> Any:
+    """A row's resource record in metewand's form layout (``resource_forms``) when the row has
+    one, else its ``resource`` (a peer-layout record of plain numbers, or an older row)."""
+    forms = row.get("resource_forms")
+    return forms if _is_mapping(forms) else row.get("resource")
+
+
 def read_columns(
     rows: Sequence[Row], metrics: Sequence[Metric] = METRICS
 ) -> dict[str, list[float | None]]:
@@ -103,7 +110,7 @@ def read_columns(
     traffic_fields = [(m.name, out[m.name].append) for m in metrics if m.source == "traffic"]
     resource_fields = [(m.name, out[m.name].append) for m in metrics if m.source != "traffic"]
     for row in rows:
-        resource = row.get("resource")
+        resource = resource_of(row)
         if not _is_mapping(resource):
             resource = _NO_FIELDS
         for name, append in resource_fields:
@@ -118,14 +125,14 @@ def read_columns(
 
 
 def resource_value(row: Row, field: str) -> float | None:
-    resource = row.get("resource")
+    resource = resource_of(row)
     return form_value(resource.get(field)) if _is_mapping(resource) else None
 
 
 def traffic_of(row: Row) -> Mapping[str, Any] | None:
     traffic = row.get("traffic")
-    if not _is_mapping(traffic) and _is_mapping(row.get("resource")):
-        traffic = row["resource"].get("fixture_traffic")
+    if not _is_mapping(traffic) and _is_mapping(resource_of(row)):
+        traffic = resource_of(row).get("fixture_traffic")
     return traffic if _is_mapping(traffic) else None
 
 
@@ -137,6 +144,6 @@ def traffic_value(row: Row, field: str) -> float | None:
 
 
 def quality_flags(row: Row) -> list[str]:
-    resource = row.get("resource")
+    resource = resource_of(row)
     flags = resource.get("quality_flags") if _is_mapping(resource) else None
     return [str(f) for f in flags] if isinstance(flags, list) else []

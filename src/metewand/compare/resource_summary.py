@@ -17,6 +17,7 @@ from metewand.compare.intersection import (
     all_pass_intersection,
     functional_outcomes,
 )
+from metewand.compare.peer_strata import stratified
 from metewand.compare.resource_metrics import (
     COLD_START_METRICS,
     METRICS,
@@ -24,8 +25,10 @@ from metewand.compare.resource_metrics import (
     form_value,
     quality_flags,
     read_columns,
+    resource_of,
 )
 from metewand.compare.run_facts import latest_rows, read_facts
+from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
 
 SUMMARY_SCHEMA = "abb_resource_summary/1"
 PAIRED_METRICS = ("cpu_total_ms", "pss_peak_bytes", "pss_peak_delta_bytes", "avg_cores")
@@ -72,7 +75,7 @@ def _median(values: Sequence[float]) -> float | None:
 def _sampling(rows: Sequence[Row]) -> dict[str, Any]:
     """How the engine was observed, over all its profiled attempts: backend, PSS samples per
     attempt, the sampler's own CPU and the observer's wall inside the collection window."""
-    res = [r["resource"] for r in rows if isinstance(r.get("resource"), Mapping)]
+    res = [resource_of(r) for r in rows if isinstance(resource_of(r), Mapping)]
     numbers = {
         "pss_samples": [r.get("sample_counts", {}).get("pss_samples") for r in res],
         "sampler_cpu_ms": [r.get("sampler_cpu_ms") for r in res],
@@ -186,11 +189,125 @@ def _flags_by_engine(rows: Sequence[Row], engines: Sequence[str]) -> dict[str, d
     return {e: dict(sorted(c.items())) for e, c in counts.items()}
 
 
+# the peer's observer_effect figure names, and ours they are read from
+PEER_OBSERVER_FIGURES = {
+    "matched_attempts": "pairs",
+    "duration_pairs": "duration_pairs",
+    "collection_wall_pairs": "collection_wall_pairs",
+    "median_duration_delta_pct": "median_duration_overhead_pct",
+    "p95_duration_delta_pct": "p95_duration_overhead_pct",
+    "median_collection_wall_delta_pct": "median_collection_wall_overhead_pct",
+    "p95_collection_wall_delta_pct": "p95_collection_wall_overhead_pct",
+    "status_mismatches": "status_mismatches",
+    "status_mismatch_rate": "status_mismatch_rate",
+}
+
+
+def _peer_figures(figures: Any) -> dict[str, Any]:
+    figures = figures if isinstance(figures, Mapping) else {}
+    return {peer: figures.get(ours) for peer, ours in PEER_OBSERVER_FIGURES.items()}
+
+
 def _observer_effect(calibration: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Our calibration's parts, with the peer's flat figures beside them (overall at the top,
+    per engine inside ``by_engine``), the gate's threshold as ``max_observer_effect_pct``."""
     if not calibration:
         return None
-    keep = ("baseline_run", "acceptable", "failed_checks", "thresholds", "overall", "by_engine")
-    return {k: calibration.get(k) for k in keep}
+    keep = ("baseline_run", "acceptable", "failed_checks", "thresholds", "overall")
+    out: dict[str, Any] = {k: calibration.get(k) for k in keep}
+    thresholds = calibration.get("thresholds") or {}
+    checks = {c.get("name"): c for c in calibration.get("checks") or []}
+    provenance = checks.get("provenance_identical", {}).get("figures", {})
+    unmatched = set(provenance.get("differing", [])) | set(provenance.get("missing", []))
+    out.update(_peer_figures(calibration.get("overall")))
+    out.update(
+        max_observer_effect_pct=thresholds.get("max_duration_overhead_pct"),
+        complete_pairing=bool(checks.get("fully_paired", {}).get("passed")),
+        profiled_attempts=(calibration.get("overall") or {}).get("pairs"),
+        provenance_checks={n: n not in unmatched for n in provenance.get("compared", [])},
+        provenance_mismatches=sorted(unmatched),
+    )
+    out["by_engine"] = {
+        engine: {
+            **dict(figures),
+            **_peer_figures(figures),
+            "acceptable": _engine_acceptable(figures, thresholds),
+        }
+        for engine, figures in (calibration.get("by_engine") or {}).items()
+    }
+    return out
+
+
+def _engine_acceptable(figures: Mapping[str, Any], thresholds: Mapping[str, Any]) -> bool:
+    """The peer's per-engine verdict: this engine's median overheads and status mismatches
+    within the run's thresholds (a missing figure is not acceptable)."""
+    limits = (
+        ("median_duration_overhead_pct", "max_duration_overhead_pct"),
+        ("median_collection_wall_overhead_pct", "max_collection_wall_overhead_pct"),
+        ("status_mismatch_rate", "max_status_mismatch_rate"),
+    )
+    for figure, limit in limits:
+        value, bound = figures.get(figure), thresholds.get(limit)
+        if not isinstance(value, int | float) or not isinstance(bound, int | float):
+            return False
+        if value > bound:
+            return False
+    return True
+
+
+def _peer_leak_curve(fits: Mapping[str, Any]) -> dict[str, float | None]:
+    """The peer's ``leak_curve``: the two slopes as plain numbers (null when not fitted)."""
+
+    def slope(name: str) -> float | None:
+        fit = fits.get(name)
+        value = fit.get("slope_per_attempt") if isinstance(fit, Mapping) else None
+        return float(value) if isinstance(value, int | float) else None
+
+    return {
+        "pss_end_slope_bytes_per_attempt": slope("pss_end_bytes_slope_per_attempt"),
+        "process_count_end_slope_per_attempt": slope("process_count_end_slope_per_attempt"),
+    }
+
+
+def _harness_scope(rows: Sequence[Row]) -> dict[str, Any]:
+    """harness_scope per engine: this process's CPU over each attempt minus the sampler's
+    threads (driver, CDP client, grader, fixture server), kept apart from engine_scope."""
+    scopes = [r["harness_scope"] for r in rows if isinstance(r.get("harness_scope"), Mapping)]
+    cpu = [float(h["cpu_ms"]) for h in scopes if isinstance(h.get("cpu_ms"), int | float)]
+    return {
+        "attempts": len(cpu),
+        "cpu_ms_median": _median(cpu),
+        "cpu_ms_p95": float(np.percentile(cpu, 95)) if cpu else None,
+        "concurrent": any(bool(h.get("concurrent")) for h in scopes),
+        "excludes": "engine processes and the sampler's own threads",
+    }
+
+
+def _peer_provenance(manifest: Mapping[str, Any], facts: Any) -> dict[str, Any]:
+    """The peer's provenance keys, read from the run manifest's peer fields (top level of the
+    raw manifest, or ``peer_manifest`` of the settings a report reads)."""
+    peer = manifest.get("peer_manifest") if "data" not in manifest else manifest
+    peer = peer if isinstance(peer, Mapping) else {}
+
+    def mapping(value: Any) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    runner = mapping(peer.get("runner"))
+    return {
+        "browser_reuse": runner.get("browser_reuse") or facts.get("reuse"),
+        "engines": dict(mapping(peer.get("engines"))),
+        "host": dict(mapping(peer.get("host"))) or None,  # null: the manifest has none
+        # metewand runs no third-party drivers: its pin is its own source tree
+        "harness_pins": {
+            "manifest": None,
+            "drivers": {},
+            "metewand_source_tree_sha256": facts.get("harness_pins"),
+        },
+        "harness_pin": facts.get("harness_pins"),
+        "jobs": facts.get("jobs"),
+        "k_runs": facts.get("k"),
+        "sample_interval_ms": mapping(peer.get("resource_profile")).get("sample_interval_ms"),
+    }
 
 
 def _host_quality(host_summary: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -198,11 +315,36 @@ def _host_quality(host_summary: Mapping[str, Any] | None) -> dict[str, Any] | No
         return None
     gate = host_summary.get("gate", {})
     return {
+        "started_at": host_summary.get("started_at"),
+        "ended_at": host_summary.get("ended_at"),
+        "max_bench_descendant_process_count": host_summary.get(
+            "max_bench_descendant_process_count"
+        ),
         "polluted": host_summary.get("polluted"),
         "flags": host_summary.get("flags", []),
         "sample_count": host_summary.get("sample_count"),
         "thresholds": gate.get("thresholds"),
         "unevaluated": gate.get("unevaluated", []),
+        "foreign_cpu": _foreign_cpu_brief(host_summary.get("foreign_cpu")),
+    }
+
+
+def _foreign_cpu_brief(foreign: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The card's view of ``host_summary.json``'s ``foreign_cpu`` (None for runs before it)."""
+    if not foreign:
+        return None
+    keep: tuple[str, ...] = ("threshold_cores", "sustained_samples", "sample_count")
+    keep += ("median_cores", "max_cores", "median_visible_cores")
+    gate = foreign.get("gate") or {}
+    started = foreign.get("started_during_run") or {}
+    return {
+        **{k: foreign.get(k) for k in keep},
+        "triggered": gate.get("triggered"),
+        "evaluated": gate.get("evaluated"),
+        "longest_run_samples": (gate.get("figures") or {}).get("longest_run_samples"),
+        "top_foreign": foreign.get("top_foreign", []),
+        "started_during_run": started.get("count"),
+        "kernel_threads_started": started.get("kernel_threads"),
     }
 
 
@@ -243,8 +385,11 @@ def summarize(
             "intersection_attempts": len(engine_rows),
             "metrics": metrics,
             "memory_high_water": _memory_high_water(engine_rows, metrics),
-            "leak_curve": _leak_curves(all_rows),
+            # the peer's plain slopes; our fits (intercept, stderr, n) stay in leak_curve_fit
+            "leak_curve": _peer_leak_curve(fits := _leak_curves(all_rows)),
+            "leak_curve_fit": fits,
             "sampling": _sampling(all_rows),
+            "harness_scope": _harness_scope(all_rows),
         }
     missing = next(c for c in verdict["conditions"] if c["id"] == "metrics_complete")
     return {
@@ -272,9 +417,22 @@ def summarize(
         "quality_flags_by_engine": _flags_by_engine(rows, engines),
         "by_engine": by_engine,
         "paired_vs_reference": _paired(inter, columns, reference_engine, resamples, bootstrap_seed),
-        "cold_start": cold_start_summary(cold_start_rows, engines, resamples, bootstrap_seed),
+        "cold_start": {
+            **cold_start_summary(cold_start_rows, engines, resamples, bootstrap_seed),
+            "samples_by_engine": {
+                e: [dict(r) for r in cold_start_rows if r.get("engine") == e] for e in engines
+            },
+        },
+        "stratified": stratified(
+            inter, resamples, bootstrap_seed, {e: by_engine[e]["metrics"] for e in by_engine}
+        ),
         "host_quality": _host_quality(host_summary),
         "observer_effect": _observer_effect(calibration),
         "missing_intersection_metrics": missing["figures"].get("examples", []),
-        "provenance": _provenance(facts),
+        # ours first; the peer's keys (harness_pins as an object among them) replace ours
+        "provenance": {**_provenance(facts), **_peer_provenance(manifest, facts)},
+        "traffic_not_measured": {
+            "control_plane_traffic": CONTROL_PLANE_NOT_IMPLEMENTED["reason"],
+            "wire_traffic": WIRE_NOT_IMPLEMENTED["reason"],
+        },
     }

@@ -93,6 +93,12 @@ def _settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     for key in ("run_id", "state"):
         if key in raw:
             settings[key] = raw[key]
+    # the peer benchmark's fields a browser run writes beside the store's envelope
+    if isinstance(data, dict):
+        settings["peer_manifest"] = {k: v for k, v in raw.items() if k != "data"}
+    for key in ("bench_id", "bench_version", "harness_version", "score_eligible"):
+        if key in raw and key not in settings:
+            settings[key] = raw[key]
     return settings
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from metewand.compare.case_text import cases_markdown
 from metewand.compare.fmt import rate_text
 from metewand.compare.scores import BROWSER_STATUSES
 
@@ -71,7 +72,10 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
         warm_text = ", ".join(f"{s} {n}" for s, n in warm["by_outcome"].items()) or "none"
         rate = rate_text(block["accepted"], block["total"], block["rate"])
         rows.append([name, rate, diags, warm_text])
+    lines += ["## Per implementation (all cases)", ""]
     lines += _table(["implementation", "accepted", "diagnostics", "warm-ups"], rows)
+    if scores.get("cases"):
+        lines += ["", *cases_markdown(scores["cases"])]
     return "\n".join(lines) + "\n"
 
 

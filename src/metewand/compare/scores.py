@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metewand import canonical
-from metewand.compare import compute_rows
+from metewand.compare import cases, compute_rows
 
 SCORES_SCHEMA = "metewand_scores/1"
 BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
@@ -74,12 +74,11 @@ def infer_k(rows: Iterable[Mapping[str, Any]], manifest: Mapping[str, Any]) -> i
     k = manifest.get("k")
     if isinstance(k, int) and k >= 1:
         return k
-    highest = -1
-    for row in rows:
-        attempt = row.get("attempt")
-        if isinstance(attempt, int) and attempt > highest:
-            highest = attempt
-    return max(highest + 1, 1)
+    # browser attempts are numbered from 1; runs written before that numbered them from 0
+    numbers = [a for a in (row.get("attempt") for row in rows) if isinstance(a, int)]
+    if not numbers:
+        return 1
+    return max(numbers) + 1 if min(numbers) == 0 else max(max(numbers), 1)
 
 
 def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,6 +95,7 @@ def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         by_subset[(engine, task[1])].add(task, status)
     engines = _engine_order(manifest, by_engine)
     return {
+        **peer_scores(rows, manifest),
         "schema": SCORES_SCHEMA,
         "suite": "browser",
         "run_id": str(manifest.get("run_id", "")),
@@ -106,6 +106,81 @@ def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "by_engine": {e: by_engine[e].block(k) for e in engines},
         "by_engine_layer": _nested(by_layer, k),
         "by_engine_subset": _nested(by_subset, k),
+    }
+
+
+NO_SEMANTIC_MAP = (
+    "metewand has no L2 semantic capability map; L2 attempts are counted in layers.L2 only"
+)
+L1_QUESTION = "Can this protocol/driver route connect, act, and produce verifiable evidence?"
+
+
+def _pass_counts() -> dict[str, Any]:
+    return {"total": 0, "pass": 0, "pass_rate": 0}
+
+
+def _no_semantics() -> dict[str, Any]:
+    empty = {"by_driver": {}, "by_engine": {}, "row_count": 0, "task_count": 0}
+    return {"available": False, "reason": NO_SEMANTIC_MAP, "by_engine": {}, "capabilities": {},
+            "diagnostics": dict(empty), "driver_cross_checks": dict(empty), "pairwise": {}}  # fmt: skip
+
+
+def peer_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The peer benchmark's scores.json fields, computed the peer's way (attempt-level pass
+    counts per layer x subset and layer x engine, failure classes and origins)."""
+    layers: dict[str, dict[str, Any]] = {
+        "L1": {"by_subset": {}, "by_engine": {}},
+        "L2": {"by_subset": {}, "by_engine": {}, "candidate_pairwise": {}},
+    }
+    classes: Counter[str] = Counter()
+    origins: Counter[str] = Counter()
+    for row in rows:
+        layer = layers.get(str(row.get("layer")))
+        if layer is None:
+            continue
+        subset = str(row.get("subset_id") or row.get("subset"))
+        for group in (
+            layer["by_subset"].setdefault(subset, _pass_counts()),
+            layer["by_engine"].setdefault(str(row.get("engine")), _pass_counts()),
+        ):
+            group["total"] += 1
+            group["pass"] += row.get("status") == "pass"
+        failure = row.get("failure")
+        if isinstance(failure, Mapping):
+            classes[str(failure.get("class") or "infra")] += 1
+            if failure.get("origin"):
+                origins[str(failure["origin"])] += 1
+    for layer in layers.values():
+        for section in ("by_subset", "by_engine"):
+            for counts in layer[section].values():
+                counts["pass_rate"] = counts["pass"] / counts["total"] if counts["total"] else 0
+    layers["L2"]["semantic_correctness"] = _no_semantics()
+    no_gate = {"passed_tasks": 0, "failed_tasks": 0}  # metewand has no Chrome gate
+    return {
+        "run_id": str(manifest.get("run_id", "")),
+        "bench_id": manifest.get("bench_id") or "metewand_browser",
+        "bench_version": manifest.get("bench_version") or "unknown",
+        "harness_version": manifest.get("harness_version") or "unknown",
+        "score_eligible": bool(manifest.get("score_eligible", True)),
+        "layers": layers,
+        "evaluation_axes": {
+            "protocol_driver_compatibility": {
+                "source_layer": "L1",
+                "unit": "task_attempt",
+                "question": L1_QUESTION,
+                "by_subset": layers["L1"]["by_subset"],
+                "by_engine": layers["L1"]["by_engine"],
+            },
+            "web_platform_workflow_semantic_correctness": {
+                "source_layer": "L2",
+                **_no_semantics(),
+            },
+        },  # fmt: skip
+        "chrome_baseline": dict(no_gate),
+        "chrome_gate": dict(no_gate),
+        "failure_classes": dict(sorted(classes.items())),
+        "failure_origins": dict(sorted(origins.items())),
+        "provenance": {"run_manifest": "run_manifest.json"},
     }
 
 
@@ -123,8 +198,11 @@ def _nested(groups: Mapping[tuple[str, str], _Tally], k: int) -> dict[str, dict[
     return out
 
 
-def compute_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Per implementation: measured attempts by status, diagnostic codes, warm-ups apart.
+def compute_scores(
+    rows: list[dict[str, Any]], manifest: Mapping[str, Any], reference: str | None = None
+) -> dict[str, Any]:
+    """Per implementation: measured attempts by status, diagnostic codes, warm-ups apart;
+    per case x implementation: the timing statistics of ``cases.case_statistics``.
 
     Warm-up attempts are counted (and their failures named) but never enter the accepted rate:
     the rate is over measured attempts only.
@@ -166,13 +244,20 @@ def compute_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "measured_rows": len(compute_rows.measured_rows(rows)),
         "warmup_rows": len(rows) - len(compute_rows.measured_rows(rows)),
         "by_implementation": by_impl,
+        "cases": cases.case_statistics(rows, reference or cases.default_reference(manifest)),
     }
 
 
 def scores_for(
-    kind: str, rows: list[dict[str, Any]], manifest: Mapping[str, Any]
+    kind: str,
+    rows: list[dict[str, Any]],
+    manifest: Mapping[str, Any],
+    reference: str | None = None,
 ) -> dict[str, Any]:
-    return browser_scores(rows, manifest) if kind == "browser" else compute_scores(rows, manifest)
+    """``reference`` names the compute reference implementation (browser runs ignore it)."""
+    if kind == "browser":
+        return browser_scores(rows, manifest)
+    return compute_scores(rows, manifest, reference)
 
 
 def scores_bytes(scores: Mapping[str, Any]) -> bytes:

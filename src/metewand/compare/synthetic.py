@@ -81,7 +81,7 @@ def browser_row(
         "started_at": start,
         "finished_at": start + duration,
         "isolation": "shared",
-        "order": {"round": attempt, "position": 0 if engine == "chrome" else 1},
+        "order": {"round": attempt - 1, "position": 0 if engine == "chrome" else 1},
         "checks": [{"kind": "equals", "passed": status == "pass"}],
         "traffic": None,
         "resource": _resource(rng, scale, engine),
@@ -132,7 +132,7 @@ def write_browser_run(
     }
     _create(path, manifest)
     with (path / "results.jsonl").open("ab") as out:  # bulk write: a synthetic run needs no fsync
-        for attempt in range(k):
+        for attempt in range(1, k + 1):  # numbered from 1, as browser runs number them
             for task in tasks:
                 for engine in engines:
                     out.write(canonical.line(browser_row(rng, run_id, task, engine, attempt)))
@@ -256,13 +256,14 @@ def _compute_observation(slot: str, attempt_id: str, rel: str, prov: dict[str, A
 
 
 def compute_row(
-    rng: random.Random, impl: str, repetition: int, role: str = "measured"
+    rng: random.Random, impl: str, repetition: int, role: str = "measured", size: int = 1000
 ) -> dict[str, Any]:
     """One row of the shape ``suites/compute/records.build_row`` writes (a test pins this)."""
     accepted = rng.random() > 0.1
-    scale = 1.0 if impl == "python" else 0.4
+    scale = (1.0 if impl == "python" else 0.4) * size / 1000
     tail = f"r{repetition}" if role == "measured" else f"w{repetition}"
-    key = f"sorting/default/integers@0000000000/{impl}@0000000000/{tail}"
+    dataset = "0000000000" if size == 1000 else f"{size:010d}"  # the first case keeps old keys
+    key = f"sorting/default/integers@{dataset}/{impl}@0000000000/{tail}"
     slot, rel = _ident("logical-attempt-slot", key), f"artifacts/{key}"
     attempt_id = _ident("attempt", key)
     prov = _compute_provenance(_measurements(rng, scale, accepted))
@@ -292,7 +293,7 @@ def compute_row(
         "experiment": "sorting",
         "case": "default",
         "dataset": "integers",
-        "dataset_parameters": {"size": 1000},
+        "dataset_parameters": {"size": size},
         "dataset_configuration": _ident("dataset-configuration", "integers"),
         "problem": "sort",
         "problem_parameters": {},
@@ -313,18 +314,23 @@ def compute_row(
     }
 
 
-def write_compute_run(path: Path, attempts: int = 10, seed: int = 3, warmups: int = 0) -> Path:
-    """``warmups`` warm-up rows then ``attempts`` measured rows per implementation."""
+def write_compute_run(
+    path: Path, attempts: int = 10, seed: int = 3, warmups: int = 0, cases: int = 1
+) -> Path:
+    """Per case (dataset size 1000, 2000, ...): ``warmups`` warm-up rows then ``attempts``
+    measured rows per implementation."""
     rng = random.Random(seed)
     impls = ("python", "numpy")
     _create(path, {"benchmark": "sorting", "jobs": 1})
     with (path / "results.jsonl").open("ab") as out:
-        for impl in impls:
-            for w in range(warmups):
-                out.write(canonical.line(compute_row(rng, impl, w, role="warmup")))
-        for i in range(attempts):
+        for case in range(cases):
+            size = 1000 * (case + 1)
             for impl in impls:
-                out.write(canonical.line(compute_row(rng, impl, i)))
+                for w in range(warmups):
+                    out.write(canonical.line(compute_row(rng, impl, w, "warmup", size)))
+            for i in range(attempts):
+                for impl in impls:
+                    out.write(canonical.line(compute_row(rng, impl, i, size=size)))
     return path
 
 

@@ -1,8 +1,10 @@
 """Host telemetry: whole-machine evidence (host_scope) sampled beside a benchmark run.
 
 Samples are ``abb_host_telemetry/1`` objects: load averages, memory and swap, swap-in/out
-activity, CPU / memory / IO pressure (PSI), and the number of processes descending from the
-benchmark's root pid. The pollution gate (``measure.host_gate``) judges them; nothing here ever
+activity, CPU / memory / IO pressure (PSI), the number of processes descending from the
+benchmark's root pid, and (our own key ``foreign_cpu``) the CPU the machine spent beside the
+benchmark since the previous sample, with the foreign processes that spent most of it
+(``measure.foreign``). The pollution gate (``measure.host_gate``) judges them; nothing here ever
 touches a functional result.
 
 A value that cannot be read is ``null`` in the sample with an entry in ``unavailable`` naming
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +24,7 @@ from typing import Any
 
 from metewand import canonical
 from metewand.measure import procfs
+from metewand.measure.foreign import ForeignCpuTracker, MemberPids
 from metewand.measure.forms import Reason
 from metewand.measure.host_facts import (
     meminfo_bytes,
@@ -28,7 +32,12 @@ from metewand.measure.host_facts import (
     summary_facts,
     unavailable_reason,
 )
-from metewand.measure.host_gate import GateThresholds, evaluate_gate
+from metewand.measure.host_gate import (
+    GateThresholds,
+    evaluate_gate,
+    foreign_cpu_outcome,
+    top_foreign_over,
+)
 
 HOST_TELEMETRY_SCHEMA = "abb_host_telemetry/1"
 HOST_SUMMARY_SCHEMA = "abb_host_summary/1"
@@ -105,8 +114,18 @@ def descendant_pids(root_pid: int, proc: Path = PROC) -> list[int]:
 # ---- one sample ----
 
 
-def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = PROC) -> Sample:
-    """One ``abb_host_telemetry/1`` sample; unreadable parts are null with a reason."""
+def take_sample(
+    root_pid: int,
+    seq: int,
+    previous: Sample | None,
+    proc: Path = PROC,
+    foreign: ForeignCpuTracker | None = None,
+) -> Sample:
+    """One ``abb_host_telemetry/1`` sample; unreadable parts are null with a reason.
+
+    With a ``foreign`` tracker the sample also carries ``foreign_cpu`` (null on the tracker's
+    first observation: there is no interval yet).
+    """
     sample: Sample = {
         "schema": HOST_TELEMETRY_SCHEMA,
         "seq": seq,
@@ -122,6 +141,8 @@ def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = P
         ("bench_descendant_process_count", lambda: len(descendant_pids(root_pid, proc))),
     ]
     readers += [(f"psi_{r}", _psi_reader(r, proc)) for r in PSI_RESOURCES]
+    if foreign is not None:
+        readers.append(("foreign_cpu", foreign.observe))
     for field, read in readers:
         try:
             sample[field] = read()
@@ -134,6 +155,9 @@ def take_sample(root_pid: int, seq: int, previous: Sample | None, proc: Path = P
         if f"psi_{r}" in unavailable:
             unavailable[f"psi.{r}"] = unavailable.pop(f"psi_{r}")
     sample["swap_activity"] = _swap_delta(sample.get("vmstat"), previous)
+    if foreign is not None and sample["foreign_cpu"] is None and "foreign_cpu" not in unavailable:
+        detail = "first observation: foreign CPU needs an interval to difference"
+        unavailable["foreign_cpu"] = unavailable_reason(Reason.NOT_STARTED, detail)
     sample["unavailable"] = unavailable
     return sample
 
@@ -162,6 +186,8 @@ class HostTelemetry:
     ``sink`` is a path (``host_telemetry.jsonl``: one canonical line per sample, flushed per
     line) or a callable receiving each sample. ``stop()`` returns the ``host_summary.json``
     content, including the pollution-gate verdict under the recorded thresholds.
+    ``member_pids`` names the benchmark's processes outside ``root_pid``'s tree (the members of
+    its accounting groups), so their CPU is never foreign.
     """
 
     def __init__(
@@ -170,6 +196,7 @@ class HostTelemetry:
         root_pid: int,
         sink: str | os.PathLike[str] | SampleSink | None = None,
         thresholds: GateThresholds | None = None,
+        member_pids: MemberPids | None = None,
     ) -> None:
         if interval_s < MIN_INTERVAL_S:
             raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S}, got {interval_s}")
@@ -178,6 +205,7 @@ class HostTelemetry:
         self.thresholds = thresholds or GateThresholds()
         self.samples: list[Sample] = []
         self.errors: list[str] = []
+        self.foreign = ForeignCpuTracker(root_pid, member_pids, proc=str(PROC))
         self._sink = sink
         self._file: Any = None
         self._stop = threading.Event()
@@ -205,7 +233,7 @@ class HostTelemetry:
         before = time.thread_time_ns()
         try:
             previous = self.samples[-1] if self.samples else None
-            sample = take_sample(self.root_pid, len(self.samples), previous)
+            sample = take_sample(self.root_pid, len(self.samples), previous, foreign=self.foreign)
             self.samples.append(sample)
             self._emit(sample)
         except Exception as exc:  # the observer must never take the run down
@@ -240,6 +268,11 @@ class HostTelemetry:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def sampler_cpu_ns(self) -> int:
+        """CPU the telemetry thread has spent so far (an observer's cost, not the harness's)."""
+        return self._sampler_cpu_ns
+
     def summary(self) -> dict[str, Any]:
         """``host_summary.json`` content (``abb_host_summary/1``)."""
         verdict = evaluate_gate(self.samples, self.thresholds, sampler_errors=self.errors)
@@ -262,4 +295,35 @@ class HostTelemetry:
             "flags": [t["condition"] for t in verdict["triggered"]],
             "gate": verdict,
             "host": summary_facts(),
+            "foreign_cpu": foreign_summary(self.samples, self.thresholds, self.foreign),
         }
+
+
+def foreign_summary(
+    samples: list[Sample], th: GateThresholds, tracker: ForeignCpuTracker
+) -> dict[str, Any]:
+    """``host_summary.json``'s ``foreign_cpu``: the threshold, per-sample figures in brief,
+    the gate's reading of them, the heaviest foreign processes and those started in the run."""
+    figured = [s["foreign_cpu"] for s in samples if s.get("foreign_cpu")]
+    values = [f["foreign_cpu_cores"] for f in figured]
+    visible = [f["visible_foreign_cpu_cores"] for f in figured]
+    gate = foreign_cpu_outcome(samples, th)
+    return {
+        "threshold_cores": th.foreign_cpu_max_cores,
+        "sustained_samples": th.sustained_samples,
+        "sample_count": len(values),
+        "median_cores": round(statistics.median(values), 4) if values else None,
+        "max_cores": max(values) if values else None,
+        # what processes seen by two scans spent; the rest went to processes born and gone
+        # between samples, to interrupts, or to processes this /proc does not show
+        "median_visible_cores": round(statistics.median(visible), 4) if visible else None,
+        "gate": {
+            "evaluated": gate.triggered is not None,
+            "triggered": bool(gate.triggered),
+            "detail": gate.detail,
+            "figures": gate.figures,
+        },
+        "top_foreign": top_foreign_over(samples),
+        "started_during_run": tracker.started_foreign(),
+        "member_errors": list(tracker.member_errors),
+    }

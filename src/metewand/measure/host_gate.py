@@ -9,6 +9,7 @@ The verdict is comparability evidence only; it never rewrites a functional resul
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -32,10 +33,16 @@ class GateThresholds:
     sustained_samples: int = 3
     process_growth_min: int = 8  # allowed last-minus-first descendant growth ...
     process_growth_fraction: float = 0.2  # ... or this fraction of the first count, if larger
+    # CPU cores spent beside the benchmark (machine minus benchmark, from /proc) above this for
+    # ``sustained_samples`` consecutive samples → foreign_cpu_load. 0.10 cores is a tenth of a
+    # core: another tenant compiling, a browser in the next session, a runaway cron job.
+    foreign_cpu_max_cores: float = 0.10
 
     def __post_init__(self) -> None:
         if self.sustained_samples < 1:
             raise ValueError("sustained_samples must be >= 1")
+        if not self.foreign_cpu_max_cores >= 0:
+            raise ValueError("foreign_cpu_max_cores must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -132,6 +139,59 @@ def _process_growth(samples: Sequence[Sample], th: GateThresholds) -> Outcome:
     return Outcome(growth > allowed, detail, figures)
 
 
+def foreign_cpu_outcome(samples: Sequence[Sample], th: GateThresholds) -> Outcome:
+    """Sustained foreign CPU: more than the threshold for ``sustained_samples`` samples in a
+    row; the figures name the foreign processes that used most in the samples over it."""
+    figured = [s for s in samples if s.get("foreign_cpu")]
+    if not figured:
+        reason = _first_unavailable(samples[1:], "foreign_cpu")
+        return Outcome(None, f"foreign CPU unavailable: {reason}", {})
+    values = [s["foreign_cpu"]["foreign_cpu_cores"] for s in figured]
+    limit = th.foreign_cpu_max_cores
+    over = [v > limit for v in values]
+    run = _longest_run(over)
+    busy = [s for s, flag in zip(figured, over, strict=True) if flag]
+    top = top_foreign_over(busy)
+    figures = {
+        "threshold_cores": limit,
+        "max_cores": max(values),
+        "median_cores": round(statistics.median(values), 4),
+        "samples_over": len(busy),
+        "longest_run_samples": run,
+        "top_foreign": top,
+    }
+    named = ", ".join(f"{t['comm']}[{t['pid']}] {t['cpu_cores_mean']:.2f}" for t in top[:3])
+    detail = (
+        f"foreign CPU > {limit} cores for {run} consecutive samples (sustained means >= "
+        f"{th.sustained_samples}); max {max(values):.2f} cores"
+        + (f"; top foreign while over: {named}" if named else "")
+    )
+    return Outcome(run >= th.sustained_samples, detail, figures)
+
+
+def top_foreign_over(samples: Sequence[Sample], top_n: int = 8) -> list[dict[str, Any]]:
+    """The foreign processes that used most CPU across ``samples``: mean cores over those
+    samples (absent from a sample's top list counts as 0 there) and how many lists named it."""
+    totals: dict[tuple[int, str], float] = {}
+    seen: dict[tuple[int, str], int] = {}
+    counted = [s for s in samples if s.get("foreign_cpu")]
+    for s in counted:
+        for entry in s["foreign_cpu"].get("top_foreign", []):
+            key = (entry["pid"], entry["comm"])
+            totals[key] = totals.get(key, 0.0) + entry["cpu_cores"]
+            seen[key] = seen.get(key, 0) + 1
+    ranked = sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:top_n]
+    return [
+        {
+            "pid": pid,
+            "comm": comm,
+            "cpu_cores_mean": round(total / len(counted), 4),
+            "samples_named": seen[(pid, comm)],
+        }
+        for (pid, comm), total in ranked
+    ]
+
+
 CONDITIONS: tuple[GateCondition, ...] = (
     GateCondition("swap_activity", _swap_activity),
     GateCondition("low_memory_available", _low_memory),
@@ -139,6 +199,7 @@ CONDITIONS: tuple[GateCondition, ...] = (
     _sustained_psi("memory", "full", "memory_full_avg10_max"),
     _sustained_psi("io", "full", "io_full_avg10_max"),
     GateCondition("abnormal_process_growth", _process_growth),
+    GateCondition("foreign_cpu_load", foreign_cpu_outcome),
 )
 
 

@@ -16,6 +16,7 @@ PROC = "/proc"
 
 
 PF_EXITING = 0x4  # include/linux/sched.h: set at the start of do_exit, before the mm goes
+PF_KTHREAD = 0x00200000  # include/linux/sched.h: a kernel thread
 
 
 class ProcessGone(LookupError):
@@ -40,10 +41,25 @@ class ProcStat:
     flags: int = 0  # the kernel's task flags (PF_*), e.g. PF_EXITING
     pgrp: int = 0
     session: int = 0  # the session leader's pid: what an engine's helpers keep after reparenting
+    comm: str = ""  # the kernel's 15-byte command name (never the command line)
 
     @property
     def exiting(self) -> bool:
         return bool(self.flags & PF_EXITING)
+
+    @property
+    def kernel_thread(self) -> bool:
+        return bool(self.flags & PF_KTHREAD)
+
+    @property
+    def own_ticks(self) -> int:
+        """CPU of the process itself (all its threads, living and ended), in clock ticks."""
+        return self.utime_ticks + self.stime_ticks
+
+    @property
+    def total_ticks(self) -> int:
+        """Own CPU plus that of the children it has waited for (they land here when reaped)."""
+        return self.own_ticks + self.cutime_ticks + self.cstime_ticks
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +101,8 @@ def _read_bytes(path: str) -> bytes:
 
 def parse_stat(pid: int, text: bytes) -> ProcStat:
     # The command name may hold spaces and parentheses: split after the last ')'.
-    rest = text[text.rindex(b")") + 2 :].split()
+    close = text.rindex(b")")
+    rest = text[close + 2 :].split()
     return ProcStat(
         pid=pid,
         state=rest[0].decode("ascii"),
@@ -102,6 +119,7 @@ def parse_stat(pid: int, text: bytes) -> ProcStat:
         flags=int(rest[6]),
         pgrp=int(rest[2]),
         session=int(rest[3]),
+        comm=text[text.index(b"(") + 1 : close].decode("utf-8", "replace"),
     )
 
 
@@ -114,6 +132,18 @@ def iter_pids(proc: str = PROC) -> Iterator[int]:
     for entry in os.scandir(proc):
         if entry.name.isdigit():
             yield int(entry.name)
+
+
+def read_all_stats(proc: str = PROC) -> dict[int, ProcStat]:
+    """``/proc/PID/stat`` of every process visible now; processes that exit (or refuse) while
+    the list is read are left out."""
+    found: dict[int, ProcStat] = {}
+    for pid in iter_pids(proc):
+        try:
+            found[pid] = parse_stat(pid, _read_bytes(f"{proc}/{pid}/stat"))
+        except (ProcessGone, PermissionError, ValueError):
+            continue
+    return found
 
 
 def read_environ(pid: int) -> list[bytes]:

@@ -227,6 +227,8 @@ class Sampler:
         # peak or the end; a scan that found members it could not read does.
         pss = [s.measurement() for s in self._pss if s.process_count or s.unreadable_pids]
         for scan in self._pss:
+            if not (scan.process_count or scan.unreadable_pids):
+                continue  # an empty scan (before launch, after exit) flags nothing
             flags.extend(f for f in scan.quality_flags if f not in flags)
         if len(pss) <= 2:
             flags.append(QualityFlag.BASELINE_END_ONLY)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import queue
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,6 +16,8 @@ from typing import Any
 
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
+from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 MEASUREMENT_FIELDS = (
@@ -97,13 +102,93 @@ def _wait_without_reaping(pid: int) -> None:
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
 
 
+class _ExitStamp:
+    """A thread that stamps the moment the root exits, started before the root is.
+
+    The sampler's baseline scan runs in the caller right after the start; a command shorter
+    than that scan (``true`` takes ~0.5 ms) would otherwise be charged the scan's time, since
+    the caller only gets to ``waitid`` after it. The thread is already waiting for the pid
+    when the command starts, so the stamp is the exit as the kernel reports it.
+    """
+
+    def __init__(self) -> None:
+        self._pid: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self.ended_ns: int | None = None
+        self._thread = threading.Thread(target=self._wait, name="metewand-exit", daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        pid = self._pid.get()
+        if pid is None:
+            return
+        _wait_without_reaping(pid)
+        self.ended_ns = time.monotonic_ns()
+
+    def watch(self, pid: int | None) -> None:
+        self._pid.put(pid)
+
+    def join(self) -> int:
+        self._thread.join()
+        assert self.ended_ns is not None
+        return self.ended_ns
+
+
+class _InlineExit:
+    """``_ExitStamp``'s interface without a thread: the caller waits when it joins. Used when
+    the kernel's exit event gives the exact time anyway (one thread less per run)."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+
+    def watch(self, pid: int | None) -> None:
+        self._pid = pid
+
+    def join(self) -> int:
+        assert self._pid is not None
+        _wait_without_reaping(self._pid)
+        return time.monotonic_ns()
+
+
 def _start(
-    argv: Sequence[str], preexec: Any, env: Mapping[str, str] | None, cwd: str | None
-) -> subprocess.Popen[bytes]:
+    argv: Sequence[str],
+    join: Any,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    output: int | None = None,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``argv`` in its accounting group; returns it and the moment it was about to exec.
+
+    The child stamps the monotonic clock (system-wide) after joining its group, just before
+    exec, and sends the stamp up a pipe. The wall time starts there: Python forks its child
+    with ``fork`` when a pre-exec step is needed, which costs ~1.5 ms here (page tables of a
+    large parent), and that is the tool's overhead, not the command's.
+    """
+    read_end, write_end = os.pipe()
+
+    def preexec() -> None:
+        if join is not None:
+            join()
+        os.write(write_end, time.monotonic_ns().to_bytes(8, "little"))
+
     try:
-        return subprocess.Popen(list(argv), preexec_fn=preexec, close_fds=True, env=env, cwd=cwd)
+        proc = subprocess.Popen(
+            list(argv),
+            preexec_fn=preexec,
+            close_fds=True,
+            env=env,
+            cwd=cwd,
+            stdout=output,
+            stderr=output,
+        )
+        os.close(write_end)
+        stamp = os.read(read_end, 8)
     except OSError as exc:
         raise SubjectStartError(argv, exc) from exc
+    finally:
+        os.close(read_end)
+        with contextlib.suppress(OSError):
+            os.close(write_end)
+    return proc, int.from_bytes(stamp, "little")
 
 
 def run_measured(
@@ -115,29 +200,52 @@ def run_measured(
     env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     fault_hook: FaultHook | None = None,
+    discard_output: bool = False,
+    events: ProcEvents | None = None,
+    scanner: PssScanner | None = None,
 ) -> SubjectReport:
-    """Run ``argv`` to completion inside a fresh accounting and report what it cost."""
+    """Run ``argv`` to completion inside a fresh accounting and report what it cost.
+
+    ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
+    ``events``: a proc-connector subscription to reuse (repeated runs); without one, a
+    subscription is opened for this run where the host allows it. ``scanner``: a PSS scanner
+    (and its reader threads) to reuse across runs.
+    """
     if not argv:
         raise ValueError("empty command")
+    own_events = events is None
+    if own_events:
+        events = open_events()
     accounting = open_accounting(backend, label=os.path.basename(argv[0]))
     try:
-        started = time.monotonic_ns()
-        proc = _start(argv, accounting.preexec_join(), env, cwd)
+        stamp: _ExitStamp | _InlineExit = _ExitStamp() if events is None else _InlineExit()
+        try:
+            output = subprocess.DEVNULL if discard_output else None
+            proc, started = _start(argv, accounting.preexec_join(), env, cwd, output)
+        except SubjectStartError:
+            stamp.watch(None)
+            raise
+        stamp.watch(proc.pid)
         accounting.attach(proc.pid)
-        sampler = Sampler(accounting, interval_ms, pss_every, fault_hook=fault_hook)
+        sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
         sampler.start()
-        _wait_without_reaping(proc.pid)
-        wall = time.monotonic_ns() - started
+        wall = stamp.join() - started
+        wall_source = "monotonic"
+        span = events.span(proc.pid) if events is not None else None
+        if span is not None:  # the kernel's own exec and exit times: the tightest bound
+            wall, wall_source = span[1] - span[0], "proc_connector"
         summary = sampler.stop(end_scan=False)
         cpu, memory = accounting.cpu(), accounting.memory()
         _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
     finally:
         accounting.close()
+        if own_events and events is not None:
+            events.close()
     flags = list(accounting.quality_flags)
     flags += [f for f in summary.quality_flags if f not in flags]
     measurements = {
-        "wall_time_ns": complete(wall, "monotonic"),
+        "wall_time_ns": complete(wall, wall_source),
         "cpu_time_ns": cpu.total,
         "cpu_user_time_ns": cpu.user,
         "cpu_system_time_ns": cpu.system,

@@ -1,10 +1,16 @@
-"""Build the per-attempt ``abb_engine_resources/1`` record (``results.jsonl[].resource``).
+"""Build the per-attempt resource records.
 
-The runner calls ``engine_resources_record`` after ``Sampler.stop()``: measured values stay
-measurement forms (CPU converted from ns to whole ms, keeping status and reason), derived
-``avg_cores`` is a number or null, and the kernel's memory high-water is compared with what the
-sampler saw, so a spike between samples is flagged ``peak_missed_by_sampler`` instead of being
-silently lost.
+The runner calls ``engine_resources_record`` after ``Sampler.stop()``. That is metewand's own
+record (``results.jsonl[].resource_forms``, schema ``metewand_engine_resources/1``): measured
+values stay measurement forms (CPU in ms with microsecond precision, keeping status and reason),
+derived ``avg_cores`` is a number or null, and the kernel's memory high-water is compared with
+what the sampler saw, so a spike between samples is flagged ``peak_missed_by_sampler`` instead of
+being silently lost.
+
+``peer_resources_record`` renders it in the peer benchmark's ``abb_engine_resources/1`` layout
+(``results.jsonl[].resource``): plain numbers, null where nothing was measured, and the reason
+for each null in an ``unavailable`` map. ``peer_sample_line`` does the same for a line of the
+per-attempt ``resource.jsonl``.
 """
 
 from __future__ import annotations
@@ -16,8 +22,20 @@ from metewand.measure.accounting import CpuReading
 from metewand.measure.forms import Measurement, QualityFlag, Reason, Status, unavailable
 from metewand.measure.sampler import SamplerSummary
 
-RESOURCES_SCHEMA = "abb_engine_resources/1"
+RESOURCES_SCHEMA = "abb_engine_resources/1"  # the peer's layout (plain numbers)
+FORMS_SCHEMA = "metewand_engine_resources/1"  # ours (measurement forms)
 NS_PER_MS = 1_000_000
+CPU_FIELDS = ("cpu_total_ms", "cpu_user_ms", "cpu_system_ms")
+# What seed 002 asks a report and each row to say about byte counts metewand does not take.
+CONTROL_PLANE_NOT_IMPLEMENTED = {
+    "available": False,
+    "reason": "not implemented: metewand does not count CDP WebSocket (control-plane) bytes",
+}
+WIRE_NOT_IMPLEMENTED = {
+    "available": False,
+    "reason": "not implemented: metewand has no packet-level (wire-byte) backend; "
+    "fixture_traffic counts application headers and bodies only",
+}
 # the kernel high-water must exceed the largest sampled cgroup memory.current by both margins
 PEAK_MISS_RATIO = 0.10
 PEAK_MISS_MIN_BYTES = 8 << 20
@@ -33,6 +51,19 @@ def ns_to_ms(m: Measurement) -> Measurement:
     return Measurement(m.status, (m.value + NS_PER_MS // 2) // NS_PER_MS, m.reason, m.source)
 
 
+def ns_form_as_ms(m: Measurement) -> dict[str, Any]:
+    """The wire form of a nanosecond reading with its value in ms to the microsecond: a
+    Lightpanda attempt takes ~7 ms of CPU, so whole-ms rounding would cost up to 7%."""
+    out = m.to_json()
+    if m.value is not None:
+        out["value"] = ns_to_ms_float(m.value)
+    return out
+
+
+def ns_to_ms_float(ns: int) -> float:
+    return round(ns / NS_PER_MS, 3)
+
+
 def peak_delta(baseline: Measurement, peak: Measurement) -> Measurement:
     if baseline.value is None:
         return baseline
@@ -43,10 +74,10 @@ def peak_delta(baseline: Measurement, peak: Measurement) -> Measurement:
     return Measurement(status, max(0, peak.value - baseline.value), reason, peak.source)
 
 
-def avg_cores(cpu_ms: Measurement, duration_ms: float | None) -> float | None:
-    if cpu_ms.value is None or not duration_ms or duration_ms <= 0:
+def avg_cores(cpu_ns: Measurement, duration_ms: float | None) -> float | None:
+    if cpu_ns.value is None or not duration_ms or duration_ms <= 0:
         return None
-    return round(cpu_ms.value / duration_ms, 4)
+    return round(cpu_ns.value / NS_PER_MS / duration_ms, 4)
 
 
 def sampled_memory_max(samples: Sequence[Mapping[str, Any]]) -> int | None:
@@ -119,11 +150,8 @@ def _cpu_forms(cpu: CpuReading | None) -> dict[str, Measurement]:
     if cpu is None:
         gone = unavailable(Reason.NOT_STARTED)
         return {"cpu_total_ms": gone, "cpu_user_ms": gone, "cpu_system_ms": gone}
-    return {
-        "cpu_total_ms": ns_to_ms(cpu.total),
-        "cpu_user_ms": ns_to_ms(cpu.user),
-        "cpu_system_ms": ns_to_ms(cpu.system),
-    }
+    # values stay in ns here; the record renders them in ms to the microsecond
+    return {"cpu_total_ms": cpu.total, "cpu_user_ms": cpu.user, "cpu_system_ms": cpu.system}
 
 
 def engine_resources_record(
@@ -167,9 +195,13 @@ def engine_resources_record(
         "cgroup_memory_current_bytes": summary.cgroup_memory_current,
         "cgroup_memory_peak_bytes": summary.cgroup_memory_peak,
     }
-    record: dict[str, Any] = {name: m.to_json() for name, m in forms.items()}
+    record: dict[str, Any] = {
+        name: ns_form_as_ms(m) if name in CPU_FIELDS else m.to_json() for name, m in forms.items()
+    }
+    baseline_charge = _baseline_charge(summary.samples)
     record.update(
-        schema=RESOURCES_SCHEMA,
+        cgroup_memory_baseline_bytes=baseline_charge,
+        schema=FORMS_SCHEMA,
         scope="engine_scope",
         backend=backend,
         fallback_reasons=list(fallback_reasons),
@@ -199,4 +231,139 @@ def engine_resources_record(
         record["engine"] = engine
     if fixture_traffic is not None:
         record["fixture_traffic"] = dict(fixture_traffic)
+    return record
+
+
+# the peer's plain-number fields, each read from the form of the same name in our record
+PEER_FORM_FIELDS = (
+    *CPU_FIELDS,
+    "pss_baseline_bytes",
+    "pss_peak_bytes",
+    "pss_end_bytes",
+    "pss_peak_delta_bytes",
+    "process_count_baseline",
+    "process_count_peak",
+    "process_count_end",
+    "cgroup_memory_peak_bytes",
+)
+
+
+def _plain(form: Any) -> tuple[int | float | None, str | None]:
+    """(value, None) from a wire form that carries one, else (None, its reason)."""
+    if isinstance(form, Mapping):
+        value = form.get("value")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value, None
+        return None, str(form.get("reason") or form.get("status") or "unavailable")
+    if isinstance(form, int | float) and not isinstance(form, bool):
+        return form, None
+    return None, "not measured"
+
+
+def peer_resources_record(ours: Mapping[str, Any]) -> dict[str, Any]:
+    """Our forms record in the peer's ``abb_engine_resources/1`` layout: plain numbers, null
+    where nothing was measured, the reason for each null in ``unavailable``."""
+    out: dict[str, Any] = {"schema": RESOURCES_SCHEMA, "scope": "engine_scope"}
+    unavailable_map: dict[str, str] = {}
+    for name in PEER_FORM_FIELDS:
+        value, reason = _plain(ours.get(name))
+        out[name] = value
+        if reason is not None:
+            unavailable_map[name] = reason
+    baseline = ours.get("cgroup_memory_baseline_bytes")
+    end, _ = _plain(ours.get("cgroup_memory_current_bytes"))
+    peak = out["cgroup_memory_peak_bytes"]
+    out["cgroup_memory_baseline_bytes"] = baseline if isinstance(baseline, int) else None
+    out["cgroup_memory_end_bytes"] = end
+    out["cgroup_memory_peak_delta_bytes"] = (
+        max(0, peak - baseline) if isinstance(peak, int) and isinstance(baseline, int) else None
+    )
+    for name in ("cgroup_memory_baseline_bytes", "cgroup_memory_end_bytes"):
+        if out[name] is None:
+            unavailable_map.setdefault(name, "memory accounting unavailable")
+    if ours.get("cgroup_memory_peak_window") == "group_lifetime":
+        # the high-water was not restarted for this attempt: it may hold an earlier peak
+        unavailable_map["cgroup_memory_peak_delta_bytes"] = "memory.peak not reset per attempt"
+        out["cgroup_memory_peak_delta_bytes"] = None
+    raw_counts = ours.get("sample_counts")
+    counts: Mapping[str, Any] = raw_counts if isinstance(raw_counts, Mapping) else {}
+    fallback = [str(r) for r in ours.get("fallback_reasons") or []]
+    out.update(
+        avg_cores=ours.get("avg_cores"),
+        collection_wall_ms=ours.get("collection_wall_ms"),
+        sample_interval_ms=ours.get("interval_ms"),
+        sampler_cpu_ms=ours.get("sampler_cpu_ms"),
+        samples_seen=counts.get("pss_samples"),
+        quality_flags=list(ours.get("quality_flags") or []),
+        measurement_backend=dict(ours.get("measurement_backend") or {}),
+        engine_cgroup_error="; ".join(fallback) or None,
+        control_plane_traffic=dict(CONTROL_PLANE_NOT_IMPLEMENTED),
+        wire_traffic=dict(WIRE_NOT_IMPLEMENTED),
+        unavailable=unavailable_map,
+    )
+    if isinstance(ours.get("fixture_traffic"), Mapping):
+        out["fixture_traffic"] = dict(ours["fixture_traffic"])
+    if ours.get("fault"):
+        out["fault"] = ours["fault"]
+    return out
+
+
+def peer_sample_line(sample: Mapping[str, Any], t0_monotonic_ns: int | None) -> dict[str, Any]:
+    """One sampler reading as a peer ``resource.jsonl`` line (``kind: engine_sample``), plain
+    numbers; our own reading stays beside it under ``metewand``."""
+    kind = str(sample.get("kind", "sample"))
+    t_ns = sample.get("t_ns")
+    pss, _ = _plain(sample.get("pss_bytes"))
+    memory, _ = _plain(sample.get("memory_current_bytes"))
+    cpu_ns, _ = _plain(sample.get("cpu_time_ns"))
+    return {
+        "kind": "engine_sample",
+        "phase": kind if kind in ("baseline", "end") else "sample",
+        "elapsed_ms": round(t_ns / NS_PER_MS, 6) if isinstance(t_ns, int) else None,
+        "monotonic_ns": (t0_monotonic_ns + t_ns)
+        if isinstance(t_ns, int) and t0_monotonic_ns is not None
+        else None,
+        "process_count": sample.get("process_count"),
+        "pss_bytes": pss,
+        "cgroup_memory_current_bytes": memory,
+        "cgroup_memory_peak_bytes": None,  # the high-water is read once, at the end
+        "cgroup_cpu": {"usage_usec": int(cpu_ns // 1000)} if isinstance(cpu_ns, int) else None,
+        "metewand": dict(sample),
+    }
+
+
+def cold_start_record(
+    summary: SamplerSummary,
+    cpu: CpuReading,
+    *,
+    backend: str,
+    fallback_reasons: Sequence[str],
+    engine: str,
+    ready_ms: float | None,
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One cold start (launch to CDP-ready, group created before exec) in the peer's layout:
+    an ``abb_engine_resources/1`` record with ``phase: cold_start``, the ``launch_*`` fields and
+    plain numbers; our forms ride along under ``metewand``."""
+    ours = engine_resources_record(
+        summary, cpu, backend=backend, duration_ms=ready_ms,
+        collection_wall_ms=ready_ms or 0.0, fallback_reasons=fallback_reasons, engine=engine,
+    )  # fmt: skip
+    record = peer_resources_record(ours)
+    for name in ("control_plane_traffic", "wire_traffic"):
+        record.pop(name)  # no task traffic during a launch
+    record.update(
+        phase="cold_start",
+        engine=engine,
+        status="ready" if ready_ms is not None else "launch_failed",
+        ready_ms=round(ready_ms, 3) if ready_ms is not None else None,
+        launch_cpu_ms=record["cpu_total_ms"],
+        launch_user_cpu_ms=record["cpu_user_ms"],
+        launch_system_cpu_ms=record["cpu_system_ms"],
+        launch_peak_pss_bytes=record["pss_peak_bytes"],
+        process_count_at_ready=record["process_count_end"],
+        backend=backend,
+        metewand=ours,
+        **extra,
+    )
     return record

@@ -39,6 +39,11 @@ ARTIFACTS_NAME = "artifacts"
 STAGING_NAME = ".staging"
 LOCK_NAME = ".lock"
 MANIFEST_SCHEMA = "metewand_run_manifest/1"
+# the store's own envelope; a suite may add other top-level fields beside it (the browser suite
+# writes the peer benchmark's manifest fields there), never replace these
+ENVELOPE_KEYS = frozenset(
+    {"schema", "run_id", "state", "created_at", "updated_at", "resumed_at", "data"}
+)
 STATES = ("running", "interrupted", "complete")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -180,13 +185,17 @@ class RunStore(RunView):
 
     @classmethod
     def create(
-        cls, out_dir: Path | str, run_id: str | None, manifest_data: dict[str, Any]
-    ) -> RunStore:
-        """Create ``out_dir/run_id`` (refusing an existing one) in state ``running``."""
+        cls, out_dir: Path | str, run_id: str | None, manifest_data: dict[str, Any],
+        top_level: dict[str, Any] | None = None,
+    ) -> RunStore:  # fmt: skip
+        """Create ``out_dir/run_id`` (refusing an existing one) in state ``running``.
+        ``top_level``: fields written beside the envelope (see ``update_top_level``)."""
         run_id = run_id or new_run_id()
         if not _RUN_ID.match(run_id):
             raise StoreError(f"invalid run id {run_id!r}")
+        extra = _outside_envelope(top_level or {}, run_id)
         canonical.dumps(manifest_data)  # refuse non-JSON data before anything exists on disk
+        canonical.dumps(extra)
         run_dir = Path(out_dir) / run_id
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -196,6 +205,7 @@ class RunStore(RunView):
         lock_fd = _lock(run_dir)
         now = utc_now()
         manifest = {
+            **extra,
             "schema": MANIFEST_SCHEMA,
             "run_id": run_id,
             "state": "running",
@@ -272,6 +282,12 @@ class RunStore(RunView):
         manifest["data"] = {**manifest["data"], **data}
         self._write_manifest(manifest, state=manifest["state"])
 
+    def update_top_level(self, fields: dict[str, Any]) -> None:
+        """Set top-level manifest fields beside the envelope (whole values replaced)."""
+        manifest = self.manifest
+        manifest.update(_outside_envelope(fields, str(manifest["run_id"])))
+        self._write_manifest(manifest, state=manifest["state"])
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
@@ -289,6 +305,18 @@ class RunStore(RunView):
             manifest["state"] = state
             manifest["updated_at"] = utc_now()
             write_json_atomic(self.run_dir / MANIFEST_NAME, manifest)
+
+
+def _outside_envelope(fields: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """``fields`` minus a ``run_id`` equal to the run's; any other envelope key is refused."""
+    out = dict(fields)
+    if out.get("run_id", run_id) != run_id:
+        raise StoreError(f"top-level run_id {out['run_id']!r} differs from the run's {run_id!r}")
+    out.pop("run_id", None)
+    clash = sorted(ENVELOPE_KEYS & set(out))
+    if clash:
+        raise StoreError(f"top-level manifest fields {clash} would replace the store's envelope")
+    return out
 
 
 def _lock(run_dir: Path) -> int:

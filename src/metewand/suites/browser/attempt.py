@@ -40,6 +40,8 @@ DEFAULT_HARD_KILL_MS: Final = 30000
 
 # Called once the task's work is done (steps run, answer graded) and before the page is closed.
 BeforeCleanup = Callable[[], Awaitable[None] | None]
+# Asked after the attempt, with "the engine looks suspect": ok / exited / unresponsive.
+EngineHealth = Callable[[bool], Awaitable[str]]
 
 
 @dataclass
@@ -100,14 +102,18 @@ async def run_task_attempt(
     attempt: int = 0,
     seed: str | None = None,
     engine_alive: Callable[[], bool] | None = None,
+    engine_health: EngineHealth | None = None,
     log_recorder: CdpLogRecorder | None = None,
     before_cleanup: BeforeCleanup | None = None,
+    grader_token: str | None = None,
 ) -> AttemptOutcome:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
     ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
     client (then pass ``log_recorder`` if the client was connected with one). ``engine_alive``
-    is asked after the attempt: a dead engine turns the outcome into ``crash``.
+    is asked after the attempt: a dead engine turns the outcome into ``crash``; ``engine_health``
+    (preferred) also catches an engine alive but no longer answering on its CDP endpoint, so the
+    crash is charged to the attempt that caused it.
     ``before_cleanup`` (sync or async) runs after the driver and grader returned and before the
     page is closed; it is not reached when the driver raises or times out. Its own failure is a
     note, never a change of the outcome, and its wall is not part of ``duration_ms`` (it is the
@@ -132,18 +138,25 @@ async def run_task_attempt(
         hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
             _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
-                   attempt, seed, notes, hook),
+                   attempt, seed, notes, hook, grader_token),
             hard_kill_s,
         )  # fmt: skip
         outcome = verdict.classification
     except Exception as exc:  # every failure becomes a classified outcome
         outcome = classify.classify_exception(exc)
     after = _Counters.of(client) if client is not None else None
+    # Suspect engine: it dropped our connection (we have not closed it yet) or the cleanup met
+    # trouble (e.g. "No target with given id": the page went away with a closing browser).
+    suspect = client is None or not client.is_connected or bool(notes)
     if client is not None and not isinstance(cdp, CdpClient):
         await client.close()
-    if engine_alive is not None:
+    health_started = time.monotonic()
+    if engine_health is not None:
+        outcome = classify.promote_engine_trouble(outcome, await engine_health(suspect))
+    elif engine_alive is not None:
         outcome = classify.promote_dead_engine(outcome, engine_alive())
-    duration_ms = int((time.monotonic() - started - hook.wall_s) * 1000)
+    health_s = time.monotonic() - health_started  # the harness's check, not the task's time
+    duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
     checks = verdict.checks if verdict is not None else []
     result = AttemptOutcome(
         outcome.status, outcome.failure_class, outcome.origin, outcome.reason,
@@ -160,14 +173,16 @@ async def run_task_attempt(
 async def _drive(
     task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
     run_id: str, attempt: int, seed: str, notes: list[str], hook: _TimedHook,
+    grader_token: str | None,
 ) -> DriverVerdict:  # fmt: skip
     driver = DRIVERS.get(task.driver_kind)
     if driver is None:
         raise DriverUnavailable(f"no metewand driver for driver kind {task.driver_kind!r}")
     page: PageTarget = await new_page_target(client, isolation, timeout=task.task_ms / 1000)
     ctx = AttemptContext(
-        task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed, notes
-    )
+        task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed,
+        notes, grader_token,
+    )  # fmt: skip
     try:
         verdict = await driver(ctx)
         await hook.call(notes)

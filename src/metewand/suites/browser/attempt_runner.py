@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from metewand import canonical
 from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
+from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.attempt import attempt_seed, run_task_attempt
 from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.fixtures import FixtureServer
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from metewand.suites.browser.run_plan import Plan
 
 ENGINE_LOG_TAIL_FILE = "engine_stderr_tail.txt"
+# The server-side graders' full records (evidence with the expected answer), never served.
+GRADER_EVIDENCE_FILE = "grader_evidence.json"
 
 
 class RunHooks:
@@ -85,9 +89,11 @@ class AttemptRunner:
         self.server = server
         self.base_url = base_url
         self.hooks = hooks or RunHooks()
+        self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
 
     async def run(self, planned: PlannedAttempt) -> dict[str, Any]:
-        base = base_row(self.store.run_id, planned, self.plan.config.isolation)
+        config = self.plan.config
+        base = base_row(self.store.run_id, planned, config.isolation, config.seed)
         try:
             process = await self.pool.ready(planned.engine)
         except EngineLaunchError as exc:
@@ -110,16 +116,24 @@ class AttemptRunner:
             # run, so their difference is the observer's cost (baseline/end scans included).
             # It ends when the task's work is done, before the page is closed: the end scan
             # then walks a live, idle renderer, not one whose address space is being torn down.
+            context = self._run_context(planned, process)
             window = _CollectionWindow(self.hooks, time.perf_counter())
             window.token = self.hooks.attempt_started(planned, process, self.pool.worker)
             started_at = utc_now()
+            seed = attempt_seed(config.seed, planned.task.task_id, planned.attempt)
+            session = grader_session(
+                self.store.run_id, planned.task.task_id, planned.engine, planned.attempt, seed
+            )
+            self.server.context.grades.open(session)
             outcome = await run_task_attempt(
                 planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
                 config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
-                seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
-                engine_alive=process.is_alive, before_cleanup=window.close,
+                seed=seed, engine_health=process.health, before_cleanup=window.close,
+                grader_token=self.server.context.grader_token,
             )  # fmt: skip
             finished_at = utc_now()
+            if self._write_grader_evidence(session, out_dir):
+                outcome.artifacts.append(GRADER_EVIDENCE_FILE)
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
             settle = await self._settle(process, planned.engine)
             resource = self.hooks.attempt_finished(window.token, out_dir)
@@ -136,6 +150,8 @@ class AttemptRunner:
                 files.append("resource.jsonl")
         artifacts = [f"artifacts/{key}/{name}" for name in files]
         row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
+        row["engine_provenance"] = self._provenance(planned.engine, process)
+        row["run_context"] = context
         row["traffic"] = traffic.to_json()
         if config.resource.profile != "off":
             row["collection_wall_ms"] = round(window_ms, 3)
@@ -148,8 +164,46 @@ class AttemptRunner:
             resource["fixture_traffic"] = row["traffic"]
             # harness_scope (this process: driver, grader, fixture server) is kept apart
             row["harness_scope"] = resource.pop("harness_scope", None)
-            row["resource"] = resource
+            # ours (measurement forms) beside the peer's layout (plain numbers + unavailable)
+            row["resource_forms"] = resource
+            row["resource"] = peer_resources_record(resource)
         return row
+
+    def _write_grader_evidence(self, session: str, out_dir: Path) -> bool:
+        records, dropped = self.server.context.grades.take(session)
+        if not records and not dropped:
+            return False
+        document = {"session": session, "records": records, "records_not_kept": dropped}
+        (out_dir / GRADER_EVIDENCE_FILE).write_bytes(canonical.dumps(document))
+        return True
+
+    def _run_context(self, planned: PlannedAttempt, process: EngineProcess) -> dict[str, Any]:
+        """The peer's ``run_context``: which engine process ran the attempt, after which task."""
+        context = {
+            "browser_generation": process.generation,
+            "browser_pid": process.pid,
+            "prev_task_id": self._previous_task.get(planned.engine),
+            "started_monotonic_ms": int(time.monotonic() * 1000),
+            "worker_slot": self.pool.worker + 1,  # the peer numbers its workers from 1
+        }
+        self._previous_task[planned.engine] = planned.task.task_id
+        return context
+
+    def _provenance(self, engine: str, process: EngineProcess) -> dict[str, Any]:
+        """The peer's ``engine_provenance``: binary, its sha256 (hashed once at launch and kept
+        in the manifest), the endpoint and the command line the attempt ran against."""
+        identity = self.store.manifest["data"].get("engines", {}).get(engine, {})
+        port = getattr(process, "port", None)
+        return {
+            "engine": engine,
+            "binary": str(process.engine.binary),
+            "binary_sha256": identity.get("binary_sha256"),
+            "pid": process.pid,
+            "browser_ws": process.ws_url,
+            "http_endpoint": f"http://127.0.0.1:{port}" if port else None,
+            "http_identity": dict(getattr(process, "json_version", {}) or {}),
+            "launch_command": list(getattr(process, "argv", []) or []),
+        }
 
     async def _settle(self, process: EngineProcess, engine: str) -> QuietOutcome | None:
         """Resource profiles: let the engine finish what closing the page set off (a renderer

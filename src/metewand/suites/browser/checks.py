@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -231,12 +233,42 @@ CHECKS: Final[dict[str, CheckKind]] = {
 }  # fmt: skip
 
 
-def run_checks(checks: list[Mapping[str, Any]], saved: Saved) -> list[CheckResult]:
+# Older raw-CDP tasks write an inline check as one bare string naming the check and its
+# expectation: ``"value_equals_3"`` is ``value_equals`` 3 and ``"result_type_number"`` is
+# ``value_type`` number, both on the value saved as ``value``. Each pattern reads into the
+# object form; a bare string no pattern reads fails its check (it never refuses the run).
+UNKNOWN_BARE_CHECK: Final = "unknown inline assertion"
+JS_TYPES: Final = ("number", "string", "boolean", "object", "undefined", "bigint", "symbol",
+                   "function")  # fmt: skip
+BARE_CHECKS: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...]] = (
+    (re.compile(r"value_equals_(-?\d+(?:\.\d+)?|true|false|null)"),
+     lambda m: {"kind": "value_equals", "expected": json.loads(m[1])}),
+    (re.compile(r"result_type_(" + "|".join(JS_TYPES) + ")"),
+     lambda m: {"kind": "value_type", "expected": m[1]}),
+)  # fmt: skip
+
+
+def bare_check(text: str) -> dict[str, Any] | None:
+    """The object form of a bare-string check, or None when no pattern reads it."""
+    for pattern, build in BARE_CHECKS:
+        match = pattern.fullmatch(text)
+        if match:
+            return {**build(match), "label": text}
+    return None
+
+
+def run_checks(checks: list[Any], saved: Saved) -> list[CheckResult]:
     """Grade every check; an empty list is a failing ``checks_declared`` (nothing was graded)."""
     if not checks:
         return [CheckResult("checks_declared", "checks_declared", "fail", "no checks declared")]
     results = []
     for check in checks:
+        if isinstance(check, str):
+            form = bare_check(check)
+            if form is None:
+                results.append(CheckResult(check, check, "fail", UNKNOWN_BARE_CHECK))
+                continue
+            check = form
         kind = str(check.get("kind"))
         name = str(check.get("label") or kind)
         spec = CHECKS.get(kind)

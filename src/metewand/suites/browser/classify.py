@@ -6,7 +6,7 @@ Origins: ``engine_process`` (the engine died), ``client_transport`` (the socket 
 engine lives), ``task_timeout``, ``driver``, ``grader``, ``engine_registry``.
 
 An exception is classified by the first rule whose type matches and whose condition holds; the
-engine's liveness after the attempt is a separate, final rule (``promote_dead_engine``).
+engine's health after the attempt is a separate, final rule (``promote_engine_trouble``).
 """
 
 from __future__ import annotations
@@ -139,17 +139,29 @@ def engine_binary_missing(engine: str, detail: str) -> Classification:
     )
 
 
+# What an engine found in trouble after an attempt means for that attempt's row.
+ENGINE_TROUBLE: Final = {
+    "exited": "engine process exited during the attempt",
+    "unresponsive": "engine process alive but its CDP endpoint stopped answering during the attempt",
+}
+
+
 def promote_dead_engine(outcome: Classification, engine_alive: bool) -> Classification:
     """An engine found dead after an attempt makes it ``crash``; the first status is kept."""
-    if engine_alive:
+    return promote_engine_trouble(outcome, "ok" if engine_alive else "exited")
+
+
+def promote_engine_trouble(outcome: Classification, health: str) -> Classification:
+    """An engine found ``exited`` or ``unresponsive`` after an attempt makes that attempt a
+    ``crash`` (the attempt that caused it is charged, not the next one); ``ok`` changes nothing."""
+    if health == "ok":
         return outcome
+    what = ENGINE_TROUBLE[health]
     return replace(
         outcome,
         status="crash",
         failure_class="infra",
         origin="engine_process",
-        reason=f"engine process exited during the attempt; first outcome: {outcome.reason}"
-        if outcome.reason
-        else "engine process exited during the attempt",
+        reason=f"{what}; first outcome: {outcome.reason}" if outcome.reason else what,
         secondary_status=outcome.status,
     )

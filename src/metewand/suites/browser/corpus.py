@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand import canonical
+from metewand.suites.browser.fixtures.answers import registry_problems
 from metewand.suites.browser.fixtures.endpoints import default_endpoints
+from metewand.suites.browser.fixtures.tree import (
+    HEADERS_SIDECAR_SUFFIX,
+    ROUTES_FILE,
+    ROUTES_FRAGMENT_SUFFIX,
+    route_target_problem,
+)
 
 VERSION_RE: Final = re.compile(r"^\d+\.\d+\.\d+$")
 CHROME_GATES: Final = ("off", "best_effort", "required")
@@ -69,6 +76,8 @@ def read_json(path: Path, rel: str) -> tuple[Any, list[ValidationError]]:
         return None, [ValidationError(rel, "$", f"invalid JSON at {where}: {exc.msg}")]
     except canonical.CanonicalJSONError as exc:
         return None, [ValidationError(rel, "$", f"invalid JSON: {exc}")]
+    except RecursionError:
+        return None, [ValidationError(rel, "$", "invalid JSON: nested too deeply")]
 
 
 def load_manifest(root: Path) -> tuple[Manifest | None, list[ValidationError]]:
@@ -128,6 +137,10 @@ def _layer_subsets(layer: Any, where: str, errors: list[ValidationError]) -> lis
         if missing:
             errors.append(ValidationError("manifest.json", path, f"missing string keys {missing}"))
             continue
+        glob_problem = task_glob_problem(sub["task_glob"])
+        if glob_problem:
+            errors.append(ValidationError("manifest.json", path + ".task_glob", glob_problem))
+            continue
         gate = sub.get("chrome_gate", "off")
         if gate not in CHROME_GATES:
             errors.append(
@@ -149,35 +162,90 @@ def _layer_subsets(layer: Any, where: str, errors: list[ValidationError]) -> lis
     return out
 
 
+def task_glob_problem(pattern: str) -> str | None:
+    """Why a subset's ``task_glob`` may not be used (None when it may): a glob selects files
+    inside the corpus only, so no absolute pattern and no ``..``."""
+    if not pattern or "\x00" in pattern:
+        return "must be a non-empty pattern"
+    if pattern.startswith("/") or "\\" in pattern:
+        return "must be relative to the corpus root (no leading /, no backslash)"
+    if ".." in pattern.split("/"):
+        return "must not contain .. (tasks live inside the corpus)"
+    return None
+
+
 def subset_files(root: Path, subset: Subset) -> list[Path]:
     """Files the subset's glob selects, sorted; a glob with no files is an empty subset."""
     return sorted(p for p in root.glob(subset.task_glob) if p.is_file())
 
 
 def load_routes(fixtures_dir: Path, root: Path) -> tuple[dict[str, str], list[ValidationError]]:
-    """Merge ``routes.json`` and every ``routes.fragment.json``: URL path -> file under fixtures."""
+    """Merge ``routes.json`` and every ``routes.fragment.json``: URL path -> file under fixtures.
+
+    Every entry is held to the rule the fixture server starts with (``route_target_problem``),
+    so a corpus the loader accepts never stops the server after a run directory exists."""
     routes: dict[str, str] = {}
     errors: list[ValidationError] = []
-    files = [fixtures_dir / "routes.json"] if (fixtures_dir / "routes.json").is_file() else []
-    files += sorted(fixtures_dir.rglob("routes.fragment.json"))
+    if not fixtures_dir.is_dir():
+        return routes, errors
+    fixtures_root = fixtures_dir.resolve()
+    files = [fixtures_dir / ROUTES_FILE] if (fixtures_dir / ROUTES_FILE).is_file() else []
+    files += sorted(fixtures_dir.rglob("*" + ROUTES_FRAGMENT_SUFFIX))
     for path in files:
         rel = path.relative_to(root).as_posix()
         data, errs = read_json(path, rel)
         errors += errs
-        if not isinstance(data, dict):
+        if data is not None and not isinstance(data, dict):
+            errors.append(ValidationError(rel, "$", "must be an object of URL path -> file"))
             continue
-        for url, target in data.items():
-            if not isinstance(target, str) or not (fixtures_dir / target).is_file():
-                errors.append(
-                    ValidationError(
-                        rel,
-                        f"$[{json.dumps(url)}]",
-                        f"route target {target!r} is not a fixture file",
-                    )
-                )
+        for url, target in (data or {}).items():
+            problem = _route_problem(url, target, routes, fixtures_root)
+            if problem:
+                errors.append(ValidationError(rel, f"$[{json.dumps(url)}]", problem))
             else:
                 routes[url] = target
     return routes, errors
+
+
+def _route_problem(url: str, target: Any, routes: dict[str, str], root: Path) -> str | None:
+    if not url.startswith("/"):
+        return "a route's URL path must start with /"
+    if not isinstance(target, str):
+        return "a route's target must be a string (a file under fixtures/)"
+    if url in routes and routes[url] != target:
+        return f"route already maps to {routes[url]!r}"
+    problem = route_target_problem(root, target)
+    return f"route target {target!r} {problem}" if problem else None
+
+
+def sidecar_errors(fixtures_dir: Path, root: Path) -> list[ValidationError]:
+    """Problems of ``<file>.headers.json`` sidecars (read per request: a bad one would turn a
+    page into a server error in the middle of a run)."""
+    errors = []
+    for path in sorted(fixtures_dir.rglob("*" + HEADERS_SIDECAR_SUFFIX)):
+        rel = path.relative_to(root).as_posix()
+        data, errs = read_json(path, rel)
+        errors += errs
+        if data is not None and not isinstance(data, dict):
+            errors.append(ValidationError(rel, "$", "must be an object of header name -> value"))
+        for name, value in (data if isinstance(data, dict) else {}).items():
+            if not isinstance(value, str) or "\n" in value or "\r" in value:
+                errors.append(ValidationError(rel, f"$[{json.dumps(name)}]",
+                                              "a header value must be a one-line string"))  # fmt: skip
+    return errors
+
+
+def answer_registry_errors(fixtures_dir: Path, root: Path) -> list[ValidationError]:
+    """Problems of the expected-answer registry files, as the fixture server would meet them."""
+    if not fixtures_dir.is_dir():
+        return []
+    errors = []
+    for path, message in registry_problems(fixtures_dir):
+        json_path, text = "$", message
+        if message.startswith("$") and ": " in message:
+            json_path, text = message.split(": ", 1)
+        errors.append(ValidationError(path.relative_to(root).as_posix(), json_path, text))
+    return errors
 
 
 def scene_resolves(url: str, routes: dict[str, str], fixtures_dir: Path) -> bool:

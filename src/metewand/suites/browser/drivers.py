@@ -43,6 +43,7 @@ class AttemptContext:
     attempt: int
     seed: str
     notes: list[str] = field(default_factory=list)  # cleanup trouble, never a status change
+    grader_token: str | None = None  # proves to a harness-only grader that this is the harness
 
     @property
     def command_timeout_s(self) -> float:
@@ -122,8 +123,13 @@ async def run_raw_cdp(ctx: AttemptContext) -> DriverVerdict:
     return DriverVerdict(verdict_from_checks(checks), checks, state.answer, state.saved)
 
 
+def grader_session(run_id: str, task_id: str, engine: str, attempt: int, seed: str) -> str:
+    """The per-attempt ``session`` value shared by the page, the grader and the grade ledger."""
+    return f"{run_id}-{task_id}-{engine}-{attempt}-{seed}"
+
+
 def probe_session(ctx: AttemptContext) -> str:
-    return f"{ctx.run_id}-{ctx.task.task_id}-{ctx.engine}-{ctx.attempt}-{ctx.seed}"
+    return grader_session(ctx.run_id, ctx.task.task_id, ctx.engine, ctx.attempt, ctx.seed)
 
 
 async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
@@ -145,7 +151,7 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
         "answer": result.answer, "observations": result.observations,
     }  # fmt: skip
     verdict = await grade_server_side(
-        ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload
+        ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload, ctx.grader_token
     )
     checks = [_server_check(c) for c in verdict.get("checks") or []]
     if verdict.get("ok") is True:

@@ -16,15 +16,18 @@ from typing import Any
 
 from metewand.suites.browser.engine_process import EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
-from metewand.suites.browser.leftovers import RUN_MARKER_VAR, record_pid
+from metewand.suites.browser.leftovers import record_pid, run_markers
 
 OnLaunch = Callable[[str, EngineProcess], Awaitable[None]]
 PreexecFor = Callable[[int, str], PreexecFn | None]
 
 
-def marked_engine(engine: ResolvedEngine, run_id: str) -> ResolvedEngine:
-    """The same engine with the run marker added to its environment."""
-    spec = dataclasses.replace(engine.spec, env={**engine.spec.env, RUN_MARKER_VAR: run_id})
+def marked_engine(
+    engine: ResolvedEngine, run_id: str, run_dir: Path | None = None
+) -> ResolvedEngine:
+    """The same engine with the run's markers added to its environment."""
+    env = {**engine.spec.env, **run_markers(run_id, run_dir)}
+    spec = dataclasses.replace(engine.spec, env=env)
     return ResolvedEngine(spec, engine.binary, engine.found_by)
 
 
@@ -46,29 +49,37 @@ class EnginePool:
         for name, engine in engines.items():
             preexec = preexec_for(worker, name) if preexec_for is not None else None
             self._processes[name] = EngineProcess(
-                marked_engine(engine, run_id), log_dir, preexec_fn=preexec
+                marked_engine(engine, run_id, run_dir),
+                log_dir,
+                preexec_fn=preexec,
+                on_spawn=self._record,
             )
         self.relaunches: dict[str, int] = {name: 0 for name in engines}
+
+    def _record(self, process: EngineProcess) -> None:
+        """Record a just-spawned engine (pid, session, private root) in the run directory."""
+        record_pid(
+            self.run_dir,
+            {"pid": process.pid, "engine": process.engine.name, "worker": self.worker,
+             "generation": process.generation, "private_dirs": process.private_dirs},
+        )  # fmt: skip
 
     def process(self, engine: str) -> EngineProcess:
         return self._processes[engine]
 
     async def ready(self, engine: str) -> EngineProcess:
-        """The engine, running: started on first use, relaunched when found dead."""
+        """The engine, healthy: started on first use, relaunched when found dead or not
+        answering on its CDP endpoint (``EngineProcess.health``), never handed out on the word
+        of ``Popen.poll()`` alone."""
         process = self._processes[engine]
-        if process.is_alive():
-            return process
-        first = process.generation == 0
-        if first:
+        if process.generation == 0:
             await process.start()
         else:
-            await process.ensure_running()
+            health = await process.health()
+            if health == "ok":
+                return process
+            await process.relaunch(health)
             self.relaunches[engine] += 1
-        record_pid(
-            self.run_dir,
-            {"pid": process.pid, "engine": engine, "worker": self.worker,
-             "generation": process.generation, "private_dirs": process.private_dirs},
-        )  # fmt: skip
         if self._on_launch is not None:
             await self._on_launch(engine, process)
         return process

@@ -40,8 +40,17 @@ TERM_GRACE_S: Final = 5.0
 KILL_GRACE_S: Final = 5.0
 STDERR_TAIL_BYTES: Final = 2000
 PORT_RETRIES: Final = 3
+# Health: an engine is healthy when its process lives AND its CDP endpoint answers
+# /json/version with this generation's WebSocket URL. ``Popen.poll()`` alone is not enough:
+# Chromium told ``Browser.close`` stops answering ~70 ms later but exits only ~280 ms later, so
+# an attempt handed such an engine fails in a millisecond for a crash it did not cause.
+HEALTH_LIMIT_S: Final = 5.0  # no answer for this long: unresponsive
+HEALTH_POLL_S: Final = 0.05
+# A suspect engine (it dropped the attempt's CDP connection) must keep answering this long.
+SUSPECT_GRACE_S: Final = 1.0
 
 PreexecFn = Callable[[], None]
+OnSpawn = Callable[["EngineProcess"], None]
 
 
 class EngineLaunchError(RuntimeError):
@@ -56,9 +65,14 @@ class EngineLaunchError(RuntimeError):
 class ExitInfo:
     returncode: int | None
     signal_name: str | None
+    # Set when metewand ended the generation itself (e.g. "unresponsive"), not the engine.
+    reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"returncode": self.returncode, "signal": self.signal_name}
+        out: dict[str, Any] = {"returncode": self.returncode, "signal": self.signal_name}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass
@@ -122,10 +136,14 @@ class EngineProcess:
         log_dir: Path,
         preexec_fn: PreexecFn | None = None,
         ready_timeout_s: float | None = None,
+        on_spawn: OnSpawn | None = None,
     ) -> None:
         self.engine = engine
         self.log_dir = Path(log_dir)
         self.preexec_fn = preexec_fn
+        # Called right after the process exists, before the readiness wait: a runner killed
+        # while an engine starts up must already have recorded it (see ``leftovers``).
+        self.on_spawn = on_spawn
         self.ready_timeout_s = ready_timeout_s or engine.spec.ready_timeout_s
         self.generation = 0
         self.port: int | None = None
@@ -193,6 +211,37 @@ class EngineProcess:
         await self.start()
         return True
 
+    async def relaunch(self, health: str) -> None:
+        """End this generation, recording why (``exited`` or ``unresponsive``), start the next."""
+        info = self.exit_info()
+        if info is None:  # alive but not answering: metewand ends it
+            info = ExitInfo(None, None, health)
+        self.deaths.append(info)
+        await self.stop()
+        await self.start()
+
+    async def health(self, suspect: bool = False) -> str:
+        """``ok``, ``exited`` or ``unresponsive`` (alive, CDP endpoint silent for
+        ``HEALTH_LIMIT_S``). A ``suspect`` engine must also stay alive and answering for
+        ``SUSPECT_GRACE_S``: one shutting down still answers for a few tens of ms."""
+        if self.port is None or self.ws_url is None:
+            return "exited" if self.generation else "ok"
+        url = f"http://{LOOPBACK}:{self.port}/json/version"
+        started = time.monotonic()
+        timeout = aiohttp.ClientTimeout(total=HTTP_PROBE_TIMEOUT_S)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            while True:
+                if not self.is_alive():
+                    return "exited"
+                body = await _probe_json_version(http, url)
+                answered = body is not None and body.get("webSocketDebuggerUrl") == self.ws_url
+                waited = time.monotonic() - started
+                if answered and (not suspect or waited >= SUSPECT_GRACE_S):
+                    return "ok" if self.is_alive() else "exited"
+                if not answered and waited >= HEALTH_LIMIT_S:
+                    return "unresponsive"
+                await asyncio.sleep(HEALTH_POLL_S)
+
     async def _launch_once(self) -> None:
         self.generation += 1
         self.port = free_loopback_port()
@@ -219,6 +268,8 @@ class EngineProcess:
             start_new_session=True,
             preexec_fn=self.preexec_fn,
         )
+        if self.on_spawn is not None:
+            self.on_spawn(self)
         self.json_version = await self._wait_ready(started)
         self.ws_url = str(self.json_version["webSocketDebuggerUrl"])
         self.ready_ms = (time.perf_counter() - started) * 1000.0
@@ -317,6 +368,8 @@ async def _terminate_session(popen: subprocess.Popen[bytes]) -> TeardownReport:
     sigkill_needed = False
     if popen.poll() is None:
         _signal_group(session, signal.SIGTERM)
+        # A stopped engine (SIGSTOP, a debugger) would hold the TERM pending for the whole grace.
+        _signal_group(session, signal.SIGCONT)
         if not await _wait_exit(popen, TERM_GRACE_S):
             sigkill_needed = True
             _signal_group(session, signal.SIGKILL)

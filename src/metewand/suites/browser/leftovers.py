@@ -3,8 +3,10 @@
 Two independent ways find them after the runner died with ``kill -9`` (the engines live on,
 re-parented):
 
-- every engine carries ``METEWAND_RUN_ID=<run id>`` in its environment, which its descendants
-  inherit and ``/proc/PID/environ`` shows. Chromium rewrites that memory with its process title,
+- every engine carries ``METEWAND_RUN_ID=<run id>`` and ``METEWAND_RUN_DIR=<run directory>`` in
+  its environment, which its descendants inherit and ``/proc/PID/environ`` shows. Both must
+  match: run ids repeat across output directories (tests all call their run ``r``), and a run
+  must never kill another run's engines that happen to share its id. Chromium rewrites that memory with its process title,
   so the marker alone misses a Chromium browser process;
 - the runner appends each engine's pid, start time and session to ``engine_pids.jsonl`` in the run
   directory. Engines run in a session of their own, so every process of that session started no
@@ -32,14 +34,24 @@ from metewand.measure import procfs
 from metewand.suites.browser import private_dirs
 
 RUN_MARKER_VAR: Final = "METEWAND_RUN_ID"
+RUN_DIR_VAR: Final = "METEWAND_RUN_DIR"
 PID_FILE: Final = "engine_pids.jsonl"
 
 
-def _carries_marker(pid: int, marker: bytes) -> bool:
+def run_markers(run_id: str, run_dir: Path | None) -> dict[str, str]:
+    """The environment entries that mark an engine as this run's (see the module doc)."""
+    markers = {RUN_MARKER_VAR: run_id}
+    if run_dir is not None:
+        markers[RUN_DIR_VAR] = os.path.realpath(run_dir)
+    return markers
+
+
+def _carries_markers(pid: int, markers: list[bytes]) -> bool:
     try:
-        return marker in procfs.read_environ(pid)
+        environ = procfs.read_environ(pid)
     except (procfs.ProcessGone, OSError):
         return False
+    return all(marker in environ for marker in markers)
 
 
 def _is_zombie(pid: int) -> bool:
@@ -49,13 +61,14 @@ def _is_zombie(pid: int) -> bool:
         return True  # gone
 
 
-def marked_processes(run_id: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries this run's marker."""
-    marker = f"{RUN_MARKER_VAR}={run_id}".encode()
+def marked_processes(run_id: str, run_dir: Path | None = None) -> list[int]:
+    """Live (non-zombie) processes whose environment carries this run's markers (the run id,
+    and the run directory when given)."""
+    markers = [f"{k}={v}".encode() for k, v in run_markers(run_id, run_dir).items()]
     own = os.getpid()
     found = []
     for pid in procfs.iter_pids():
-        if pid != own and _carries_marker(pid, marker) and not _is_zombie(pid):
+        if pid != own and _carries_markers(pid, markers) and not _is_zombie(pid):
             found.append(pid)
     return sorted(found)
 
@@ -119,7 +132,7 @@ def session_processes(run_dir: Path) -> list[int]:
 
 def run_processes(run_dir: Path, run_id: str) -> list[int]:
     """Every live process of this run's engines, by marker or by recorded session."""
-    return sorted(set(marked_processes(run_id)) | set(session_processes(run_dir)))
+    return sorted(set(marked_processes(run_id, run_dir)) | set(session_processes(run_dir)))
 
 
 def kill_leftovers(run_dir: Path, run_id: str, wait_s: float = 5.0) -> list[int]:

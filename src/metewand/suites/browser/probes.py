@@ -19,6 +19,7 @@ import aiohttp
 
 from metewand.suites.browser.cdp import CdpClient
 from metewand.suites.browser.errors import GraderUnavailable, ProbeScriptError
+from metewand.suites.browser.fixtures.endpoints.harness import GRADER_TOKEN_HEADER
 
 READY_POLL_S: Final = 0.1
 READY_LIMIT_S: Final = 8.0
@@ -205,16 +206,19 @@ def _spec_problems(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 async def grade_server_side(
-    base_url: str, endpoint: str, payload: Mapping[str, Any]
+    base_url: str, endpoint: str, payload: Mapping[str, Any], token: str | None = None
 ) -> dict[str, Any]:
     """POST the answer to the fixture server's grader; returns its verdict object.
 
     Transport trouble or a non-JSON reply is ``GraderUnavailable`` (an infra outcome)."""
     timeout = aiohttp.ClientTimeout(total=GRADER_TIMEOUT_S)
+    headers = {GRADER_TOKEN_HEADER: token} if token is not None else {}
     try:
         async with (
             aiohttp.ClientSession(timeout=timeout) as http,
-            http.post(base_url + endpoint, json=dict(payload), proxy=None) as reply,
+            http.post(
+                base_url + endpoint, json=dict(payload), headers=headers, proxy=None
+            ) as reply,
         ):
             body = await reply.text()
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:

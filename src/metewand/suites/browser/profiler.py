@@ -9,6 +9,7 @@ changes a functional status: every observer call is guarded.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -19,12 +20,19 @@ from typing import Any
 from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
+from metewand.measure.host_gate import GateThresholds
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
-from metewand.runtime.resource_record import cpu_delta, engine_resources_record, ns_to_ms
+from metewand.runtime.resource_record import (
+    cold_start_record,
+    cpu_delta,
+    engine_resources_record,
+    peer_sample_line,
+)
 from metewand.runtime.store import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
+from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
@@ -64,7 +72,8 @@ class _Attempt:
     sampler: Sampler | None
     cpu_before: Any
     wall_start: float
-    harness_cpu_start: float
+    harness_cpu_start: int  # this process's CPU (all threads) in ns at the attempt's start
+    host_cpu_start: int = 0  # the host-telemetry thread's CPU in ns at the attempt's start
     error: str | None = None
     start_ms: float | None = None  # observer wall spent in attempt_started (baseline scan)
     peak_reset: bool = False  # the cgroup memory high-water was restarted for this attempt
@@ -74,9 +83,30 @@ class _Attempt:
     wall_ms: float = 0.0  # the collection window: baseline scan start to end scan end
 
 
+def harness_scope(
+    process_cpu_ns: int, sampler_cpu_ns: int, jobs: int, host_cpu_ns: int = 0
+) -> dict[str, Any]:
+    """The harness's CPU over one attempt: this process (CDP client, driver, grader, fixture
+    server) minus the sampler's threads and the host-telemetry thread, which are the observer's
+    cost, not the harness's. At jobs > 1 the process serves several attempts at once, so the
+    figure is not this attempt's alone; ``concurrent`` says so."""
+    observer_ns = sampler_cpu_ns + host_cpu_ns
+    return {
+        "scope": "harness_scope",
+        "cpu_ms": round(max(0, process_cpu_ns - observer_ns) / 1e6, 3),
+        "process_cpu_ms": round(process_cpu_ns / 1e6, 3),
+        "sampler_cpu_ms_excluded": round(sampler_cpu_ns / 1e6, 3),
+        "host_telemetry_cpu_ms_excluded": round(host_cpu_ns / 1e6, 3),
+        "parts": ["cdp_client", "driver", "grader", "fixture_server"],
+        "source": "process_time_ns minus sampler and host-telemetry thread_time",
+        "concurrent": jobs > 1,
+    }
+
+
 class ResourceProfiler(RunHooks):
     def __init__(self, config: RunConfig, run_dir: Path, run_id: str) -> None:
         self.options = config.resource
+        self.jobs = config.jobs
         self.sampling = self.options.profile == "engine"
         self.run_dir = run_dir
         self.run_id = run_id
@@ -92,8 +122,27 @@ class ResourceProfiler(RunHooks):
     def start_host(self, root_pid: int) -> None:
         if self.options.host_telemetry:
             sink = self.run_dir / "host_telemetry.jsonl"
-            self._host = HostTelemetry(self.options.host_sample_interval_s, root_pid, sink)
+            self._host = HostTelemetry(
+                self.options.host_sample_interval_s,
+                root_pid,
+                sink,
+                GateThresholds(foreign_cpu_max_cores=self.options.host_foreign_cpu_max),
+                member_pids=self._group_members,
+            )
             self._host.start()
+
+    def _host_cpu_ns(self) -> int:
+        return self._host.sampler_cpu_ns if self._host is not None else 0
+
+    def _group_members(self) -> list[int]:
+        """Every process in the engines' accounting groups (host telemetry's thread asks, so
+        a group removed meanwhile is skipped): an engine helper that left the harness's tree
+        is still the benchmark's, never foreign CPU."""
+        members: list[int] = []
+        for group in list(self._groups.values()):
+            with contextlib.suppress(OSError):
+                members.extend(group.pids())
+        return members
 
     def stop_host(self) -> None:
         if self._host is not None:
@@ -148,7 +197,7 @@ class ResourceProfiler(RunHooks):
             return None
         self._attach(worker, planned.engine, process)  # cgroups ignore a rejoin
         token = _Attempt(planned.engine, group, None, None, time.perf_counter(),
-                         time.process_time())  # fmt: skip
+                         time.process_time_ns(), self._host_cpu_ns())  # fmt: skip
         try:
             # the high-water must cover this attempt only, or one spike marks every later one
             token.peak_reset = group.reset_memory_peak()
@@ -183,7 +232,8 @@ class ResourceProfiler(RunHooks):
         if not isinstance(token, _Attempt):
             return None
         self.attempt_work_done(token)  # a no-op when the runner already ended the window
-        harness_ms = (time.process_time() - token.harness_cpu_start) * 1000
+        process_cpu_ns = time.process_time_ns() - token.harness_cpu_start
+        host_cpu_ns = self._host_cpu_ns() - token.host_cpu_start
         try:
             if token.summary is None:
                 raise RuntimeError(token.error or "sampler not stopped")
@@ -203,12 +253,13 @@ class ResourceProfiler(RunHooks):
                                           "stop": round(token.stop_ms, 3)}  # fmt: skip
             with open(artifact_dir / RESOURCE_FILE, "wb") as handle:
                 for sample in summary.samples:
-                    handle.write(canonical.line(sample))
+                    handle.write(canonical.line(peer_sample_line(sample, None)))
         except Exception as exc:
-            record = {"schema": "abb_engine_resources/1", "scope": "engine_scope",
+            record = {"schema": "metewand_engine_resources/1", "scope": "engine_scope",
                       "engine": token.engine, "fault": f"{type(exc).__name__}: {exc}",
                       "quality_flags": ["sampler_fault"]}  # fmt: skip
-        record["harness_scope"] = {"cpu_ms": round(harness_ms, 3), "source": "process_time"}
+        sampler_ns = token.summary.sampler_cpu_ns if token.summary is not None else 0
+        record["harness_scope"] = harness_scope(process_cpu_ns, sampler_ns, self.jobs, host_cpu_ns)
         return record
 
     def close(self) -> None:
@@ -228,10 +279,11 @@ class ResourceProfiler(RunHooks):
         log_dir = self.run_dir / "engine_logs" / "cold_start"
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
             for name, engine in engines.items():
+                if name not in sha:  # hashed once per engine, outside every launch window
+                    sha[name] = await asyncio.to_thread(binary_sha256, engine.binary)
                 for sample in range(self.options.cold_start_samples):
                     record = await self._one_cold_start(name, engine, sample, log_dir)
-                    if name in sha:
-                        record["engine_sha256"] = sha[name]
+                    record["engine_sha256"] = sha[name]
                     out.write(canonical.line(record))
                     out.flush()
 
@@ -240,7 +292,7 @@ class ResourceProfiler(RunHooks):
     ) -> dict[str, Any]:
         group = open_accounting(label=f"{self.run_id}-cold-{name}-{sample}")
         interval = min(COLD_START_INTERVAL_MS, self.options.sample_interval_ms)
-        process = EngineProcess(marked_engine(engine, self.run_id), log_dir,
+        process = EngineProcess(marked_engine(engine, self.run_id, self.run_dir), log_dir,
                                 preexec_fn=group.preexec_join())  # fmt: skip
         sampler = Sampler(group, interval)
         sampler.start()
@@ -257,13 +309,9 @@ class ResourceProfiler(RunHooks):
         cpu = group.cpu()
         await process.stop()
         group.close()
-        return {
-            "schema": "abb_cold_start/1", "run_id": self.run_id, "engine": name,
-            "sample": sample, "ready_ms": None if failure else process.ready_ms,
-            "launch_cpu_ms": ns_to_ms(cpu.total).to_json(),
-            "launch_peak_pss_bytes": summary.pss_peak.to_json(),
-            "process_count_at_ready": summary.process_count_end.to_json(),
-            "backend": group.backend, "interval_ms": interval,
-            "quality_flags": sorted({f.value for f in summary.quality_flags}),
-            "failure": failure,
-        }  # fmt: skip
+        return cold_start_record(
+            summary, cpu, backend=group.backend, fallback_reasons=group.fallback_reasons,
+            engine=name, ready_ms=None if failure else process.ready_ms,
+            extra={"run_id": self.run_id, "sample": sample, "failure": failure,
+                   "port": getattr(process, "port", None)},
+        )  # fmt: skip

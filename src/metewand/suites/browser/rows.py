@@ -1,11 +1,17 @@
-"""Browser result rows (``results.jsonl``), as docs/DESIGN.md "Browser result row" defines them."""
+"""Browser result rows (``results.jsonl``), as docs/DESIGN.md "Browser result row" defines them.
+
+Each row also carries the peer benchmark's row fields under the peer's names and meanings
+(``subset_id``, ``seed``, ``attempt`` from 1, ``failure`` {class, detail, origin}, ``driver``,
+``artifact_dir``, ``cdp_call_count``, ...), so the peer's own readers can read our run directory;
+metewand's own fields (``subset``, ``failure_class``, ``cdp``, ...) stay beside them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from metewand.suites.browser.attempt import AttemptOutcome
+from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.tasks import Task
 
@@ -41,21 +47,54 @@ def task_title(task: Task) -> str:
     return str(task.data.get("description", ""))
 
 
-def base_row(run_id: str, planned: PlannedAttempt, isolation: str) -> dict[str, Any]:
+# the peer's two evaluation axes, by layer, for task files that do not name theirs
+AXIS_BY_LAYER = {
+    "L1": "protocol_driver_compatibility",
+    "L2": "web_platform_workflow_semantic_correctness",
+}
+# metewand scores every selected engine on its own attempts (no Chrome gate), which is what the
+# peer's ``chrome_gate`` object says for its ``independent`` score mode
+INDEPENDENT_GATE = {"status": "independent", "required": False, "chrome_attempt_ref": None}
+# origins that mean the CDP socket went away during the attempt
+DISCONNECT_ORIGINS = ("client_transport", "engine_process")
+
+
+def base_row(
+    run_id: str, planned: PlannedAttempt, isolation: str, base_seed: str | int | None
+) -> dict[str, Any]:
     task = planned.task
     return {
         "key": planned.key,
         "run_id": run_id,
         "layer": task.layer,
         "subset": task.subset_id,
+        "subset_id": task.subset_id,
         "task_id": task.task_id,
+        "task_version": task.data.get("task_version"),
         "title": task_title(task),
         "task_path": task.path,
+        "driver": task.driver_kind,
+        "evaluation_axis": task.data.get("evaluation_axis") or AXIS_BY_LAYER.get(task.layer),
+        "launch_profile": task.data.get("launch_profile", "default"),
         "engine": planned.engine,
         "attempt": planned.attempt,
+        "seed": attempt_seed(base_seed, task.task_id, planned.attempt),
         "isolation": isolation,
         "order": {"round": planned.round, "position": planned.position},
+        "chrome_gate": dict(INDEPENDENT_GATE),
+        "fallback_used": False,  # no driver or route fallback exists in metewand
+        # every row with a status enters scores.json (infra and crash count as not passed)
+        "score_included": True,
     }
+
+
+def peer_failure(
+    status: str, failure_class: str | None, origin: str | None, reason: str
+) -> dict[str, Any] | None:
+    """The peer's ``failure`` object: null for a pass, else its class, detail and origin."""
+    if status == "pass":
+        return None
+    return {"class": failure_class or "infra", "detail": reason, "origin": origin}
 
 
 def outcome_row(
@@ -70,6 +109,9 @@ def outcome_row(
     return {
         **base,
         "status": outcome.status,
+        "failure": peer_failure(
+            outcome.status, outcome.failure_class, outcome.origin, outcome.reason
+        ),
         "failure_class": outcome.failure_class,
         "origin": outcome.origin,
         "secondary_status": outcome.secondary_status,
@@ -83,6 +125,11 @@ def outcome_row(
             "commands": outcome.cdp_commands,
             "errors": outcome.cdp_errors,
         },
+        "cdp_call_count": outcome.cdp_commands,
+        "cdp_error_count": outcome.cdp_errors,
+        "ws_disconnect_count": 1 if outcome.origin in DISCONNECT_ORIGINS else 0,
+        "answer": outcome.to_json()["answer"],
+        "artifact_dir": f"artifacts/{base['key']}",
         "engine_process": engine_facts,
         "notes": outcome.notes,
         "traffic": None,
@@ -98,6 +145,9 @@ def not_run_row(
     return {
         **base,
         "status": verdict.status,
+        "failure": peer_failure(
+            verdict.status, verdict.failure_class, verdict.origin, verdict.reason
+        ),
         "failure_class": verdict.failure_class,
         "origin": verdict.origin,
         "secondary_status": verdict.secondary_status,
@@ -107,6 +157,29 @@ def not_run_row(
         "finished_at": at,
         "checks": [],
         "cdp": None,
+        "cdp_call_count": 0,
+        "cdp_error_count": 0,
+        "ws_disconnect_count": 0,
+        "answer": None,
+        "artifact_dir": None,  # nothing ran, so no artifact directory was written
+        # no engine process served it: the peer's objects with every fact null
+        "engine_provenance": {
+            "engine": base["engine"],
+            "binary": None,
+            "binary_sha256": None,
+            "pid": None,
+            "browser_ws": None,
+            "http_endpoint": None,
+            "http_identity": {},
+            "launch_command": None,
+        },
+        "run_context": {
+            "browser_generation": None,
+            "browser_pid": None,
+            "prev_task_id": None,
+            "started_monotonic_ms": None,
+            "worker_slot": None,
+        },
         "engine_process": engine_facts,
         "notes": [],
         "traffic": None,

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
+
+from metewand.measure.host import MIN_INTERVAL_S
 
 ISOLATIONS: Final = ("shared", "context")
 SCORE_MODES: Final = ("independent",)
@@ -14,6 +17,12 @@ RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
 # before the next attempt. Each attempt opens its own CDP connection and page target.
 REUSE_POLICY: Final = "reuse_per_worker_relaunch_on_death"
 CONNECTION_POLICY: Final = "fresh_cdp_connection_per_attempt"
+# Bounds that keep a typo from planning for hours or overflowing a timeout: every attempt is
+# held in memory as a planned row before the first one runs.
+MAX_K: Final = 10_000
+MAX_JOBS: Final = 64
+MAX_TIMEOUT_SCALE: Final = 100.0
+MAX_HOST_SAMPLE_INTERVAL_S: Final = 3600.0
 
 
 def builtin_suite_dir() -> Path:
@@ -30,10 +39,29 @@ class ResourceOptions:
     reference_engine: str | None = None
     host_telemetry: bool = True
     host_sample_interval_s: float = 1.0
+    # foreign_cpu_load: CPU beside the benchmark above this many cores for 3 samples in a row
+    host_foreign_cpu_max: float = 0.10
     cold_start_samples: int = 5
     # After each attempt's cleanup, wait up to this long for the engine's tree to go quiet
     # (resource profiles only; 0 = no wait). See measure/quiet.py for why.
     settle_limit_ms: int = 1000
+
+    def float_problems(self) -> list[str]:
+        """NaN passes every ``<``/``>`` test and inf overflows later: refuse both by name."""
+        out = []
+        pct = self.max_observer_effect_pct
+        if not (math.isfinite(pct) and 0 < pct <= 100):
+            out.append(f"--resource-max-observer-effect-pct must be > 0 and <= 100, got {pct}")
+        interval = self.host_sample_interval_s
+        if not (
+            math.isfinite(interval) and MIN_INTERVAL_S <= interval <= MAX_HOST_SAMPLE_INTERVAL_S
+        ):
+            out.append(f"--host-sample-interval-s must be between {MIN_INTERVAL_S:g} and "
+                       f"{MAX_HOST_SAMPLE_INTERVAL_S:g}, got {interval}")  # fmt: skip
+        foreign = self.host_foreign_cpu_max
+        if not (math.isfinite(foreign) and foreign >= 0):
+            out.append(f"--host-foreign-cpu-max must be a finite number >= 0, got {foreign}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -60,24 +88,24 @@ class RunConfig:
             out.append("--engines: at least one engine is required")
         if len(set(self.engines)) != len(self.engines):
             out.append("--engines: an engine is named twice")
-        if self.k < 1:
-            out.append("--k must be >= 1")
-        if self.jobs < 1:
-            out.append("--jobs must be >= 1")
+        out += _out_of_bounds("--k", self.k, 1, MAX_K)
+        out += _out_of_bounds("--jobs", self.jobs, 1, MAX_JOBS)
         if self.isolation not in ISOLATIONS:
             out.append(f"--isolation must be one of {ISOLATIONS}")
         if self.score_mode not in SCORE_MODES:
             out.append(f"--score-mode must be one of {SCORE_MODES}")
-        if self.timeout_scale <= 0:
-            out.append("--timeout-scale must be > 0")
+        if not (math.isfinite(self.timeout_scale) and 0 < self.timeout_scale <= MAX_TIMEOUT_SCALE):
+            out.append(f"--timeout-scale must be > 0 and <= {MAX_TIMEOUT_SCALE:g}, "
+                       f"got {self.timeout_scale}")  # fmt: skip
         if self.resource.profile not in RESOURCE_PROFILES:
             out.append(f"--resource-profile must be one of {RESOURCE_PROFILES}")
-        if self.resource.sample_interval_ms < 10:
-            out.append("--resource-sample-interval-ms must be >= 10")
-        if self.resource.cold_start_samples < 0:
-            out.append("--cold-start-samples must be >= 0")
-        if not 0 <= self.resource.settle_limit_ms <= 60000:
-            out.append("--settle-limit-ms must be between 0 and 60000")
+        resource = self.resource
+        out += _out_of_bounds(
+            "--resource-sample-interval-ms", resource.sample_interval_ms, 10, 60000
+        )
+        out += resource.float_problems()
+        out += _out_of_bounds("--cold-start-samples", resource.cold_start_samples, 0, 1000)
+        out += _out_of_bounds("--settle-limit-ms", resource.settle_limit_ms, 0, 60000)
         ref = self.resource.reference_engine
         if ref is not None and ref not in self.engines:
             out.append(f"--reference-engine {ref!r} is not one of --engines")
@@ -98,3 +126,9 @@ class RunConfig:
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)
+
+
+def _out_of_bounds(flag: str, value: int, low: int, high: int) -> list[str]:
+    if low <= value <= high:
+        return []
+    return [f"{flag} must be between {low} and {high}, got {value}"]

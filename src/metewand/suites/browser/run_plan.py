@@ -10,7 +10,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from metewand.runtime.schedule import Rotation, schedule
 from metewand.suites.browser.corpus import ValidationError
@@ -18,6 +18,9 @@ from metewand.suites.browser.engines import Missing, ResolvedEngine, UnknownEngi
 from metewand.suites.browser.rows import PlannedAttempt
 from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.tasks import Corpus, Task, load_corpus, select_tasks
+
+# Every planned attempt is built before the first runs; beyond this the plan is refused.
+MAX_PLANNED_ATTEMPTS: Final = 1_000_000
 
 
 class PlanError(ValueError):
@@ -61,6 +64,10 @@ def build_plan(config: RunConfig) -> Plan:
     corpus = load_corpus(root)
     if corpus.manifest is None:
         raise PlanError([format_error(e) for e in corpus.errors] or [f"{root}: no manifest"])
+    if corpus.setup_errors:
+        # The manifest, routes or answers: the fixture server and the selection need them whole.
+        lines = [format_error(e) for e in corpus.setup_errors]
+        raise PlanError([*lines, f"{len(lines)} corpus error(s); nothing was run"])
     skipped: list[ValidationError] = []
     if corpus.errors:
         if not config.keep_going:
@@ -68,23 +75,59 @@ def build_plan(config: RunConfig) -> Plan:
             raise PlanError([*lines, f"{len(lines)} invalid task file error(s); nothing was run"
                              " (use --keep-going to skip invalid files)"])  # fmt: skip
         skipped = list(corpus.errors)
-    known = {s.subset_id for s in corpus.manifest.subsets}
-    unknown = [s for s in config.subsets if s not in known]
-    if unknown:
-        raise PlanError([f"--subset {s!r} is not in the corpus manifest" for s in unknown])
+    _check_subsets(corpus, config.subsets)
     tasks = select_tasks(corpus.tasks, config.subsets, config.task_ids, config.tags)
     if not tasks:
-        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"])
+        pending = [p for p in corpus.pending if p.task_id in config.task_ids]
+        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"]
+                        + [f"--task {p.task_id!r}: {p.reason}" for p in pending])  # fmt: skip
+    planned = len(tasks) * len(config.engines) * config.k
+    if planned > MAX_PLANNED_ATTEMPTS:
+        raise PlanError([f"{len(tasks)} tasks x {len(config.engines)} engines x k={config.k} is "
+                         f"{planned} attempts, over the limit of {MAX_PLANNED_ATTEMPTS}"])  # fmt: skip
     tasks = [scale_timeouts(t, config.timeout_scale) for t in tasks]
     engines = resolve_engines(config)
     rotation = Rotation(tuple(config.engines), config.seed)
-    task_attempts = [(task, n) for n in range(config.k) for task in tasks]
+    # attempts are numbered from 1, as the peer benchmark numbers them (its artifact dirs and
+    # per-attempt seeds use the same numbers)
+    task_attempts = [(task, n) for n in range(1, config.k + 1) for task in tasks]
     attempts = [
         PlannedAttempt(slot.task_attempt[0], slot.engine, slot.task_attempt[1], slot.round,
                        slot.position)
         for slot in schedule(rotation, task_attempts)
     ]  # fmt: skip
     return Plan(config, corpus, tasks, engines, rotation, attempts, skipped)
+
+
+def _check_subsets(corpus: Corpus, asked: tuple[str, ...] | list[str]) -> None:
+    """Every ``--subset`` is in the manifest and has a task the suite runs (else: why not)."""
+    assert corpus.manifest is not None
+    problems = []
+    for subset_id in asked:
+        subset = corpus.manifest.subset(subset_id)
+        if subset is None:
+            problems.append(f"--subset {subset_id!r} is not in the corpus manifest")
+            continue
+        why = corpus.subset_status(subset).why_not_runnable
+        if why is not None:
+            problems.append(f"--subset {subset_id!r} has no runnable task: {why}")
+    if problems:
+        raise PlanError(problems)
+
+
+def not_run_subsets(plan: Plan) -> dict[str, str]:
+    """Subsets inside the selection whose tasks are not run yet, with the reason."""
+    assert plan.corpus.manifest is not None
+    out = {}
+    for subset in plan.corpus.manifest.subsets:
+        if plan.config.subsets and subset.subset_id not in plan.config.subsets:
+            continue
+        status = plan.corpus.subset_status(subset)
+        if status.pending:
+            out[subset.subset_id] = f"{len(status.pending)} task(s) not run yet: " + "; ".join(
+                status.pending_reasons
+            )
+    return out
 
 
 def resolve_engines(config: RunConfig) -> dict[str, ResolvedEngine | Missing]:

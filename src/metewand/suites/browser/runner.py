@@ -17,11 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from metewand import canonical
 from metewand.runtime import provenance
 from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
-from metewand.runtime.store import RunStore, StoreError, utc_now, write_json_atomic
-from metewand.suites.browser import classify
+from metewand.runtime.store import (
+    MANIFEST_NAME,
+    RunStore,
+    RunView,
+    StoreError,
+    utc_now,
+    write_json_atomic,
+)
+from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineProcess
@@ -30,7 +38,13 @@ from metewand.suites.browser.leftovers import kill_leftovers
 from metewand.suites.browser.profiler import ResourceProfiler
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
 from metewand.suites.browser.run_config import CONNECTION_POLICY, REUSE_POLICY, RunConfig
-from metewand.suites.browser.run_plan import Plan, PlanError, build_plan, corpus_digest
+from metewand.suites.browser.run_plan import (
+    Plan,
+    PlanError,
+    build_plan,
+    corpus_digest,
+    not_run_subsets,
+)
 
 CONFIG_KEY: Final = "config"
 Echo = Callable[[str], None]
@@ -124,11 +138,13 @@ def run_browser(
         except KeyboardInterrupt:
             kill_leftovers(store.run_dir, store.run_id)
             _finish_profiler(profiler)
+            _finish_manifest(store, "interrupted")
             store.set_state("interrupted")
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
         kill_leftovers(store.run_dir, store.run_id)
         _finish_profiler(profiler)
+        _finish_manifest(store, "completed")
         write_scores(store)
         if plan.config.resource.profile == "engine":
             _resource_summary(store, plan.config, out_dir, echo)
@@ -142,26 +158,75 @@ def _open(
 ) -> tuple[RunStore, Plan]:
     if resume is not None:
         run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
-        store = RunStore.open(run_dir)
-        try:
-            data = store.manifest["data"]
-            plan = build_plan(RunConfig.from_json(data[CONFIG_KEY]))
-            if corpus_digest(plan.corpus.root)["sha256"] != data["corpus"]["sha256"]:
-                raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
-        except BaseException:
-            store.close()
-            raise
-        return store, plan
+        # Everything is checked on a read-only view first: a refused resume leaves the run
+        # directory as it was (no resumed_at, no state change, no torn-tail repair).
+        plan = _resume_plan(RunView(run_dir))
+        _check_baseline(plan.config, out_dir)
+        return RunStore.open(run_dir), plan
     assert config is not None
     plan = build_plan(config)
+    _check_baseline(config, out_dir)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
+    for subset_id, why in not_run_subsets(plan).items():
+        echo(f"subset {subset_id}: {why}")
     for name, missing in plan.missing.items():
         echo(f"engine {name}: {missing.reason} ({missing.detail}); its rows are unsupported")
     from metewand.runtime.store import new_run_id
 
     run_id = run_id or new_run_id()
-    return RunStore.create(out_dir, run_id, manifest_data(plan, run_id)), plan
+    baseline = _baseline_dir(config, out_dir)
+    peer_fields = peer_manifest.start_fields(
+        plan, run_id, provenance.collect(list_files=True), utc_now(),
+        str(baseline.resolve()) if baseline is not None else None,
+    )  # fmt: skip
+    try:
+        return RunStore.create(out_dir, run_id, manifest_data(plan, run_id), peer_fields), plan
+    except OSError as exc:  # --out is a file, under a file, or not writable
+        raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
+                         f"{exc.strerror or exc}"]) from None  # fmt: skip
+
+
+def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
+    """``--resource-calibration-baseline``: a run directory, or a run id under ``out_dir``."""
+    baseline = config.resource.calibration_baseline
+    if baseline is None:
+        return None
+    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+
+
+def _finish_manifest(store: RunStore, status: str) -> None:
+    """The peer's completion fields and the run's resource provenance, from the rows."""
+    summary_path = store.run_dir / "host_summary.json"
+    host_summary = canonical.loads(summary_path.read_bytes()) if summary_path.is_file() else None
+    block = store.manifest.get("host_telemetry")
+    fields = peer_manifest.finish_fields(
+        store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary
+    )
+    store.update_top_level(fields)
+
+
+def _resume_plan(view: RunView) -> Plan:
+    """The plan of the run being resumed, refused when it is not a browser run or its corpus
+    changed (``PlanError``/``StoreError``, exit 2)."""
+    where = view.run_dir / MANIFEST_NAME
+    try:
+        data = view.manifest["data"]
+        if not isinstance(data, dict) or data.get("suite") != "browser":
+            suite = data.get("suite") if isinstance(data, dict) else None
+            raise PlanError([f"{where}: not a browser run (suite {suite!r}); resume it with the "
+                             "command that created it"])  # fmt: skip
+        config = RunConfig.from_json(data[CONFIG_KEY])
+        recorded = data["corpus"]["sha256"]
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, PlanError):
+            raise
+        raise PlanError([f"{where}: unreadable browser run manifest ({type(exc).__name__}: "
+                         f"{exc})"]) from None  # fmt: skip
+    plan = build_plan(config)
+    if corpus_digest(plan.corpus.root)["sha256"] != recorded:
+        raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
+    return plan
 
 
 def _finish_profiler(profiler: ResourceProfiler) -> None:
@@ -169,14 +234,23 @@ def _finish_profiler(profiler: ResourceProfiler) -> None:
     profiler.close()
 
 
+def _check_baseline(config: RunConfig, out_dir: Path) -> None:
+    """Refuse a baseline that is not a readable run before the run starts, not after it."""
+    baseline_dir = _baseline_dir(config, out_dir)
+    if baseline_dir is None:
+        return
+    try:
+        RunView(baseline_dir).manifest  # noqa: B018 - read to validate
+    except (StoreError, ValueError, OSError) as exc:
+        raise PlanError([f"--resource-calibration-baseline "
+                         f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
+
+
 def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
     from metewand.compare.calibration import CalibrationThresholds
     from metewand.compare.resource_artifacts import finalize_resource_artifacts
 
-    baseline = config.resource.calibration_baseline
-    baseline_dir = None
-    if baseline is not None:
-        baseline_dir = Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    baseline_dir = _baseline_dir(config, out_dir)
     summary = finalize_resource_artifacts(
         store.run_dir,
         baseline_dir,
@@ -192,8 +266,10 @@ def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: E
 def write_scores(store: RunStore) -> None:
     from metewand.compare.scores import browser_scores, scores_bytes
 
-    data = store.manifest["data"]
-    scores = browser_scores(store.rows(), {**data, "run_id": store.run_id})
+    manifest = store.manifest
+    # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
+    peer = {k: v for k, v in manifest.items() if k != "data"}
+    scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
     target = store.run_dir / "scores.json"
     tmp = target.with_suffix(".json.tmp")
     tmp.write_bytes(scores_bytes(scores))
@@ -234,12 +310,15 @@ async def _run_workers(
     for planned in todo:
         queue.put_nowait(planned)
     identities: dict[str, Any] = dict(store.manifest["data"].get("engines", {}))
+    peer_engines: dict[str, Any] = dict(store.manifest.get("engines") or {})
 
     async def on_launch(engine: str, process: EngineProcess) -> None:
         if "binary_sha256" not in identities.get(engine, {}):
             identity = (await process.identity()).to_json()
             identities[engine] = {"found": True, **identity}
             store.update_manifest({"engines": identities})
+            peer_engines[engine] = peer_manifest.engine_fields(identity)
+            store.update_top_level({"engines": peer_engines})
 
     workers = min(plan.config.jobs, max(1, len(todo)))
     teardown: dict[str, Any] = {}
@@ -260,7 +339,7 @@ async def _worker(
         plan.available, store.run_dir, store.run_id, worker, on_launch,
         hooks.preexec_for if hooks is not None else None,
     )  # fmt: skip
-    server = FixtureServer(plan.corpus.fixtures_dir)
+    server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
     base_url = await server.start()
     runner = AttemptRunner(plan, store, pool, server, base_url, hooks)
     try:
@@ -282,7 +361,7 @@ async def _one(
 ) -> dict[str, Any]:
     missing = plan.missing.get(planned.engine)
     if missing is not None:
-        base = base_row(store.run_id, planned, plan.config.isolation)
+        base = base_row(store.run_id, planned, plan.config.isolation, plan.config.seed)
         verdict = classify.engine_binary_missing(planned.engine, missing.detail)
         return not_run_row(base, verdict, utc_now(), {})
     return await runner.run(planned)

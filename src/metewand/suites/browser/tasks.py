@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -20,12 +20,15 @@ from metewand.suites.browser.corpus import (
     Manifest,
     Subset,
     ValidationError,
+    answer_registry_errors,
     load_manifest,
     load_routes,
     read_json,
     scene_resolves,
+    sidecar_errors,
     subset_files,
 )
+from metewand.suites.browser.driver_paths import pending_reason
 from metewand.suites.browser.steps import BUILTIN_SESSIONS, STEP_FORMS, form_of
 
 REQUIRED_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
@@ -43,6 +46,9 @@ LAUNCH_PROFILES: Final = ("default", "all_resources")
 FORBIDDEN_METHODS: Final = frozenset({"Page.captureScreenshot", "Page.printToPDF"})
 FIXTURE_PATH_RE: Final = re.compile(r"\{fixture_path\}/([^\s\"'`]+)")
 RAW_CDP_DRIVER_KEYS: Final = frozenset({"kind", "steps"})
+# Task ids name artifact directories and rows: a safe file name, never a path or markup.
+TASK_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+TASK_ID_RULE: Final = "must be 1-128 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
 GRADER_KEYS: Final = {
     "inline_assertions": frozenset({"kind", "checks"}),
     "server_side": frozenset({"kind", "checks", "endpoint"}),
@@ -89,17 +95,61 @@ class Task:
         return int(self.data["timeouts"]["task_ms"])
 
 
+@dataclass(frozen=True)
+class PendingTask:
+    """A task file of a driver path the suite does not run yet (see ``driver_paths``)."""
+
+    task_id: str
+    subset_id: str
+    path: str  # relative to the corpus root
+    reason: str
+
+
 @dataclass
 class Corpus:
     root: Path
     manifest: Manifest | None
     tasks: list[Task]
-    errors: list[ValidationError]
+    errors: list[ValidationError]  # every problem: setup errors and invalid task files
     routes: dict[str, str]
+    pending: list[PendingTask] = field(default_factory=list)
+    # Problems of the corpus as a whole (manifest, routes, answers): no run can start with
+    # them, --keep-going or not, because the fixture server or the selection depends on them.
+    setup_errors: list[ValidationError] = field(default_factory=list)
 
     @property
     def fixtures_dir(self) -> Path:
         return self.root / "fixtures"
+
+    def subset_status(self, subset: Subset) -> SubsetStatus:
+        runnable = [t.task_id for t in self.tasks if t.subset_id == subset.subset_id]
+        pending = [p for p in self.pending if p.subset_id == subset.subset_id]
+        return SubsetStatus(subset, runnable, pending, len(subset_files(self.root, subset)))
+
+
+@dataclass(frozen=True)
+class SubsetStatus:
+    """What a run of one subset would do: its runnable tasks, and why there are none."""
+
+    subset: Subset
+    task_ids: list[str]
+    pending: list[PendingTask]
+    files: int
+
+    @property
+    def pending_reasons(self) -> list[str]:
+        return sorted({p.reason for p in self.pending})
+
+    @property
+    def why_not_runnable(self) -> str | None:
+        """None when the subset has runnable tasks; otherwise the reason it has none."""
+        if self.task_ids:
+            return None
+        if self.pending:
+            return "; ".join(self.pending_reasons)
+        if self.files == 0:
+            return f"no task file matches {self.subset.task_glob}"
+        return "every task file is invalid"
 
 
 class _Where:
@@ -188,6 +238,8 @@ def _validate_checks(grader: Mapping[str, Any], where: _Where) -> None:
             if not isinstance(check, str):
                 where.add(path, "server-side check names are strings")
             continue
+        if isinstance(check, str):
+            continue  # a bare-string check: read at grading, an unknown one fails there
         spec = CHECKS.get(str(check.get("kind"))) if isinstance(check, dict) else None
         if spec is None:
             where.add(path + ".kind", f"unknown check kind {_kind_of(check)!r}")
@@ -250,6 +302,7 @@ def validate_task(
     _check_fields(data, "$", where, REQUIRED_FIELDS, OPTIONAL_FIELDS)
     if where.errors:
         return where.errors
+    _check_task_id(data, where)
     if subset is not None:
         if data["subset_id"] != subset.subset_id:
             where.add(
@@ -271,6 +324,29 @@ def validate_task(
     return where.errors
 
 
+def _check_task_id(data: Mapping[str, Any], where: _Where) -> None:
+    task_id = data.get("task_id")
+    if not isinstance(task_id, str) or not TASK_ID_RE.fullmatch(task_id):
+        where.add("$.task_id", TASK_ID_RULE)
+
+
+def _pending_file(data: Any, rel: str, subset: Subset) -> tuple[str | None, list[ValidationError]]:
+    """For a file of a driver path not run yet: its reason (None for a runnable driver path)
+    and the problems found in what every task shares, whatever its driver (an object, a safe
+    ``task_id``, the subset's driver). The rest of its format is the peer harness's to check."""
+    driver = data.get("driver") if isinstance(data, dict) else None
+    if not isinstance(driver, dict) or not isinstance(driver.get("kind"), str):
+        return None, []  # the full validation names the problem
+    reason = pending_reason(driver)
+    if reason is None:
+        return None, []
+    where = _Where(rel)
+    _check_task_id(data, where)
+    if driver["kind"] != subset.driver:
+        where.add("$.driver.kind", f"must equal the subset's driver {subset.driver!r}")
+    return reason, where.errors
+
+
 def _check_timeouts(timeouts: Mapping[str, Any], where: _Where) -> None:
     for key in ("task_ms", "hard_kill_ms"):
         value = timeouts.get(key)
@@ -284,27 +360,46 @@ def _check_timeouts(timeouts: Mapping[str, Any], where: _Where) -> None:
 def load_corpus(root: Path | str) -> Corpus:
     root = Path(root).resolve()
     manifest, errors = load_manifest(root)
-    corpus = Corpus(root, manifest, [], list(errors), {})
+    corpus = Corpus(root, manifest, [], [], {})
     corpus.routes, route_errors = load_routes(corpus.fixtures_dir, root)
-    corpus.errors += route_errors
+    if not corpus.fixtures_dir.is_dir():  # every run starts a fixture server on it
+        route_errors.append(ValidationError("fixtures", "$", "required directory missing"))
+    corpus.setup_errors = sorted(
+        [*errors, *route_errors, *answer_registry_errors(corpus.fixtures_dir, root),
+         *sidecar_errors(corpus.fixtures_dir, root)]
+    )  # fmt: skip
+    corpus.errors = list(corpus.setup_errors)
     if manifest is None:
         return corpus
     seen: dict[str, str] = {}
     for subset in manifest.subsets:
         for path in subset_files(root, subset):
-            rel = path.relative_to(root).as_posix()
-            data, errs = read_json(path, rel)
-            errs = errs or validate_task(data, rel, subset, corpus)
-            if not errs and data["task_id"] in seen:
-                errs = [ValidationError(rel, "$.task_id", f"duplicate of {seen[data['task_id']]}")]
-            corpus.errors += errs
-            if not errs:
-                seen[data["task_id"]] = rel
-                corpus.tasks.append(
-                    Task(data["task_id"], data["layer"], subset.subset_id, rel, data, root)
-                )
+            _load_task_file(corpus, subset, path, seen)
     corpus.errors.sort()
     return corpus
+
+
+def _load_task_file(corpus: Corpus, subset: Subset, path: Path, seen: dict[str, str]) -> None:
+    """One file into ``corpus``: a task, a pending task or its errors."""
+    rel = path.relative_to(corpus.root).as_posix()
+    data, errs = read_json(path, rel)
+    reason = None
+    if not errs:
+        reason, errs = _pending_file(data, rel, subset)
+    if not errs and reason is None:
+        errs = validate_task(data, rel, subset, corpus)
+    if not errs and data["task_id"] in seen:
+        errs = [ValidationError(rel, "$.task_id", f"duplicate of {seen[data['task_id']]}")]
+    corpus.errors += errs
+    if errs:
+        return
+    seen[data["task_id"]] = rel
+    if reason is not None:
+        corpus.pending.append(PendingTask(data["task_id"], subset.subset_id, rel, reason))
+    else:
+        corpus.tasks.append(
+            Task(data["task_id"], data["layer"], subset.subset_id, rel, data, corpus.root)
+        )
 
 
 def validate_corpus(root: Path | str) -> tuple[list[Task], list[ValidationError]]:

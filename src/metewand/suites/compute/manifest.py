@@ -133,6 +133,7 @@ class Manifest:
     problems: dict[str, ProblemDef]
     implementations: dict[str, ImplementationDef]
     experiments: tuple[Experiment, ...]
+    reference_implementation: str | None = None  # what reports compare the others against
 
 
 def parse_duration(raw: Any) -> float | None:

@@ -365,6 +365,7 @@ def _named(r: _Reader, doc: dict[str, Any], key: str) -> dict[str, Any]:
 
 TOP_KEYS = {"version": True, "name": True, "datasets": False, "problems": False}
 TOP_KEYS |= {"implementations": False, "execution_policies": False, "experiments": True}
+TOP_KEYS |= {"reference_implementation": False}
 
 
 def read_manifest(path: str, doc: dict[str, Any]) -> Manifest:
@@ -396,6 +397,11 @@ def read_manifest(path: str, doc: dict[str, Any]) -> Manifest:
     names = [e.name for e in experiments]
     if len(set(names)) != len(names):
         r.error("experiments", "experiment names must be unique")
+    reference = None
+    if "reference_implementation" in doc:
+        reference = r.string(doc["reference_implementation"], "reference_implementation")
+        if reference and reference not in impls:
+            r.error("reference_implementation", f"no implementation named {reference!r}")
     if r.errors:
         raise ManifestError(r.errors)
-    return Manifest(path, r.root, name, datasets, problems, impls, tuple(experiments))
+    return Manifest(path, r.root, name, datasets, problems, impls, tuple(experiments), reference)

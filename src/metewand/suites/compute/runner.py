@@ -23,6 +23,7 @@ from typing import Any
 
 from metewand import __version__
 from metewand.measure.host import HostTelemetry
+from metewand.measure.host_gate import GateThresholds
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
 from metewand.runtime.store import RunStore, write_json_atomic
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
@@ -53,6 +54,7 @@ class RunOptions:
     timeouts: Timeouts = field(default_factory=Timeouts)
     log_limit: int = 1 << 20
     host_sample_interval_s: float | None = 1.0  # None: no host telemetry
+    host_foreign_cpu_max: float = 0.10  # cores beside the run that trip foreign_cpu_load
 
 
 @dataclass
@@ -85,6 +87,7 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
         "versions": {**VERSIONS, "measurements_version": 2},
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),
+        "reference_implementation": manifest.reference_implementation,
     }
 
 
@@ -221,7 +224,7 @@ def run(
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     with terminate_as_interrupt():
         store = _open_store(options, _manifest_data(manifest, plan, options.jobs or first))
-        host = _start_host_telemetry(store.run_dir, options.host_sample_interval_s)
+        host = _start_host_telemetry(store.run_dir, options)
         try:
             return _execute(ComputeRun(manifest, plan, store, options), progress, reporter)
         except BaseException:
@@ -233,11 +236,15 @@ def run(
             store.close()
 
 
-def _start_host_telemetry(run_dir: Path, interval_s: float | None) -> HostTelemetry | None:
-    """Host load, memory, swap and PSI beside the run (appended to on resume)."""
-    if interval_s is None:
+def _start_host_telemetry(run_dir: Path, options: RunOptions) -> HostTelemetry | None:
+    """Host load, memory, swap, PSI and foreign CPU beside the run (appended to on resume).
+
+    Workers and evaluators are this process's children, so its tree is the whole benchmark."""
+    if options.host_sample_interval_s is None:
         return None
-    return HostTelemetry(interval_s, os.getpid(), run_dir / "host_telemetry.jsonl").start()
+    thresholds = GateThresholds(foreign_cpu_max_cores=options.host_foreign_cpu_max)
+    sink = run_dir / "host_telemetry.jsonl"
+    return HostTelemetry(options.host_sample_interval_s, os.getpid(), sink, thresholds).start()
 
 
 def _execute(

@@ -1,0 +1,260 @@
+"""Per-case statistics of a compute run: one summary per case x implementation, never pooled.
+
+A *case* is one point of the experiment after axis expansion: experiment, case name, dataset
+and its parameters, problem and its parameters, and the timing scope. Pooling the attempts of
+a 2,000-element and a 20,000-element sort into one median answers no question, so every figure
+here is computed inside one case.
+
+Per case x implementation: attempts, accepted, failures by code, and for each timing metric
+n / median / p95 / min with a bootstrap 95% CI of the median (repetitions resampled, seeded, the
+resample count recorded). With a reference implementation: per case the ratio of medians with a
+bootstrap CI, paired on the dataset instance when both sides ran the same instance at the same
+repetition indices, and the geometric mean of those ratios over cases.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from metewand import canonical
+from metewand.compare import compute_rows, stats
+from metewand.compare.columns import metric_value
+
+SCHEMA = "metewand_compute_cases/1"
+TIME_METRIC = "timed_wall_time_ns"
+CASE_METRICS = (
+    "timed_wall_time_ns",
+    "cpu_time_ns",
+    "peak_rss_bytes",
+    "materialization_time_ns",
+    "worker_startup_time_ns",
+    "prepare_time_ns",
+    "execute_request_time_ns",
+    "evaluation_time_ns",
+)
+NO_SUCCESS = "no successful attempt"
+
+
+def _params_text(params: Any) -> str:
+    if not isinstance(params, Mapping) or not params:
+        return ""
+    return ", ".join(f"{k}={params[k]}" for k in sorted(params))
+
+
+def case_of(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The case coordinates of one attempt row (what makes two attempts comparable)."""
+    return {
+        "experiment": row.get("experiment"),
+        "case": row.get("case"),
+        "dataset": row.get("dataset"),
+        "dataset_parameters": row.get("dataset_parameters") or {},
+        "problem": row.get("problem"),
+        "problem_parameters": row.get("problem_parameters") or {},
+        "timing_scope": row.get("timing_scope"),
+    }
+
+
+def case_label(case: Mapping[str, Any]) -> str:
+    """``scaling/default: integers(distribution=uniform, size=2000) sort [prepare_and_execute]``."""
+    dataset = f"{case['dataset']}({_params_text(case['dataset_parameters'])})"
+    problem = str(case["problem"])
+    if case["problem_parameters"]:
+        problem += f"({_params_text(case['problem_parameters'])})"
+    return f"{case['experiment']}/{case['case']}: {dataset} {problem} [{case['timing_scope']}]"
+
+
+def implementation_label(row: Mapping[str, Any]) -> str:
+    """The implementation name, with its parameters when it has any."""
+    name = compute_rows.implementation_of(row)
+    params = row.get("implementation_parameters")
+    return f"{name}({_params_text(params)})" if isinstance(params, Mapping) and params else name
+
+
+def numeric_axes(case: Mapping[str, Any]) -> dict[str, float]:
+    """``dataset.size`` -> 20000.0 for every numeric parameter of the case."""
+    axes: dict[str, float] = {}
+    for prefix, key in (("dataset", "dataset_parameters"), ("problem", "problem_parameters")):
+        for name, value in sorted(case[key].items()):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                axes[f"{prefix}.{name}"] = float(value)
+    return axes
+
+
+def _instance_of(row: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(dataset instance digest, repetition): attempts that share it saw the same input."""
+    receipt = compute_rows.dataset_receipt_of(row)
+    digest = receipt.get("output_sha256") if isinstance(receipt, Mapping) else None
+    return (digest or row.get("dataset_configuration"), row.get("repetition"))
+
+
+@dataclass
+class _Group:
+    """The measured attempts of one implementation inside one case."""
+
+    outcomes: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
+    values: dict[str, list[float]] = field(default_factory=dict)
+    instances: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
+    missing: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        self.outcomes[compute_rows.status_of(row)] += 1
+        if not compute_rows.is_accepted(row):
+            diagnostic = compute_rows.diagnostic_of(row) or {}
+            self.failures[str(diagnostic.get("code"))] += 1
+            return  # a failed attempt's timings describe a different piece of work
+        measurements = compute_rows.measurements_of(row)
+        for metric in CASE_METRICS:
+            value, reason = metric_value(measurements, metric)
+            if value is None:
+                self.missing.setdefault(metric, Counter())[str(reason)] += 1
+                continue
+            self.values.setdefault(metric, []).append(value)
+            self.instances.setdefault(metric, []).append(_instance_of(row))
+
+
+def group_rows(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, _Group]]]:
+    """Case id -> coordinates, and case id -> implementation -> its measured attempts."""
+    cases: dict[str, dict[str, Any]] = {}
+    groups: dict[str, dict[str, _Group]] = {}
+    for row in compute_rows.measured_rows(rows):
+        case = case_of(row)
+        case_id = case_label(case)
+        cases.setdefault(case_id, case)
+        groups.setdefault(case_id, {}).setdefault(implementation_label(row), _Group()).add(row)
+    return cases, groups
+
+
+def _metric_block(group: _Group, metric: str, resamples: int, seed: int) -> dict[str, Any]:
+    values = group.values.get(metric, [])
+    block = stats.iid_describe(values, resamples, seed)
+    block["unavailable"] = dict(sorted(group.missing.get(metric, Counter()).items()))
+    return block
+
+
+def _implementation_block(group: _Group, resamples: int, seed: int) -> dict[str, Any]:
+    accepted = group.outcomes.get(compute_rows.ACCEPTED, 0)
+    block: dict[str, Any] = {
+        "attempts": sum(group.outcomes.values()),
+        "accepted": accepted,
+        "failed_by_code": dict(sorted(group.failures.items())),
+        "note": None if accepted else NO_SUCCESS,
+    }
+    block["metrics"] = {m: _metric_block(group, m, resamples, seed) for m in CASE_METRICS}
+    return block
+
+
+def _paired_values(
+    mine: _Group, reference: _Group, metric: str
+) -> tuple[list[float], list[float], bool]:
+    """Both sides' values, aligned on the dataset instance when every instance matches once."""
+    a, b = mine.values.get(metric, []), reference.values.get(metric, [])
+    keys_a, keys_b = mine.instances.get(metric, []), reference.instances.get(metric, [])
+    if len(set(keys_a)) == len(keys_a) == len(keys_b) and set(keys_a) == set(keys_b):
+        position = {key: i for i, key in enumerate(keys_b)}
+        return a, [b[position[key]] for key in keys_a], True
+    return a, b, False
+
+
+def _ratios(
+    groups: Mapping[str, _Group], reference: str, metric: str, resamples: int, seed: int
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    out: dict[str, Any] = {}
+    replicates: dict[str, np.ndarray] = {}
+    ref = groups.get(reference)
+    for name, group in sorted(groups.items()):
+        if name == reference:
+            continue
+        if ref is None or not ref.values.get(metric) or not group.values.get(metric):
+            out[name] = {"ratio": None, "ratio_ci95": None, "note": NO_SUCCESS}
+            continue
+        a, b, paired = _paired_values(group, ref, metric)
+        block, draws = stats.ratio_describe(a, b, paired, resamples, seed)
+        out[name] = {**block, "note": None}
+        if block["ratio"] is not None and draws is not None:
+            replicates[name] = draws
+    return out, replicates
+
+
+def case_statistics(
+    rows: Sequence[Mapping[str, Any]],
+    reference: str | None = None,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
+    metric: str = TIME_METRIC,
+) -> dict[str, Any]:
+    """Everything per case x implementation, plus ratios against ``reference`` if named."""
+    cases, groups = group_rows(rows)
+    implementations = sorted({name for per in groups.values() for name in per})
+    out_cases = []
+    gm_inputs: dict[str, tuple[list[float], list[np.ndarray]]] = {}
+    for case_id in sorted(cases, key=lambda c: _case_sort_key(cases[c])):
+        per = groups[case_id]
+        entry: dict[str, Any] = {
+            "case": case_id,
+            "coordinates": cases[case_id],
+            "axes": numeric_axes(cases[case_id]),
+            "implementations": {
+                name: _implementation_block(per[name], resamples, seed) for name in sorted(per)
+            },
+        }
+        if reference:
+            entry["ratios"], draws = _ratios(per, reference, metric, resamples, seed)
+            for name, replicate in draws.items():
+                ratios, reps = gm_inputs.setdefault(name, ([], []))
+                ratios.append(entry["ratios"][name]["ratio"])
+                reps.append(replicate)
+        out_cases.append(entry)
+    summary: dict[str, Any] = {
+        "schema": SCHEMA,
+        "bootstrap": {
+            **stats.bootstrap_record(resamples, seed, "repetition"),
+            "method": "iid_percentile",
+        },
+        "metrics": list(CASE_METRICS),
+        "implementations": implementations,
+        "reference": reference,
+        "ratio_metric": metric if reference else None,
+        "cases": out_cases,
+    }
+    if reference:
+        summary["geometric_mean_ratio"] = {
+            name: stats.geometric_mean_describe(*gm_inputs[name]) if name in gm_inputs else None
+            for name in implementations
+            if name != reference
+        }
+    return summary
+
+
+def _case_sort_key(case: Mapping[str, Any]) -> str:
+    """Numeric axes sort numerically (2000 before 20000), the rest by their canonical text."""
+
+    def padded(params: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            k: f"{float(v):030.6f}" if isinstance(v, int | float) and not isinstance(v, bool) else v
+            for k, v in params.items()
+        }
+
+    return canonical.dumps_str(
+        {
+            **case,
+            "dataset_parameters": padded(case["dataset_parameters"]),
+            "problem_parameters": padded(case["problem_parameters"]),
+        }
+    )
+
+
+def default_reference(manifest: Mapping[str, Any]) -> str | None:
+    """The manifest's own choice of reference implementation, if it names one."""
+    for key in ("reference_implementation", "reference"):
+        value = manifest.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None

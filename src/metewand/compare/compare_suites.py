@@ -1,0 +1,165 @@
+"""The suite kinds ``run_compare`` knows: how compute and browser rows are grouped and read.
+
+Adding a suite means registering one more ``SuiteKind`` here; ``run_compare`` has no branch
+on the suite name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from metewand.compare import cases, compute_rows
+from metewand.compare.columns import metric_value
+from metewand.compare.resource_metrics import form_value
+from metewand.compare.run_compare import Group, SuiteKind, register
+from metewand.compare.run_facts import ENGINE_PIN_FIELDS, MISSING, lookup, manifest_data
+from metewand.compare.rundir import RunData
+
+HOST_FACTS = ("hostname", "kernel", "cpu_model", "machine", "cpu_count", "platform")
+BROWSER_RESOURCE_METRICS = (
+    "cpu_total_ms",
+    "cpu_user_ms",
+    "cpu_system_ms",
+    "pss_peak_bytes",
+    "pss_peak_delta_bytes",
+    "cgroup_memory_peak_bytes",
+    "process_count_peak",
+)
+
+
+def _found(data: Mapping[str, Any], *paths: str) -> Any:
+    """The first of ``paths`` present in ``data`` (None when none is)."""
+    for path in paths:
+        value = lookup(data, path)
+        if value is not MISSING and value is not None:
+            return value
+    return None
+
+
+def common_provenance(run: RunData) -> dict[str, Any]:
+    """Host, metewand version, source tree and its dirty flag, pollution-gate verdict."""
+    data = manifest_data(run.manifest)
+    host: Mapping[str, Any] = {}
+    for candidate in (lookup(data, "host"), (run.host_summary or {}).get("host")):
+        if isinstance(candidate, Mapping):
+            host = {**candidate, **host}
+    facts: dict[str, Any] = {f"host.{name}": host.get(name) for name in HOST_FACTS}
+    facts["metewand_version"] = _found(data, "tool_version", "runner.version")
+    facts["source_tree_sha256"] = _found(data, "runner.source.tree_sha256", "harness_pin")
+    facts["source_git_commit"] = _found(data, "runner.git.commit")
+    facts["source_dirty"] = _found(data, "runner.git.dirty")
+    gate = (run.host_summary or {}).get("gate")
+    facts["pollution_gate_passed"] = gate.get("passed") if isinstance(gate, Mapping) else None
+    return {k: v for k, v in facts.items() if v is not None}
+
+
+# ---- compute ----
+
+
+def _compute_group(row: Mapping[str, Any]) -> Group | None:
+    if compute_rows.is_warmup(row):
+        return None
+    return (cases.case_label(cases.case_of(row)), cases.implementation_label(row))
+
+
+def _compute_value(row: Mapping[str, Any], metric: str) -> float | None:
+    if not compute_rows.is_accepted(row):
+        return None
+    value, _ = metric_value(compute_rows.measurements_of(row), metric)
+    return value
+
+
+def _compute_status(row: Mapping[str, Any]) -> str:
+    if compute_rows.is_accepted(row):
+        return "pass"
+    diagnostic = compute_rows.diagnostic_of(row) or {}
+    return f"failed:{diagnostic.get('code')}"
+
+
+def _compute_provenance(run: RunData) -> dict[str, Any]:
+    facts = common_provenance(run)
+    data = manifest_data(run.manifest)
+    facts["manifest_sha256"] = lookup(data, "manifest_sha256")
+    # The implementation configuration digest in each attempt key pins the worker's entrypoint,
+    # arguments and environment: a changed worker shows up here.
+    configs: dict[str, set[str]] = {}
+    for row in run.rows:
+        key = str(row.get("key", ""))
+        impl = compute_rows.implementation_of(row)
+        digest = next(
+            (p.split("@", 1)[1] for p in key.split("/") if p.startswith(impl + "@")), None
+        )
+        if digest:
+            configs.setdefault(impl, set()).add(digest)
+    for impl, digests in sorted(configs.items()):
+        facts[f"implementation_config.{impl}"] = ",".join(sorted(digests))
+    return {k: v for k, v in facts.items() if v is not None and v is not MISSING}
+
+
+register(
+    SuiteKind(
+        name="compute",
+        group_names=("case", "implementation"),
+        default_metric="timed_wall_time_ns",
+        metrics=cases.CASE_METRICS,
+        group_of=_compute_group,
+        value_of=_compute_value,
+        status_of=_compute_status,
+        provenance_of=_compute_provenance,
+    )
+)
+
+
+# ---- browser ----
+
+
+def _browser_group(row: Mapping[str, Any]) -> Group | None:
+    task = row.get("task_id")
+    return (str(task), str(row.get("engine", ""))) if task is not None else None
+
+
+def _browser_value(row: Mapping[str, Any], metric: str) -> float | None:
+    if row.get("status") != "pass":
+        return None  # a failed attempt did a different amount of work
+    if metric == "duration_ms":
+        return form_value(row.get("duration_ms"))
+    value, _ = metric_value(row.get("resource"), metric)
+    return value
+
+
+def _browser_status(row: Mapping[str, Any]) -> str:
+    return str(row.get("status", "infra"))
+
+
+def _browser_provenance(run: RunData) -> dict[str, Any]:
+    facts = common_provenance(run)
+    data = manifest_data(run.manifest)
+    engines = lookup(data, "engines")
+    if isinstance(engines, Mapping):
+        for engine, pins in sorted(engines.items()):
+            if isinstance(pins, Mapping):
+                for field in ENGINE_PIN_FIELDS:
+                    if field in pins and field != "binary_path":
+                        facts[f"engine.{engine}.{field}"] = pins[field]
+    corpus = lookup(data, "corpus")
+    if isinstance(corpus, Mapping):  # its content digest: the same corpus elsewhere is the same
+        facts["corpus_sha256"] = corpus.get("sha256")
+    profile = lookup(data, "resource_profile.mode")
+    if profile is not MISSING:
+        facts["resource_profile"] = profile
+    return facts
+
+
+register(
+    SuiteKind(
+        name="browser",
+        group_names=("task", "engine"),
+        default_metric="duration_ms",
+        metrics=("duration_ms", *BROWSER_RESOURCE_METRICS),
+        group_of=_browser_group,
+        value_of=_browser_value,
+        status_of=_browser_status,
+        provenance_of=_browser_provenance,
+    )
+)

@@ -1,0 +1,223 @@
+"""Repeated runs of one or more commands, each run in its own accounting group.
+
+The engine of ``metewand measure --runs/--warmup/...``: runs, nothing else (statistics live in
+``compare.series_stats``). Every run is a full ``run_measured`` subject, so every run has the
+tree's CPU (user/system), peak memory and process count. Host telemetry is sampled around the
+runs (about once a second) and judged by the same pollution gate as suite runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from metewand.measure.host import take_sample
+from metewand.measure.host_gate import evaluate_gate
+from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.pss import PssScanner
+from metewand.measure.subject import SubjectReport, run_measured
+
+SHELLS = ("auto", "none", "sh")
+SHELL_CHARS = set(" \t\n|&;<>()$`\\\"'*?[]#~=%{}")
+RUN_FIELDS = (
+    "wall_time_ns",
+    "cpu_time_ns",
+    "cpu_user_time_ns",
+    "cpu_system_time_ns",
+    "peak_memory_bytes",
+    "process_count_peak",
+)
+HOST_SAMPLE_EVERY_NS = 1_000_000_000
+# A short switch interval while runs are in flight: the thread that stamps a command's exit
+# needs the GIL, and the default 5 ms would let the sampler's baseline scan delay the stamp.
+SWITCH_INTERVAL_S = 0.0001
+
+
+class CommandFailed(RuntimeError):
+    """A measured command exited non-zero (and failures were not to be ignored)."""
+
+    def __init__(self, command: str, status: int) -> None:
+        super().__init__(
+            f"command {command!r} exited with status {status}; "
+            "use --ignore-failure to measure it anyway"
+        )
+        self.command = command
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command as given (``text``) and the argv that runs it."""
+
+    text: str
+    argv: tuple[str, ...]
+    parameters: dict[str, str] = field(default_factory=dict)
+
+
+def to_argv(words: Sequence[str], shell: str) -> tuple[str, ...]:
+    """``auto``: one word holding spaces or shell syntax runs under ``sh -c``, else as argv."""
+    if shell == "sh":
+        return ("sh", "-c", words[0] if len(words) == 1 else shlex.join(words))
+    if shell == "auto" and len(words) == 1 and SHELL_CHARS & set(words[0]):
+        return ("sh", "-c", words[0])
+    return tuple(words)
+
+
+def build_commands(
+    groups: Sequence[Sequence[str]], shell: str, parameters: Sequence[dict[str, str]]
+) -> list[Command]:
+    """Each command group once per parameter setting, ``{NAME}`` replaced by its value."""
+    commands = []
+    for setting in parameters or [{}]:
+        for words in groups:
+            filled = [_fill(word, setting) for word in words]
+            text = filled[0] if len(filled) == 1 else shlex.join(filled)
+            commands.append(Command(text, to_argv(filled, shell), dict(setting)))
+    return commands
+
+
+def _fill(word: str, setting: dict[str, str]) -> str:
+    for name, value in setting.items():
+        word = word.replace("{" + name + "}", value)
+    return word
+
+
+@dataclass
+class SeriesOptions:
+    runs: int | None = None  # exactly this many measured runs; else min_runs/max_time decide
+    warmup: int = 0
+    min_runs: int = 10
+    max_runs: int | None = None
+    max_time_s: float = 3.0
+    prepare: tuple[str, ...] | None = None  # argv run (unmeasured) before every run
+    ignore_failure: bool = False
+    backend: str = "auto"
+    interval_ms: int = 100
+    pss_every: int = 5
+    show_output: bool = False
+
+
+@dataclass
+class Series:
+    command: Command
+    runs: list[dict[str, Any]]  # one per measured run, raw integers (see run_record)
+    warmups: int
+
+
+@dataclass
+class HostWatch:
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    last_ns: int = 0
+
+    def maybe_sample(self, force: bool = False) -> None:
+        now = time.monotonic_ns()
+        if force or now - self.last_ns >= HOST_SAMPLE_EVERY_NS:
+            previous = self.samples[-1] if self.samples else None
+            self.samples.append(take_sample(os.getpid(), len(self.samples), previous))
+            self.last_ns = now
+
+    def verdict(self) -> dict[str, Any]:
+        return evaluate_gate(self.samples)
+
+
+def run_record(report: SubjectReport) -> dict[str, Any]:
+    """One run as raw integers (None when a figure was unavailable, with the reason beside)."""
+    record: dict[str, Any] = {}
+    unavailable = {}
+    for name in RUN_FIELDS:
+        m = report.measurements[name]
+        record[name] = m.value
+        if m.value is None:
+            unavailable[name] = m.reason.value if m.reason else "unavailable"
+    record.update(
+        wall_time_source=report.measurements["wall_time_ns"].source,
+        exit_status=report.exit_status,
+        signal=report.signal,
+        backend=report.backend,
+        quality_flags=[f.value for f in report.quality_flags],
+        unavailable=unavailable,
+    )
+    return record
+
+
+def _one(
+    command: Command, options: SeriesOptions, events: ProcEvents | None, scanner: PssScanner
+) -> SubjectReport:
+    if options.prepare:  # not measured: its own process, outside the run's group
+        output = None if options.show_output else subprocess.DEVNULL
+        done = subprocess.run(list(options.prepare), check=False, stdout=output, stderr=output)
+        if done.returncode != 0 and not options.ignore_failure:
+            raise CommandFailed(shlex.join(options.prepare), done.returncode)
+    report = run_measured(
+        list(command.argv),
+        options.backend,
+        options.interval_ms,
+        options.pss_every,
+        discard_output=not options.show_output,
+        events=events,
+        scanner=scanner,
+    )
+    status = report.shell_exit_status
+    if status != 0 and not options.ignore_failure:
+        raise CommandFailed(command.text, status)
+    return report
+
+
+def run_series(
+    command: Command,
+    options: SeriesOptions,
+    host: HostWatch,
+    on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
+) -> Series:
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    events = open_events()
+    scanner = PssScanner()  # one set of reader threads for every run of the series
+    try:
+        for _ in range(options.warmup):
+            _one(command, options, events, scanner)
+            host.maybe_sample()
+        runs: list[dict[str, Any]] = []
+        started = time.monotonic()
+        while _wants_more(len(runs), time.monotonic() - started, options):
+            runs.append(run_record(_one(command, options, events, scanner)))
+            host.maybe_sample()
+            if on_run is not None:
+                on_run(command, len(runs), runs[-1])
+    finally:
+        sys.setswitchinterval(previous)
+        scanner.close()
+        if events is not None:
+            events.close()
+    return Series(command, runs, options.warmup)
+
+
+def _wants_more(done: int, elapsed_s: float, options: SeriesOptions) -> bool:
+    if options.runs is not None:
+        return done < options.runs
+    if options.max_runs is not None and done >= options.max_runs:
+        return False
+    return done < options.min_runs or elapsed_s < options.max_time_s
+
+
+def run_all(
+    commands: Sequence[Command],
+    options: SeriesOptions,
+    on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
+) -> tuple[list[Series], dict[str, Any]]:
+    """Every command's series in the order given, and the host pollution verdict over them."""
+    host = HostWatch()
+    host.maybe_sample(force=True)
+    series = []
+    for command in commands:
+        series.append(run_series(command, options, host, on_run))
+        # PSI's avg10 already spans 10 s, so even a short series gets the gate's three samples
+        host.maybe_sample(force=True)
+    host.maybe_sample(force=True)
+    return series, {"gate": host.verdict(), "samples": len(host.samples)}

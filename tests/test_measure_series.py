@@ -1,0 +1,188 @@
+"""``metewand measure`` with repetitions: real commands, real accounting groups, real exports."""
+
+from __future__ import annotations
+
+import csv
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from metewand import canonical
+from metewand.compare import series_stats, stats
+from metewand.measure.series import build_commands, to_argv
+from metewand.runtime import schemas
+
+METEWAND = str(Path(sys.executable).with_name("metewand"))
+
+
+def measure(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [METEWAND, "measure", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_second_command_about_twice_slower_with_a_ci_and_every_run_exported(
+    tmp_path: Path,
+) -> None:
+    """Acceptance 4: the README's two-command example, as documented."""
+    exported = tmp_path / "runs.json"
+    table, markdown = tmp_path / "runs.csv", tmp_path / "runs.md"
+    done = measure(
+        "--runs", "10", "--warmup", "2", "--export-json", str(exported),
+        "--export-csv", str(table), "--export-markdown", str(markdown),
+        "--", "sleep 0.05", "--", "sleep 0.1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = canonical.loads(exported.read_bytes())
+    assert schemas.violations("metewand_measure_series-1", result) == []
+    assert [c["command"] for c in result["commands"]] == ["sleep 0.05", "sleep 0.1"]
+    for series in result["commands"]:
+        assert series["warmups"] == 2 and len(series["runs"]) == 10  # every measured run
+        for run in series["runs"]:
+            assert isinstance(run["wall_time_ns"], int) and run["exit_status"] == 0
+            assert isinstance(run["cpu_time_ns"], int)  # the whole tree: sh and sleep
+            assert run["process_count_peak"] is None or run["process_count_peak"] >= 1
+    ratio = result["ratios"][0]["metrics"]["wall_time_ns"]
+    low, high = ratio["ratio_ci95"]
+    assert low <= ratio["ratio"] <= high
+    assert 1.6 < ratio["ratio"] < 2.2, ratio  # 100 ms / 50 ms plus a few ms of start each
+    assert low > 1.3, ratio  # the CI alone says "slower"
+    assert "sleep 0.1: wall" in done.stdout and "slower" in done.stdout
+    assert " ms" in done.stdout and "MiB" in done.stdout  # human units in the terminal
+    rows = list(csv.DictReader(table.open()))
+    assert [r["command"] for r in rows] == ["sleep 0.05", "sleep 0.1"]
+    assert float(rows[1]["median_wall_ns"]) > float(rows[0]["median_wall_ns"])
+    assert "`sleep 0.1`" in markdown.read_text()
+
+
+def test_non_zero_exit_stops_unless_ignored(tmp_path: Path) -> None:
+    failed = measure("--runs", "3", "--", "sh", "-c", "exit 3")
+    assert failed.returncode == 1
+    assert "exited with status 3" in failed.stderr and "--ignore-failure" in failed.stderr
+    out = tmp_path / "r.json"
+    kept = measure("--runs", "3", "-i", "--export-json", str(out), "--", "sh", "-c", "exit 3")
+    assert kept.returncode == 0, kept.stderr
+    result = canonical.loads(out.read_bytes())
+    assert [r["exit_status"] for r in result["commands"][0]["runs"]] == [3, 3, 3]
+    assert any("exited non-zero" in w for w in result["summaries"][0]["warnings"])
+
+
+def test_parameter_list_and_scan_expand_commands(tmp_path: Path) -> None:
+    done = measure("--runs", "2", "--json", "--parameter-list", "n", "1,2", "--", "sleep 0.0{n}")
+    assert done.returncode == 0, done.stderr
+    result = canonical.loads(done.stdout.encode())
+    assert [c["command"] for c in result["commands"]] == ["sleep 0.01", "sleep 0.02"]
+    assert [c["parameters"] for c in result["commands"]] == [{"n": "1"}, {"n": "2"}]
+    scanned = measure(
+        "--runs", "2", "--json", "--parameter-scan", "n", "1", "3", "--parameter-step-size",
+        "2", "--shell", "none", "--", "sleep", "0.0{n}",
+    )  # fmt: skip
+    assert scanned.returncode == 0, scanned.stderr
+    commands = canonical.loads(scanned.stdout.encode())["commands"]
+    assert [c["argv"] for c in commands] == [["sleep", "0.01"], ["sleep", "0.03"]]
+
+
+def test_bad_parameter_scan_is_invalid_input() -> None:
+    done = measure("--runs", "2", "--parameter-scan", "n", "5", "1", "--", "true")
+    assert done.returncode == 2 and "LOW <= HIGH" in done.stderr
+
+
+def test_prepare_runs_before_every_run(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    done = measure("--runs", "3", "--warmup", "1", "--prepare", f"echo x >> {log}", "--", "true")
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().count("x") == 4  # warm-up included
+
+
+def test_shell_modes() -> None:
+    assert to_argv(["sleep 0.1"], "auto") == ("sh", "-c", "sleep 0.1")
+    assert to_argv(["sleep", "0.1"], "auto") == ("sleep", "0.1")
+    assert to_argv(["true"], "auto") == ("true",)
+    assert to_argv(["git log -- README.md"], "auto") == ("sh", "-c", "git log -- README.md")
+    assert to_argv(["sleep 0.1"], "none") == ("sleep 0.1",)
+    assert to_argv(["echo", "a b"], "sh") == ("sh", "-c", "echo 'a b'")
+    assert [c.text for c in build_commands([["a{x}"], ["b"]], "auto", [{"x": "1"}])] == [
+        "a1",
+        "b",
+    ]
+
+
+def test_iid_bootstrap_median_is_the_median_of_real_resamples() -> None:
+    values = np.random.default_rng(5).lognormal(size=17)
+    fast = stats.iid_median_replicates(values, 300, 11)
+    assert fast is not None
+    chosen = stats._draw(17, 300, 11)  # the same draws, applied to the sorted values
+    slow = np.median(np.sort(values)[chosen], axis=1)
+    assert np.array_equal(fast, slow)
+
+
+def test_outliers_and_slow_first_run_are_warned() -> None:
+    runs = [{"wall_time_ns": v, "exit_status": 0} for v in [90e6] + [10e6 + i for i in range(9)]]
+    summary = series_stats.command_summary("x", runs, 200, 1)
+    assert any("first run" in w and "--warmup" in w for w in summary["warnings"])
+    assert any("outlier" in w for w in summary["warnings"])
+
+
+def _documented(text: str, prefix: str) -> list[list[str]]:
+    return [
+        shlex.split(line.strip()[len(prefix) :].split("  #", 1)[0])
+        for line in text.splitlines()
+        if line.strip().startswith(prefix)
+    ]
+
+
+def test_documented_measure_commands_run(tmp_path: Path) -> None:
+    """Every `metewand measure` line of README.md and of `measure --help` runs as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    helptext = subprocess.run(
+        [METEWAND, "measure", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    commands = _documented(readme, ".venv/bin/metewand measure") + _documented(
+        helptext, "metewand measure"
+    )
+    assert len(commands) >= 6
+    for args in commands:
+        done = subprocess.run(
+            [METEWAND, "measure", *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        assert done.returncode == 0, (args, done.stderr)
+    assert canonical.loads((tmp_path / "runs.json").read_bytes())["commands"][0]["runs"]
+    assert (tmp_path / "runs.csv").read_text().startswith("command,runs,")
+
+
+def test_wall_time_comes_from_the_kernel_exec_and_exit_events_where_allowed() -> None:
+    from metewand.measure.proc_events import open_events
+
+    events = open_events()
+    expected = "proc_connector" if events is not None else "monotonic"
+    if events is not None:
+        events.close()
+    done = subprocess.run(
+        [METEWAND, "measure", "--json", "--", "sleep", "0.05"], capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    report = canonical.loads(done.stdout)
+    assert report["sources"]["wall_time_ns"] == expected
+    assert 50_000_000 <= report["wall_time_ns"]["value"] < 500_000_000
+
+
+def test_host_pollution_verdict_is_judged_and_warned_consistently(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    done = measure("--runs", "3", "--export-json", str(out), "--", "true")
+    assert done.returncode == 0, done.stderr
+    host = canonical.loads(out.read_bytes())["host"]
+    assert host["samples"] >= 3  # enough for the gate's sustained conditions
+    assert ("host was polluted" in done.stdout) == (not host["gate"]["passed"])
+
+
+def test_export_into_a_missing_directory_is_refused_before_running(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    done = measure(
+        "--runs", "2", "--export-json", str(tmp_path / "nope" / "r.json"), "--",
+        f"touch {marker}",
+    )  # fmt: skip
+    assert done.returncode == 2 and "no such directory" in done.stderr
+    assert not marker.exists() and "Traceback" not in done.stderr

@@ -1,0 +1,119 @@
+"""Per-case compute reports on a real run of the sorting example (acceptance 1)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compare_helpers import SORTING, metewand
+from metewand import canonical
+from metewand.compare import cases
+from metewand.runtime import schemas
+
+REPETITIONS = 9
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("report_cases")
+    example = tmp / "sorting"
+    shutil.copytree(SORTING, example)
+    manifest = example / "metewand.toml"
+    text = manifest.read_text()
+    assert "repetitions = 2" in text  # every experiment of the example gets more repetitions
+    manifest.write_text(text.replace("repetitions = 2", f"repetitions = {REPETITIONS}"))
+    metewand("run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
+             "--run-id", "sort", "--quiet")  # fmt: skip
+    run = tmp / "runs" / "sort"
+    metewand("report", run)  # the example's manifest names python-builtin as the reference
+    return run
+
+
+def _case(scores: dict[str, Any], size: int, distribution: str) -> dict[str, Any]:
+    for case in scores["cases"]["cases"]:
+        params = case["coordinates"]["dataset_parameters"]
+        if params == {"size": size, "distribution": distribution}:
+            return case
+    raise AssertionError(f"no case size={size} distribution={distribution}")
+
+
+def test_each_case_is_separate_and_builtin_beats_heapsort_at_20000(report: Path) -> None:
+    scores = canonical.loads((report / "scores.json").read_bytes())
+    summary = scores["cases"]
+    assert schemas.violations("metewand_compute_cases-1", summary) == []
+    scaling = [c for c in summary["cases"] if c["coordinates"]["experiment"] == "scaling"]
+    assert len(scaling) == 4  # 2 sizes x 2 distributions, never pooled
+    assert summary["bootstrap"]["resamples"] == 2000 and summary["bootstrap"]["seed"]
+    for distribution in ("uniform", "reversed"):
+        case = _case(scores, 20000, distribution)
+        impls = case["implementations"]
+        for name in ("python-builtin", "python-heapsort", "c-mergesort"):
+            block = impls[name]
+            assert block["attempts"] == REPETITIONS and block["failed_by_code"] == {}
+            for metric in ("timed_wall_time_ns", "cpu_time_ns", "peak_rss_bytes"):
+                stat = block["metrics"][metric]
+                assert stat["n"] == REPETITIONS
+                assert stat["min"] <= stat["median"] <= stat["p95"]
+                assert stat["median_ci95"][0] <= stat["median"] <= stat["median_ci95"][1]
+        builtin = impls["python-builtin"]["metrics"]["timed_wall_time_ns"]["median_ci95"]
+        heap = impls["python-heapsort"]["metrics"]["timed_wall_time_ns"]["median_ci95"]
+        assert builtin[1] < heap[0], (distribution, builtin, heap)  # CIs do not overlap
+        ratio = case["ratios"]["python-heapsort"]
+        assert ratio["ratio"] > 1 and ratio["ratio_ci95"][0] > 1 and ratio["paired"] is True
+    gm = summary["geometric_mean_ratio"]["python-heapsort"]
+    assert (
+        gm["cases"] == len(summary["cases"])
+        and gm["ci95"][0] <= gm["geometric_mean"] <= gm["ci95"][1]
+    )
+
+
+def test_scorecard_csv_and_html_show_cases(report: Path) -> None:
+    card = (report / "scorecard.md").read_text()
+    assert card.count("distribution=uniform, size=20000") >= 3  # per case tables + ratios
+    assert "## Ratio to python-builtin" in card and "geometric mean ratio over cases" in card
+    rows = list(csv.DictReader((report / "cases.csv").open()))
+    keys = {(r["case"], r["implementation"]) for r in rows}
+    assert len(keys) == 5 * 3  # scaling's 4 cases and presorted's 1, x 3 implementations
+    assert all(r["median_ci95_low"] and r["median_ci95_high"] for r in rows
+               if r["metric"] == "timed_wall_time_ns")  # fmt: skip
+    html = (report / "report.html").read_text()
+    assert 'id="scaling-dataset.size"' in html and 'id="phase-timings"' in html
+    assert "Ratio to python-builtin per case" in html and "size=20000" in html
+
+
+def test_no_successful_attempt_is_never_a_number() -> None:
+    rows = [
+        {"experiment": "e", "case": "c", "dataset": "d", "dataset_parameters": {"n": 1},
+         "problem": "p", "problem_parameters": {}, "timing_scope": "execute", "role": "measured",
+         "implementation": impl, "status": status, "code": code, "repetition": 0,
+         "record": {"provenance": {"data": {"measurements": {
+             "timed_wall_time_ns": {"status": "complete", "value": 5_000_000}}}}}}
+        for impl, status, code in (("ok", "accepted", None), ("broken", "failed", "timeout"))
+    ]  # fmt: skip
+    summary = cases.case_statistics(rows, reference="ok")
+    broken = summary["cases"][0]["implementations"]["broken"]
+    assert broken["note"] == "no successful attempt" and broken["failed_by_code"] == {"timeout": 1}
+    assert broken["metrics"]["timed_wall_time_ns"]["median"] is None
+    assert summary["cases"][0]["ratios"]["broken"]["ratio"] is None
+    from metewand.compare.case_text import case_rows
+
+    row = next(r for r in case_rows(summary, ("timed_wall_time_ns",)) if r[1] == "broken")
+    assert row[-1] == "no successful attempt"
+
+
+def test_manifest_reference_must_name_an_implementation(tmp_path: Path) -> None:
+    example = tmp_path / "sorting"
+    shutil.copytree(SORTING, example)
+    manifest = example / "metewand.toml"
+    text = manifest.read_text().replace(
+        'reference_implementation = "python-builtin"', 'reference_implementation = "nope"'
+    )
+    manifest.write_text(text)
+    done = metewand("plan", manifest, check=False)
+    assert done.returncode == 2
+    assert "reference_implementation" in done.stderr and "'nope'" in done.stderr
+    assert "metewand.toml" in done.stderr
