@@ -27,7 +27,7 @@ from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.runner import run_browser
 from metewand.suites.browser.tasks import load_corpus, select_tasks
 
-DEFAULT_CORPUS = "/work/shared/corpus/lexbench"
+DEFAULT_CORPUS = str(Path(__file__).resolve().parents[2] / "shared" / "corpus" / "lexbench")
 SUBSET = "l1.raw_cdp"
 
 

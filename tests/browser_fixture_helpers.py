@@ -7,18 +7,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from metewand.suites.browser.fixtures import FixtureServer, ServerThread
+from shared_paths import LEXBENCH, lexbench_or_skip
 
-CORPUS = Path("/work/shared/corpus/lexbench")
+CORPUS = LEXBENCH
 CORPUS_FIXTURES = CORPUS / "fixtures"
 
 
 def corpus_or_skip() -> Path:
-    if not CORPUS_FIXTURES.is_dir():
-        pytest.skip(f"peer corpus not present at {CORPUS}")
-    return CORPUS_FIXTURES
+    return lexbench_or_skip() / "fixtures"
 
 
 def serve(root: Path, **kwargs: object) -> Iterator[ServerThread]:

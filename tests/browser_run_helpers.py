@@ -9,16 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
+from shared_paths import LEXBENCH, lexbench_or_skip
 
-LEXBENCH = Path("/work/shared/corpus/lexbench")
 REPO = Path(__file__).resolve().parents[1]
-
-
-def lexbench_or_skip() -> Path:
-    if not (LEXBENCH / "manifest.json").is_file():
-        pytest.skip(f"peer corpus not present at {LEXBENCH}")
-    return LEXBENCH
+__all__ = ["LEXBENCH", "lexbench_or_skip"]
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,7 @@ def _corpus_with_invalid(tmp_path: Path) -> Path:
 def test_invalid_tasks_exit_2_naming_file_and_path(tmp_path: Path) -> None:
     corpus = _corpus_with_invalid(tmp_path)
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--allow-missing-engines", "--out", str(out),
                "--run-id", "r", "--no-progress")  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "tasks/b_bad_step.json: $.driver.steps[0].bogus: unknown key" in done.stderr
@@ -42,7 +42,7 @@ def test_invalid_tasks_exit_2_naming_file_and_path(tmp_path: Path) -> None:
 def test_keep_going_skips_invalid_and_says_so(tmp_path: Path) -> None:
     corpus = _corpus_with_invalid(tmp_path)
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--allow-missing-engines", "--out", str(out),
                "--run-id", "r", "--no-progress", "--keep-going")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "skipped (--keep-going): tasks/b_bad_step.json" in done.stderr
@@ -55,7 +55,7 @@ def test_keep_going_skips_invalid_and_says_so(tmp_path: Path) -> None:
 def test_missing_engine_rows_are_unsupported_never_numbers(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli,obscura", "--k", "2",
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli,obscura", "--allow-missing-engines", "--k", "2",
                "--out", str(out), "--run-id", "r", "--no-progress")  # fmt: skip
     assert done.returncode == 0, done.stderr
     rows = rows_of(out / "r")
@@ -122,14 +122,16 @@ def test_pending_subset_never_refuses_a_run_and_says_why_it_is_not_run(tmp_path:
     corpus = _corpus_with_pending_subset(tmp_path)
     out = tmp_path / "runs"
     for run_id, subsets in (("all", []), ("raw", ["--subset", "t.raw"])):
-        done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out",
-                   str(out), "--run-id", run_id, "--no-progress", *subsets)  # fmt: skip
+        done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
+                   "--allow-missing-engines", "--out", str(out), "--run-id", run_id,
+                   "--no-progress", *subsets)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert [r["task_id"] for r in rows_of(out / run_id)] == ["tiny_eval"]
     assert (
         "subset t.pw: 1 task(s) not run yet: driver path framework_playwright not implemented yet"
-        in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
-               "--run-id", "again", "--no-progress").stderr
+        in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
+               "--allow-missing-engines", "--out", str(out), "--run-id", "again",
+               "--no-progress").stderr
     )  # fmt: skip
 
 

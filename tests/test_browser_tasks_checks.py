@@ -26,7 +26,7 @@ def _inline_kinds(root: Path) -> set[str]:
     return kinds
 
 
-@pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+@pytest.mark.usefixtures("lexbench")
 def test_registry_has_every_kind_the_peer_corpus_uses() -> None:
     used = _inline_kinds(LEXBENCH)
     assert len(used) >= 10

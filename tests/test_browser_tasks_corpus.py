@@ -11,7 +11,7 @@ import pytest
 from browser_run_helpers import LEXBENCH
 from metewand.suites.browser.tasks import load_corpus, select_tasks, validate_corpus
 
-needs_lexbench = pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+needs_lexbench = pytest.mark.usefixtures("lexbench")  # skips, or fails under CI=true
 RUN_TODAY = {"l1.raw_cdp", "l2.web_platform"}
 
 

@@ -22,11 +22,11 @@ from metewand.suites.browser.cdp import CdpLogRecorder
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures.server import FixtureServer
 from metewand.suites.browser.tasks import Task, load_corpus, select_tasks
+from shared_paths import LEXBENCH
 
 pytestmark = pytest.mark.engines
 
 OWN_SUITE = Path(__file__).resolve().parents[1] / "src/metewand/data/browser_suite"
-LEXBENCH = Path("/work/shared/corpus/lexbench")
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +225,7 @@ def _kill_group(pid: int) -> None:
     os.killpg(pid, signal.SIGKILL)
 
 
-@pytest.mark.skipif(not LEXBENCH.is_dir(), reason="peer corpus not present")
+@pytest.mark.usefixtures("lexbench")
 def test_a_handful_of_corpus_tasks_pass_on_chrome(chrome: EngineProcess, tmp_path: Path) -> None:
     corpus = load_corpus(LEXBENCH)
     chosen = select_tasks(corpus.tasks, task_ids=[

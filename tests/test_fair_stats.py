@@ -107,6 +107,14 @@ def test_leak_slope_exact_line_and_degenerate() -> None:
         stats.leak_slope([1, 2, 3], [1.0])
 
 
+def test_leak_slope_noisy_line_matches_the_closed_form() -> None:
+    """x = 1..4, y = 1,3,2,5: slope 1.1, intercept 0, SSR 2.7, stderr sqrt(2.7 / 2 / 5)."""
+    out = stats.leak_slope([1, 2, 3, 4], [1.0, 3.0, 2.0, 5.0])
+    assert out["slope_per_attempt"] == pytest.approx(1.1)
+    assert out["intercept"] == pytest.approx(0.0, abs=1e-12)
+    assert out["stderr"] == pytest.approx((2.7 / 2 / 5) ** 0.5)
+
+
 def test_weighted_median_bootstrap_matches_the_plain_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """Equal and unequal cluster sizes, many chunks and grid cells: exactly the gathered medians."""
     from metewand.compare import stats as module

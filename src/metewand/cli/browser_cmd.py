@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import (
     ISOLATIONS,
@@ -18,6 +21,9 @@ from metewand.suites.browser.run_config import (
     RunConfig,
     builtin_suite_dir,
 )
+
+Echo = Callable[[str], None]
+ALWAYS_FAIL = frozenset({"infra", "crash"})  # statuses that mean the run itself broke
 
 
 def _engine_list(text: str) -> tuple[str, ...]:
@@ -32,7 +38,7 @@ def browser() -> None:
     Examples:
       metewand browser doctor
       metewand browser list --json
-      metewand browser run --engines chrome,lightpanda --k 3 --seed 7
+      metewand browser run --engines chrome,lightpanda --k 3 --seed 7 --tag purpose.negative
     """
 
 
@@ -52,8 +58,9 @@ def browser() -> None:
 @click.option("--seed", default="0", show_default=True, help="Seed of the engine rotation.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Attempts run at once.")
 @click.option(
-    "--score-mode", type=click.Choice(SCORE_MODES), default="independent", show_default=True
-)
+    "--score-mode", type=click.Choice(SCORE_MODES), default="independent", show_default=True,
+    help="independent: each engine's rows scored on their own; see docs for the others.",
+)  # fmt: skip
 @click.option(
     "--isolation",
     type=click.Choice(ISOLATIONS),
@@ -63,68 +70,161 @@ def browser() -> None:
 )
 @click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
 @click.option(
-    "--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True
-)
+    "--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+    help="Where runs live (relative to the current directory).",
+)  # fmt: skip
 @click.option("--resume", default=None, help="Finish an interrupted run (its dir or id).")
 @click.option("--keep-going", is_flag=True, help="Skip invalid task files instead of exiting 2.")
-@click.option("--timeout-scale", type=float, default=1.0, show_default=True)
+@click.option("--timeout-scale", type=float, default=1.0, show_default=True,
+              help="Multiply every task's timeouts (e.g. 2 on a slow host).")  # fmt: skip
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines.")
 @click.option("--quiet", is_flag=True, help="Only errors.")
 @click.option(
-    "--resource-profile", type=click.Choice(RESOURCE_PROFILES), default="off", show_default=True
-)
-@click.option("--resource-sample-interval-ms", type=int, default=500, show_default=True)
-@click.option("--resource-calibration-baseline", default=None, metavar="RUN")
-@click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True)
-@click.option("--reference-engine", default=None)
-@click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on", show_default=True)
-@click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True)
+    "--resource-profile", type=click.Choice(RESOURCE_PROFILES), default="off", show_default=True,
+    help="off: functional run; baseline: profiler-off A/B baseline; engine: profiled run.",
+)  # fmt: skip
+@click.option("--resource-sample-interval-ms", type=int, default=500, show_default=True,
+              help="PSS/process sampling interval of a profiled attempt.")  # fmt: skip
+@click.option("--resource-calibration-baseline", default=None, metavar="RUN",
+              help="Profiler-off run (directory or id under --out) to calibrate against.")  # fmt: skip
+@click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True,
+              help="Largest acceptable profiler overhead (duration, collection wall).")  # fmt: skip
+@click.option("--reference-engine", default=None,
+              help="Engine the others are compared against (paired ratios need one).")  # fmt: skip
+@click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on",
+              show_default=True, help="Record host load, memory, swap and PSI beside the run.")  # fmt: skip
+@click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True,
+              help="Seconds between host telemetry samples.")  # fmt: skip
 @click.option(
     "--host-foreign-cpu-max", type=float, default=0.10, show_default=True, metavar="CORES",
     help="Pollution gate: CPU used beside the benchmark above this many cores for 3 host "
     "samples in a row trips foreign_cpu_load.",
 )  # fmt: skip
-@click.option("--cold-start-samples", type=int, default=5, show_default=True)
+@click.option("--cold-start-samples", type=int, default=5, show_default=True,
+              help="Profiled runs: engine cold starts measured before the attempts.")  # fmt: skip
 @click.option(
     "--settle-limit-ms", type=int, default=1000, show_default=True,
     help="Resource profiles: after each attempt, wait up to this long for the engine to go "
     "quiet, so its teardown is charged to it and not to the next attempt (0: no wait).",
 )  # fmt: skip
+@click.option(
+    "--fail-on", default="", metavar="STATUS,...",
+    help="Also exit 1 when any attempt ends with one of these statuses (e.g. fail,timeout); "
+    "infra and crash always do.",
+)  # fmt: skip
+@click.option("--require-eligible", is_flag=True,
+              help="Refuse a profiled run whose resource comparison could never be eligible.")  # fmt: skip
+@click.option("--allow-missing-engines", is_flag=True,
+              help="Record a missing engine's attempts as unsupported instead of exiting 3.")  # fmt: skip
 def run(**opts: object) -> None:  # fmt: skip
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
 
-    Ctrl-C stops every engine, marks the run interrupted and exits 130; --resume finishes it.
+    Exit status: 0 when the run completed, whatever the engines' verdicts (they are the
+    result); 1 when an attempt ended infra or crash, or with a --fail-on status; 2 invalid input
+    or a calibration baseline that is missing or cannot calibrate this run (nothing run); 3 a
+    missing engine. Ctrl-C stops every engine, marks the run interrupted and exits 130;
+    --resume finishes it.
 
     \b
     Examples:
       metewand browser run --engines chrome,lightpanda --k 1
       metewand browser run --tasks ../shared/corpus/lexbench --subset l1.raw_cdp \\
-          --engines chrome --k 3 --jobs 2 --run-id lex1
+          --tag purpose.smoke --engines chrome --k 3 --jobs 2 --run-id lex1
       metewand browser run --resume lex1 --no-progress
-      metewand browser run --engines chrome,lightpanda --resource-profile engine \\
-          --resource-calibration-baseline base1 --reference-engine chrome
+      metewand browser run --engines chrome,lightpanda --task own_ax_tree \\
+          --resource-profile baseline --run-id base1
+      metewand browser run --engines chrome,lightpanda --task own_ax_tree \\
+          --resource-profile engine --resource-calibration-baseline base1 \\
+          --reference-engine chrome --run-id prof1
+      metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout
     """
     from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.suites.browser.runner import run_browser
 
     quiet = bool(opts["quiet"])
     mode = progress_mode(bool(opts["no_progress"]), quiet)
+    fail_on = _statuses(str(opts["fail_on"]))
 
     def echo(text: str) -> None:
         if not quiet or text.startswith("error"):
             click.echo(text, err=True)
 
-    config = None
-    if opts["resume"] is None:
+    # Every path is resolved here, once, against the directory the command was run from.
+    out_dir = Path(str(opts["out_dir"])).absolute()
+    resume = opts["resume"]
+    if resume is not None:
+        resume = str(resolve_run_dir(str(resume), out_dir, what="--resume"))
+    config = plan = None
+    if resume is None:
         if not opts["engines"]:
             raise click.UsageError("--engines is required (unless --resume)")
-        config = _config(opts)
+        config, plan = _checked_plan(opts, out_dir, echo)
     result = run_browser(
-        config, Path(str(opts["out_dir"])), opts["run_id"],  # type: ignore[arg-type]
-        opts["resume"], reporter_factory(mode), echo,  # type: ignore[arg-type]
-        hooks=_hooks(config, opts),  # type: ignore[arg-type]
+        config, out_dir, opts["run_id"],  # type: ignore[arg-type]
+        resume, reporter_factory(mode), echo,
+        hooks=_hooks(config, opts), plan=plan,  # type: ignore[arg-type]
     )  # fmt: skip
-    sys.exit(result.exit_code)
+    if result.exit_code != exit_codes.OK or result.run_dir is None:
+        sys.exit(result.exit_code)
+    sys.exit(_outcome(result.run_dir, fail_on, echo))
+
+
+def _statuses(text: str) -> frozenset[str]:
+    from metewand.suites.browser.classify import STATUSES
+
+    chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(chosen - set(STATUSES))
+    if unknown:
+        raise click.BadParameter(f"unknown status(es) {unknown}; choose from {list(STATUSES)}",
+                                 param_hint="--fail-on")  # fmt: skip
+    return chosen
+
+
+def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[RunConfig, Any]:
+    """The run's plan, after every refusal that can be decided before the run exists."""
+    from metewand.cli import browser_preflight as preflight
+    from metewand.suites.browser.run_plan import PlanError, build_plan
+
+    run_id = opts["run_id"]
+    if run_id is not None and (out_dir / str(run_id)).exists():
+        preflight.refuse(echo, [f"run {run_id!r} exists in {out_dir}; resume it with "
+                                f"--resume {run_id} or choose another --run-id"], 2)  # fmt: skip
+    baseline = opts["resource_calibration_baseline"]
+    baseline_dir = None
+    if baseline is not None:
+        baseline_dir = find_run_dir(str(baseline), out_dir)
+        if baseline_dir is None:
+            preflight.refuse(echo, [f"--resource-calibration-baseline {baseline!r}: no run "
+                                    f"directory (looked in {out_dir})"], 2)  # fmt: skip
+        opts = {**opts, "resource_calibration_baseline": str(baseline_dir)}
+    config = _config(opts)
+    try:
+        plan = build_plan(config)
+    except PlanError as exc:
+        preflight.refuse(echo, exc.lines, exit_codes.INVALID_INPUT)
+    preflight.check_engines(plan, bool(opts["allow_missing_engines"]), echo)
+    if baseline_dir is not None:
+        preflight.check_baseline(plan, baseline_dir, echo)
+    preflight.check_eligibility(config, bool(opts["require_eligible"]), echo)
+    return config, plan
+
+
+def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
+    """0 when the run completed, whatever the engines' verdicts (they are the result); 1 when an
+    attempt ended infra or crash (the harness or an engine process broke), or hit --fail-on."""
+    from metewand.compare.run_warnings import run_warnings
+    from metewand.compare.rundir import load_run
+
+    run = load_run(run_dir)
+    for line in run_warnings(run):
+        echo(f"warning: {line}")
+    statuses = {str(row.get("status")) for row in run.rows}
+    broken = statuses & ALWAYS_FAIL
+    hit = statuses & fail_on
+    if broken or hit:
+        echo(f"exit 1: attempts ended {', '.join(sorted(broken | hit))}")
+        return exit_codes.BENCHMARK_FAILURES
+    return exit_codes.OK
 
 
 def _config(opts: dict[str, object]) -> RunConfig:
@@ -210,7 +310,8 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
 
 
 @browser.command()
-@click.option("--engines", default=",".join(ENGINES), show_default=True)
+@click.option("--engines", default=",".join(ENGINES), show_default=True,
+              help="Comma-separated engines to check.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 @click.option(
     "--foreign-look-s", type=click.FloatRange(min=0), default=5.0, show_default=True,

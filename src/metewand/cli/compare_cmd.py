@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 
 FORMATS = ("md", "json", "html")
 REGRESSION_EXIT = 1
@@ -77,8 +78,8 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
 
 
 @click.command("compare")
-@click.argument("base", type=click.Path(exists=True, file_okay=False))
-@click.argument("new", type=click.Path(exists=True, file_okay=False))
+@click.argument("base")
+@click.argument("new")
 @click.option(
     "--metric",
     default=None,
@@ -94,15 +95,18 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
 @click.option(
     "--format", "fmt", default=None, help="Also write compare.{md,json,html}: md,json,html."
 )
-@click.option("--out", "out_dir", default=".", show_default=True, type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", default=".", show_default=True, type=click.Path(file_okay=False),
+              help="Where --format writes compare.md/json/html.")  # fmt: skip
 @click.option(
     "--fail-on-regression",
     is_flag=True,
     help="Exit 1 when a group is slower beyond the threshold or a pass turned into a non-pass.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
-@click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True)
-@click.option("--seed", type=int, default=20240607, show_default=True)
+@click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True,
+              help="Bootstrap resamples of each confidence interval.")  # fmt: skip
+@click.option("--seed", type=int, default=20240607, show_default=True,
+              help="Seed of the bootstrap (the same seed gives the same intervals).")  # fmt: skip
 def compare(
     base: str,
     new: str,
@@ -117,14 +121,16 @@ def compare(
 ) -> None:
     """Compare two runs of the same suite: NEW/BASE per case x implementation or task x engine.
 
+    BASE and NEW are run directories, run ids under ./runs, or latest.
+
     \b
     Groups present in only one run are listed, never dropped. Browser status changes
     (pass -> fail, ...) are listed. Provenance differences come first.
     \b
     Examples:
-      metewand compare runs/BASE runs/NEW
-      metewand compare runs/BASE runs/NEW --fail-on-regression --threshold 5%
-      metewand compare runs/BASE runs/NEW --metric cpu_time_ns --format md,json,html --out cmp
+      metewand compare sort1 sort2
+      metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%
+      metewand compare sort1 sort2 --metric cpu_time_ns --format md,json,html --out cmp
     \b
     Exit status: 0; 1 with --fail-on-regression when something regressed;
     2 when the runs cannot be read or compared.
@@ -132,6 +138,8 @@ def compare(
     from metewand import canonical
     from metewand.compare.run_compare import CompareError, compare_runs
     from metewand.compare.rundir import RunDirError, load_run
+
+    base, new = str(resolve_run_dir(base, what="BASE")), str(resolve_run_dir(new, what="NEW"))
 
     try:
         formats = _formats(fmt)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 
 DEFAULT_MANIFEST = "metewand.toml"
 
@@ -22,17 +24,20 @@ RUN_EXAMPLES = """\b
 Examples:
   metewand run examples/sorting/metewand.toml
   metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
+  metewand run examples/sorting/metewand.toml --run-id sort2 --no-progress
   metewand run --resume sort1            # after Ctrl-C (exit 130)
-  metewand run metewand.toml --quiet     # no progress, no summary table
+  cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
 """
 
 
-def _load_plan(manifest: str) -> Any:
+def _load(manifest: str) -> tuple[Any, Any]:
+    """The manifest and its plan, or every validation error and exit 2."""
     from metewand.suites.compute.manifest import ManifestError, load
     from metewand.suites.compute.plan import build_plan
 
     try:
-        return build_plan(load(manifest))
+        loaded = load(manifest)
+        return loaded, build_plan(loaded)
     except ManifestError as exc:
         for line in exc.errors:
             click.echo(f"error: {line}", err=True)
@@ -46,7 +51,7 @@ def plan(manifest: str, as_json: bool) -> None:
     """Show the attempts MANIFEST expands to, without running anything."""
     from metewand import canonical
 
-    expanded = _load_plan(manifest)
+    _, expanded = _load(manifest)
     for attempt in expanded.attempts:
         if as_json:
             click.echo(canonical.dumps_str(attempt.describe()))
@@ -61,11 +66,10 @@ def plan(manifest: str, as_json: bool) -> None:
     )
 
 
-def _resumed_manifest(resume: str, out_dir: str) -> str:
+def _resumed_manifest(run_dir: Path) -> str:
     """The manifest a run was started from (``run --resume RUN`` needs no MANIFEST)."""
     from metewand.runtime.store import RunView, StoreError
 
-    run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
     try:
         path = RunView(run_dir).manifest["data"].get("manifest_path")
     except StoreError as exc:
@@ -98,7 +102,13 @@ def _resumed_manifest(resume: str, out_dir: str) -> str:
     show_default=True,
     help="Record host load, memory, swap and PSI beside the run (host_telemetry.jsonl).",
 )
-@click.option("--host-sample-interval-s", type=click.FloatRange(min=0.05), default=1.0)
+@click.option(
+    "--host-sample-interval-s",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between host telemetry samples.",
+)
 @click.option(
     "--host-foreign-cpu-max",
     type=click.FloatRange(min=0),
@@ -133,35 +143,81 @@ def run(
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
+    # Every path is resolved here, once, against the directory the command was run from.
+    out_dir = os.path.abspath(out_dir)
+    resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
     if manifest is None:
-        manifest = _resumed_manifest(resume, out_dir) if resume else DEFAULT_MANIFEST
-    _load_plan(manifest)  # validation errors before anything is created
+        manifest = _resumed_manifest(resume_dir) if resume_dir else DEFAULT_MANIFEST
+    loaded, expanded = _load(os.path.abspath(manifest))  # errors before anything is created
+    _refuse_before_running(loaded, expanded, out_dir, run_id if resume_dir is None else None)
     options = runner.RunOptions(
         out_dir=out_dir,
         run_id=run_id,
-        resume=resume,
+        resume=str(resume_dir) if resume_dir else None,
         jobs=jobs,
-        cache_dir=cache_dir,
+        cache_dir=os.path.abspath(cache_dir) if cache_dir else None,
         accounting_backend=backend,
         host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
         host_foreign_cpu_max=host_foreign_cpu_max,
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
-        summary = runner.run(manifest, options, reporter=reporter)
+        summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
     except KeyboardInterrupt:
-        click.echo(f"interrupted: resume with --resume {resume or _run_dir(options)}", err=True)
+        click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
+    except Exception as exc:  # the harness broke; the runner marked the run interrupted
+        if os.environ.get("METEWAND_DEBUG"):
+            raise
+        click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
+                   "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
         _print_case_table(summary.rows)
         click.echo(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
+        _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
+    sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
+
+
+def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str | None) -> None:
+    """Conditions that would waste or spoil a run are refused before it exists."""
+    from metewand.suites.compute.launch import missing_commands
+
+    if run_id is not None and os.path.lexists(os.path.join(out_dir, run_id)):
+        click.echo(
+            f"error: run {run_id!r} exists in {out_dir}; resume it with --resume {run_id} "
+            "or choose another --run-id",
+            err=True,
+        )
+        sys.exit(exit_codes.INVALID_INPUT)
+    missing = missing_commands(loaded, expanded)
+    for line in missing:
+        click.echo(f"error: {line}", err=True)
+    if missing:
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+
+
+def _warn_at_end(run_dir: str) -> None:
+    """Failed attempts by code and a failed pollution gate, where the user looks: last."""
+    from metewand.compare.run_warnings import run_warnings
+    from metewand.compare.rundir import load_run
+
+    for line in run_warnings(load_run(run_dir)):
+        click.echo(f"warning: {line}", err=True)
+
+
+def _any_failed(run_dir: str) -> bool:
+    """Over every row of the run (a resumed run answers for its earlier sessions too)."""
+    from metewand.runtime.store import RunView
+
+    return any(row.get("status") == "failed" for row in RunView(Path(run_dir)).rows())
 
 
 def _print_case_table(rows: list[dict[str, Any]]) -> None:

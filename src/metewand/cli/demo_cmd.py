@@ -73,6 +73,7 @@ def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int) -> None:
     common = [
         "browser", "run", "--engines", engines, "--k", str(k), "--jobs", "1",
         "--seed", "metewand-demo-v1", "--score-mode", "independent", "--out", str(out),
+        "--allow-missing-engines",
     ]  # fmt: skip
     off_id, on_id = f"demo-browser-off-{stamp}", f"demo-browser-on-{stamp}"
     log.step(
@@ -94,8 +95,10 @@ def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int) -> None:
 
 @click.command()
 @click.option("--out", "out_dir", default="runs", show_default=True, help="Where runs are written.")
-@click.option("--engines", default="chrome,lightpanda", show_default=True)
-@click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--engines", default="chrome,lightpanda", show_default=True,
+              help="Comma-separated engines of the browser pair of runs.")  # fmt: skip
+@click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Attempts per task and engine (eligibility needs k >= 5).")  # fmt: skip
 @click.option(
     "--compute-manifest",
     type=click.Path(path_type=Path),
@@ -117,7 +120,7 @@ def demo(
     \b
     Examples:
       metewand demo
-      metewand demo --k 1 --skip-compute
+      metewand demo --skip-browser
     """
     out = Path(out_dir).resolve()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -6,20 +6,19 @@ run would get, with the reasons each better backend was skipped.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.measure import foreign, host_facts
-from metewand.measure.accounting import AccountingUnavailable, open_accounting
-from metewand.measure.cgroups import CgroupLayout, detect_layout
-from metewand.measure.host_gate import GateThresholds
+
+# The measure modules are imported where used, so `metewand doctor --help` stays fast.
+if TYPE_CHECKING:
+    from metewand.measure.cgroups import CgroupLayout
 
 PRESSURE = Path("/proc/pressure")
 ENGINE_FIXES = {
@@ -37,6 +36,8 @@ def layout_name(layout: CgroupLayout) -> str:
 
 
 def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
+    from metewand.measure.accounting import AccountingUnavailable, open_accounting
+
     try:
         accounting = open_accounting("auto", label="metewand-doctor", layout=layout)
     except AccountingUnavailable as exc:
@@ -54,6 +55,8 @@ def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
 
 
 def system_checks() -> dict[str, Any]:
+    from metewand.measure import host_facts
+
     swaps = (host_facts.read_text_or_none("/proc/swaps") or "").splitlines()[1:]
     psi = {r: (PRESSURE / r).exists() for r in ("cpu", "memory", "io")}
     return {
@@ -68,6 +71,9 @@ def foreign_check(look_s: float) -> dict[str, Any] | None:
     """CPU the machine spends outside this command over one look (None: ``look_s`` is 0)."""
     if look_s <= 0:
         return None
+    from metewand.measure import foreign
+    from metewand.measure.host_gate import GateThresholds
+
     try:
         figures = foreign.look(look_s, os.getpid())
     except (OSError, ValueError) as exc:
@@ -93,6 +99,8 @@ def foreign_line(check: dict[str, Any] | None) -> str | None:
 
 
 def lightpanda_wheel() -> str | None:
+    import importlib.metadata  # scans every installed distribution: only when asked
+
     try:
         return importlib.metadata.version("lightpanda")
     except importlib.metadata.PackageNotFoundError:
@@ -139,6 +147,8 @@ def _problem(severity: str, message: str, fix: str) -> dict[str, str]:
 
 
 def build_report(engines: list[str], look_s: float = 0.0) -> dict[str, Any]:
+    from metewand.measure.cgroups import detect_layout
+
     look = foreign_check(look_s)  # first, before this command launches any engine
     layout = detect_layout()
     report: dict[str, Any] = {

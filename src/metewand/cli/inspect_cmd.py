@@ -11,6 +11,7 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 from metewand.compare.compute_rows import diagnostic_of, measurements_of
 from metewand.compare.fmt import form_text
 from metewand.compare.rundir import RunDirError, load_run, read_jsonl
@@ -106,7 +107,7 @@ def _print_text(info: Mapping[str, Any]) -> None:
 
 
 @click.command("inspect")
-@click.argument("run", type=click.Path(exists=True, file_okay=False))
+@click.argument("run")
 @click.option("--task", help="Task id (browser runs).")
 @click.option("--engine", help="Engine (browser runs).")
 @click.option(
@@ -124,16 +125,18 @@ def inspect(
 ) -> None:
     """Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.
 
+    RUN is a run directory, a run id under ./runs, or latest (the newest run there).
+
     \b
     Examples:
-      metewand inspect runs/RUN --task nav_basic --engine chrome --attempt 1
-      metewand inspect runs/RUN --key sorting/python/3 --json
+      metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1
+      metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json
     """
     if key is None and (task is None or engine is None or attempt is None):
         click.echo("error: give --key, or --task, --engine and --attempt", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
     try:
-        data = load_run(run)
+        data = load_run(resolve_run_dir(run))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)

@@ -11,22 +11,59 @@ import importlib.util
 
 import click
 
-from metewand import __version__
-
-# command name -> "module:attribute"; a command whose module is absent is not listed.
-COMMANDS: dict[str, str] = {
-    "measure": "metewand.cli.measure_cmd:measure",
-    "schema": "metewand.cli.schema_cmd:schema",
-    "plan": "metewand.cli.compute_cmd:plan",
-    "run": "metewand.cli.compute_cmd:run",
-    "status": "metewand.cli.store_cmd:status",
-    "export": "metewand.cli.store_cmd:export",
-    "browser": "metewand.cli.browser_cmd:browser",
-    "report": "metewand.cli.report_cmd:report",
-    "compare": "metewand.cli.compare_cmd:compare",
-    "doctor": "metewand.cli.doctor_cmd:doctor",
-    "inspect": "metewand.cli.inspect_cmd:inspect",
-    "demo": "metewand.cli.demo_cmd:demo",
+# command name -> ("module:attribute", one-line help). The help is written here so that
+# `metewand --help` lists the commands without importing them (tests/test_cli_help.py checks it
+# against each command's own first line); a command whose module is absent is not listed.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "measure": (
+        "metewand.cli.measure_cmd:measure",
+        "Run COMMAND as a measured subject: wall time, tree CPU, peak memory, PSS, processes.",
+    ),
+    "schema": (
+        "metewand.cli.schema_cmd:schema",
+        "List schema names, or print the schema NAME (pretty JSON unless --canonical/--json).",
+    ),
+    "plan": (
+        "metewand.cli.compute_cmd:plan",
+        "Show the attempts MANIFEST expands to, without running anything.",
+    ),
+    "run": (
+        "metewand.cli.compute_cmd:run",
+        "Run every attempt of MANIFEST (default metewand.toml) into OUT/RUN_ID/results.jsonl.",
+    ),
+    "status": (
+        "metewand.cli.store_cmd:status",
+        "Show the state of run RUN (a run directory or an id under ./runs).",
+    ),
+    "export": (
+        "metewand.cli.store_cmd:export",
+        "Export the attempt rows of run RUN (a run directory or an id under ./runs).",
+    ),
+    "browser": (
+        "metewand.cli.browser_cmd:browser",
+        "Run headless browser engines against a task corpus over CDP.",
+    ),
+    "report": (
+        "metewand.cli.report_cmd:report",
+        "Regenerate the reports of RUN from its directory alone.",
+    ),
+    "compare": (
+        "metewand.cli.compare_cmd:compare",
+        "Compare two runs of the same suite: NEW/BASE per case x implementation or task x engine.",
+    ),
+    "doctor": (
+        "metewand.cli.doctor_cmd:doctor",
+        "Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, "
+        "and how busy the machine is outside metewand.",
+    ),
+    "inspect": (
+        "metewand.cli.inspect_cmd:inspect",
+        "Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.",
+    ),
+    "demo": (
+        "metewand.cli.demo_cmd:demo",
+        "Run metewand's main job end to end and print where the reports are.",
+    ),
 }
 
 
@@ -40,20 +77,27 @@ def _available(target: str) -> bool:
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name, target in COMMANDS.items() if _available(target))
+        return sorted(name for name, (target, _) in COMMANDS.items() if _available(target))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = COMMANDS.get(cmd_name)
-        if target is None or not _available(target):
+        target = COMMANDS.get(cmd_name, ("", ""))[0]
+        if not target or not _available(target):
             return None
         module_name, attr = target.split(":", 1)
         command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
         return command
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from the table above: no subcommand module is imported for it."""
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="metewand")
+@click.version_option(package_name="metewand", prog_name="metewand")
 def cli() -> None:
     """metewand: benchmark programs as processes and tell the truth about what they cost.
 

@@ -8,20 +8,19 @@ several commands: repeated runs, each in its own accounting group, with statisti
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.measure.accounting import BACKENDS, AccountingUnavailable
-from metewand.measure.forms import Measurement
-from metewand.measure.subject import (
-    MEASUREMENT_FIELDS,
-    SubjectReport,
-    SubjectStartError,
-    run_measured,
-)
+
+# The measure modules are imported when a command is measured, so `--help` stays fast; the
+# backend names are spelled here (tests/test_cli_help.py checks them against measure.accounting).
+BACKEND_CHOICES = ("cgroup2", "cgroup1", "proc")
+if TYPE_CHECKING:
+    from metewand.measure.forms import Measurement
+    from metewand.measure.subject import SubjectReport
 
 
 def _format_value(name: str, m: Measurement) -> str:
@@ -37,6 +36,8 @@ def _format_value(name: str, m: Measurement) -> str:
 def _print_table(report: SubjectReport) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from metewand.measure.subject import MEASUREMENT_FIELDS
 
     table = Table(title=f"metewand measure ({report.backend})", title_justify="left")
     for column in ("measurement", "value", "status", "source"):
@@ -105,7 +106,9 @@ def _parameters(
 def _single_run(
     words: list[str], shell: str, backend: str, interval_ms: int, pss_every: int, as_json: bool
 ) -> None:
+    from metewand.measure.accounting import AccountingUnavailable
     from metewand.measure.series import to_argv
+    from metewand.measure.subject import SubjectStartError, run_measured
 
     try:
         report = run_measured(
@@ -135,7 +138,9 @@ def _progress(command: Any, done: int, run: dict[str, Any]) -> None:
 
 
 def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], dict[str, Any]]:
+    from metewand.measure.accounting import AccountingUnavailable
     from metewand.measure.series import CommandFailed, run_all
+    from metewand.measure.subject import SubjectStartError
 
     show = None if quiet or not sys.stderr.isatty() else _progress
     try:
@@ -300,17 +305,20 @@ def _check_exports(*paths: str | None) -> None:
     default=None,
     help="Every run (raw ns/bytes) and every statistic.",
 )
-@click.option("--export-csv", type=click.Path(dir_okay=False), default=None)
-@click.option("--export-markdown", type=click.Path(dir_okay=False), default=None)
+@click.option("--export-csv", type=click.Path(dir_okay=False), default=None,
+              help="One line per command and statistic.")  # fmt: skip
+@click.option("--export-markdown", type=click.Path(dir_okay=False), default=None,
+              help="The summary table as Markdown.")  # fmt: skip
 @click.option("--seed", type=int, default=20240607, show_default=True, help="Bootstrap seed.")
 @click.option(
     "--backend",
-    type=click.Choice(["auto", *BACKENDS]),
+    type=click.Choice(["auto", *BACKEND_CHOICES]),
     default="auto",
     show_default=True,
     help="Tree accounting backend; auto tries cgroup2, cgroup1, then /proc and says why.",
 )
-@click.option("--interval-ms", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--interval-ms", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Milliseconds between samples of the process tree.")  # fmt: skip
 @click.option(
     "--pss-every",
     type=click.IntRange(min=1),

@@ -7,16 +7,15 @@ from pathlib import Path
 
 import click
 
-from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.cli.store_cmd import rows_to_csv
-from metewand.compare.generate import FORMATS, generate, write_atomic
-from metewand.compare.rundir import RunDirError, load_run
+from metewand.cli.rundirs import resolve_run_dir
 
 CSV_NAME = "results.csv"
 
 
 def _formats(value: str) -> list[str]:
+    from metewand.compare.generate import FORMATS  # numpy/matplotlib: only when reporting
+
     chosen = [f.strip() for f in value.split(",") if f.strip()]
     unknown = sorted(set(chosen) - set(FORMATS))
     if unknown:
@@ -25,15 +24,21 @@ def _formats(value: str) -> list[str]:
 
 
 @click.command("report")
-@click.argument("run", type=click.Path(exists=True, file_okay=False))
-@click.option("--baseline", type=click.Path(exists=True, file_okay=False), help="Profiler-off run.")
+@click.argument("run")
+@click.option("--baseline", default=None, metavar="RUN", help="Profiler-off run (directory or id).")
 @click.option("--reference-engine", default=None, help="Engine the others are compared against.")
 @click.option(
     "--reference-implementation",
     default=None,
     help="Compute runs: per case, each implementation's median over this one's, with CIs.",
 )
-@click.option("--format", "fmt", default="md,json,html,csv", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    default="md,json,html,csv",
+    show_default=True,
+    help="Comma-separated: md (scorecard.md), json (scores.json), html (report.html), csv.",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write here, not RUN.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as JSON.")
 def report(
@@ -47,19 +52,28 @@ def report(
 ) -> None:
     """Regenerate the reports of RUN from its directory alone.
 
+    RUN is a run directory, a run id under ./runs, or latest (the newest run there).
+
     \b
     Writes scores.json (json), scorecard.md (md), report.html (html), results.csv (csv;
     a compute run also gets cases.csv: one line per case x implementation x metric).
     scores.json and scorecard.md are byte-identical when regenerated from the same rows.
     \b
     Examples:
-      metewand report runs/RUN
-      metewand report runs/RUN --reference-implementation python-builtin
-      metewand report runs/ON --baseline runs/OFF --reference-engine chrome --format html
+      metewand report runs/sort1
+      metewand report latest --format md,json
+      metewand report sort1 --reference-implementation python-builtin
+      metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html
     """
+    from metewand import canonical
+    from metewand.cli.store_cmd import rows_to_csv
+    from metewand.compare.generate import generate, write_atomic
+    from metewand.compare.rundir import RunDirError, load_run
+
+    run = str(resolve_run_dir(run))
+    base = resolve_run_dir(baseline, what="baseline") if baseline else None
     try:
         formats = _formats(fmt)
-        base = Path(baseline) if baseline else None
         written = generate(run, formats, out_dir, base, reference_engine, reference_implementation)
         if "csv" in formats:
             target = Path(out_dir) if out_dir else Path(run)

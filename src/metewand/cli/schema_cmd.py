@@ -8,7 +8,6 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
-from metewand.runtime import schemas
 
 
 @click.command("schema")
@@ -26,6 +25,8 @@ def schema(name: str | None, as_json: bool, as_canonical: bool) -> None:
       metewand schema measurements-v2
       metewand schema attempt --json
     """
+    from metewand.runtime import schemas  # jsonschema: only when a schema is asked for
+
     if name is None:
         names = schemas.list_schemas()
         click.echo(canonical.dumps_str(names) if as_json else "\n".join(names))

@@ -7,16 +7,16 @@ import io
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.rundirs import resolve_run_dir
 from metewand.compare.csv_safe import safe_cell
 from metewand.runtime.store import RunView, StoreError
 
-DEFAULT_RUNS_DIR = Path("runs")
 FORM_STATUSES = frozenset({"complete", "partial", "unavailable"})
 FORM_KEYS = ("status", "value", "reason")
 LEADING_COLUMNS = ("key", "status", "attempt")
@@ -24,18 +24,15 @@ LEADING_COLUMNS = ("key", "status", "attempt")
 
 def open_run(run: str) -> RunView:
     """RUN is a run directory, or a run id under ./runs."""
-    candidates = [Path(run), DEFAULT_RUNS_DIR / run]
-    for path in candidates:
-        if path.is_dir():
-            try:
-                return RunView(path)
-            except StoreError as exc:
-                _fail(str(exc))
-    _fail(f"no run directory {run!r} (looked in {', '.join(str(c) for c in candidates)})")
-    raise AssertionError("unreachable")
+    try:
+        view = RunView(resolve_run_dir(run))
+        view.manifest  # noqa: B018 - refuse an unreadable manifest here, with its name
+    except (StoreError, ValueError) as exc:
+        _fail(str(exc))
+    return view
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     raise SystemExit(exit_codes.INVALID_INPUT)
 
@@ -48,7 +45,8 @@ def run_status(view: RunView) -> dict[str, Any]:
     return {
         "run_id": view.run_id,
         "run_dir": str(view.run_dir),
-        "state": view.state,
+        "state": view.live_state,
+        "recorded_state": view.state,
         "rows": len(read.rows),
         "by_status": dict(sorted(Counter(str(r.get("status")) for r in read.rows).items())),
         "finished": len(finished),
@@ -65,10 +63,14 @@ def run_status(view: RunView) -> dict[str, Any]:
 def status(run: str, as_json: bool) -> None:
     """Show the state of run RUN (a run directory or an id under ./runs).
 
+    A run left "running" by a process that is gone (kill -9, power loss) shows as interrupted;
+    ``run --resume`` / ``browser run --resume`` continues it.
+
     \b
     Examples:
-      metewand status runs/20250101T120000Z-ab12cd
-      metewand status 20250101T120000Z-ab12cd --json
+      metewand status runs/sort1
+      metewand status sort1 --json
+      metewand status latest
     """
     summary = run_status(open_run(run))
     if as_json:
@@ -144,12 +146,12 @@ def rows_to_csv(rows: list[dict[str, Any]]) -> str:
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
 def export(run: str, fmt: str, output: str | None) -> None:
-    """Export the attempt rows of run RUN.
+    """Export the attempt rows of run RUN (a run directory or an id under ./runs).
 
     \b
     Examples:
-      metewand export runs/RUN --format csv -o results.csv
-      metewand export RUN --format json
+      metewand export runs/sort1 --format csv -o results.csv
+      metewand export sort1 --format json
     """
     rows = open_run(run).rows()
     if fmt == "csv":

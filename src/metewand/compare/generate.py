@@ -15,9 +15,11 @@ from metewand import canonical
 from metewand.compare.case_text import cases_csv
 from metewand.compare.report_html import render_report
 from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, resource_context
+from metewand.compare.run_warnings import markdown_block, run_warnings
 from metewand.compare.rundir import load_run
 from metewand.compare.scorecard import scorecard_md
 from metewand.compare.scores import scores_bytes, scores_for
+from metewand.runtime.store import give_normal_mode
 
 SCORES = "scores.json"
 SCORECARD = "scorecard.md"
@@ -29,6 +31,7 @@ FORMATS = ("md", "json", "html", "csv")
 def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        give_normal_mode(fd)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
@@ -59,10 +62,11 @@ def generate(
     if "json" in wanted:
         written["json"] = target / SCORES
         write_atomic(written["json"], scores_bytes(scores))
+    ctx = resource_context(run, baseline, reference_engine)
     if "md" in wanted:
         written["md"] = target / SCORECARD
-        write_atomic(written["md"], scorecard_md(scores).encode("utf-8"))
-    ctx = resource_context(run, baseline, reference_engine)
+        card_md = _with_warnings(scorecard_md(scores), run_warnings(run, ctx.summary))
+        write_atomic(written["md"], card_md.encode("utf-8"))
     card = ctx.card()
     if ctx.summary is not None and card is not None:
         written["resource_summary"] = target / RESOURCE_SUMMARY
@@ -76,3 +80,11 @@ def generate(
         written["html"] = target / REPORT
         write_atomic(written["html"], render_report(run, scores, ctx).encode("utf-8"))
     return written
+
+
+def _with_warnings(card: str, warnings: list[str]) -> str:
+    """The warnings right under the scorecard's title line, where a reader starts."""
+    if not warnings:
+        return card
+    title, _, rest = card.partition("\n\n")
+    return f"{title}\n\n{markdown_block(warnings)}{rest}"

@@ -25,6 +25,7 @@ from metewand.compare.report_resources import (
     paired_section,
     resource_context,
 )
+from metewand.compare.run_warnings import run_warnings
 from metewand.compare.rundir import RunData
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
@@ -314,5 +315,7 @@ def render_report(
         + ". Regenerate with: metewand report "
         + str(run.path)
     )
-    body = intro + "".join(html for _, _, html in parts)
+    warnings = run_warnings(run, ctx.summary)  # at the top, not thousands of pixels down
+    body = intro + "".join(paragraph(f"warning: {w}", "bad") for w in warnings)
+    body += "".join(html for _, _, html in parts)
     return page(f"metewand report: {run.run_id}", [(i, t) for i, t, _ in parts], body)

@@ -108,10 +108,28 @@ def read_results(path: Path) -> ResultsRead:
     return ResultsRead(rows, len(data) - end, end)
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def give_normal_mode(fd: int) -> None:
+    """mkstemp makes 0600 files; a published file gets what open() would give (0644 usually)."""
+    os.fchmod(fd, 0o666 & ~process_umask())
+
+
 def write_json_atomic(path: Path, value: Any) -> None:
     """Temp file in the same directory, fsync, rename, fsync the directory."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        give_normal_mode(fd)
         with os.fdopen(fd, "wb") as handle:
             handle.write(canonical.line(value))
             handle.flush()
@@ -154,6 +172,15 @@ class RunView:
     @property
     def state(self) -> str:
         return str(self.manifest["state"])
+
+    @property
+    def live_state(self) -> str:
+        """``state``, except that a "running" run whose writer is gone (kill -9, power loss)
+        is what it really is: ``interrupted`` (``--resume`` continues it)."""
+        state = self.state
+        if state == "running" and not writer_active(self.run_dir):
+            return "interrupted"
+        return state
 
     def read(self) -> ResultsRead:
         return read_results(self.run_dir / RESULTS_NAME)
@@ -327,6 +354,21 @@ def _lock(run_dir: Path) -> int:
         os.close(fd)
         raise StoreError(f"{run_dir} is open by another metewand process") from None
     return fd
+
+
+def writer_active(run_dir: Path) -> bool:
+    """Whether a process holds the run's writer lock (the kernel drops it when the holder dies)."""
+    try:
+        fd = os.open(run_dir / LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing also releases the probe's own shared lock
+    return False
 
 
 def _repair(run_dir: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from metewand import canonical
 from metewand.runtime import provenance
-from metewand.runtime.exit_codes import INTERRUPTED, INVALID_INPUT, OK
+from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.store import (
     MANIFEST_NAME,
@@ -117,9 +117,11 @@ def run_browser(
     progress: ReporterFactory = null_reporter,
     echo: Echo = _stderr,
     hooks: RunHooks | None = None,
+    plan: Plan | None = None,
 ) -> RunResult:
+    """``plan``: the plan of ``config`` when the caller built it already (to check it first)."""
     try:
-        store, plan = _open(config, out_dir, run_id, resume, echo)
+        store, plan = _open(config, out_dir, run_id, resume, echo, plan)
     except (PlanError, StoreError) as exc:
         for line in getattr(exc, "lines", [str(exc)]):
             echo(f"error: {line}")
@@ -142,6 +144,11 @@ def run_browser(
             store.set_state("interrupted")
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
+        except Exception as exc:  # the harness broke: say so, never leave the run "running"
+            kill_leftovers(store.run_dir, store.run_id)
+            _finish_profiler(profiler)
+            _mark_harness_failure(store, exc, echo)
+            return RunResult(BENCHMARK_FAILURES, store.run_dir)
         kill_leftovers(store.run_dir, store.run_id)
         _finish_profiler(profiler)
         _finish_manifest(store, "completed")
@@ -154,8 +161,9 @@ def run_browser(
 
 
 def _open(
-    config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo
-) -> tuple[RunStore, Plan]:
+    config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo,
+    planned: Plan | None = None,
+) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
         run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
         # Everything is checked on a read-only view first: a refused resume leaves the run
@@ -164,7 +172,7 @@ def _open(
         _check_baseline(plan.config, out_dir)
         return RunStore.open(run_dir), plan
     assert config is not None
-    plan = build_plan(config)
+    plan = planned or build_plan(config)
     _check_baseline(config, out_dir)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
@@ -227,6 +235,21 @@ def _resume_plan(view: RunView) -> Plan:
     if corpus_digest(plan.corpus.root)["sha256"] != recorded:
         raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
     return plan
+
+
+HARNESS_ERROR_FILE: Final = "harness_error.txt"
+
+
+def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
+    """State interrupted with the reason; the traceback goes to a file, not to the terminal."""
+    import traceback
+
+    reason = f"harness failed: {type(exc).__name__}: {exc}"
+    (store.run_dir / HARNESS_ERROR_FILE).write_text("".join(traceback.format_exception(exc)))
+    store.update_manifest({"interruption_reason": reason})
+    store.set_state("interrupted")
+    echo(f"error: {reason} (traceback in {store.run_dir / HARNESS_ERROR_FILE}; "
+         f"--resume {store.run_dir} continues the run)")  # fmt: skip
 
 
 def _finish_profiler(profiler: ResourceProfiler) -> None:

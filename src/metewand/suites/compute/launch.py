@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
 
 from metewand import canonical
-from metewand.suites.compute.manifest import Launch
+from metewand.suites.compute.manifest import Launch, Manifest
+from metewand.suites.compute.plan import Plan
 from metewand.suites.compute.session import LaunchSpec
 
 BUILD_TIMEOUT_S = 300.0
@@ -72,3 +74,39 @@ def launch_spec(
         env=dict(launch.env),
         capabilities=capabilities,
     )
+
+
+def _command_found(command: str, root: str) -> bool:
+    """A bare name is looked up on PATH; a path is taken against the manifest's directory."""
+    if "/" not in command:
+        return shutil.which(command) is not None
+    path = os.path.join(root, command)
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def missing_commands(manifest: Manifest, plan: Plan) -> list[str]:
+    """Programs and build commands the planned attempts would start but that do not exist.
+
+    Checked before a run is created, so a typo fails the command (exit 3) instead of failing
+    every attempt. ``{build}/…`` programs are made by a build step and cannot be checked here.
+    """
+    launches: dict[str, Launch] = {}
+    for attempt in plan.attempts:
+        impl = manifest.implementations[attempt.implementation]
+        launches[f"implementations.{impl.name}"] = impl.launch
+        problem = manifest.problems[attempt.problem]
+        launches[f"problems.{problem.name}.evaluator"] = problem.evaluator
+        dataset = attempt.dataset.definition
+        if dataset.materializer is not None:
+            launches[f"datasets.{dataset.name}.materializer"] = dataset.materializer
+    missing = []
+    where_file = os.path.basename(manifest.path)
+    for where, launch in sorted(launches.items()):
+        checks = [("program", launch.argv[0])] if launch.argv else []
+        checks += [("build", launch.build[0])] if launch.build else []
+        for key, command in checks:
+            if command.startswith("{build}") or _command_found(command, manifest.root):
+                continue
+            place = "on PATH" if "/" not in command else f"as an executable file in {manifest.root}"
+            missing.append(f"{where_file}: {where}.{key}: command {command!r} not found {place}")
+    return missing

@@ -11,6 +11,7 @@ exits 130); ``--resume`` runs exactly the attempts without a row.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -65,6 +66,23 @@ class RunSummary:
     failed: int = 0
     skipped: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def absolute_options(options: RunOptions) -> RunOptions:
+    """Relative ``out_dir``, ``cache_dir`` and ``resume`` resolved once, against the cwd the run
+    was started from: workers and build steps run in other directories (the manifest's, the
+    attempt's), where a relative ``runs/<id>/…`` would name nothing."""
+    resume = options.resume
+    if resume is not None:
+        candidate = Path(resume)
+        run_dir = candidate if candidate.is_dir() else Path(options.out_dir) / resume
+        resume = os.path.abspath(run_dir)
+    return dataclasses.replace(
+        options,
+        out_dir=os.path.abspath(options.out_dir),
+        cache_dir=os.path.abspath(options.cache_dir) if options.cache_dir else None,
+        resume=resume,
+    )
 
 
 def _open_store(options: RunOptions, data: dict[str, Any]) -> RunStore:
@@ -219,7 +237,8 @@ def run(
     reporter: ReporterFactory = null_reporter,
 ) -> RunSummary:
     """Run (or resume) a manifest; ``progress`` sees each row, ``reporter`` the counts."""
-    manifest = load(manifest_path)
+    options = absolute_options(options)
+    manifest = load(os.path.abspath(manifest_path))
     plan = build_plan(manifest)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     with terminate_as_interrupt():
@@ -227,7 +246,11 @@ def run(
         host = _start_host_telemetry(store.run_dir, options)
         try:
             return _execute(ComputeRun(manifest, plan, store, options), progress, reporter)
-        except BaseException:
+        except BaseException as exc:
+            reason = "interrupted by signal" if isinstance(exc, KeyboardInterrupt) else (
+                f"{type(exc).__name__}: {exc}"
+            )  # fmt: skip
+            store.update_manifest({"interruption_reason": reason})
             store.set_state("interrupted")
             raise
         finally:

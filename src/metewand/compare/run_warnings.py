@@ -1,0 +1,68 @@
+"""What a user must not miss about a run, in a few lines: said at the end of the run in the
+terminal and at the top of scorecard.md and report.html (not only deep in the page).
+
+- attempts that failed, counted by code (compute) or by status (browser);
+- a failed host pollution gate and the conditions that tripped it;
+- a profiled browser run whose resource comparison is not eligible, with the reasons.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from metewand.compare.rundir import RunData
+
+BROWSER_OK = frozenset({"pass"})
+
+
+def _counted(counts: Counter[str]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
+
+
+def failed_attempts(rows: Sequence[Mapping[str, Any]], kind: str) -> str | None:
+    if kind == "browser":
+        statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
+        if not statuses:
+            return None
+        return (
+            f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
+        )
+    codes = Counter(str(r.get("code") or "unknown") for r in rows if r.get("status") == "failed")
+    if not codes:
+        return None
+    return f"{sum(codes.values())} of {len(rows)} attempts failed: {_counted(codes)}"
+
+
+def host_gate(summary: Mapping[str, Any] | None) -> str | None:
+    if not summary:
+        return None
+    gate = summary.get("gate")
+    if not isinstance(gate, Mapping) or gate.get("passed") is not False:
+        return None
+    details = [str(t.get("detail") or t.get("condition")) for t in gate.get("triggered", [])]
+    return "host pollution gate failed: " + ("; ".join(details) or "no host samples")
+
+
+def eligibility(summary: Mapping[str, Any] | None) -> str | None:
+    if not summary or summary.get("resource_comparison_eligible") is not False:
+        return None
+    reasons = [str(r) for r in summary.get("ineligibility_reasons", [])]
+    return "resource comparison not eligible: " + "; ".join(reasons)
+
+
+def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None) -> list[str]:
+    """``resource_summary``: a regenerated summary (e.g. with another baseline) instead of the
+    run's own resource_summary.json."""
+    found = (
+        failed_attempts(run.rows, run.kind),
+        host_gate(run.host_summary),
+        eligibility(resource_summary or run.resource_summary),
+    )
+    return [line for line in found if line]
+
+
+def markdown_block(lines: Sequence[str]) -> str:
+    """A scorecard's opening lines: each warning as a bold-labelled list item."""
+    return "".join(f"- **warning:** {line}\n" for line in lines) + ("\n" if lines else "")

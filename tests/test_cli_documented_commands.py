@@ -1,0 +1,481 @@
+"""Every command README.md and the ``--help`` Examples show runs as written, from the root of a
+fresh copy of the repository, with the documented relative paths, and does what it says.
+
+Each documented command has an expectation below (exit status and a check of its outcome);
+a documented command without one fails ``test_every_documented_command_has_an_expectation``.
+Commands run once, in the order below (later ones read the runs earlier ones made: sort1,
+base1, prof1, lex1). ``make test`` (this suite itself) and the full demo (``make demo``,
+``metewand demo``: two k=5 runs of the whole built-in suite, many minutes) run only with
+METEWAND_LONG_EXAMPLES=1.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from doc_commands import help_examples, make_workspace, normalized, readme_commands, run_in
+from shared_paths import REPO_ROOT, lexbench_or_skip
+
+pytestmark = [pytest.mark.slow, pytest.mark.engines]
+Done = subprocess.CompletedProcess[str]
+Check = Callable[[Done, Path], None]
+LONG = os.environ.get("METEWAND_LONG_EXAMPLES") == "1"
+
+
+def _rows(repo: Path, run: str) -> list[dict]:
+    path = repo / "runs" / run / "results.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _newest(repo: Path, under: str = "runs") -> Path:
+    runs = [p.parent for p in (repo / under).glob("*/run_manifest.json")]
+    return max(runs, key=lambda p: (p / "run_manifest.json").stat().st_mtime_ns)
+
+
+def _statuses(rows: list[dict]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    return counts
+
+
+@functools.cache
+def planned(repo: Path) -> int:
+    """How many attempts the sorting example plans (the example may grow; its plan says)."""
+    done = run_in(repo, "metewand plan examples/sorting/metewand.toml --json")
+    assert done.returncode == 0, done.stderr
+    return len(done.stdout.splitlines())
+
+
+def sorting_accepts_all(done: Done, repo: Path) -> None:
+    run, n = _newest(repo), planned(repo)
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert _statuses(rows) == {"accepted": n}, [r.get("message") for r in rows][:3]
+    manifest = json.loads((run / "run_manifest.json").read_text())
+    assert manifest["state"] == "complete"
+    assert Path(manifest["data"]["manifest_path"]).is_absolute()
+    assert f"{n} attempts: {n} accepted, 0 failed" in done.stdout
+
+
+def measured_200_mib(done: Done, repo: Path) -> None:
+    peak = next(line for line in done.stderr.splitlines() if "peak_memory_bytes" in line)
+    assert float(peak.split()[3]) >= 200, peak  # "│ peak_memory_bytes │ 207.3 MiB │ ..."
+    assert "command ended with exit status 0" in done.stderr
+
+
+def measured_table(done: Done, repo: Path) -> None:
+    assert done.stdout == "1\n"  # the command's own stdout, untouched
+    assert "wall_time_ns" in done.stderr and "command ended with exit status 0" in done.stderr
+
+
+def json_measure(done: Done, repo: Path) -> None:
+    data = json.loads(done.stdout.splitlines()[-1])  # after the command's own stdout
+    assert data["exit_status"] == 0 and data["wall_time_ns"]["status"] == "complete"
+
+
+def plan_lines(done: Done, repo: Path) -> None:
+    assert f"{planned(repo)} attempts in" in done.stdout + done.stderr
+
+
+def plan_json_head(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["key"] for line in lines)
+
+
+def reports_written(*names: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        for line in done.stdout.splitlines():
+            assert Path(line.split()[-1]).is_file(), line
+        written = {Path(line.split()[-1]).name for line in done.stdout.splitlines()}
+        assert set(names) <= written, written
+        for name in names:
+            mode = (Path(done.stdout.split(name)[0].split()[-1]) / name).stat().st_mode
+            assert mode & 0o777 == 0o644, (name, oct(mode))
+
+    return check
+
+
+def browser_run(run: str | None, statuses: set[str], attempts: int) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        rows = _rows(repo, run) if run else _rows(repo, _newest(repo).name)
+        assert len(rows) == attempts, _statuses(rows)
+        assert set(_statuses(rows)) <= statuses, _statuses(rows)
+        assert "done: " in done.stderr
+
+    return check
+
+
+def doctor_ready(done: Done, repo: Path) -> None:
+    assert "chrome" in done.stdout and "ready" in done.stdout
+
+
+def doctor_json_chrome(done: Done, repo: Path) -> None:
+    (report,) = json.loads(done.stdout)
+    assert report["engine"] == "chrome" and report["ready"] is True
+
+
+def foreign_look(done: Done, repo: Path) -> None:
+    assert "foreign CPU: " in done.stdout and "over a 1 s look" in done.stdout
+
+
+def host_doctor(done: Done, repo: Path) -> None:
+    assert "cgroup" in done.stdout + done.stderr
+
+
+def host_doctor_json(done: Done, repo: Path) -> None:
+    assert "accounting" in json.loads(done.stdout)
+
+
+def listing(done: Done, repo: Path) -> None:
+    assert "l1.raw_cdp" in done.stdout and "chrome" in done.stdout
+
+
+def corpus_listing(done: Done, repo: Path) -> None:
+    assert "l1.raw_cdp" in done.stdout and "no runnable task:" in done.stdout
+
+
+def listing_json(corpus: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        data = json.loads(done.stdout)
+        assert data["corpus"].endswith(corpus) and data["subsets"], data["corpus"]
+
+    return check
+
+
+def resumed_nothing_left(done: Done, repo: Path) -> None:
+    assert "0 of 12 attempts to run" in done.stderr
+
+
+def resumed_compute(done: Done, repo: Path) -> None:
+    assert f"{planned(repo)} already done" in done.stdout
+
+
+def quiet_in_example_dir(done: Done, repo: Path) -> None:
+    run = _newest(repo, "examples/sorting/runs")
+    assert done.stdout.strip() == f"run directory: {run}"
+    rows = (run / "results.jsonl").read_text().splitlines()
+    assert len(rows) == planned(repo)
+    assert all(json.loads(r)["status"] == "accepted" for r in rows)
+
+
+def profiled_run(done: Done, repo: Path) -> None:
+    assert (repo / "runs" / "prof1" / "resource_summary.json").is_file()
+    assert "cannot be eligible" in done.stderr  # k=1 and one task: warned up front
+
+
+def csv_export(done: Done, repo: Path) -> None:
+    lines = (repo / "results.csv").read_text().splitlines()
+    assert lines[0].startswith("key,status,attempt") and len(lines) == planned(repo) + 1
+
+
+def json_export(done: Done, repo: Path) -> None:
+    assert len(json.loads(done.stdout)) == planned(repo)
+
+
+def inspect_text(done: Done, repo: Path) -> None:
+    assert "key: L1/l1.raw_cdp/own_ax_tree/chrome/1" in done.stdout
+
+
+def inspect_json(done: Done, repo: Path) -> None:
+    assert json.loads(done.stdout)["key"] == "L1/l1.raw_cdp/own_ax_tree/lightpanda/1"
+
+
+def status_text(done: Done, repo: Path) -> None:
+    assert "state     complete" in done.stdout
+    assert f"accepted     {planned(repo)}" in done.stdout
+
+
+def status_json(done: Done, repo: Path) -> None:
+    data = json.loads(done.stdout)
+    assert data["run_id"] == "sort1" and data["state"] == "complete"
+    assert data["rows"] == planned(repo)
+
+
+def status_latest(done: Done, repo: Path) -> None:
+    assert f"run       {_newest(repo).name}" in done.stdout
+
+
+def schema_list(done: Done, repo: Path) -> None:
+    assert "measurements-v2" in done.stdout.split()
+
+
+def schema_doc(done: Done, repo: Path) -> None:
+    assert isinstance(json.loads(done.stdout), dict)
+
+
+def compute_demo(done: Done, repo: Path) -> None:
+    assert "report.html" in done.stdout
+    assert not [line for line in done.stderr.splitlines() if line.startswith("failed:")]
+
+
+def full_demo(done: Done, repo: Path) -> None:
+    """Its closing list: the compute report, then the browser baseline's and profiled run's."""
+    listed = done.stdout.split("== reports", 1)[1].split()
+    assert len(listed) == 3 and all(Path(p).is_file() for p in listed), done.stdout[-2000:]
+
+
+def measured_series(done: Done, repo: Path) -> None:
+    assert "Relative to command 1 (sleep 0.05)" in done.stdout and "sleep 0.1" in done.stdout
+
+
+def measured_parameters(done: Done, repo: Path) -> None:
+    assert "sleep 0.01" in done.stdout and "sleep 0.02" in done.stdout
+
+
+def measured_exports(done: Done, repo: Path) -> None:
+    lines = (repo / "runs.csv").read_text().splitlines()
+    assert lines[0].startswith("command,runs,") and lines[1].startswith("true,5,"), lines[:2]
+    assert json.loads((repo / "runs.json").read_text())
+
+
+def compared(base: str, new: str) -> Check:
+    """The headline names both runs, and every group of the example is comparable."""
+
+    def check(done: Done, repo: Path) -> None:
+        text = " ".join(done.stdout.split())  # rich wraps the headline at 80 columns
+        assert f"compute runs {base} (BASE) vs {new} (NEW)" in text, text[:400]
+        assert "0 not comparable; 0 status changes" in text, text[:400]
+
+    return check
+
+
+def gate_consistent(*written: str) -> Check:
+    """--fail-on-regression on two real runs: either verdict may be right, but 1 must come with
+    the regression named and 0 without one."""
+
+    def check(done: Done, repo: Path) -> None:
+        assert (done.returncode == 1) == ("regression:" in done.stdout), done.stdout[-2000:]
+        for name in written:
+            assert (repo / name).is_file(), name
+
+    return check
+
+
+def files_written(*names: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        assert "(BASE) vs" in done.stdout
+        for name in names:
+            assert (repo / name).stat().st_size > 0, name
+
+    return check
+
+
+def suite_passes(done: Done, repo: Path) -> None:
+    assert " passed" in done.stdout
+
+
+@dataclass(frozen=True)
+class Expect:
+    command: str  # as documented, with metewand spelled `metewand`
+    code: int | tuple[int, ...]  # a tuple: any of these (e.g. a regression gate's verdict)
+    check: Check
+    long: bool = False  # only with METEWAND_LONG_EXAMPLES=1
+    corpus: bool = False  # needs ../shared/corpus/lexbench
+
+
+SORT = "metewand run examples/sorting/metewand.toml"
+LEX = "--tasks ../shared/corpus/lexbench --subset l1.raw_cdp --tag purpose.smoke"
+TASK = "--engines chrome,lightpanda --task own_ax_tree"
+EXPECTED: tuple[Expect, ...] = (
+    Expect('metewand measure -- python3 -c "x = bytearray(200 << 20)"', 0, measured_200_mib),
+    Expect("metewand measure --json --backend proc -- sh -c 'sleep 0.2'", 0, json_measure),
+    Expect('metewand measure -- python3 -c "print(1)"', 0, measured_table),
+    Expect('metewand measure --json -- python3 -c "print(1)"', 0, json_measure),
+    Expect(
+        "metewand measure --runs 10 --warmup 2 -- 'sleep 0.05' -- 'sleep 0.1'", 0, measured_series
+    ),  # fmt: skip
+    Expect(
+        "metewand measure --runs 5 --parameter-list n 1,2 -- 'sleep 0.0{n}'", 0, measured_parameters
+    ),  # fmt: skip
+    Expect(
+        "metewand measure --runs 5 --export-json runs.json --export-csv runs.csv -- true",
+        0,
+        measured_exports,
+    ),  # fmt: skip
+    Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
+    Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
+    Expect(SORT, 0, sorting_accepts_all),
+    Expect("metewand report latest", 0, reports_written("scorecard.md", "report.html")),
+    Expect(
+        "metewand report latest --reference-implementation python-builtin",
+        0,
+        reports_written("report.html", "cases.csv"),
+    ),  # fmt: skip
+    Expect(f"{SORT} --jobs 2 --run-id sort1", 0, sorting_accepts_all),
+    Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
+    Expect("metewand run --resume sort1", 0, resumed_compute),
+    Expect(f"{SORT} --run-id sort2 --no-progress", 0, sorting_accepts_all),
+    Expect("metewand compare sort1 sort2", 0, compared("sort1", "sort2")),
+    Expect(
+        "metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%",
+        (0, 1),
+        gate_consistent(),
+    ),  # fmt: skip
+    Expect(
+        "metewand compare sort1 sort2 --metric cpu_time_ns --format md,json,html --out cmp",
+        0,
+        files_written("cmp/compare.md", "cmp/compare.json", "cmp/compare.html"),
+    ),  # fmt: skip
+    Expect(
+        "metewand report sort1 --reference-implementation python-builtin",
+        0,
+        reports_written("report.html", "cases.csv"),
+    ),  # fmt: skip
+    Expect(f"{SORT} --run-id base --no-progress", 0, sorting_accepts_all),
+    Expect(f"{SORT} --run-id new --no-progress", 0, sorting_accepts_all),
+    Expect("metewand compare base new", 0, compared("base", "new")),
+    Expect(
+        "metewand compare runs/base runs/new --fail-on-regression --threshold 5% --format "
+        "md,json,html",
+        (0, 1),
+        gate_consistent("compare.md", "compare.json", "compare.html"),
+    ),  # fmt: skip
+    Expect("cd examples/sorting && metewand run --quiet", 0, quiet_in_example_dir),
+    Expect("metewand status runs/sort1", 0, status_text),
+    Expect("metewand status sort1 --json", 0, status_json),
+    Expect("metewand status latest", 0, status_latest),
+    Expect("metewand export runs/sort1 --format csv -o results.csv", 0, csv_export),
+    Expect("metewand export sort1 --format json", 0, json_export),
+    Expect("metewand report runs/sort1", 0, reports_written("report.html", "results.csv")),
+    Expect("metewand schema", 0, schema_list),
+    Expect("metewand schema measurements-v2", 0, schema_doc),
+    Expect("metewand schema attempt --json", 0, schema_doc),
+    Expect("metewand doctor", 0, host_doctor),
+    Expect("metewand doctor --json --engines chrome", 0, host_doctor_json),
+    Expect("metewand doctor --engines '' --foreign-look-s 1", 0, foreign_look),
+    Expect("metewand browser doctor --engines chrome --foreign-look-s 1", 0, foreign_look),
+    Expect("metewand browser doctor", 0, doctor_ready),
+    Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),
+    Expect("metewand browser list", 0, listing),
+    Expect("metewand browser list --json", 0, listing_json("browser_suite")),
+    Expect(
+        "metewand browser list --tasks ../shared/corpus/lexbench", 0, corpus_listing, corpus=True
+    ),  # fmt: skip
+    Expect(
+        "metewand browser list --tasks ../shared/corpus/lexbench --json",
+        0,
+        listing_json("corpus/lexbench"),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome,lightpanda --k 1",
+        0,
+        browser_run(None, {"pass", "fail"}, 58),
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {LEX} --engines chrome,lightpanda --k 1",
+        0,
+        browser_run(None, {"pass", "fail"}, 8),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {LEX} --engines chrome --k 3 --jobs 2 --run-id lex1",
+        0,
+        browser_run("lex1", {"pass", "fail"}, 12),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --resume lex1 --no-progress", 0, resumed_nothing_left, corpus=True
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome,lightpanda --k 3 --seed 7 --tag purpose.negative",
+        0,
+        browser_run(None, {"pass", "fail"}, 6),
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {TASK} --resource-profile baseline --run-id base1",
+        0,
+        browser_run("base1", {"pass"}, 2),
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {TASK} --resource-profile engine "
+        "--resource-calibration-baseline base1 --reference-engine chrome --run-id prof1",
+        0,
+        profiled_run,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout",
+        0,
+        browser_run(None, {"pass"}, 1),
+    ),  # fmt: skip
+    Expect(
+        "metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html",
+        0,
+        reports_written("report.html", "resource-card.md"),
+    ),  # fmt: skip
+    Expect(
+        "metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1",
+        0,
+        inspect_text,
+    ),  # fmt: skip
+    Expect(
+        "metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json",
+        0,
+        inspect_json,
+    ),  # fmt: skip
+    Expect("metewand demo --skip-browser", 0, compute_demo),
+    Expect("metewand demo", 0, full_demo, long=True),
+    Expect("make demo", 0, full_demo, long=True),
+    Expect("make test", 0, suite_passes, long=True),
+)
+
+
+def test_every_documented_command_has_an_expectation() -> None:
+    documented = {normalized(c) for c in readme_commands()} | set(help_examples())
+    missing = documented - {e.command for e in EXPECTED}
+    assert not missing, f"documented but never run by this test: {sorted(missing)}"
+    stale = {e.command for e in EXPECTED} - documented
+    assert not stale, f"expected but no longer documented: {sorted(stale)}"
+
+
+def _install_is_stale() -> bool:
+    stamp = REPO_ROOT / ".venv" / ".installed"
+    pyproject = REPO_ROOT / "pyproject.toml"
+    return not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("fresh-clone"))
+
+
+def _literal(expect: Expect) -> str:
+    """README's own spelling when README documents it (.venv/bin/metewand), else --help's."""
+    for command in readme_commands():
+        if normalized(command) == expect.command:
+            return command
+    return expect.command
+
+
+CASES = [
+    pytest.param(e, id=e.command[:70], marks=[pytest.mark.timeout(3600)] if e.long else [])
+    for e in EXPECTED
+]
+
+
+@pytest.mark.parametrize("expect", CASES)
+def test_documented_command(expect: Expect, repo: Path) -> None:
+    if expect.long and not LONG:
+        pytest.skip("long example: set METEWAND_LONG_EXAMPLES=1 to run it")
+    if expect.corpus:
+        lexbench_or_skip()
+    if expect.command.startswith("make ") and _install_is_stale():
+        pytest.fail("`make install` first: the copy's make would reinstall the shared .venv "
+                    "from the temporary copy (its stamp is older than pyproject.toml)")  # fmt: skip
+    done = run_in(repo, _literal(expect), timeout=3600 if expect.long else 900)
+    context = f"$ {_literal(expect)}\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
+    codes = expect.code if isinstance(expect.code, tuple) else (expect.code,)
+    assert done.returncode in codes, context
+    assert "Traceback" not in done.stderr, context
+    try:
+        expect.check(done, repo)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{context}") from None
