@@ -4,6 +4,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 SYSTEM_STAMP := $(VENV)/.system
+NODE_DIR := drivers/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.metewand-installed
 
 .PHONY: demo test lint typecheck pytest install system-deps clean
 
@@ -12,19 +14,31 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,lightpanda]'
+	$(PIP) install -q -e '.[dev,lightpanda,drivers]'
 	touch $@
 
-# Debian's chromium and hyperfine; skipped when present, tolerated when apt is absent.
+# Debian's chromium, chromedriver (the Selenium path) and hyperfine; skipped when present, tolerated
+# when apt is absent. Node 20 and its npm come with the machine (Debian's npm conflicts with that
+# nodejs build, so it is never asked for here); without npm the Node driver paths report missing.
 $(SYSTEM_STAMP): | $(PY)
-	@if ! command -v chromium >/dev/null 2>&1 || ! command -v hyperfine >/dev/null 2>&1; then \
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v hyperfine >/dev/null 2>&1 \
+	    || ! command -v chromedriver >/dev/null 2>&1; then \
 	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium hyperfine >/dev/null; \
-	  else echo "warning: cannot install chromium/hyperfine here (need root and apt-get)"; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      chromium chromium-driver hyperfine >/dev/null; \
+	  else echo "warning: cannot install chromium/chromedriver/hyperfine here (need root and apt-get)"; fi; \
 	fi
 	touch $@
 
-install: $(STAMP) $(SYSTEM_STAMP)
+# The Node driver clients, exactly as locked, into drivers/node/node_modules (never globally).
+# No browser is downloaded: the *-core packages carry none and install scripts are not run.
+$(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json | $(SYSTEM_STAMP)
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd $(NODE_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+	    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && touch node_modules/.metewand-installed; \
+	else echo "warning: npm not found; the Node driver paths will be reported missing"; fi
+
+install: $(STAMP) $(SYSTEM_STAMP) $(NODE_STAMP)
 
 system-deps: $(SYSTEM_STAMP)
 
@@ -44,4 +58,4 @@ demo: install
 	$(VENV)/bin/metewand demo
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache $(NODE_DIR)/node_modules

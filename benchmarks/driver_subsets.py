@@ -1,0 +1,126 @@
+"""Pass rates of whole driver subsets through their adapters, until `browser run` runs them.
+
+    .venv/bin/python benchmarks/driver_subsets.py --engine chrome [--tasks DIR]
+        [--drivers playwright,puppeteer,...] [--show-failures]
+
+One real engine (registry flags) and the fixture server on the peer corpus; every task of each
+driver path's subsets (``DriverPath.subset_dirs``) runs once (k=1) through ``run_adapter`` and is
+classified from its own ``driver.checks``. Prints per driver path and subset the statuses, and the
+adapter tree's median CPU and peak memory per attempt (the driver's cost apart from the engine's).
+This is not a ``browser run``: no server-side grading, no resource profile, no result rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+from metewand.suites.browser.adapters import AdapterRun, run_adapter
+from metewand.suites.browser.driver_registry import (
+    DRIVER_PATHS,
+    DriverMissing,
+    load_binding,
+    resolve_driver,
+)
+from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.engines import Missing, resolve
+from metewand.suites.browser.fixtures import FixtureServer
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+SHIPPED = [k for k, p in DRIVER_PATHS.items() if p.adapter]
+
+
+async def endpoint_of(name: str, engine: EngineProcess) -> EngineEndpoint:
+    version = await engine.cdp_version()
+    assert engine.ws_url is not None and engine.port is not None
+    return EngineEndpoint(
+        name, engine.ws_url, engine.port, str(engine.json_version["Browser"]),
+        str(engine.json_version.get("User-Agent", "")), str(version.get("product", "")),
+    )  # fmt: skip
+
+
+def summarize(key: str, subset: str, runs: list[tuple[str, AdapterRun]], show: bool) -> None:
+    statuses = Counter(run.classification().status for _, run in runs)
+    passed = statuses.get("pass", 0)
+    cpu = [r.cpu_ns.value for _, r in runs if r.cpu_ns and r.cpu_ns.value is not None]
+    peak = [
+        r.peak_memory_bytes.value
+        for _, r in runs
+        if r.peak_memory_bytes and r.peak_memory_bytes.value
+    ]
+    cost = (f"driver cpu {statistics.median(cpu) / 1e6:.0f} ms, peak {statistics.median(peak) / 2**20:.0f} MiB"
+            if cpu and peak else "driver cost unavailable (no accounting group)")  # fmt: skip
+    print(f"{key:<24} {subset:<28} {passed:>3}/{len(runs):<3} {dict(statuses)}  {cost}")
+    if show:
+        for task_id, run in runs:
+            c = run.classification()
+            if c.status != "pass":
+                print(f"    {task_id}: {c.status} {c.reason[:160]}")
+
+
+async def main_async(
+    engine_name: str, corpus: Path, keys: list[str], show: bool, work: Path
+) -> None:
+    found_engine = resolve(engine_name)
+    if isinstance(found_engine, Missing):
+        raise SystemExit(f"{engine_name} not installed: {found_engine.detail}")
+    engine = EngineProcess(found_engine, work / "engine")
+    server = FixtureServer(corpus / "fixtures")
+    await engine.start()
+    base = await server.start()
+    try:
+        endpoint = await endpoint_of(engine_name, engine)
+        catalog = corpus / "config" / "browser_driver_bindings.json"
+        for key in keys:
+            found = resolve_driver(key)
+            if isinstance(found, DriverMissing):
+                print(f"{key:<24} unsupported: {found.reason}: {found.detail}")
+                continue
+            binding = load_binding(catalog, engine_name, key)
+            for subset in found.path.subset_dirs:
+                runs = []
+                for file in sorted((corpus / "tasks" / subset).glob("*.json")):
+                    task = json.loads(file.read_text())
+                    artifact_dir = work / key / task["task_id"]
+                    ids = AttemptIds("driver-subsets", 1, "seed0", str(artifact_dir))
+                    payload = build_payload(task, key, endpoint, base, ids, binding)
+                    deadline = payload["task_timeout_ms"] / 1000 + 5.0
+                    run = await run_adapter(
+                        found.command, payload, deadline, artifact_dir / "stderr.txt"
+                    )
+                    runs.append((task["task_id"], run))
+                    if not engine.is_alive():
+                        await engine.ensure_running()
+                        endpoint = await endpoint_of(engine_name, engine)
+                summarize(key, subset, runs, show)
+    finally:
+        await server.stop()
+        await engine.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", default="chrome")
+    parser.add_argument("--tasks", type=Path, default=DEFAULT_CORPUS)
+    parser.add_argument("--drivers", default=",".join(SHIPPED))
+    parser.add_argument("--show-failures", action="store_true")
+    args = parser.parse_args()
+    keys = [k for k in args.drivers.split(",") if k]
+    unknown = [k for k in keys if k not in DRIVER_PATHS]
+    if unknown:
+        raise SystemExit(
+            f"unknown driver path(s): {', '.join(unknown)}; choose from {', '.join(DRIVER_PATHS)}"
+        )
+    with tempfile.TemporaryDirectory(prefix="mw-driver-subsets-") as work:
+        asyncio.run(main_async(args.engine, args.tasks, keys, args.show_failures, Path(work)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+'use strict';
+// The part every Node adapter shares: read the abb_scenario_adapter/1 payload, check the binding
+// gate, run the ops through one driver's op table, grade the checks, print one result.
+// A driver file supplies { name, connect(payload, budget), ops, liveProduct(session), close }.
+
+const fs = require('fs');
+const path = require('path');
+
+const RESERVE_MS = 500; // kept back from the task budget so the result is always printed
+
+// stdout carries exactly one result: a library's console.log goes to stderr with the diagnostics.
+console.log = console.info = console.debug = (...args) => console.error(...args);
+// A driver's stray rejected promise (an event handler the engine answered with an error) is a
+// diagnostic, not an adapter crash: the steps still decide the result.
+process.on('unhandledRejection', (reason) => console.error('unhandled rejection:', reason));
+
+function readPayload() {
+  return JSON.parse(fs.readFileSync(0, 'utf8'));
+}
+
+class Budget {
+  constructor(payload) {
+    this.end = Date.now() + (payload.task_timeout_ms || 30000) - RESERVE_MS;
+    this.actionMs = payload.action_timeout_ms || 8000;
+  }
+  remaining() { return Math.max(0, this.end - Date.now()); }
+  // One op's wait: its own limit, never past the attempt's budget.
+  wait(ms) { return Math.max(1, Math.min(ms || this.actionMs, this.remaining())); }
+}
+
+function pageTokens(payload) {
+  const url = new URL(payload.task_url);
+  return {
+    '{fixture_url}': payload.task_url,
+    '{fixture_origin}': url.origin,
+    '{fixture_host}': url.host,
+    '{artifact_dir}': payload.artifact_dir || '',
+  };
+}
+
+function substitute(value, tokens) {
+  if (typeof value === 'string') {
+    let out = value;
+    for (const [token, text] of Object.entries(tokens)) out = out.split(token).join(text);
+    return out;
+  }
+  if (Array.isArray(value)) return value.map((v) => substitute(v, tokens));
+  if (value && typeof value === 'object') {
+    const out = {};
+    for (const [k, v] of Object.entries(value)) out[k] = substitute(v, tokens);
+    return out;
+  }
+  return value;
+}
+
+function stringify(value) {
+  if (value === undefined) return 'undefined';
+  if (typeof value === 'string') return value;
+  if (value !== null && typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
+const FALSY_TEXT = new Set(['', 'false', 'undefined', 'null', '0']);
+
+function evaluateCheck(check, steps, saved) {
+  const kind = check.kind;
+  const step = steps[check.step];
+  switch (kind) {
+    case 'step_ok':
+      return step && step.ok ? [true, 'step ok'] : [false, step ? `step failed: ${step.error}` : 'step not run'];
+    case 'step_fails':
+      return step && !step.ok ? [true, `step failed as expected: ${step.error}`] : [false, step ? 'step succeeded' : 'step not run'];
+    case 'saved_equals':
+      return [saved[check.name] === check.expected, `saved ${check.name}=${JSON.stringify(saved[check.name])}`];
+    case 'saved_contains':
+      return [typeof saved[check.name] === 'string' && saved[check.name].includes(check.expected), `saved ${check.name}=${JSON.stringify(saved[check.name])}`];
+    case 'saved_not_contains':
+      return [typeof saved[check.name] === 'string' && !saved[check.name].includes(check.expected), `saved ${check.name}=${JSON.stringify(saved[check.name])}`];
+    case 'saved_truthy':
+      return [check.name in saved && !FALSY_TEXT.has(saved[check.name]) && !saved[check.name].startsWith('ERROR:'), `saved ${check.name}=${JSON.stringify(saved[check.name])}`];
+    case 'file_nonempty': {
+      let size = 0;
+      try { size = fs.statSync(check.path).size; } catch (e) { return [false, `no file ${check.path}`]; }
+      return [size > 0, `${check.path}: ${size} bytes`];
+    }
+    case 'any_of': {
+      const parts = (check.any_of || check.checks || []).map((c) => evaluateCheck(c, steps, saved));
+      return [parts.some((p) => p[0]), parts.map((p) => p[1]).join(' | ')];
+    }
+    default:
+      return [false, `unknown check kind ${kind}`];
+  }
+}
+
+async function fetchJsonVersion(port, budget) {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), budget.wait(5000));
+  try {
+    const reply = await fetch(`http://127.0.0.1:${port}/json/version`, { signal: controller.signal });
+    return await reply.json();
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// The binding gate: the endpoint is the engine the runner named, or the adapter refuses to run.
+function httpIdentityProblem(payload, version) {
+  if (payload.expect_product && version.Browser !== payload.expect_product) {
+    return `/json/version Browser ${JSON.stringify(version.Browser)} != expected ${JSON.stringify(payload.expect_product)}`;
+  }
+  if (payload.expect_ua && version['User-Agent'] !== payload.expect_ua) {
+    return `/json/version User-Agent differs from the expected one`;
+  }
+  if (version.webSocketDebuggerUrl && version.webSocketDebuggerUrl !== payload.browser_ws) {
+    return `/json/version webSocketDebuggerUrl ${version.webSocketDebuggerUrl} != browser_ws ${payload.browser_ws}`;
+  }
+  return null;
+}
+
+function trace(payload, record) {
+  if (!payload.artifact_dir) return;
+  try {
+    fs.mkdirSync(payload.artifact_dir, { recursive: true });
+    fs.appendFileSync(path.join(payload.artifact_dir, 'cdp.jsonl'), JSON.stringify(record) + '\n');
+  } catch (e) { /* tracing is best effort by contract */ }
+}
+
+function harnessError(cls, message) {
+  return { ok: false, error: { class: cls, message } };
+}
+
+async function runSteps(driver, session, steps, payload, budget) {
+  const results = [];
+  const saved = {};
+  const state = { saved, payload, budget };
+  for (const [index, step] of steps.entries()) {
+    const started = Date.now();
+    const op = driver.ops[step.op];
+    let record;
+    if (!op) {
+      record = { ok: false, error: `unknown op ${step.op}` };
+    } else if (budget.remaining() <= 1) {
+      record = { ok: false, error: 'task budget exhausted before this op' };
+    } else {
+      try {
+        record = { ok: true, value: await op(session, step, state) };
+      } catch (e) {
+        record = { ok: false, error: String((e && e.message) || e).split('\n')[0] };
+      }
+    }
+    if (step.save_as) saved[step.save_as] = record.ok ? stringify(record.value) : `ERROR: ${record.error}`;
+    results.push(record);
+    trace(payload, { step: index, op: step.op, ok: record.ok, ms: Date.now() - started, error: record.error });
+  }
+  return { results, saved };
+}
+
+function grade(checks, results, saved) {
+  return checks.map((check) => {
+    const [ok, evidence] = evaluateCheck(check, results, saved);
+    return { name: check.label || check.kind, status: ok ? 'pass' : 'fail', evidence };
+  });
+}
+
+async function attempt(driver, payload) {
+  if (payload.protocol !== 'abb_scenario_adapter/1') {
+    return harnessError('script_error', `unsupported protocol ${JSON.stringify(payload.protocol)}`);
+  }
+  const budget = new Budget(payload);
+  let version;
+  try {
+    version = await fetchJsonVersion(payload.cdp_port, budget);
+  } catch (e) {
+    return harnessError('script_error', `GET /json/version failed: ${e.message}`);
+  }
+  const problem = httpIdentityProblem(payload, version);
+  if (problem) return harnessError('script_error', `binding gate: ${problem}`);
+  const tokens = pageTokens(payload);
+  const steps = substitute(payload.steps || [], tokens);
+  const checks = substitute(payload.checks || [], tokens);
+  const connectRow = { name: 'driver_connect', status: 'pass', evidence: driver.name };
+  let session;
+  try {
+    session = await driver.connect(payload, budget);
+  } catch (e) {
+    // An engine the driver cannot attach to is a benchmark result, not a harness problem.
+    connectRow.status = 'fail';
+    connectRow.evidence = `connect failed: ${e.message}`;
+    const failed = checks.map((c) => ({ name: c.label || c.kind, status: 'fail', evidence: 'driver not connected' }));
+    return { ok: true, answer: `0/${failed.length + 1} checks`, observations: { checks: [connectRow, ...failed], saved: {}, failure_class: 'cdp_semantic' } };
+  }
+  try {
+    // The live gate: Browser.getVersion through the driver's own transport, or the driver's own
+    // check where it exposes no raw CDP (liveProblem).
+    let live = null;
+    if (driver.liveProblem) {
+      const problemLive = await driver.liveProblem(session, payload, version);
+      if (problemLive) return harnessError('script_error', `binding gate: ${problemLive}`);
+    } else {
+      live = await driver.liveProduct(session, budget);
+      if (payload.expect_product_live && live !== payload.expect_product_live) {
+        return harnessError('script_error', `binding gate: live product ${JSON.stringify(live)} != ${JSON.stringify(payload.expect_product_live)}`);
+      }
+    }
+    const { results, saved } = await runSteps(driver, session, steps, payload, budget);
+    const rows = [connectRow, ...grade(checks, results, saved)];
+    const passed = rows.filter((r) => r.status === 'pass').length;
+    const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live, live_check: driver.liveProblem ? 'navigator.userAgent' : 'Browser.getVersion' } };
+    if (passed !== rows.length) observations.failure_class = 'cdp_semantic';
+    return { ok: true, answer: `${passed}/${rows.length} checks`, observations, metrics: session.metrics || {} };
+  } finally {
+    try { await driver.close(session); } catch (e) { process.stderr.write(`close: ${e.message}\n`); }
+  }
+}
+
+// The entry point of every adapter file: exactly one JSON object reaches stdout.
+async function main(driver) {
+  let result;
+  try {
+    result = await attempt(driver, readPayload());
+  } catch (e) {
+    process.stderr.write(`${(e && e.stack) || e}\n`);
+    result = harnessError('script_error', String((e && e.message) || e));
+  }
+  process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0));
+}
+
+// Helpers used by several op tables.
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function poll(budget, limitMs, probe, what) {
+  const end = Date.now() + budget.wait(limitMs);
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() >= end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+module.exports = { main, stringify, sleep, poll, substitute };

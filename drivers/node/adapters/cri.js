@@ -1,0 +1,170 @@
+#!/usr/bin/env node
+'use strict';
+// chrome-remote-interface path: the thinnest Node client. One browser-level connection
+// (`local: true`: the bundled protocol, since an engine may not serve /json/protocol), a fresh
+// browser context and target per attempt, flat sessions. Page actions are real CDP input events;
+// reads are Runtime.evaluate, as a protocol-direct client does them.
+
+const CDP = require('chrome-remote-interface');
+const { main, poll } = require('./common');
+const cdpOps = require('./cdp_ops');
+
+const KEYS = {
+  Enter: { code: 'Enter', windowsVirtualKeyCode: 13, text: '\r' },
+  Tab: { code: 'Tab', windowsVirtualKeyCode: 9 },
+  Escape: { code: 'Escape', windowsVirtualKeyCode: 27 },
+  Backspace: { code: 'Backspace', windowsVirtualKeyCode: 8 },
+};
+
+async function connect(payload) {
+  const client = await CDP({ target: payload.browser_ws, local: true });
+  const session = { client, events: [], metrics: { cdp_call_count: 0, cdp_error_count: 0 } };
+  client.on('event', (message) => {
+    if (message.sessionId && message.sessionId === session.sessionId) session.events.push(message.method);
+  });
+  session.cdp = async (method, params) => {
+    session.metrics.cdp_call_count += 1;
+    try { return await client.send(method, params || {}, session.sessionId); } catch (e) { session.metrics.cdp_error_count += 1; throw e; }
+  };
+  return session;
+}
+
+async function liveProduct(session) {
+  return (await session.client.send('Browser.getVersion')).product;
+}
+
+async function close(session) {
+  if (session.contextId) await session.client.send('Target.disposeBrowserContext', { browserContextId: session.contextId });
+  await session.client.close();
+}
+
+async function evaluate(s, expression) {
+  const reply = await s.cdp('Runtime.evaluate', { expression, returnByValue: true, awaitPromise: true });
+  if (reply.exceptionDetails) {
+    const ex = reply.exceptionDetails;
+    throw new Error((ex.exception && ex.exception.description) || ex.text || 'evaluation threw');
+  }
+  return reply.result.value;
+}
+
+const LOADED = ['Page.loadEventFired'];
+// A history move may be same-document or a back-forward-cache restore: neither fires load.
+const MOVED = ['Page.loadEventFired', 'Page.navigatedWithinDocument', 'Page.frameNavigated'];
+
+// Waits for one of `events` after `action` (a same-document goto, loaderId null, fires none),
+// then for the document to have finished parsing.
+async function navigation(s, state, action, events = LOADED) {
+  const seen = s.events.length;
+  const loaderId = await action();
+  if (loaderId === null) return;
+  await poll(state.budget, null, async () => s.events.slice(seen).some((e) => events.includes(e)), events.join('|'));
+  await poll(state.budget, null, async () => (await evaluate(s, 'document.readyState')) !== 'loading', 'document parsed');
+}
+
+async function historyMove(s, step, state, delta) {
+  const history = await s.cdp('Page.getNavigationHistory', {});
+  const entry = history.entries[history.currentIndex + delta];
+  if (!entry) {
+    if (step.optional) return 'no-history-entry';
+    throw new Error('no history entry to move to');
+  }
+  await navigation(s, state, async () => {
+    await s.cdp('Page.navigateToHistoryEntry', { entryId: entry.id });
+    return 'moved';
+  }, MOVED);
+  return evaluate(s, 'location.href');
+}
+
+const q = (selector) => `document.querySelector(${JSON.stringify(selector)})`;
+
+async function waitElement(s, step, state) {
+  await poll(state.budget, step.timeout_ms, () => evaluate(s, `!!${q(step.selector)}`), `selector ${step.selector}`);
+}
+
+async function elementCenter(s, step, state) {
+  await waitElement(s, step, state);
+  return evaluate(s, `(() => { const e = ${q(step.selector)}; e.scrollIntoView({block: 'center', inline: 'center'});
+    const r = e.getBoundingClientRect(); return {x: r.left + r.width / 2, y: r.top + r.height / 2}; })()`);
+}
+
+async function click(s, step, state) {
+  const { x, y } = await elementCenter(s, step, state);
+  for (let i = 0; i < (step.times || 1); i += 1) {
+    await s.cdp('Input.dispatchMouseEvent', { type: 'mouseMoved', x, y });
+    await s.cdp('Input.dispatchMouseEvent', { type: 'mousePressed', x, y, button: 'left', clickCount: 1 });
+    await s.cdp('Input.dispatchMouseEvent', { type: 'mouseReleased', x, y, button: 'left', clickCount: 1 });
+  }
+  return step.selector;
+}
+
+async function pressKey(s, key) {
+  const known = KEYS[key] || { code: key.length === 1 ? `Key${key.toUpperCase()}` : key, text: key.length === 1 ? key : undefined };
+  await s.cdp('Input.dispatchKeyEvent', { type: known.text ? 'keyDown' : 'rawKeyDown', key, ...known });
+  await s.cdp('Input.dispatchKeyEvent', { type: 'keyUp', key, code: known.code, windowsVirtualKeyCode: known.windowsVirtualKeyCode });
+}
+
+async function focus(s, step, state) {
+  await waitElement(s, step, state);
+  await evaluate(s, `${q(step.selector)}.focus()`);
+}
+
+const read = (field) => async (s, step, state) => { await waitElement(s, step, state); return evaluate(s, `${q(step.selector)}.${field}`); };
+
+const ops = {
+  ...cdpOps,
+  new_page: async (s) => {
+    // One context per attempt: a second page shares the first one's storage, like a second tab.
+    s.contextId = s.contextId || (await s.client.send('Target.createBrowserContext', {})).browserContextId;
+    const { targetId } = await s.client.send('Target.createTarget', { url: 'about:blank', browserContextId: s.contextId });
+    s.sessionId = (await s.client.send('Target.attachToTarget', { targetId, flatten: true })).sessionId;
+    await s.cdp('Page.enable', {});
+    await s.cdp('Runtime.enable', {});
+    return targetId;
+  },
+  goto: async (s, step, state) => {
+    await navigation(s, state, async () => {
+      const reply = await s.cdp('Page.navigate', { url: step.url });
+      if (reply.errorText) throw new Error(reply.errorText);
+      return reply.loaderId || null;
+    });
+    return evaluate(s, 'location.href');
+  },
+  reload: async (s, step, state) => { await navigation(s, state, async () => { await s.cdp('Page.reload', {}); return 'loader'; }); return evaluate(s, 'location.href'); },
+  go_back: (s, step, state) => historyMove(s, step, state, -1),
+  go_forward: (s, step, state) => historyMove(s, step, state, +1),
+  evaluate: (s, step) => evaluate(s, step.expression),
+  wait_for_function: async (s, step, state) => { await poll(state.budget, step.timeout_ms, async () => !!(await evaluate(s, step.expression)), step.expression); return true; },
+  wait_for_selector: async (s, step, state) => {
+    const visible = `(() => { const e = ${q(step.selector)}; if (!e) return false; const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
+      return r.width > 0 && r.height > 0 && st.visibility !== 'hidden'; })()`;
+    const test = step.state === 'visible' ? visible : `!!${q(step.selector)}`;
+    await poll(state.budget, step.timeout_ms, () => evaluate(s, test), `selector ${step.selector}`);
+    return true;
+  },
+  click,
+  check: async (s, step, state) => { await waitElement(s, step, state); if (!(await evaluate(s, `${q(step.selector)}.checked`))) await click(s, step, state); return true; },
+  focus: async (s, step, state) => { await focus(s, step, state); return step.selector; },
+  fill: async (s, step, state) => {
+    await focus(s, step, state);
+    await evaluate(s, `(() => { const e = ${q(step.selector)}; if (e.select) e.select(); })()`);
+    if (step.value === '') await pressKey(s, 'Backspace'); else await s.cdp('Input.insertText', { text: step.value });
+    return step.value;
+  },
+  type: async (s, step, state) => { await focus(s, step, state); await s.cdp('Input.insertText', { text: step.value ?? step.text }); return step.value ?? step.text; },
+  press: async (s, step, state) => { if (step.selector) await focus(s, step, state); await pressKey(s, step.key); return step.key; },
+  select_option: async (s, step, state) => {
+    await waitElement(s, step, state);
+    return evaluate(s, `(() => { const e = ${q(step.selector)}; e.value = ${JSON.stringify(step.value)};
+      e.dispatchEvent(new Event('input', {bubbles: true})); e.dispatchEvent(new Event('change', {bubbles: true})); return e.value; })()`);
+  },
+  text_content: read('textContent'),
+  input_value: read('value'),
+  is_checked: read('checked'),
+  get_attribute: async (s, step, state) => { await waitElement(s, step, state); return evaluate(s, `${q(step.selector)}.getAttribute(${JSON.stringify(step.name)})`); },
+  count: (s, step) => evaluate(s, `document.querySelectorAll(${JSON.stringify(step.selector)}).length`),
+  url: (s) => evaluate(s, 'location.href'),
+  title: (s) => evaluate(s, 'document.title'),
+  user_agent: async (s) => (s.sessionId ? evaluate(s, 'navigator.userAgent') : (await s.client.send('Browser.getVersion')).userAgent),
+};
+
+main({ name: `chrome-remote-interface ${require('chrome-remote-interface/package.json').version}`, connect, liveProduct, close, ops });

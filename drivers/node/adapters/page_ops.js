@@ -1,0 +1,62 @@
+'use strict';
+// Ops that Playwright and Puppeteer express the same way once a driver supplies a few
+// primitives on the session: `page` (the driver's page), `evaluate(expr)`, and the per-driver
+// ops in its own file. Console messages and dialogs are recorded from `new_page` on, so a
+// load-time console line is seen like the peer's probe sees it.
+
+const crypto = require('crypto');
+const fs = require('fs');
+const cdpOps = require('./cdp_ops');
+const { poll, sleep } = require('./common');
+
+// Runs an expression string in the page; a promise result is awaited (as the corpus expects).
+function pageExpression(expression) {
+  return `(async () => { return await (0, eval)(${JSON.stringify(expression)}); })()`;
+}
+
+function commonOps(driverOps) {
+  return {
+    ...cdpOps,
+    evaluate: (s, step) => s.evaluate(step.expression),
+    wait_for_function: async (s, step, state) => {
+      await poll(state.budget, step.timeout_ms, async () => !!(await s.evaluate(step.expression)), step.expression);
+      return true;
+    },
+    wait_ms: async (s, step, state) => { await sleep(Math.min(step.ms || 0, state.budget.remaining())); return step.ms; },
+    url: (s) => s.page.url(),
+    title: (s) => s.page.title(),
+    content: (s) => s.page.content(),
+    user_agent: async (s) => (s.page ? s.evaluate('navigator.userAgent') : (await s.browserVersion()).userAgent),
+    get_console: (s) => s.console.join('\n'),
+    get_dialogs: (s) => s.dialogs.join('\n'),
+    get_recorded_requests: (s) => s.requests.join('\n'),
+    record_requests: (s) => { s.recording = true; return 'recording'; },
+    on_dialog: (s, step) => { s.dialogPolicy = { action: step.action || 'accept', text: step.text }; return step.action; },
+    write_file: (s, step) => { fs.writeFileSync(step.path, step.content || ''); return step.path; },
+    count: (s, step) => s.evaluate(`document.querySelectorAll(${JSON.stringify(step.selector)}).length`),
+    get_attribute: (s, step) => s.evaluate(
+      `(() => { const e = document.querySelector(${JSON.stringify(step.selector)}); if (!e) throw new Error('no element ${step.selector}'); return e.getAttribute(${JSON.stringify(step.name)}); })()`),
+    ...driverOps,
+  };
+}
+
+function recordDialog(session, dialog) {
+  session.dialogs.push(`${dialog.type()}:${dialog.message()}`);
+  const policy = session.dialogPolicy || { action: 'dismiss' };
+  const answered = policy.action === 'accept' ? dialog.accept(policy.text) : dialog.dismiss();
+  // An engine that cannot answer a dialog fails the task's later steps, not the adapter.
+  return Promise.resolve(answered).catch((e) => { session.dialogs.push(`answer-failed:${e.message}`); });
+}
+
+function digestFile(file) {
+  const bytes = fs.readFileSync(file);
+  return `${crypto.createHash('sha256').update(bytes).digest('hex').slice(0, 12)}:${bytes.length}`;
+}
+
+function framesMatching(frames, urlPart) {
+  const frame = frames.find((f) => f.url().includes(urlPart));
+  if (!frame) throw new Error(`no frame whose url contains ${urlPart}`);
+  return frame;
+}
+
+module.exports = { commonOps, pageExpression, recordDialog, digestFile, framesMatching };

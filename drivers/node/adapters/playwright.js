@@ -1,0 +1,95 @@
+#!/usr/bin/env node
+'use strict';
+// Playwright path: playwright-core connectOverCDP to the engine the runner started; every op
+// goes through Playwright's own page/locator API (raw CDP only for the AX/CSS observation ops).
+
+const { chromium } = require('playwright-core');
+const { main } = require('./common');
+const { commonOps, recordDialog, digestFile, framesMatching } = require('./page_ops');
+
+async function connect(payload, budget) {
+  const browser = await chromium.connectOverCDP(payload.browser_ws, { timeout: budget.wait(payload.connect_timeout_ms || 15000) });
+  const session = { browser, console: [], dialogs: [], requests: [], recording: false, metrics: {} };
+  session.evaluate = (expression) => session.page.evaluate(expression);
+  session.browserVersion = () => browserVersion(session);
+  session.cdp = async (method, params) => {
+    session.pageCdp = session.pageCdp || await session.context.newCDPSession(session.page);
+    return session.pageCdp.send(method, params);
+  };
+  return session;
+}
+
+async function browserVersion(session) {
+  const cdp = await session.browser.newBrowserCDPSession();
+  try { return await cdp.send('Browser.getVersion'); } finally { await cdp.detach(); }
+}
+
+const liveProduct = async (session) => (await browserVersion(session)).product;
+
+async function close(session) {
+  if (session.context) await session.context.close();
+  // connectOverCDP's close() only disconnects: the engine belongs to the runner.
+  await session.browser.close();
+}
+
+// A navigation op's value is the main response's HTTP status (null: no response, e.g. same-document).
+const status = (response) => (response ? response.status() : null);
+const HISTORY_WAIT = 'commit';
+const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
+
+const ops = commonOps({
+  new_page: async (s) => {
+    s.context = s.context || await s.browser.newContext(); // a second page is a second tab
+    s.page = await s.context.newPage();
+    s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
+    s.page.on('dialog', (d) => recordDialog(s, d));
+    s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
+    return 'page';
+  },
+  goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
+  reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
+  // A back-forward-cache restore fires no load event: a history move waits for its commit only.
+  go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  click: async (s, step, state) => {
+    for (let i = 0; i < (step.times || 1); i += 1) await s.page.click(step.selector, t(state, step));
+    return step.selector;
+  },
+  fill: async (s, step, state) => { await s.page.fill(step.selector, step.value, t(state, step)); return step.value; },
+  type: async (s, step, state) => { await s.page.locator(step.selector).pressSequentially(step.value ?? step.text, t(state, step)); return step.value ?? step.text; },
+  check: async (s, step, state) => { await s.page.check(step.selector, t(state, step)); return true; },
+  focus: async (s, step, state) => { await s.page.focus(step.selector, t(state, step)); return step.selector; },
+  press: async (s, step, state) => {
+    if (step.selector) await s.page.press(step.selector, step.key, t(state, step));
+    else await s.page.keyboard.press(step.key);
+    return step.key;
+  },
+  keyboard_type: async (s, step) => { await s.page.keyboard.type(step.text); return step.text; },
+  select_option: async (s, step, state) => (await s.page.selectOption(step.selector, step.value, t(state, step))).join(','),
+  text_content: (s, step, state) => s.page.textContent(step.selector, t(state, step)),
+  input_value: (s, step, state) => s.page.inputValue(step.selector, t(state, step)),
+  is_checked: (s, step, state) => s.page.isChecked(step.selector, t(state, step)),
+  wait_for_selector: async (s, step, state) => {
+    await s.page.waitForSelector(step.selector, { state: step.state || 'visible', ...t(state, step) });
+    return true;
+  },
+  frame_evaluate: (s, step) => framesMatching(s.page.frames(), step.url_contains).evaluate(step.expression),
+  route_fulfill: async (s, step) => {
+    await s.page.route(step.pattern, (route) => route.fulfill({ status: step.status || 200, contentType: step.content_type, body: step.body }));
+    return step.pattern;
+  },
+  route_abort: async (s, step) => { await s.page.route(step.pattern, (route) => route.abort()); return step.pattern; },
+  set_extra_headers: async (s, step) => { await s.page.setExtraHTTPHeaders(step.headers); return Object.keys(step.headers).join(','); },
+  set_cookie: async (s, step) => { await s.context.addCookies([{ name: step.name, value: step.value, url: step.url }]); return step.name; },
+  get_cookies: (s, step) => s.context.cookies(step.url),
+  set_input_files: async (s, step, state) => { await s.page.setInputFiles(step.selector, step.path, t(state, step)); return step.path; },
+  download: async (s, step, state) => {
+    const [download] = await Promise.all([s.page.waitForEvent('download', t(state, step)), s.page.click(step.selector, t(state, step))]);
+    await download.saveAs(step.path);
+    return digestFile(step.path);
+  },
+  aria_snapshot: (s, step, state) => s.page.locator(step.selector).ariaSnapshot(t(state, step)),
+  version: (s) => s.browser.version(),
+});
+
+main({ name: `playwright-core ${require('playwright-core/package.json').version}`, connect, liveProduct, close, ops });

@@ -1,0 +1,150 @@
+#!/usr/bin/env node
+'use strict';
+// Puppeteer path: puppeteer-core connect({browserWSEndpoint}) to the engine the runner started;
+// ops go through Puppeteer's page/element API. It never launches a browser.
+
+const fs = require('fs');
+const path = require('path');
+const puppeteer = require('puppeteer-core');
+const { main, poll } = require('./common');
+const { commonOps, recordDialog, digestFile, framesMatching } = require('./page_ops');
+
+async function connect(payload, budget) {
+  const browser = await puppeteer.connect({
+    browserWSEndpoint: payload.browser_ws,
+    protocolTimeout: budget.wait(payload.task_timeout_ms),
+  });
+  const session = { browser, console: [], dialogs: [], requests: [], routes: [], recording: false, metrics: {} };
+  session.evaluate = (expression) => session.page.evaluate(expression);
+  session.browserVersion = () => browserVersion(session);
+  session.cdp = async (method, params) => {
+    session.pageCdp = session.pageCdp || await session.page.createCDPSession();
+    return session.pageCdp.send(method, params);
+  };
+  return session;
+}
+
+// Browser.getVersion over Puppeteer's own root connection (browser.version / userAgent): an
+// engine need not list a browser target for this.
+async function browserVersion(session) {
+  return { product: await session.browser.version(), userAgent: await session.browser.userAgent() };
+}
+
+const liveProduct = async (session) => (await browserVersion(session)).product;
+
+async function close(session) {
+  if (session.context) await session.context.close();
+  await session.browser.disconnect(); // the engine belongs to the runner
+}
+
+// Playwright-style URL globs, as the corpus writes them: ** crosses '/', * does not.
+function globToRegExp(glob) {
+  let out = '';
+  for (let i = 0; i < glob.length; i += 1) {
+    if (glob[i] === '*' && glob[i + 1] === '*') { out += '.*'; i += 1; } else if (glob[i] === '*') out += '[^/]*';
+    else out += glob[i].replace(/[.+?^${}()|[\]\\]/g, '\\$&');
+  }
+  return new RegExp(`^${out}$`);
+}
+
+async function addRoute(s, step, handle) {
+  s.routes.push({ re: globToRegExp(step.pattern), handle });
+  if (!s.intercepting) {
+    s.intercepting = true;
+    await s.page.setRequestInterception(true);
+    s.page.on('request', (request) => {
+      const route = s.routes.find((r) => r.re.test(request.url()));
+      if (route) route.handle(request); else request.continue();
+    });
+  }
+  return step.pattern;
+}
+
+async function download(s, step, state) {
+  const dir = path.dirname(step.path);
+  fs.mkdirSync(dir, { recursive: true });
+  const cdp = await s.browser.target().createCDPSession();
+  const done = new Map();
+  cdp.on('Browser.downloadProgress', (e) => { if (e.state !== 'inProgress') done.set(e.guid, e.state); });
+  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allowAndName', downloadPath: dir, eventsEnabled: true, browserContextId: s.context.id });
+  try {
+    await s.page.click(step.selector);
+    const [guid, result] = await poll(state.budget, step.timeout_ms, async () => done.entries().next().value, 'download');
+    if (result !== 'completed') throw new Error(`download ${result}`);
+    fs.renameSync(path.join(dir, guid), step.path);
+    return digestFile(step.path);
+  } finally {
+    await cdp.detach();
+  }
+}
+
+// A navigation op's value is the main response's HTTP status (null: no response, e.g. same-document).
+const status = (response) => (response ? response.status() : null);
+const HISTORY_WAIT = 'domcontentloaded';
+const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
+
+async function element(s, step, state) {
+  const handle = await s.page.waitForSelector(step.selector, t(state, step));
+  if (!handle) throw new Error(`no element ${step.selector}`);
+  return handle;
+}
+
+const ops = commonOps({
+  new_page: async (s) => {
+    s.context = s.context || await s.browser.createBrowserContext(); // a second page is a second tab
+    s.page = await s.context.newPage();
+    s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
+    s.page.on('dialog', (d) => recordDialog(s, d));
+    s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
+    return 'page';
+  },
+  goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
+  reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
+  // A back-forward-cache restore fires no load event: a history move waits for its commit only.
+  go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  click: async (s, step, state) => {
+    const handle = await element(s, step, state);
+    for (let i = 0; i < (step.times || 1); i += 1) await handle.click();
+    return step.selector;
+  },
+  fill: async (s, step, state) => {
+    const handle = await element(s, step, state);
+    await handle.evaluate((e) => { e.value = ''; });
+    await handle.type(step.value);
+    return step.value;
+  },
+  type: async (s, step, state) => { await (await element(s, step, state)).type(step.value ?? step.text); return step.value ?? step.text; },
+  check: async (s, step, state) => {
+    const handle = await element(s, step, state);
+    if (!(await handle.evaluate((e) => e.checked))) await handle.click();
+    return true;
+  },
+  focus: async (s, step, state) => { await (await element(s, step, state)).focus(); return step.selector; },
+  press: async (s, step, state) => {
+    if (step.selector) await (await element(s, step, state)).press(step.key);
+    else await s.page.keyboard.press(step.key);
+    return step.key;
+  },
+  keyboard_type: async (s, step) => { await s.page.keyboard.type(step.text); return step.text; },
+  select_option: async (s, step, state) => { await element(s, step, state); return (await s.page.select(step.selector, step.value)).join(','); },
+  text_content: async (s, step, state) => (await element(s, step, state)).evaluate((e) => e.textContent),
+  input_value: async (s, step, state) => (await element(s, step, state)).evaluate((e) => e.value),
+  is_checked: async (s, step, state) => (await element(s, step, state)).evaluate((e) => !!e.checked),
+  wait_for_selector: async (s, step, state) => {
+    const visibility = { visible: { visible: true }, hidden: { hidden: true } }[step.state] || {};
+    await s.page.waitForSelector(step.selector, { ...visibility, ...t(state, step) });
+    return true;
+  },
+  frame_evaluate: (s, step) => framesMatching(s.page.frames(), step.url_contains).evaluate(step.expression),
+  route_fulfill: (s, step) => addRoute(s, step, (r) => r.respond({ status: step.status || 200, contentType: step.content_type, body: step.body })),
+  route_abort: (s, step) => addRoute(s, step, (r) => r.abort()),
+  set_extra_headers: async (s, step) => { await s.page.setExtraHTTPHeaders(step.headers); return Object.keys(step.headers).join(','); },
+  set_cookie: async (s, step) => { await s.page.setCookie({ name: step.name, value: step.value, url: step.url }); return step.name; },
+  get_cookies: (s, step) => s.page.cookies(step.url),
+  download,
+  aria_snapshot: async (s, step, state) => s.page.accessibility.snapshot({ root: await element(s, step, state) }),
+  version: (s) => s.browser.version(),
+});
+
+main({ name: `puppeteer-core ${require('puppeteer-core/package.json').version}`, connect, liveProduct, close, ops });

@@ -1,0 +1,297 @@
+"""What every Python adapter shares: read the abb_scenario_adapter/1 payload, the binding gate,
+the op loop, check grading, and printing exactly one result. Standalone on purpose (no metewand
+import): an adapter is a separate program speaking only the contract.
+
+A driver supplies ``connect(payload, budget) -> session``, ``live_product(session)``,
+``close(session)`` and ``ops``: {op name: async fn(session, step, state) -> value}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import traceback
+import urllib.request
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+RESERVE_S = 0.5  # kept back from the task budget so the result is always printed
+FALSY_TEXT = {"", "false", "undefined", "null", "0"}
+
+
+class Budget:
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.end = time.monotonic() + payload.get("task_timeout_ms", 30000) / 1000 - RESERVE_S
+        self.action_s = payload.get("action_timeout_ms", 8000) / 1000
+
+    def remaining(self) -> float:
+        return max(0.0, self.end - time.monotonic())
+
+    def wait(self, ms: float | None = None) -> float:
+        """One op's wait in seconds: its own limit, never past the attempt's budget."""
+        own = ms / 1000 if ms else self.action_s
+        return max(0.001, min(own, self.remaining()))
+
+
+@dataclass
+class State:
+    payload: dict[str, Any]
+    budget: Budget
+    saved: dict[str, str] = field(default_factory=dict)
+
+
+Op = Callable[[Any, dict[str, Any], State], Awaitable[Any]]
+
+
+def stringify(value: Any) -> str:
+    """Saved values read like the Node adapters' (JSON.stringify, 'undefined' for none)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def substitute(value: Any, tokens: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        for token, text in tokens.items():
+            value = value.replace(token, text)
+        return value
+    if isinstance(value, list):
+        return [substitute(v, tokens) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, tokens) for k, v in value.items()}
+    return value
+
+
+def page_tokens(payload: dict[str, Any]) -> dict[str, str]:
+    url = urlsplit(payload["task_url"])
+    return {
+        "{fixture_url}": payload["task_url"],
+        "{fixture_origin}": f"{url.scheme}://{url.netloc}",
+        "{fixture_host}": url.netloc,
+        "{artifact_dir}": payload.get("artifact_dir") or "",
+    }
+
+
+def evaluate_check(
+    check: dict[str, Any], steps: list[dict[str, Any]], saved: dict[str, str]
+) -> tuple[bool, str]:
+    kind = check.get("kind")
+    index = check.get("step")
+    step = steps[index] if isinstance(index, int) and 0 <= index < len(steps) else None
+    value = saved.get(check.get("name", ""))
+    shown = f"saved {check.get('name')}={json.dumps(value)}"
+    if kind == "step_ok":
+        return (
+            bool(step and step["ok"]),
+            "step ok" if step and step["ok"] else f"step: {step and step.get('error')}",
+        )
+    if kind == "step_fails":
+        return (bool(step and not step["ok"]), f"step error: {step and step.get('error')}")
+    if kind == "saved_equals":
+        return value == check.get("expected"), shown
+    if kind == "saved_contains":
+        return isinstance(value, str) and check.get("expected", "") in value, shown
+    if kind == "saved_not_contains":
+        return isinstance(value, str) and check.get("expected", "") not in value, shown
+    if kind == "saved_truthy":
+        return isinstance(value, str) and value not in FALSY_TEXT and not value.startswith(
+            "ERROR:"
+        ), shown
+    if kind == "file_nonempty":
+        try:
+            size = os.path.getsize(check["path"])
+        except OSError:
+            return False, f"no file {check.get('path')}"
+        return size > 0, f"{check['path']}: {size} bytes"
+    if kind == "any_of":
+        parts = [
+            evaluate_check(c, steps, saved)
+            for c in check.get("any_of") or check.get("checks") or []
+        ]
+        return any(ok for ok, _ in parts), " | ".join(text for _, text in parts)
+    return False, f"unknown check kind {kind}"
+
+
+def json_version(port: int, timeout: float) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=timeout) as reply:
+        return dict(json.loads(reply.read()))
+
+
+def http_identity_problem(payload: dict[str, Any], version: dict[str, Any]) -> str | None:
+    if payload.get("expect_product") and version.get("Browser") != payload["expect_product"]:
+        return f"/json/version Browser {version.get('Browser')!r} != expected {payload['expect_product']!r}"
+    if payload.get("expect_ua") and version.get("User-Agent") != payload["expect_ua"]:
+        return "/json/version User-Agent differs from the expected one"
+    ws = version.get("webSocketDebuggerUrl")
+    if ws and ws != payload.get("browser_ws"):
+        return f"/json/version webSocketDebuggerUrl {ws} != browser_ws {payload.get('browser_ws')}"
+    return None
+
+
+def trace(payload: dict[str, Any], record: dict[str, Any]) -> None:
+    folder = payload.get("artifact_dir")
+    if not folder:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "cdp.jsonl"), "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+    except OSError:
+        pass  # tracing is best effort by contract
+
+
+def harness_error(cls: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"class": cls, "message": message}}
+
+
+async def run_steps(
+    ops: dict[str, Op], session: Any, steps: list[dict[str, Any]], state: State
+) -> list[dict[str, Any]]:
+    results = []
+    for index, step in enumerate(steps):
+        started = time.monotonic()
+        op = ops.get(step.get("op", ""))
+        if op is None:
+            record: dict[str, Any] = {"ok": False, "error": f"unknown op {step.get('op')}"}
+        elif state.budget.remaining() <= 0.001:
+            record = {"ok": False, "error": "task budget exhausted before this op"}
+        else:
+            try:
+                value = await asyncio.wait_for(
+                    op(session, step, state), state.budget.remaining() + 0.1
+                )
+                record = {"ok": True, "value": value}
+            except Exception as exc:  # an op's failure is the step's result, never the adapter's
+                record = {"ok": False, "error": (str(exc) or type(exc).__name__).splitlines()[0]}
+        if step.get("save_as"):
+            state.saved[step["save_as"]] = (
+                stringify(record["value"]) if record["ok"] else f"ERROR: {record['error']}"
+            )
+        results.append(record)
+        elapsed_ms = int((time.monotonic() - started) * 1000)
+        trace(
+            state.payload,
+            {
+                "step": index,
+                "op": step.get("op"),
+                "ok": record["ok"],
+                "ms": elapsed_ms,
+                "error": record.get("error"),
+            },
+        )
+    return results
+
+
+@dataclass
+class Driver:
+    name: str
+    connect: Callable[[dict[str, Any], Budget], Awaitable[Any]]
+    live_product: Callable[[Any], Awaitable[str]]
+    close: Callable[[Any], Awaitable[None]]
+    ops: dict[str, Op]
+
+
+async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
+    if payload.get("protocol") != "abb_scenario_adapter/1":
+        return harness_error("script_error", f"unsupported protocol {payload.get('protocol')!r}")
+    budget = Budget(payload)
+    try:
+        version = await asyncio.to_thread(json_version, payload["cdp_port"], budget.wait(5000))
+    except (OSError, ValueError) as exc:
+        return harness_error("script_error", f"GET /json/version failed: {exc}")
+    problem = http_identity_problem(payload, version)
+    if problem:
+        return harness_error("script_error", f"binding gate: {problem}")
+    tokens = page_tokens(payload)
+    steps = substitute(payload.get("steps") or [], tokens)
+    checks = substitute(payload.get("checks") or [], tokens)
+    connect_row = {"name": "driver_connect", "status": "pass", "evidence": driver.name}
+    try:
+        session = await asyncio.wait_for(
+            driver.connect(payload, budget), budget.wait(payload.get("connect_timeout_ms"))
+        )
+    except Exception as exc:  # an engine the driver cannot attach to is a benchmark result
+        connect_row.update(status="fail", evidence=f"connect failed: {exc}")
+        rows = [connect_row] + [
+            {
+                "name": c.get("label") or c.get("kind"),
+                "status": "fail",
+                "evidence": "driver not connected",
+            }
+            for c in checks
+        ]
+        return {
+            "ok": True,
+            "answer": f"0/{len(rows)} checks",
+            "observations": {"checks": rows, "saved": {}, "failure_class": "cdp_semantic"},
+        }
+    try:
+        live = await driver.live_product(session)
+        if payload.get("expect_product_live") and live != payload["expect_product_live"]:
+            return harness_error(
+                "script_error",
+                f"binding gate: live product {live!r} != {payload['expect_product_live']!r}",
+            )
+        state = State(payload, budget)
+        results = await run_steps(driver.ops, session, steps, state)
+        rows = [connect_row]
+        for check in checks:
+            ok, evidence = evaluate_check(check, results, state.saved)
+            rows.append(
+                {
+                    "name": check.get("label") or check.get("kind"),
+                    "status": "pass" if ok else "fail",
+                    "evidence": evidence,
+                }
+            )
+        passed = sum(1 for r in rows if r["status"] == "pass")
+        observations: dict[str, Any] = {
+            "checks": rows,
+            "saved": state.saved,
+            "binding": {
+                "verified": True,
+                "http_product": version.get("Browser"),
+                "live_product": live,
+            },
+        }
+        if passed != len(rows):
+            observations["failure_class"] = "cdp_semantic"
+        return {
+            "ok": True,
+            "answer": f"{passed}/{len(rows)} checks",
+            "observations": observations,
+            "metrics": getattr(session, "metrics", {}),
+        }
+    finally:
+        try:
+            await driver.close(session)
+        except Exception as exc:
+            print(f"close: {exc}", file=sys.stderr)
+
+
+def main(driver: Driver) -> None:
+    """Exactly one JSON object reaches stdout, whatever happens inside."""
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr  # a library's stray print must not corrupt the result
+    try:
+        payload = json.loads(sys.stdin.read())
+        result = asyncio.run(attempt(driver, payload))
+    except Exception as exc:
+        traceback.print_exc()
+        result = harness_error("script_error", str(exc))
+    real_stdout.write(json.dumps(result) + "\n")
+    real_stdout.flush()
+    os._exit(0)  # library threads (websocket readers) must not hold the exit

@@ -1,0 +1,333 @@
+"""Run one scenario adapter for one attempt and classify how it ended.
+
+An adapter is any executable speaking the ``abb_scenario_adapter/1`` contract: one JSON payload on
+stdin, exactly one JSON object on stdout, diagnostics on stderr, exit status 0 unless the adapter
+itself crashed. It runs in its own session (so its process group can be signalled as a whole) and
+in its own accounting group (so its CPU and peak memory are the driver's, apart from the
+engine's, and so a grandchild that left the process group is still found and killed).
+
+Whatever the adapter does, ``run_adapter`` returns one ``AdapterRun`` with one outcome:
+
+- ``result``: a parseable result object (``ok: true``); its checks grade the attempt;
+- ``adapter_error``: ``ok: false`` with ``error`` (the contract's harness problem, graded infra);
+- ``adapter_crash``: a non-zero exit status or a death by signal, before its deadline;
+- ``adapter_hang``: no exit by the deadline (stopped with TERM, then KILL);
+- ``adapter_garbage``: exit 0 but stdout is not exactly one JSON object.
+
+No process of the adapter's tree outlives the call: members still alive after it exits are killed
+and named in ``leftover_pids`` (a well-behaved adapter leaves none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
+from metewand.measure.forms import Measurement
+from metewand.suites.browser.classify import Classification
+
+PROTOCOL: Final = "abb_scenario_adapter/1"
+OUTCOMES: Final = ("result", "adapter_error", "adapter_crash", "adapter_hang", "adapter_garbage")
+STDOUT_LIMIT: Final = 16 * 1024 * 1024  # a result is small; more than this is garbage, not a row
+EXIT_POLL_S: Final = 0.005  # adds at most 5 ms to an attempt's wall time
+STDOUT_DRAIN_S: Final = 2.0  # after the sweep every writer is gone, so EOF is immediate
+TERM_GRACE_S: Final = 2.0
+KILL_WAIT_S: Final = 30.0  # KILL is not ignorable; this only bounds an uninterruptible sleep  # between TERM and KILL on a hang: enough for a Node/Python exit hook
+STDERR_TAIL: Final = 2000
+# The deadline beyond the payload's task budget: the adapter clamps its own waits to the budget,
+# so only an adapter that ignores it (or is stuck starting) meets this margin.
+DEADLINE_MARGIN_S: Final = 5.0
+
+
+@dataclass(frozen=True)
+class AdapterCommand:
+    """How to start one adapter: argv, extra environment, working directory."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+
+
+@dataclass
+class AdapterRun:
+    outcome: str
+    detail: str
+    result: dict[str, Any] | None
+    exit_code: int | None
+    exit_signal: int | None
+    wall_ns: int
+    stderr_tail: str
+    leftover_pids: list[int]
+    cpu_ns: Measurement | None = None  # the adapter tree's own CPU (None: no accounting opened)
+    peak_memory_bytes: Measurement | None = None
+    accounting_backend: str | None = None
+
+    @property
+    def checks(self) -> list[dict[str, Any]]:
+        observations = (self.result or {}).get("observations") or {}
+        checks = observations.get("checks") if isinstance(observations, dict) else None
+        return [c for c in checks if isinstance(c, dict)] if isinstance(checks, list) else []
+
+    def classification(self) -> Classification:
+        return classify_run(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "exit_code": self.exit_code,
+            "exit_signal": self.exit_signal,
+            "wall_ns": self.wall_ns,
+            "leftover_pids": self.leftover_pids,
+            "accounting_backend": self.accounting_backend,
+            "cpu_ns": self.cpu_ns.to_json() if self.cpu_ns else None,
+            "peak_memory_bytes": self.peak_memory_bytes.to_json()
+            if self.peak_memory_bytes
+            else None,
+        }
+
+
+def classify_run(run: AdapterRun) -> Classification:
+    """The attempt's status from how the adapter ended. An adapter's own trouble is never an
+    engine result: it is ``crash``/``timeout``/``infra`` with origin ``adapter``."""
+    if run.outcome == "result":
+        failed = [str(c.get("name", "?")) for c in run.checks if c.get("status") != "pass"]
+        if not run.checks:
+            return Classification("fail", "script_error", "adapter", "result has no checks")
+        if not failed:
+            return Classification("pass", None, None, "")
+        observations = (run.result or {}).get("observations") or {}
+        failure_class = str(observations.get("failure_class") or "cdp_semantic")
+        reason = "checks failed: " + ", ".join(failed)
+        return Classification("fail", failure_class, "engine_process", reason)
+    status = {"adapter_crash": "crash", "adapter_hang": "timeout"}.get(run.outcome, "infra")
+    return Classification(status, "infra", "adapter", f"{run.outcome}: {run.detail}")
+
+
+def parse_result(stdout: bytes) -> tuple[str, dict[str, Any] | None, str]:
+    """(outcome, result, detail) for an adapter that exited 0."""
+    if len(stdout) > STDOUT_LIMIT:
+        return "adapter_garbage", None, f"stdout longer than {STDOUT_LIMIT} bytes"
+    text = stdout.decode("utf-8", errors="replace").strip()
+    if not text:
+        return "adapter_garbage", None, "stdout is empty"
+    try:
+        result = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return "adapter_garbage", None, f"stdout is not one JSON object ({exc.msg}): {text[:200]!r}"
+    if not isinstance(result, dict):
+        return "adapter_garbage", None, f"stdout JSON is a {type(result).__name__}, not an object"
+    if result.get("ok") is False:
+        error = result.get("error") or {}
+        if not isinstance(error, dict):
+            error = {"message": str(error)}
+        return "adapter_error", result, f"{error.get('class', '?')}: {error.get('message', '')}"
+    if result.get("ok") is not True:
+        return "adapter_garbage", result, "result object has no boolean ok"
+    return "result", result, ""
+
+
+def _open_adapter_accounting(label: str) -> TreeAccounting | None:
+    """The adapter's own group; None when no backend works here (the run then relies on the
+    process group alone, and says so through ``accounting_backend``)."""
+    try:
+        return open_accounting("auto", label=label)
+    except AccountingUnavailable:
+        return None
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    """TERM the adapter's group, KILL after the grace period (the sweep then takes anything
+    left in its accounting group)."""
+    _signal_group(process.pid, signal.SIGTERM)
+    if not await _exited_within(process, TERM_GRACE_S):
+        _signal_group(process.pid, signal.SIGKILL)
+        await _exited_within(process, KILL_WAIT_S)
+
+
+def _sweep(pgid: int, accounting: TreeAccounting | None) -> list[int]:
+    """Kill what the adapter left behind: its process group and its accounting group's members.
+    Returns the pids found alive."""
+    found = set(_group_members(pgid))
+    if accounting is not None:
+        with contextlib.suppress(OSError):
+            found.update(accounting.pids())
+    if found:
+        _signal_group(pgid, signal.SIGKILL)
+        if accounting is not None:
+            with contextlib.suppress(OSError):
+                accounting.kill()
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+    return sorted(found)
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # Fields after the command name (which may hold spaces) start at the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+async def _wait_gone(pids: Sequence[int], accounting: TreeAccounting | None) -> None:
+    """Killed members take a moment to leave; the group can only be removed once empty."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
+        members = accounting.pids() if accounting is not None else []
+        if not alive and not members:
+            return
+        await asyncio.sleep(0.02)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].startswith("Z")
+
+
+def _tail(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - STDERR_TAIL))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+async def run_adapter(
+    command: AdapterCommand,
+    payload: Mapping[str, Any],
+    deadline_s: float,
+    stderr_path: Path,
+    label: str = "adapter",
+) -> AdapterRun:
+    """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``."""
+    accounting = _open_adapter_accounting(label)
+    stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **command.env}
+    started = time.monotonic_ns()
+    try:
+        with stderr_path.open("wb") as stderr_file:
+            process = await asyncio.create_subprocess_exec(
+                *command.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr_file,
+                cwd=command.cwd,
+                env=env,
+                start_new_session=True,  # its own process group, signalled as one
+                preexec_fn=accounting.preexec_join() if accounting else None,
+            )
+        if accounting is not None:
+            accounting.attach(process.pid)
+        return await _supervise(process, payload, deadline_s, stderr_path, accounting, started)
+    finally:
+        if accounting is not None:
+            with contextlib.suppress(OSError):
+                accounting.close()
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
+    assert process.stdin is not None
+    try:
+        process.stdin.write(data)
+        await process.stdin.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # it exited (or closed stdin) before reading its payload: its exit tells why
+    finally:
+        process.stdin.close()
+
+
+async def _exited_within(process: asyncio.subprocess.Process, limit_s: float) -> bool:
+    """Polls the exit status: ``Process.wait()`` also waits for every pipe to close, which a
+    grandchild holding stdout would postpone past the adapter's own exit."""
+    deadline = time.monotonic() + limit_s
+    while process.returncode is None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(EXIT_POLL_S)
+    return True
+
+
+async def _read_all(stream: asyncio.StreamReader | None) -> bytes:
+    """stdout up to EOF, but never more than the limit plus one byte (which marks garbage)."""
+    chunks: list[bytes] = []
+    size = 0
+    while stream is not None and size <= STDOUT_LIMIT:
+        chunk = await stream.read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+async def _supervise(
+    process: asyncio.subprocess.Process,
+    payload: Mapping[str, Any],
+    deadline_s: float,
+    stderr_path: Path,
+    accounting: TreeAccounting | None,
+    started: int,
+) -> AdapterRun:
+    # The adapter's exit ends the attempt, not stdout's EOF: a grandchild that inherited stdout
+    # (a bridge, a daemon) would otherwise hold the run open. It is swept first, then stdout read.
+    reader = asyncio.create_task(_read_all(process.stdout))
+    feeder = asyncio.create_task(_feed(process, json.dumps(payload).encode()))
+    hung = not await _exited_within(process, deadline_s)
+    if hung:
+        await _stop(process)
+    wall_ns = time.monotonic_ns() - started
+    leftovers = _sweep(process.pid, accounting)
+    await _wait_gone(leftovers, accounting)
+    try:
+        stdout = await asyncio.wait_for(reader, STDOUT_DRAIN_S)
+    except TimeoutError:
+        stdout = b""
+    feeder.cancel()
+    await asyncio.gather(feeder, return_exceptions=True)
+    code = process.returncode
+    exit_code, exit_signal = (None, -code) if code is not None and code < 0 else (code, None)
+    if hung:
+        outcome, result, detail = "adapter_hang", None, f"no exit within {deadline_s:.1f} s"
+    elif exit_code != 0:
+        how = f"signal {exit_signal}" if exit_signal else f"exit status {exit_code}"
+        outcome, result, detail = "adapter_crash", None, f"adapter ended with {how}"
+    else:
+        outcome, result, detail = parse_result(stdout)
+    run = AdapterRun(
+        outcome, detail, result, exit_code, exit_signal, wall_ns, _tail(stderr_path), leftovers
+    )
+    if accounting is not None:
+        run.accounting_backend = accounting.backend
+        run.cpu_ns = accounting.cpu().total
+        run.peak_memory_bytes = accounting.memory().peak
+    return run

@@ -1,0 +1,107 @@
+"""Shared helpers for driver-path tests: a real Chromium (engine registry flags), the real
+fixture server on the peer corpus, and one corpus driver task run through a real adapter."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from browser_engine_fixtures import resolved_or_skip
+from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
+from metewand.suites.browser.driver_registry import (
+    DriverMissing,
+    FoundDriver,
+    load_binding,
+    resolve_driver,
+)
+from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.fixtures import FixtureServer, ServerThread
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+CATALOG = CORPUS / "config" / "browser_driver_bindings.json"
+
+
+def corpus_or_skip() -> Path:
+    if not (CORPUS / "tasks").is_dir():
+        pytest.skip(f"peer corpus not present at {CORPUS}")
+    return CORPUS
+
+
+def load_task(subset_dir: str, task_id: str) -> dict[str, Any]:
+    return dict(
+        json.loads((corpus_or_skip() / "tasks" / subset_dir / f"{task_id}.json").read_text())
+    )
+
+
+@dataclass
+class Bench:
+    """A running engine and fixture server, with the endpoint facts the binding gate needs."""
+
+    engine: EngineProcess
+    server: ServerThread
+    endpoint: EngineEndpoint
+
+    @property
+    def base_url(self) -> str:
+        assert self.server.server.base_url is not None
+        return self.server.server.base_url
+
+
+def chrome_bench(log_dir: Path) -> Iterator[Bench]:
+    return engine_bench("chrome", log_dir)
+
+
+def engine_bench(name: str, log_dir: Path) -> Iterator[Bench]:
+    engine = EngineProcess(resolved_or_skip(name), log_dir)
+    server = ServerThread(FixtureServer(corpus_or_skip() / "fixtures"))
+    asyncio.run(engine.start())
+    server.start()
+    try:
+        version = asyncio.run(engine.cdp_version())
+        assert engine.ws_url is not None and engine.port is not None
+        endpoint = EngineEndpoint(
+            name, engine.ws_url, engine.port, str(engine.json_version["Browser"]),
+            str(engine.json_version.get("User-Agent", "")), str(version.get("product", "")),
+        )  # fmt: skip
+        yield Bench(engine, server, endpoint)
+    finally:
+        server.stop()
+        report = asyncio.run(engine.stop())
+        assert report.clean, report
+
+
+def found_or_skip(key: str) -> FoundDriver:
+    found = resolve_driver(key)
+    if isinstance(found, DriverMissing):
+        pytest.skip(f"{key}: {found.reason}: {found.detail}")
+    return found
+
+
+def run_task(
+    bench: Bench,
+    command: AdapterCommand,
+    key: str,
+    task: dict[str, Any],
+    work: Path,
+    attempt: int = 1,
+) -> AdapterRun:
+    artifact_dir = work / f"{task['task_id']}-{attempt}"
+    artifact_dir.mkdir(parents=True, exist_ok=True)
+    ids = AttemptIds("test-run", attempt, "seed0", str(artifact_dir))
+    engine = bench.endpoint.name
+    binding = load_binding(CATALOG, engine, key) if CATALOG.is_file() else None
+    payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
+    deadline = payload["task_timeout_ms"] / 1000 + 5.0
+    return asyncio.run(run_adapter(command, payload, deadline, artifact_dir / "stderr.txt"))
+
+
+def failed_checks(run: AdapterRun) -> list[dict[str, Any]]:
+    return [c for c in run.checks if c.get("status") != "pass"]
