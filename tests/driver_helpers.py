@@ -23,16 +23,15 @@ from metewand.suites.browser.driver_registry import (
 )
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer, ServerThread
+from shared_paths import LEXBENCH, lexbench_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+CORPUS = LEXBENCH
 CATALOG = CORPUS / "config" / "browser_driver_bindings.json"
 
 
 def corpus_or_skip() -> Path:
-    if not (CORPUS / "tasks").is_dir():
-        pytest.skip(f"peer corpus not present at {CORPUS}")
-    return CORPUS
+    return lexbench_or_skip()  # under CI=true a missing corpus fails instead of skipping
 
 
 def load_task(subset_dir: str, task_id: str) -> dict[str, Any]:
