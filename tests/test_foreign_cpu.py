@@ -19,6 +19,7 @@ from browser_run_helpers import REPO
 from foreign_helpers import BURNER_COMM, burner, named_pids
 from metewand import canonical
 from metewand.cli.main import cli
+from metewand.measure.foreign import ForeignCpuTracker
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds, evaluate_gate, foreign_cpu_outcome
 
@@ -87,6 +88,55 @@ def test_a_helper_that_leaves_the_tree_in_the_benchmarks_session_is_not_foreign(
     assert int(helper_pid) not in named_pids(telemetry.samples)
     # counted as the benchmark's, up to its last 0.2 s interval: it is reaped outside the tree
     assert _bench_core_seconds(telemetry.samples) > float(helper_cpu_s) - 0.25
+
+
+# A session leader that waits for a line, then forks a burner in its own session and exits at
+# once: the burner is never seen in the tree, and its leader is gone before the next look.
+ORPHAN = """
+import os, sys, time
+sys.stdin.readline()
+if os.fork() == 0:
+    end = time.monotonic() + 3
+    while time.process_time() < 0.5 and time.monotonic() < end:
+        pass
+    os._exit(0)
+os._exit(0)
+"""
+
+
+def test_a_helper_left_by_an_exited_session_leader_is_not_foreign() -> None:
+    tracker = ForeignCpuTracker(os.getpid())
+    leader = subprocess.Popen(
+        [sys.executable, "-c", ORPHAN], start_new_session=True, stdin=subprocess.PIPE
+    )
+    try:
+        time.sleep(0.3)  # the leader has started and waits
+        assert tracker.observe() is None  # first look: the leader alone, in the tree
+        assert leader.stdin is not None
+        leader.stdin.write(b"go\n")
+        leader.stdin.close()
+        leader.wait(timeout=10)  # the leader is gone; its burner lives on in its session
+        time.sleep(0.3)
+        figures = tracker.observe()
+        assert figures is not None
+        named = {entry["pid"] for entry in figures["top_foreign"]}
+        burners = [
+            int(pid)
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and _session_of(int(pid)) == leader.pid
+        ]
+        assert burners, "the burner should still be running in the leader's session"
+        assert not set(burners) & named, (burners, figures["top_foreign"])
+    finally:
+        subprocess.run(["pkill", "-9", "-s", str(leader.pid)], check=False)
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[3])  # state ppid pgrp session
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _sample(cores: float | None) -> dict[str, Any]:

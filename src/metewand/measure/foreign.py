@@ -99,6 +99,7 @@ class ForeignCpuTracker:
     _previous: _Snapshot | None = None
     _start_boot_ticks: int = field(default_factory=boot_ticks_now)
     _ever_bench: set[Key] = field(default_factory=set)
+    _bench_sessions: set[int] = field(default_factory=set)
     _started_foreign: dict[Key, tuple[str, bool]] = field(default_factory=dict)
 
     def observe(self) -> dict[str, Any] | None:
@@ -121,7 +122,12 @@ class ForeignCpuTracker:
         # a session the benchmark started is the benchmark's: an engine launched in its own
         # session keeps it in helpers that double-fork away from the tree (crash handlers)
         leaders = {key[0] for key in bench if stats[key].session == key[0]}
-        bench |= {key for key, st in stats.items() if st.session in leaders}
+        # ... and stays so after its leader exits (an engine's browser process ending before
+        # helpers it forked between two samples): the kernel does not reuse a session's id
+        # while any process is still in that session, so the id is dropped once it is empty
+        live_sessions = {st.session for st in stats.values()}
+        self._bench_sessions = (self._bench_sessions | leaders) & live_sessions
+        bench |= {key for key, st in stats.items() if st.session in self._bench_sessions}
         # once the benchmark's, always the benchmark's while it lives (reparented helpers)
         bench |= {key for key in stats if key in self._ever_bench}
         return bench
