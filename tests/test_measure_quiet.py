@@ -14,7 +14,9 @@ import time
 from metewand.measure import procfs
 from metewand.measure.quiet import look, wait_quiet
 
-# A parent that forks a child which spins for SPIN seconds and exits; the parent then sleeps.
+# A parent that forks a child which spins for SPIN seconds and exits; the parent blocks until it
+# reaps the child, then sleeps for good (no polling wake-ups of its own that a look could catch
+# running after the tree went quiet).
 PARENT = """
 import os, sys, time
 spin = float(sys.argv[1])
@@ -24,12 +26,12 @@ if os.fork() == 0:
         pass
     os._exit(0)
 print("forked", flush=True)
+try:
+    os.wait()
+except ChildProcessError:
+    pass
 while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        pass
-    time.sleep(0.05)
+    time.sleep(3600)
 """
 
 
