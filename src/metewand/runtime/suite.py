@@ -1,0 +1,91 @@
+"""The seam between a suite and whatever executes its attempts (issue #14).
+
+A suite is three things to the runtime:
+
+- ``units()``: the planned work, in execution order, minus what the run store already holds. A
+  *unit* is the smallest piece of work that must run on one host without anything beside it:
+  a browser round (one task-attempt on every engine, in the balanced order) or a compute
+  repetition group (one case's implementations for one repetition). Pairing lives inside a unit,
+  so every ratio compares attempts that ran on the same host, one after the other.
+- ``open_slot(slot)``: what a unit needs to run (an engine pool and a fixture server, a reused
+  implementation worker), opened once per slot and reused by many units; closed when the
+  executor is done with the slot.
+- ``run_unit(slot, unit)``: run the unit's attempts in order on that slot and return their rows.
+
+An executor (local threads today, Dask later) only moves ``Unit``s and rows, so both are plain
+JSON-able data. A suite is named by a ``SuiteRef`` (its kind and its JSON config) so that
+another process or host can rebuild it: the registry maps kinds to import paths, which keeps
+``runtime`` free of imports from ``suites`` (the layer rule points down only).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A serialisable piece of paired work: the row keys it will produce and its payload."""
+
+    keys: tuple[str, ...]
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"keys": list(self.keys), "payload": self.payload}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Unit:
+        return cls(tuple(data["keys"]), dict(data.get("payload") or {}))
+
+
+@dataclass(frozen=True)
+class SuiteRef:
+    """Enough to rebuild a suite anywhere: its kind and its JSON-able configuration."""
+
+    kind: str
+    config: dict[str, Any]
+
+
+class Slot(Protocol):
+    """What one unit at a time runs on; opened and closed by the suite."""
+
+    def close(self) -> None: ...
+
+
+class Suite(Protocol):
+    kind: str
+
+    def units(self) -> Iterable[Unit]: ...
+
+    def open_slot(self, slot_id: str) -> Slot: ...
+
+    def run_unit(self, slot: Slot, unit: Unit) -> list[Row]: ...
+
+
+# kind -> "module:callable" taking a SuiteRef and returning a Suite. Suites register
+# themselves by import path so that runtime never imports a suite module at import time.
+_FACTORIES: dict[str, str] = {}
+
+
+def register(kind: str, factory_path: str) -> None:
+    _FACTORIES[kind] = factory_path
+
+
+def build(ref: SuiteRef) -> Suite:
+    """The suite a ref names, imported on first use (also on a remote worker)."""
+    try:
+        module_name, _, attr = _FACTORIES[ref.kind].partition(":")
+    except KeyError:
+        raise KeyError(f"no suite registered for kind {ref.kind!r}") from None
+    factory = getattr(importlib.import_module(module_name), attr)
+    suite: Suite = factory(ref)
+    return suite
+
+
+register("compute", "metewand.suites.compute.suite:from_ref")
+register("browser", "metewand.suites.browser.suite:from_ref")
