@@ -1,0 +1,300 @@
+"""``--executor dask``: run a suite's units on a Dask cluster and stream their rows back.
+
+The client side. ``DaskExecutor`` connects to a running scheduler (``--scheduler tcp://H:P``) or
+starts a ``LocalCluster`` of N single-threaded worker *processes* (``--dask-local N``), registers
+the run's ``SlotPlugin`` on every worker (see ``dask_worker``), and then submits whole units:
+paired work never leaves its host. Each unit asks for one ``metewand-host`` (so a host never
+runs two units at once) and for the run's source-gate resource (so a refused worker never gets
+one). ``run`` yields, in completion order, ``UnitDone`` for each finished unit and ``LostTry`` for
+each try a dying worker took with it (Dask has placed that unit again by then); the caller writes
+both to the run's store as they come, so a client killed at any moment loses only unfinished units.
+
+Dask's own retry on worker loss is what moves a unit elsewhere (``distributed.scheduler.allowed-
+failures`` times, then the unit fails with ``KilledWorker``); this module only makes the loss
+visible: every try reports its start, and a start whose try never returned is a lost try.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import dask
+from distributed import Client, LocalCluster, as_completed
+
+from metewand.runtime.dask_worker import (
+    HOST_RESOURCE,
+    REGISTRATION_TOPIC,
+    TRY_TOPIC,
+    SlotPlugin,
+    expected_identity,
+    gate_resource,
+    host_summary_task,
+    plugin_name,
+    run_unit_task,
+)
+from metewand.runtime.suite import Row, SuiteRef, Unit
+
+# A Dask worker runs beside measured attempts, so its own housekeeping must stay near zero: no
+# statistical profiler (a 10 ms sampling thread), slower event-loop health ticks and memory checks.
+# The same settings as environment variables for ``dask worker``: docs/DASK.md.
+QUIET_WORKER_CONFIG: dict[str, Any] = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
+REGISTRATION_WAIT_S = 30.0
+
+
+class DaskExecutorError(RuntimeError):
+    """The cluster cannot run this suite (no worker accepted, scheduler unreachable, ...)."""
+
+
+@dataclass(frozen=True)
+class UnitDone:
+    unit: Unit
+    rows: list[Row]
+    placement: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LostTry:
+    """A try of ``keys`` that started on ``worker`` and never returned (the worker died)."""
+
+    record: dict[str, Any]
+
+
+@dataclass
+class _Tries:
+    """Try-start events by Dask key, filled by the client's event subscription thread."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    starts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)
+
+    def add(self, msg: dict[str, Any]) -> None:
+        with self.lock:
+            self.starts.setdefault(msg["dask_key"], {})[msg["try"]] = msg
+
+    def lost(self, dask_key: str, finished_try: str | None) -> list[dict[str, Any]]:
+        """Tries of ``dask_key`` other than the finished one, each reported once."""
+        with self.lock:
+            found = [
+                msg
+                for try_id, msg in self.starts.get(dask_key, {}).items()
+                if try_id != finished_try and try_id not in self.reported
+            ]
+            self.reported.update(msg["try"] for msg in found)
+        return found
+
+
+class DaskExecutor:
+    """Runs units of one suite on a Dask cluster; use as a context manager."""
+
+    def __init__(
+        self,
+        ref: SuiteRef,
+        *,
+        scheduler: str | None = None,
+        local_workers: int | None = None,
+        registration_wait_s: float = REGISTRATION_WAIT_S,
+    ) -> None:
+        if (scheduler is None) == (local_workers is None):
+            raise ValueError("give exactly one of scheduler= and local_workers=")
+        if local_workers is not None and local_workers < 1:
+            raise ValueError("local_workers must be >= 1")
+        self.ref = ref
+        self.scheduler = scheduler
+        self.local_workers = local_workers
+        self.registration_wait_s = registration_wait_s
+        self.run_token = secrets.token_hex(4)
+        self.expected = expected_identity()
+        self.resources = {HOST_RESOURCE: 1, gate_resource(self.expected["tree_sha256"]): 1}
+        self.registrations: list[dict[str, Any]] = []
+        self._cluster: LocalCluster | None = None
+        self._client: Client | None = None
+        self._tries = _Tries()
+
+    # ---- connection and registration ----
+
+    def __enter__(self) -> DaskExecutor:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        if self.local_workers is not None:
+            with dask.config.set(QUIET_WORKER_CONFIG):
+                self._cluster = LocalCluster(
+                    n_workers=self.local_workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    resources={HOST_RESOURCE: 1},
+                    dashboard_address=None,
+                    host="127.0.0.1",
+                )
+            self._client = Client(self._cluster)
+        else:
+            try:
+                self._client = Client(self.scheduler, timeout="10s")
+            except OSError as exc:
+                raise DaskExecutorError(f"cannot reach Dask scheduler {self.scheduler}: {exc}") from exc
+        self._client.subscribe_topic(TRY_TOPIC, self._on_try_event)
+        self._register()
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            raise DaskExecutorError("the executor is not started")
+        return self._client
+
+    def _on_try_event(self, event: tuple[float, dict[str, Any]]) -> None:
+        msg = event[1]
+        if isinstance(msg, dict) and msg.get("run") == self.run_token:
+            self._tries.add(msg)
+
+    def _register(self) -> None:
+        plugin = SlotPlugin(self.ref, self.expected, self.run_token)
+        responses = self.client.register_plugin(plugin, name=plugin_name(self.run_token))
+        failed = {
+            address: str(reply.get("exception") or reply.get("text") or reply)
+            for address, reply in (responses or {}).items()
+            if isinstance(reply, dict) and reply.get("status") != "OK"
+        }
+        wanted = set(responses or {}) - set(failed)
+        self.registrations = self._wait_for_registrations(wanted)
+        for address, why in sorted(failed.items()):
+            self.registrations.append(
+                {"worker": address, "accepted": False, "reason": f"the worker plugin failed: {why}"}
+            )
+        if not any(r["accepted"] for r in self.registrations):
+            reasons = "; ".join(f"{r['worker']}: {r['reason']}" for r in self.registrations)
+            raise DaskExecutorError(
+                f"no Dask worker was accepted for this run ({reasons or 'the cluster has no workers'})"
+            )
+
+    def _wait_for_registrations(self, wanted: set[str]) -> list[dict[str, Any]]:
+        """Registration events of this run, once every worker in ``wanted`` has sent one."""
+        deadline = time.monotonic() + self.registration_wait_s
+        while True:
+            found = self._registration_events()
+            if wanted <= {r["worker"] for r in found} or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
+    def _merged_registrations(self) -> list[dict[str, Any]]:
+        """The start's registrations plus those of workers that joined (or restarted) since."""
+        latest = {r["worker"]: r for r in self.registrations}
+        latest.update({r["worker"]: r for r in self._registration_events()})
+        return list(latest.values())
+
+    def _registration_events(self) -> list[dict[str, Any]]:
+        latest: dict[str, dict[str, Any]] = {}
+        for _stamp, msg in self.client.get_events(REGISTRATION_TOPIC):
+            if isinstance(msg, dict) and msg.get("run") == self.run_token:
+                latest[msg["worker"]] = msg  # a restarted worker registers again: keep the last
+        return list(latest.values())
+
+    # ---- running units ----
+
+    def run(self, units: Iterable[Unit]) -> Iterator[UnitDone | LostTry]:
+        """Submit every unit, then yield outcomes as they finish (lost tries before their unit)."""
+        by_key: dict[str, Unit] = {}
+        futures = []
+        for index, unit in enumerate(units):
+            dask_key = f"metewand-unit-{self.run_token}-{index}"
+            by_key[dask_key] = unit
+            futures.append(
+                self.client.submit(
+                    run_unit_task,
+                    self.run_token,
+                    dask_key,
+                    unit.to_json(),
+                    key=dask_key,
+                    resources=self.resources,
+                    pure=False,
+                    priority=-index,  # earlier units first: the plan's order where it is free
+                )
+            )
+        finished: dict[str, dict[str, Any]] = {}
+        for future in as_completed(futures):
+            result = future.result()  # a unit that raised (or exhausted its retries) stops the run
+            where = finished[future.key] = result["placement"]
+            for msg in self._tries.lost(future.key, where["try"]):
+                yield LostTry(self._lost_record(msg, by_key[future.key], where))
+            yield UnitDone(by_key[future.key], result["rows"], where)
+            future.release()
+        yield from self._late_lost_tries(by_key, finished)
+
+    def _late_lost_tries(
+        self, by_key: dict[str, Unit], finished: dict[str, dict[str, Any]]
+    ) -> Iterator[LostTry]:
+        """Tries whose start event reached us only after their unit's result."""
+        for _stamp, msg in self.client.get_events(TRY_TOPIC):
+            if isinstance(msg, dict) and msg.get("run") == self.run_token:
+                self._tries.add(msg)
+        for dask_key, unit in by_key.items():
+            where = finished[dask_key]
+            for msg in self._tries.lost(dask_key, where["try"]):
+                yield LostTry(self._lost_record(msg, unit, where))
+
+    def _lost_record(
+        self, msg: dict[str, Any], unit: Unit, finished: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        return {
+            "kind": "lost_try",
+            "keys": list(unit.keys),
+            "dask_key": msg["dask_key"],
+            "host": msg["host"],
+            "worker": msg["worker"],
+            "worker_name": msg["worker_name"],
+            "try": msg["try"],
+            "started_unix": msg["started"],
+            "reason": "the worker ran this try and left the cluster before returning it",
+            "retried_as": finished["try"] if finished else None,
+            "retried_on": finished["worker"] if finished else None,
+        }
+
+    # ---- the end of a run ----
+
+    def host_summaries(self) -> dict[str, Any]:
+        """Each registered worker's host telemetry summary; a departed worker is unavailable."""
+        alive = self.client.run(host_summary_task, self.run_token)
+        self.registrations = self._merged_registrations()
+        out: dict[str, Any] = {}
+        for registration in self.registrations:
+            worker = registration["worker"]
+            if not registration["accepted"]:
+                continue
+            if worker in alive:
+                out[worker] = alive[worker] or {"unavailable": "no unit ran on this worker"}
+            else:
+                out[worker] = {"unavailable": "the worker left the cluster before the run ended"}
+        return out
+
+    def close(self) -> None:
+        """Close every slot (the plugin's teardown), then the client and a local cluster."""
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                if self._cluster is None:  # a shared cluster keeps running: take our slots down
+                    client.unregister_worker_plugin(plugin_name(self.run_token))
+            except Exception:  # noqa: BLE001 - closing must go on
+                pass
+            client.close()
+        cluster, self._cluster = self._cluster, None
+        if cluster is not None:
+            cluster.close()
