@@ -8,6 +8,7 @@ so a test can see that units ran whole, on one worker, on a reused slot.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -149,18 +150,19 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     else:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # anything the dead leader left in its group
-        except ProcessLookupError:
-            pass
+        with contextlib.suppress(ProcessLookupError):  # what the dead leader left in its group
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
+    """Children of every thread of ``pid`` (a worker forks attempts from its executor thread)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def command_of(pid: int) -> str:

@@ -151,7 +151,9 @@ class DaskExecutor:
             try:
                 self._client = Client(self.scheduler, timeout="10s")
             except OSError as exc:
-                raise DaskExecutorError(f"cannot reach Dask scheduler {self.scheduler}: {exc}") from exc
+                raise DaskExecutorError(
+                    f"cannot reach Dask scheduler {self.scheduler}: {exc}"
+                ) from exc
         self._client.subscribe_topic(TRY_TOPIC, self._on_try_event)
         self._register()
 

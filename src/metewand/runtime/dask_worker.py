@@ -53,7 +53,10 @@ def gate_resource(tree_sha256: str) -> str:
 def expected_identity() -> dict[str, str]:
     """What a worker must match: the client's metewand version and source digest."""
     runner = provenance.runner_facts()
-    return {"metewand_version": runner["metewand_version"], "tree_sha256": runner["source"]["tree_sha256"]}
+    return {
+        "metewand_version": runner["metewand_version"],
+        "tree_sha256": runner["source"]["tree_sha256"],
+    }
 
 
 def refusal_reason(expected: dict[str, str], runner: dict[str, Any]) -> str | None:
@@ -61,7 +64,9 @@ def refusal_reason(expected: dict[str, str], runner: dict[str, Any]) -> str | No
     version = runner.get("metewand_version")
     digest = runner.get("source", {}).get("tree_sha256")
     if version != expected["metewand_version"]:
-        return f"metewand version {version} differs from the client's {expected['metewand_version']}"
+        return (
+            f"metewand version {version} differs from the client's {expected['metewand_version']}"
+        )
     if digest != expected["tree_sha256"]:
         return (
             f"metewand source digest {digest} differs from the client's {expected['tree_sha256']} "
@@ -193,7 +198,13 @@ def run_unit_task(run_token: str, dask_key: str, unit_json: dict[str, Any]) -> d
     where = placement(plugin, try_id)
     get_worker().log_event(
         TRY_TOPIC,
-        {"run": run_token, "dask_key": dask_key, "keys": list(unit.keys), "started": time.time(), **where},
+        {
+            "run": run_token,
+            "dask_key": dask_key,
+            "keys": list(unit.keys),
+            "started": time.time(),
+            **where,
+        },
     )
     suite, slot = plugin.slot()
     rows: list[Row] = suite.run_unit(slot, unit)

@@ -1,0 +1,258 @@
+"""The Dask executor with real processes: a LocalCluster, a real ``dask scheduler`` and ``dask
+worker`` processes on loopback, a worker killed mid-unit, a client killed mid-run, a refused worker.
+
+The suite is ``dask_helpers``' pair-sleep kind: each attempt is a real ``sleep`` subprocess of the
+worker and each slot a real ``cat`` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dask_helpers as helpers
+from metewand.runtime import provenance
+from metewand.runtime.dask_executor import DaskExecutor, DaskExecutorError
+from metewand.runtime.dask_run import HOSTS_NAME, LOST_TRIES_NAME, run_into_store
+from metewand.runtime.dask_worker import expected_identity, refusal_reason
+from metewand.runtime.store import RunStore
+from metewand.runtime.suite import build
+
+pytest.importorskip("distributed")
+
+
+def result_lines(run_dir: Path) -> list[dict[str, Any]]:
+    text = (run_dir / "results.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def lost_tries(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / LOST_TRIES_NAME
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def assert_every_key_once(rows: list[dict[str, Any]], units: int) -> None:
+    counts = Counter(row["key"] for row in rows)
+    expected = {f"u{i}/{side}" for i in range(units) for side in "ab"}
+    assert set(counts) == expected
+    assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
+
+
+def assert_units_whole(rows: list[dict[str, Any]]) -> None:
+    """Both attempts of a unit ran on one worker, one try, in order, on that worker's slot."""
+    by_unit: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_unit.setdefault(row["key"].split("/")[0], []).append(row)
+    for unit, pair in by_unit.items():
+        a, b = sorted(pair, key=lambda r: r["key"])
+        assert a["placement"] == b["placement"], unit
+        assert a["runner_pid"] == b["runner_pid"] and a["slot_pid"] == b["slot_pid"], unit
+        assert a["ended_unix"] <= b["started_unix"], unit
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+@pytest.mark.slow
+def test_local_cluster_runs_whole_units_on_reused_slots_one_at_a_time(tmp_path: Path) -> None:
+    ref = helpers.ref(units=6, sleep_s=0.1)
+    with (
+        DaskExecutor(ref, local_workers=2) as executor,
+        RunStore.create(tmp_path, "r", {}) as store,
+    ):
+        assert [r["accepted"] for r in executor.registrations] == [True, True]
+        tally = run_into_store(executor, build(ref).units(), store)
+    rows = result_lines(tmp_path / "r")
+    assert_every_key_once(rows, 6)
+    assert_units_whole(rows)
+    assert tally.rows_written == 12 and tally.lost_tries == 0
+    assert {row["placement"]["host"] for row in rows} == {socket.gethostname()}
+    workers = {row["placement"]["worker"] for row in rows}
+    assert len(workers) == 2  # both workers took units
+    for worker in workers:  # one slot per worker, reused by every later unit
+        mine = [row for row in rows if row["placement"]["worker"] == worker]
+        assert len({row["slot_pid"] for row in mine}) == 1
+        spans = sorted((r["started_unix"], r["ended_unix"]) for r in mine)
+        # one unit at a time on a worker (its host resource is 1): no two attempts overlap
+        assert all(
+            end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:], strict=False)
+        )
+    slot_pids = {row["slot_pid"] for row in rows}
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in slot_pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in slot_pids), "slots are closed when the cluster closes"
+    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
+    assert hosts["rows_by_host"] == {socket.gethostname(): 12}
+    for worker in hosts["workers"]:
+        assert worker["accepted"] and worker["rows"] == 6
+        assert worker["runner"]["source"]["tree_sha256"] == executor.expected["tree_sha256"]
+        assert "gate" in worker["host_summary"]  # each worker's own pollution verdict
+
+
+@pytest.fixture
+def scheduler_port() -> Any:
+    port = helpers.free_port()
+    scheduler = helpers.start_scheduler(port)
+    started: list[subprocess.Popen[bytes]] = [scheduler]
+    yield port, started
+    for process in reversed(started):
+        helpers.stop(process)
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_unit_its_try_is_recorded_and_every_key_lands_once(
+    tmp_path: Path, scheduler_port: Any
+) -> None:
+    port, started = scheduler_port
+    doomed = helpers.start_worker(port, "doomed")
+    survivor = helpers.start_worker(port, "survivor")
+    started += [doomed, survivor]
+    helpers.wait_for_workers(port, 2)
+    killed = threading.Event()
+
+    def kill_doomed_once_it_runs_an_attempt() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any("sleep" in helpers.command_of(c) for c in helpers.children(doomed.pid)):
+                os.killpg(doomed.pid, signal.SIGKILL)  # the worker and its attempt's process
+                killed.set()
+                return
+            time.sleep(0.02)
+
+    units = 8
+    ref = helpers.ref(units=units, sleep_s=0.3)
+    with (
+        DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}") as executor,
+        RunStore.create(tmp_path, "r", {}) as store,
+    ):
+        killer = threading.Thread(target=kill_doomed_once_it_runs_an_attempt)
+        killer.start()
+        tally = run_into_store(executor, build(ref).units(), store)
+        killer.join()
+    assert killed.is_set()
+    rows = result_lines(tmp_path / "r")
+    assert_every_key_once(rows, units)
+    assert_units_whole(rows)
+    lost = lost_tries(tmp_path / "r")
+    assert lost and tally.lost_tries == len(lost)
+    assert {record["worker_name"] for record in lost} == {"doomed"}
+    by_key = {row["key"]: row for row in rows}
+    for record in lost:
+        retried = by_key[record["keys"][0]]["placement"]
+        assert retried["worker_name"] == "survivor"
+        assert record["retried_as"] == retried["try"] != record["try"]
+    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
+    doomed_entry = [w for w in hosts["workers"] if w["worker_name"] == "doomed"]
+    assert doomed_entry[0]["host_summary"] == {
+        "unavailable": "the worker left the cluster before the run ended"
+    }
+
+
+def changed_source_copy(tmp_path: Path) -> Path:
+    """A copy of metewand's source with one byte more: another source digest."""
+    root = tmp_path / "other-checkout"
+    shutil.copytree(provenance.package_root(), root / "metewand", ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    with (root / "metewand" / "runtime" / "exit_codes.py").open("a") as handle:
+        handle.write("# an edit the client does not have\n")
+    return root
+
+
+@pytest.mark.slow
+def test_a_worker_running_other_source_is_refused_with_the_reason(
+    tmp_path: Path, scheduler_port: Any
+) -> None:
+    port, started = scheduler_port
+    started.append(helpers.start_worker(port, "stale", extra_path=changed_source_copy(tmp_path)))
+    helpers.wait_for_workers(port, 1)
+    ref = helpers.ref(units=2, sleep_s=0.05)
+    with pytest.raises(DaskExecutorError, match="no Dask worker was accepted.*source digest"):
+        DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}", registration_wait_s=20).__enter__()
+    started.append(helpers.start_worker(port, "current"))
+    started.append(helpers.start_worker(port, "no-host-resource", host_resource=False))
+    helpers.wait_for_workers(port, 3)
+    with (
+        DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}") as executor,
+        RunStore.create(tmp_path, "r", {}) as store,
+    ):
+        run_into_store(executor, build(ref).units(), store)
+    rows = result_lines(tmp_path / "r")
+    assert_every_key_once(rows, 2)
+    assert {row["placement"]["worker_name"] for row in rows} == {"current"}
+    hosts = {w["worker_name"]: w for w in json.loads((tmp_path / "r" / HOSTS_NAME).read_text())["workers"]}  # fmt: skip
+    assert hosts["current"]["accepted"]
+    assert not hosts["stale"]["accepted"] and "source digest" in hosts["stale"]["reason"]
+    assert not hosts["no-host-resource"]["accepted"]
+    assert "--resources metewand-host=1" in hosts["no-host-resource"]["reason"]
+
+
+def test_a_worker_of_another_metewand_version_is_refused_with_both_versions() -> None:
+    expected = expected_identity()
+    runner = provenance.runner_facts()
+    assert refusal_reason(expected, runner) is None
+    runner["metewand_version"] = "0.0.9"
+    reason = refusal_reason(expected, runner)
+    assert (
+        reason == f"metewand version 0.0.9 differs from the client's {expected['metewand_version']}"
+    )
+
+
+def descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    stack = [pid]
+    while stack:
+        for child in helpers.children(stack.pop()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+@pytest.mark.slow
+def test_client_kill_9_then_resume_gives_every_key_once(tmp_path: Path) -> None:
+    units = 10
+    command = [sys.executable, str(helpers.HERE / "dask_client.py"), str(tmp_path), "r",
+               str(units), "0.2", "--dask-local", "2"]  # fmt: skip
+    env = helpers.dask_env()
+    client = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    results = tmp_path / "r" / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_text().count("\n") >= 4:
+            break
+        time.sleep(0.02)
+    left_behind = descendants(client.pid)
+    client.send_signal(signal.SIGKILL)
+    client.wait()
+    before = result_lines(tmp_path / "r")
+    assert 4 <= len(before) < 2 * units, "the kill must land mid-run"
+    # Dask's worker processes notice their parent's death and exit: nothing is left running
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in left_behind) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in left_behind if alive(pid)]
+    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    rows = result_lines(tmp_path / "r")
+    assert_every_key_once(rows, units)
+    assert rows[: len(before)] == before  # nothing written before the kill was rewritten
+    assert f"written {2 * units - len(before)} " in resumed.stdout
