@@ -105,6 +105,7 @@ class DaskExecutor:
         scheduler: str | None = None,
         local_workers: int | None = None,
         registration_wait_s: float = REGISTRATION_WAIT_S,
+        worker_config: dict[str, Any] | None = None,
     ) -> None:
         if (scheduler is None) == (local_workers is None):
             raise ValueError("give exactly one of scheduler= and local_workers=")
@@ -114,6 +115,9 @@ class DaskExecutor:
         self.scheduler = scheduler
         self.local_workers = local_workers
         self.registration_wait_s = registration_wait_s
+        # a local cluster's workers start under this configuration (the quiet one unless a
+        # benchmark asks for Dask's defaults to compare with)
+        self.worker_config = QUIET_WORKER_CONFIG if worker_config is None else worker_config
         self.run_token = secrets.token_hex(4)
         self.expected = expected_identity()
         self.resources = {HOST_RESOURCE: 1, gate_resource(self.expected["tree_sha256"]): 1}
@@ -137,7 +141,7 @@ class DaskExecutor:
 
     def start(self) -> None:
         if self.local_workers is not None:
-            with dask.config.set(QUIET_WORKER_CONFIG):
+            with dask.config.set(self.worker_config):
                 self._cluster = LocalCluster(
                     n_workers=self.local_workers,
                     threads_per_worker=1,
