@@ -22,6 +22,7 @@ import argparse
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from metewand.runtime import suite as suite_registry
@@ -104,7 +105,7 @@ def dispatch(count: int) -> None:
 
 
 def cpu_ticks(pid: int) -> int:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
 
 
@@ -153,19 +154,21 @@ def scaling(per_worker: int) -> None:
         print(f"  N={workers}  {rate:7.1f} units/min  {ratio:5.2f}x N=1   target >= {0.8 * workers:.1f}x: {verdict}")  # fmt: skip
 
 
+def loadavg() -> list[str]:
+    return Path("/proc/loadavg").read_text().split()[:3]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--units", type=int, default=300)
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--sleep-units", type=int, default=8)
     args = parser.parse_args()
-    print(
-        f"load average at start: {open('/proc/loadavg').read().split()[:3]} on {os.cpu_count()} CPUs"
-    )
+    print(f"load average at start: {loadavg()} on {os.cpu_count()} CPUs")
     dispatch(args.units)
     idle(args.idle_s)
     scaling(args.sleep_units)
-    print(f"load average at end: {open('/proc/loadavg').read().split()[:3]}")
+    print(f"load average at end: {loadavg()}")
 
 
 if __name__ == "__main__":
