@@ -227,13 +227,13 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
-@pytest.mark.slow
-def test_client_kill_9_then_resume_gives_every_key_once(tmp_path: Path) -> None:
-    units = 10
+def start_and_kill_client(
+    tmp_path: Path, cluster: list[str], units: int
+) -> tuple[list[str], list[dict[str, Any]], set[int]]:
+    """A client process run until 4 rows are written, then ``kill -9``; its resume command."""
     command = [sys.executable, str(helpers.HERE / "dask_client.py"), str(tmp_path), "r",
-               str(units), "0.2", "--dask-local", "2"]  # fmt: skip
-    env = helpers.dask_env()
-    client = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+               str(units), "0.2", *cluster]  # fmt: skip
+    client = subprocess.Popen(command, env=helpers.dask_env(), stdout=subprocess.DEVNULL)
     results = tmp_path / "r" / "results.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -245,14 +245,47 @@ def test_client_kill_9_then_resume_gives_every_key_once(tmp_path: Path) -> None:
     client.wait()
     before = result_lines(tmp_path / "r")
     assert 4 <= len(before) < 2 * units, "the kill must land mid-run"
+    return [*command, "--resume"], before, left_behind
+
+
+def resume(command: list[str]) -> str:
+    resumed = subprocess.run(command, env=helpers.dask_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    return resumed.stdout
+
+
+@pytest.mark.slow
+def test_client_kill_9_then_resume_gives_every_key_once(tmp_path: Path) -> None:
+    units = 10
+    command, before, left_behind = start_and_kill_client(tmp_path, ["--dask-local", "2"], units)
     # Dask's worker processes notice their parent's death and exit: nothing is left running
     deadline = time.monotonic() + 20
     while any(alive(pid) for pid in left_behind) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in left_behind if alive(pid)]
-    resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    stdout = resume(command)
     rows = result_lines(tmp_path / "r")
     assert_every_key_once(rows, units)
     assert rows[: len(before)] == before  # nothing written before the kill was rewritten
-    assert f"written {2 * units - len(before)} " in resumed.stdout
+    assert f"written {2 * units - len(before)} " in stdout
+
+
+@pytest.mark.slow
+def test_client_kill_9_on_a_shared_cluster_then_resume_closes_the_dead_runs_slot(
+    tmp_path: Path, scheduler_port: Any
+) -> None:
+    port, started = scheduler_port
+    started.append(helpers.start_worker(port, "w"))
+    helpers.wait_for_workers(port, 1)
+    units = 8
+    cluster = ["--scheduler", f"tcp://127.0.0.1:{port}"]
+    command, before, _ = start_and_kill_client(tmp_path, cluster, units)
+    dead_runs_slot = before[0]["slot_pid"]
+    assert alive(dead_runs_slot)  # the worker outlives its client and still holds the slot
+    stdout = resume(command)
+    rows = result_lines(tmp_path / "r")
+    assert_every_key_once(rows, units)
+    assert f"written {2 * units - len(before)} " in stdout
+    assert not alive(dead_runs_slot)  # the resumed run closed the orphaned slot first
+    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
+    assert len(hosts["closed_orphaned_slots"]) == 1

@@ -16,6 +16,7 @@ visible: every try reports its start, and a start whose try never returned is a 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -36,6 +37,7 @@ from metewand.runtime.dask_worker import (
     host_summary_task,
     plugin_name,
     run_unit_task,
+    slot_owners,
 )
 from metewand.runtime.suite import Row, SuiteRef, Unit
 
@@ -51,6 +53,10 @@ QUIET_WORKER_CONFIG: dict[str, Any] = {
     "distributed.admin.system-monitor.gil.enabled": False,
 }
 REGISTRATION_WAIT_S = 30.0
+
+
+def _connected_clients(dask_scheduler: Any = None) -> list[str]:
+    return list(dask_scheduler.clients) if dask_scheduler else []
 
 
 class DaskExecutorError(RuntimeError):
@@ -122,6 +128,7 @@ class DaskExecutor:
         self.expected = expected_identity()
         self.resources = {HOST_RESOURCE: 1, gate_resource(self.expected["tree_sha256"]): 1}
         self.registrations: list[dict[str, Any]] = []
+        self.dropped_orphans: list[str] = []  # slot plugins of dead clients this run closed
         self._cluster: LocalCluster | None = None
         self._client: Client | None = None
         self._tries = _Tries()
@@ -159,6 +166,7 @@ class DaskExecutor:
                     f"cannot reach Dask scheduler {self.scheduler}: {exc}"
                 ) from exc
         self._client.subscribe_topic(TRY_TOPIC, self._on_try_event)
+        self.dropped_orphans = self._drop_orphaned_slots()
         self._register()
 
     @property
@@ -172,8 +180,23 @@ class DaskExecutor:
         if isinstance(msg, dict) and msg.get("run") == self.run_token:
             self._tries.add(msg)
 
+    def _drop_orphaned_slots(self) -> list[str]:
+        """Close the slots of runs whose client is gone (``kill -9``): on a shared cluster they
+        would otherwise hold their engines and workers open beside this run's attempts."""
+        live = set(self.client.run_on_scheduler(_connected_clients))
+        orphans = {
+            name
+            for owners in self.client.run(slot_owners).values()
+            for name, client_id in owners.items()
+            if client_id not in live
+        }
+        for name in sorted(orphans):
+            with contextlib.suppress(ValueError):  # another client dropped it first
+                self.client.unregister_worker_plugin(name)
+        return sorted(orphans)
+
     def _register(self) -> None:
-        plugin = SlotPlugin(self.ref, self.expected, self.run_token)
+        plugin = SlotPlugin(self.ref, self.expected, self.run_token, client_id=self.client.id)
         responses = self.client.register_plugin(plugin, name=plugin_name(self.run_token))
         failed = {
             address: str(reply.get("exception") or reply.get("text") or reply)

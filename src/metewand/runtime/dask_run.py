@@ -108,5 +108,6 @@ def hosts_record(executor: DaskExecutor, tally: DaskRunTally) -> dict[str, Any]:
         "client_identity": executor.expected,
         "rows_by_host": dict(tally.rows_by_host),
         "lost_tries": tally.lost_tries,
+        "closed_orphaned_slots": executor.dropped_orphans,
         "workers": workers,
     }

@@ -78,8 +78,11 @@ def refusal_reason(expected: dict[str, str], runner: dict[str, Any]) -> str | No
 class SlotPlugin(WorkerPlugin):
     """One per worker and run: registration, the worker's slot, its host telemetry."""
 
-    def __init__(self, ref: SuiteRef, expected: dict[str, str], run_token: str) -> None:
+    def __init__(
+        self, ref: SuiteRef, expected: dict[str, str], run_token: str, client_id: str = ""
+    ) -> None:
         self.ref = ref
+        self.client_id = client_id  # the client that owns this run: when it is gone, so is the run
         # the client's registry entry for this kind travels with the plugin, so a worker builds
         # the very suite the client named (also a kind registered at run time, e.g. by tests)
         self.factory_path = suite_registry._FACTORIES.get(ref.kind)
@@ -99,7 +102,10 @@ class SlotPlugin(WorkerPlugin):
         self._worker_name = ""
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: self.__dict__[k] for k in ("ref", "expected", "run_token", "factory_path")}
+        return {
+            k: self.__dict__[k]
+            for k in ("ref", "expected", "run_token", "factory_path", "client_id")
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -219,3 +225,9 @@ def host_summary_task(run_token: str, dask_worker: Any = None) -> dict[str, Any]
     if not isinstance(plugin, SlotPlugin):
         return None
     return plugin.host_summary()
+
+
+def slot_owners(dask_worker: Any = None) -> dict[str, str]:
+    """Run through ``Client.run``: this worker's metewand plugins and the client owning each."""
+    plugins = dask_worker.plugins if dask_worker else {}
+    return {name: p.client_id for name, p in plugins.items() if isinstance(p, SlotPlugin)}
