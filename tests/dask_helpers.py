@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand.runtime import suite as suite_registry
+from metewand.runtime.dask_executor import quiet_worker_env
 from metewand.runtime.suite import Row, SuiteRef, Unit
 
 KIND = "test-pair-sleep"
@@ -93,7 +94,7 @@ def dask_env(extra_path: Path | None = None) -> dict[str, str]:
     paths.append(str(HERE))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env["DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED"] = "False"
+    env.update(quiet_worker_env())  # as docs/dask.md tells an operator
     return env
 
 

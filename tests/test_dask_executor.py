@@ -20,17 +20,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import dask
 import pytest
 
 import dask_helpers as helpers
 from metewand.runtime import provenance
-from metewand.runtime.dask_executor import DaskExecutor, DaskExecutorError
+from metewand.runtime.dask_executor import DaskExecutor, DaskExecutorError, quiet_worker_env
 from metewand.runtime.dask_run import HOSTS_NAME, LOST_TRIES_NAME, run_into_store
 from metewand.runtime.dask_worker import expected_identity, refusal_reason
 from metewand.runtime.store import RunStore
 from metewand.runtime.suite import build
-
-pytest.importorskip("distributed")
 
 
 def result_lines(run_dir: Path) -> list[dict[str, Any]]:
@@ -145,6 +144,9 @@ def test_worker_killed_mid_unit_its_try_is_recorded_and_every_key_lands_once(
         DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}") as executor,
         RunStore.create(tmp_path, "r", {}) as store,
     ):
+        # the documented environment reaches a real `dask worker`: its profiler is off
+        profiling = executor.client.run(dask.config.get, "distributed.worker.profile.enabled")
+        assert set(profiling.values()) == {False}
         killer = threading.Thread(target=kill_doomed_once_it_runs_an_attempt)
         killer.start()
         tally = run_into_store(executor, build(ref).units(), store)
@@ -289,3 +291,12 @@ def test_client_kill_9_on_a_shared_cluster_then_resume_closes_the_dead_runs_slot
     assert not alive(dead_runs_slot)  # the resumed run closed the orphaned slot first
     hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
     assert len(hosts["closed_orphaned_slots"]) == 1
+
+
+def test_the_documented_worker_environment_is_the_local_clusters_quiet_config() -> None:
+    text = (helpers.REPO / "docs" / "dask.md").read_text()
+    documented = dict(
+        line.rstrip(" \\").split("=", 1) for line in text.splitlines() if line.startswith("DASK_")
+    )
+    assert documented == quiet_worker_env()
+    assert "--nworkers 1 --nthreads 1 --resources metewand-host=1" in text

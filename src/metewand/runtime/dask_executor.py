@@ -55,6 +55,14 @@ QUIET_WORKER_CONFIG: dict[str, Any] = {
 REGISTRATION_WAIT_S = 30.0
 
 
+def quiet_worker_env() -> dict[str, str]:
+    """``QUIET_WORKER_CONFIG`` as the environment variables ``dask worker`` reads."""
+    return {
+        "DASK_" + key.upper().replace(".", "__").replace("-", "_"): str(value)
+        for key, value in QUIET_WORKER_CONFIG.items()
+    }
+
+
 def _connected_clients(dask_scheduler: Any = None) -> list[str]:
     return list(dask_scheduler.clients) if dask_scheduler else []
 
