@@ -1,6 +1,7 @@
 """The Dask executor's costs, each against a baseline measured in the same run (issue #14).
 
     .venv/bin/python benchmarks/dask_executor.py [--units 300] [--idle-s 20] [--sleep-units 8]
+        [--only dispatch|idle|scaling]
 
 1. Dispatch overhead per no-op unit: the same no-op units through ``LocalExecutor`` (one thread,
    one slot) and through ``DaskExecutor`` on a one-worker LocalCluster, all submitted at once and
@@ -163,11 +164,15 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=300)
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--sleep-units", type=int, default=8)
+    parser.add_argument("--only", choices=("dispatch", "idle", "scaling"))
     args = parser.parse_args()
     print(f"load average at start: {loadavg()} on {os.cpu_count()} CPUs")
-    dispatch(args.units)
-    idle(args.idle_s)
-    scaling(args.sleep_units)
+    if args.only in (None, "dispatch"):
+        dispatch(args.units)
+    if args.only in (None, "idle"):
+        idle(args.idle_s)
+    if args.only in (None, "scaling"):
+        scaling(args.sleep_units)
     print(f"load average at end: {loadavg()}")
 
 
