@@ -63,6 +63,29 @@ def assert_units_whole(rows: list[dict[str, Any]]) -> None:
         assert a["ended_unix"] <= b["started_unix"], unit
 
 
+class RecordingReporter:
+    def __init__(self) -> None:
+        self.total = -1
+        self.labels: list[str] = []
+        self.finished: list[str] = []
+
+    def factory(self, total: int) -> RecordingReporter:
+        self.total = total
+        return self
+
+    def start(self) -> None:
+        pass
+
+    def attempt_started(self, label: str) -> None:
+        self.labels.append(label)
+
+    def attempt_finished(self, status: str) -> None:
+        self.finished.append(status)
+
+    def close(self) -> None:
+        pass
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -74,14 +97,21 @@ def alive(pid: int) -> bool:
 @pytest.mark.slow
 def test_local_cluster_runs_whole_units_on_reused_slots_one_at_a_time(tmp_path: Path) -> None:
     ref = helpers.ref(units=6, sleep_s=0.1)
+    progress = RecordingReporter()
     with (
         DaskExecutor(ref, local_workers=2) as executor,
         RunStore.create(tmp_path, "r", {}) as store,
     ):
         assert [r["accepted"] for r in executor.registrations] == [True, True]
-        tally = run_into_store(executor, build(ref).units(), store)
+        tally = run_into_store(executor, build(ref).units(), store, progress.factory)
     rows = result_lines(tmp_path / "r")
     assert_every_key_once(rows, 6)
+    # progress names where each attempt ran, as it is written
+    assert progress.total == 12 and progress.finished == ["passed"] * 12
+    assert sorted(progress.labels) == sorted(
+        f"{row['key']} on {row['placement']['host']}/{row['placement']['worker_name']}"
+        for row in rows
+    )
     assert_units_whole(rows)
     assert tally.rows_written == 12 and tally.lost_tries == 0
     assert {row["placement"]["host"] for row in rows} == {socket.gethostname()}

@@ -25,6 +25,7 @@ from typing import Any
 
 from metewand import canonical
 from metewand.runtime.dask_executor import DaskExecutor, LostTry, UnitDone
+from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
 from metewand.runtime.store import RunStore, write_json_atomic
 from metewand.runtime.suite import Unit
 
@@ -60,28 +61,58 @@ def append_line(path: Path, record: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def run_into_store(executor: DaskExecutor, units: Iterable[Unit], store: RunStore) -> DaskRunTally:
-    """Run every unit the store lacks and write what comes back as it comes back."""
+def run_into_store(
+    executor: DaskExecutor,
+    units: Iterable[Unit],
+    store: RunStore,
+    reporter_factory: ReporterFactory = null_reporter,
+) -> DaskRunTally:
+    """Run every unit the store lacks and write what comes back as it comes back.
+
+    The reporter hears of each row as it is written, labelled with the host and worker it ran
+    on, so progress shows which host is doing what."""
     tally = DaskRunTally()
     finished = store.finished_keys()
-    for outcome in executor.run(pending_units(units, finished)):
+    pending = pending_units(units, finished)
+    reporter = reporter_factory(sum(len(set(u.keys) - finished) for u in pending))
+    reporter.start()
+    try:
+        _drain(executor, pending, store, finished, tally, reporter)
+    finally:
+        reporter.close()
+    write_json_atomic(store.run_dir / HOSTS_NAME, hosts_record(executor, tally))
+    return tally
+
+
+def _drain(
+    executor: DaskExecutor,
+    pending: list[Unit],
+    store: RunStore,
+    finished: set[str],
+    tally: DaskRunTally,
+    reporter: RunReporter,
+) -> None:
+    for outcome in executor.run(pending):
         if isinstance(outcome, LostTry):
             append_line(store.run_dir / LOST_TRIES_NAME, outcome.record)
             tally.lost_tries += 1
             tally.lost_by_worker[outcome.record["worker"]] += 1
             continue
-        _write_unit(outcome, store, finished, tally)
-    write_json_atomic(store.run_dir / HOSTS_NAME, hosts_record(executor, tally))
-    return tally
+        _write_unit(outcome, store, finished, tally, reporter)
 
 
-def _write_unit(done: UnitDone, store: RunStore, finished: set[str], tally: DaskRunTally) -> None:
+def _write_unit(
+    done: UnitDone, store: RunStore, finished: set[str], tally: DaskRunTally, reporter: RunReporter
+) -> None:
     tally.units_done += 1
+    where = f"{done.placement['host']}/{done.placement['worker_name']}"
     for row in done.rows:
         if row["key"] in finished:
             tally.rows_skipped += 1
             continue
+        reporter.attempt_started(f"{row['key']} on {where}")
         store.append(row)
+        reporter.attempt_finished(row["status"])
         finished.add(row["key"])
         tally.rows_written += 1
         tally.rows_by_host[done.placement["host"]] += 1
