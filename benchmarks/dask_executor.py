@@ -70,7 +70,7 @@ def bench_ref(sleep_s: float) -> SuiteRef:
 
 
 def drain(executor: DaskExecutor, units: list[Unit]) -> int:
-    return sum(1 for outcome in executor.run(units) if isinstance(outcome, UnitDone))
+    return sum(1 for outcome in executor.stream(units) if isinstance(outcome, UnitDone))
 
 
 def local_per_unit_s(units: list[Unit]) -> float:

@@ -44,6 +44,23 @@ class PairSleepSuite:
     units_count: int
     sleep_s: float
     kind: str = KIND
+    _current: subprocess.Popen[bytes] | None = None
+    _stopping: bool = False
+
+    def prepare(self) -> None:
+        pass
+
+    def interrupt(self) -> None:
+        """Kill the attempt in flight; the unit then returns no rows (it raises)."""
+        self._stopping = True
+        if self._current is not None and self._current.poll() is None:
+            self._current.kill()
+
+    def teardown(self) -> None:
+        pass
+
+    def finish(self, completed: bool) -> None:
+        pass
 
     def units(self) -> list[Unit]:
         return [
@@ -54,16 +71,19 @@ class PairSleepSuite:
     def open_slot(self, slot_id: str) -> CatSlot:
         return CatSlot(slot_id)
 
-    def run_unit(self, slot: Any, unit: Unit) -> list[Row]:
+    def run_unit(self, slot: Any, unit: Unit, events: Any = None) -> list[Row]:
         assert slot.process.poll() is None, "the slot's process must still be alive"
         rows = []
         for key in unit.keys:
             started = time.time()
-            done = subprocess.run(["sleep", str(unit.payload["sleep_s"])], check=False)
+            self._current = subprocess.Popen(["sleep", str(unit.payload["sleep_s"])])
+            returncode = self._current.wait()
+            if self._stopping:
+                raise RuntimeError(f"unit {unit.keys} interrupted")
             rows.append(
                 {
                     "key": key,
-                    "status": "passed" if done.returncode == 0 else "failed",
+                    "status": "passed" if returncode == 0 else "failed",
                     "slot_pid": slot.process.pid,
                     "runner_pid": os.getpid(),
                     "started_unix": started,

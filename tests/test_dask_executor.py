@@ -330,3 +330,47 @@ def test_the_documented_worker_environment_is_the_local_clusters_quiet_config() 
     )
     assert documented == quiet_worker_env()
     assert "--nworkers 1 --nthreads 1 --resources metewand-host=1" in text
+
+
+class ListSink:
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+        self.rows: list[dict[str, Any]] = []
+
+    def attempt_started(self, label: str) -> None:
+        self.labels.append(label)
+
+    def attempt_finished(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+
+
+@pytest.mark.slow
+def test_the_run_lifecycles_executor_protocol_and_ctrl_c_stops_the_units_in_flight() -> None:
+    quick, slow = helpers.ref(units=2, sleep_s=0.05), helpers.ref(units=2, sleep_s=60)
+    with DaskExecutor(quick, local_workers=1) as executor:
+        sink = ListSink()
+        executor.run(build(quick), build(quick).units(), sink)
+        assert sorted(row["key"] for row in sink.rows) == ["u0/a", "u0/b", "u1/a", "u1/b"]
+        host = socket.gethostname()
+        assert all(label.endswith(f" on {host}/0") for label in sink.labels)
+        with pytest.raises(ValueError, match="built for"):
+            executor.run(helpers.PairSleepSuite(1, 0, kind="other"), [], sink)
+    with DaskExecutor(slow, local_workers=1) as executor:
+        (worker_pid,) = executor.client.run(os.getpid).values()
+        main = threading.main_thread().ident
+        assert main is not None
+
+        def ctrl_c_once_an_attempt_runs() -> None:
+            while not any("sleep" in helpers.command_of(c) for c in helpers.children(worker_pid)):
+                time.sleep(0.02)
+            signal.pthread_kill(main, signal.SIGINT)
+
+        threading.Thread(target=ctrl_c_once_an_attempt_runs, daemon=True).start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            executor.run(build(slow), build(slow).units(), ListSink())
+        assert time.monotonic() - started < 20  # not the 60 s the attempt would have slept
+        deadline = time.monotonic() + 10
+        while helpers.children(worker_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [c for c in helpers.children(worker_pid) if "sleep" in helpers.command_of(c)]

@@ -5,9 +5,14 @@ starts a ``LocalCluster`` of N single-threaded worker *processes* (``--dask-loca
 the run's ``SlotPlugin`` on every worker (see ``dask_worker``), and then submits whole units:
 paired work never leaves its host. Each unit asks for one ``metewand-host`` (so a host never
 runs two units at once) and for the run's source-gate resource (so a refused worker never gets
-one). ``run`` yields, in completion order, ``UnitDone`` for each finished unit and ``LostTry`` for
+one). ``stream`` yields, in completion order, ``UnitDone`` for each finished unit and ``LostTry`` for
 each try a dying worker took with it (Dask has placed that unit again by then); the caller writes
 both to the run's store as they come, so a client killed at any moment loses only unfinished units.
+
+``run(suite, units, sink)`` is the run lifecycle's executor protocol on top of ``stream``: each
+row goes to the sink (the run's store and progress, labelled with its host and worker) when its
+unit finishes; Ctrl-C cancels what has not started and calls ``interrupt()`` on every worker's
+suite.
 
 Dask's own retry on worker loss is what moves a unit elsewhere (``distributed.scheduler.allowed-
 failures`` times, then the unit fails with ``KilledWorker``); this module only makes the loss
@@ -17,12 +22,13 @@ visible: every try reports its start, and a start whose try never returned is a 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import dask
 from distributed import Client, LocalCluster, as_completed
@@ -35,11 +41,12 @@ from metewand.runtime.dask_worker import (
     expected_identity,
     gate_resource,
     host_summary_task,
+    interrupt_task,
     plugin_name,
     run_unit_task,
     slot_owners,
 )
-from metewand.runtime.suite import Row, SuiteRef, Unit
+from metewand.runtime.suite import Row, Suite, SuiteRef, Unit
 
 # A Dask worker runs beside measured attempts, so its own housekeeping must stay near zero: no
 # statistical profiler (a 10 ms sampling thread), slower event-loop health ticks and memory checks.
@@ -65,6 +72,14 @@ def quiet_worker_env() -> dict[str, str]:
 
 def _connected_clients(dask_scheduler: Any = None) -> list[str]:
     return list(dask_scheduler.clients) if dask_scheduler else []
+
+
+class RowSink(Protocol):
+    """What the run hears: each attempt's start and its row (the run lifecycle's sink)."""
+
+    def attempt_started(self, label: str) -> None: ...
+
+    def attempt_finished(self, row: Row) -> None: ...
 
 
 class DaskExecutorError(RuntimeError):
@@ -120,6 +135,7 @@ class DaskExecutor:
         local_workers: int | None = None,
         registration_wait_s: float = REGISTRATION_WAIT_S,
         worker_config: dict[str, Any] | None = None,
+        on_lost_try: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if (scheduler is None) == (local_workers is None):
             raise ValueError("give exactly one of scheduler= and local_workers=")
@@ -140,6 +156,9 @@ class DaskExecutor:
         self._cluster: LocalCluster | None = None
         self._client: Client | None = None
         self._tries = _Tries()
+        self._unit_numbers = itertools.count()  # Dask keys stay unique over every stream()
+        self.lost_tries: list[dict[str, Any]] = []
+        self.on_lost_try = on_lost_try or self.lost_tries.append
 
     # ---- connection and registration ----
 
@@ -247,11 +266,31 @@ class DaskExecutor:
 
     # ---- running units ----
 
-    def run(self, units: Iterable[Unit]) -> Iterator[UnitDone | LostTry]:
-        """Submit every unit, then yield outcomes as they finish (lost tries before their unit)."""
+    def run(self, suite: Suite, units: Sequence[Unit], sink: RowSink) -> None:
+        """The run lifecycle's executor protocol: every row to ``sink`` as its unit finishes.
+
+        ``suite`` is the client's own instance; the workers build theirs from ``self.ref``, so the
+        two must name the same kind. Lost tries go to ``on_lost_try`` (the run's side file)."""
+        if suite.kind != self.ref.kind:
+            raise ValueError(f"the executor was built for {self.ref.kind!r}, not {suite.kind!r}")
+        for outcome in self.stream(units):
+            if isinstance(outcome, LostTry):
+                self.on_lost_try(outcome.record)
+                continue
+            where = f"{outcome.placement['host']}/{outcome.placement['worker_name']}"
+            for row in outcome.rows:
+                sink.attempt_started(f"{row['key']} on {where}")
+                sink.attempt_finished(row)
+
+    def stream(self, units: Iterable[Unit]) -> Iterator[UnitDone | LostTry]:
+        """Submit every unit, then yield outcomes as they finish (lost tries before their unit).
+
+        Leaving early (an exception, Ctrl-C, the consumer closing the generator) cancels what has
+        not run and interrupts the units in flight on every worker."""
         by_key: dict[str, Unit] = {}
         futures = []
-        for index, unit in enumerate(units):
+        for unit in units:
+            index = next(self._unit_numbers)
             dask_key = f"metewand-unit-{self.run_token}-{index}"
             by_key[dask_key] = unit
             futures.append(
@@ -267,14 +306,29 @@ class DaskExecutor:
                 )
             )
         finished: dict[str, dict[str, Any]] = {}
-        for future in as_completed(futures):
-            result = future.result()  # a unit that raised (or exhausted its retries) stops the run
-            where = finished[future.key] = result["placement"]
-            for msg in self._tries.lost(future.key, where["try"]):
-                yield LostTry(self._lost_record(msg, by_key[future.key], where))
-            yield UnitDone(by_key[future.key], result["rows"], where)
-            future.release()
+        try:
+            for future in as_completed(futures):
+                result = future.result()  # a unit that raised (or ran out of retries) stops the run
+                where = finished[future.key] = result["placement"]
+                for msg in self._tries.lost(future.key, where["try"]):
+                    yield LostTry(self._lost_record(msg, by_key[future.key], where))
+                yield UnitDone(by_key[future.key], result["rows"], where)
+                future.release()
+        except BaseException:
+            self.interrupt(futures)
+            raise
         yield from self._late_lost_tries(by_key, finished)
+
+    def interrupt(self, futures: Sequence[Any] = ()) -> None:
+        """Cancel units not started and stop the units in flight (``suite.interrupt()`` on
+        every worker): a unit cut short returns no rows, and a resume runs it again."""
+        client = self._client
+        if client is None:
+            return
+        with contextlib.suppress(Exception):
+            client.cancel(list(futures))
+        with contextlib.suppress(Exception):
+            client.run(interrupt_task, self.run_token)
 
     def _late_lost_tries(
         self, by_key: dict[str, Unit], finished: dict[str, dict[str, Any]]

@@ -92,7 +92,7 @@ def _drain(
     tally: DaskRunTally,
     reporter: RunReporter,
 ) -> None:
-    for outcome in executor.run(pending):
+    for outcome in executor.stream(pending):
         if isinstance(outcome, LostTry):
             append_line(store.run_dir / LOST_TRIES_NAME, outcome.record)
             tally.lost_tries += 1

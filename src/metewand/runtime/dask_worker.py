@@ -231,3 +231,14 @@ def slot_owners(dask_worker: Any = None) -> dict[str, str]:
     """Run through ``Client.run``: this worker's metewand plugins and the client owning each."""
     plugins = dask_worker.plugins if dask_worker else {}
     return {name: p.client_id for name, p in plugins.items() if isinstance(p, SlotPlugin)}
+
+
+def interrupt_task(run_token: str, dask_worker: Any = None) -> bool:
+    """Run through ``Client.run``: stop this worker's unit in flight (``suite.interrupt()``)."""
+    plugin = dask_worker.plugins.get(plugin_name(run_token)) if dask_worker else None
+    if not isinstance(plugin, SlotPlugin) or plugin._suite is None:
+        return False
+    interrupt = getattr(plugin._suite, "interrupt", None)
+    if interrupt is not None:
+        interrupt()
+    return True
