@@ -374,3 +374,23 @@ def test_the_run_lifecycles_executor_protocol_and_ctrl_c_stops_the_units_in_flig
         while helpers.children(worker_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not [c for c in helpers.children(worker_pid) if "sleep" in helpers.command_of(c)]
+
+
+@pytest.mark.slow
+def test_a_run_whose_every_accepted_worker_died_stops_with_the_reason(
+    tmp_path: Path, scheduler_port: Any
+) -> None:
+    port, started = scheduler_port
+    only = helpers.start_worker(port, "only")
+    started.append(only)
+    helpers.wait_for_workers(port, 1)
+    ref = helpers.ref(units=3, sleep_s=0.5)
+    address = f"tcp://127.0.0.1:{port}"
+    with DaskExecutor(ref, scheduler=address, no_worker_grace_s=2) as executor:
+        killer = threading.Timer(1.0, os.killpg, (only.pid, signal.SIGKILL))
+        killer.start()
+        began = time.monotonic()
+        with pytest.raises(DaskExecutorError, match="no accepted Dask worker left for 2 s"):
+            list(executor.stream(build(ref).units()))
+        killer.join()
+        assert time.monotonic() - began < 15

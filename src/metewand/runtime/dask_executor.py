@@ -60,6 +60,9 @@ QUIET_WORKER_CONFIG: dict[str, Any] = {
     "distributed.admin.system-monitor.gil.enabled": False,
 }
 REGISTRATION_WAIT_S = 30.0
+# With no accepted worker left (all died, or all left), units would wait for ever: the run stops
+# with the reason after this long, and can be resumed once workers are back.
+NO_WORKER_GRACE_S = 60.0
 
 
 def quiet_worker_env() -> dict[str, str]:
@@ -68,6 +71,45 @@ def quiet_worker_env() -> dict[str, str]:
         "DASK_" + key.upper().replace(".", "__").replace("-", "_"): str(value)
         for key, value in QUIET_WORKER_CONFIG.items()
     }
+
+
+def _gate_workers(resource: str, dask_scheduler: Any = None) -> int:
+    """How many live workers hold ``resource`` (the run's accepted workers)."""
+    workers = dask_scheduler.workers.values() if dask_scheduler else ()
+    return sum(1 for ws in workers if resource in ws.resources)
+
+
+class _Watchdog:
+    """Stops a stream whose cluster has no accepted worker left for ``no_worker_grace_s``."""
+
+    def __init__(self, executor: DaskExecutor, futures: list[Any]) -> None:
+        self.reason: str | None = None
+        self._executor, self._futures = executor, futures
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="dask-watchdog", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        executor = self._executor
+        gate = gate_resource(executor.expected["tree_sha256"])
+        empty_since: float | None = None
+        while not self._stop.wait(1.0):
+            try:
+                count = executor.client.run_on_scheduler(_gate_workers, gate)
+            except Exception:  # noqa: BLE001 - the scheduler is gone: the futures will say so
+                return
+            now = time.monotonic()
+            empty_since = None if count else (empty_since or now)
+            if empty_since is not None and now - empty_since >= executor.no_worker_grace_s:
+                self.reason = (
+                    f"no accepted Dask worker left for {executor.no_worker_grace_s:.0f} s "
+                    f"(scheduler {executor.scheduler}); resume the run once workers are back"
+                )
+                executor.client.cancel(self._futures)  # as_completed wakes on the cancellations
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def _connected_clients(dask_scheduler: Any = None) -> list[str]:
@@ -134,6 +176,7 @@ class DaskExecutor:
         scheduler: str | None = None,
         local_workers: int | None = None,
         registration_wait_s: float = REGISTRATION_WAIT_S,
+        no_worker_grace_s: float = NO_WORKER_GRACE_S,
         worker_config: dict[str, Any] | None = None,
         on_lost_try: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
@@ -145,6 +188,7 @@ class DaskExecutor:
         self.scheduler = scheduler
         self.local_workers = local_workers
         self.registration_wait_s = registration_wait_s
+        self.no_worker_grace_s = no_worker_grace_s
         # a local cluster's workers start under this configuration (the quiet one unless a
         # benchmark asks for Dask's defaults to compare with)
         self.worker_config = QUIET_WORKER_CONFIG if worker_config is None else worker_config
@@ -306,8 +350,11 @@ class DaskExecutor:
                 )
             )
         finished: dict[str, dict[str, Any]] = {}
+        watchdog = _Watchdog(self, futures)
         try:
             for future in as_completed(futures):
+                if watchdog.reason is not None:
+                    raise DaskExecutorError(watchdog.reason)
                 result = future.result()  # a unit that raised (or ran out of retries) stops the run
                 where = finished[future.key] = result["placement"]
                 for msg in self._tries.lost(future.key, where["try"]):
@@ -317,6 +364,8 @@ class DaskExecutor:
         except BaseException:
             self.interrupt(futures)
             raise
+        finally:
+            watchdog.stop()
         yield from self._late_lost_tries(by_key, finished)
 
     def interrupt(self, futures: Sequence[Any] = ()) -> None:
