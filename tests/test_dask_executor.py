@@ -394,3 +394,25 @@ def test_a_run_whose_every_accepted_worker_died_stops_with_the_reason(
             list(executor.stream(build(ref).units()))
         killer.join()
         assert time.monotonic() - began < 15
+
+
+def test_another_process_of_the_run_publishes_artifacts_while_the_client_holds_the_store(
+    tmp_path: Path,
+) -> None:
+    publish = (
+        "import sys; from metewand.runtime.shared_run import SharedRunView\n"
+        "view = SharedRunView(sys.argv[1])\n"
+        "with view.artifact_dir('u0/a') as staging:\n"
+        "    (staging / 'out.txt').write_text('from the worker')\n"
+        "print(sorted(view.finished_keys()))\n"
+    )
+    with RunStore.create(tmp_path, "r", {}) as store:
+        store.append({"key": "u9/a", "status": "passed"})
+        done = subprocess.run(
+            [sys.executable, "-c", publish, str(store.run_dir)], capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "['u9/a']"  # it reads the client's rows
+        assert (store.artifact_path("u0/a") / "out.txt").read_text() == "from the worker"
+        store.append({"key": "u0/a", "status": "passed"})  # the client still writes the row
+    assert not list((tmp_path / "r" / ".staging").iterdir())
