@@ -28,7 +28,6 @@ from typing import Any
 
 from metewand.runtime import suite as suite_registry
 from metewand.runtime.dask_executor import DaskExecutor, UnitDone
-from metewand.runtime.schedule import AttemptSpec, LocalExecutor
 from metewand.runtime.suite import Row, SuiteRef, Unit
 
 KIND = "bench-dask"
@@ -53,10 +52,26 @@ class BenchSuite:
     def open_slot(self, slot_id: str) -> NoSlot:
         return NoSlot()
 
-    def run_unit(self, slot: Any, unit: Unit) -> list[Row]:
+    def run_unit(self, slot: Any, unit: Unit, events: Any = None) -> list[Row]:
         if unit.payload["sleep_s"]:
             time.sleep(unit.payload["sleep_s"])
-        return [{"key": unit.keys[0], "status": "passed"}]
+        row = {"key": unit.keys[0], "status": "passed"}
+        if events is not None:
+            events.attempt_started(unit.keys[0])
+            events.attempt_finished(row)
+        return [row]
+
+    def prepare(self) -> None:
+        pass
+
+    def interrupt(self) -> None:
+        pass
+
+    def teardown(self) -> None:
+        pass
+
+    def finish(self, completed: bool) -> None:
+        pass
 
 
 def from_ref(ref: SuiteRef) -> BenchSuite:
@@ -73,12 +88,36 @@ def drain(executor: DaskExecutor, units: list[Unit]) -> int:
     return sum(1 for outcome in executor.stream(units) if isinstance(outcome, UnitDone))
 
 
+class CountingSink:
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def attempt_started(self, label: str) -> None:
+        pass
+
+    def attempt_finished(self, row: Row) -> None:
+        self.rows += 1
+
+
 def local_per_unit_s(units: list[Unit]) -> float:
-    suite, slot = BenchSuite(0.0), NoSlot()
-    with LocalExecutor(lambda spec: suite.run_unit(slot, Unit.from_json(spec.payload))[0]) as ex:
+    """The same units through the local executor, one slot."""
+    suite = BenchSuite(0.0)
+    try:  # the run lifecycle's executor (issue #14 step 1): run(suite, units, sink)
+        from metewand.runtime.executor import LocalExecutor  # type: ignore[import-not-found]
+
+        sink = CountingSink()
         started = time.perf_counter()
-        done = sum(1 for _ in ex.run_all(AttemptSpec(u.keys[0], u.to_json()) for u in units))
-        elapsed = time.perf_counter() - started
+        LocalExecutor(1).run(suite, units, sink)
+        elapsed, done = time.perf_counter() - started, sink.rows
+    except ImportError:  # before it: schedule.py's attempt executor
+        from metewand.runtime.schedule import AttemptSpec
+        from metewand.runtime.schedule import LocalExecutor as AttemptExecutor
+
+        slot = NoSlot()
+        with AttemptExecutor(lambda s: suite.run_unit(slot, Unit.from_json(s.payload))[0]) as ex:
+            started = time.perf_counter()
+            done = sum(1 for _ in ex.run_all(AttemptSpec(u.keys[0], u.to_json()) for u in units))
+            elapsed = time.perf_counter() - started
     assert done == len(units)
     return elapsed / len(units)
 

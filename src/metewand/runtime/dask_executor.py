@@ -352,17 +352,20 @@ class DaskExecutor:
         finished: dict[str, dict[str, Any]] = {}
         watchdog = _Watchdog(self, futures)
         try:
-            for future in as_completed(futures):
+            # results are gathered as units finish, not one blocking fetch per unit; a unit that
+            # raised (or ran out of retries after worker deaths) raises here and stops the run
+            for future, result in as_completed(futures, with_results=True):
                 if watchdog.reason is not None:
                     raise DaskExecutorError(watchdog.reason)
-                result = future.result()  # a unit that raised (or ran out of retries) stops the run
                 where = finished[future.key] = result["placement"]
                 for msg in self._tries.lost(future.key, where["try"]):
                     yield LostTry(self._lost_record(msg, by_key[future.key], where))
                 yield UnitDone(by_key[future.key], result["rows"], where)
                 future.release()
-        except BaseException:
+        except BaseException as exc:
             self.interrupt(futures)
+            if watchdog.reason is not None:  # the cancellation was the watchdog's
+                raise DaskExecutorError(watchdog.reason) from exc
             raise
         finally:
             watchdog.stop()
