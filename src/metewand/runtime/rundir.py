@@ -17,6 +17,7 @@ Layout (files of the store, then of the suites, then the derived reports)::
     engine_pids.jsonl       browser engines the run started (suites.browser.leftovers)
     host_telemetry.jsonl    host samples; host_summary.json their summary and pollution gate
     cold_start.jsonl        browser engine cold starts (profiled runs)
+    engine_logs/            browser engines' output
     harness_error.txt       a side file: the traceback of a harness failure
     scores.json  scorecard.md  report.html  cases.csv  results.csv
     resource_summary.json  resource-card.md
@@ -47,6 +48,7 @@ HOST_TELEMETRY = "host_telemetry.jsonl"
 HOST_SUMMARY = "host_summary.json"
 COLD_START = "cold_start.jsonl"
 HARNESS_ERROR = "harness_error.txt"
+ENGINE_LOGS = "engine_logs"  # browser engines' stdout/stderr, per worker and for cold starts
 SCORES = "scores.json"
 SCORECARD = "scorecard.md"
 REPORT = "report.html"
@@ -65,7 +67,10 @@ ATTEMPT_GRADER_EVIDENCE = "grader_evidence.json"
 ATTEMPT_OUTCOME = "outcome.json"
 ATTEMPT_RESOURCE_SAMPLES = "resource.jsonl"
 ATTEMPT_ENGINE_LOG_TAIL = "engine_stderr_tail.txt"
-ATTEMPT_METRICS = "metrics/metrics.json"  # compute attempts
+# compute attempts: the evaluator's metrics and the implementation's result
+ATTEMPT_METRICS_DIR = "metrics"
+ATTEMPT_METRICS = "metrics.json"
+ATTEMPT_RESULT_DIR = "result"
 
 DEFAULT_RUNS_DIR = "runs"
 LATEST = "latest"

@@ -281,7 +281,7 @@ class ResourceProfiler(RunHooks):
         """``--cold-start-samples`` launches per engine outside the warm loop."""
         if not self.sampling or self.options.cold_start_samples <= 0:
             return
-        log_dir = self.run_dir / "engine_logs" / "cold_start"
+        log_dir = self.run_dir / rundir.ENGINE_LOGS / "cold_start"
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
             for name, engine in engines.items():
                 if name not in sha:  # hashed once per engine, outside every launch window

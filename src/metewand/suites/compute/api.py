@@ -16,6 +16,7 @@ from typing import Any
 from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
+from metewand.runtime import rundir
 from metewand.runtime.payload import ExecutionMeasurements, observation_timing
 from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
@@ -144,5 +145,5 @@ def run_fixed_dataset_outcome(
         implementation_time_ns=outcome.implementation_time_ns,
         statistics=outcome.statistics,
         result_dir=os.path.join(attempt_dir, "result"),
-        metrics_path=os.path.join(attempt_dir, "metrics", "metrics.json"),
+        metrics_path=os.path.join(attempt_dir, rundir.ATTEMPT_METRICS_DIR, rundir.ATTEMPT_METRICS),
     )

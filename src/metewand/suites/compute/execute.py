@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
+from metewand.runtime import rundir
 from metewand.runtime.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
     AccountingBackend,
@@ -323,9 +324,9 @@ class AttemptRun:
 
     def _evaluate(self) -> None:
         a, t = self.spec.attempt, self.spec.timeouts
-        metrics_dir = os.path.join(self.spec.attempt_dir, "metrics")
+        metrics_dir = os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_METRICS_DIR)
         os.makedirs(metrics_dir, exist_ok=True)
-        metrics_path = os.path.join(metrics_dir, "metrics.json")
+        metrics_path = os.path.join(metrics_dir, rundir.ATTEMPT_METRICS)
         request = {
             "dataset_dir": str(self.spec.dataset.directory),
             "problem_contract_id": a.problem,
