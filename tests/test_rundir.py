@@ -2,9 +2,11 @@
 
 - One torn-line rule for every JSON-Lines reader: a final line without its newline (a kill
   mid-write) is ignored and reported; a damaged whole line is an error naming file and line (exit
-  2 at the CLI). Checked on every reader path: status/export/inspect/report over results.jsonl,
-  report over host_telemetry.jsonl and cold_start.jsonl, clean over owned.jsonl, the browser
-  leftovers over engine_pids.jsonl.
+  2 at the CLI), except in the cleanup journals (owned.jsonl, engine_pids.jsonl), where it is
+  skipped with a warning naming it so the cleanup still removes what the other lines name.
+  Checked on every reader path: status/export/inspect/report over results.jsonl, report over
+  host_telemetry.jsonl and cold_start.jsonl, clean over owned.jsonl, the browser leftovers over
+  engine_pids.jsonl.
 - A resumed run cuts every torn tail before it appends, so a new line is never glued to a torn
   one (which would turn it into a damaged middle line).
 - RUN resolution: a directory, an id under OUT, ``latest``, with the refusals' wording.
@@ -185,23 +187,38 @@ def test_a_damaged_side_file_line_is_named_by_report(
     assert f"{name}:1: not a JSON row" in done.stderr
 
 
-def test_a_damaged_owned_journal_line_is_named_by_clean(
+def test_a_damaged_owned_journal_line_is_skipped_with_a_warning_by_clean(
     finished: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """A journal is read to clean up: the cleanup goes on past a damaged line, and says so."""
     _, clean = finished
     run_dir = _copy(clean, tmp_path)
-    rundir.append_line(run_dir / rundir.OWNED, {"kind": "group", "path": "/nonexistent/x"})
-    rundir.append_line(run_dir / rundir.OWNED, {"kind": "group", "path": "/nonexistent/y"})
-    _damage_first_line(run_dir / rundir.OWNED)
-    done = _metewand("clean", str(run_dir))
-    assert done.returncode == 2
-    assert f"{rundir.OWNED}:1: not a JSON row" in done.stderr
+    left = _sleeper()
+    try:
+        stat = procfs.read_stat(left.pid)
+        rundir.append_line(run_dir / rundir.OWNED, {"kind": "group", "path": "/nonexistent/x"})
+        record = {"kind": "process", "pid": left.pid, "starttime": stat.starttime_ticks,
+                  "session": stat.session}  # fmt: skip
+        rundir.append_line(run_dir / rundir.OWNED, record)
+        _damage_first_line(run_dir / rundir.OWNED)
+        done = _metewand("clean", str(run_dir), "--json")
+        assert done.returncode == 0, done.stderr
+        assert f"warning: {run_dir / rundir.OWNED}:1: not a JSON row" in done.stderr
+        assert json.loads(done.stdout)["killed"] == [left.pid]
+    finally:
+        left.kill()
+        left.wait()
 
 
-def test_a_damaged_engine_pid_line_is_named(tmp_path: Path) -> None:
-    (tmp_path / rundir.ENGINE_PIDS).write_bytes(b'{"pid": 1\n{"pid": 2, "starttime": 1}\n')
+def test_a_damaged_engine_pid_line_is_skipped_and_named(tmp_path: Path) -> None:
+    (tmp_path / rundir.ENGINE_PIDS).write_bytes(b'{"pid": 1\n{"pid": 2, "starttime": 1}\n[3]\n')
+    assert leftovers.recorded_pids(tmp_path) == []  # the whole object lacks a session
+    warnings = rundir.journal_warnings(tmp_path)
+    assert len(warnings) == 2
+    assert warnings[0].startswith(f"{tmp_path / rundir.ENGINE_PIDS}:1: not a JSON row")
+    assert warnings[1].startswith(f"{tmp_path / rundir.ENGINE_PIDS}:3: row is not an object")
     with pytest.raises(rundir.RunDirError, match=rf"{rundir.ENGINE_PIDS}:1: not a JSON row"):
-        leftovers.recorded_pids(tmp_path)
+        rundir.read_jsonl(tmp_path / rundir.ENGINE_PIDS)  # any other reader refuses it
 
 
 def test_a_whole_line_that_is_not_an_object_or_a_repeated_key_is_damage(tmp_path: Path) -> None:

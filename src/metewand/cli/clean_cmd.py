@@ -69,6 +69,8 @@ def _clean_one(view: RunView) -> dict[str, Any] | str:
 
     try:
         with hold_lock(view.run_dir):
+            for line in rundir.journal_warnings(view.run_dir):
+                click.echo(f"warning: {line}", err=True)
             engines = _browser_leftovers(view)
             report = sweep(view.run_dir).to_json()
     except StoreError as exc:

@@ -159,6 +159,7 @@ def run(
     130; --resume RUN runs what is left (MANIFEST defaults to the one the run started from).
     """
     from metewand.cli.progress import progress_mode, reporter_factory
+    from metewand.runtime.rundir import journal_warnings
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
@@ -186,6 +187,8 @@ def run(
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
+        for line in journal_warnings(resume_dir) if resume_dir else []:
+            click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
         summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)

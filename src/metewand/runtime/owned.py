@@ -72,9 +72,10 @@ class SweepReport:
 
 
 def read_records(run_dir: Path | str) -> list[dict[str, Any]]:
-    """The journal's records, by ``rundir.read_jsonl``'s rule: a torn final line is skipped (it
-    names nothing whole to remove); a damaged whole line is a ``RunDirError`` naming it."""
-    return rundir.read_jsonl(Path(run_dir) / OWNED_NAME).rows
+    """The journal's records, by ``rundir.read_journal``'s rule: a torn final line or a damaged
+    whole line is skipped (it names nothing whole to remove; ``rundir.journal_warnings`` names
+    the damaged ones)."""
+    return rundir.read_journal(Path(run_dir) / OWNED_NAME).rows
 
 
 def _processes(records: list[dict[str, Any]]) -> list[int]:

@@ -59,6 +59,10 @@ RESOURCE_CARD = "resource-card.md"
 SIDE_FILES = (HARNESS_ERROR,)
 # the JSON-Lines files a run appends to, and so may leave with a torn final line
 APPENDED = (RESULTS, OWNED, ENGINE_PIDS, HOST_TELEMETRY, COLD_START)
+# journals are read to clean up after a kill: refusing the cleanup over one damaged line would
+# leave alive what the other lines name, so their damaged lines are skipped and named in a
+# warning (issue #12's "documented skip with a warning") instead of refused
+JOURNALS = (OWNED, ENGINE_PIDS)
 
 # inside artifacts/<key>/ (the peer's per-attempt layout for browser attempts)
 ATTEMPT_CDP_LOG = "cdp.jsonl"
@@ -164,6 +168,7 @@ class JsonlRead:
     rows: list[dict[str, Any]]
     torn_tail_bytes: int  # bytes after the last newline (a write cut short), 0 when clean
     valid_length: int  # file offset just after the last whole line
+    damaged: tuple[str, ...] = ()  # "file:line: why" of whole lines skipped (journals only)
 
 
 def read_jsonl(path: Path | str, unique: str | None = None) -> JsonlRead:
@@ -174,7 +179,26 @@ def read_jsonl(path: Path | str, unique: str | None = None) -> JsonlRead:
     whole line that is not a JSON object is damage no writer makes: ``RunDirError`` naming the
     file and line, never a skip. With ``unique``, a second line with the same value of that key
     is such damage too (a duplicated row would be counted twice). A missing file reads as empty.
+    The one exception is a journal (``JOURNALS``): see ``read_journal``.
     """
+    return _read_lines(path, unique, skip_damaged=False)
+
+
+def read_journal(path: Path | str) -> JsonlRead:
+    """A cleanup journal by ``read_jsonl``'s rule, except that a damaged whole line is skipped
+    and named in ``damaged`` (the caller warns with it) instead of raised."""
+    return _read_lines(path, None, skip_damaged=True)
+
+
+def journal_warnings(run_dir: Path | str) -> list[str]:
+    """The damaged lines of a run's journals, for the warning a cleanup prints."""
+    found: list[str] = []
+    for name in JOURNALS:
+        found += read_journal(Path(run_dir) / name).damaged
+    return [f"{where} (skipped: it names nothing to clean up)" for where in found]
+
+
+def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> JsonlRead:
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -184,14 +208,19 @@ def read_jsonl(path: Path | str, unique: str | None = None) -> JsonlRead:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
     end = data.rfind(b"\n") + 1
     rows = []
+    damaged: list[str] = []
     first_line: dict[Any, int] = {}
     for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
         try:
             row = canonical.loads(raw)
+            problem = None if isinstance(row, dict) else "row is not an object"
         except (ValueError, RecursionError) as exc:
-            raise RunDirError(f"{path}:{number}: not a JSON row ({str(exc)[:120]})") from exc
-        if not isinstance(row, dict):
-            raise RunDirError(f"{path}:{number}: row is not an object")
+            problem = f"not a JSON row ({str(exc)[:120]})"
+        if problem is not None:
+            if not skip_damaged:
+                raise RunDirError(f"{path}:{number}: {problem}")
+            damaged.append(f"{path}:{number}: {problem}")
+            continue
         if unique is not None and isinstance(row.get(unique), str):
             value = row[unique]
             if value in first_line:
@@ -201,7 +230,7 @@ def read_jsonl(path: Path | str, unique: str | None = None) -> JsonlRead:
                 )
             first_line[value] = number
         rows.append(row)
-    return JsonlRead(rows, len(data) - end, end)
+    return JsonlRead(rows, len(data) - end, end, tuple(damaged))
 
 
 def read_json(path: Path | str) -> Any:
@@ -222,7 +251,10 @@ def cut_torn_tails(run_dir: Path | str) -> None:
     the next whole line is not glued to it (which would make it a damaged middle line)."""
     for name in APPENDED:
         path = Path(run_dir) / name
-        read = read_jsonl(path, unique="key" if name == RESULTS else None)
+        if name in JOURNALS:
+            read = read_journal(path)
+        else:
+            read = read_jsonl(path, unique="key" if name == RESULTS else None)
         if read.torn_tail_bytes:
             os.truncate(path, read.valid_length)
 

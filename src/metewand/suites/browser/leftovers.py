@@ -73,9 +73,9 @@ def marked_processes(run_id: str, run_dir: Path | None = None) -> list[int]:
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    """The JSON objects of ``engine_pids.jsonl``, by ``rundir.read_jsonl``'s rule (a torn final
-    line skipped, a damaged whole line a ``RunDirError`` naming it)."""
-    return rundir.read_jsonl(Path(run_dir) / PID_FILE).rows
+    """The JSON objects of ``engine_pids.jsonl``, by ``rundir.read_journal``'s rule (a torn
+    final line or a damaged whole line skipped; ``rundir.journal_warnings`` names the latter)."""
+    return rundir.read_journal(Path(run_dir) / PID_FILE).rows
 
 
 def _recorded(run_dir: Path) -> list[dict[str, int]]:

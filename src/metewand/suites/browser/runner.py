@@ -127,12 +127,10 @@ def run_browser(
             echo(f"error: {line}")
         return RunResult(INVALID_INPUT)
     with store:
-        try:
-            killed = kill_leftovers(store.run_dir, store.run_id)
-            sweep(store.run_dir)  # engine groups a killed session left behind
-        except StoreError as exc:  # a damaged line of a journal: named, exit 2
-            echo(f"error: {exc}")
-            return RunResult(INVALID_INPUT)
+        for line in rundir.journal_warnings(store.run_dir):
+            echo(f"warning: {line}")
+        killed = kill_leftovers(store.run_dir, store.run_id)
+        sweep(store.run_dir)  # engine groups a killed session left behind
         if killed:
             echo(f"killed {len(killed)} engine process(es) left by an earlier run: {killed}")
         todo = [a for a in plan.attempts if a.key not in store.finished_keys()]
