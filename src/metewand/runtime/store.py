@@ -94,14 +94,9 @@ def read_results(path: Path) -> ResultsRead:
 
 def read_run_manifest(path: Path) -> dict[str, Any]:
     """``run_manifest.json`` as every reader sees it; damage is an error naming the file."""
-    try:
-        value = canonical.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise StoreError(f"{path.parent} is not a run directory (no {path.name})") from None
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    except (ValueError, RecursionError) as exc:
-        raise StoreError(f"{path}: not valid JSON ({str(exc)[:120]})") from exc
+    value = rundir.read_json(path)  # damage: RunDirError naming the file
+    if value is None and not path.exists():
+        raise StoreError(f"{path.parent} is not a run directory (no {path.name})")
     if not isinstance(value, dict) or value.get("schema") != MANIFEST_SCHEMA:
         raise StoreError(f"{path}: not a {MANIFEST_SCHEMA} manifest")
     if not isinstance(value.get("data"), dict) or value.get("state") not in STATES:
