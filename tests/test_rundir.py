@@ -109,6 +109,23 @@ def test_a_torn_results_line_is_ignored_and_reported_by_every_reader(
     assert (tmp_path / "report-False" / rundir.SCORES).read_bytes() == same
     html = (tmp_path / "report-False" / rundir.REPORT).read_text()
     assert "1 torn tail line ignored" in html
+    compared = _metewand("compare", str(clean), str(run_dir), "--json", "--resamples", "100")
+    assert compared.returncode == 0, compared.stderr
+    itself = _metewand("compare", str(clean), str(clean), "--json", "--resamples", "100")
+    for part in ("groups", "counts", "warnings"):  # "base"/"new" name the run paths
+        assert json.loads(compared.stdout)[part] == json.loads(itself.stdout)[part]
+    assert json.loads(compared.stdout)["new"]["rows"] == 3
+
+
+def test_a_damaged_results_line_is_named_by_compare(
+    finished: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, clean = finished
+    run_dir = _copy(clean, tmp_path)
+    _damage_first_line(run_dir / rundir.RESULTS)
+    done = _metewand("compare", str(clean), str(run_dir))
+    assert done.returncode == 2
+    assert f"{rundir.RESULTS}:1: not a JSON row" in done.stderr
 
 
 @pytest.mark.parametrize("name", [rundir.HOST_TELEMETRY, rundir.COLD_START])

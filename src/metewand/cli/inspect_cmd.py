@@ -54,9 +54,10 @@ def last_cdp_errors(paths: Mapping[str, str]) -> list[dict[str, Any]]:
     for name, path in paths.items():
         if "cdp" not in name.lower() and "cdp" not in Path(path).name.lower():
             continue
-        try:  # a damaged log hides no verdict: inspect still shows the row (as before)
+        try:
             entries = read_jsonl(Path(path)).rows
-        except RunDirError:
+        except RunDirError as exc:  # the row is still shown; the log's damage is named
+            click.echo(f"warning: {exc} (its protocol errors are not shown)", err=True)
             continue
         errors += [e for e in entries if isinstance(e, Mapping) and e.get("error")]
     return errors[-CDP_ERRORS_SHOWN:]
