@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from compute_helpers import alive, run
+from metewand.compare import synthetic
 from metewand.compare.rundir import load_run
 from metewand.measure import procfs
 from metewand.runtime import rundir
@@ -379,3 +380,19 @@ def test_run_directory_file_names_are_spelled_only_in_rundir() -> None:
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}: {node.value!r}")
     assert {rundir.MANIFEST, rundir.RESULTS, rundir.OWNED, rundir.SCORES} <= NAMES
     assert found == []
+
+
+def test_inspect_names_a_damaged_cdp_log_and_still_shows_the_row(tmp_path: Path) -> None:
+    run_dir = synthetic.write_browser_run(tmp_path / "b", n_tasks=1, k=1)
+    row = rundir.read_jsonl(run_dir / rundir.RESULTS).rows[0]
+    log = run_dir / row["artifacts"]["cdp_log"]
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b'{"error": {"code": -1}}\n{"id": 2\n' + TORN)
+    done = _metewand("inspect", str(run_dir), "--key", row["key"], "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["key"] == row["key"]
+    assert f"warning: {log}:2: not a JSON row" in done.stderr
+    log.write_bytes(b'{"error": {"code": -1}}\n' + TORN)  # only torn: the whole line counts
+    done = _metewand("inspect", str(run_dir), "--key", row["key"], "--json")
+    assert json.loads(done.stdout)["last_cdp_errors"] == [{"error": {"code": -1}}]
+    assert "warning" not in done.stderr
