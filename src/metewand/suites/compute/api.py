@@ -144,6 +144,6 @@ def run_fixed_dataset_outcome(
         evaluation_time_ns=timing["evaluation_time_ns"],
         implementation_time_ns=outcome.implementation_time_ns,
         statistics=outcome.statistics,
-        result_dir=os.path.join(attempt_dir, "result"),
+        result_dir=os.path.join(attempt_dir, rundir.ATTEMPT_RESULT_DIR),
         metrics_path=os.path.join(attempt_dir, rundir.ATTEMPT_METRICS_DIR, rundir.ATTEMPT_METRICS),
     )

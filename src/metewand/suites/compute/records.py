@@ -57,7 +57,7 @@ def _observation(
         "attempt_id": attempt_id,
         "result": {
             "id": canonical.identity("artifact", {"version": 1, "sha256": result_sha}),
-            "path": f"{rel}/result",
+            "path": f"{rel}/{rundir.ATTEMPT_RESULT_DIR}",
             "sha256": result_sha,
         },
         "metrics": {
