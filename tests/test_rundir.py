@@ -323,6 +323,7 @@ def test_run_names_resolve_by_one_rule(tmp_path: Path) -> None:
         rundir.resolve_run_dir(str(plain), runs, what="--resume")
     assert rundir.locate_run_dir(str(plain), runs) == plain
     assert rundir.locate_run_dir("gone", runs) == (runs / "gone").absolute()
+    assert rundir.new_run_dir(runs, "newer") == newer
     assert rundir.recorded_run_dir(newer, "older") == runs / "older"
     assert rundir.recorded_run_dir(newer, str(older)) == older
 

@@ -12,6 +12,7 @@ import click
 
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
+from metewand.runtime import rundir
 
 DEFAULT_MANIFEST = "metewand.toml"
 
@@ -241,7 +242,7 @@ def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str
     """Conditions that would waste or spoil a run are refused before it exists."""
     from metewand.suites.compute.launch import missing_commands
 
-    if run_id is not None and os.path.lexists(os.path.join(out_dir, run_id)):
+    if run_id is not None and os.path.lexists(rundir.new_run_dir(out_dir, run_id)):
         click.echo(
             f"error: run {run_id!r} exists in {out_dir}; resume it with --resume {run_id} "
             "or choose another --run-id",
@@ -291,4 +292,4 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
 
 
 def _run_dir(options: Any) -> str:
-    return str(Path(options.out_dir) / options.run_id) if options.run_id else "RUN"
+    return str(rundir.new_run_dir(options.out_dir, options.run_id)) if options.run_id else "RUN"

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from metewand import canonical
+# ``canonical`` (rfc8785, json, hashlib) and ``tempfile`` are imported where they are used: the
+# CLI resolves RUN through this module, and ``--help`` must not pay for them (cli_startup.py).
 
 # -- names --------------------------------------------------------------------------------------
 
@@ -143,6 +142,11 @@ def resolve_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR, what: str 
     raise RunDirError(f"{what} {run!r}: no run directory (looked in {looked})")
 
 
+def new_run_dir(out_dir: str | Path, run_id: str) -> Path:
+    """Where a new run with this id goes: ``OUT/RUN_ID`` (its id is checked by the store)."""
+    return Path(out_dir) / run_id
+
+
 def locate_run_dir(run: str | Path, out_dir: str | Path = DEFAULT_RUNS_DIR) -> Path:
     """The directory RUN names, run or not: the run it resolves to, else the first existing
     candidate, else the id under OUT (its reader then says what is missing there)."""
@@ -163,8 +167,7 @@ def recorded_run_dir(run_dir: Path | str, named: str | Path) -> Path:
 # -- reading ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class JsonlRead:
+class JsonlRead(NamedTuple):
     rows: list[dict[str, Any]]
     torn_tail_bytes: int  # bytes after the last newline (a write cut short), 0 when clean
     valid_length: int  # file offset just after the last whole line
@@ -199,6 +202,8 @@ def journal_warnings(run_dir: Path | str) -> list[str]:
 
 
 def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> JsonlRead:
+    from metewand import canonical
+
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -235,6 +240,8 @@ def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> Jso
 
 def read_json(path: Path | str) -> Any:
     """A run's JSON file, None when absent; damage is ``RunDirError`` naming the file."""
+    from metewand import canonical
+
     path = Path(path)
     try:
         return canonical.loads(path.read_bytes())
@@ -291,6 +298,8 @@ def write_atomic(path: Path | str, data: bytes) -> None:
     """Replace ``path`` whole: temp file in the same directory, fsync, rename, fsync the
     directory. A reader sees the old file or the new one, never a part; a failure leaves no
     temp file behind."""
+    import tempfile
+
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -313,14 +322,19 @@ def write_text_atomic(path: Path | str, text: str) -> None:
 
 def write_json_atomic(path: Path | str, value: Any) -> None:
     """One canonical JSON line, replaced atomically."""
+    from metewand import canonical
+
     write_atomic(path, canonical.line(value))
 
 
 def append_line(path: Path | str, value: Any) -> None:
     """Append one canonical line with a single ``write`` on an ``O_APPEND`` descriptor (whole
     lines only, short of a power loss; see ``read_jsonl``)."""
+    from metewand import canonical
+
+    line = canonical.line(value)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, canonical.line(value))
+        os.write(fd, line)
     finally:
         os.close(fd)

@@ -174,7 +174,7 @@ class RunStore(RunView):
         extra = _outside_envelope(top_level or {}, run_id)
         canonical.dumps(manifest_data)  # refuse non-JSON data before anything exists on disk
         canonical.dumps(extra)
-        run_dir = Path(out_dir) / run_id
+        run_dir = rundir.new_run_dir(out_dir, run_id)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             run_dir.mkdir()
