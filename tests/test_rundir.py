@@ -152,20 +152,30 @@ def _sleeper() -> subprocess.Popen[bytes]:
     return subprocess.Popen(["sleep", "300"], start_new_session=True)
 
 
-def test_clean_kills_what_whole_journal_lines_name_past_a_torn_tail(
-    finished: tuple[Path, Path], tmp_path: Path
+@pytest.mark.parametrize("damage", ["torn_tail", "damaged_line"])
+def test_clean_kills_what_whole_journal_lines_name(
+    finished: tuple[Path, Path], tmp_path: Path, damage: str
 ) -> None:
+    """A journal is read to clean up: past a torn tail (ignored) or a damaged whole line
+    (skipped, and named in a warning), clean still kills what the other lines name."""
     _, clean = finished
     run_dir = _copy(clean, tmp_path)
+    journal = run_dir / rundir.OWNED
     left = _sleeper()
     try:
         stat = procfs.read_stat(left.pid)
+        rundir.append_line(journal, {"kind": "group", "path": "/nonexistent/x"})
         record = {"kind": "process", "pid": left.pid, "starttime": stat.starttime_ticks,
                   "session": stat.session}  # fmt: skip
-        rundir.append_line(run_dir / rundir.OWNED, record)
-        _append(run_dir / rundir.OWNED, TORN)
+        rundir.append_line(journal, record)
+        if damage == "torn_tail":
+            _append(journal, TORN)
+        else:
+            _damage_first_line(journal)
         done = _metewand("clean", str(run_dir), "--json")
         assert done.returncode == 0, done.stderr
+        warned = f"warning: {journal}:1: not a JSON row" in done.stderr
+        assert warned == (damage == "damaged_line"), done.stderr
         assert json.loads(done.stdout)["killed"] == [left.pid]
         left.wait(timeout=10)
         assert not alive(left.pid)
@@ -203,29 +213,6 @@ def test_a_damaged_side_file_line_is_named_by_report(
     done = _metewand("report", str(run_dir), "--format", "md", "--out", str(tmp_path / "r"))
     assert done.returncode == 2
     assert f"{name}:1: not a JSON row" in done.stderr
-
-
-def test_a_damaged_owned_journal_line_is_skipped_with_a_warning_by_clean(
-    finished: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """A journal is read to clean up: the cleanup goes on past a damaged line, and says so."""
-    _, clean = finished
-    run_dir = _copy(clean, tmp_path)
-    left = _sleeper()
-    try:
-        stat = procfs.read_stat(left.pid)
-        rundir.append_line(run_dir / rundir.OWNED, {"kind": "group", "path": "/nonexistent/x"})
-        record = {"kind": "process", "pid": left.pid, "starttime": stat.starttime_ticks,
-                  "session": stat.session}  # fmt: skip
-        rundir.append_line(run_dir / rundir.OWNED, record)
-        _damage_first_line(run_dir / rundir.OWNED)
-        done = _metewand("clean", str(run_dir), "--json")
-        assert done.returncode == 0, done.stderr
-        assert f"warning: {run_dir / rundir.OWNED}:1: not a JSON row" in done.stderr
-        assert json.loads(done.stdout)["killed"] == [left.pid]
-    finally:
-        left.kill()
-        left.wait()
 
 
 def test_a_damaged_engine_pid_line_is_skipped_and_named(tmp_path: Path) -> None:
