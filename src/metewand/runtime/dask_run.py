@@ -10,27 +10,24 @@ What the client writes, as outcomes arrive:
   reason and its host's provenance), its host telemetry summary with the pollution verdict, and
   the count of rows and lost tries per host and per worker.
 
-Until the run lifecycle of issue #14 step 1 owns the run directory, this module names the two side
-files itself.
+The two file names are ``runtime.rundir``'s (the one owner of the run directory's names).
 """
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from metewand import canonical
+from metewand.runtime import rundir
 from metewand.runtime.dask_executor import DaskExecutor, LostTry, UnitDone
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
-from metewand.runtime.store import RunStore, write_json_atomic
+from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Unit
 
-LOST_TRIES_NAME = "lost_tries.jsonl"
-HOSTS_NAME = "dask_hosts.json"
+LOST_TRIES_NAME = rundir.LOST_TRIES
+HOSTS_NAME = rundir.DASK_HOSTS
 HOSTS_SCHEMA = "metewand_dask_hosts/1"
 
 
@@ -48,17 +45,6 @@ class DaskRunTally:
 def pending_units(units: Iterable[Unit], finished: set[str]) -> list[Unit]:
     """Units with at least one key the store does not hold yet."""
     return [unit for unit in units if not set(unit.keys) <= finished]
-
-
-def append_line(path: Path, record: dict[str, Any]) -> None:
-    """One whole canonical line, fsynced: a client killed mid-write leaves no torn record behind
-    except possibly the last line, which readers of JSONL in this project ignore."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, canonical.line(record))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def run_into_store(
@@ -80,7 +66,7 @@ def run_into_store(
         _drain(executor, pending, store, finished, tally, reporter)
     finally:
         reporter.close()
-    write_json_atomic(store.run_dir / HOSTS_NAME, hosts_record(executor, tally))
+    rundir.write_json_atomic(store.run_dir / HOSTS_NAME, hosts_record(executor, tally))
     return tally
 
 
@@ -94,7 +80,7 @@ def _drain(
 ) -> None:
     for outcome in executor.stream(pending):
         if isinstance(outcome, LostTry):
-            append_line(store.run_dir / LOST_TRIES_NAME, outcome.record)
+            rundir.append_line(store.run_dir / LOST_TRIES_NAME, outcome.record)
             tally.lost_tries += 1
             tally.lost_by_worker[outcome.record["worker"]] += 1
             continue
