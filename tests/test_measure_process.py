@@ -1,0 +1,214 @@
+"""The one process lifecycle (``measure.process``, ``measure.process_sweep``) on real processes:
+its own group, the exit seen through a pidfd (or the recorded fallback), the TERM → grace → KILL
+escalation of the whole group, reaping, and the sweep by recorded identity."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from compute_helpers import alive
+from metewand.measure import process as process_module
+from metewand.measure.process import WAITER_PIDFD, WAITER_THREAD, Process
+from metewand.measure.process_sweep import Identity, identity_of, kill_until_gone, left_alive
+
+# Ignores TERM, says so on stdout, then sleeps.
+STUBBORN = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(300)\n"
+)
+# Starts a grandchild in its own process group (the default for a child), prints its pid, and
+# either waits (``wait``) or exits at once, leaving it behind.
+GRANDPARENT = "sleep 300 & echo $!; {end}"
+
+
+@pytest.fixture
+def started() -> Iterator[list[Process]]:
+    """Every process a test starts is killed and reaped at the end, whatever the test did."""
+    processes: list[Process] = []
+    yield processes
+    for proc in processes:
+        proc.kill()
+        proc.close()
+
+
+def _start(started: list[Process], argv: list[str], **kwargs: object) -> Process:
+    proc = Process.start(argv, **kwargs)  # type: ignore[arg-type]
+    started.append(proc)
+    return proc
+
+
+def _first_line(proc: Process) -> str:
+    assert proc.popen.stdout is not None
+    return proc.popen.stdout.readline().decode().strip()
+
+
+def test_the_process_leads_its_own_session_and_group(started: list[Process]) -> None:
+    proc = _start(started, ["sleep", "300"])
+    identity = identity_of(proc.pid)
+    assert identity is not None and identity.session == proc.pid
+    assert os.getpgid(proc.pid) == proc.pid == proc.pgid
+    assert proc.waiter == WAITER_PIDFD and proc.waiter_reason is None
+
+
+def test_a_child_that_ignores_term_is_killed_after_the_grace(started: list[Process]) -> None:
+    proc = _start(started, [sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE)
+    assert _first_line(proc) == "ready"
+    began = time.monotonic()
+    ending = proc.terminate(grace_s=0.5, kill_wait_s=5.0)
+    took = time.monotonic() - began
+    assert ending.kill_needed and not ending.already_exited
+    assert ending.returncode == -signal.SIGKILL
+    assert took >= 0.5  # the grace was given in full
+    assert not alive(proc.pid)
+
+
+def test_a_child_that_honours_term_is_not_killed(started: list[Process]) -> None:
+    proc = _start(started, ["sleep", "300"])
+    began = time.monotonic()
+    ending = proc.terminate(grace_s=5.0)
+    assert time.monotonic() - began < 2.0  # the exit ended the grace, not its length
+    assert ending.returncode == -signal.SIGTERM and not ending.kill_needed
+
+
+def test_a_grandchild_in_the_group_dies_with_the_stop(started: list[Process]) -> None:
+    proc = _start(started, ["sh", "-c", GRANDPARENT.format(end="wait")], stdout=subprocess.PIPE)
+    grandchild = int(_first_line(proc))
+    assert alive(grandchild) and os.getpgid(grandchild) == proc.pgid
+    asyncio.run(proc.terminate_async(grace_s=2.0))
+    assert kill_until_gone(lambda: [grandchild], 0.0) == ([], [])  # already gone: nothing to kill
+
+
+def test_reaping_a_leader_that_left_a_grandchild_kills_the_grandchild(
+    started: list[Process],
+) -> None:
+    proc = _start(started, ["sh", "-c", GRANDPARENT.format(end="exit 3")], stdout=subprocess.PIPE)
+    grandchild = int(_first_line(proc))
+    assert proc.wait_exited(10.0)
+    assert alive(grandchild)  # the leader is gone, unreaped; its group lives on
+    assert proc.reap() == 3
+    assert kill_until_gone(lambda: [grandchild], 2.0)[1] == []
+    assert not alive(grandchild)
+
+
+def test_a_deadline_without_exit_returns_none_and_leaves_it_running(
+    started: list[Process],
+) -> None:
+    proc = _start(started, ["sleep", "300"])
+    began = time.monotonic()
+    assert proc.wait(0.2) is None
+    assert 0.2 <= time.monotonic() - began < 2.0
+    assert alive(proc.pid) and proc.returncode is None
+
+
+def _exit_latencies(started: list[Process], trials: int, use_async: bool) -> list[float]:
+    """Seconds between a SIGKILL and the wait seeing the exit, one sleeping child per trial."""
+    seen = []
+    for _ in range(trials):
+        proc = _start(started, ["sleep", "300"])
+        time.sleep(0.02)  # let it settle into its sleep
+        killed = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        if use_async:
+            assert asyncio.run(proc.wait_exited_async(5.0))
+        else:
+            assert proc.wait_exited(5.0)
+        seen.append(time.monotonic() - killed)
+        assert proc.reap() == -signal.SIGKILL
+    return seen
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["blocking", "asyncio"])
+def test_an_exit_is_seen_within_a_few_ms(started: list[Process], use_async: bool) -> None:
+    # A look every 20 ms would put the median near 10 ms; a pidfd wakes at the exit itself.
+    latencies = _exit_latencies(started, 7, use_async)
+    assert statistics.median(latencies) < 0.005, latencies
+
+
+def test_the_watcher_stamps_the_exit_and_tells_the_callbacks(started: list[Process]) -> None:
+    told: list[int | None] = []
+    proc = _start(started, ["sh", "-c", "read line; exit 7"], stdin=subprocess.PIPE, watch=True)
+    proc.on_exit(lambda p: told.append(p.exit_status_unreaped()))
+    assert proc.exit_seen_ns is None
+    assert proc.popen.stdin is not None
+    before = time.monotonic_ns()
+    proc.popen.stdin.write(b"go\n")
+    proc.popen.stdin.close()
+    seen = proc.exit_seen(5.0)
+    assert seen is not None and seen >= before
+    assert told == [7]  # the status, read without reaping
+    assert proc.reap() == 7
+
+
+def test_without_pidfd_the_waiter_thread_is_used_and_recorded(
+    started: list[Process], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(process_module.os, "pidfd_open", no_pidfd)
+    latencies = _exit_latencies(started, 5, use_async=False)
+    proc = started[-1]
+    assert proc.waiter == WAITER_THREAD
+    assert proc.waiter_reason == "pidfd_open: Function not implemented"
+    assert statistics.median(latencies) < 0.005, latencies
+
+
+def test_exec_stamp_falls_between_the_call_and_its_return(started: list[Process]) -> None:
+    before = time.monotonic_ns()
+    proc = _start(started, ["true"], stamp_exec=True)
+    after = time.monotonic_ns()
+    assert proc.exec_ns is not None and before < proc.exec_ns < after
+    assert proc.wait(5.0) == 0
+
+
+def test_a_missing_program_raises_oserror_and_leaves_no_thread() -> None:
+    threads = {t.name for t in __import__("threading").enumerate()}
+    with pytest.raises(FileNotFoundError):
+        Process.start(["/nonexistent/metewand-test-program"], watch=True)
+    time.sleep(0.05)
+    assert {t.name for t in __import__("threading").enumerate()} <= threads
+
+
+def test_the_sweep_finds_the_recorded_process_and_its_session(started: list[Process]) -> None:
+    proc = _start(started, ["sh", "-c", GRANDPARENT.format(end="exit 0")], stdout=subprocess.PIPE)
+    grandchild = int(_first_line(proc))
+    recorded = identity_of(proc.pid)
+    assert recorded is not None
+    proc.wait_exited(5.0)
+    # The leader exited (a zombie until reaped): its session lives on in the grandchild.
+    assert left_alive([recorded]) == [grandchild]
+    killed, still = kill_until_gone(lambda: left_alive([recorded]), 5.0)
+    assert killed == [grandchild] and still == []
+
+
+def test_the_sweep_never_kills_a_recycled_pid(started: list[Process]) -> None:
+    # A pid is recycled on its own schedule, not on demand; what the sweep sees of one is a live
+    # process under a recorded pid with another start time. The records below are exactly that.
+    proc = _start(started, ["sleep", "300"])
+    now = identity_of(proc.pid)
+    assert now is not None
+    reused_pid = Identity(proc.pid, now.starttime - 1, session=1)  # an older owner of the pid
+    reused_session = Identity(proc.pid, now.starttime - 1, session=proc.pid)  # led a session
+    for records in ([reused_pid], [reused_session], [reused_pid, reused_session]):
+        assert left_alive(records) == []
+        assert kill_until_gone(lambda: left_alive(records), 1.0) == ([], [])  # noqa: B023
+    assert alive(proc.pid)
+    assert left_alive([now]) == [proc.pid]  # the true identity is found
+
+
+def test_identity_records_must_name_integers() -> None:
+    assert Identity.from_record({"pid": 5, "starttime": 7, "session": 5}) == Identity(5, 7, 5)
+    for bad in ({"pid": 5}, {"pid": "5", "starttime": 7, "session": 5}, [5, 7, 5],
+                {"pid": True, "starttime": 7, "session": 5}):  # fmt: skip
+        assert Identity.from_record(bad) is None
