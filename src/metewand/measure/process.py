@@ -30,6 +30,7 @@ import queue
 import select
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -378,3 +379,38 @@ class _Watcher:
         finally:
             os.close(own)
         process._watched()
+
+
+@dataclass(frozen=True)
+class Captured:
+    """What ``run_captured`` saw: the status (None when the deadline ended it) and the output."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+def run_captured(
+    argv: Sequence[str],
+    timeout_s: float | None,
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Captured:
+    """Run a short command to its end (or its deadline, then KILL its group) and return its
+    output. The output goes to files, not pipes: a helper it left holding a pipe would keep a
+    reader waiting, and the exit (not the pipes' end) is what ends the run."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = Process.start(argv, cwd=cwd, env=env, stdout=out, stderr=err)
+        try:
+            exited = proc.wait_exited(timeout_s)
+        finally:
+            code = proc.kill()  # reaps; what it left in its group goes with it
+            proc.close()
+        out.seek(0)
+        err.seek(0)
+        return Captured(code if exited else None, out.read(), err.read())
