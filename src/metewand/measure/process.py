@@ -353,7 +353,7 @@ class _Watcher:
     so that thread creation is not between the exec and the exit."""
 
     def __init__(self) -> None:
-        self._handoff: queue.SimpleQueue[Process | None] = queue.SimpleQueue()
+        self._handoff: queue.SimpleQueue[tuple[Process, int] | None] = queue.SimpleQueue()
         self._given = False
         self._thread = threading.Thread(target=self._run, name="metewand-exit-watch", daemon=True)
         self._thread.start()
@@ -361,19 +361,23 @@ class _Watcher:
     def watch(self, process: Process) -> None:
         if not self._given:
             self._given = True
-            self._handoff.put(process)
+            # A descriptor of its own, taken now: the owner may close the process's own before
+            # this thread runs.
+            self._handoff.put((process, os.dup(process.exit_fd)))
 
     def cancel(self) -> None:
-        self.watch(None)  # type: ignore[arg-type]
+        if not self._given:
+            self._given = True
+            self._handoff.put(None)
 
     def join(self, timeout_s: float | None) -> None:
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
-        process = self._handoff.get()
-        if process is None:
+        given = self._handoff.get()
+        if given is None:
             return
-        own = os.dup(process.exit_fd)
+        process, own = given
         try:
             fd_ready(own, None)
         finally:

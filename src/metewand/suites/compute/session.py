@@ -222,6 +222,7 @@ class WorkerSession:
             with contextlib.suppress(Exception):
                 self.accounting.kill()
         self.proc.kill(KILL_WAIT_S)
+        self.proc.close()
         if self.owns_accounting and self.accounting is not None:
             with contextlib.suppress(Exception):
                 self.accounting.close()  # kills what is left in the groups, then removes them
