@@ -45,6 +45,10 @@ STDOUT_LIMIT: Final = 16 * 1024 * 1024  # a result is small; more than this is g
 STDOUT_DRAIN_S: Final = 2.0  # after the sweep every writer is gone, so EOF is immediate
 TERM_GRACE_S: Final = 2.0  # between TERM and KILL on a hang: enough for a Node/Python exit hook
 KILL_WAIT_S: Final = 30.0  # KILL is not ignorable; this only bounds an uninterruptible sleep
+# A well-behaved adapter's children (an MCP server it closed, a bridge) may still be exiting when
+# the adapter's exit is seen (at once, through its pidfd): they are leftovers only if still
+# alive after this.
+EXITING_GRACE_S: Final = 0.05
 SWEEP_WAIT_S: Final = 5.0  # killed members take a moment to leave; the group goes once empty
 STDERR_TAIL: Final = 2000
 # The deadline beyond the payload's task budget: the adapter clamps its own waits to the budget,
@@ -164,6 +168,8 @@ def _sweep(process: Process, accounting: TreeAccounting | None) -> list[int]:
     """Kill what the adapter left behind (its process group, its accounting group's members),
     reap the adapter, and wait until all of it is gone. Returns the pids found alive."""
     found = _left_behind(process, accounting)
+    if found:  # a child told to stop as the adapter exits is still going: let it finish
+        found = process_sweep.wait_gone(found, EXITING_GRACE_S)
     if process.has_exited():
         process.reap()  # KILLs what is left in its group first
 
@@ -278,7 +284,8 @@ async def _supervise(
         stdout = await asyncio.wait_for(reader, STDOUT_DRAIN_S)
     except TimeoutError:
         stdout = b""
-    stdin_transport.abort()
+    if stdin_transport.get_write_buffer_size():  # never read: drop it (else already closed)
+        stdin_transport.abort()
     stdout_transport.close()
     code = process.popen.returncode
     exit_code, exit_signal = (None, -code) if code is not None and code < 0 else (code, None)
