@@ -19,7 +19,13 @@ import pytest
 
 from compute_helpers import alive
 from metewand.measure import process as process_module
-from metewand.measure.process import WAITER_PIDFD, WAITER_THREAD, Process, run_captured
+from metewand.measure.process import (
+    WAITER_PIDFD,
+    WAITER_THREAD,
+    Process,
+    exit_wait_method,
+    run_captured,
+)
 from metewand.measure.process_sweep import (
     Identity,
     identity_of,
@@ -265,3 +271,15 @@ def test_run_captured_ends_at_its_deadline_with_what_it_left() -> None:
     assert done.timed_out and done.returncode is None
     assert 0.3 <= time.monotonic() - began < 5.0
     assert wait_gone([int(done.stdout.split()[0])], 5.0) == []  # it went with the group
+
+
+def test_the_exit_wait_method_is_named_with_the_reason_for_a_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert exit_wait_method() == (WAITER_PIDFD, None)
+
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(process_module.os, "pidfd_open", no_pidfd)
+    assert exit_wait_method() == (WAITER_THREAD, "pidfd_open: Function not implemented")

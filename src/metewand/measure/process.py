@@ -65,6 +65,16 @@ def open_exit_fd(pid: int) -> tuple[int | None, str | None]:
         return None, f"pidfd_open: {exc.strerror or exc}"
 
 
+def exit_wait_method() -> tuple[str, str | None]:
+    """How this host's processes will be waited for: (``pidfd``, None) or (``waitid-thread``,
+    why there is no pidfd) — what ``metewand doctor`` reports."""
+    fd, reason = open_exit_fd(os.getpid())
+    if fd is None:
+        return WAITER_THREAD, reason
+    os.close(fd)
+    return WAITER_PIDFD, None
+
+
 def fd_ready(fd: int, timeout_s: float | None) -> bool:
     """Wait until ``fd`` is readable (``None``: no limit). ``poll``, not ``select``: a process
     holding many descriptors may be given one above 1023."""
