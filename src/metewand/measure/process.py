@@ -181,7 +181,7 @@ class Process:
             return popen, None
         read_end, write_end = os.pipe()
 
-        def stamp_then_join() -> None:
+        def join_then_stamp() -> None:
             if join is not None:
                 join()
             os.write(write_end, time.monotonic_ns().to_bytes(8, "little"))
@@ -189,14 +189,17 @@ class Process:
         try:
             popen = subprocess.Popen(
                 list(argv), cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr,
-                pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=stamp_then_join,
+                pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=join_then_stamp,
             )  # fmt: skip
+        except BaseException:
+            os.close(read_end)
             os.close(write_end)
+            raise
+        os.close(write_end)  # the child's copy is the only writer left: EOF if it never stamps
+        try:
             stamp = os.read(read_end, 8)
         finally:
             os.close(read_end)
-            with contextlib.suppress(OSError):
-                os.close(write_end)
         return popen, int.from_bytes(stamp, "little")
 
     def _exit_pipe(self) -> int:
