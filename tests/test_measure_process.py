@@ -218,11 +218,13 @@ def test_exec_stamp_falls_between_the_call_and_its_return(started: list[Process]
 
 
 def test_a_missing_program_raises_oserror_and_leaves_no_thread() -> None:
-    threads = {t.name for t in threading.enumerate()}
+    before = set(threading.enumerate())
     with pytest.raises(FileNotFoundError):
         Process.start(["/nonexistent/metewand-test-program"], watch=True)
-    time.sleep(0.05)
-    assert {t.name for t in threading.enumerate()} <= threads
+    started_here = [t for t in threading.enumerate() if t not in before]
+    for thread in started_here:  # the pre-started watcher is told there is nothing to watch
+        thread.join(5.0)
+    assert not [t.name for t in started_here if t.is_alive()]
 
 
 def test_the_sweep_finds_the_recorded_process_and_its_session(started: list[Process]) -> None:
