@@ -12,13 +12,16 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+
+if TYPE_CHECKING:
+    from metewand.measure.mark_fifo import MarkReader
 
 MEASUREMENT_FIELDS = (
     "wall_time_ns",
@@ -56,6 +59,7 @@ class SubjectReport:
     sampler: SamplerSummary
     root_pid: int
     samples: list[dict[str, Any]] = field(default_factory=list)
+    phases: dict[str, Any] | None = None  # metewand_phases/1 when the run was marked
 
     @property
     def shell_exit_status(self) -> int:
@@ -93,6 +97,8 @@ class SubjectReport:
                 )
             },
         )
+        if self.phases is not None:
+            out["phases"] = self.phases
         return out
 
 
@@ -239,13 +245,15 @@ def run_measured(
     discard_output: bool = False,
     events: ProcEvents | None = None,
     scanner: PssScanner | None = None,
+    marks: MarkReader | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
     ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
     ``events``: a proc-connector subscription to reuse (repeated runs); without one, a
     subscription is opened for this run where the host allows it. ``scanner``: a PSS scanner
-    (and its reader threads) to reuse across runs.
+    (and its reader threads) to reuse across runs. ``marks``: phase marks the command writes
+    (``measure.mark_fifo``), read against this run's group; the report then has ``phases``.
     """
     if not argv:
         raise ValueError("empty command")
@@ -255,7 +263,10 @@ def run_measured(
     accounting = open_accounting(backend, label=os.path.basename(argv[0]))
     proc: subprocess.Popen[bytes] | None = None
     sampler: Sampler | None = None
+    phases = None
     try:
+        if marks is not None:
+            marks.begin(accounting)  # the start reading: the fresh group, before the command
         with _terminate_as_interrupt():
             stamp: _ExitStamp | _InlineExit = _ExitStamp() if events is None else _InlineExit()
             try:
@@ -274,6 +285,8 @@ def run_measured(
         if span is not None:  # the kernel's own exec and exit times: the tightest bound
             wall, wall_source = span[1] - span[0], "proc_connector"
         summary = sampler.stop(end_scan=False)
+        if marks is not None:
+            phases = marks.finish(started, started + wall)
         cpu, memory = accounting.cpu(), accounting.memory()
         _, status = os.waitpid(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
@@ -281,6 +294,8 @@ def run_measured(
         _abandon(accounting, proc, sampler)
         raise
     finally:
+        if marks is not None:
+            marks.close()
         accounting.close()  # kills whatever is still in the groups, then removes them
         if own_events and events is not None:
             events.close()
@@ -309,4 +324,5 @@ def run_measured(
         sampler=summary,
         root_pid=proc.pid,
         samples=summary.samples,
+        phases=phases,
     )
