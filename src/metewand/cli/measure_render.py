@@ -115,7 +115,12 @@ def host_text(host: Mapping[str, Any]) -> str:
         return ""
     reasons = ", ".join(t["condition"] for t in gate["triggered"]) or "unknown"
     lines = [f"warning: the host was polluted during the runs ({reasons}); figures may be inflated"]
-    lines += [f"  {t['condition']}: {t['detail']}" for t in gate["triggered"]]
+    for tripped in gate["triggered"]:
+        lines.append(f"  {tripped['condition']}: {tripped['detail']}")
+        top = tripped["figures"].get("top_foreign") or []
+        if top:  # every process the gate names, not only the detail's first three
+            named = ", ".join(f"{t['comm']}[{t['pid']}] {t['cpu_cores_mean']:.2f}" for t in top)
+            lines.append(f"    foreign processes while over (mean cores): {named}")
     return "\n".join(lines) + "\n"
 
 

@@ -169,7 +169,7 @@ def _span(a: Counters, b: Counters, origin_ns: int) -> dict[str, Any]:
 
 def _difference(a: Measurement, b: Measurement, signed: bool = False) -> dict[str, Any]:
     """``b - a`` with its form: the weaker of the two readings' forms."""
-    if a.value is None and a.reason is Reason.NOT_STARTED:
+    if a.value is None and a.reason is Reason.NOT_STARTED and b.value is not None:
         a = Measurement(b.status, 0, b.reason)  # read before the subject existed: nothing yet
     for m in (a, b):
         if m.value is None:
