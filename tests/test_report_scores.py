@@ -96,3 +96,34 @@ def test_regeneration_is_byte_identical(tmp_path: Path) -> None:
 def test_report_rejects_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert result.exit_code == 2
+
+
+def test_compute_outcome_counts_are_per_case_and_implementation(tmp_path: Path) -> None:
+    """The outcome block is per case x implementation like every other table (issue 13)."""
+    run = synthetic.write_compute_run(tmp_path / "c3", attempts=6, warmups=2, cases=3)
+    from metewand.compare.rundir import load_run
+    from metewand.runtime import schemas
+
+    data = load_run(run)
+    scores = compute_scores(data.rows, data.manifest)
+    assert schemas.violations("metewand_compute_cases-1", scores["cases"]) == []
+    per_case: dict[str, int] = {}
+    for case in scores["cases"]["cases"]:
+        assert sorted(case["implementations"]) == ["numpy", "python"]
+        for name, block in case["implementations"].items():
+            assert block["attempts"] == 6 and sum(block["by_outcome"].values()) == 6
+            assert block["accepted"] == block["by_outcome"].get("accepted", 0)
+            assert block["warmups"]["total"] == 2  # counted in their own case, never timed
+            per_case[name] = per_case.get(name, 0) + block["attempts"]
+    # the cases partition the run: their counts add up to the whole, none counted twice
+    assert per_case == {n: b["total"] for n, b in scores["by_implementation"].items()}
+    card = scorecard_md(scores)
+    assert "## Outcomes per case × implementation" in card and "all cases" not in card
+    outcome_lines = card.split("## Outcomes per case × implementation")[1].split("\n\n")[1]
+    assert len(outcome_lines.splitlines()) == 2 + 3 * 2  # header, rule, 3 cases x 2 impls
+    runner = CliRunner()
+    done = runner.invoke(cli, ["report", str(run), "--format", "html"])
+    assert done.exit_code == 0, done.output
+    html = (run / "report.html").read_text()
+    outcomes = html.split('id="scores"')[1].split("</section>")[0]
+    assert "<th>case</th>" in outcomes and outcomes.count("<tr>") == 1 + 3 * 2

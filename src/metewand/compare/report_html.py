@@ -13,9 +13,16 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import case_plots, compute_rows, plots
-from metewand.compare.case_text import SHOWN_METRICS, case_rows, metric_cell, ratio_rows
+from metewand.compare.case_text import (
+    OUTCOME_HEADER,
+    SHOWN_METRICS,
+    case_rows,
+    metric_cell,
+    outcome_rows,
+    ratio_rows,
+)
 from metewand.compare.cases import TIME_METRIC
-from metewand.compare.fmt import rate_text, unavailable
+from metewand.compare.fmt import unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
 from metewand.compare.report_browser import browser_sections
 from metewand.compare.report_resources import (
@@ -160,19 +167,8 @@ def _phase_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
 
 
 def _outcome_rows(scores: Mapping[str, Any]) -> list[list[Any]]:
-    rows = []
-    for name, block in scores["by_implementation"].items():
-        warm = block["warmups"]
-        rows.append(
-            [
-                name,
-                rate_text(block["accepted"], block["total"], block["rate"]),
-                ", ".join(f"{c} x{k}" for c, k in block["diagnostics"].items()) or "none",
-                warm["total"],
-                ", ".join(f"{s} x{n}" for s, n in warm["by_outcome"].items()) or "none",
-            ]
-        )
-    return rows
+    """Outcome counts per case x implementation, like every other table of the report."""
+    return outcome_rows(scores["cases"])
 
 
 def _failed_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
@@ -275,9 +271,9 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
             "attempts. Warm-ups are counted here but enter no rate and no timing."
         ),
         table(
-            ["implementation", "accepted (measured)", "diagnostics", "warm-ups", "warm-up status"],
+            list(OUTCOME_HEADER),
             _outcome_rows(scores),
-            (3,),
+            (4,),
         ),
     )
     excluded = section(
