@@ -88,6 +88,10 @@ class TreeAccounting:
     def memory(self) -> MemoryReading:
         raise NotImplementedError
 
+    def memory_current(self) -> Measurement:
+        """The current memory alone (a phase mark needs no high-water: one read fewer)."""
+        return self.memory().current
+
     def kill(self) -> None:
         raise NotImplementedError
 
@@ -176,6 +180,12 @@ class CgroupAccounting(TreeAccounting):
             _bytes_or_unavailable(group.memory_current, source),
             _bytes_or_unavailable(group.memory_peak, source),
         )
+
+    def memory_current(self) -> Measurement:
+        if self.memory_group is None:
+            return unavailable(Reason.UNSUPPORTED, f"{self.backend}:no-memory-controller")
+        source = self._source(self.memory_group, "memory")
+        return _bytes_or_unavailable(self.memory_group.memory_current, source)
 
     def reset_memory_peak(self) -> bool:
         """Restart the memory high-water at the current usage; False when it cannot be reset

@@ -46,7 +46,7 @@ def counters_of(accounting: TreeAccounting) -> Callable[[], Counters]:
 
     def read() -> Counters:
         cpu = accounting.cpu()
-        memory = accounting.memory()
+        memory = accounting.memory_current()
         try:
             pids = accounting.pids()
         except PermissionError:
@@ -55,7 +55,7 @@ def counters_of(accounting: TreeAccounting) -> Callable[[], Counters]:
             count = Measurement(Status.UNAVAILABLE, reason=Reason.ACCOUNTING_UNAVAILABLE)
         else:
             count = _counted(len(pids), accounting.backend)
-        return Counters(time.monotonic_ns(), cpu, memory.current, count)
+        return Counters(time.monotonic_ns(), cpu, memory, count)
 
     return read
 
