@@ -84,7 +84,9 @@ def test_two_marked_phases_each_within_5_percent(tmp_path: Path, backend: str) -
         cpu = _value(p["cpu_time_ns"])  # usage is the scheduler's; the kernel's user/system
         # split is tick-sampled (cpuacct.stat in 10 ms ticks): close to it, not equal
         assert abs(user + system - cpu) <= 0.1 * cpu + 20e6, (user, system, cpu)
-        assert _value(p["process_count_end"]) == 1  # the marking program itself
+    heavy_end, light_end = (_value(p["process_count_end"]) for p in phases["phases"])
+    assert heavy_end == 1  # the marking program itself, still burning the light phase
+    assert light_end in (0, 1)  # its last mark is read as it exits: either is the truth then
     assert not (tmp_path / "marks.fifo").exists()  # made for the run, removed after it
 
 
