@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.measure.mark_fifo import MarkReader
@@ -169,6 +170,7 @@ def _one(
     events: ProcEvents | None,
     scanner: PssScanner,
     marks: MarkReader | None,
+    layout: CgroupLayout,
 ) -> SubjectReport:
     if options.prepare:  # not measured: its own process, outside the run's group
         output = None if options.show_output else subprocess.DEVNULL
@@ -184,6 +186,7 @@ def _one(
         events=events,
         scanner=scanner,
         marks=marks,
+        layout=layout,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -201,13 +204,14 @@ def run_series(
     events = open_events()
     scanner = PssScanner()  # one set of reader threads for every run of the series
     marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
+    layout = detect_layout()  # once per series: the groups' parents do not move between runs
     try:
         for _ in range(options.warmup):
-            _one(command, options, events, scanner, marks)
+            _one(command, options, events, scanner, marks, layout)
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
         while _wants_more(len(runs), time.monotonic() - started, options):
-            runs.append(run_record(_one(command, options, events, scanner, marks)))
+            runs.append(run_record(_one(command, options, events, scanner, marks, layout)))
             if on_run is not None:
                 on_run(command, len(runs), runs[-1])
     finally:
