@@ -24,6 +24,7 @@ from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.measure.mark_fifo import MarkReader
 from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
 from metewand.measure.subject import SubjectReport, run_measured
 
@@ -174,9 +175,14 @@ def _one(
 ) -> SubjectReport:
     if options.prepare:  # not measured: its own process, outside the run's group
         output = None if options.show_output else subprocess.DEVNULL
-        done = subprocess.run(list(options.prepare), check=False, stdout=output, stderr=output)
-        if done.returncode != 0 and not options.ignore_failure:
-            raise CommandFailed(shlex.join(options.prepare), done.returncode)
+        prepare = Process.start(options.prepare, stdin=None, stdout=output, stderr=output)
+        try:
+            code = prepare.reap()
+        finally:
+            prepare.kill()  # only an interrupt gets here with it still running
+            prepare.close()
+        if code != 0 and not options.ignore_failure:
+            raise CommandFailed(shlex.join(options.prepare), code)
     report = run_measured(
         list(command.argv),
         options.backend,
