@@ -16,6 +16,7 @@ import contextlib
 import os
 import select
 import stat
+import sys
 import threading
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from metewand.measure.phases import PhaseClock, counters_of
 SOURCE = "mark_fifo"
 READ_CHUNK = 4096
 MARK_THREAD_NICE = -20
+SWITCH_INTERVAL_S = 0.0001
 
 
 class MarkFifoError(ValueError):
@@ -57,6 +59,7 @@ class MarkReader:
         self._stop_r, self._stop_w = -1, -1
         self._thread: threading.Thread | None = None
         self._pending = b""
+        self._switch_interval: float | None = None
 
     def begin(self, accounting: TreeAccounting) -> None:
         """Open the FIFO, take the start reading and listen (before the subject starts)."""
@@ -66,6 +69,10 @@ class MarkReader:
         self._stop_r, self._stop_w = os.pipe()
         self._fds = [read_fd, keep_open, self._stop_r, self._stop_w]
         self._pending = b""
+        # the thread that reads a mark needs the GIL at once, not after the host telemetry's
+        # /proc scan has held it for the default 5 ms switch interval (restored in close())
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         self.clock.begin()
         self._thread = threading.Thread(target=self._listen, name="metewand-marks", daemon=True)
         self._thread.start()
@@ -120,3 +127,6 @@ class MarkReader:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = []
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
