@@ -11,6 +11,7 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.derived import write_derived
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import (
@@ -166,6 +167,8 @@ def run(**opts: object) -> None:  # fmt: skip
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
+    if not write_derived(result.run_dir, echo):
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
     sys.exit(_outcome(result.run_dir, fail_on, echo))
 
 

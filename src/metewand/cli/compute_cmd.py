@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
+from metewand.cli.derived import write_derived
 from metewand.cli.rundirs import resolve_run_dir
 
 DEFAULT_MANIFEST = "metewand.toml"
@@ -198,6 +199,8 @@ def run(
             raise
         click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
                    "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
+    if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
         _print_case_table(summary.rows)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metewand.compare.rundir import RunData
+from metewand.compare.suite_registry import suite_kind
 
 BROWSER_OK = frozenset({"pass"})
 
@@ -21,14 +22,14 @@ def _counted(counts: Counter[str]) -> str:
     return ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
 
 
-def failed_attempts(rows: Sequence[Mapping[str, Any]], kind: str) -> str | None:
-    if kind == "browser":
-        statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
-        if not statuses:
-            return None
-        return (
-            f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
-        )
+def browser_failed_attempts(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
+    if not statuses:
+        return None
+    return f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
+
+
+def compute_failed_attempts(rows: Sequence[Mapping[str, Any]]) -> str | None:
     codes = Counter(str(r.get("code") or "unknown") for r in rows if r.get("status") == "failed")
     if not codes:
         return None
@@ -56,7 +57,7 @@ def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None
     """``resource_summary``: a regenerated summary (e.g. with another baseline) instead of the
     run's own resource_summary.json."""
     found = (
-        failed_attempts(run.rows, run.kind),
+        suite_kind(run.kind).failed_attempts(run.rows),
         host_gate(run.host_summary),
         eligibility(resource_summary or run.resource_summary),
     )

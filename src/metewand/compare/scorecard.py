@@ -80,6 +80,7 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
 
 
 def scorecard_md(scores: Mapping[str, Any]) -> str:
-    if scores.get("suite") == "browser":
-        return browser_scorecard(scores)
-    return compute_scorecard(scores)
+    """The scorecard of the suite that wrote ``scores`` (its ``suite`` field)."""
+    from metewand.compare.suite_registry import suite_kind  # its registration imports this module
+
+    return suite_kind(str(scores.get("suite"))).scorecard_of(scores)
