@@ -27,7 +27,9 @@ from foreign_helpers import (
     named_pids,
     samples,
 )
-from metewand.compare.resource_artifacts import finalize_resource_artifacts
+from metewand.compare.generate import generate
+from metewand.compare.report_resources import resource_context
+from metewand.compare.rundir import load_run
 
 pytestmark = pytest.mark.slow
 INTERVAL = "0.5"
@@ -129,7 +131,9 @@ def test_burner_during_browser_run_trips_gate_and_comparison_is_ineligible(
         run_dir = _browser_run(tmp_path, "burned", watch)
     _assert_burner_trips(run_dir, hog.pid)
     assert_own_never_foreign(samples(run_dir), watch.pids)
-    summary = finalize_resource_artifacts(run_dir, resamples=20)
+    generate(run_dir, ["json"])  # the derived files, as the CLI writes them after a run
+    summary = resource_context(load_run(run_dir)).summary
+    assert summary is not None
     host_gate = next(c for c in summary["eligibility_conditions"] if c["id"] == "host_gate")
     assert not host_gate["passed"] and "foreign_cpu_load" in host_gate["reason"]
     assert summary["resource_comparison_eligible"] is False

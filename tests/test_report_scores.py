@@ -7,9 +7,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
+import synthetic_runs as synthetic
 from metewand import canonical
 from metewand.cli.main import cli
-from metewand.compare import synthetic
 from metewand.compare.scorecard import scorecard_md
 from metewand.compare.scores import browser_scores, compute_scores, scores_bytes
 
