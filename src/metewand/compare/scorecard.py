@@ -77,10 +77,3 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
     if scores.get("cases"):
         lines += ["", *cases_markdown(scores["cases"])]
     return "\n".join(lines) + "\n"
-
-
-def scorecard_md(scores: Mapping[str, Any]) -> str:
-    """The scorecard of the suite that wrote ``scores`` (its ``suite`` field)."""
-    from metewand.compare.suite_registry import suite_kind  # its registration imports this module
-
-    return suite_kind(str(scores.get("suite"))).scorecard_of(scores)
