@@ -1,10 +1,10 @@
 """The layer rule of ARCHITECTURE.md, checked on every import statement in src/metewand.
 
 cli > compare > suites > runtime > measure: a module imports only from its own layer or the
-layers below it. ``metewand.canonical`` (the JSON canonicaliser) and ``metewand.worker`` (the
-worker SDK, loaded inside every worker) sit below every layer; the package's own __init__ is the
-public facade. The two suites never import each
-other. Imports inside functions count too: a lazy import is still a dependency.
+layers below it. ``metewand.canonical`` (the JSON canonicaliser), ``metewand.errors`` (the
+exception base and exit codes) and ``metewand.worker`` (the worker SDK, loaded inside every
+worker) sit below every layer; the package's own __init__ is the public facade. The two suites
+never import each other. Imports inside functions count too: a lazy import is still a dependency.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ RANKS = {
     "runtime": 1,
     "measure": 0,
     "canonical": -1,
+    "errors": -1,
     "worker": -1,
     "": -1,  # ``from metewand import __version__``: the bare package, cheap to import
 }
@@ -34,6 +35,10 @@ RANKS = {
 # an importer it sits on top, while importing it (for __version__) is allowed everywhere.
 FACADE_RANK = 4
 SIBLING_SUITES = ("suites.compute", "suites.browser")
+# the bottom modules and what each may import: the worker SDK starts inside every worker, so it
+# takes canonical only; canonical raises the shared error base
+BOTTOM_IMPORTS = {"canonical": ("errors",), "errors": (), "worker": ("canonical",)}
+BOTTOM = tuple(BOTTOM_IMPORTS)
 
 
 def _dotted(path: Path) -> str:
@@ -92,7 +97,7 @@ def violations() -> list[str]:
                 found.append(f"{where} (upward: {here} -> {there})")
             elif {here, there} == set(SIBLING_SUITES):
                 found.append(f"{where} (the suites never import each other)")
-            elif here in ("canonical", "worker") and there not in ("canonical", ""):
+            elif here in BOTTOM and there not in (*BOTTOM_IMPORTS[here], ""):
                 found.append(f"{where} ({here} sits below every layer)")
     return found
 

@@ -204,7 +204,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
     try:
         plan = build_plan(config)
     except PlanError as exc:
-        preflight.refuse(echo, exc.lines, exit_codes.INVALID_INPUT)
+        preflight.refuse(echo, exc.lines, exc.exit_code)
     preflight.check_engines(plan, bool(opts["allow_missing_engines"]), echo)
     if baseline_dir is not None:
         preflight.check_baseline(plan, baseline_dir, echo)

@@ -57,7 +57,7 @@ def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any,
     except ManifestError as exc:
         for line in exc.errors:
             click.echo(f"error: {line}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
 
 
 @click.command(epilog=PLAN_EXAMPLES)
@@ -91,7 +91,7 @@ def _resumed_manifest(run_dir: Path) -> str:
         path = RunView(run_dir).manifest["data"].get("manifest_path")
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     if not isinstance(path, str):
         click.echo(f"error: {run_dir} is not a compute run (no manifest_path)", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
@@ -190,7 +190,7 @@ def run(
         summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)

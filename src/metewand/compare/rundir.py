@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import InvalidInput
 from metewand.runtime.store import StoreError, read_results
 
 MANIFEST = "run_manifest.json"
@@ -22,7 +23,7 @@ COLD_START = "cold_start.jsonl"
 RESOURCE_SUMMARY = "resource_summary.json"
 
 
-class RunDirError(ValueError):
+class RunDirError(InvalidInput, ValueError):
     """The directory is not a readable run (missing manifest or results)."""
 
 

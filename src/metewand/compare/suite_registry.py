@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from metewand.errors import InvalidInput
+
 if TYPE_CHECKING:  # imported for annotations only: the registry must stay cheap to import
     from metewand.compare.report_resources import ResourceContext
     from metewand.compare.rundir import RunData
@@ -22,7 +24,7 @@ Rows = list[dict[str, Any]]
 Section = tuple[str, str, str]  # (anchor id, navigation title, HTML)
 
 
-class CompareError(ValueError):
+class CompareError(InvalidInput, ValueError):
     """The two runs cannot be compared (different suites, unknown metric, unknown suite)."""
 
 

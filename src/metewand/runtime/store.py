@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import InvalidInput
 
 MANIFEST_NAME = "run_manifest.json"
 RESULTS_NAME = "results.jsonl"
@@ -50,7 +51,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+@-]*$")
 
 
-class StoreError(RuntimeError):
+class StoreError(InvalidInput, RuntimeError):
     """The run directory cannot be used as asked."""
 
 
