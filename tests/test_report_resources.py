@@ -42,7 +42,7 @@ def test_report_runs_calibration_eligibility_and_paired_ratios(tmp_path: Path) -
     shutil.copytree(on, twin)
     for name in ("resource_summary.json", "resource-card.md"):
         (twin / name).unlink()
-    generate(twin, ["json"], off, reference_engine="chrome")
+    generate(twin, ["json"], baseline=off, reference_engine="chrome")
     for name in ("resource_summary.json", "resource-card.md"):
         assert (on / name).read_bytes() == (twin / name).read_bytes(), name
 
