@@ -149,3 +149,18 @@ def test_allowed_imports_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(sys.modules[__name__], "SRC", tmp_path / "src")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "src" / "metewand")
     assert violations() == []
+
+
+def test_compare_does_not_branch_on_the_suite_name() -> None:
+    """Suite differences live in compare.suite_registry; no ``kind == "browser"`` anywhere else."""
+    names = {"browser", "compute"}
+    found = []
+    for path in sorted((PACKAGE / "compare").rglob("*.py")):
+        if path.name in ("compare_suites.py", "rundir.py"):  # registrations; reading a run's kind
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                parts = [node.left, *node.comparators]
+                if any(isinstance(p, ast.Constant) and p.value in names for p in parts):
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []
