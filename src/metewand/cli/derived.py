@@ -9,12 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from metewand import canonical
-
 
 def write_derived(run_dir: Path | str, echo: Callable[[str], None]) -> bool:
     """Write the files the run's suite derives at the end of a run; False (said) if they could
     not be written: the rows are safe and ``metewand report RUN`` writes them again."""
+    from metewand import canonical  # here, not at import: `metewand run --help` stays light
     from metewand.compare.generate import write_after_run
     from metewand.compare.rundir import RunDirError
 
