@@ -47,8 +47,8 @@ def test_documented_exit_codes_are_unchanged() -> None:
 def test_the_classes_commands_map_carry_their_codes() -> None:
     classes = _exception_classes()
     invalid_input = ("suites.compute.manifest.ManifestError", "suites.browser.run_plan.PlanError",
-                     "runtime.store.StoreError", "runtime.store.RunExistsError",
-                     "compare.rundir.RunDirError", "compare.suite_registry.CompareError",
+                     "runtime.rundir.StoreError", "runtime.store.RunExistsError",
+                     "runtime.rundir.RunDirError", "compare.suite_registry.CompareError",
                      "suites.browser.engines.UnknownEngine", "canonical.CanonicalJSONError")  # fmt: skip
     for name in invalid_input:
         assert classes[f"metewand.{name}"].exit_code == 2, name

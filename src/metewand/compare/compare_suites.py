@@ -20,6 +20,7 @@ from metewand.compare.rundir import RunData
 from metewand.compare.scorecard import browser_scorecard, compute_scorecard
 from metewand.compare.scores import browser_scores, compute_scores
 from metewand.compare.suite_registry import Group, Section, SuiteKind, register
+from metewand.runtime import rundir
 
 if TYPE_CHECKING:
     from metewand.compare.report_resources import ResourceContext
@@ -115,7 +116,7 @@ def _compute_sections(
 
 def _compute_csv_files(scores: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     """cases.csv: one line per case x implementation x metric."""
-    return {"cases_csv": ("cases.csv", cases_csv(scores["cases"]))}
+    return {"cases_csv": (rundir.CASES_CSV, cases_csv(scores["cases"]))}
 
 
 register(
