@@ -12,8 +12,9 @@ from fair_runs import cold_start_rows, manifest, rows
 from metewand import canonical
 from metewand.compare.generate import generate
 from metewand.compare.report_resources import resource_context
-from metewand.compare.rundir import load_run, read_jsonl
+from metewand.compare.rundir import load_run
 from metewand.measure.host import HostTelemetry
+from metewand.runtime.rundir import read_jsonl
 from metewand.runtime.store import RunStore, write_json_atomic
 
 
@@ -51,7 +52,7 @@ def test_finalize_writes_valid_reproducible_artifacts(tmp_path: Path) -> None:
     assert on_disk == canonical.loads(canonical.dumps(summary))
     validate("abb_resource_summary/1", on_disk)
     validate("abb_host_summary/1", canonical.loads((run_b / "host_summary.json").read_bytes()))
-    for sample in read_jsonl(run_b / "host_telemetry.jsonl")[0]:
+    for sample in read_jsonl(run_b / "host_telemetry.jsonl").rows:
         validate("abb_host_telemetry/1", sample)
     for row in rows()[:5]:
         validate("metewand_engine_resources/1", row["resource"])  # synthetic rows: forms
