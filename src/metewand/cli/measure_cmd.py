@@ -122,7 +122,7 @@ def _single_run(
         sys.exit(exc.exit_code)
     except AccountingUnavailable as exc:
         click.echo(f"metewand measure: backend unavailable: {exc}", err=True)
-        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the subject was killed, its groups removed
         click.echo("metewand measure: interrupted; the command was killed", err=True)
         sys.exit(exit_codes.INTERRUPTED)
@@ -156,7 +156,7 @@ def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], 
         sys.exit(exc.exit_code)
     except AccountingUnavailable as exc:
         click.echo(f"metewand measure: backend unavailable: {exc}", err=True)
-        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:  # the run in flight was killed and its groups removed
         click.echo("metewand measure: interrupted; the command in flight was killed", err=True)
         sys.exit(exit_codes.INTERRUPTED)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from metewand.errors import MetewandError
 from metewand.measure.host import take_sample
 from metewand.measure.host_gate import evaluate_gate
 from metewand.measure.proc_events import ProcEvents, open_events
@@ -40,7 +41,7 @@ HOST_SAMPLE_EVERY_NS = 1_000_000_000
 SWITCH_INTERVAL_S = 0.0001
 
 
-class CommandFailed(RuntimeError):
+class CommandFailed(MetewandError, RuntimeError):
     """A measured command exited non-zero (and failures were not to be ignored)."""
 
     def __init__(self, command: str, status: int) -> None:
