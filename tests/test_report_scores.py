@@ -7,10 +7,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
+import synthetic_runs as synthetic
 from metewand import canonical
 from metewand.cli.main import cli
-from metewand.compare import synthetic
-from metewand.compare.scorecard import scorecard_md
+from metewand.compare.scorecard import browser_scorecard, compute_scorecard
 from metewand.compare.scores import browser_scores, compute_scores, scores_bytes
 
 
@@ -49,7 +49,7 @@ def test_all_k_rule_and_counts() -> None:
     assert moli["attempts"]["total"] == 0 and moli["attempts"]["rate"] is None
     lp = scores["by_engine_subset"]["lightpanda"]["l2.web"]
     assert lp["attempts"]["by_status"]["unsupported"] == 1 and lp["tasks"]["passed"] == 0
-    card = scorecard_md(scores)
+    card = browser_scorecard(scores)
     assert "33.3% (1/3)" in card and "unavailable (no attempts)" in card
 
 
@@ -117,7 +117,7 @@ def test_compute_outcome_counts_are_per_case_and_implementation(tmp_path: Path) 
             per_case[name] = per_case.get(name, 0) + block["attempts"]
     # the cases partition the run: their counts add up to the whole, none counted twice
     assert per_case == {n: b["total"] for n, b in scores["by_implementation"].items()}
-    card = scorecard_md(scores)
+    card = compute_scorecard(scores)
     assert "## Outcomes per case × implementation" in card and "all cases" not in card
     outcome_lines = card.split("## Outcomes per case × implementation")[1].split("\n\n")[1]
     assert len(outcome_lines.splitlines()) == 2 + 3 * 2  # header, rule, 3 cases x 2 impls

@@ -117,13 +117,13 @@ def _failures_to_exit(in_flight: str) -> Iterator[None]:
     try:
         yield
     except CommandFailed as exc:
-        _fail(str(exc), exit_codes.BENCHMARK_FAILURES)
+        _fail(str(exc), exc.exit_code)
     except SubjectStartError as exc:
         _fail(str(exc), exc.exit_code)
     except AccountingUnavailable as exc:
-        _fail(f"backend unavailable: {exc}", exit_codes.ENVIRONMENT_MISSING)
+        _fail(f"backend unavailable: {exc}", exc.exit_code)
     except MarkFifoError as exc:
-        _fail(f"--mark-fifo {exc}", exit_codes.INVALID_INPUT)
+        _fail(f"--mark-fifo {exc}", exc.exit_code)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the subject was killed, its groups removed
         _fail(f"interrupted; {in_flight} was killed", exit_codes.INTERRUPTED)
 
@@ -452,7 +452,7 @@ def _prepare_fifo(path: str | None) -> bool:
     try:
         return ensure_fifo(path)
     except MarkFifoError as exc:
-        _fail(f"--mark-fifo {exc}", exit_codes.INVALID_INPUT)
+        _fail(f"--mark-fifo {exc}", exc.exit_code)
 
 
 def _remove(path: str | None) -> None:

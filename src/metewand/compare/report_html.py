@@ -24,16 +24,10 @@ from metewand.compare.case_text import (
 from metewand.compare.cases import TIME_METRIC
 from metewand.compare.fmt import unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
-from metewand.compare.report_browser import browser_sections
-from metewand.compare.report_resources import (
-    ResourceContext,
-    calibration_section,
-    eligibility_section,
-    paired_section,
-    resource_context,
-)
+from metewand.compare.report_resources import ResourceContext, resource_context
 from metewand.compare.run_warnings import run_warnings
 from metewand.compare.rundir import RunData
+from metewand.compare.suite_registry import suite_kind
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
 FOREIGN_SERIES = "foreign CPU (cores)"
@@ -136,15 +130,7 @@ def host_section(run: RunData) -> str:
 
 
 def comparability_sections(run: RunData, ctx: ResourceContext) -> list[tuple[str, str, str]]:
-    host = [("host", "Host", host_section(run))]
-    if run.kind != "browser":  # engine comparison sections have nothing to say about compute
-        return host
-    return [
-        *host,
-        ("paired", "Ratios", paired_section(ctx)),
-        ("calibration", "Calibration", calibration_section(ctx)),
-        ("eligibility", "Eligibility", eligibility_section(ctx)),
-    ]
+    return [("host", "Host", host_section(run)), *suite_kind(run.kind).resource_sections(ctx)]
 
 
 def provenance_section(run: RunData) -> str:
@@ -297,12 +283,7 @@ def render_report(
 ) -> str:
     """The whole page as a string (write it with UTF-8)."""
     ctx = ctx or resource_context(run)
-    if run.kind == "browser":
-        from metewand.compare.columns import browser_columns
-
-        parts = browser_sections(run, scores, browser_columns(run.rows), ctx.intersection)
-    else:
-        parts = compute_sections(run, scores)
+    parts = suite_kind(run.kind).report_sections(run, scores, ctx)
     parts += comparability_sections(run, ctx)
     parts.append(("provenance", "Provenance", provenance_section(run)))
     intro = paragraph(

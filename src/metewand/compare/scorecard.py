@@ -71,9 +71,3 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
         lines += _table(list(OUTCOME_HEADER), rows)
         lines += ["", *cases_markdown(scores["cases"])]
     return "\n".join(lines) + "\n"
-
-
-def scorecard_md(scores: Mapping[str, Any]) -> str:
-    if scores.get("suite") == "browser":
-        return browser_scorecard(scores)
-    return compute_scorecard(scores)

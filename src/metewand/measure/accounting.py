@@ -12,6 +12,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metewand.errors import EnvironmentMissing
 from metewand.measure import procfs
 from metewand.measure.cgroups import (
     CgroupLayout,
@@ -26,7 +27,7 @@ from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, p
 BACKENDS = ("cgroup2", "cgroup1", "proc")
 
 
-class AccountingUnavailable(RuntimeError):
+class AccountingUnavailable(EnvironmentMissing, RuntimeError):
     """The requested backend cannot be used here; ``reason`` says why."""
 
     def __init__(self, backend: str, reason: str) -> None:

@@ -20,6 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
+from metewand.errors import InvalidInput
 from metewand.measure.accounting import TreeAccounting
 from metewand.measure.phases import PhaseClock, counters_of
 
@@ -29,8 +30,8 @@ MARK_THREAD_NICE = -20
 SWITCH_INTERVAL_S = 0.0001
 
 
-class MarkFifoError(ValueError):
-    """PATH exists and is not a FIFO, or cannot be made one."""
+class MarkFifoError(InvalidInput, ValueError):
+    """PATH exists and is not a FIFO, or cannot be made one (exit 2: nothing was run)."""
 
 
 def ensure_fifo(path: str | os.PathLike[str]) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from metewand.errors import MetewandError
 from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
@@ -43,7 +44,7 @@ RUN_FIELDS = (
 SWITCH_INTERVAL_S = 0.0001
 
 
-class CommandFailed(RuntimeError):
+class CommandFailed(MetewandError, RuntimeError):
     """A measured command exited non-zero (and failures were not to be ignored)."""
 
     def __init__(self, command: str, status: int) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from metewand.errors import MetewandError
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
@@ -37,7 +38,7 @@ MEASUREMENT_FIELDS = (
 )
 
 
-class SubjectStartError(RuntimeError):
+class SubjectStartError(MetewandError, RuntimeError):
     """The command could not be started (not found, not executable, ...)."""
 
     def __init__(self, argv: Sequence[str], error: OSError) -> None:
