@@ -11,14 +11,19 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from metewand.errors import MetewandError
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+
+if TYPE_CHECKING:
+    from metewand.measure.cgroups import CgroupLayout
+    from metewand.measure.mark_fifo import MarkReader
 
 MEASUREMENT_FIELDS = (
     "wall_time_ns",
@@ -33,7 +38,7 @@ MEASUREMENT_FIELDS = (
 )
 
 
-class SubjectStartError(RuntimeError):
+class SubjectStartError(MetewandError, RuntimeError):
     """The command could not be started (not found, not executable, ...)."""
 
     def __init__(self, argv: Sequence[str], error: OSError) -> None:
@@ -56,6 +61,7 @@ class SubjectReport:
     sampler: SamplerSummary
     root_pid: int
     samples: list[dict[str, Any]] = field(default_factory=list)
+    phases: dict[str, Any] | None = None  # metewand_phases/1 when the run was marked
 
     @property
     def shell_exit_status(self) -> int:
@@ -93,6 +99,8 @@ class SubjectReport:
                 )
             },
         )
+        if self.phases is not None:
+            out["phases"] = self.phases
         return out
 
 
@@ -178,23 +186,30 @@ def run_measured(
     discard_output: bool = False,
     events: ProcEvents | None = None,
     scanner: PssScanner | None = None,
+    marks: MarkReader | None = None,
+    layout: CgroupLayout | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
     ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
     ``events``: a proc-connector subscription to reuse (repeated runs); without one, a
     subscription is opened for this run where the host allows it. ``scanner``: a PSS scanner
-    (and its reader threads) to reuse across runs.
+    (and its reader threads) to reuse across runs. ``marks``: phase marks the command writes
+    (``measure.mark_fifo``), read against this run's group; the report then has ``phases``.
+    ``layout``: the cgroup layout detected once for repeated runs (~0.4 ms a detection here).
     """
     if not argv:
         raise ValueError("empty command")
     own_events = events is None
     if own_events:
         events = open_events()
-    accounting = open_accounting(backend, label=os.path.basename(argv[0]))
+    accounting = open_accounting(backend, label=os.path.basename(argv[0]), layout=layout)
     proc: Process | None = None
     sampler: Sampler | None = None
+    phases = None
     try:
+        if marks is not None:
+            marks.begin(accounting)  # the start reading: the fresh group, before the command
         with _terminate_as_interrupt():
             watched = events is None
             output = subprocess.DEVNULL if discard_output else None
@@ -209,6 +224,8 @@ def run_measured(
         if span is not None:  # the kernel's own exec and exit times: the tightest bound
             wall, wall_source = span[1] - span[0], "proc_connector"
         summary = sampler.stop(end_scan=False)
+        if marks is not None:
+            phases = marks.finish(proc.exec_ns, proc.exec_ns + wall)
         cpu, memory = accounting.cpu(), accounting.memory()
         code = proc.reap()
         proc.close()
@@ -216,6 +233,8 @@ def run_measured(
         _abandon(accounting, proc, sampler)
         raise
     finally:
+        if marks is not None:
+            marks.close()
         accounting.close()  # kills whatever is still in the groups, then removes them
         if own_events and events is not None:
             events.close()
@@ -243,4 +262,5 @@ def run_measured(
         sampler=summary,
         root_pid=proc.pid,
         samples=summary.samples,
+        phases=phases,
     )

@@ -27,6 +27,7 @@ from typing import IO, Any, Final
 
 import aiohttp
 
+from metewand.errors import MetewandError
 from metewand.measure.process import Process
 from metewand.suites.browser import private_dirs, proc_session
 from metewand.suites.browser.binary_identity import binary_sha256, version_output
@@ -53,7 +54,7 @@ PreexecFn = Callable[[], None]
 OnSpawn = Callable[["EngineProcess"], None]
 
 
-class EngineLaunchError(RuntimeError):
+class EngineLaunchError(MetewandError, RuntimeError):
     """The engine exited or never became ready; ``detail`` holds the stderr tail."""
 
     def __init__(self, message: str, detail: str = "") -> None:
