@@ -48,11 +48,13 @@ def open_store(
     data: dict[str, Any] | Callable[[], dict[str, Any]],
     top_level: dict[str, Any] | None = None,
     check_resume: Callable[[RunView], None] | None = None,
+    on_open: Callable[[RunStore], None] | None = None,
 ) -> RunStore:
     """A new run (``data``: its manifest data, or what makes it) or the resumed ``resume``.
 
     A resume is checked on a read-only view first, so a refused one leaves the run directory as
-    it was (no ``resumed_at``, no state change, no torn-tail repair)."""
+    it was (no ``resumed_at``, no state change, no torn-tail repair). ``on_open`` sees the
+    store once this process holds it, before the sweep (the browser suite's engine leftovers)."""
     if resume is not None:
         run_dir = Path(resume)
         if check_resume is not None:
@@ -61,6 +63,8 @@ def open_store(
     else:
         manifest_data = data() if callable(data) else data
         store = RunStore.create(out_dir, run_id, manifest_data, top_level)
+    if on_open is not None:
+        on_open(store)
     sweep(store.run_dir)  # what a killed session left behind: workers, engines, groups
     return store
 
@@ -109,6 +113,7 @@ class Run:
             try:
                 if self.host is not None:
                     self.host.start()
+                suite.prepare()
                 progress.start()
                 try:
                     executor.run(suite, units, sink)

@@ -7,6 +7,8 @@ A suite is three things to the runtime:
   a browser round (one task-attempt on every engine, in the balanced order) or a compute
   repetition group (one case's implementations for one repetition). Pairing lives inside a unit,
   so every ratio compares attempts that ran on the same host, one after the other.
+- ``prepare()``: once per run, before any slot opens, where the run is (the browser suite's
+  cold-start samples).
 - ``open_slot(slot)``: what a unit needs to run (an engine pool and a fixture server, a reused
   implementation worker), opened once per slot and reused by many units; closed when the
   executor is done with the slot.
@@ -77,6 +79,8 @@ class Suite(Protocol):
     kind: str
 
     def units(self) -> Iterable[Unit]: ...
+
+    def prepare(self) -> None: ...
 
     def open_slot(self, slot_id: str) -> Slot: ...
 

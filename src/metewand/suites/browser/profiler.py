@@ -31,7 +31,6 @@ from metewand.runtime.resource_record import (
     engine_resources_record,
     peer_sample_line,
 )
-from metewand.runtime.store import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
@@ -121,7 +120,9 @@ class ResourceProfiler(RunHooks):
         self._host: HostTelemetry | None = None
 
     # -- host telemetry -------------------------------------------------------------------
-    def start_host(self, root_pid: int) -> None:
+    def host_telemetry(self, root_pid: int) -> HostTelemetry | None:
+        """The run's host telemetry (started and stopped by the run), when asked for; the
+        profiler keeps it to subtract its sampler's own CPU from the harness scope."""
         if self.options.host_telemetry:
             sink = self.run_dir / "host_telemetry.jsonl"
             self._host = HostTelemetry(
@@ -131,7 +132,7 @@ class ResourceProfiler(RunHooks):
                 GateThresholds(foreign_cpu_max_cores=self.options.host_foreign_cpu_max),
                 member_pids=self._group_members,
             )
-            self._host.start()
+        return self._host
 
     def _host_cpu_ns(self) -> int:
         return self._host.sampler_cpu_ns if self._host is not None else 0
@@ -145,11 +146,6 @@ class ResourceProfiler(RunHooks):
             with contextlib.suppress(OSError):
                 members.extend(group.pids())
         return members
-
-    def stop_host(self) -> None:
-        if self._host is not None:
-            write_json_atomic(self.run_dir / "host_summary.json", self._host.stop())
-            self._host = None
 
     # -- warm attempts ----------------------------------------------------------------------
     def _group(self, worker: int, engine: str) -> TreeAccounting | None:

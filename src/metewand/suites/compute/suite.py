@@ -95,6 +95,9 @@ class ComputeSuite:
                 units.append(Unit(todo, {"unit": index}))
         return units
 
+    def prepare(self) -> None:
+        pass  # datasets and builds are made on first use, inside the attempts' units
+
     def open_slot(self, slot_id: str) -> ComputeSlot:
         return ComputeSlot(slot_id)
 
