@@ -24,6 +24,7 @@ comparison holds, 1 when one differs (each difference is printed), 2 on bad argu
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import subprocess
@@ -40,11 +41,18 @@ REPORT_FORMATS = "md,json,csv"
 MEASURED_KEY = re.compile(
     r"(_ns|_ms|_s|_bytes|_kib|_kb|_pct|_ratio|time|wall|cpu|rss|pss|duration|elapsed|pid|"
     r"port|generation|seed_offset|samples|count_over|sample|load|avg|max|min|median|mean|"
-    r"p\d+|ci|bytes|ticks|_at|uptime|swap|mem|pressure|foreign|width|ms$)",
+    r"p\d+|ci|bytes|ticks|_at|uptime|swap|mem|pressure|foreign|width|ms$|"
+    # CDP commands an attempt sent: wait steps poll, so the count follows timing (two runs of
+    # the same code differ by one on ~15% of the built-in suite's rows)
+    r"cdp\.commands|cdp_call_count|cdp\.events|^commands$|^events$)",
     re.IGNORECASE,
 )
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
-HEX = re.compile(r"\b[0-9a-f]{12,64}\b")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# private temporary dirs (an engine's profile) and ports are drawn anew by every launch
+TEMP_DIR = re.compile(r"/tmp/metewand-[\w-]+?-[a-z0-9_]{8}\b")
+PORT = re.compile(r"(127\.0\.0\.1|localhost|port[= ])[:=]?\d+")
+HEX = re.compile(r"\b([0-9a-f]{12,64}|[0-9A-F]{16,64})\b")
 # identities in attempt keys (``integers@7aa3f6f092``) hash the source tree, so they differ
 # between two versions of metewand, and with them the seeded execution order
 KEY_ID = re.compile(r"@[0-9a-f]{10}\b")
@@ -62,10 +70,20 @@ HOST_NOISE = (
 )
 
 
+RUN_ID_KEY = "<run_id>"
+
+
 def _text(value: str, names: dict[str, str]) -> str:
+    run_id = names[RUN_ID_KEY]
     for raw, mask in names.items():
-        value = value.replace(raw, mask)
+        if raw != RUN_ID_KEY:
+            value = value.replace(raw, mask)
+    value = re.sub(rf"(?<=/){re.escape(run_id)}(?=/|$)|(?<=^# Scorecard: run ){re.escape(run_id)}$",
+                   RUN_ID_KEY, value)  # fmt: skip
     value = TIMESTAMP.sub("<time>", value)
+    value = UUID.sub("<uuid>", value)
+    value = TEMP_DIR.sub("<tmp>", value)
+    value = PORT.sub(lambda m: f"{m.group(1)}<port>", value)
     value = HEX.sub("<hex>", value)
     value = KEY_ID.sub("@<id>", value)
     for pattern, mask in HOST_NOISE:
@@ -76,6 +94,8 @@ def _text(value: str, names: dict[str, str]) -> str:
 
 
 def _data(value: Any, names: dict[str, str], key: str = "") -> Any:
+    if key == "run_id" and value == names[RUN_ID_KEY]:
+        return RUN_ID_KEY
     if key in HOST_NOISE_KEYS:
         return "<host noise>"
     if isinstance(value, dict):
@@ -96,10 +116,30 @@ def _data(value: Any, names: dict[str, str], key: str = "") -> Any:
 def normalised(path: Path, names: dict[str, str]) -> Any:
     if path.suffix == ".json":
         return _data(json.loads(path.read_bytes()), names)
-    lines = [_text(line, names) for line in path.read_text().splitlines()]
-    if path.suffix == ".csv":  # one line per row, in execution order (seeded by the ids)
-        return lines[:1] + sorted(lines[1:])
-    return lines
+    if path.suffix == ".csv":
+        return _csv(path, names)
+    return [_text(line, names) for line in path.read_text().splitlines()]
+
+
+def _cell(column: str, measured: bool, cell: str, names: dict[str, str]) -> str:
+    if measured and cell:
+        return "<num>"
+    if column.endswith("run_id") and cell == names[RUN_ID_KEY]:
+        return RUN_ID_KEY
+    return _text(cell, names)
+
+
+def _csv(path: Path, names: dict[str, str]) -> list[list[str]]:
+    """Header, then the rows sorted (their place follows the seeded order, which hashes the
+    source tree); a column named for a measurement is masked."""
+    with open(path, newline="") as fh:
+        header, *rows = list(csv.reader(fh))
+    measured = [bool(MEASURED_KEY.search(column)) for column in header]
+    masked = [
+        [_cell(col, m, cell, names) for col, m, cell in zip(header, measured, row, strict=False)]
+        for row in rows
+    ]
+    return [header, *sorted(masked)]
 
 
 def _report(run_dir: Path, out: Path) -> None:
@@ -132,9 +172,11 @@ def _listing(run_dir: Path) -> list[str]:
 
 
 def _names(run_dir: Path) -> dict[str, str]:
+    """The run's directory (as a substring) and its id: a short id (``before``) can also be an
+    ordinary word, so it is masked where it stands alone as a value, a path part or a title."""
     manifest = json.loads((run_dir / "run_manifest.json").read_bytes())
     return {str(run_dir.resolve()): "<run_dir>", str(run_dir): "<run_dir>",
-            str(manifest["run_id"]): "<run_id>"}  # fmt: skip
+            RUN_ID_KEY: str(manifest["run_id"])}  # fmt: skip
 
 
 def compare(before: Path, after: Path, scratch: Path) -> list[str]:
