@@ -44,7 +44,9 @@ MEASURED_KEY = re.compile(
     r"p\d+|ci|bytes|ticks|_at|uptime|swap|mem|pressure|foreign|width|ms$|"
     # CDP commands an attempt sent: wait steps poll, so the count follows timing (two runs of
     # the same code differ by one on ~15% of the built-in suite's rows)
-    r"cdp\.commands|cdp_call_count|cdp\.events|^commands$|^events$)",
+    r"cdp\.commands|cdp_call_count|cdp\.events|^commands$|^events$|"
+    # a measurement form's value, and the engine's process counts (helpers come and go)
+    r"^value$|process_count|processes)",
     re.IGNORECASE,
 )
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
@@ -67,6 +69,8 @@ LONG_INT = re.compile(r"(?<![\w.@/-])-?\d{4,}(?![\w.])")
 HOST_NOISE = (
     (re.compile(r"for \d+ consecutive samples"), "for <n> consecutive samples"),
     (re.compile(r"top foreign while over: [^|\n\"]*"), "top foreign while over: <processes>"),
+    # which calibration limits a measured overhead crossed follows the measurement
+    (re.compile(r"calibration failed: [^|\n\"]*"), "calibration failed: <limits crossed>"),
 )
 
 
@@ -78,7 +82,8 @@ def _text(value: str, names: dict[str, str]) -> str:
     for raw, mask in names.items():
         if raw != RUN_ID_KEY:
             value = value.replace(raw, mask)
-    value = re.sub(rf"(?<=/){re.escape(run_id)}(?=/|$)|(?<=^# Scorecard: run ){re.escape(run_id)}$",
+    value = re.sub(rf"(?<=/){re.escape(run_id)}(?=/|$)|(?<=^# Scorecard: run ){re.escape(run_id)}$"
+                   rf"|(?<=^# Resource card: ){re.escape(run_id)}$",
                    RUN_ID_KEY, value)  # fmt: skip
     value = TIMESTAMP.sub("<time>", value)
     value = UUID.sub("<uuid>", value)
