@@ -45,8 +45,9 @@ MEASURED_KEY = re.compile(
     # CDP commands an attempt sent: wait steps poll, so the count follows timing (two runs of
     # the same code differ by one on ~15% of the built-in suite's rows)
     r"cdp\.commands|cdp_call_count|cdp\.events|^commands$|^events$|"
-    # a measurement form's value, and the engine's process counts (helpers come and go)
-    r"^value$|process_count|processes)",
+    # a measurement form's value, the engine's process counts (helpers come and go), and how
+    # often the settle wait looked at the engine before it was quiet
+    r"^value$|process_count|processes|looks)",
     re.IGNORECASE,
 )
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
