@@ -161,8 +161,7 @@ def run(**opts: object) -> None:  # fmt: skip
         config, plan = _checked_plan(opts, out_dir, echo)
     result = run_browser(
         config, out_dir, opts["run_id"],  # type: ignore[arg-type]
-        resume, reporter_factory(mode), echo,
-        hooks=_hooks(config, opts), plan=plan,  # type: ignore[arg-type]
+        resume, reporter_factory(mode), echo, plan=plan,
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
@@ -256,11 +255,6 @@ def _config(opts: dict[str, object]) -> RunConfig:
         timeout_scale=float(opts["timeout_scale"]),  # type: ignore[arg-type]
         resource=resource,
     )
-
-
-def _hooks(config: RunConfig | None, opts: dict[str, object]) -> object:
-    """Resource profiling hooks when asked for (none for a plain functional run)."""
-    return None
 
 
 @browser.command(name="list")

@@ -272,10 +272,11 @@ class ResourceProfiler(RunHooks):
         self._groups.clear()
 
     # -- cold start -------------------------------------------------------------------------
-    async def cold_starts(self, engines: dict[str, ResolvedEngine], sha: dict[str, str]) -> None:
+    async def cold_starts(self, engines: dict[str, ResolvedEngine]) -> None:
         """``--cold-start-samples`` launches per engine outside the warm loop."""
         if not self.sampling or self.options.cold_start_samples <= 0:
             return
+        sha: dict[str, str] = {}
         log_dir = self.run_dir / "engine_logs" / "cold_start"
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
             for name, engine in engines.items():

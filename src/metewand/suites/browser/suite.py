@@ -134,7 +134,7 @@ class BrowserSuite:
     def prepare(self) -> None:
         """Cold-start samples of every engine, once per run, before any warm attempt."""
         if isinstance(self.hooks, ResourceProfiler) and not self.store.finished_keys():
-            asyncio.run(self.hooks.cold_starts(self.plan.available, {}))
+            asyncio.run(self.hooks.cold_starts(self.plan.available))
 
     def open_slot(self, slot_id: str) -> BrowserSlot:
         with self._lock:
