@@ -98,6 +98,25 @@ def test_a_harness_fault_marks_the_run_interrupted_with_reason_and_traceback(
     assert _keys(view.run_dir) == ["u0/a0"]
 
 
+def test_a_broken_derived_file_leaves_the_run_interrupted_not_running(tmp_path: Path) -> None:
+    store = open_store(tmp_path, "derive", None, {"suite": "process-test"})
+    with store:
+        suite = ProcessSuite(units=2, attempts=1, store=store)
+
+        def derive() -> None:
+            raise OSError("disk full while writing scores.json")
+
+        with pytest.raises(OSError, match="disk full"):
+            Run(store).execute(suite, LocalExecutor(1), suite.units(), derive)
+    view = RunView(tmp_path / "derive")
+    assert view.state == "interrupted"
+    assert view.manifest["data"]["interruption_reason"] == (
+        "harness failed: OSError: disk full while writing scores.json"
+    )
+    assert suite.calls == ["prepare", "teardown", "finish:True"]  # the end ran once
+    assert sorted(_keys(view.run_dir)) == ["u0/a0", "u1/a0"]
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_interrupts_kills_attempts_and_resume_runs_each_key_once(
     tmp_path: Path, signum: int

@@ -109,6 +109,7 @@ class Run:
         """Run ``units`` to the end; returns this session's rows in the order they were made."""
         progress = self.reporter(sum(len(unit.keys) for unit in units))
         sink = _StoreSink(self.store, progress)
+        ended = False
         with sigterm_as_interrupt():
             try:
                 if self.host is not None:
@@ -119,14 +120,18 @@ class Run:
                     executor.run(suite, units, sink)
                 finally:
                     progress.close()
+                ended = True
+                self._end(suite, completed=True)
+                if derive is not None:
+                    derive()
             except BaseException as exc:
+                # A run is never left "running" by this process: cut during its end (a second
+                # signal, a broken derived file) it is interrupted, and resumable, too.
                 with ignoring_interrupts():
-                    self._end(suite, completed=False)
+                    if not ended:
+                        self._end(suite, completed=False)
                     self._mark_interrupted(exc)
                 raise
-            self._end(suite, completed=True)
-            if derive is not None:
-                derive()
             self.store.set_state("complete")
         return sink.rows
 
