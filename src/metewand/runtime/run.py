@@ -29,15 +29,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand.measure.host import HostTelemetry
+from metewand.runtime import rundir
 from metewand.runtime.executor import Executor
 from metewand.runtime.interrupts import ignoring_interrupts, sigterm_as_interrupt
 from metewand.runtime.owned import sweep
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
-from metewand.runtime.store import RunStore, RunView, write_json_atomic
+from metewand.runtime.rundir import write_json_atomic
+from metewand.runtime.store import RunStore, RunView
 from metewand.runtime.suite import Row, Suite, Unit
 
-HARNESS_ERROR_FILE: Final = "harness_error.txt"
-HOST_SUMMARY_FILE: Final = "host_summary.json"
+HARNESS_ERROR_FILE: Final = rundir.HARNESS_ERROR
 INTERRUPTED_REASON: Final = "interrupted by signal"
 
 
@@ -137,7 +138,7 @@ class Run:
 
     def _end(self, suite: Suite, completed: bool) -> None:
         if self.host is not None:  # whether the machine was quiet enough, even for a cut run
-            write_json_atomic(self.store.run_dir / HOST_SUMMARY_FILE, self.host.stop())
+            write_json_atomic(self.store.run_dir / rundir.HOST_SUMMARY, self.host.stop())
             self.host = None
         try:
             suite.teardown()
@@ -150,7 +151,7 @@ class Run:
             reason = INTERRUPTED_REASON
         else:
             reason = f"harness failed: {type(exc).__name__}: {exc}"
-            error_file = self.store.run_dir / HARNESS_ERROR_FILE
-            error_file.write_text("".join(traceback.format_exception(exc)))
+            error_file = rundir.side_file(self.store.run_dir, HARNESS_ERROR_FILE)
+            rundir.write_text_atomic(error_file, "".join(traceback.format_exception(exc)))
         self.store.update_manifest({"interruption_reason": reason})
         self.store.set_state("interrupted")

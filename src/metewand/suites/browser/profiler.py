@@ -24,6 +24,7 @@ from metewand.measure.host_gate import GateThresholds
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.resource_record import (
     cold_start_record,
@@ -40,8 +41,8 @@ from metewand.suites.browser.leftovers import record_pid
 from metewand.suites.browser.rows import PlannedAttempt
 from metewand.suites.browser.run_config import RunConfig
 
-RESOURCE_FILE = "resource.jsonl"
-COLD_START_FILE = "cold_start.jsonl"
+RESOURCE_FILE = rundir.ATTEMPT_RESOURCE_SAMPLES
+COLD_START_FILE = rundir.COLD_START
 COLD_START_INTERVAL_MS = 50
 # PSS reader threads per engine tree, more than the cores: a walk of a busy Chrome process waits
 # on its mmap lock and on CPU, so more readers overlap the waits. On the 2-core host, 4 instead
@@ -124,7 +125,7 @@ class ResourceProfiler(RunHooks):
         """The run's host telemetry (started and stopped by the run), when asked for; the
         profiler keeps it to subtract its sampler's own CPU from the harness scope."""
         if self.options.host_telemetry:
-            sink = self.run_dir / "host_telemetry.jsonl"
+            sink = self.run_dir / rundir.HOST_TELEMETRY
             self._host = HostTelemetry(
                 self.options.host_sample_interval_s,
                 root_pid,
@@ -277,7 +278,7 @@ class ResourceProfiler(RunHooks):
         if not self.sampling or self.options.cold_start_samples <= 0:
             return
         sha: dict[str, str] = {}
-        log_dir = self.run_dir / "engine_logs" / "cold_start"
+        log_dir = self.run_dir / rundir.ENGINE_LOGS / "cold_start"
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
             for name, engine in engines.items():
                 if name not in sha:  # hashed once per engine, outside every launch window

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.runtime import provenance
+from metewand.runtime import provenance, rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -141,7 +141,8 @@ def run_browser(
             return RunResult(INTERRUPTED, store.run_dir)
         except Exception as exc:  # the harness broke: the run said so in its manifest
             reason = store.manifest["data"].get("interruption_reason", str(exc))
-            echo(f"error: {reason} (traceback in {store.run_dir / HARNESS_ERROR_FILE}; "
+            traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
+            echo(f"error: {reason} (traceback in {traceback_file}; "
                  f"--resume {store.run_dir} continues the run)")  # fmt: skip
             return RunResult(BENCHMARK_FAILURES, store.run_dir)
         echo(f"done: {store.run_dir}")
@@ -152,6 +153,8 @@ def _leftovers(echo: Echo) -> Callable[[RunStore], None]:
     """Engines a killed session of the run left are killed (and said so) before the sweep."""
 
     def kill(store: RunStore) -> None:
+        for line in rundir.journal_warnings(store.run_dir):
+            echo(f"warning: {line}")
         killed = kill_leftovers(store.run_dir, store.run_id)
         if killed:
             echo(f"killed {len(killed)} engine process(es) left by an earlier run: {killed}")
@@ -173,7 +176,7 @@ def _open(
     planned: Plan | None = None,
 ) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
-        run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
+        run_dir = rundir.locate_run_dir(resume, out_dir)
         # Everything is checked on a read-only view first: a refused resume leaves the run
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
@@ -209,7 +212,7 @@ def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
     baseline = config.resource.calibration_baseline
     if baseline is None:
         return None
-    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    return rundir.locate_run_dir(baseline, out_dir)
 
 
 def _resume_plan(view: RunView) -> Plan:
@@ -271,10 +274,7 @@ def write_scores(store: RunStore) -> None:
     # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
     peer = {k: v for k, v in manifest.items() if k != "data"}
     scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
-    target = store.run_dir / "scores.json"
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_bytes(scores_bytes(scores))
-    tmp.replace(target)
+    rundir.write_atomic(store.run_dir / rundir.SCORES, scores_bytes(scores))
 
 
 __all__ = ["HARNESS_ERROR_FILE", "RunResult", "run_browser", "write_scores"]

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from metewand.runtime import rundir
 from metewand.runtime.store import RunStore, utc_now
 from metewand.runtime.suite import Row, Unit, UnitEvents
 from metewand.suites.browser import classify, peer_manifest
@@ -206,10 +207,7 @@ def rounds(plan: Plan, done: set[str]) -> list[Unit]:
 
 def finish_manifest(store: RunStore, status: str) -> None:
     """The peer's completion fields and the run's resource provenance, from the rows."""
-    from metewand import canonical
-
-    summary_path = store.run_dir / "host_summary.json"
-    host_summary = canonical.loads(summary_path.read_bytes()) if summary_path.is_file() else None
+    host_summary = rundir.read_json(store.run_dir / rundir.HOST_SUMMARY)
     block = store.manifest.get("host_telemetry")
     fields = peer_manifest.finish_fields(
         store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary

@@ -20,6 +20,7 @@ from typing import Any
 from metewand import __version__
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
+from metewand.runtime import rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.interrupts import sigterm_as_interrupt
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -65,9 +66,7 @@ def absolute_options(options: RunOptions) -> RunOptions:
     attempt's), where a relative ``runs/<id>/…`` would name nothing."""
     resume = options.resume
     if resume is not None:
-        candidate = Path(resume)
-        run_dir = candidate if candidate.is_dir() else Path(options.out_dir) / resume
-        resume = os.path.abspath(run_dir)
+        resume = os.path.abspath(rundir.locate_run_dir(resume, options.out_dir))
     return dataclasses.replace(
         options,
         out_dir=os.path.abspath(options.out_dir),
@@ -159,5 +158,5 @@ def _host_telemetry(run_dir: Path, options: RunOptions) -> HostTelemetry | None:
     if options.host_sample_interval_s is None:
         return None
     thresholds = GateThresholds(foreign_cpu_max_cores=options.host_foreign_cpu_max)
-    sink = run_dir / "host_telemetry.jsonl"
+    sink = run_dir / rundir.HOST_TELEMETRY
     return HostTelemetry(options.host_sample_interval_s, os.getpid(), sink, thresholds)

@@ -16,6 +16,7 @@ import os
 import shutil
 from typing import Any
 
+from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, Unit, UnitEvents
@@ -62,7 +63,7 @@ class ComputeSuite:
             log_limit,
         )
         self._attempts = {attempt.key: attempt for attempt in plan.attempts}
-        self.work_dir = str(store.run_dir / ".work")
+        self.work_dir = str(store.run_dir / rundir.WORK)
         shutil.rmtree(self.work_dir, ignore_errors=True)  # a killed session's leftovers
         os.makedirs(self.work_dir, exist_ok=True)
         # Every group and process this run makes is recorded before it can outlive a kill -9.
