@@ -108,14 +108,10 @@ class LocalExecutor:
             _wait(threads, stopping)
         except BaseException:
             stopping.set()
-            with ignoring_interrupts():
-                suite.interrupt()
-                _join(threads)
+            _stop(suite, threads)
             raise
         if failures:
-            with ignoring_interrupts():
-                suite.interrupt()
-                _join(threads)
+            _stop(suite, threads)
             raise failures[0]
 
 
@@ -125,6 +121,11 @@ def _wait(threads: list[threading.Thread], stopping: threading.Event) -> None:
         stopping.wait(_WAIT_S)
 
 
-def _join(threads: list[threading.Thread]) -> None:
-    for thread in threads:
-        thread.join()
+def _stop(suite: Suite, threads: list[threading.Thread]) -> None:
+    """Tell the suite to stop, then wait for every slot thread (also if telling it failed)."""
+    with ignoring_interrupts():
+        try:
+            suite.interrupt()
+        finally:
+            for thread in threads:
+                thread.join()

@@ -15,6 +15,7 @@ any slot opens, on a run that has no row yet.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -74,7 +75,8 @@ class BrowserSlot:
     def interrupt(self) -> None:
         """From any thread: cancel the attempt in flight and refuse the next."""
         self._stopping = True
-        self.loop.call_soon_threadsafe(self._cancel_current)
+        with contextlib.suppress(RuntimeError):  # its loop closed already: nothing in flight
+            self.loop.call_soon_threadsafe(self._cancel_current)
 
     def close(self) -> None:
         """Stop the engines (their teardown report goes to the suite) and the server."""
