@@ -65,15 +65,11 @@ def test_a_completed_run_tears_down_sweeps_finishes_and_is_complete(tmp_path: Pa
         suite = ProcessSuite(units=3, attempts=2, store=store)
         host = HostTelemetry(0.2, os.getpid(), store.run_dir / "host_telemetry.jsonl",
                              GateThresholds())  # fmt: skip
-        derived: list[str] = []
-        rows = Run(store, host).execute(
-            suite, LocalExecutor(2), suite.units(), derive=lambda: derived.append(store.state)
-        )
+        rows = Run(store, host).execute(suite, LocalExecutor(2), suite.units())
     view = RunView(tmp_path / "done")
     assert sorted(_keys(view.run_dir)) == sorted(str(r["key"]) for r in rows)
     assert len(rows) == 6
     assert view.state == "complete"
-    assert derived == ["running"]  # derived files are written before the run is complete
     assert suite.calls == ["prepare", "teardown", "finish:True"]
     assert view.manifest["data"]["finished"] is True
     summary = json.loads((view.run_dir / "host_summary.json").read_bytes())
@@ -98,20 +94,22 @@ def test_a_harness_fault_marks_the_run_interrupted_with_reason_and_traceback(
     assert _keys(view.run_dir) == ["u0/a0"]
 
 
-def test_a_broken_derived_file_leaves_the_run_interrupted_not_running(tmp_path: Path) -> None:
-    store = open_store(tmp_path, "derive", None, {"suite": "process-test"})
+def test_a_failure_at_the_end_leaves_the_run_interrupted_not_running(tmp_path: Path) -> None:
+    store = open_store(tmp_path, "end", None, {"suite": "process-test"})
     with store:
         suite = ProcessSuite(units=2, attempts=1, store=store)
 
-        def derive() -> None:
-            raise OSError("disk full while writing scores.json")
+        def broken_finish(completed: bool) -> None:
+            suite.calls.append(f"finish:{completed}")
+            raise OSError("disk full while writing the manifest")
 
+        suite.finish = broken_finish  # type: ignore[method-assign]
         with pytest.raises(OSError, match="disk full"):
-            Run(store).execute(suite, LocalExecutor(1), suite.units(), derive)
-    view = RunView(tmp_path / "derive")
+            Run(store).execute(suite, LocalExecutor(1), suite.units())
+    view = RunView(tmp_path / "end")
     assert view.state == "interrupted"
     assert view.manifest["data"]["interruption_reason"] == (
-        "harness failed: OSError: disk full while writing scores.json"
+        "harness failed: OSError: disk full while writing the manifest"
     )
     assert suite.calls == ["prepare", "teardown", "finish:True"]  # the end ran once
     assert sorted(_keys(view.run_dir)) == ["u0/a0", "u1/a0"]

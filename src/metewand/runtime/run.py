@@ -12,7 +12,8 @@ Both suites go through the same steps, in this order:
    ``suite.teardown()`` stops what the suite started outside its slots, everything the run recorded in ``owned.jsonl`` is swept, and
    ``suite.finish(completed)`` records the end-of-run facts in the manifest. Then:
 
-   - completed: the caller's ``derive`` writes the derived files, and the state is ``complete``;
+   - completed: the state is ``complete`` (the derived files are the caller's: a run writes rows
+     and raw files only);
    - interrupted (Ctrl-C, SIGTERM): state ``interrupted``, reason ``interrupted by signal``, and
      ``KeyboardInterrupt`` propagates (the CLI exits 130; ``--resume`` runs the attempts
      without a row);
@@ -105,7 +106,6 @@ class Run:
         suite: Suite,
         executor: Executor,
         units: Sequence[Unit],
-        derive: Callable[[], None] | None = None,
     ) -> list[Row]:
         """Run ``units`` to the end; returns this session's rows in the order they were made."""
         progress = self.reporter(sum(len(unit.keys) for unit in units))
@@ -123,11 +123,9 @@ class Run:
                     progress.close()
                 ended = True
                 self._end(suite, completed=True)
-                if derive is not None:
-                    derive()
             except BaseException as exc:
                 # A run is never left "running" by this process: cut during its end (a second
-                # signal, a broken derived file) it is interrupted, and resumable, too.
+                # signal, a broken end-of-run fact) it is interrupted, and resumable, too.
                 with ignoring_interrupts():
                     if not ended:
                         self._end(suite, completed=False)

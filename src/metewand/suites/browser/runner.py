@@ -128,14 +128,10 @@ def run_browser(
         profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
         suite = BrowserSuite(plan, store, profiler, hooks or profiler)
         run = Run(store, profiler.host_telemetry(os.getpid()), progress)
-
-        def derive() -> None:  # the derived files, from the rows (one call: compare's to own)
-            write_scores(store)
-            if plan.config.resource.profile == "engine":
-                _resource_summary(store, plan.config, out_dir, echo)
-
         try:
-            run.execute(suite, LocalExecutor(plan.config.jobs), units, derive)
+            # Rows and raw files only: scores.json and the resource summary are derived files,
+            # written by compare.generate.write_after_run (the CLI calls it next).
+            run.execute(suite, LocalExecutor(plan.config.jobs), units)
         except KeyboardInterrupt:
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
@@ -250,31 +246,4 @@ def _check_baseline(config: RunConfig, out_dir: Path) -> None:
                          f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
 
 
-def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
-    from metewand.compare.calibration import CalibrationThresholds
-    from metewand.compare.resource_artifacts import finalize_resource_artifacts
-
-    baseline_dir = _baseline_dir(config, out_dir)
-    summary = finalize_resource_artifacts(
-        store.run_dir,
-        baseline_dir,
-        reference_engine=config.resource.reference_engine,
-        thresholds=CalibrationThresholds.from_observer_effect_pct(
-            config.resource.max_observer_effect_pct
-        ),
-    )
-    eligible = summary.get("resource_comparison_eligible")
-    echo(f"resource summary: resource_comparison_eligible={eligible}")
-
-
-def write_scores(store: RunStore) -> None:
-    from metewand.compare.scores import browser_scores, scores_bytes
-
-    manifest = store.manifest
-    # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
-    peer = {k: v for k, v in manifest.items() if k != "data"}
-    scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
-    rundir.write_atomic(store.run_dir / rundir.SCORES, scores_bytes(scores))
-
-
-__all__ = ["HARNESS_ERROR_FILE", "RunResult", "run_browser", "write_scores"]
+__all__ = ["HARNESS_ERROR_FILE", "RunResult", "run_browser"]

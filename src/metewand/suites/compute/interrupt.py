@@ -10,6 +10,8 @@ import threading
 import weakref
 from typing import Any, Protocol
 
+from metewand.errors import MetewandError
+
 
 class Killable(Protocol):
     def returncode(self) -> int | None: ...
@@ -17,7 +19,7 @@ class Killable(Protocol):
     def kill(self) -> None: ...
 
 
-class RunInterrupted(Exception):
+class RunInterrupted(MetewandError):
     """An attempt finished after the run was told to stop; its outcome is not a result."""
 
 
