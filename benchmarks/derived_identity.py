@@ -3,9 +3,9 @@
 Usage: derived_identity.py BEFORE_RUN AFTER_RUN [--keep DIR]
 
 Both runs' derived files are regenerated into scratch directories with ``metewand report`` (the
-one writer of scores.json, scorecard.md, results.csv / cases.csv), beside the files the run
-itself wrote (a browser run's scores.json, a profiled run's resource_summary.json and
-resource-card.md, host_summary.json). Each file is then normalised and compared:
+one writer of scores.json, scorecard.md, results.csv / cases.csv), beside the derived files
+``metewand browser run`` leaves in the run directory (scores.json; a profiled run's
+resource_summary.json and resource-card.md) and host_summary.json. Each file is then normalised and compared:
 
 - run ids, paths of the two runs, timestamps, hex digests and durations are masked;
 - every number with a fractional part (a measured value) becomes ``<num>``; integers stay
