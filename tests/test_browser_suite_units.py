@@ -48,3 +48,24 @@ def test_a_cut_round_runs_only_its_missing_engines(tmp_path: Path) -> None:
     assert units[0].keys == first.keys[2:] and units[0].payload == {"round": 0}
     assert all(unit.payload["round"] >= 2 for unit in units[1:])
     assert sum(len(u.keys) for u in units) == len(plan.attempts) - len(done)
+
+
+def test_an_interrupt_after_one_slot_closed_stops_the_other(tmp_path: Path) -> None:
+    """Real fixture servers on real loop threads: a slot whose queue ran out closes first."""
+    from metewand.runtime.store import RunStore
+    from metewand.suites.browser.profiler import ResourceProfiler
+    from metewand.suites.browser.suite import BrowserSuite
+
+    plan = _plan(tmp_path)
+    with RunStore.create(tmp_path / "runs", "slots", {"suite": "browser"}) as store:
+        profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
+        suite = BrowserSuite(plan, store, profiler, profiler)
+        first, second = suite.open_slot("0"), suite.open_slot("1")
+        first.close()
+        suite.interrupt()  # the closed slot's loop is gone: nothing to cancel there
+        assert second.stopping
+        assert suite.run_unit(second, rounds(plan, set())[0]) == []  # refused, no attempt
+        second.close()
+        profiler.close()
+    assert set(suite.teardown_reports) == {"worker-0", "worker-1"}
+    assert not first.loop.is_running() and not second.loop.is_running()
