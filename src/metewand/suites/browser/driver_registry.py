@@ -259,7 +259,8 @@ def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | Dri
     for bridge in path.bridges:
         if shutil.which(bridge) is None:
             return DriverMissing(path, UNAVAILABLE, f"bridge {bridge} not found on PATH")
-    command = AdapterCommand((*runtime, str(adapter), *path.extra_argv))
+    argv = (*runtime, str(adapter), *path.extra_argv)
+    command = AdapterCommand(argv, serve_argv=(*argv, "--serve"))  # shipped adapters serve
     return FoundDriver(path, command, installed, f"shipped {adapter}")
 
 
