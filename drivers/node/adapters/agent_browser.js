@@ -82,12 +82,16 @@ async function freshTab(session, budget) {
   session.pending = true;
 }
 
-// The CLI exposes no raw CDP, and it overrides navigator.userAgent on engines it does not know
-// (Lightpanda answers with a Chrome string through it): its live gate is the endpoint its daemon
-// actually holds, which must be the browser_ws whose product the /json/version gate checked.
-async function liveProblem(session, payload) {
-  const held = (await ab(session, ['get', 'cdp-url'], { wait: (ms) => ms || 8000 })).cdpUrl;
+// The CLI exposes no raw CDP. Its live gate is twofold: the endpoint its daemon holds must be
+// browser_ws (a user agent cannot tell two Chromium instances of one build apart, and a daemon
+// restarted without --cdp launched a Chrome of its own), and navigator.userAgent through it must
+// be the one /json/version reported, as for chrome-devtools-mcp.
+async function liveProblem(session, payload, version) {
+  const budget = { wait: (ms) => ms || 8000 };
+  const held = (await ab(session, ['get', 'cdp-url'], budget)).cdpUrl;
   if (held !== payload.browser_ws) return `daemon holds ${JSON.stringify(held)}, not browser_ws ${payload.browser_ws}`;
+  const ua = (await ab(session, ['eval', 'navigator.userAgent'], budget)).result;
+  if (version['User-Agent'] && ua !== version['User-Agent']) return `live navigator.userAgent ${JSON.stringify(ua)} != /json/version User-Agent`;
   return null;
 }
 
