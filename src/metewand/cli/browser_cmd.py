@@ -12,6 +12,7 @@ import click
 from metewand import canonical
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
+from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import (
     ISOLATIONS,
@@ -186,7 +187,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
     from metewand.suites.browser.run_plan import PlanError, build_plan
 
     run_id = opts["run_id"]
-    if run_id is not None and (out_dir / str(run_id)).exists():
+    if run_id is not None and rundir.new_run_dir(out_dir, str(run_id)).exists():
         preflight.refuse(echo, [f"run {run_id!r} exists in {out_dir}; resume it with "
                                 f"--resume {run_id} or choose another --run-id"], 2)  # fmt: skip
     baseline = opts["resource_calibration_baseline"]

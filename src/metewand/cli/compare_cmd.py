@@ -62,7 +62,7 @@ def _print_table(result: dict[str, Any]) -> None:
 def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[str, Path]:
     from metewand import canonical
     from metewand.compare import compare_render
-    from metewand.compare.generate import write_atomic
+    from metewand.runtime.rundir import write_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     render = {

@@ -12,6 +12,7 @@ import click
 
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
+from metewand.runtime import rundir
 
 DEFAULT_MANIFEST = "metewand.toml"
 
@@ -159,6 +160,7 @@ def run(
     130; --resume RUN runs what is left (MANIFEST defaults to the one the run started from).
     """
     from metewand.cli.progress import progress_mode, reporter_factory
+    from metewand.runtime.rundir import journal_warnings
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
@@ -186,6 +188,8 @@ def run(
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
+        for line in journal_warnings(resume_dir) if resume_dir else []:
+            click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
         summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -238,7 +242,7 @@ def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str
     """Conditions that would waste or spoil a run are refused before it exists."""
     from metewand.suites.compute.launch import missing_commands
 
-    if run_id is not None and os.path.lexists(os.path.join(out_dir, run_id)):
+    if run_id is not None and os.path.lexists(rundir.new_run_dir(out_dir, run_id)):
         click.echo(
             f"error: run {run_id!r} exists in {out_dir}; resume it with --resume {run_id} "
             "or choose another --run-id",
@@ -288,4 +292,4 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
 
 
 def _run_dir(options: Any) -> str:
-    return str(Path(options.out_dir) / options.run_id) if options.run_id else "RUN"
+    return str(rundir.new_run_dir(options.out_dir, options.run_id)) if options.run_id else "RUN"

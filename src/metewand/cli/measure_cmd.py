@@ -213,9 +213,8 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
 def _export(
     result: dict[str, Any], json_path: str | None, csv_path: str | None, md_path: str | None
 ) -> None:
-    from pathlib import Path
-
     from metewand.cli import measure_render
+    from metewand.runtime.rundir import write_atomic
 
     for path, make in (
         (json_path, lambda: canonical.dumps(result) + b"\n"),
@@ -223,10 +222,7 @@ def _export(
         (md_path, lambda: measure_render.report_markdown(result).encode("utf-8")),
     ):
         if path:
-            target = Path(path)
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_bytes(make())
-            tmp.replace(target)
+            write_atomic(path, make())
 
 
 def _check_exports(*paths: str | None) -> None:

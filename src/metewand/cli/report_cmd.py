@@ -9,8 +9,9 @@ import click
 
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
+from metewand.runtime import rundir
 
-CSV_NAME = "results.csv"
+CSV_NAME = rundir.RESULTS_CSV
 
 
 def _formats(value: str) -> list[str]:
@@ -67,8 +68,9 @@ def report(
     """
     from metewand import canonical
     from metewand.cli.store_cmd import rows_to_csv
-    from metewand.compare.generate import generate, write_atomic
+    from metewand.compare.generate import generate
     from metewand.compare.rundir import RunDirError, load_run
+    from metewand.runtime.rundir import write_atomic
 
     run = str(resolve_run_dir(run))
     base = resolve_run_dir(baseline, what="baseline") if baseline else None

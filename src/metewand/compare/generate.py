@@ -6,8 +6,6 @@ rows gives byte-identical files. Files are replaced atomically (temp file + rena
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,25 +17,14 @@ from metewand.compare.run_warnings import markdown_block, run_warnings
 from metewand.compare.rundir import load_run
 from metewand.compare.scorecard import scorecard_md
 from metewand.compare.scores import scores_bytes, scores_for
-from metewand.runtime.store import give_normal_mode
+from metewand.runtime import rundir
+from metewand.runtime.rundir import write_atomic as write_atomic
 
-SCORES = "scores.json"
-SCORECARD = "scorecard.md"
-REPORT = "report.html"
-CASES_CSV = "cases.csv"
+SCORES = rundir.SCORES
+SCORECARD = rundir.SCORECARD
+REPORT = rundir.REPORT
+CASES_CSV = rundir.CASES_CSV
 FORMATS = ("md", "json", "html", "csv")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        give_normal_mode(fd)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def generate(

@@ -21,9 +21,10 @@ from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_summary import summarize
 from metewand.compare.run_facts import MISSING, lookup, manifest_data, read_facts
 from metewand.compare.rundir import RunData, load_run
+from metewand.runtime import rundir
 
-RESOURCE_SUMMARY = "resource_summary.json"
-RESOURCE_CARD = "resource-card.md"
+RESOURCE_SUMMARY = rundir.RESOURCE_SUMMARY
+RESOURCE_CARD = rundir.RESOURCE_CARD
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,7 @@ def baseline_dir(run: RunData, given: Path | None) -> Path | None:
     named = read_facts(run.manifest).get("calibration_baseline")
     if not isinstance(named, str) or not named:
         return None
-    path = Path(named)
-    return path if path.is_absolute() else run.path.parent / path
+    return rundir.recorded_run_dir(run.path, named)
 
 
 def _thresholds(run: RunData) -> CalibrationThresholds:

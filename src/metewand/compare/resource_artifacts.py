@@ -12,32 +12,25 @@ import os
 from pathlib import Path
 from typing import Any
 
-from metewand import canonical
 from metewand.compare import resource_card
 from metewand.compare.calibration import CalibrationThresholds, calibrate
 from metewand.compare.resource_summary import summarize
 from metewand.compare.run_facts import read_facts
 from metewand.compare.stats import DEFAULT_BOOTSTRAP_SEED, DEFAULT_RESAMPLES
-from metewand.runtime.store import RunView, write_json_atomic
+from metewand.runtime import rundir
+from metewand.runtime.rundir import read_json, write_json_atomic, write_text_atomic
+from metewand.runtime.store import RunView
 
-HOST_SUMMARY = "host_summary.json"
-HOST_TELEMETRY = "host_telemetry.jsonl"
-COLD_START = "cold_start.jsonl"
-RESOURCE_SUMMARY = "resource_summary.json"
-RESOURCE_CARD = "resource-card.md"
+HOST_SUMMARY = rundir.HOST_SUMMARY
+HOST_TELEMETRY = rundir.HOST_TELEMETRY
+COLD_START = rundir.COLD_START
+RESOURCE_SUMMARY = rundir.RESOURCE_SUMMARY
+RESOURCE_CARD = rundir.RESOURCE_CARD
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Whole lines only: a torn last line (no newline) is ignored, as in results.jsonl."""
-    if not path.is_file():
-        return []
-    data = path.read_bytes()
-    complete = data[: data.rfind(b"\n") + 1]
-    return [canonical.loads(line) for line in complete.splitlines() if line.strip()]
-
-
-def read_json(path: Path) -> Any:
-    return canonical.loads(path.read_bytes()) if path.is_file() else None
+    """Whole rows by ``rundir.read_jsonl``'s rule (a torn final line ignored)."""
+    return rundir.read_jsonl(path).rows
 
 
 def _baseline_dir(run_dir: Path, manifest: dict[str, Any], given: Path | None) -> Path | None:
@@ -46,8 +39,7 @@ def _baseline_dir(run_dir: Path, manifest: dict[str, Any], given: Path | None) -
     named = read_facts(manifest).get("calibration_baseline")
     if not named:
         return None
-    path = Path(str(named))
-    return path if path.is_absolute() else run_dir.parent / path
+    return rundir.recorded_run_dir(run_dir, str(named))
 
 
 def calibration_for(
@@ -89,8 +81,5 @@ def finalize_resource_artifacts(
         bootstrap_seed=bootstrap_seed,
     )
     write_json_atomic(run_dir / RESOURCE_SUMMARY, summary)
-    card = run_dir / RESOURCE_CARD
-    staging = card.with_suffix(".md.tmp")
-    staging.write_text(resource_card.render(summary), encoding="utf-8")
-    os.replace(staging, card)
+    write_text_atomic(run_dir / RESOURCE_CARD, resource_card.render(summary))
     return summary

@@ -16,6 +16,7 @@ from typing import Any
 
 from metewand import canonical
 from metewand.compare import cases, compute_rows
+from metewand.runtime import rundir
 
 SCORES_SCHEMA = "metewand_scores/1"
 BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
@@ -180,7 +181,7 @@ def peer_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict
         "chrome_gate": dict(no_gate),
         "failure_classes": dict(sorted(classes.items())),
         "failure_origins": dict(sorted(origins.items())),
-        "provenance": {"run_manifest": "run_manifest.json"},
+        "provenance": {"run_manifest": rundir.MANIFEST},
     }
 
 

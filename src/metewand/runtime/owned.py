@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand import canonical
 from metewand.measure import procfs
+from metewand.runtime import rundir
 
-OWNED_NAME = "owned.jsonl"
+OWNED_NAME = rundir.OWNED
 GROUP_PREFIX = "metewand-"
 
 
@@ -53,13 +53,8 @@ class OwnedJournal:
         self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
-        line = canonical.line(record)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            rundir.append_line(self.path, record)
 
 
 @dataclass
@@ -77,18 +72,10 @@ class SweepReport:
 
 
 def read_records(run_dir: Path | str) -> list[dict[str, Any]]:
-    """The journal's records; a torn or foreign line is skipped (it names nothing to remove)."""
-    records = []
-    try:
-        data = (Path(run_dir) / OWNED_NAME).read_bytes()
-    except FileNotFoundError:
-        return []
-    for raw in data.splitlines():
-        with contextlib.suppress(ValueError):
-            record = canonical.loads(raw)
-            if isinstance(record, dict):
-                records.append(record)
-    return records
+    """The journal's records, by ``rundir.read_journal``'s rule: a torn final line or a damaged
+    whole line is skipped (it names nothing whole to remove; ``rundir.journal_warnings`` names
+    the damaged ones)."""
+    return rundir.read_journal(Path(run_dir) / OWNED_NAME).rows
 
 
 def _processes(records: list[dict[str, Any]]) -> list[int]:

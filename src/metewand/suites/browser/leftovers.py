@@ -22,20 +22,19 @@ launches whose record lacks the dirs). ``private_dirs.owned_root`` decides what 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import time
 from pathlib import Path
 from typing import Any, Final
 
-from metewand import canonical
 from metewand.measure import procfs
+from metewand.runtime import rundir
 from metewand.suites.browser import private_dirs
 
 RUN_MARKER_VAR: Final = "METEWAND_RUN_ID"
 RUN_DIR_VAR: Final = "METEWAND_RUN_DIR"
-PID_FILE: Final = "engine_pids.jsonl"
+PID_FILE: Final = rundir.ENGINE_PIDS
 
 
 def run_markers(run_id: str, run_dir: Path | None) -> dict[str, str]:
@@ -74,15 +73,9 @@ def marked_processes(run_id: str, run_dir: Path | None = None) -> list[int]:
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    """The JSON objects of ``engine_pids.jsonl``; unreadable or non-object lines are skipped."""
-    records = []
-    with contextlib.suppress(OSError):
-        for line in (Path(run_dir) / PID_FILE).read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    records.append(record)
-    return records
+    """The JSON objects of ``engine_pids.jsonl``, by ``rundir.read_journal``'s rule (a torn
+    final line or a damaged whole line skipped; ``rundir.journal_warnings`` names the latter)."""
+    return rundir.read_journal(Path(run_dir) / PID_FILE).rows
 
 
 def _recorded(run_dir: Path) -> list[dict[str, int]]:
@@ -113,8 +106,7 @@ def record_pid(run_dir: Path, record: dict[str, object]) -> None:
     with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
         stat = procfs.read_stat(int(str(record["pid"])))
         entry.update(starttime=stat.starttime_ticks, session=stat.session)
-    with open(Path(run_dir) / PID_FILE, "ab") as handle:
-        handle.write(canonical.line(entry))
+    rundir.append_line(Path(run_dir) / PID_FILE, entry)
 
 
 def session_processes(run_dir: Path) -> list[int]:

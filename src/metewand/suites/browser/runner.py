@@ -17,18 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand import canonical
-from metewand.runtime import provenance
+from metewand.runtime import provenance, rundir
 from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.owned import sweep
 from metewand.runtime.progress import ReporterFactory, null_reporter
+from metewand.runtime.rundir import write_json_atomic
 from metewand.runtime.store import (
     MANIFEST_NAME,
     RunStore,
     RunView,
     StoreError,
     utc_now,
-    write_json_atomic,
 )
 from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
@@ -128,6 +127,8 @@ def run_browser(
             echo(f"error: {line}")
         return RunResult(INVALID_INPUT)
     with store:
+        for line in rundir.journal_warnings(store.run_dir):
+            echo(f"warning: {line}")
         killed = kill_leftovers(store.run_dir, store.run_id)
         sweep(store.run_dir)  # engine groups a killed session left behind
         if killed:
@@ -169,7 +170,7 @@ def _open(
     planned: Plan | None = None,
 ) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
-        run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
+        run_dir = rundir.locate_run_dir(resume, out_dir)
         # Everything is checked on a read-only view first: a refused resume leaves the run
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
@@ -204,13 +205,12 @@ def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
     baseline = config.resource.calibration_baseline
     if baseline is None:
         return None
-    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    return rundir.locate_run_dir(baseline, out_dir)
 
 
 def _finish_manifest(store: RunStore, status: str) -> None:
     """The peer's completion fields and the run's resource provenance, from the rows."""
-    summary_path = store.run_dir / "host_summary.json"
-    host_summary = canonical.loads(summary_path.read_bytes()) if summary_path.is_file() else None
+    host_summary = rundir.read_json(store.run_dir / rundir.HOST_SUMMARY)
     block = store.manifest.get("host_telemetry")
     fields = peer_manifest.finish_fields(
         store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary
@@ -241,7 +241,7 @@ def _resume_plan(view: RunView) -> Plan:
     return plan
 
 
-HARNESS_ERROR_FILE: Final = "harness_error.txt"
+HARNESS_ERROR_FILE: Final = rundir.HARNESS_ERROR
 
 
 def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
@@ -249,10 +249,11 @@ def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
     import traceback
 
     reason = f"harness failed: {type(exc).__name__}: {exc}"
-    (store.run_dir / HARNESS_ERROR_FILE).write_text("".join(traceback.format_exception(exc)))
+    traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
+    rundir.write_text_atomic(traceback_file, "".join(traceback.format_exception(exc)))
     store.update_manifest({"interruption_reason": reason})
     store.set_state("interrupted")
-    echo(f"error: {reason} (traceback in {store.run_dir / HARNESS_ERROR_FILE}; "
+    echo(f"error: {reason} (traceback in {traceback_file}; "
          f"--resume {store.run_dir} continues the run)")  # fmt: skip
 
 
@@ -297,10 +298,7 @@ def write_scores(store: RunStore) -> None:
     # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
     peer = {k: v for k, v in manifest.items() if k != "data"}
     scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
-    target = store.run_dir / "scores.json"
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_bytes(scores_bytes(scores))
-    tmp.replace(target)
+    rundir.write_atomic(store.run_dir / rundir.SCORES, scores_bytes(scores))
 
 
 async def _execute(

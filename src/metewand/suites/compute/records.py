@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from metewand import __version__, canonical
+from metewand.runtime import rundir
 from metewand.runtime.payload import observation_timing
 from metewand.suites.compute.execute import AttemptOutcome
 from metewand.suites.compute.validate import file_sha256
@@ -47,7 +48,7 @@ def provenance(outcome: AttemptOutcome, receipt: dict[str, Any], jobs: int) -> d
 def _observation(
     outcome: AttemptOutcome, attempt_id: str, artifact_dir: str, rel: str, prov: dict
 ) -> dict[str, Any]:
-    metrics_path = os.path.join(artifact_dir, "metrics", "metrics.json")
+    metrics_path = os.path.join(artifact_dir, rundir.ATTEMPT_METRICS_DIR, rundir.ATTEMPT_METRICS)
     metrics_sha = file_sha256(metrics_path)
     result_sha = str(outcome.result_sha256)
     timing = observation_timing(outcome.measurements, outcome.implementation_time_ns)
@@ -56,12 +57,12 @@ def _observation(
         "attempt_id": attempt_id,
         "result": {
             "id": canonical.identity("artifact", {"version": 1, "sha256": result_sha}),
-            "path": f"{rel}/result",
+            "path": f"{rel}/{rundir.ATTEMPT_RESULT_DIR}",
             "sha256": result_sha,
         },
         "metrics": {
             "id": canonical.identity("artifact", {"version": 1, "sha256": metrics_sha}),
-            "path": f"{rel}/metrics/metrics.json",
+            "path": f"{rel}/{rundir.ATTEMPT_METRICS_DIR}/{rundir.ATTEMPT_METRICS}",
             "sha256": metrics_sha,
         },
         "timing": timing,
