@@ -74,6 +74,8 @@ def test_a_broken_attempt_is_charged_alone_and_the_next_gets_a_fresh_adapter(
                 deadline = 2.0 if task == "hang" else 20.0
                 run = await runner.run(payload, deadline, stderr)
                 served_by = run.checks[0]["evidence"] if run.checks else "-"
+                if task == "crash":
+                    assert run.exit_code == 3 and run.detail.endswith("with exit status 3")
                 seen.append((task, run.outcome, run.classification().status, runner.starts))
                 assert f"attempt {task}" in stderr.read_text()  # its own share of stderr
                 if task == "ok":

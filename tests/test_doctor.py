@@ -95,3 +95,11 @@ def test_doctor_names_an_npm_install_that_does_not_match_the_lock(
     assert advice and advice[0]["severity"] == "advice" and advice[0]["fix"] == "make install"
     skipped = canonical.loads(CliRunner().invoke(cli, [*args, "--no-drivers"]).stdout)
     assert skipped["drivers"] is None
+
+
+def test_doctor_names_how_process_exits_are_waited_for() -> None:
+    result = CliRunner().invoke(cli, ["doctor", "--json", "--engines", "", "--foreign-look-s", "0"])
+    report = canonical.loads(result.stdout)
+    assert report["system"]["exit_wait"] == {"method": "pidfd", "reason": None}  # Linux ≥ 5.3
+    human = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0"])
+    assert "process exit wait: pidfd" in human.output

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
+import synthetic_runs as synthetic
 from compute_helpers import alive, run
-from metewand.compare import synthetic
 from metewand.compare.rundir import load_run
 from metewand.measure import procfs
 from metewand.runtime import rundir

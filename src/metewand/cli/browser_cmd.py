@@ -11,6 +11,7 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.derived import write_derived
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
@@ -167,6 +168,8 @@ def run(**opts: object) -> None:  # fmt: skip
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
+    if not write_derived(result.run_dir, echo):
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
     sys.exit(_outcome(result.run_dir, fail_on, echo))
 
 
@@ -202,7 +205,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
     try:
         plan = build_plan(config)
     except PlanError as exc:
-        preflight.refuse(echo, exc.lines, exit_codes.INVALID_INPUT)
+        preflight.refuse(echo, exc.lines, exc.exit_code)
     preflight.check_engines(plan, bool(opts["allow_missing_engines"]), echo)
     if baseline_dir is not None:
         preflight.check_baseline(plan, baseline_dir, echo)

@@ -149,7 +149,7 @@ def compare(
         written = _write(result, formats, Path(out_dir))
     except (RunDirError, CompareError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)  # 2: invalid input, for click's refusals too
     except OSError as exc:  # --out names a file, or a directory we may not write
         click.echo(f"error: cannot write into {out_dir}: {exc.strerror or exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
+from metewand.cli.derived import write_derived
 from metewand.cli.rundirs import resolve_run_dir
 from metewand.runtime import rundir
 
@@ -57,7 +58,7 @@ def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any,
     except ManifestError as exc:
         for line in exc.errors:
             click.echo(f"error: {line}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
 
 
 @click.command(epilog=PLAN_EXAMPLES)
@@ -91,7 +92,7 @@ def _resumed_manifest(run_dir: Path) -> str:
         path = RunView(run_dir).manifest["data"].get("manifest_path")
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     if not isinstance(path, str):
         click.echo(f"error: {run_dir} is not a compute run (no manifest_path)", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
@@ -193,7 +194,7 @@ def run(
         summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
@@ -202,6 +203,8 @@ def run(
             raise
         click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
                    "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
+    if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
         _print_case_table(summary.rows)

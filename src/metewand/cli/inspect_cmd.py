@@ -141,7 +141,7 @@ def inspect(
         data = load_run(resolve_run_dir(run))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     row = find_row(data.rows, key, task, engine, attempt)
     if row is None:
         click.echo("error: no such attempt in this run", err=True)

@@ -83,7 +83,7 @@ def report(
             write_atomic(written["csv"], rows_to_csv(load_run(run).rows).encode("utf-8"))
     except (RunDirError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)  # 2: invalid input, for click's refusals too
     except OSError as exc:  # --out (or RUN) cannot be written: say where, never a traceback
         where = exc.filename or out_dir or run
         click.echo(f"error: {where}: cannot be written ({exc.strerror or exc})", err=True)

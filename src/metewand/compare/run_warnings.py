@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metewand.compare.rundir import RunData
+from metewand.compare.suite_registry import suite_kind
 from metewand.runtime import rundir
 
 BROWSER_OK = frozenset({"pass"})
@@ -24,14 +25,14 @@ def _counted(counts: Counter[str]) -> str:
     return ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
 
 
-def failed_attempts(rows: Sequence[Mapping[str, Any]], kind: str) -> str | None:
-    if kind == "browser":
-        statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
-        if not statuses:
-            return None
-        return (
-            f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
-        )
+def browser_failed_attempts(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
+    if not statuses:
+        return None
+    return f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
+
+
+def compute_failed_attempts(rows: Sequence[Mapping[str, Any]]) -> str | None:
     codes = Counter(str(r.get("code") or "unknown") for r in rows if r.get("status") == "failed")
     if not codes:
         return None
@@ -67,7 +68,7 @@ def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None
     """``resource_summary``: a regenerated summary (e.g. with another baseline) instead of the
     run's own resource_summary.json."""
     found = (
-        failed_attempts(run.rows, run.kind),
+        suite_kind(run.kind).failed_attempts(run.rows),
         host_gate(run.host_summary),
         eligibility(resource_summary or run.resource_summary),
         torn_side_files(run.torn_tails),

@@ -249,18 +249,6 @@ def compute_scores(
     }
 
 
-def scores_for(
-    kind: str,
-    rows: list[dict[str, Any]],
-    manifest: Mapping[str, Any],
-    reference: str | None = None,
-) -> dict[str, Any]:
-    """``reference`` names the compute reference implementation (browser runs ignore it)."""
-    if kind == "browser":
-        return browser_scores(rows, manifest)
-    return compute_scores(rows, manifest, reference)
-
-
 def scores_bytes(scores: Mapping[str, Any]) -> bytes:
     """Canonical JSON plus a final newline: the exact bytes of scores.json."""
     return canonical.dumps(scores) + b"\n"

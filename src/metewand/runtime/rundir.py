@@ -30,6 +30,8 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from metewand.errors import InvalidInput
+
 # ``canonical`` (rfc8785, json, hashlib) and ``tempfile`` are imported where they are used: the
 # CLI resolves RUN through this module, and ``--help`` must not pay for them (cli_startup.py).
 
@@ -79,7 +81,7 @@ DEFAULT_RUNS_DIR = "runs"
 LATEST = "latest"
 
 
-class StoreError(RuntimeError):
+class StoreError(InvalidInput, RuntimeError):
     """The run directory cannot be used as asked."""
 
 

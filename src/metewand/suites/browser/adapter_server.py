@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,15 +34,16 @@ from typing import Any, Final, Protocol
 
 from metewand.measure.accounting import TreeAccounting
 from metewand.measure.forms import Measurement, Reason, complete, unavailable
+from metewand.measure.process import Process
 from metewand.suites.browser.adapters import (
+    KILL_WAIT_S,
     STDOUT_LIMIT,
+    TERM_GRACE_S,
     AdapterCommand,
     AdapterRun,
     _open_adapter_accounting,
-    _stop,
     _sweep,
     _tail,
-    _wait_gone,
     parse_result,
     run_adapter,
 )
@@ -83,42 +85,55 @@ class LongLivedAdapter:
         self.command = command
         self.log_path = log_path  # the served processes' stderr, appended across restarts
         self.label = label
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: Process | None = None
         self.accounting: TreeAccounting | None = None
         self.starts = 0  # adapter processes started (1 + restarts)
         self._lock = asyncio.Lock()
+        self._reader: asyncio.StreamReader | None = None
+        self._transports: list[asyncio.BaseTransport] = []
 
-    async def _start(self) -> asyncio.subprocess.Process:
+    async def _start(self) -> Process:
+        """A served adapter in its own session and accounting group, its stdin and stdout on the
+        loop (one result line may be large: an AX snapshot)."""
         self.accounting = _open_adapter_accounting(self.label)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
-            process = await asyncio.create_subprocess_exec(
-                *self.command.serve_argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+            process = Process.start(
+                self.command.serve_argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 stderr=log,
                 cwd=self.command.cwd,
                 env={**os.environ, **self.command.env},
-                start_new_session=True,
-                preexec_fn=self.accounting.preexec_join() if self.accounting else None,
-                limit=STDOUT_LIMIT + 1,  # one result line may be large (an AX snapshot)
+                join=self.accounting.preexec_join() if self.accounting else None,
             )
         if self.accounting is not None:
             self.accounting.attach(process.pid)
-        self.process = process
+        assert process.popen.stdin is not None and process.popen.stdout is not None
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=STDOUT_LIMIT + 1)
+        out, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), process.popen.stdout
+        )
+        into, _ = await loop.connect_write_pipe(asyncio.Protocol, process.popen.stdin)
+        self.process, self._reader, self._transports = process, reader, [into, out]
         self.starts += 1
         return process
 
     async def _discard(self) -> list[int]:
-        """Kill the current adapter's tree and release its group; the pids found alive."""
+        """Stop the current adapter's tree, reap and sweep it, release its group; the pids
+        found alive."""
         process, accounting = self.process, self.accounting
-        self.process, self.accounting = None, None
+        self.process, self.accounting, self._reader = None, None, None
         if process is None:
             return []
-        if process.returncode is None:
-            await _stop(process)
-        leftovers = _sweep(process.pid, accounting)
-        await _wait_gone(leftovers, accounting)
+        if not process.has_exited():
+            await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
+        leftovers = await asyncio.to_thread(_sweep, process, accounting)
+        for transport in self._transports:
+            transport.close()
+        self._transports = []
+        process.close()
         if accounting is not None:
             with contextlib.suppress(OSError):
                 accounting.close()
@@ -151,37 +166,37 @@ class LongLivedAdapter:
             run.peak_memory_bytes = _peak(accounting, reset)
         if outcome in ("adapter_crash", "adapter_hang", "adapter_garbage"):
             run.leftover_pids = await self._discard()
-            code = process.returncode
+            code = process.popen.returncode
             run.exit_code, run.exit_signal = (
                 (None, -code) if code is not None and code < 0 else (code, None)
             )
+            if outcome == "adapter_crash":
+                how = f"signal {run.exit_signal}" if run.exit_signal else f"exit status {code}"
+                run.detail = f"{detail} with {how}"
         self._copy_log(log_offset, stderr_path)
         run.stderr_tail = _tail(stderr_path)
         return run
 
     def _alive(self) -> bool:
-        return self.process is not None and self.process.returncode is None
+        return self.process is not None and not self.process.has_exited()
 
     async def _exchange(
-        self, process: asyncio.subprocess.Process, payload: Mapping[str, Any], deadline_s: float
+        self, process: Process, payload: Mapping[str, Any], deadline_s: float
     ) -> tuple[str, dict[str, Any] | None, str, bytes]:
-        assert process.stdin is not None and process.stdout is not None
+        into, reader = self._transports[0], self._reader
+        assert isinstance(into, asyncio.WriteTransport) and reader is not None
         try:
-            process.stdin.write(json.dumps(payload).encode() + b"\n")
-            await process.stdin.drain()
-            line = await asyncio.wait_for(process.stdout.readline(), deadline_s)
+            into.write(json.dumps(payload).encode() + b"\n")
+            line = await asyncio.wait_for(reader.readline(), deadline_s)
         except TimeoutError:
             return "adapter_hang", None, f"no result within {deadline_s:.1f} s", b""
         except (BrokenPipeError, ConnectionResetError):
             line = b""
         except ValueError:  # longer than the stream limit
             return "adapter_garbage", None, f"result line longer than {STDOUT_LIMIT} bytes", b""
-        if not line:  # EOF: the adapter died during this attempt
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(process.wait(), 5.0)
-            code = process.returncode
-            how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
-            return "adapter_crash", None, f"served adapter ended with {how}", b""
+        if not line:  # EOF: the adapter died during this attempt (how: once reaped)
+            await process.wait_exited_async(5.0)
+            return "adapter_crash", None, "served adapter ended during the attempt", b""
         outcome, result, detail = parse_result(line)
         return outcome, result, detail, line
 
@@ -204,11 +219,9 @@ class LongLivedAdapter:
     async def close(self) -> None:
         async with self._lock:
             process = self.process
-            if process is not None and process.stdin is not None and process.returncode is None:
-                process.stdin.close()  # a served adapter exits when its input ends
-                deadline = time.monotonic() + CLOSE_WAIT_S
-                while process.returncode is None and time.monotonic() < deadline:
-                    await asyncio.sleep(0.01)
+            if process is not None and not process.has_exited() and self._transports:
+                self._transports[0].close()  # a served adapter exits when its input ends
+                await process.wait_exited_async(CLOSE_WAIT_S)
             await self._discard()
 
 

@@ -157,9 +157,8 @@ def run_browser(
         _finish_profiler(profiler)
         sweep(store.run_dir)
         _finish_manifest(store, "completed")
-        write_scores(store)
-        if plan.config.resource.profile == "engine":
-            _resource_summary(store, plan.config, out_dir, echo)
+        # The run writes rows and raw files only; scores.json and the resource summary are
+        # derived files, written by compare.generate.write_after_run (the CLI calls it next).
         store.set_state("complete")
         echo(f"done: {store.run_dir}")
         return RunResult(OK, store.run_dir)
@@ -274,33 +273,6 @@ def _check_baseline(config: RunConfig, out_dir: Path) -> None:
                          f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
 
 
-def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
-    from metewand.compare.calibration import CalibrationThresholds
-    from metewand.compare.resource_artifacts import finalize_resource_artifacts
-
-    baseline_dir = _baseline_dir(config, out_dir)
-    summary = finalize_resource_artifacts(
-        store.run_dir,
-        baseline_dir,
-        reference_engine=config.resource.reference_engine,
-        thresholds=CalibrationThresholds.from_observer_effect_pct(
-            config.resource.max_observer_effect_pct
-        ),
-    )
-    eligible = summary.get("resource_comparison_eligible")
-    echo(f"resource summary: resource_comparison_eligible={eligible}")
-
-
-def write_scores(store: RunStore) -> None:
-    from metewand.compare.scores import browser_scores, scores_bytes
-
-    manifest = store.manifest
-    # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
-    peer = {k: v for k, v in manifest.items() if k != "data"}
-    scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
-    rundir.write_atomic(store.run_dir / rundir.SCORES, scores_bytes(scores))
-
-
 async def _execute(
     plan: Plan,
     store: RunStore,
@@ -392,4 +364,4 @@ async def _one(
     return await runner.run(planned)
 
 
-__all__ = ["RunResult", "run_browser", "write_json_atomic", "write_scores"]
+__all__ = ["RunResult", "run_browser", "write_json_atomic"]

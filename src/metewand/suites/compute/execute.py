@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from metewand.errors import MetewandError
 from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
 from metewand.runtime import rundir
@@ -60,7 +61,7 @@ class Timeouts:
     shutdown_s: float = 5.0
 
 
-class AttemptFailure(Exception):
+class AttemptFailure(MetewandError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -13,6 +13,7 @@ from typing import Any
 from metewand import __version__, canonical
 from metewand.runtime import rundir
 from metewand.runtime.payload import observation_timing
+from metewand.runtime.row_head import RowHead
 from metewand.suites.compute.execute import AttemptOutcome
 from metewand.suites.compute.validate import file_sha256
 
@@ -107,15 +108,19 @@ def build_row(
         "finished_at": outcome.finished_at,
         "provenance": prov,
     }
+    head = RowHead(
+        key=a.key,
+        status="accepted" if outcome.accepted else "failed",
+        attempt=retry_index,
+        artifacts=rel,  # run id and times: in the manifest and the attempt record
+    )
     return {
         **a.describe(),
-        "status": "accepted" if outcome.accepted else "failed",
-        "attempt": retry_index,
+        **head.fields(),
         "code": outcome.code,
         "message": outcome.message,
         "metrics": (outcome.metrics or {}).get("data"),
         "statistics": outcome.statistics,
         "record": record,
         "observation": observation,
-        "artifacts": rel,
     }

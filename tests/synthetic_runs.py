@@ -1,4 +1,4 @@
-"""Synthetic run directories for report tests and the report-speed benchmark.
+"""Synthetic run directories for report tests and benchmarks/report_speed.py (test code only).
 
 The rows follow the documented browser result row (docs/DESIGN.md) and the compute attempt record
 (outcome + provenance.data.measurements); values are drawn from a seeded generator, so a given seed
