@@ -350,3 +350,49 @@ def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
                 click.echo(line)
     found_ready = [r for r in reports if r["found"] and not r["ready"]]
     sys.exit(exit_codes.ENVIRONMENT_MISSING if found_ready else exit_codes.OK)
+
+
+@browser.command()
+@click.option("--check", "do_check", is_flag=True,
+              help="Compare the corpus's generated scenario tasks with the expansion of their specs.")  # fmt: skip
+@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None,
+              help="Task corpus directory (default: the built-in suite).")  # fmt: skip
+@click.option("--strict", is_flag=True,
+              help="Also count expansions with no file and files whose spec is absent as "
+              "differences (for a whole corpus; a partial one holds some back).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
+def scenarios(do_check: bool, tasks_dir: Path | None, strict: bool, as_json: bool) -> None:
+    """Scenario × driver expansion: check that generated tasks match tasks/scenarios/ specs.
+
+    Exits 0 when every generated task equals its spec's expansion, 1 listing each difference
+    (file and key), 3 when the corpus has no scenario specs.
+
+    \b
+    Examples:
+      metewand browser scenarios --check --tasks ../shared/corpus/lexbench
+      metewand browser scenarios --check --tasks ../shared/corpus/lexbench --json
+    """
+    from metewand.suites.browser.scenarios import SCENARIO_DIR, check
+
+    if not do_check:
+        raise click.UsageError("nothing to do: pass --check")
+    root = tasks_dir or builtin_suite_dir()
+    specs_dir = root / "tasks" / SCENARIO_DIR
+    if not specs_dir.is_dir():
+        click.echo(f"error: no scenario specs: {specs_dir} is not a directory", err=True)
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+    report = check(root / "tasks", strict=strict)
+    failing = report.failing
+    if as_json:
+        data = {"tasks": str(root / "tasks"), "specs": report.specs, "expansions": report.expansions,
+                "matched": report.matched, "missing": report.missing, "orphaned": report.orphaned,
+                "strict": strict, "differences": [d.__dict__ for d in failing]}  # fmt: skip
+        click.echo(canonical.dumps(data).decode())
+    else:
+        for difference in failing:
+            click.echo(difference.line())
+        held = "" if strict else " (not differences without --strict: a partial corpus)"
+        click.echo(f"{report.specs} specs, {report.expansions} expansions: {report.matched} "
+                   f"generated files match, {len(failing)} differences; {len(report.missing)} "
+                   f"expansions have no file, {len(report.orphaned)} files have no spec{held}")  # fmt: skip
+    sys.exit(exit_codes.OK if not failing else exit_codes.BENCHMARK_FAILURES)
