@@ -11,6 +11,7 @@ from typing import Any
 
 from metewand.compare import cases, compute_rows
 from metewand.compare.columns import metric_value
+from metewand.compare.driver_costs import driver_path_of, rollup
 from metewand.compare.resource_metrics import form_value
 from metewand.compare.run_compare import Group, SuiteKind, register
 from metewand.compare.run_facts import ENGINE_PIN_FIELDS, MISSING, lookup, manifest_data
@@ -151,6 +152,14 @@ def _browser_provenance(run: RunData) -> dict[str, Any]:
     return facts
 
 
+def _browser_rollups(rows: list[dict[str, Any]]) -> dict[str, dict[Group, Any]]:
+    """Pass rates and the driver's own cost per subset x engine and per driver path x engine."""
+    return {
+        "subset": rollup(rows, lambda r: str(r.get("subset_id") or r.get("subset") or "")),
+        "driver_path": rollup(rows, driver_path_of),
+    }
+
+
 register(
     SuiteKind(
         name="browser",
@@ -161,5 +170,6 @@ register(
         value_of=_browser_value,
         status_of=_browser_status,
         provenance_of=_browser_provenance,
+        rollups_of=_browser_rollups,
     )
 )
