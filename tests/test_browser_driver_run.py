@@ -1,0 +1,207 @@
+"""``metewand browser run`` over driver-path tasks (issue #15), end to end: a real Chromium and a
+real Lightpanda, the real fixture server on the peer corpus, each shipped adapter through its
+real client library, rows graded by the adapter's check rows and the server-side grader."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from browser_run_helpers import REPO, cli, lexbench_or_skip, rows_of
+from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+
+# Two tasks of every shipped driver path (navigation + reading, clicks into an app), one L2 flow.
+SHIPPED_TASKS = {
+    "playwright": ["sc_nav_title_read__pw", "sc_app_add_single_item__pw"],
+    "puppeteer": ["sc_nav_title_read__pp", "sc_app_add_single_item__pp", "v3_pp_flow_shop_cart"],
+    "chrome_remote_interface": ["sc_nav_title_read__cri", "sc_app_add_single_item__cri"],
+    "chrome_devtools_mcp": ["sc_nav_title_read__mcp", "sc_app_add_single_item__mcp"],
+    "cdp_use": ["sc_nav_title_read__cdpu", "sc_nav_back_restores__cdpu"],
+    "pydoll": ["sc_app_add_single_item__pyd", "sc_nav_back_restores__pyd"],
+    "selenium": ["sc_nav_title_read__se", "sc_app_add_single_item__se"],
+}
+# The Go, Rust and Ruby paths: no adapter can be installed here.
+FOREIGN_TASKS = {
+    "chromedp": ("sc_nav_title_read__chromedp", "go"),
+    "rod": ("sc_nav_title_read__rod", "go"),
+    "chromiumoxide": ("sc_nav_back_restores__oxide", "cargo"),
+    "ferrum": ("sc_nav_title_read__fr", "ruby"),
+}
+ENGINES = ("chrome", "lightpanda")
+
+
+def _installed() -> dict[str, list[str]]:
+    return {
+        key: tasks
+        for key, tasks in SHIPPED_TASKS.items()
+        if not isinstance(resolve_driver(key), DriverMissing)
+    }
+
+
+@pytest.fixture(scope="module")
+def driver_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    corpus = lexbench_or_skip()
+    out = tmp_path_factory.mktemp("driver-run")
+    tasks = [t for ts in _installed().values() for t in ts]
+    tasks += [task for task, _ in FOREIGN_TASKS.values()]
+    args = [a for t in tasks for a in ("--task", t)]
+    done = cli("browser", "run", "--tasks", str(corpus), "--engines", ",".join(ENGINES),
+               "--k", "1", "--out", str(out), "--run-id", "drivers", "--no-progress", *args,
+               timeout=900)  # fmt: skip
+    # exit 0: no attempt ended infra or crash (exit 1 would say one did)
+    assert done.returncode == 0, done.stderr[-3000:]
+    yield out / "drivers"
+
+
+def _rows(run: Path, key: str, engine: str) -> list[dict[str, Any]]:
+    return [r for r in rows_of(run) if r["driver_path"] == key and r["engine"] == engine]
+
+
+@pytest.mark.parametrize("key", sorted(SHIPPED_TASKS))
+def test_each_installed_driver_path_passes_its_tasks_on_chrome(driver_run: Path, key: str) -> None:
+    found = resolve_driver(key)
+    if isinstance(found, DriverMissing):
+        pytest.skip(f"{key}: {found.detail}")
+    rows = _rows(driver_run, key, "chrome")
+    assert sorted(r["task_id"] for r in rows) == sorted(SHIPPED_TASKS[key])
+    for row in rows:
+        assert row["status"] == "pass", (row["task_id"], row["reason"])
+        assert row["driver"] == DRIVER_PATHS[key].task_kind  # the peer's field, unchanged
+        assert row["driver_version"] == DRIVER_PATHS[key].version
+        assert row["adapter"]["outcome"] == "result" and row["adapter"]["leftover_pids"] == []
+        # the adapter tree's own cost, measured in its accounting group (harness scope)
+        cost = row["driver_resources"]
+        assert cost["scope"] == "harness_scope" and cost["unavailable"] == {}, cost
+        assert cost["cpu_total_ms"] > 0 and cost["peak_memory_bytes"] > 1_000_000, cost
+        # graded by the adapter's check rows and by the fixture server's grader
+        kinds = {c["kind"] for c in row["checks"]}
+        assert kinds == {"driver", "server_side"}, row["checks"]
+        assert row["cdp"]["wait_ms"] is None  # the harness held no CDP connection: not 0
+
+
+def test_lightpanda_runs_every_installed_path_with_no_infra_row(driver_run: Path) -> None:
+    rows = [r for r in rows_of(driver_run) if r["engine"] == "lightpanda"]
+    shipped = [r for r in rows if r["driver_path"] in _installed()]
+    assert len(shipped) == sum(len(t) for t in _installed().values())
+    for row in shipped:
+        assert row["status"] not in ("infra", "crash"), (row["task_id"], row["reason"])
+        assert row["adapter"]["outcome"] == "result", (row["task_id"], row["adapter"])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_go_rust_ruby_paths_are_unsupported_with_the_missing_toolchain(
+    driver_run: Path, engine: str
+) -> None:
+    for key, (task_id, toolchain) in FOREIGN_TASKS.items():
+        (row,) = _rows(driver_run, key, engine)
+        assert row["task_id"] == task_id
+        assert (row["status"], row["failure_class"], row["origin"]) == (
+            "unsupported", "driver_unavailable", "driver_registry",
+        )  # fmt: skip
+        assert row["reason"].startswith(f"driver_unavailable: {key}: ")
+        assert f"({toolchain} toolchain" in row["reason"]
+        assert row["failure"]["class"] == "driver_unavailable"
+        assert row["adapter"] is None and row["driver_version"] is None
+        assert row["driver_resources"]["unavailable"] == {
+            "cpu": "driver_unavailable", "memory": "driver_unavailable",
+        }  # fmt: skip
+        assert row["driver_resources"]["cpu_total_ms"] is None  # not measured, never 0
+
+
+def test_the_report_shows_pass_rate_and_driver_cost_per_driver_path(driver_run: Path) -> None:
+    done = cli("report", str(driver_run))
+    assert done.returncode == 0, done.stderr
+    scores = json.loads((driver_run / "scores.json").read_text())
+    table = scores["by_driver_engine"]
+    for key in _installed():
+        block = table[key]["chrome"]
+        assert block["attempts"]["passed"] == block["attempts"]["total"] > 0
+        assert block["driver_cost"]["driver_cpu_ms"]["n"] == block["attempts"]["total"]
+        assert block["driver_cost"]["driver_cpu_ms"]["median"] > 0
+        # a functional run measured no engine cost: said, not 0
+        assert block["engine_cost"]["engine_cpu_ms"]["median"] is None
+        assert block["unavailable"]["engine_cpu_ms"] == "run not profiled"
+    for key in FOREIGN_TASKS:
+        assert table[key]["lightpanda"]["attempts"]["by_status"] == {"unsupported": 1}
+    card = (driver_run / "scorecard.md").read_text()
+    section = card.split("## Per driver path", 1)[1]
+    for key in [*_installed(), *FOREIGN_TASKS]:
+        assert f"| {key} | chrome |" in section and f"| {key} | lightpanda |" in section
+    assert "Per driver path" in (driver_run / "report.html").read_text()
+
+
+def test_a_run_of_other_subsets_plans_no_driver_path(tmp_path: Path) -> None:
+    corpus = lexbench_or_skip()
+    done = cli("browser", "run", "--tasks", str(corpus), "--subset", "l1.raw_cdp",
+               "--task", "pw_raw_accessibility_getfullaxtree", "--engines", "chrome",
+               "--out", str(tmp_path), "--run-id", "raw", "--no-progress")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = rows_of(tmp_path / "raw")
+    assert row["status"] == "pass" and row["driver_path"] == "raw_cdp"
+    assert "adapter" not in row and "driver_resources" not in row
+    assert row["cdp"]["commands"] > 0 and row["cdp"]["wait_ms"] is not None
+
+
+# ---- adapters that misbehave, configured in place of the Go/Rust/Ruby paths ----
+
+FAKE_ADAPTER = """#!{python}
+import json, os, sys
+payload = json.load(sys.stdin)
+mode = {mode!r}
+checks = [{{"name": c.get("label") or c["kind"], "status": "pass", "evidence": "claimed"}}
+          for c in payload["checks"]]
+if mode == "crash":
+    sys.exit(3)
+if mode == "garbage":
+    print("not json at all")
+elif mode == "lazy":  # claims every check, never drove the page
+    print(json.dumps({{"ok": True, "answer": "x", "observations": {{"checks": checks,
+                      "saved": {{"answer": "made up"}}}}}}))
+elif mode == "drops_checks":
+    print(json.dumps({{"ok": True, "answer": "x", "observations": {{"checks": checks[:1]}}}}))
+"""
+FAULTS = {
+    "chromedp": ("sc_nav_title_read__chromedp", "crash", ("crash", "infra", "adapter")),
+    "rod": ("sc_nav_title_read__rod", "garbage", ("infra", "infra", "adapter")),
+    "chromiumoxide": ("sc_nav_back_restores__oxide", "lazy", ("fail", "cdp_semantic", "engine_process")),
+    "ferrum": ("sc_nav_title_read__fr", "drops_checks", ("infra", "script_error", "adapter")),
+}  # fmt: skip
+
+
+def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows(
+    tmp_path: Path,
+) -> None:
+    corpus = lexbench_or_skip()
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    for key, (_task, mode, _want) in FAULTS.items():
+        script = tmp_path / f"{key}_adapter.py"
+        script.write_text(FAKE_ADAPTER.format(python=sys.executable, mode=mode))
+        script.chmod(0o755)
+        env[DRIVER_PATHS[key].env_variable] = str(script)
+    args = [a for task, _m, _w in FAULTS.values() for a in ("--task", task)]
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
+         "--engines", "chrome", "--out", str(tmp_path / "runs"), "--run-id", "faults",
+         "--no-progress", *args],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr  # infra and crash rows: exit 1
+    rows = {r["driver_path"]: r for r in rows_of(tmp_path / "runs" / "faults")}
+    for key, (_task, _mode, want) in FAULTS.items():
+        row = rows[key]
+        assert (row["status"], row["failure_class"], row["origin"]) == want, (key, row["reason"])
+        assert row["driver_version"] == "configured" and row["adapter"]["leftover_pids"] == []
+    assert rows["chromedp"]["reason"].startswith("adapter_crash: adapter ended with exit status 3")
+    assert rows["rod"]["reason"].startswith("adapter_garbage: stdout is not one JSON object")
+    # the lazy adapter's claims are refuted by the fixture server's grader
+    assert "answer_equals_expected" in rows["chromiumoxide"]["reason"]
+    assert rows["ferrum"]["reason"].startswith("adapter_checks_missing: ")
