@@ -53,6 +53,7 @@ GRADER_FILE: Final = "grader.json"
 TRACE_FILE: Final = "cdp.jsonl"  # the adapter's own per-op trace, when it wrote one
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
+ADAPTER_ISOLATION: Final = "adapter_managed"
 
 EngineHealth = Callable[[bool], Awaitable[str]]
 
@@ -111,7 +112,6 @@ async def run_adapter_attempt(
     endpoint: EngineEndpoint,
     out_dir: Path,
     ids: AdapterAttempt,
-    isolation: str,
     engine_health: EngineHealth | None = None,
 ) -> tuple[AttemptOutcome, dict[str, Any]]:
     """The attempt's outcome and the row's driver block; never raises for anything the
@@ -149,7 +149,7 @@ async def run_adapter_attempt(
     outcome = AttemptOutcome(
         verdict.status, verdict.failure_class, verdict.origin, verdict.reason,
         verdict.secondary_status, [c.to_json() for c in checks], duration_ms, None,
-        metrics.get("cdp_call_count"), metrics.get("cdp_error_count"), answer, isolation,
+        metrics.get("cdp_call_count"), metrics.get("cdp_error_count"), answer, ADAPTER_ISOLATION,
     )  # fmt: skip
     outcome.artifacts = _write_artifacts(out_dir, run, outcome)
     block = driver_block(path, found, run)
@@ -251,6 +251,9 @@ def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[s
     """The row's driver fields: which path, which version, how its adapter ended, its cost."""
     version = None if isinstance(found, DriverMissing) else found.version
     return {
+        # the adapter opens and closes its own pages through its library: --isolation does not
+        # reach it
+        "isolation": ADAPTER_ISOLATION,
         "driver_path": path.key,
         "driver_language": path.language,
         "driver_library": path.library.name,

@@ -133,9 +133,7 @@ class AttemptRunner:
             self.server.context.grades.open(session)
             driver_block: dict[str, Any] | None = None
             if is_adapter_task(planned.task):
-                outcome, driver_block = await self._adapter_attempt(
-                    planned, process, out_dir, seed
-                )
+                outcome, driver_block = await self._adapter_attempt(planned, process, out_dir, seed)
             else:
                 outcome = await run_task_attempt(
                     planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
@@ -192,9 +190,7 @@ class AttemptRunner:
             self.server.context.grader_token,
         )  # fmt: skip
         endpoint = await engine_endpoint(planned.engine, process)
-        return await run_adapter_attempt(
-            planned.task, endpoint, out_dir, ids, self.plan.config.isolation, process.health
-        )
+        return await run_adapter_attempt(planned.task, endpoint, out_dir, ids, process.health)
 
     def _write_grader_evidence(self, session: str, out_dir: Path) -> bool:
         records, dropped = self.server.context.grades.take(session)
