@@ -206,3 +206,27 @@ def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows
     # the lazy adapter's claims are refuted by the fixture server's grader
     assert "answer_equals_expected" in rows["chromiumoxide"]["reason"]
     assert rows["ferrum"]["reason"].startswith("adapter_checks_missing: ")
+
+
+def test_a_profiled_run_puts_the_driver_cost_beside_the_engine_cost(tmp_path: Path) -> None:
+    corpus = lexbench_or_skip()
+    if isinstance(resolve_driver("chrome_remote_interface"), DriverMissing):
+        pytest.skip("chrome-remote-interface not installed")
+    done = cli("browser", "run", "--tasks", str(corpus), "--task", "sc_nav_title_read__cri",
+               "--engines", "chrome", "--resource-profile", "engine", "--out", str(tmp_path),
+               "--run-id", "prof", "--no-progress")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = rows_of(tmp_path / "prof")
+    assert row["status"] == "pass", row["reason"]
+    # two scopes, two accounting groups: the engine tree and the adapter tree
+    assert row["resource"]["scope"] == "engine_scope" and row["resource"]["cpu_total_ms"] > 0
+    assert row["driver_resources"]["scope"] == "harness_scope"
+    assert row["driver_resources"]["cpu_total_ms"] > 0
+    assert cli("report", str(tmp_path / "prof")).returncode == 0
+    block = json.loads((tmp_path / "prof" / "scores.json").read_text())["by_driver_engine"]
+    costs = block["chrome_remote_interface"]["chrome"]
+    assert costs["engine_cost"]["engine_cpu_ms"]["median"] == row["resource"]["cpu_total_ms"]
+    assert (
+        costs["driver_cost"]["driver_cpu_ms"]["median"] == row["driver_resources"]["cpu_total_ms"]
+    )
+    assert costs["unavailable"] == {}
