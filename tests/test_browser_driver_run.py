@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -169,12 +170,17 @@ elif mode == "lazy":  # claims every check, never drove the page
                       "saved": {{"answer": "made up"}}}}}}))
 elif mode == "drops_checks":
     print(json.dumps({{"ok": True, "answer": "x", "observations": {{"checks": checks[:1]}}}}))
+elif mode == "hang":  # and a grandchild that left its session: the sweep must still find it
+    import subprocess, time
+    subprocess.Popen(["sleep", "600"], start_new_session=True)
+    time.sleep(600)
 """
 FAULTS = {
     "chromedp": ("sc_nav_title_read__chromedp", "crash", ("crash", "infra", "adapter")),
     "rod": ("sc_nav_title_read__rod", "garbage", ("infra", "infra", "adapter")),
     "chromiumoxide": ("sc_nav_back_restores__oxide", "lazy", ("fail", "cdp_semantic", "engine_process")),
     "ferrum": ("sc_nav_title_read__fr", "drops_checks", ("infra", "script_error", "adapter")),
+    "stagehand": ("sc_app_add_single_item__sh", "hang", ("timeout", "infra", "adapter")),
 }  # fmt: skip
 
 
@@ -192,7 +198,7 @@ def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
          "--engines", "chrome", "--out", str(tmp_path / "runs"), "--run-id", "faults",
-         "--no-progress", *args],
+         "--timeout-scale", "0.1", "--no-progress", *args],  # the hang meets its deadline soon
         capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr  # infra and crash rows: exit 1
@@ -200,12 +206,27 @@ def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows
     for key, (_task, _mode, want) in FAULTS.items():
         row = rows[key]
         assert (row["status"], row["failure_class"], row["origin"]) == want, (key, row["reason"])
-        assert row["driver_version"] == "configured" and row["adapter"]["leftover_pids"] == []
+        assert row["driver_version"] == "configured"
+        if key != "stagehand":
+            assert row["adapter"]["leftover_pids"] == []
     assert rows["chromedp"]["reason"].startswith("adapter_crash: adapter ended with exit status 3")
     assert rows["rod"]["reason"].startswith("adapter_garbage: stdout is not one JSON object")
     # the lazy adapter's claims are refuted by the fixture server's grader
     assert "answer_equals_expected" in rows["chromiumoxide"]["reason"]
     assert rows["ferrum"]["reason"].startswith("adapter_checks_missing: ")
+    hang = rows["stagehand"]
+    assert hang["reason"].startswith("adapter_hang: no exit within ")
+    assert hang["adapter"]["exit_signal"] in (signal.SIGTERM, signal.SIGKILL)
+    (grandchild,) = hang["adapter"]["leftover_pids"]  # found in the accounting group, killed
+    assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_a_profiled_run_puts_the_driver_cost_beside_the_engine_cost(tmp_path: Path) -> None:
