@@ -17,6 +17,7 @@ import pytest
 
 from browser_run_helpers import REPO, cli, lexbench_or_skip, rows_of
 from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
+from peer_layouts import assert_peer_layouts
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -251,3 +252,9 @@ def test_a_profiled_run_puts_the_driver_cost_beside_the_engine_cost(tmp_path: Pa
         costs["driver_cost"]["driver_cpu_ms"]["median"] == row["driver_resources"]["cpu_total_ms"]
     )
     assert costs["unavailable"] == {}
+
+
+def test_driver_rows_keep_the_peer_layouts(driver_run: Path) -> None:
+    # fields are added beside the peer's, never in place of them: the peer's readers still read
+    assert cli("report", str(driver_run)).returncode == 0
+    assert_peer_layouts(driver_run)
