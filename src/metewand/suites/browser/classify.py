@@ -1,9 +1,14 @@
 """Attempt statuses, failure classes and origins, decided by one explicit rule table.
 
 Statuses: ``pass``, ``fail``, ``unsupported``, ``timeout``, ``crash``, ``infra``.
-Failure classes: ``engine_unsupported``, ``cdp_semantic``, ``script_error``, ``infra``.
+Failure classes: ``engine_unsupported``, ``cdp_semantic``, ``script_error``, ``infra``, and
+``driver_unavailable`` (a driver path whose adapter, client library or toolchain is not installed:
+nothing ran, and the engine is not to blame).
 Origins: ``engine_process`` (the engine died), ``client_transport`` (the socket broke while the
-engine lives), ``task_timeout``, ``driver``, ``grader``, ``engine_registry``.
+engine lives), ``task_timeout``, ``driver``, ``grader``, ``engine_registry``, and for driver
+paths ``adapter`` (the adapter process crashed, hung, wrote garbage, reported a harness error or
+left out declared checks), ``driver_registry`` (driver missing) and ``binding_catalog`` (no
+binding for the engine and driver).
 
 An exception is classified by the first rule whose type matches and whose condition holds; the
 engine's health after the attempt is a separate, final rule (``promote_engine_trouble``).
