@@ -8,6 +8,13 @@ favours neither. Printed per command, as medians over the rounds:
       hyperfine's, whichever is larger;
   (b) the total wall time of each tool's invocation (start-up included), and ours / theirs
       (target <= 1.5x).
+Then, for `true`, where (b) is missed, the floor: each tool's invocation with 1 run and with
+--runs, so total = fixed + runs x per-run; ours / theirs per run is the ratio (b) could reach
+even if metewand's fixed start-up (Python, imports, host telemetry, statistics) cost nothing.
+
+metewand runs as installed: its children may write bytecode caches (a wheel install compiles
+them; this sandbox sets PYTHONDONTWRITEBYTECODE=1, which would recompile metewand's modules at
+every start and is unset for them here).
 
     .venv/bin/python benchmarks/measure_vs_hyperfine.py [--runs 30] [--rounds 2]
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -31,6 +39,7 @@ COMMANDS = {
     "50 ms CPU burn": ["python3", "-c", BURN],
 }
 METEWAND = [sys.executable, "-m", "metewand", "measure"]
+OUR_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
@@ -62,6 +71,7 @@ def ours(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
         [*METEWAND, "--runs", str(runs), "--shell", "none", "--export-json", str(out), "--", *argv],
         check=True,
         capture_output=True,
+        env=OUR_ENV,
     )
     total = time.perf_counter() - started
     summary = json.loads(out.read_text())["summaries"][0]["metrics"]["wall_time_ns"]
@@ -106,6 +116,26 @@ def main() -> None:
                 f"{mw_t / hf_t:.2f}x ({'ok' if mw_t <= 1.5 * hf_t else 'MISSED'} vs <= 1.5x)"
             )
             sys.stdout.flush()
+        floor(args.runs, args.rounds, out)
+
+
+def floor(runs: int, rounds: int, out: Path) -> None:
+    """Fixed and per-run cost of each tool on `true`, from invocations with 1 and ``runs``."""
+    totals: dict[tuple[str, int], list[float]] = {}
+    for _ in range(max(rounds, 3)):
+        for n in (1, runs):
+            totals.setdefault(("hf", n), []).append(hyperfine(["true"], n, out / "hf.json")[1])
+            totals.setdefault(("mw", n), []).append(ours(["true"], n, out / "mw.json")[1])
+    per_run, fixed = {}, {}
+    for tool in ("hf", "mw"):
+        one, many = (statistics.median(totals[(tool, n)]) for n in (1, runs))
+        per_run[tool] = (many - one) / (runs - 1)
+        fixed[tool] = one - per_run[tool]
+    print(
+        f"true floor: per run hyperfine {per_run['hf'] * 1e3:.2f} ms, metewand "
+        f"{per_run['mw'] * 1e3:.2f} ms ({per_run['mw'] / per_run['hf']:.1f}x); fixed start-up "
+        f"hyperfine {fixed['hf'] * 1e3:.0f} ms, metewand {fixed['mw'] * 1e3:.0f} ms"
+    )
 
 
 if __name__ == "__main__":

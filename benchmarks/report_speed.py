@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from metewand.compare import synthetic
 from metewand.compare.generate import generate
 from metewand.runtime.store import read_results
+
+# the synthetic run writer is test code (tests/synthetic_runs.py), shared with the report tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import synthetic_runs as synthetic  # noqa: E402
 
 
 def timed(fn: Callable[[], object]) -> float:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from metewand.compare.generate import write_after_run
 from metewand.suites.browser.run_config import ResourceOptions, RunConfig, builtin_suite_dir
 from metewand.suites.browser.runner import run_browser
 
@@ -26,6 +27,7 @@ def run(
                        task_ids=tasks, resource=resource)  # fmt: skip
     result = run_browser(config, out, run_id, echo=lambda _text: None)
     assert result.exit_code == 0 and result.run_dir is not None
+    write_after_run(result.run_dir)  # what the CLI does after a run: the derived files
     return result.run_dir
 
 

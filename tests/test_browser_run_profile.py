@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from browser_run_helpers import lexbench_or_skip, rows_of
+from metewand.compare.generate import write_after_run
 from metewand.runtime.schemas import violations
 from metewand.suites.browser.leftovers import run_processes
 from metewand.suites.browser.run_config import ResourceOptions, RunConfig
@@ -38,6 +39,7 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     _assert_settled(rows_of(base.run_dir))
     run = run_browser(_config(corpus, "engine", "base"), tmp_path, "prof", **quiet)  # type: ignore[arg-type]
     assert run.exit_code == 0 and run.run_dir is not None
+    write_after_run(run.run_dir)  # what the CLI does after a run: the derived files
     d = run.run_dir
     for row in rows_of(d):
         resource = row["resource"]  # the peer's layout: plain numbers, reasons in unavailable

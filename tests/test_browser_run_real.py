@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from browser_run_helpers import lexbench_or_skip, manifest_of, rows_of
+from metewand.compare.generate import write_after_run
 from metewand.suites.browser.leftovers import run_processes
 from metewand.suites.browser.run_config import RunConfig, builtin_suite_dir
 from metewand.suites.browser.runner import run_browser
@@ -30,6 +31,7 @@ def _run(tmp_path: Path, config: RunConfig) -> Path:
     result = run_browser(config, tmp_path, "r", echo=messages.append)
     assert result.exit_code == 0, messages
     assert result.run_dir is not None
+    write_after_run(result.run_dir)  # what the CLI does after a run: the derived files
     return result.run_dir
 
 

@@ -249,6 +249,13 @@ def measured_exports(done: Done, repo: Path) -> None:
     assert json.loads((repo / "runs.json").read_text())
 
 
+def measured_marks(done: Done, repo: Path) -> None:
+    """Both phases of the documented --mark-fifo example are shown; the FIFO it made is gone."""
+    assert "phases (2 marks):" in done.stderr, done.stderr
+    assert "  a: wall " in done.stderr and "  b: wall " in done.stderr
+    assert not (repo / "marks.fifo").exists()
+
+
 def compared(base: str, new: str) -> Check:
     """The headline names both runs, and every group of the example is comparable."""
 
@@ -313,6 +320,11 @@ EXPECTED: tuple[Expect, ...] = (
         0,
         measured_exports,
     ),  # fmt: skip
+    Expect(
+        "metewand measure --mark-fifo marks.fifo -- sh -c 'echo a > marks.fifo; echo b > marks.fifo'",
+        0,
+        measured_marks,
+    ),
     Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
     Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
     Expect(SORT, 0, sorting_accepts_all),

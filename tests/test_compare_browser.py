@@ -61,7 +61,7 @@ def test_a_status_change_is_listed_and_fails_the_gate(tmp_path: Path) -> None:
 
 def test_resource_metrics_of_profiled_runs_are_comparable(tmp_path: Path) -> None:
     """Profiled browser rows (the recorded row shape) compare on a resource metric."""
-    from metewand.compare import synthetic
+    import synthetic_runs as synthetic
     from metewand.compare.run_compare import compare_runs
     from metewand.compare.rundir import load_run
 

@@ -50,3 +50,11 @@ def test_doctor_reports_missing_engine_with_fix_and_exit_3() -> None:
     report = canonical.loads(result.stdout)
     problem = [p for p in report["problems"] if "moli" in p["message"]]
     assert problem and problem[0]["severity"] == "required" and problem[0]["fix"]
+
+
+def test_doctor_names_how_process_exits_are_waited_for() -> None:
+    result = CliRunner().invoke(cli, ["doctor", "--json", "--engines", "", "--foreign-look-s", "0"])
+    report = canonical.loads(result.stdout)
+    assert report["system"]["exit_wait"] == {"method": "pidfd", "reason": None}  # Linux ≥ 5.3
+    human = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0"])
+    assert "process exit wait: pidfd" in human.output

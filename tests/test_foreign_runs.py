@@ -27,7 +27,9 @@ from foreign_helpers import (
     named_pids,
     samples,
 )
-from metewand.compare.resource_artifacts import finalize_resource_artifacts
+from metewand.compare import resource_card
+from metewand.compare.resource_summary import summarize
+from metewand.compare.rundir import load_run
 
 pytestmark = pytest.mark.slow
 INTERVAL = "0.5"
@@ -129,11 +131,15 @@ def test_burner_during_browser_run_trips_gate_and_comparison_is_ineligible(
         run_dir = _browser_run(tmp_path, "burned", watch)
     _assert_burner_trips(run_dir, hog.pid)
     assert_own_never_foreign(samples(run_dir), watch.pids)
-    summary = finalize_resource_artifacts(run_dir, resamples=20)
+    # the run is not profiled, so it has no summary of its own: summarize its host telemetry
+    run = load_run(run_dir)
+    summary = summarize(
+        run.manifest, run.rows, run.host_summary, None, run.cold_start, resamples=20
+    )
     host_gate = next(c for c in summary["eligibility_conditions"] if c["id"] == "host_gate")
     assert not host_gate["passed"] and "foreign_cpu_load" in host_gate["reason"]
     assert summary["resource_comparison_eligible"] is False
-    card = (run_dir / "resource-card.md").read_text()
+    card = resource_card.render(summary)
     assert "Foreign CPU (machine minus this run)" in card and ": TRIPPED." in card
     assert "Foreign processes started during the run" in card
     code, err = _metewand(["report", str(run_dir), "--format", "html"], RunProcesses())

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from metewand.compare.generate import write_after_run
 from metewand.runtime.schemas import violations
 from metewand.suites.browser import classify
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
@@ -54,6 +55,7 @@ def test_a_real_profiled_run_of_ours_has_the_peers_layouts(tmp_path: Path) -> No
     assert base.exit_code == 0 and base.run_dir is not None
     run = run_browser(_own_config("engine", "base"), tmp_path, "prof", **quiet)  # type: ignore[arg-type]
     assert run.exit_code == 0 and run.run_dir is not None
+    write_after_run(run.run_dir)  # what the CLI does after a run: the derived files
     d = run.run_dir
     assert_peer_layouts(d)
     rows = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines()]

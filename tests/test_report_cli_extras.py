@@ -7,10 +7,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+import synthetic_runs as synthetic
 from metewand import canonical
 from metewand.cli.main import cli
 from metewand.cli.progress import Progress
-from metewand.compare import synthetic
 
 
 def test_plain_progress_lines_counts_and_summary() -> None:

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+import synthetic_runs as synthetic
 from compute_helpers import problem, python_impl, run, write_manifest
 from metewand import canonical
-from metewand.compare import compute_rows, synthetic
+from metewand.compare import compute_rows
 from metewand.compare.fmt import ns_text
 from metewand.compare.generate import generate
 

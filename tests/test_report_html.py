@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+import synthetic_runs as synthetic
 from metewand import canonical
-from metewand.compare import synthetic
 from metewand.compare.generate import generate
 from metewand.suites.browser import engines
 from metewand.suites.browser.cdp import CdpClient

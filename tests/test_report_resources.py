@@ -9,9 +9,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
+import synthetic_runs as synthetic
 from metewand.cli.main import cli
-from metewand.compare import synthetic
-from metewand.compare.resource_artifacts import finalize_resource_artifacts
+from metewand.compare.generate import generate
 
 
 def _section(html: str, ident: str) -> str:
@@ -37,10 +37,12 @@ def test_report_runs_calibration_eligibility_and_paired_ratios(tmp_path: Path) -
     assert (
         "reference engine chrome" in paired and "<td>lightpanda</td><td>cpu_total_ms</td>" in paired
     )
-    # the same bytes as the run-end finalizer writes for the same inputs
+    # the same bytes as the end of a run writes for the same inputs (regenerated, not copied)
     twin = tmp_path / "twin"
     shutil.copytree(on, twin)
-    finalize_resource_artifacts(twin, off, reference_engine="chrome")
+    for name in ("resource_summary.json", "resource-card.md"):
+        (twin / name).unlink()
+    generate(twin, ["json"], baseline=off, reference_engine="chrome")
     for name in ("resource_summary.json", "resource-card.md"):
         assert (on / name).read_bytes() == (twin / name).read_bytes(), name
 

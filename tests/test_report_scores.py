@@ -7,10 +7,10 @@ from typing import Any
 
 from click.testing import CliRunner
 
+import synthetic_runs as synthetic
 from metewand import canonical
 from metewand.cli.main import cli
-from metewand.compare import synthetic
-from metewand.compare.scorecard import scorecard_md
+from metewand.compare.scorecard import browser_scorecard, compute_scorecard
 from metewand.compare.scores import browser_scores, compute_scores, scores_bytes
 
 
@@ -49,7 +49,7 @@ def test_all_k_rule_and_counts() -> None:
     assert moli["attempts"]["total"] == 0 and moli["attempts"]["rate"] is None
     lp = scores["by_engine_subset"]["lightpanda"]["l2.web"]
     assert lp["attempts"]["by_status"]["unsupported"] == 1 and lp["tasks"]["passed"] == 0
-    card = scorecard_md(scores)
+    card = browser_scorecard(scores)
     assert "33.3% (1/3)" in card and "unavailable (no attempts)" in card
 
 
@@ -96,3 +96,34 @@ def test_regeneration_is_byte_identical(tmp_path: Path) -> None:
 def test_report_rejects_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", str(tmp_path)])
     assert result.exit_code == 2
+
+
+def test_compute_outcome_counts_are_per_case_and_implementation(tmp_path: Path) -> None:
+    """The outcome block is per case x implementation like every other table (issue 13)."""
+    run = synthetic.write_compute_run(tmp_path / "c3", attempts=6, warmups=2, cases=3)
+    from metewand.compare.rundir import load_run
+    from metewand.runtime import schemas
+
+    data = load_run(run)
+    scores = compute_scores(data.rows, data.manifest)
+    assert schemas.violations("metewand_compute_cases-1", scores["cases"]) == []
+    per_case: dict[str, int] = {}
+    for case in scores["cases"]["cases"]:
+        assert sorted(case["implementations"]) == ["numpy", "python"]
+        for name, block in case["implementations"].items():
+            assert block["attempts"] == 6 and sum(block["by_outcome"].values()) == 6
+            assert block["accepted"] == block["by_outcome"].get("accepted", 0)
+            assert block["warmups"]["total"] == 2  # counted in their own case, never timed
+            per_case[name] = per_case.get(name, 0) + block["attempts"]
+    # the cases partition the run: their counts add up to the whole, none counted twice
+    assert per_case == {n: b["total"] for n, b in scores["by_implementation"].items()}
+    card = compute_scorecard(scores)
+    assert "## Outcomes per case × implementation" in card and "all cases" not in card
+    outcome_lines = card.split("## Outcomes per case × implementation")[1].split("\n\n")[1]
+    assert len(outcome_lines.splitlines()) == 2 + 3 * 2  # header, rule, 3 cases x 2 impls
+    runner = CliRunner()
+    done = runner.invoke(cli, ["report", str(run), "--format", "html"])
+    assert done.exit_code == 0, done.output
+    html = (run / "report.html").read_text()
+    outcomes = html.split('id="scores"')[1].split("</section>")[0]
+    assert "<th>case</th>" in outcomes and outcomes.count("<tr>") == 1 + 3 * 2

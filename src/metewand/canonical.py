@@ -1,6 +1,6 @@
 """The one JSON canonicaliser (RFC 8785) used for every record metewand writes.
 
-It sits below every layer: it imports nothing from metewand.
+It sits below every layer: it imports nothing from metewand but the error base.
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ from typing import Any
 
 import rfc8785
 
+from metewand.errors import InvalidInput
+
 SAFE_INTEGER_MAX = 9_007_199_254_740_991
 SAFE_INTEGER_MIN = -SAFE_INTEGER_MAX
 
 
-class CanonicalJSONError(ValueError):
+class CanonicalJSONError(InvalidInput, ValueError):
     """A value cannot be expressed as canonical JSON."""
 
 

@@ -11,7 +11,9 @@ import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.derived import write_derived
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
+from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import (
     ISOLATIONS,
@@ -166,6 +168,8 @@ def run(**opts: object) -> None:  # fmt: skip
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
+    if not write_derived(result.run_dir, echo):
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
     sys.exit(_outcome(result.run_dir, fail_on, echo))
 
 
@@ -186,7 +190,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
     from metewand.suites.browser.run_plan import PlanError, build_plan
 
     run_id = opts["run_id"]
-    if run_id is not None and (out_dir / str(run_id)).exists():
+    if run_id is not None and rundir.new_run_dir(out_dir, str(run_id)).exists():
         preflight.refuse(echo, [f"run {run_id!r} exists in {out_dir}; resume it with "
                                 f"--resume {run_id} or choose another --run-id"], 2)  # fmt: skip
     baseline = opts["resource_calibration_baseline"]
@@ -201,7 +205,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
     try:
         plan = build_plan(config)
     except PlanError as exc:
-        preflight.refuse(echo, exc.lines, exit_codes.INVALID_INPUT)
+        preflight.refuse(echo, exc.lines, exc.exit_code)
     preflight.check_engines(plan, bool(opts["allow_missing_engines"]), echo)
     if baseline_dir is not None:
         preflight.check_baseline(plan, baseline_dir, echo)

@@ -18,10 +18,11 @@ from metewand import canonical
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import DEFAULT_RUNS_DIR
 from metewand.cli.store_cmd import open_run
-from metewand.runtime.store import MANIFEST_NAME, RunView, StoreError, hold_lock
+from metewand.runtime import rundir
+from metewand.runtime.store import RunView, StoreError, hold_lock
 
 # Temporary directories a session makes inside its run and removes when it ends.
-RUN_TEMP_DIRS = (".staging", ".work")
+RUN_TEMP_DIRS = (rundir.STAGING, rundir.WORK)
 
 
 @click.command("clean")
@@ -68,6 +69,8 @@ def _clean_one(view: RunView) -> dict[str, Any] | str:
 
     try:
         with hold_lock(view.run_dir):
+            for line in rundir.journal_warnings(view.run_dir):
+                click.echo(f"warning: {line}", err=True)
             engines = _browser_leftovers(view)
             report = sweep(view.run_dir).to_json()
     except StoreError as exc:
@@ -82,7 +85,7 @@ def _clean_all(runs_dir: Path) -> dict[str, dict[str, Any] | str]:
     reports: dict[str, dict[str, Any] | str] = {}
     if not runs_dir.is_dir():
         return reports
-    for path in sorted(p for p in runs_dir.iterdir() if (p / MANIFEST_NAME).is_file()):
+    for path in sorted(p for p in runs_dir.iterdir() if (p / rundir.MANIFEST).is_file()):
         try:
             reports[str(path)] = _clean_one(RunView(path))
         except StoreError as exc:

@@ -70,7 +70,7 @@ def _print_table(result: dict[str, Any]) -> None:
 def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[str, Path]:
     from metewand import canonical
     from metewand.compare import compare_render
-    from metewand.compare.generate import write_atomic
+    from metewand.runtime.rundir import write_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     render = {
@@ -157,7 +157,7 @@ def compare(
         written = _write(result, formats, Path(out_dir))
     except (RunDirError, CompareError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)  # 2: invalid input, for click's refusals too
     except OSError as exc:  # --out names a file, or a directory we may not write
         click.echo(f"error: cannot write into {out_dir}: {exc.strerror or exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)

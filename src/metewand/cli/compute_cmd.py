@@ -11,7 +11,9 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
+from metewand.cli.derived import write_derived
 from metewand.cli.rundirs import resolve_run_dir
+from metewand.runtime import rundir
 
 DEFAULT_MANIFEST = "metewand.toml"
 
@@ -56,7 +58,7 @@ def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any,
     except ManifestError as exc:
         for line in exc.errors:
             click.echo(f"error: {line}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
 
 
 @click.command(epilog=PLAN_EXAMPLES)
@@ -90,7 +92,7 @@ def _resumed_manifest(run_dir: Path) -> str:
         path = RunView(run_dir).manifest["data"].get("manifest_path")
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     if not isinstance(path, str):
         click.echo(f"error: {run_dir} is not a compute run (no manifest_path)", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
@@ -159,6 +161,7 @@ def run(
     130; --resume RUN runs what is left (MANIFEST defaults to the one the run started from).
     """
     from metewand.cli.progress import progress_mode, reporter_factory
+    from metewand.runtime.rundir import journal_warnings
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
@@ -186,10 +189,12 @@ def run(
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
     try:
+        for line in journal_warnings(resume_dir) if resume_dir else []:
+            click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
         summary = runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
@@ -198,6 +203,8 @@ def run(
             raise
         click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
                    "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        sys.exit(exit_codes.BENCHMARK_FAILURES)
+    if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:
         _print_case_table(summary.rows)
@@ -238,7 +245,7 @@ def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str
     """Conditions that would waste or spoil a run are refused before it exists."""
     from metewand.suites.compute.launch import missing_commands
 
-    if run_id is not None and os.path.lexists(os.path.join(out_dir, run_id)):
+    if run_id is not None and os.path.lexists(rundir.new_run_dir(out_dir, run_id)):
         click.echo(
             f"error: run {run_id!r} exists in {out_dir}; resume it with --resume {run_id} "
             "or choose another --run-id",
@@ -288,4 +295,4 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
 
 
 def _run_dir(options: Any) -> str:
-    return str(Path(options.out_dir) / options.run_id) if options.run_id else "RUN"
+    return str(rundir.new_run_dir(options.out_dir, options.run_id)) if options.run_id else "RUN"

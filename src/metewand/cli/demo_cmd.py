@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 import metewand
+from metewand.runtime import rundir
 
 from . import exit_codes
 
@@ -53,11 +54,11 @@ class DemoLog:
 
 
 def _report(log: DemoLog, run_dir: Path, extra: list[str]) -> None:
-    if not (run_dir / "results.jsonl").exists():
-        log.failures.append(f"report of {run_dir} (no results.jsonl)")
+    if not (run_dir / rundir.RESULTS).exists():
+        log.failures.append(f"report of {run_dir} (no {rundir.RESULTS})")
         return
     if log.step(f"report {run_dir.name}", ["report", str(run_dir), *extra]):
-        log.reports.append(run_dir / "report.html")
+        log.reports.append(run_dir / rundir.REPORT)
 
 
 def _compute(log: DemoLog, out: Path, stamp: str, manifest: Path) -> None:

@@ -56,7 +56,9 @@ def accounting_check(layout: CgroupLayout) -> dict[str, Any]:
 
 def system_checks() -> dict[str, Any]:
     from metewand.measure import host_facts
+    from metewand.measure.process import exit_wait_method
 
+    method, why = exit_wait_method()
     swaps = (host_facts.read_text_or_none("/proc/swaps") or "").splitlines()[1:]
     psi = {r: (PRESSURE / r).exists() for r in ("cpu", "memory", "io")}
     return {
@@ -64,6 +66,7 @@ def system_checks() -> dict[str, Any]:
         "governor": host_facts.cpu_governors(),
         "swap_devices": len(swaps),
         "clocksource": host_facts.clock_source(),
+        "exit_wait": {"method": method, "reason": why},
     }
 
 
@@ -187,6 +190,10 @@ def _print_text(report: dict[str, Any]) -> None:
     )
     click.echo(f"CPU governor: {governor}")
     click.echo(f"swap devices: {system['swap_devices']}; clocksource: {system['clocksource']}")
+    wait = system["exit_wait"]
+    click.echo(
+        f"process exit wait: {wait['method']}" + (f" ({wait['reason']})" if wait["reason"] else "")
+    )
     click.echo(f"lightpanda wheel: {report['lightpanda_wheel'] or 'not installed'}")
     if (line := foreign_line(report["foreign_cpu"])) is not None:
         click.echo(line)

@@ -14,7 +14,8 @@ from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
 from metewand.compare.compute_rows import diagnostic_of, measurements_of
 from metewand.compare.fmt import form_text
-from metewand.compare.rundir import RunDirError, load_run, read_jsonl
+from metewand.compare.rundir import RunDirError, load_run
+from metewand.runtime.rundir import read_jsonl
 
 CDP_ERRORS_SHOWN = 5
 
@@ -54,8 +55,9 @@ def last_cdp_errors(paths: Mapping[str, str]) -> list[dict[str, Any]]:
         if "cdp" not in name.lower() and "cdp" not in Path(path).name.lower():
             continue
         try:
-            entries, _ = read_jsonl(Path(path))
-        except (OSError, RunDirError):
+            entries = read_jsonl(Path(path)).rows
+        except RunDirError as exc:  # the row is still shown; the log's damage is named
+            click.echo(f"warning: {exc} (its protocol errors are not shown)", err=True)
             continue
         errors += [e for e in entries if isinstance(e, Mapping) and e.get("error")]
     return errors[-CDP_ERRORS_SHOWN:]
@@ -139,7 +141,7 @@ def inspect(
         data = load_run(resolve_run_dir(run))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
     row = find_row(data.rows, key, task, engine, attempt)
     if row is None:
         click.echo("error: no such attempt in this run", err=True)

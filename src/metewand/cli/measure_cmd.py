@@ -7,8 +7,11 @@ several commands: repeated runs, each in its own accounting group, with statisti
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -103,34 +106,61 @@ def _parameters(
     return settings
 
 
-def _single_run(
-    words: list[str], shell: str, backend: str, interval_ms: int, pss_every: int, as_json: bool
-) -> None:
+@contextlib.contextmanager
+def _failures_to_exit(in_flight: str) -> Iterator[None]:
+    """Every way a measurement can fail, as one line on stderr and the documented exit code."""
     from metewand.measure.accounting import AccountingUnavailable
-    from metewand.measure.series import to_argv
-    from metewand.measure.subject import SubjectStartError, run_measured
+    from metewand.measure.mark_fifo import MarkFifoError
+    from metewand.measure.series import CommandFailed
+    from metewand.measure.subject import SubjectStartError
 
     try:
-        report = run_measured(
-            list(to_argv(words, shell)),
-            backend=backend,
-            interval_ms=interval_ms,
-            pss_every=pss_every,
-        )
+        yield
+    except CommandFailed as exc:
+        _fail(str(exc), exc.exit_code)
     except SubjectStartError as exc:
-        click.echo(f"metewand measure: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code)
     except AccountingUnavailable as exc:
-        click.echo(f"metewand measure: backend unavailable: {exc}", err=True)
-        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+        _fail(f"backend unavailable: {exc}", exc.exit_code)
+    except MarkFifoError as exc:
+        _fail(f"--mark-fifo {exc}", exc.exit_code)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the subject was killed, its groups removed
-        click.echo("metewand measure: interrupted; the command was killed", err=True)
-        sys.exit(exit_codes.INTERRUPTED)
+        _fail(f"interrupted; {in_flight} was killed", exit_codes.INTERRUPTED)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"metewand measure: {message}", err=True)
+    sys.exit(code)
+
+
+def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> NoReturn:
+    from metewand.measure.mark_fifo import MarkReader
+    from metewand.measure.series import host_record, start_host, to_argv
+    from metewand.measure.subject import run_measured
+
+    marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
+    with _failures_to_exit("the command"):
+        host = start_host(options)
+        try:
+            report = run_measured(
+                list(to_argv(words, shell)),
+                backend=options.backend,
+                interval_ms=options.interval_ms,
+                pss_every=options.pss_every,
+                marks=marks,
+            )
+        finally:
+            host_seen = host_record(host)
+    out = report.to_json() | {"host": host_seen}
     if as_json:
-        sys.stdout.buffer.write(canonical.line(report.to_json()))
+        sys.stdout.buffer.write(canonical.line(out))
         sys.stdout.flush()
     else:
         _print_table(report)
+        from metewand.cli import measure_render
+
+        text = measure_render.phases_text(report.phases) + measure_render.host_text(host_seen)
+        click.echo(text, nl=False, err=True)
     sys.exit(report.shell_exit_status)
 
 
@@ -141,29 +171,15 @@ def _progress(command: Any, done: int, run: dict[str, Any]) -> None:
 
 
 def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], dict[str, Any]]:
-    from metewand.measure.accounting import AccountingUnavailable
-    from metewand.measure.series import CommandFailed, run_all
-    from metewand.measure.subject import SubjectStartError
+    from metewand.measure.series import run_all
 
     show = None if quiet or not sys.stderr.isatty() else _progress
     try:
-        series, host = run_all(commands, options, show)
-    except CommandFailed as exc:
-        click.echo(f"metewand measure: {exc}", err=True)
-        sys.exit(exit_codes.BENCHMARK_FAILURES)
-    except SubjectStartError as exc:
-        click.echo(f"metewand measure: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except AccountingUnavailable as exc:
-        click.echo(f"metewand measure: backend unavailable: {exc}", err=True)
-        sys.exit(exit_codes.ENVIRONMENT_MISSING)
-    except KeyboardInterrupt:  # the run in flight was killed and its groups removed
-        click.echo("metewand measure: interrupted; the command in flight was killed", err=True)
-        sys.exit(exit_codes.INTERRUPTED)
+        with _failures_to_exit("the command in flight"):
+            return run_all(commands, options, show)
     finally:
         if show is not None:
             click.echo("\r\033[K", nl=False, err=True)
-    return series, host
 
 
 def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) -> dict[str, Any]:
@@ -206,6 +222,9 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
             "max_time_s": options.max_time_s,
             "backend": options.backend,
             "prepare": list(options.prepare) if options.prepare else None,
+            "mark_fifo": options.mark_fifo,
+            "host_sample_interval_s": options.host_interval_s,
+            "host_foreign_cpu_max": options.host_foreign_cpu_max,
         },
     }
 
@@ -213,9 +232,8 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
 def _export(
     result: dict[str, Any], json_path: str | None, csv_path: str | None, md_path: str | None
 ) -> None:
-    from pathlib import Path
-
     from metewand.cli import measure_render
+    from metewand.runtime.rundir import write_atomic
 
     for path, make in (
         (json_path, lambda: canonical.dumps(result) + b"\n"),
@@ -223,10 +241,7 @@ def _export(
         (md_path, lambda: measure_render.report_markdown(result).encode("utf-8")),
     ):
         if path:
-            target = Path(path)
-            tmp = target.with_name(f".{target.name}.tmp")
-            tmp.write_bytes(make())
-            tmp.replace(target)
+            write_atomic(path, make())
 
 
 def _check_exports(*paths: str | None) -> None:
@@ -333,31 +348,25 @@ def _check_exports(*paths: str | None) -> None:
     help="Longest gap between PSS scans, in ticks; a rise of the tree's memory or a change "
     "of its members triggers one sooner (cheap counters are read every tick).",
 )
+@click.option(
+    "--mark-fifo",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="PATH",
+    help="Made a FIFO (if it is not one) that the command writes phase names to, one per "
+    "line: each run then has phases (wall, CPU user/system, memory rise, processes); an "
+    "empty line ends the current phase.",
+)
+@click.option("--host-sample-interval-s", type=click.FloatRange(min=0.1, max=3600), default=1.0,
+              show_default=True, help="Seconds between host telemetry samples.")  # fmt: skip
+@click.option(
+    "--host-foreign-cpu-max", type=click.FloatRange(min=0), default=0.10, show_default=True,
+    metavar="CORES", help="Pollution gate: CPU used beside the measured commands above this "
+    "many cores for 3 host samples in a row trips foreign_cpu_load (a warning).",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one canonical-JSON object on stdout.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def measure(
-    runs: int | None,
-    warmup: int,
-    min_runs: int | None,
-    max_runs: int | None,
-    max_time: float | None,
-    prepare: str | None,
-    parameter_scan: tuple[str, str, str] | None,
-    parameter_step_size: str | None,
-    parameter_list: tuple[str, str] | None,
-    shell: str,
-    ignore_failure: bool,
-    show_output: bool,
-    export_json: str | None,
-    export_csv: str | None,
-    export_markdown: str | None,
-    seed: int,
-    backend: str,
-    interval_ms: int,
-    pss_every: int,
-    as_json: bool,
-    command: tuple[str, ...],
-) -> None:
+def measure(as_json: bool, command: tuple[str, ...], **given: Any) -> None:
     """Run COMMAND as a measured subject: wall time, tree CPU, peak memory, PSS, processes.
 
     \b
@@ -371,7 +380,14 @@ def measure(
       metewand measure --runs 10 --warmup 2 -- 'sleep 0.05' -- 'sleep 0.1'
       metewand measure --runs 5 --parameter-list n 1,2 -- 'sleep 0.0{n}'
       metewand measure --runs 5 --export-json runs.json --export-csv runs.csv -- true
+      metewand measure --mark-fifo marks.fifo -- sh -c 'echo a > marks.fifo; echo b > marks.fifo'
 
+    \b
+    Phases (--mark-fifo PATH): the command writes a phase's name and a newline to PATH when
+    the phase begins; CPU and memory are read from the run's group at each mark (no PSS).
+    Host telemetry (load, PSI, swap, foreign CPU: what the machine spent beside the measured
+    commands, with the top foreign processes by pid and comm) runs beside the runs; a polluted
+    host is a warning in the report and in --json and the exports.
     \b
     Exit status, one run: the command's own (128 + N when signal N ended it).
     Repeated runs: 0; 1 when a command exited non-zero (without --ignore-failure).
@@ -383,42 +399,84 @@ def measure(
     report goes to stdout.
     """
     groups = _split_commands(command)
-    repeated = (
-        len(groups) > 1
-        or any(v is not None for v in (runs, min_runs, max_runs, max_time, prepare))
-        or warmup > 0
-        or any(v is not None for v in (parameter_scan, parameter_list))
-        or any(v is not None for v in (export_json, export_csv, export_markdown))
-    )
     if not groups:
-        click.echo("metewand measure: no command given", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
-    if not repeated:
-        _single_run(groups[0], shell, backend, interval_ms, pss_every, as_json)
-    _check_exports(export_json, export_csv, export_markdown)
-    from metewand.measure.series import SeriesOptions, build_commands, to_argv
+        _fail("no command given", exit_codes.INVALID_INPUT)
+    options = _options(given)
+    created_fifo = _prepare_fifo(options.mark_fifo)
+    try:
+        if not _repeated(groups, given):
+            _single_run(groups[0], given["shell"], options, as_json)
+        _measure_series(groups, given, options, as_json)
+    finally:
+        if created_fifo:
+            _remove(options.mark_fifo)
+
+
+def _repeated(groups: list[list[str]], given: dict[str, Any]) -> bool:
+    """Several commands or any repetition/export option: a series, else one plain run."""
+    series_options = ("runs", "min_runs", "max_runs", "max_time", "prepare", "parameter_scan",
+                      "parameter_list", "export_json", "export_csv", "export_markdown")  # fmt: skip
+    return (
+        len(groups) > 1 or given["warmup"] > 0 or any(given[k] is not None for k in series_options)
+    )
+
+
+def _options(given: dict[str, Any]) -> Any:
+    from metewand.measure.series import SeriesOptions, to_argv
+
+    prepare = given["prepare"]
+    return SeriesOptions(
+        runs=given["runs"],
+        warmup=given["warmup"],
+        min_runs=given["min_runs"] if given["min_runs"] is not None else 10,
+        max_runs=given["max_runs"],
+        max_time_s=given["max_time"] if given["max_time"] is not None else 3.0,
+        prepare=to_argv([prepare], "sh") if prepare else None,
+        ignore_failure=given["ignore_failure"],
+        backend=given["backend"],
+        interval_ms=given["interval_ms"],
+        pss_every=given["pss_every"],
+        show_output=given["show_output"],
+        host_interval_s=given["host_sample_interval_s"],
+        host_foreign_cpu_max=given["host_foreign_cpu_max"],
+        mark_fifo=given["mark_fifo"],
+    )
+
+
+def _prepare_fifo(path: str | None) -> bool:
+    """Make --mark-fifo's PATH a FIFO before anything runs; True when it was created here."""
+    if path is None:
+        return False
+    from metewand.measure.mark_fifo import MarkFifoError, ensure_fifo
 
     try:
-        settings = _parameters(parameter_scan, parameter_step_size, parameter_list)
+        return ensure_fifo(path)
+    except MarkFifoError as exc:
+        _fail(f"--mark-fifo {exc}", exc.exit_code)
+
+
+def _remove(path: str | None) -> None:
+    if path is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _measure_series(
+    groups: list[list[str]], given: dict[str, Any], options: Any, as_json: bool
+) -> None:
+    from metewand.measure.series import build_commands
+
+    exports = (given["export_json"], given["export_csv"], given["export_markdown"])
+    _check_exports(*exports)
+    try:
+        settings = _parameters(
+            given["parameter_scan"], given["parameter_step_size"], given["parameter_list"]
+        )
     except click.BadParameter as exc:
-        click.echo(f"metewand measure: {exc.message}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
-    options = SeriesOptions(
-        runs=runs,
-        warmup=warmup,
-        min_runs=min_runs if min_runs is not None else 10,
-        max_runs=max_runs,
-        max_time_s=max_time if max_time is not None else 3.0,
-        prepare=to_argv([prepare], "sh") if prepare else None,
-        ignore_failure=ignore_failure,
-        backend=backend,
-        interval_ms=interval_ms,
-        pss_every=pss_every,
-        show_output=show_output,
-    )
-    series, host = _series(build_commands(groups, shell, settings), options, as_json)
-    result = _result(series, host, options, seed)
-    _export(result, export_json, export_csv, export_markdown)
+        _fail(exc.message, exit_codes.INVALID_INPUT)
+    series, host = _series(build_commands(groups, given["shell"], settings), options, as_json)
+    result = _result(series, host, options, given["seed"])
+    _export(result, *exports)
     if as_json:
         sys.stdout.buffer.write(canonical.line(result))
         sys.stdout.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ CSV_COLUMNS = (
     "median_cpu_ns",
     "median_peak_memory_bytes",
     "max_process_count",
+    "host_polluted_by",
 )
 
 
@@ -89,7 +91,8 @@ def report_text(result: Mapping[str, Any]) -> str:
     for index, (summary, series) in enumerate(
         zip(result["summaries"], result["commands"], strict=True), start=1
     ):
-        lines += command_text(index, summary, series["warmups"]) + [""]
+        lines += command_text(index, summary, series["warmups"])
+        lines += series_phases_text(series["runs"]) + [""]
     if result["ratios"]:
         first = result["ratios"][0]["reference"]
         lines.append(f"Relative to command 1 ({first}), median / median:")
@@ -101,13 +104,105 @@ def report_text(result: Mapping[str, Any]) -> str:
                 f"CPU {_ratio_text(ratio['metrics']['cpu_time_ns'])}; "
                 f"peak memory {_ratio_text(ratio['metrics']['peak_memory_bytes'])}"
             )
-    gate = result["host"]["gate"]
-    if not gate["passed"]:
-        reasons = ", ".join(t["condition"] for t in gate["triggered"]) or "unknown"
-        lines.append(
-            f"warning: the host was polluted during the runs ({reasons}); figures may be inflated"
+    return "\n".join(lines).rstrip() + "\n" + host_text(result["host"])
+
+
+def host_text(host: Mapping[str, Any]) -> str:
+    """The pollution warning with each tripped condition's detail (foreign CPU names the top
+    foreign processes by comm[pid]), or nothing on a clean host."""
+    gate = host["gate"]
+    if gate["passed"]:
+        return ""
+    reasons = ", ".join(t["condition"] for t in gate["triggered"]) or "unknown"
+    lines = [f"warning: the host was polluted during the runs ({reasons}); figures may be inflated"]
+    for tripped in gate["triggered"]:
+        lines.append(f"  {tripped['condition']}: {tripped['detail']}")
+        top = tripped["figures"].get("top_foreign") or []
+        if top:  # every process the gate names, not only the detail's first three
+            named = ", ".join(f"{t['comm']}[{t['pid']}] {t['cpu_cores_mean']:.2f}" for t in top)
+            lines.append(f"    foreign processes while over (mean cores): {named}")
+    return "\n".join(lines) + "\n"
+
+
+def _form(value: Mapping[str, Any] | None, show: Any) -> str:
+    if not value or value.get("value") is None:
+        reason = (value or {}).get("reason", "missing")
+        return f"unavailable ({reason})"
+    shown = show(value["value"])
+    return shown + (f" (partial: {value['reason']})" if value["status"] == "partial" else "")
+
+
+def _signed_mib(value: float) -> str:
+    return f"{value / 2**20:+.1f} MiB"
+
+
+def _count(value: float) -> str:
+    return f"{value:.0f}"
+
+
+PHASE_COLUMNS = (
+    ("wall", "wall_time_ns", ms),
+    ("CPU", "cpu_time_ns", ms),
+    ("user", "cpu_user_time_ns", ms),
+    ("system", "cpu_system_time_ns", ms),
+    ("memory rise", "memory_rise_bytes", _signed_mib),
+    ("processes at end", "process_count_end", _count),
+)
+
+
+def phases_text(phases: Mapping[str, Any] | None) -> str:
+    """One run's phases (``metewand_phases/1``), one line each, then what lies between marks."""
+    if phases is None:
+        return ""
+    lines = [f"phases ({phases['mark_count']} marks):"]
+    for phase in phases["phases"]:
+        cells = ", ".join(
+            f"{label} {_form(phase[key], show)}" for label, key, show in PHASE_COLUMNS
         )
-    return "\n".join(lines).rstrip() + "\n"
+        lines.append(f"  {phase['name']}: {cells}")
+    between = phases["between_marks"]
+    if between["stretches"]:
+        lines.append(
+            f"  between marks ({between['stretches']} stretch(es)): wall "
+            f"{_form(between['wall_time_ns'], ms)}, CPU {_form(between['cpu_time_ns'], ms)}"
+        )
+    adds_up = phases["cpu_adds_up"]
+    if adds_up is False:
+        lines.append(
+            f"  the phases' CPU is not the run's total within {phases['adds_up_fraction']:.0%}: "
+            "the rest is between marks"
+        )
+    if phases["late_marks"]:
+        lines.append(f"  {phases['late_marks']} mark(s) arrived after the command ended")
+    return "\n".join(lines) + "\n"
+
+
+def series_phases_text(runs: list[Mapping[str, Any]]) -> list[str]:
+    """Per phase name (in first-seen order), the median over runs of wall, CPU, user, system."""
+    marked = [r["phases"] for r in runs if r.get("phases")]
+    if not marked:
+        return []
+    names: list[str] = []
+    for record in marked:
+        names += [p["name"] for p in record["phases"] if p["name"] not in names]
+    lines = [f"  phases (medians over {len(marked)} marked runs):"]
+    for name in names + ["between marks"]:
+        spans = [_phase_named(record, name) for record in marked]
+        cells = []
+        for label, key, show in PHASE_COLUMNS[:4]:
+            values = [
+                s[key]["value"] for s in spans if s and s.get(key, {}).get("value") is not None
+            ]
+            cells.append(f"{label} {show(statistics.median(values)) if values else 'unavailable'}")
+        lines.append(f"    {name}: " + ", ".join(cells))
+    return lines
+
+
+def _phase_named(record: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    if name == "between marks":
+        return record["between_marks"]
+    found = [p for p in record["phases"] if p["name"] == name]
+    return found[0] if found else None
 
 
 def _faster_slower(ratio: Mapping[str, Any]) -> str:
@@ -140,13 +235,15 @@ def report_markdown(result: Mapping[str, Any]) -> str:
             f"`{ratio['command']}` / `{ratio['reference']}` wall: "
             f"{_ratio_text(ratio['metrics']['wall_time_ns'])}"
         )
-    return "\n".join(lines) + "\n"
+    warning = host_text(result["host"])
+    return "\n".join(lines) + "\n" + ("\n" + warning if warning else "")
 
 
 def report_csv(result: Mapping[str, Any]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    polluted_by = ";".join(t["condition"] for t in result["host"]["gate"]["triggered"])
     for summary in result["summaries"]:
         m = summary["metrics"]
         wall = m["wall_time_ns"]
@@ -166,6 +263,7 @@ def report_csv(result: Mapping[str, Any]) -> str:
             m["cpu_time_ns"]["median"],
             m["peak_memory_bytes"]["median"],
             m["process_count_peak"]["max"],
+            polluted_by,
         ]
         writer.writerow(["" if c is None else c for c in cells])
     return buffer.getvalue()

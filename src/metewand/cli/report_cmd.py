@@ -9,8 +9,9 @@ import click
 
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
+from metewand.runtime import rundir
 
-CSV_NAME = "results.csv"
+CSV_NAME = rundir.RESULTS_CSV
 
 
 def _formats(value: str) -> list[str]:
@@ -67,8 +68,9 @@ def report(
     """
     from metewand import canonical
     from metewand.cli.store_cmd import rows_to_csv
-    from metewand.compare.generate import generate, write_atomic
+    from metewand.compare.generate import generate
     from metewand.compare.rundir import RunDirError, load_run
+    from metewand.runtime.rundir import write_atomic
 
     run = str(resolve_run_dir(run))
     base = resolve_run_dir(baseline, what="baseline") if baseline else None
@@ -81,7 +83,7 @@ def report(
             write_atomic(written["csv"], rows_to_csv(load_run(run).rows).encode("utf-8"))
     except (RunDirError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)  # 2: invalid input, for click's refusals too
     except OSError as exc:  # --out (or RUN) cannot be written: say where, never a traceback
         where = exc.filename or out_dir or run
         click.echo(f"error: {where}: cannot be written ({exc.strerror or exc})", err=True)

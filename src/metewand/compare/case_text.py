@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from metewand.compare.cases import NO_SUCCESS
-from metewand.compare.fmt import bytes_text, ns_text, unavailable
+from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
 
 SHOWN_METRICS = ("timed_wall_time_ns", "cpu_time_ns", "peak_rss_bytes")
 PHASE_METRICS = (
@@ -104,6 +104,37 @@ def ratio_cell(block: Mapping[str, Any] | None) -> str:
 
 def failures_text(block: Mapping[str, Any]) -> str:
     return ", ".join(f"{c} x{n}" for c, n in block["failed_by_code"].items()) or "none"
+
+
+OUTCOME_HEADER = (
+    "case",
+    "implementation",
+    "accepted (measured)",
+    "failed by code",
+    "warm-ups",
+    "warm-up status",
+)
+
+
+def outcome_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
+    """One row per case x implementation: measured attempts accepted (with the rate), failures
+    by code, and the warm-ups apart (counted, never in a rate)."""
+    rows: list[list[Any]] = []
+    for case in summary["cases"]:
+        for name, block in case["implementations"].items():
+            accepted, attempts = block["accepted"], block["attempts"]
+            warm = block.get("warmups") or {"total": 0, "by_outcome": {}}
+            rows.append(
+                [
+                    case["case"],
+                    name,
+                    rate_text(accepted, attempts),
+                    failures_text(block),
+                    warm["total"],
+                    ", ".join(f"{s} x{n}" for s, n in warm["by_outcome"].items()) or "none",
+                ]
+            )
+    return rows
 
 
 def case_rows(summary: Mapping[str, Any], metrics: tuple[str, ...]) -> list[list[str]]:

@@ -98,11 +98,15 @@ class _Group:
 
     outcomes: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
+    warmups: Counter[str] = field(default_factory=Counter)  # counted apart, never timed
     values: dict[str, list[float]] = field(default_factory=dict)
     instances: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
     missing: dict[str, Counter[str]] = field(default_factory=dict)
 
     def add(self, row: Mapping[str, Any]) -> None:
+        if compute_rows.is_warmup(row):
+            self.warmups[compute_rows.status_of(row)] += 1
+            return
         self.outcomes[compute_rows.status_of(row)] += 1
         if not compute_rows.is_accepted(row):
             diagnostic = compute_rows.diagnostic_of(row) or {}
@@ -121,10 +125,11 @@ class _Group:
 def group_rows(
     rows: Sequence[Mapping[str, Any]],
 ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, _Group]]]:
-    """Case id -> coordinates, and case id -> implementation -> its measured attempts."""
+    """Case id -> coordinates, and case id -> implementation -> its attempts (warm-ups are
+    only counted)."""
     cases: dict[str, dict[str, Any]] = {}
     groups: dict[str, dict[str, _Group]] = {}
-    for row in compute_rows.measured_rows(rows):
+    for row in rows:
         case = case_of(row)
         case_id = case_label(case)
         cases.setdefault(case_id, case)
@@ -144,7 +149,12 @@ def _implementation_block(group: _Group, resamples: int, seed: int) -> dict[str,
     block: dict[str, Any] = {
         "attempts": sum(group.outcomes.values()),
         "accepted": accepted,
+        "by_outcome": dict(sorted(group.outcomes.items())),
         "failed_by_code": dict(sorted(group.failures.items())),
+        "warmups": {
+            "total": sum(group.warmups.values()),
+            "by_outcome": dict(sorted(group.warmups.items())),
+        },
         "note": None if accepted else NO_SUCCESS,
     }
     block["metrics"] = {m: _metric_block(group, m, resamples, seed) for m in CASE_METRICS}

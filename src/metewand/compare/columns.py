@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import compute_rows
 from metewand.compare.resource_metrics import form_value, quality_flags, resource_of, traffic_of
 
 BROWSER_METRICS = ("pss_peak_bytes", "cpu_total_ms")
@@ -111,20 +110,4 @@ def browser_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
             group.add(name, *metric_value(resource, name))
         group.add("fixture_app_bytes", *traffic_bytes(row))
         group.flags.update(quality_flags(row))
-    return groups
-
-
-def compute_columns(rows: list[dict[str, Any]]) -> dict[str, GroupColumns]:
-    """Per implementation, the measured (non-warm-up) attempts' phase fields.
-
-    Failed attempts keep their columns (a failure's startup time is still a measurement);
-    callers choose with ``pass_mask`` whether a figure covers accepted attempts only.
-    """
-    groups: dict[str, GroupColumns] = {}
-    for row in compute_rows.measured_rows(rows):
-        group = groups.setdefault(compute_rows.implementation_of(row), GroupColumns())
-        group.passed.append(compute_rows.is_accepted(row))
-        measurements = compute_rows.measurements_of(row)
-        for phase in COMPUTE_PHASES:
-            group.add(phase, *metric_value(measurements, phase))
     return groups

@@ -1,21 +1,30 @@
-"""The suite kinds ``run_compare`` knows: how compute and browser rows are grouped and read.
+"""The compute and browser suite kinds: how their rows are grouped, read, scored and reported.
 
-Adding a suite means registering one more ``SuiteKind`` here; ``run_compare`` has no branch
-on the suite name.
+Adding a suite means registering one more ``SuiteKind`` (``compare.suite_registry``) here;
+nothing else in ``compare`` branches on the suite name. The report's HTML sections are imported
+when a report is drawn, so ``metewand compare`` does not pay for numpy plots it never makes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.compare import cases, compute_rows
+from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
 from metewand.compare.resource_metrics import form_value
-from metewand.compare.run_compare import Group, SuiteKind, register
 from metewand.compare.run_facts import ENGINE_PIN_FIELDS, MISSING, lookup, manifest_data
+from metewand.compare.run_warnings import browser_failed_attempts, compute_failed_attempts
 from metewand.compare.rundir import RunData
+from metewand.compare.scorecard import browser_scorecard, compute_scorecard
+from metewand.compare.scores import browser_scores, compute_scores
+from metewand.compare.suite_registry import Group, Section, SuiteKind, register
+from metewand.runtime import rundir
+
+if TYPE_CHECKING:
+    from metewand.compare.report_resources import ResourceContext
 
 HOST_FACTS = ("hostname", "kernel", "cpu_model", "machine", "cpu_count", "platform")
 BROWSER_RESOURCE_METRICS = (
@@ -98,6 +107,19 @@ def _compute_provenance(run: RunData) -> dict[str, Any]:
     return {k: v for k, v in facts.items() if v is not None and v is not MISSING}
 
 
+def _compute_sections(
+    run: RunData, scores: Mapping[str, Any], _ctx: ResourceContext
+) -> list[Section]:
+    from metewand.compare.report_html import compute_sections
+
+    return compute_sections(run, scores)
+
+
+def _compute_csv_files(scores: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """cases.csv: one line per case x implementation x metric."""
+    return {"cases_csv": (rundir.CASES_CSV, cases_csv(scores["cases"]))}
+
+
 register(
     SuiteKind(
         name="compute",
@@ -108,6 +130,14 @@ register(
         value_of=_compute_value,
         status_of=_compute_status,
         provenance_of=_compute_provenance,
+        scores_of=compute_scores,
+        scorecard_of=compute_scorecard,
+        failed_attempts=compute_failed_attempts,
+        report_sections=_compute_sections,
+        resource_sections=lambda _ctx: [],  # no engine comparison in a compute run
+        has_resources=False,
+        csv_files=_compute_csv_files,
+        run_end_formats=(),  # a compute run ends with rows and raw files; `report` derives
     )
 )
 
@@ -160,6 +190,31 @@ def _browser_rollups(rows: list[dict[str, Any]]) -> dict[str, dict[Group, Any]]:
     }
 
 
+def _browser_scores(
+    rows: list[dict[str, Any]], manifest: Mapping[str, Any], _reference: str | None
+) -> dict[str, Any]:
+    return browser_scores(rows, manifest)  # the reference engine matters to the resource summary
+
+
+def _browser_sections(
+    run: RunData, scores: Mapping[str, Any], ctx: ResourceContext
+) -> list[Section]:
+    from metewand.compare.columns import browser_columns
+    from metewand.compare.report_browser import browser_sections
+
+    return browser_sections(run, scores, browser_columns(run.rows), ctx.intersection)
+
+
+def _browser_resource_sections(ctx: ResourceContext) -> list[Section]:
+    from metewand.compare import report_resources as res
+
+    return [
+        ("paired", "Ratios", res.paired_section(ctx)),
+        ("calibration", "Calibration", res.calibration_section(ctx)),
+        ("eligibility", "Eligibility", res.eligibility_section(ctx)),
+    ]
+
+
 register(
     SuiteKind(
         name="browser",
@@ -171,5 +226,14 @@ register(
         status_of=_browser_status,
         provenance_of=_browser_provenance,
         rollups_of=_browser_rollups,
+        scores_of=_browser_scores,
+        scorecard_of=browser_scorecard,
+        failed_attempts=browser_failed_attempts,
+        report_sections=_browser_sections,
+        resource_sections=_browser_resource_sections,
+        has_resources=True,
+        csv_files=lambda _scores: {},
+        # scores.json, and for a profiled run resource_summary.json + resource-card.md
+        run_end_formats=("json",),
     )
 )

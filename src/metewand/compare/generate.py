@@ -1,4 +1,9 @@
-"""Regenerate a run's reports from its directory alone: scores.json, scorecard.md, report.html.
+"""The one writer of a run's derived files, from its directory alone: scores.json, scorecard.md,
+report.html, the suite's CSV files, and a profiled run's resource_summary.json + resource-card.md.
+
+``metewand report`` calls ``generate``; ``run`` and ``browser run`` call ``write_after_run`` once
+the run has finished (a suite writes rows and raw files only, and never imports ``compare``).
+What differs between suites comes from ``compare.suite_registry``.
 
 scores.json and scorecard.md carry no timestamps and no paths, so regenerating them from the same
 rows gives byte-identical files. Files are replaced atomically (temp file + rename).
@@ -6,38 +11,23 @@ rows gives byte-identical files. Files are replaced atomically (temp file + rena
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 from metewand import canonical
-from metewand.compare.case_text import cases_csv
 from metewand.compare.report_html import render_report
 from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, resource_context
 from metewand.compare.run_warnings import markdown_block, run_warnings
-from metewand.compare.rundir import load_run
-from metewand.compare.scorecard import scorecard_md
-from metewand.compare.scores import scores_bytes, scores_for
-from metewand.runtime.store import give_normal_mode
+from metewand.compare.rundir import RunData, load_run
+from metewand.compare.scores import scores_bytes
+from metewand.compare.suite_registry import suite_kind
+from metewand.runtime import rundir
+from metewand.runtime.rundir import write_atomic as write_atomic
 
-SCORES = "scores.json"
-SCORECARD = "scorecard.md"
-REPORT = "report.html"
-CASES_CSV = "cases.csv"
+SCORES = rundir.SCORES
+SCORECARD = rundir.SCORECARD
+REPORT = rundir.REPORT
 FORMATS = ("md", "json", "html", "csv")
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        give_normal_mode(fd)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def generate(
@@ -53,11 +43,23 @@ def generate(
     A profiled browser run also gets ``resource_summary.json`` and ``resource-card.md``
     (regenerated with the given baseline and reference engine) whatever the formats.
     """
-    run = load_run(run_dir)
+    return _write(load_run(run_dir), formats, out_dir, baseline, reference_engine,
+                  reference_implementation)  # fmt: skip
+
+
+def _write(
+    run: RunData,
+    formats: Iterable[str],
+    out_dir: str | Path | None = None,
+    baseline: Path | None = None,
+    reference_engine: str | None = None,
+    reference_implementation: str | None = None,
+) -> dict[str, Path]:
     target = Path(out_dir) if out_dir is not None else run.path
     target.mkdir(parents=True, exist_ok=True)
     wanted = set(formats)
-    scores = scores_for(run.kind, run.rows, run.manifest, reference_implementation)
+    kind = suite_kind(run.kind)
+    scores = kind.scores_of(run.rows, run.manifest, reference_implementation)
     written: dict[str, Path] = {}
     if "json" in wanted:
         written["json"] = target / SCORES
@@ -65,7 +67,7 @@ def generate(
     ctx = resource_context(run, baseline, reference_engine)
     if "md" in wanted:
         written["md"] = target / SCORECARD
-        card_md = _with_warnings(scorecard_md(scores), run_warnings(run, ctx.summary))
+        card_md = _with_warnings(kind.scorecard_of(scores), run_warnings(run, ctx.summary))
         write_atomic(written["md"], card_md.encode("utf-8"))
     card = ctx.card()
     if ctx.summary is not None and card is not None:
@@ -73,13 +75,22 @@ def generate(
         write_atomic(written["resource_summary"], canonical.line(ctx.summary))
         written["resource_card"] = target / RESOURCE_CARD
         write_atomic(written["resource_card"], card.encode("utf-8"))
-    if "csv" in wanted and run.kind == "compute":
-        written["cases_csv"] = target / CASES_CSV
-        write_atomic(written["cases_csv"], cases_csv(scores["cases"]).encode("utf-8"))
+    for key, (name, text) in (kind.csv_files(scores) if "csv" in wanted else {}).items():
+        written[key] = target / name
+        write_atomic(written[key], text.encode("utf-8"))
     if "html" in wanted:
         written["html"] = target / REPORT
         write_atomic(written["html"], render_report(run, scores, ctx).encode("utf-8"))
     return written
+
+
+def write_after_run(run_dir: str | Path) -> dict[str, Path]:
+    """The derived files a finished run gets at once (its suite's ``run_end_formats``; a profiled
+    run's resource summary and card come with them). ``metewand report`` regenerates all of them.
+    """
+    run = load_run(run_dir)
+    formats = suite_kind(run.kind).run_end_formats
+    return _write(run, formats) if formats else {}
 
 
 def _with_warnings(card: str, warnings: list[str]) -> str:

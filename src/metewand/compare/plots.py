@@ -111,32 +111,6 @@ def distributions(columns: Mapping[str, Any], metrics: Sequence[str]) -> Figure:
     return fig
 
 
-def phase_bars(columns: Mapping[str, Any], phases: Sequence[str]) -> Figure:
-    """Stacked medians of each phase per implementation (ms), over accepted attempts only.
-
-    A phase an implementation did not measure gets no bar segment (NaN), never a zero bar.
-    """
-    names = list(columns)
-    fig = _figure(7, 3.8, (0.75, 0.15, 0.45, 0.15))
-    ax = fig.subplots()
-    bottom = np.zeros(len(names))
-    for index, phase in enumerate(phases):
-        heights = np.full(len(names), np.nan)
-        for i, name in enumerate(names):
-            values = columns[name].array(phase)[columns[name].pass_mask()]
-            finite = values[np.isfinite(values)]
-            if finite.size:
-                heights[i] = float(np.median(finite)) / 1e6
-        if not np.isfinite(heights).any():
-            continue
-        ax.bar(names, heights, bottom=bottom, label=phase, color=COLOURS[index % len(COLOURS)])
-        bottom += np.nan_to_num(heights)
-    ax.set_ylabel("median time (ms)")
-    _legend_or_note(ax, "no accepted attempt measured any phase")
-    ax.grid(True, axis="y", alpha=0.3)
-    return fig
-
-
 def _legend_or_note(ax: Any, empty: str, where: str = "upper right") -> None:
     """A legend when something labelled was drawn, else a note saying why the axes are empty."""
     if ax.get_legend_handles_labels()[0]:

@@ -13,20 +13,21 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import case_plots, compute_rows, plots
-from metewand.compare.case_text import SHOWN_METRICS, case_rows, metric_cell, ratio_rows
-from metewand.compare.cases import TIME_METRIC
-from metewand.compare.fmt import rate_text, unavailable
-from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
-from metewand.compare.report_browser import browser_sections
-from metewand.compare.report_resources import (
-    ResourceContext,
-    calibration_section,
-    eligibility_section,
-    paired_section,
-    resource_context,
+from metewand.compare.case_text import (
+    OUTCOME_HEADER,
+    SHOWN_METRICS,
+    case_rows,
+    metric_cell,
+    outcome_rows,
+    ratio_rows,
 )
+from metewand.compare.cases import TIME_METRIC
+from metewand.compare.fmt import unavailable
+from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
+from metewand.compare.report_resources import ResourceContext, resource_context
 from metewand.compare.run_warnings import run_warnings
 from metewand.compare.rundir import RunData
+from metewand.compare.suite_registry import suite_kind
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
 FOREIGN_SERIES = "foreign CPU (cores)"
@@ -129,15 +130,7 @@ def host_section(run: RunData) -> str:
 
 
 def comparability_sections(run: RunData, ctx: ResourceContext) -> list[tuple[str, str, str]]:
-    host = [("host", "Host", host_section(run))]
-    if run.kind != "browser":  # engine comparison sections have nothing to say about compute
-        return host
-    return [
-        *host,
-        ("paired", "Ratios", paired_section(ctx)),
-        ("calibration", "Calibration", calibration_section(ctx)),
-        ("eligibility", "Eligibility", eligibility_section(ctx)),
-    ]
+    return [("host", "Host", host_section(run)), *suite_kind(run.kind).resource_sections(ctx)]
 
 
 def provenance_section(run: RunData) -> str:
@@ -160,19 +153,8 @@ def _phase_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
 
 
 def _outcome_rows(scores: Mapping[str, Any]) -> list[list[Any]]:
-    rows = []
-    for name, block in scores["by_implementation"].items():
-        warm = block["warmups"]
-        rows.append(
-            [
-                name,
-                rate_text(block["accepted"], block["total"], block["rate"]),
-                ", ".join(f"{c} x{k}" for c, k in block["diagnostics"].items()) or "none",
-                warm["total"],
-                ", ".join(f"{s} x{n}" for s, n in warm["by_outcome"].items()) or "none",
-            ]
-        )
-    return rows
+    """Outcome counts per case x implementation, like every other table of the report."""
+    return outcome_rows(scores["cases"])
 
 
 def _failed_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
@@ -275,9 +257,9 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
             "attempts. Warm-ups are counted here but enter no rate and no timing."
         ),
         table(
-            ["implementation", "accepted (measured)", "diagnostics", "warm-ups", "warm-up status"],
+            list(OUTCOME_HEADER),
             _outcome_rows(scores),
-            (3,),
+            (4,),
         ),
     )
     excluded = section(
@@ -301,12 +283,7 @@ def render_report(
 ) -> str:
     """The whole page as a string (write it with UTF-8)."""
     ctx = ctx or resource_context(run)
-    if run.kind == "browser":
-        from metewand.compare.columns import browser_columns
-
-        parts = browser_sections(run, scores, browser_columns(run.rows), ctx.intersection)
-    else:
-        parts = compute_sections(run, scores)
+    parts = suite_kind(run.kind).report_sections(run, scores, ctx)
     parts += comparability_sections(run, ctx)
     parts.append(("provenance", "Provenance", provenance_section(run)))
     intro = paragraph(

@@ -21,9 +21,11 @@ from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_summary import summarize
 from metewand.compare.run_facts import MISSING, lookup, manifest_data, read_facts
 from metewand.compare.rundir import RunData, load_run
+from metewand.compare.suite_registry import suite_kind
+from metewand.runtime import rundir
 
-RESOURCE_SUMMARY = "resource_summary.json"
-RESOURCE_CARD = "resource-card.md"
+RESOURCE_SUMMARY = rundir.RESOURCE_SUMMARY
+RESOURCE_CARD = rundir.RESOURCE_CARD
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,7 @@ def baseline_dir(run: RunData, given: Path | None) -> Path | None:
     named = read_facts(run.manifest).get("calibration_baseline")
     if not isinstance(named, str) or not named:
         return None
-    path = Path(named)
-    return path if path.is_absolute() else run.path.parent / path
+    return rundir.recorded_run_dir(run.path, named)
 
 
 def _thresholds(run: RunData) -> CalibrationThresholds:
@@ -72,7 +73,7 @@ def _thresholds(run: RunData) -> CalibrationThresholds:
 def resource_context(
     run: RunData, baseline: Path | None = None, reference_engine: str | None = None
 ) -> ResourceContext:
-    if run.kind != "browser":
+    if not suite_kind(run.kind).has_resources:
         return ResourceContext(False, None, None, None)
     reference = reference_engine or _setting(run, "resource_profile.reference_engine")
     reference = reference if isinstance(reference, str) else None

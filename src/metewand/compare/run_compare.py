@@ -1,7 +1,7 @@
 """``metewand compare BASE NEW``: what changed between two runs of the same suite.
 
 Suite-specific parts (how attempts group, which metric is the default, what a status is, which
-provenance facts matter) come from ``SUITE_KINDS``, a registry keyed by the run's suite kind;
+provenance facts matter) come from ``compare.suite_registry``, keyed by the run's suite kind;
 this module only matches groups, bootstraps NEW/BASE ratios and judges them.
 
 A group is "slower" only when the whole 95% CI of NEW/BASE lies above 1 + threshold, "faster"
@@ -13,58 +13,19 @@ ratio's bootstrap resamples each side on its own.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from metewand.compare import stats
 from metewand.compare.rundir import RunData
+from metewand.compare.suite_registry import CompareError, Group, SuiteKind, suite_kind
 
 SCHEMA = "metewand_compare/1"
 DEFAULT_THRESHOLD = 0.05
 SLOWER, FASTER, SAME = "slower", "faster", "no change"
 UNMEASURED = "not comparable"
 PASS = "pass"
-
-
-class CompareError(ValueError):
-    """The two runs cannot be compared (different suites, unknown metric)."""
-
-
-Group = tuple[str, str]  # (case or task, implementation or engine)
-
-
-@dataclass(frozen=True)
-class SuiteKind:
-    """How one suite's rows are compared. Registered in ``SUITE_KINDS`` by suite name."""
-
-    name: str
-    group_names: tuple[str, str]  # e.g. ("case", "implementation")
-    default_metric: str
-    metrics: tuple[str, ...]
-    group_of: Callable[[Mapping[str, Any]], Group | None]  # None: the row is not compared
-    value_of: Callable[[Mapping[str, Any], str], float | None]  # successful attempts only
-    status_of: Callable[[Mapping[str, Any]], str]
-    provenance_of: Callable[[RunData], dict[str, Any]]
-    # coarser groups shown beside the per-group ratios, e.g. per subset and per driver path:
-    # rows -> {rollup name: {(name, engine): summary}}
-    rollups_of: Callable[[list[dict[str, Any]]], dict[str, dict[Group, Any]]] | None = None
-
-
-SUITE_KINDS: dict[str, SuiteKind] = {}
-
-
-def register(kind: SuiteKind) -> SuiteKind:
-    SUITE_KINDS[kind.name] = kind
-    return kind
-
-
-def suite_kind(name: str) -> SuiteKind:
-    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
-
-    if name not in SUITE_KINDS:
-        raise CompareError(f"no comparison is defined for suite {name!r}")
-    return SUITE_KINDS[name]
 
 
 @dataclass

@@ -3,7 +3,9 @@ terminal and at the top of scorecard.md and report.html (not only deep in the pa
 
 - attempts that failed, counted by code (compute) or by status (browser);
 - a failed host pollution gate and the conditions that tripped it;
-- a profiled browser run whose resource comparison is not eligible, with the reasons.
+- a profiled browser run whose resource comparison is not eligible, with the reasons;
+- a torn final line of a side file (host telemetry, cold starts) that was ignored; a torn
+  final line of results.jsonl is said where the rows are counted (status, report.html).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metewand.compare.rundir import RunData
+from metewand.compare.suite_registry import suite_kind
+from metewand.runtime import rundir
 
 BROWSER_OK = frozenset({"pass"})
 
@@ -21,14 +25,14 @@ def _counted(counts: Counter[str]) -> str:
     return ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
 
 
-def failed_attempts(rows: Sequence[Mapping[str, Any]], kind: str) -> str | None:
-    if kind == "browser":
-        statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
-        if not statuses:
-            return None
-        return (
-            f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
-        )
+def browser_failed_attempts(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    statuses = Counter(str(r.get("status")) for r in rows if r.get("status") not in BROWSER_OK)
+    if not statuses:
+        return None
+    return f"{sum(statuses.values())} of {len(rows)} attempts did not pass: {_counted(statuses)}"
+
+
+def compute_failed_attempts(rows: Sequence[Mapping[str, Any]]) -> str | None:
     codes = Counter(str(r.get("code") or "unknown") for r in rows if r.get("status") == "failed")
     if not codes:
         return None
@@ -52,13 +56,22 @@ def eligibility(summary: Mapping[str, Any] | None) -> str | None:
     return "resource comparison not eligible: " + "; ".join(reasons)
 
 
+def torn_side_files(torn_tails: Mapping[str, int]) -> str | None:
+    torn = [f"{name} ({size} bytes)" for name, size in sorted(torn_tails.items())
+            if name != rundir.RESULTS]  # fmt: skip
+    if not torn:
+        return None
+    return "a torn final line was ignored (a write cut short by a kill) in " + ", ".join(torn)
+
+
 def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None) -> list[str]:
     """``resource_summary``: a regenerated summary (e.g. with another baseline) instead of the
     run's own resource_summary.json."""
     found = (
-        failed_attempts(run.rows, run.kind),
+        suite_kind(run.kind).failed_attempts(run.rows),
         host_gate(run.host_summary),
         eligibility(resource_summary or run.resource_summary),
+        torn_side_files(run.torn_tails),
     )
     return [line for line in found if line]
 

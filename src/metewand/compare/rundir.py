@@ -1,8 +1,9 @@
 """Read a run directory as the reports see it: manifest, result rows and optional side files.
 
 Reports are regenerated from these files alone, so this reader is the only way into a run for
-``compare``. A torn last line of a JSON-Lines file (a run killed mid-write) is ignored, as the
-run store does on read.
+``compare``. Names and the reading rule are ``runtime.rundir``'s: a torn last line of a JSON-Lines
+file (a run killed mid-write) is ignored and counted in ``torn_tails``; any other damaged line is a
+``RunDirError`` naming the file and line.
 """
 
 from __future__ import annotations
@@ -11,19 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand import canonical
-from metewand.runtime.store import StoreError, read_results
-
-MANIFEST = "run_manifest.json"
-RESULTS = "results.jsonl"
-HOST_TELEMETRY = "host_telemetry.jsonl"
-HOST_SUMMARY = "host_summary.json"
-COLD_START = "cold_start.jsonl"
-RESOURCE_SUMMARY = "resource_summary.json"
-
-
-class RunDirError(ValueError):
-    """The directory is not a readable run (missing manifest or results)."""
+from metewand.runtime import rundir
+from metewand.runtime.rundir import RunDirError as RunDirError
+from metewand.runtime.store import read_results
 
 
 @dataclass
@@ -35,7 +26,8 @@ class RunData:
     host_summary: dict[str, Any] | None = None
     cold_start: list[dict[str, Any]] = field(default_factory=list)
     resource_summary: dict[str, Any] | None = None
-    torn_lines: int = 0
+    torn_lines: int = 0  # results.jsonl's torn tail (0 or 1 line)
+    torn_tails: dict[str, int] = field(default_factory=dict)  # file name -> torn tail bytes
 
     @property
     def kind(self) -> str:
@@ -53,37 +45,8 @@ class RunData:
         return str(rid) if rid is not None else self.path.name
 
 
-def read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Rows of a JSON-Lines file and the number of torn (unparseable final) lines skipped."""
-    if not path.exists():
-        return [], 0
-    data = path.read_bytes()
-    lines = data.split(b"\n")
-    rows: list[dict[str, Any]] = []
-    torn = 0
-    last = len(lines) - 1
-    for index, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            obj = canonical.loads(raw)
-        except ValueError:
-            if index == last:  # a kill -9 mid-write leaves only the tail torn
-                torn += 1
-                continue
-            raise RunDirError(f"{path}:{index + 1}: not a JSON line") from None
-        if isinstance(obj, dict):
-            rows.append(obj)
-    return rows, torn
-
-
 def _read_json(path: Path) -> dict[str, Any] | None:
-    if not path.exists():
-        return None
-    try:
-        obj = canonical.loads(path.read_bytes())
-    except (ValueError, RecursionError, OSError) as exc:
-        raise RunDirError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
+    obj = rundir.read_json(path)
     return obj if isinstance(obj, dict) else None
 
 
@@ -107,23 +70,26 @@ def _settings(raw: dict[str, Any] | None) -> dict[str, Any]:
 
 def load_run(path: str | Path) -> RunData:
     run_path = Path(path)
-    if not (run_path / RESULTS).exists():
-        raise RunDirError(f"{run_path}: no {RESULTS} (is this a run directory?)")
-    manifest = _settings(_read_json(run_path / MANIFEST))
-    try:
-        read = read_results(run_path / RESULTS)  # the store's one reading rule
-    except StoreError as exc:
-        raise RunDirError(str(exc)) from None
-    rows, torn = read.rows, int(read.torn_tail_bytes > 0)
-    telemetry, _ = read_jsonl(run_path / HOST_TELEMETRY)
-    cold, _ = read_jsonl(run_path / COLD_START)
+    if not (run_path / rundir.RESULTS).exists():
+        raise RunDirError(f"{run_path}: no {rundir.RESULTS} (is this a run directory?)")
+    manifest = _settings(_read_json(run_path / rundir.MANIFEST))
+    read = read_results(run_path / rundir.RESULTS)  # raises RunDirError naming file and line
+    telemetry = rundir.read_jsonl(run_path / rundir.HOST_TELEMETRY)
+    cold = rundir.read_jsonl(run_path / rundir.COLD_START)
+    torn = {
+        name: part.torn_tail_bytes
+        for name, part in ((rundir.RESULTS, read), (rundir.HOST_TELEMETRY, telemetry),
+                           (rundir.COLD_START, cold))
+        if part.torn_tail_bytes
+    }  # fmt: skip
     return RunData(
         path=run_path,
         manifest=manifest,
-        rows=rows,
-        host_telemetry=telemetry,
-        host_summary=_read_json(run_path / HOST_SUMMARY),
-        cold_start=cold,
-        resource_summary=_read_json(run_path / RESOURCE_SUMMARY),
-        torn_lines=torn,
+        rows=read.rows,
+        host_telemetry=telemetry.rows,
+        host_summary=_read_json(run_path / rundir.HOST_SUMMARY),
+        cold_start=cold.rows,
+        resource_summary=_read_json(run_path / rundir.RESOURCE_SUMMARY),
+        torn_lines=int(read.torn_tail_bytes > 0),
+        torn_tails=torn,
     )

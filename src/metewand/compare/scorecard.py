@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from metewand.compare.case_text import cases_markdown
+from metewand.compare.case_text import OUTCOME_HEADER, cases_markdown, outcome_rows
 from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.fmt import rate_text
 from metewand.compare.scores import BROWSER_STATUSES
@@ -69,21 +69,9 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
         f"{scores['warmup_rows']} warm-up; warm-ups enter no rate).",
         "",
     ]
-    rows = []
-    for name, block in scores["by_implementation"].items():
-        diags = ", ".join(f"{c} {n}" for c, n in block["diagnostics"].items()) or "none"
-        warm = block["warmups"]
-        warm_text = ", ".join(f"{s} {n}" for s, n in warm["by_outcome"].items()) or "none"
-        rate = rate_text(block["accepted"], block["total"], block["rate"])
-        rows.append([name, rate, diags, warm_text])
-    lines += ["## Per implementation (all cases)", ""]
-    lines += _table(["implementation", "accepted", "diagnostics", "warm-ups"], rows)
-    if scores.get("cases"):
+    if scores.get("cases"):  # outcome counts per case x implementation, never summed over cases
+        lines += ["## Outcomes per case × implementation", ""]
+        rows = [[str(cell) for cell in row] for row in outcome_rows(scores["cases"])]
+        lines += _table(list(OUTCOME_HEADER), rows)
         lines += ["", *cases_markdown(scores["cases"])]
     return "\n".join(lines) + "\n"
-
-
-def scorecard_md(scores: Mapping[str, Any]) -> str:
-    if scores.get("suite") == "browser":
-        return browser_scorecard(scores)
-    return compute_scorecard(scores)

@@ -18,6 +18,7 @@ from typing import Any
 from metewand import canonical
 from metewand.compare import cases, compute_rows
 from metewand.compare.driver_costs import driver_engine_table
+from metewand.runtime import rundir
 
 SCORES_SCHEMA = "metewand_scores/1"
 BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
@@ -184,7 +185,7 @@ def peer_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict
         "chrome_gate": dict(no_gate),
         "failure_classes": dict(sorted(classes.items())),
         "failure_origins": dict(sorted(origins.items())),
-        "provenance": {"run_manifest": "run_manifest.json"},
+        "provenance": {"run_manifest": rundir.MANIFEST},
     }
 
 
@@ -250,18 +251,6 @@ def compute_scores(
         "by_implementation": by_impl,
         "cases": cases.case_statistics(rows, reference or cases.default_reference(manifest)),
     }
-
-
-def scores_for(
-    kind: str,
-    rows: list[dict[str, Any]],
-    manifest: Mapping[str, Any],
-    reference: str | None = None,
-) -> dict[str, Any]:
-    """``reference`` names the compute reference implementation (browser runs ignore it)."""
-    if kind == "browser":
-        return browser_scores(rows, manifest)
-    return compute_scores(rows, manifest, reference)
 
 
 def scores_bytes(scores: Mapping[str, Any]) -> bytes:

@@ -12,6 +12,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from metewand.errors import EnvironmentMissing
 from metewand.measure import procfs
 from metewand.measure.cgroups import (
     CgroupLayout,
@@ -26,7 +27,7 @@ from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, p
 BACKENDS = ("cgroup2", "cgroup1", "proc")
 
 
-class AccountingUnavailable(RuntimeError):
+class AccountingUnavailable(EnvironmentMissing, RuntimeError):
     """The requested backend cannot be used here; ``reason`` says why."""
 
     def __init__(self, backend: str, reason: str) -> None:
@@ -87,6 +88,10 @@ class TreeAccounting:
 
     def memory(self) -> MemoryReading:
         raise NotImplementedError
+
+    def memory_current(self) -> Measurement:
+        """The current memory alone (a phase mark needs no high-water: one read fewer)."""
+        return self.memory().current
 
     def kill(self) -> None:
         raise NotImplementedError
@@ -176,6 +181,12 @@ class CgroupAccounting(TreeAccounting):
             _bytes_or_unavailable(group.memory_current, source),
             _bytes_or_unavailable(group.memory_peak, source),
         )
+
+    def memory_current(self) -> Measurement:
+        if self.memory_group is None:
+            return unavailable(Reason.UNSUPPORTED, f"{self.backend}:no-memory-controller")
+        source = self._source(self.memory_group, "memory")
+        return _bytes_or_unavailable(self.memory_group.memory_current, source)
 
     def reset_memory_peak(self) -> bool:
         """Restart the memory high-water at the current usage; False when it cannot be reset

@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
+from metewand.measure import process_sweep
+
 V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
+REMOVE_RETRY_S = 0.01  # an emptied group can be busy for a moment before rmdir succeeds
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +246,17 @@ class Group:
                 os.kill(pid, signal.SIGKILL)
 
     def remove(self, timeout_s: float = 5.0) -> None:
-        """Kill the members, wait until the group is empty, then remove it."""
+        """Kill the members, wait until the group is empty, then remove it. The members'
+        exits wake the wait (pidfds); the short retry is for the kernel's own removal."""
         deadline = time.monotonic() + timeout_s
+
+        def members() -> list[int]:
+            with contextlib.suppress(FileNotFoundError):
+                return self.procs()
+            return []
+
         while True:
+            process_sweep.kill_until_gone(members, max(0.0, deadline - time.monotonic()))
             try:
                 if self.procs():
                     self.kill()
@@ -259,7 +270,7 @@ class Group:
                     raise
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cgroup {self.path} still busy after {timeout_s}s")
-            time.sleep(0.01)
+            time.sleep(REMOVE_RETRY_S)
 
 
 class V2Group(Group):

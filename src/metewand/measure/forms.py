@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from metewand.canonical import SAFE_INTEGER_MAX
+from metewand.errors import MetewandError
 
 
 class Status(StrEnum):
@@ -52,7 +53,7 @@ class QualityFlag(StrEnum):
     CPU_ACCOUNTING_FALLBACK = "cpu_accounting_fallback"
 
 
-class FormError(ValueError):
+class FormError(MetewandError, ValueError):
     """A measurement object that contradicts the form rules."""
 
 

@@ -197,6 +197,7 @@ class HostTelemetry:
         sink: str | os.PathLike[str] | SampleSink | None = None,
         thresholds: GateThresholds | None = None,
         member_pids: MemberPids | None = None,
+        min_foreign_interval_s: float = 0.0,
     ) -> None:
         if interval_s < MIN_INTERVAL_S:
             raise ValueError(f"interval_s must be >= {MIN_INTERVAL_S}, got {interval_s}")
@@ -206,6 +207,11 @@ class HostTelemetry:
         self.samples: list[Sample] = []
         self.errors: list[str] = []
         self.foreign = ForeignCpuTracker(root_pid, member_pids, proc=str(PROC))
+        # /proc CPU figures move in 10 ms clock ticks: a forced sample a few ms after the last
+        # one would turn one tick into "a core"; such a sample defers foreign CPU to the next
+        self.min_foreign_interval_ns = int(min_foreign_interval_s * 1e9)
+        self._last_foreign_ns: int | None = None
+        self._record_lock = threading.Lock()  # the loop and sample_now() may meet
         self._sink = sink
         self._file: Any = None
         self._stop = threading.Event()
@@ -229,17 +235,40 @@ class HostTelemetry:
         while not self._stop.wait(self.interval_s):
             self._record_one()
 
+    def sample_now(self) -> None:
+        """One extra sample now (between the commands of ``measure``), beside the loop's."""
+        if self._thread is not None and not self._stop.is_set():
+            self._record_one()
+
     def _record_one(self) -> None:
-        before = time.thread_time_ns()
-        try:
-            previous = self.samples[-1] if self.samples else None
-            sample = take_sample(self.root_pid, len(self.samples), previous, foreign=self.foreign)
-            self.samples.append(sample)
-            self._emit(sample)
-        except Exception as exc:  # the observer must never take the run down
-            self.errors.append(f"{type(exc).__name__}: {exc}")
-        finally:
-            self._sampler_cpu_ns += time.thread_time_ns() - before
+        with self._record_lock:
+            before = time.thread_time_ns()
+            try:
+                self._append_sample()
+            except Exception as exc:  # the observer must never take the run down
+                self.errors.append(f"{type(exc).__name__}: {exc}")
+            finally:
+                self._sampler_cpu_ns += time.thread_time_ns() - before
+
+    def _append_sample(self) -> None:
+        previous = self.samples[-1] if self.samples else None
+        now = time.monotonic_ns()
+        since = None if self._last_foreign_ns is None else now - self._last_foreign_ns
+        deferred = since is not None and since < self.min_foreign_interval_ns
+        foreign = None if deferred else self.foreign
+        sample = take_sample(self.root_pid, len(self.samples), previous, foreign=foreign)
+        if deferred:
+            assert since is not None
+            detail = (
+                f"deferred: {since / 1e6:.0f} ms since the previous foreign observation, under "
+                f"the {self.min_foreign_interval_ns / 1e6:.0f} ms minimum; the next covers it"
+            )
+            sample["foreign_cpu"] = None
+            sample["unavailable"]["foreign_cpu"] = unavailable_reason(Reason.NOT_STARTED, detail)
+        else:
+            self._last_foreign_ns = now
+        self.samples.append(sample)
+        self._emit(sample)
 
     def _emit(self, sample: Sample) -> None:
         if self._file is not None:

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
+from metewand.errors import MetewandError
+
 PROC = "/proc"
 
 
@@ -19,7 +21,7 @@ PF_EXITING = 0x4  # include/linux/sched.h: set at the start of do_exit, before t
 PF_KTHREAD = 0x00200000  # include/linux/sched.h: a kernel thread
 
 
-class ProcessGone(LookupError):
+class ProcessGone(MetewandError, LookupError):
     """The process exited (or was reaped) before its file could be read."""
 
 

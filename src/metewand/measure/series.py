@@ -2,8 +2,10 @@
 
 The engine of ``metewand measure --runs/--warmup/...``: runs, nothing else (statistics live in
 ``compare.series_stats``). Every run is a full ``run_measured`` subject, so every run has the
-tree's CPU (user/system), peak memory and process count. Host telemetry is sampled around the
-runs (about once a second) and judged by the same pollution gate as suite runs.
+tree's CPU (user/system), peak memory and process count. Host telemetry runs beside the runs
+(``measure.host.HostTelemetry``, as in suite runs: load, memory, swap, PSI and foreign CPU) and is
+judged by the same pollution gate; the measured commands are this process's children, so their
+CPU is the benchmark's own, never foreign.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metewand.measure.host import take_sample
-from metewand.measure.host_gate import evaluate_gate
+from metewand.errors import MetewandError
+from metewand.measure.cgroups import CgroupLayout, detect_layout
+from metewand.measure.host import HostTelemetry
+from metewand.measure.host_gate import GateThresholds
+from metewand.measure.mark_fifo import MarkReader
 from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
 from metewand.measure.subject import SubjectReport, run_measured
 
@@ -33,13 +39,12 @@ RUN_FIELDS = (
     "peak_memory_bytes",
     "process_count_peak",
 )
-HOST_SAMPLE_EVERY_NS = 1_000_000_000
 # A short switch interval while runs are in flight: the thread that stamps a command's exit
 # needs the GIL, and the default 5 ms would let the sampler's baseline scan delay the stamp.
 SWITCH_INTERVAL_S = 0.0001
 
 
-class CommandFailed(RuntimeError):
+class CommandFailed(MetewandError, RuntimeError):
     """A measured command exited non-zero (and failures were not to be ignored)."""
 
     def __init__(self, command: str, status: int) -> None:
@@ -101,6 +106,9 @@ class SeriesOptions:
     interval_ms: int = 100
     pss_every: int = 5
     show_output: bool = False
+    host_interval_s: float = 1.0
+    host_foreign_cpu_max: float = 0.10
+    mark_fifo: str | None = None  # the commands write phase names here (measure.mark_fifo)
 
 
 @dataclass
@@ -110,20 +118,30 @@ class Series:
     warmups: int
 
 
-@dataclass
-class HostWatch:
-    samples: list[dict[str, Any]] = field(default_factory=list)
-    last_ns: int = 0
+def start_host(options: SeriesOptions) -> HostTelemetry:
+    """Host telemetry beside the measured runs, rooted at this process (the commands' parent)."""
+    thresholds = GateThresholds(foreign_cpu_max_cores=options.host_foreign_cpu_max)
+    return HostTelemetry(
+        options.host_interval_s,
+        os.getpid(),
+        thresholds=thresholds,
+        min_foreign_interval_s=options.host_interval_s / 2,
+    ).start()
 
-    def maybe_sample(self, force: bool = False) -> None:
-        now = time.monotonic_ns()
-        if force or now - self.last_ns >= HOST_SAMPLE_EVERY_NS:
-            previous = self.samples[-1] if self.samples else None
-            self.samples.append(take_sample(os.getpid(), len(self.samples), previous))
-            self.last_ns = now
 
-    def verdict(self) -> dict[str, Any]:
-        return evaluate_gate(self.samples)
+def host_record(telemetry: HostTelemetry) -> dict[str, Any]:
+    """What ``measure`` keeps of the host: the gate's verdict, the sample count, foreign CPU
+    (threshold, median/max, the top foreign processes by pid and comm) and the samples."""
+    summary = telemetry.stop()
+    return {
+        "gate": summary["gate"],
+        "samples": summary["sample_count"],
+        "interval_s": summary["interval_s"],
+        "foreign_cpu": summary["foreign_cpu"],
+        "sampler_cpu_ms": summary["sampler_cpu_ms"],
+        "sampler_errors": summary["sampler_errors"],
+        "telemetry": telemetry.samples,
+    }
 
 
 def run_record(report: SubjectReport) -> dict[str, Any]:
@@ -143,17 +161,29 @@ def run_record(report: SubjectReport) -> dict[str, Any]:
         quality_flags=[f.value for f in report.quality_flags],
         unavailable=unavailable,
     )
+    if report.phases is not None:
+        record["phases"] = report.phases
     return record
 
 
 def _one(
-    command: Command, options: SeriesOptions, events: ProcEvents | None, scanner: PssScanner
+    command: Command,
+    options: SeriesOptions,
+    events: ProcEvents | None,
+    scanner: PssScanner,
+    marks: MarkReader | None,
+    layout: CgroupLayout,
 ) -> SubjectReport:
     if options.prepare:  # not measured: its own process, outside the run's group
         output = None if options.show_output else subprocess.DEVNULL
-        done = subprocess.run(list(options.prepare), check=False, stdout=output, stderr=output)
-        if done.returncode != 0 and not options.ignore_failure:
-            raise CommandFailed(shlex.join(options.prepare), done.returncode)
+        prepare = Process.start(options.prepare, stdin=None, stdout=output, stderr=output)
+        try:
+            code = prepare.reap()
+        finally:
+            prepare.kill()  # only an interrupt gets here with it still running
+            prepare.close()
+        if code != 0 and not options.ignore_failure:
+            raise CommandFailed(shlex.join(options.prepare), code)
     report = run_measured(
         list(command.argv),
         options.backend,
@@ -162,6 +192,8 @@ def _one(
         discard_output=not options.show_output,
         events=events,
         scanner=scanner,
+        marks=marks,
+        layout=layout,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -172,22 +204,21 @@ def _one(
 def run_series(
     command: Command,
     options: SeriesOptions,
-    host: HostWatch,
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
 ) -> Series:
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     events = open_events()
     scanner = PssScanner()  # one set of reader threads for every run of the series
+    marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
+    layout = detect_layout()  # once per series: the groups' parents do not move between runs
     try:
         for _ in range(options.warmup):
-            _one(command, options, events, scanner)
-            host.maybe_sample()
+            _one(command, options, events, scanner, marks, layout)
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
         while _wants_more(len(runs), time.monotonic() - started, options):
-            runs.append(run_record(_one(command, options, events, scanner)))
-            host.maybe_sample()
+            runs.append(run_record(_one(command, options, events, scanner, marks, layout)))
             if on_run is not None:
                 on_run(command, len(runs), runs[-1])
     finally:
@@ -212,12 +243,14 @@ def run_all(
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
 ) -> tuple[list[Series], dict[str, Any]]:
     """Every command's series in the order given, and the host pollution verdict over them."""
-    host = HostWatch()
-    host.maybe_sample(force=True)
+    host = start_host(options)
     series = []
-    for command in commands:
-        series.append(run_series(command, options, host, on_run))
-        # PSI's avg10 already spans 10 s, so even a short series gets the gate's three samples
-        host.maybe_sample(force=True)
-    host.maybe_sample(force=True)
-    return series, {"gate": host.verdict(), "samples": len(host.samples)}
+    try:
+        for command in commands:
+            series.append(run_series(command, options, on_run))
+            # PSI's avg10 already spans 10 s, so even a short series gets the gate's three
+            # samples (foreign CPU waits for a long enough interval: see HostTelemetry)
+            host.sample_now()
+    finally:
+        record = host_record(host)
+    return series, record

@@ -5,20 +5,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import queue
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from metewand.errors import MetewandError
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
+from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+
+if TYPE_CHECKING:
+    from metewand.measure.cgroups import CgroupLayout
+    from metewand.measure.mark_fifo import MarkReader
 
 MEASUREMENT_FIELDS = (
     "wall_time_ns",
@@ -33,7 +38,7 @@ MEASUREMENT_FIELDS = (
 )
 
 
-class SubjectStartError(RuntimeError):
+class SubjectStartError(MetewandError, RuntimeError):
     """The command could not be started (not found, not executable, ...)."""
 
     def __init__(self, argv: Sequence[str], error: OSError) -> None:
@@ -56,6 +61,7 @@ class SubjectReport:
     sampler: SamplerSummary
     root_pid: int
     samples: list[dict[str, Any]] = field(default_factory=list)
+    phases: dict[str, Any] | None = None  # metewand_phases/1 when the run was marked
 
     @property
     def shell_exit_status(self) -> int:
@@ -93,60 +99,9 @@ class SubjectReport:
                 )
             },
         )
+        if self.phases is not None:
+            out["phases"] = self.phases
         return out
-
-
-def _wait_without_reaping(pid: int) -> None:
-    # WNOWAIT leaves the root a zombie, so its /proc entry (CPU ticks, children's ticks) and the
-    # cgroup stay readable until we reap it.
-    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-
-
-class _ExitStamp:
-    """A thread that stamps the moment the root exits, started before the root is.
-
-    The sampler's baseline scan runs in the caller right after the start; a command shorter
-    than that scan (``true`` takes ~0.5 ms) would otherwise be charged the scan's time, since
-    the caller only gets to ``waitid`` after it. The thread is already waiting for the pid
-    when the command starts, so the stamp is the exit as the kernel reports it.
-    """
-
-    def __init__(self) -> None:
-        self._pid: queue.SimpleQueue[int | None] = queue.SimpleQueue()
-        self.ended_ns: int | None = None
-        self._thread = threading.Thread(target=self._wait, name="metewand-exit", daemon=True)
-        self._thread.start()
-
-    def _wait(self) -> None:
-        pid = self._pid.get()
-        if pid is None:
-            return
-        _wait_without_reaping(pid)
-        self.ended_ns = time.monotonic_ns()
-
-    def watch(self, pid: int | None) -> None:
-        self._pid.put(pid)
-
-    def join(self) -> int:
-        self._thread.join()
-        assert self.ended_ns is not None
-        return self.ended_ns
-
-
-class _InlineExit:
-    """``_ExitStamp``'s interface without a thread: the caller waits when it joins. Used when
-    the kernel's exit event gives the exact time anyway (one thread less per run)."""
-
-    def __init__(self) -> None:
-        self._pid: int | None = None
-
-    def watch(self, pid: int | None) -> None:
-        self._pid = pid
-
-    def join(self) -> int:
-        assert self._pid is not None
-        _wait_without_reaping(self._pid)
-        return time.monotonic_ns()
 
 
 def _start(
@@ -154,41 +109,36 @@ def _start(
     join: Any,
     env: Mapping[str, str] | None,
     cwd: str | None,
-    output: int | None = None,
-) -> tuple[subprocess.Popen[bytes], int]:
-    """Start ``argv`` in its accounting group; returns it and the moment it was about to exec.
+    output: int | None,
+    watch: bool,
+) -> Process:
+    """Start ``argv`` in its own session and accounting group (``Process.start``).
 
-    The child stamps the monotonic clock (system-wide) after joining its group, just before
-    exec, and sends the stamp up a pipe. The wall time starts there: Python forks its child
-    with ``fork`` when a pre-exec step is needed, which costs ~1.5 ms here (page tables of a
-    large parent), and that is the tool's overhead, not the command's.
+    The wall time starts at the child's stamp just before exec: Python forks its child with
+    ``fork`` when a pre-exec step is needed, which costs ~1.5 ms here (page tables of a large
+    parent), and that is the tool's overhead, not the command's. ``watch``: a thread already
+    waiting when the command starts stamps its exit. The sampler's baseline scan runs in the
+    caller right after the start, and a command shorter than that scan (``true`` takes
+    ~0.5 ms) would otherwise be charged the scan's time. Without it (the kernel's exit event
+    gives the exact time anyway) the caller waits inline: one thread less per run.
     """
-    read_end, write_end = os.pipe()
-
-    def preexec() -> None:
-        if join is not None:
-            join()
-        os.write(write_end, time.monotonic_ns().to_bytes(8, "little"))
-
     try:
-        proc = subprocess.Popen(
-            list(argv),
-            preexec_fn=preexec,
-            close_fds=True,
-            env=env,
-            cwd=cwd,
-            stdout=output,
-            stderr=output,
-        )
-        os.close(write_end)
-        stamp = os.read(read_end, 8)
+        return Process.start(
+            argv, cwd=cwd, env=env, stdin=None, stdout=output, stderr=output, join=join,
+            stamp_exec=True, watch=watch,
+        )  # fmt: skip
     except OSError as exc:
         raise SubjectStartError(argv, exc) from exc
-    finally:
-        os.close(read_end)
-        with contextlib.suppress(OSError):
-            os.close(write_end)
-    return proc, int.from_bytes(stamp, "little")
+
+
+def _exit_moment(proc: Process, watched: bool) -> int:
+    """When the command exited (it is left unreaped: /proc and the groups stay readable)."""
+    if watched:
+        seen = proc.exit_seen()
+        assert seen is not None
+        return seen
+    proc.wait_exited(None)
+    return time.monotonic_ns()
 
 
 @contextlib.contextmanager
@@ -209,7 +159,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _abandon(accounting: Any, proc: subprocess.Popen[bytes] | None, sampler: Any) -> None:
+def _abandon(accounting: Any, proc: Process | None, sampler: Any) -> None:
     """Interrupted: stop sampling, kill the subject's whole tree and reap the root."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C waits for this
     try:
@@ -219,10 +169,7 @@ def _abandon(accounting: Any, proc: subprocess.Popen[bytes] | None, sampler: Any
         with contextlib.suppress(Exception):
             accounting.kill()
         if proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            with contextlib.suppress(ChildProcessError):
-                proc.wait()
+            proc.kill(wait_s=None)  # the whole group; reaps the root
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -239,48 +186,55 @@ def run_measured(
     discard_output: bool = False,
     events: ProcEvents | None = None,
     scanner: PssScanner | None = None,
+    marks: MarkReader | None = None,
+    layout: CgroupLayout | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
     ``discard_output`` sends the command's stdout and stderr to /dev/null (repeated runs).
     ``events``: a proc-connector subscription to reuse (repeated runs); without one, a
     subscription is opened for this run where the host allows it. ``scanner``: a PSS scanner
-    (and its reader threads) to reuse across runs.
+    (and its reader threads) to reuse across runs. ``marks``: phase marks the command writes
+    (``measure.mark_fifo``), read against this run's group; the report then has ``phases``.
+    ``layout``: the cgroup layout detected once for repeated runs (~0.4 ms a detection here).
     """
     if not argv:
         raise ValueError("empty command")
     own_events = events is None
     if own_events:
         events = open_events()
-    accounting = open_accounting(backend, label=os.path.basename(argv[0]))
-    proc: subprocess.Popen[bytes] | None = None
+    accounting = open_accounting(backend, label=os.path.basename(argv[0]), layout=layout)
+    proc: Process | None = None
     sampler: Sampler | None = None
+    phases = None
     try:
+        if marks is not None:
+            marks.begin(accounting)  # the start reading: the fresh group, before the command
         with _terminate_as_interrupt():
-            stamp: _ExitStamp | _InlineExit = _ExitStamp() if events is None else _InlineExit()
-            try:
-                output = subprocess.DEVNULL if discard_output else None
-                proc, started = _start(argv, accounting.preexec_join(), env, cwd, output)
-            except SubjectStartError:
-                stamp.watch(None)
-                raise
-            stamp.watch(proc.pid)
+            watched = events is None
+            output = subprocess.DEVNULL if discard_output else None
+            proc = _start(argv, accounting.preexec_join(), env, cwd, output, watched)
             accounting.attach(proc.pid)
             sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
             sampler.start()
-            wall = stamp.join() - started
+            assert proc.exec_ns is not None
+            wall = _exit_moment(proc, watched) - proc.exec_ns
         wall_source = "monotonic"
         span = events.span(proc.pid) if events is not None else None
         if span is not None:  # the kernel's own exec and exit times: the tightest bound
             wall, wall_source = span[1] - span[0], "proc_connector"
         summary = sampler.stop(end_scan=False)
+        if marks is not None:
+            phases = marks.finish(proc.exec_ns, proc.exec_ns + wall)
         cpu, memory = accounting.cpu(), accounting.memory()
-        _, status = os.waitpid(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        code = proc.reap()
+        proc.close()
     except KeyboardInterrupt:
         _abandon(accounting, proc, sampler)
         raise
     finally:
+        if marks is not None:
+            marks.close()
         accounting.close()  # kills whatever is still in the groups, then removes them
         if own_events and events is not None:
             events.close()
@@ -297,7 +251,6 @@ def run_measured(
         "pss_end_bytes": summary.pss_end,
         "process_count_peak": summary.process_count_peak,
     }
-    code = proc.returncode
     return SubjectReport(
         argv=list(argv),
         backend=accounting.backend,
@@ -309,4 +262,5 @@ def run_measured(
         sampler=summary,
         root_pid=proc.pid,
         samples=summary.samples,
+        phases=phases,
     )

@@ -20,18 +20,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand import canonical
-from metewand.measure import procfs
+from metewand.measure import process_sweep
+from metewand.runtime import rundir
 
-OWNED_NAME = "owned.jsonl"
+OWNED_NAME = rundir.OWNED
 GROUP_PREFIX = "metewand-"
+GROUP_RETRY_S = 0.02  # an emptied group can be busy for a moment before rmdir succeeds
 
 
 class OwnedJournal:
@@ -47,19 +47,14 @@ class OwnedJournal:
 
     def process(self, pid: int) -> None:
         record: dict[str, Any] = {"kind": "process", "pid": pid}
-        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
-            stat = procfs.read_stat(pid)
-            record.update(starttime=stat.starttime_ticks, session=stat.session)
+        identity = process_sweep.identity_of(pid)
+        if identity is not None:
+            record.update(starttime=identity.starttime, session=identity.session)
         self._append(record)
 
     def _append(self, record: dict[str, Any]) -> None:
-        line = canonical.line(record)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            rundir.append_line(self.path, record)
 
 
 @dataclass
@@ -77,47 +72,25 @@ class SweepReport:
 
 
 def read_records(run_dir: Path | str) -> list[dict[str, Any]]:
-    """The journal's records; a torn or foreign line is skipped (it names nothing to remove)."""
-    records = []
-    try:
-        data = (Path(run_dir) / OWNED_NAME).read_bytes()
-    except FileNotFoundError:
-        return []
-    for raw in data.splitlines():
-        with contextlib.suppress(ValueError):
-            record = canonical.loads(raw)
-            if isinstance(record, dict):
-                records.append(record)
-    return records
+    """The journal's records, by ``rundir.read_journal``'s rule: a torn final line or a damaged
+    whole line is skipped (it names nothing whole to remove; ``rundir.journal_warnings`` names
+    the damaged ones)."""
+    return rundir.read_journal(Path(run_dir) / OWNED_NAME).rows
+
+
+def _identities(records: list[dict[str, Any]]) -> list[process_sweep.Identity]:
+    found = []
+    for record in records:
+        if record.get("kind") == "process":
+            identity = process_sweep.Identity.from_record(record)
+            if identity is not None:
+                found.append(identity)
+    return found
 
 
 def _processes(records: list[dict[str, Any]]) -> list[int]:
     """Live processes of the recorded ones (by identity) and of their sessions."""
-    exact: set[tuple[int, int]] = set()
-    leaders: dict[int, int] = {}
-    for r in records:
-        if r.get("kind") != "process" or not isinstance(r.get("starttime"), int):
-            continue
-        exact.add((r["pid"], r["starttime"]))
-        if isinstance(r.get("session"), int) and r["session"] == r["pid"]:
-            leaders[r["session"]] = min(r["starttime"], leaders.get(r["session"], r["starttime"]))
-    for session, leader_start in list(leaders.items()):
-        # A live leader with another start time is a reused pid leading a newer session.
-        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
-            if procfs.read_stat(session).starttime_ticks != leader_start:
-                del leaders[session]
-    own = os.getpid()
-    found = []
-    for pid in procfs.iter_pids():
-        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
-            stat = procfs.read_stat(pid)
-            if pid == own or stat.state == "Z":
-                continue
-            born = leaders.get(stat.session)
-            in_session = born is not None and stat.starttime_ticks >= born
-            if in_session or (pid, stat.starttime_ticks) in exact:
-                found.append(pid)
-    return sorted(found)
+    return process_sweep.left_alive(_identities(records))
 
 
 def _owned_group(path: Any) -> bool:
@@ -132,13 +105,17 @@ def _owned_group(path: Any) -> bool:
 def _remove_group(path: str, timeout_s: float) -> str | None:
     """Kill the group's members until it is empty, then remove it; None or why it stayed."""
     deadline = time.monotonic() + timeout_s
+
+    def members() -> list[int]:
+        with contextlib.suppress(OSError, ValueError):
+            return [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
+        return []
+
     while True:
+        # The members' exits wake this (pidfds); what remains is the kernel's own removal.
+        process_sweep.kill_until_gone(members, max(0.0, deadline - time.monotonic()))
         try:
-            members = [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
-            for pid in members:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            if not members:
+            if not Path(path, "cgroup.procs").read_text().split():
                 os.rmdir(path)
                 return None
         except FileNotFoundError:
@@ -148,20 +125,16 @@ def _remove_group(path: str, timeout_s: float) -> str | None:
                 return exc.strerror or str(exc)
         if time.monotonic() > deadline:
             return f"still busy after {timeout_s:g} s"
-        time.sleep(0.02)
+        time.sleep(GROUP_RETRY_S)
 
 
 def sweep(run_dir: Path | str, wait_s: float = 5.0) -> SweepReport:
     """Kill what is left of the run's processes and remove its groups; forget what is gone."""
     records = read_records(run_dir)
     report = SweepReport()
-    report.killed = _processes(records)
-    for pid in report.killed:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while _processes(records) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    identities = _identities(records)
+    report.killed = process_sweep.left_alive(identities)
+    process_sweep.kill_until_gone(lambda: process_sweep.left_alive(identities), wait_s)
     named = (r.get("path") for r in records if r.get("kind") == "group")
     paths = [p for p in dict.fromkeys(named) if isinstance(p, str)]
     for path in paths:

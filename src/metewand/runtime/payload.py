@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import MetewandError
 from metewand.measure import forms
 from metewand.measure.forms import FormError, Measurement, Reason, Status
 
@@ -114,7 +115,7 @@ SCALAR_KEYS = (
 ALL_KEYS = frozenset(MEASUREMENT_FIELDS + SCALAR_KEYS)
 
 
-class PayloadError(ValueError):
+class PayloadError(MetewandError, ValueError):
     """A payload that breaks the contract; ``path`` names the offending key ($ = payload)."""
 
     def __init__(self, path: str, message: str) -> None:

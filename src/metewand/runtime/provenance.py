@@ -15,8 +15,10 @@ from typing import Any
 
 import metewand
 from metewand.measure.host_facts import machine_facts, unavailable
+from metewand.measure.process import run_captured
 
 SOURCE_SCHEMA = "abb_runner_source/1"
+GIT_TIMEOUT_S = 10.0
 # Files whose content changes what metewand does: code, schemas, bundled data.
 SOURCE_SUFFIXES = (".py", ".json", ".toml", ".js", ".html", ".css", ".c", ".txt")
 SKIPPED_PARTS = frozenset({"__pycache__"})
@@ -78,10 +80,13 @@ def git_state(directory: Path | None = None) -> dict[str, Any]:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=True, timeout=10
-    )
-    return done.stdout.strip()
+    argv = ["git", *args]
+    done = run_captured(argv, GIT_TIMEOUT_S, cwd=cwd)
+    if done.timed_out:
+        raise subprocess.TimeoutExpired(argv, GIT_TIMEOUT_S)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(int(done.returncode or 0), argv, done.stdout)
+    return done.stdout.decode("utf-8", "replace").strip()
 
 
 def runner_facts(list_files: bool = False) -> dict[str, Any]:

@@ -18,12 +18,13 @@ from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
 from metewand import canonical
+from metewand.errors import MetewandError
 
 SUFFIX = ".schema.json"
 BASE_URI = "https://metewand.dev/schemas/"
 
 
-class UnknownSchemaError(KeyError):
+class UnknownSchemaError(MetewandError, KeyError):
     """No shipped schema has this name."""
 
 

@@ -27,17 +27,25 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.runtime import rundir
 
-MANIFEST_NAME = "run_manifest.json"
-RESULTS_NAME = "results.jsonl"
-ARTIFACTS_NAME = "artifacts"
-STAGING_NAME = ".staging"
-LOCK_NAME = ".lock"
+# the run directory's owner keeps these; importers of the store keep finding them here
+from metewand.runtime.rundir import JsonlRead as ResultsRead
+from metewand.runtime.rundir import StoreError as StoreError
+from metewand.runtime.rundir import fsync_dir as _fsync_dir
+from metewand.runtime.rundir import give_normal_mode as give_normal_mode
+from metewand.runtime.rundir import process_umask as process_umask
+from metewand.runtime.rundir import write_json_atomic as write_json_atomic
+
+MANIFEST_NAME = rundir.MANIFEST
+RESULTS_NAME = rundir.RESULTS
+ARTIFACTS_NAME = rundir.ARTIFACTS
+STAGING_NAME = rundir.STAGING
+LOCK_NAME = rundir.LOCK
 MANIFEST_SCHEMA = "metewand_run_manifest/1"
 # the store's own envelope; a suite may add other top-level fields beside it (the browser suite
 # writes the peer benchmark's manifest fields there), never replace these
@@ -48,10 +56,6 @@ STATES = ("running", "interrupted", "complete")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+@-]*$")
-
-
-class StoreError(RuntimeError):
-    """The run directory cannot be used as asked."""
 
 
 class RunExistsError(StoreError):
@@ -82,107 +86,22 @@ def check_key(key: Any) -> str:
     return key
 
 
-@dataclass(frozen=True)
-class ResultsRead:
-    rows: list[dict[str, Any]]
-    torn_tail_bytes: int  # bytes after the last newline (a write cut short), 0 when clean
-    valid_length: int  # file offset just after the last whole line
-
-
 def read_results(path: Path) -> ResultsRead:
-    """Whole rows of a results file: the one reading rule of every reader (status, export,
-    inspect, report, resume).
-
-    A final line without its newline is a torn write (a kill mid-append): reported, not parsed.
-    Anything else wrong is damage no writer of this store makes, so it is an error naming the
-    file and line, never a skip: a line that is not a JSON object, and a key that already has a
-    row (a duplicated row would be counted twice in every score).
-    """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ResultsRead([], 0, 0)
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    end = data.rfind(b"\n") + 1
-    rows = []
-    first_line: dict[str, int] = {}
-    for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
-        try:
-            row = canonical.loads(raw)
-        except (ValueError, RecursionError) as exc:
-            raise StoreError(f"{path}:{number}: not a JSON row ({str(exc)[:120]})") from exc
-        if not isinstance(row, dict):
-            raise StoreError(f"{path}:{number}: row is not an object")
-        key = row.get("key")
-        if isinstance(key, str):
-            if key in first_line:
-                raise StoreError(
-                    f"{path}:{number}: duplicate row for key {key!r} (first at line "
-                    f"{first_line[key]}); a row is never counted twice"
-                )
-            first_line[key] = number
-        rows.append(row)
-    return ResultsRead(rows, len(data) - end, end)
+    """Whole rows of a results file: ``rundir.read_jsonl``'s rule (a torn tail is reported, any
+    other damage or a key that already has a row is an error naming file and line)."""
+    return rundir.read_jsonl(path, unique="key")
 
 
 def read_run_manifest(path: Path) -> dict[str, Any]:
     """``run_manifest.json`` as every reader sees it; damage is an error naming the file."""
-    try:
-        value = canonical.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise StoreError(f"{path.parent} is not a run directory (no {path.name})") from None
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    except (ValueError, RecursionError) as exc:
-        raise StoreError(f"{path}: not valid JSON ({str(exc)[:120]})") from exc
+    value = rundir.read_json(path)  # damage: RunDirError naming the file
+    if value is None and not path.exists():
+        raise StoreError(f"{path.parent} is not a run directory (no {path.name})")
     if not isinstance(value, dict) or value.get("schema") != MANIFEST_SCHEMA:
         raise StoreError(f"{path}: not a {MANIFEST_SCHEMA} manifest")
     if not isinstance(value.get("data"), dict) or value.get("state") not in STATES:
         raise StoreError(f"{path}: 'data' must be an object and 'state' one of {STATES}")
     return value
-
-
-def process_umask() -> int:
-    """This process's umask, read without changing it (os.umask would race other threads)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
-
-
-def give_normal_mode(fd: int) -> None:
-    """mkstemp makes 0600 files; a published file gets what open() would give (0644 usually)."""
-    os.fchmod(fd, 0o666 & ~process_umask())
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Temp file in the same directory, fsync, rename, fsync the directory."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        give_normal_mode(fd)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(canonical.line(value))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class RunView:
@@ -255,7 +174,7 @@ class RunStore(RunView):
         extra = _outside_envelope(top_level or {}, run_id)
         canonical.dumps(manifest_data)  # refuse non-JSON data before anything exists on disk
         canonical.dumps(extra)
-        run_dir = Path(out_dir) / run_id
+        run_dir = rundir.new_run_dir(out_dir, run_id)
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         try:
             run_dir.mkdir()
@@ -416,10 +335,7 @@ def writer_active(run_dir: Path) -> bool:
 
 
 def _repair(run_dir: Path) -> None:
-    results = run_dir / RESULTS_NAME
-    read = read_results(results)
-    if read.torn_tail_bytes:
-        os.truncate(results, read.valid_length)
+    rundir.cut_torn_tails(run_dir)  # results.jsonl and every other appended file
     shutil.rmtree(run_dir / STAGING_NAME, ignore_errors=True)
     _fsync_dir(run_dir)
 

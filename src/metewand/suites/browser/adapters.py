@@ -15,7 +15,9 @@ Whatever the adapter does, ``run_adapter`` returns one ``AdapterRun`` with one o
 - ``adapter_garbage``: exit 0 but stdout is not exactly one JSON object.
 
 No process of the adapter's tree outlives the call: members still alive after it exits are killed
-and named in ``leftover_pids`` (a well-behaved adapter leaves none).
+and named in ``leftover_pids`` (a well-behaved adapter leaves none). The adapter is started, waited
+for and stopped by ``measure.process`` (its exit wakes the wait through a pidfd, no polling); its
+pipes are read and written on the event loop.
 """
 
 from __future__ import annotations
@@ -24,24 +26,30 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
+import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
+from metewand.measure import process_sweep
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.forms import Measurement
+from metewand.measure.process import Process
 from metewand.suites.browser.classify import Classification
 
 PROTOCOL: Final = "abb_scenario_adapter/1"
 OUTCOMES: Final = ("result", "adapter_error", "adapter_crash", "adapter_hang", "adapter_garbage")
 STDOUT_LIMIT: Final = 16 * 1024 * 1024  # a result is small; more than this is garbage, not a row
-EXIT_POLL_S: Final = 0.005  # adds at most 5 ms to an attempt's wall time
 STDOUT_DRAIN_S: Final = 2.0  # after the sweep every writer is gone, so EOF is immediate
-TERM_GRACE_S: Final = 2.0
-KILL_WAIT_S: Final = 30.0  # KILL is not ignorable; this only bounds an uninterruptible sleep  # between TERM and KILL on a hang: enough for a Node/Python exit hook
+TERM_GRACE_S: Final = 2.0  # between TERM and KILL on a hang: enough for a Node/Python exit hook
+KILL_WAIT_S: Final = 30.0  # KILL is not ignorable; this only bounds an uninterruptible sleep
+# A well-behaved adapter's children (an MCP server it closed, a bridge) may still be exiting when
+# the adapter's exit is seen (at once, through its pidfd): they are leftovers only if still
+# alive after this.
+EXITING_GRACE_S: Final = 0.05
+SWEEP_WAIT_S: Final = 5.0  # killed members take a moment to leave; the group goes once empty
 STDERR_TAIL: Final = 2000
 # The deadline beyond the payload's task budget: the adapter clamps its own waits to the budget,
 # so only an adapter that ignores it (or is stuck starting) meets this margin.
@@ -145,71 +153,36 @@ def _open_adapter_accounting(label: str) -> TreeAccounting | None:
         return None
 
 
-def _signal_group(pgid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
-
-
-async def _stop(process: asyncio.subprocess.Process) -> None:
-    """TERM the adapter's group, KILL after the grace period (the sweep then takes anything
-    left in its accounting group)."""
-    _signal_group(process.pid, signal.SIGTERM)
-    if not await _exited_within(process, TERM_GRACE_S):
-        _signal_group(process.pid, signal.SIGKILL)
-        await _exited_within(process, KILL_WAIT_S)
-
-
-def _sweep(pgid: int, accounting: TreeAccounting | None) -> list[int]:
-    """Kill what the adapter left behind: its process group and its accounting group's members.
-    Returns the pids found alive."""
-    found = set(_group_members(pgid))
+def _left_behind(process: Process, accounting: TreeAccounting | None) -> list[int]:
+    """Live members of the adapter's process group and of its accounting group, the adapter
+    itself (exited, not yet reaped) apart."""
+    found = {m.pid for m in process_sweep.members(pgid=process.pgid) if m.state != "Z"}
     if accounting is not None:
         with contextlib.suppress(OSError):
             found.update(accounting.pids())
-    if found:
-        _signal_group(pgid, signal.SIGKILL)
-        if accounting is not None:
-            with contextlib.suppress(OSError):
-                accounting.kill()
-        for pid in found:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+    found.discard(process.pid)
     return sorted(found)
 
 
-def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the command name (which may hold spaces) start at the last ')'.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
+def _sweep(process: Process, accounting: TreeAccounting | None) -> list[int]:
+    """Kill what the adapter left behind (its process group, its accounting group's members),
+    reap the adapter, and wait until all of it is gone. Returns the pids found alive."""
+    found = _left_behind(process, accounting)
+    if found:  # a child told to stop as the adapter exits is still going: let it finish
+        found = process_sweep.wait_gone(found, EXITING_GRACE_S)
+    if process.has_exited():
+        process.reap()  # KILLs what is left in its group first
 
+    def still_there() -> list[int]:
+        # After the reap the group's number may be someone else's: by pid and accounting only.
+        members: set[int] = set(found)
+        if accounting is not None:
+            with contextlib.suppress(OSError):
+                members.update(accounting.pids())
+        return sorted(members)
 
-async def _wait_gone(pids: Sequence[int], accounting: TreeAccounting | None) -> None:
-    """Killed members take a moment to leave; the group can only be removed once empty."""
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if Path(f"/proc/{p}").exists() and not _is_zombie(p)]
-        members = accounting.pids() if accounting is not None else []
-        if not alive and not members:
-            return
-        await asyncio.sleep(0.02)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].startswith("Z")
+    process_sweep.kill_until_gone(still_there, SWEEP_WAIT_S)
+    return found
 
 
 def _tail(path: Path) -> str:
@@ -236,45 +209,43 @@ async def run_adapter(
     started = time.monotonic_ns()
     try:
         with stderr_path.open("wb") as stderr_file:
-            process = await asyncio.create_subprocess_exec(
-                *command.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+            process = Process.start(
+                command.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 stderr=stderr_file,
                 cwd=command.cwd,
                 env=env,
-                start_new_session=True,  # its own process group, signalled as one
-                preexec_fn=accounting.preexec_join() if accounting else None,
+                join=accounting.preexec_join() if accounting else None,
             )
         if accounting is not None:
             accounting.attach(process.pid)
-        return await _supervise(process, payload, deadline_s, stderr_path, accounting, started)
+        try:
+            return await _supervise(process, payload, deadline_s, stderr_path, accounting, started)
+        finally:
+            process.close()
     finally:
         if accounting is not None:
             with contextlib.suppress(OSError):
                 accounting.close()
 
 
-async def _feed(process: asyncio.subprocess.Process, data: bytes) -> None:
-    assert process.stdin is not None
-    try:
-        process.stdin.write(data)
-        await process.stdin.drain()
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # it exited (or closed stdin) before reading its payload: its exit tells why
-    finally:
-        process.stdin.close()
+async def _feed(pipe: IO[bytes], data: bytes) -> asyncio.WriteTransport:
+    """Write the payload to the adapter's stdin on the loop and close it once written. An
+    adapter that exits (or closes stdin) before reading it makes the write fail quietly: its
+    exit tells why."""
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+    transport.write(data)
+    transport.close()
+    return transport
 
 
-async def _exited_within(process: asyncio.subprocess.Process, limit_s: float) -> bool:
-    """Polls the exit status: ``Process.wait()`` also waits for every pipe to close, which a
-    grandchild holding stdout would postpone past the adapter's own exit."""
-    deadline = time.monotonic() + limit_s
-    while process.returncode is None:
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(EXIT_POLL_S)
-    return True
+async def _open_reader(pipe: IO[bytes]) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    return reader, transport
 
 
 async def _read_all(stream: asyncio.StreamReader | None) -> bytes:
@@ -291,7 +262,7 @@ async def _read_all(stream: asyncio.StreamReader | None) -> bytes:
 
 
 async def _supervise(
-    process: asyncio.subprocess.Process,
+    process: Process,
     payload: Mapping[str, Any],
     deadline_s: float,
     stderr_path: Path,
@@ -300,21 +271,23 @@ async def _supervise(
 ) -> AdapterRun:
     # The adapter's exit ends the attempt, not stdout's EOF: a grandchild that inherited stdout
     # (a bridge, a daemon) would otherwise hold the run open. It is swept first, then stdout read.
-    reader = asyncio.create_task(_read_all(process.stdout))
-    feeder = asyncio.create_task(_feed(process, json.dumps(payload).encode()))
-    hung = not await _exited_within(process, deadline_s)
+    assert process.popen.stdin is not None and process.popen.stdout is not None
+    stdout_reader, stdout_transport = await _open_reader(process.popen.stdout)
+    reader = asyncio.create_task(_read_all(stdout_reader))
+    stdin_transport = await _feed(process.popen.stdin, json.dumps(payload).encode())
+    hung = not await process.wait_exited_async(deadline_s)
     if hung:
-        await _stop(process)
+        await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
     wall_ns = time.monotonic_ns() - started
-    leftovers = _sweep(process.pid, accounting)
-    await _wait_gone(leftovers, accounting)
+    leftovers = await asyncio.to_thread(_sweep, process, accounting)
     try:
         stdout = await asyncio.wait_for(reader, STDOUT_DRAIN_S)
     except TimeoutError:
         stdout = b""
-    feeder.cancel()
-    await asyncio.gather(feeder, return_exceptions=True)
-    code = process.returncode
+    if stdin_transport.get_write_buffer_size():  # never read: drop it (else already closed)
+        stdin_transport.abort()
+    stdout_transport.close()
+    code = process.popen.returncode
     exit_code, exit_signal = (None, -code) if code is not None and code < 0 else (code, None)
     if hung:
         outcome, result, detail = "adapter_hang", None, f"no exit within {deadline_s:.1f} s"

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand import canonical
+from metewand.runtime import rundir
 from metewand.suites.browser import classify
 from metewand.suites.browser.cdp import (
     CdpClient,
@@ -32,8 +33,8 @@ from metewand.suites.browser.drivers import DRIVERS, AttemptContext, DriverVerdi
 from metewand.suites.browser.errors import DriverUnavailable
 from metewand.suites.browser.tasks import Task
 
-CDP_LOG_FILE: Final = "cdp.jsonl"
-GRADER_FILE: Final = "grader.json"
+CDP_LOG_FILE: Final = rundir.ATTEMPT_CDP_LOG
+GRADER_FILE: Final = rundir.ATTEMPT_GRADER
 CLEANUP_TIMEOUT_S: Final = 3.0
 # Beyond the per-command timeout, a whole attempt is bounded by the task's hard-kill budget.
 DEFAULT_HARD_KILL_MS: Final = 30000

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from metewand import canonical
 from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
+from metewand.runtime import rundir
 from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.adapter_attempt import (
@@ -34,9 +35,9 @@ from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row, 
 if TYPE_CHECKING:
     from metewand.suites.browser.run_plan import Plan
 
-ENGINE_LOG_TAIL_FILE = "engine_stderr_tail.txt"
+ENGINE_LOG_TAIL_FILE = rundir.ATTEMPT_ENGINE_LOG_TAIL
 # The server-side graders' full records (evidence with the expected answer), never served.
-GRADER_EVIDENCE_FILE = "grader_evidence.json"
+GRADER_EVIDENCE_FILE = rundir.ATTEMPT_GRADER_EVIDENCE
 
 
 class RunHooks:
@@ -154,11 +155,11 @@ class AttemptRunner:
                 tail = process.stderr_tail()
                 (out_dir / ENGINE_LOG_TAIL_FILE).write_text(tail)
                 outcome.artifacts.append(ENGINE_LOG_TAIL_FILE)
-            (out_dir / "outcome.json").write_bytes(canonical.dumps(outcome.to_json()))
-            files = [*outcome.artifacts, "outcome.json"]
-            if resource is not None and (out_dir / "resource.jsonl").exists():
-                files.append("resource.jsonl")
-        artifacts = [f"artifacts/{key}/{name}" for name in files]
+            (out_dir / rundir.ATTEMPT_OUTCOME).write_bytes(canonical.dumps(outcome.to_json()))
+            files = [*outcome.artifacts, rundir.ATTEMPT_OUTCOME]
+            if resource is not None and (out_dir / rundir.ATTEMPT_RESOURCE_SAMPLES).exists():
+                files.append(rundir.ATTEMPT_RESOURCE_SAMPLES)
+        artifacts = [f"{rundir.ARTIFACTS}/{key}/{name}" for name in files]
         row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
         if driver_block is not None:
             row.update(driver_block)

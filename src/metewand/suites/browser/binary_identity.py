@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from functools import lru_cache
 from pathlib import Path
+
+from metewand.measure.process import run_captured
 
 CHUNK = 1 << 20
 
@@ -44,16 +45,11 @@ def _version_cached(key: tuple[str, int, int, int], argv: tuple[str, ...], timeo
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env["LIGHTPANDA_DISABLE_TELEMETRY"] = "true"
     try:
-        done = subprocess.run(
-            [key[0], *argv],
-            capture_output=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        done = run_captured([key[0], *argv], timeout, env=env)
+    except OSError as exc:
         return f"<version unavailable: {exc!r}>"
+    if done.timed_out:
+        return f"<version unavailable: no exit within {timeout:g} s>"
     text = (done.stdout or done.stderr).decode("utf-8", errors="replace").strip()
     if done.returncode != 0:
         return f"<version exit {done.returncode}: {text[:200]}>"

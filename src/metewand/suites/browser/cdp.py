@@ -29,6 +29,7 @@ from typing import Any, Final
 import aiohttp
 
 from metewand import canonical
+from metewand.errors import MetewandError
 from metewand.suites.browser.cdp_match import matches
 
 DEFAULT_TIMEOUT_S: Final = 10.0
@@ -47,7 +48,7 @@ ANY_SESSION: Final = _AnySession()
 SessionFilter = str | None | _AnySession
 
 
-class CdpError(Exception):
+class CdpError(MetewandError):
     """The browser answered a command with a protocol error."""
 
     def __init__(self, code: int, message: str, data: Any = None, method: str = "") -> None:
@@ -58,7 +59,7 @@ class CdpError(Exception):
         self.method = method
 
 
-class CdpTimeout(TimeoutError):
+class CdpTimeout(MetewandError, TimeoutError):
     """No reply (or no matching event) within the timeout."""
 
     def __init__(self, what: str, timeout: float) -> None:
@@ -67,7 +68,7 @@ class CdpTimeout(TimeoutError):
         self.timeout = timeout
 
 
-class CdpDisconnected(ConnectionError):
+class CdpDisconnected(MetewandError, ConnectionError):
     """The WebSocket is closed; nothing more will arrive on it."""
 
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from metewand.errors import InvalidInput
+
 ONE_OF = "$one_of"
 
 
-class PatternError(ValueError):
+class PatternError(InvalidInput, ValueError):
     """A pattern is malformed (e.g. ``$one_of`` mixed with other keys or not a list)."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from metewand.runtime import rundir
 from metewand.suites.browser.engine_process import EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
 from metewand.suites.browser.leftovers import record_pid, run_markers
@@ -45,7 +46,7 @@ class EnginePool:
         self.worker = worker
         self._on_launch = on_launch
         self._processes: dict[str, EngineProcess] = {}
-        log_dir = run_dir / "engine_logs" / f"worker-{worker}"
+        log_dir = run_dir / rundir.ENGINE_LOGS / f"worker-{worker}"
         for name, engine in engines.items():
             preexec = preexec_for(worker, name) if preexec_for is not None else None
             self._processes[name] = EngineProcess(

@@ -1,9 +1,11 @@
 """One running engine: launch, CDP readiness, identity, relaunch, and teardown with no leftovers.
 
-The engine is started with ``subprocess.Popen`` (in its own session, so its whole tree can be
-signalled as one process group) rather than an asyncio subprocess: an engine is reused across
-attempts and may outlive the event loop that launched it (``doctor`` runs its own loop). The
-waits (readiness, teardown) are async and never block the loop.
+The engine is started with ``measure.process.Process`` (in its own session, so its whole tree
+can be signalled as one process group) rather than an asyncio subprocess: an engine is reused
+across attempts and may outlive the event loop that launched it (``doctor`` runs its own loop).
+The waits (readiness, health, teardown) are async and never block the loop; the engine's exit
+wakes them through its pidfd (no looking every few ms), and a watcher thread stamps the moment
+it was seen (``exit_seen_ns``).
 
 Readiness: ``GET http://127.0.0.1:P/json/version`` polled every ``READY_POLL_S`` until it returns
 a JSON object with ``webSocketDebuggerUrl``. Chrome and lightpanda both serve it; lightpanda's
@@ -14,12 +16,9 @@ body names ``Browser: Lightpanda/1.0`` plus ``Lightpanda-Version`` while its CDP
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import shutil
 import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +27,8 @@ from typing import IO, Any, Final
 
 import aiohttp
 
+from metewand.errors import MetewandError
+from metewand.measure.process import Process
 from metewand.suites.browser import private_dirs, proc_session
 from metewand.suites.browser.binary_identity import binary_sha256, version_output
 from metewand.suites.browser.cdp import CdpClient, CdpError, CdpTimeout
@@ -53,7 +54,7 @@ PreexecFn = Callable[[], None]
 OnSpawn = Callable[["EngineProcess"], None]
 
 
-class EngineLaunchError(RuntimeError):
+class EngineLaunchError(MetewandError, RuntimeError):
     """The engine exited or never became ready; ``detail`` holds the stderr tail."""
 
     def __init__(self, message: str, detail: str = "") -> None:
@@ -152,7 +153,7 @@ class EngineProcess:
         self.ready_ms: float | None = None
         self.argv: list[str] = []
         self.deaths: list[ExitInfo] = []
-        self._popen: subprocess.Popen[bytes] | None = None
+        self._process: Process | None = None
         self._private_root: Path | None = None
         self._user_data_dir: Path | None = None
         self._logs: list[IO[bytes]] = []
@@ -160,7 +161,12 @@ class EngineProcess:
 
     @property
     def pid(self) -> int | None:
-        return self._popen.pid if self._popen is not None else None
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def exit_seen_ns(self) -> int | None:
+        """When this generation's exit was seen (monotonic ns), None while it runs."""
+        return self._process.exit_seen_ns if self._process is not None else None
 
     @property
     def stderr_path(self) -> Path:
@@ -176,12 +182,19 @@ class EngineProcess:
         return [str(self._private_root)] if self._private_root is not None else []
 
     def is_alive(self) -> bool:
-        return self._popen is not None and self._popen.poll() is None
+        return self._process is not None and not self._process.has_exited()
 
     def exit_info(self) -> ExitInfo | None:
-        if self._popen is None or self._popen.poll() is None:
+        if self._process is None:
             return None
-        return _exit_info(self._popen.returncode)
+        code = self._process.returncode
+        return None if code is None else _exit_info(code)
+
+    async def wait_exited(self, timeout: float | None) -> bool:
+        """Wait until this generation exits (True) or ``timeout`` passes; woken by the kernel."""
+        if self._process is None:
+            return True
+        return await self._process.wait_exited_async(timeout)
 
     async def start(self) -> None:
         """Launch a new generation and wait until its CDP endpoint is ready."""
@@ -240,7 +253,7 @@ class EngineProcess:
                     return "ok" if self.is_alive() else "exited"
                 if not answered and waited >= HEALTH_LIMIT_S:
                     return "unresponsive"
-                await asyncio.sleep(HEALTH_POLL_S)
+                await self.wait_exited(HEALTH_POLL_S)  # a death ends the pause at once
 
     async def _launch_once(self) -> None:
         self.generation += 1
@@ -258,15 +271,14 @@ class EngineProcess:
         stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         self._logs = [stdout, stderr]
         started = time.perf_counter()
-        self._popen = subprocess.Popen(
+        self._process = Process.start(
             self.argv,
-            stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
             env=self.engine.environment(tmp_dir=root / private_dirs.TMP_DIR),
             cwd=root,
-            start_new_session=True,
-            preexec_fn=self.preexec_fn,
+            join=self.preexec_fn,
+            watch=True,
         )
         if self.on_spawn is not None:
             self.on_spawn(self)
@@ -288,7 +300,7 @@ class EngineProcess:
                 body = await _probe_json_version(http, url)
                 if body is not None:
                     return body
-                await asyncio.sleep(READY_POLL_S)
+                await self.wait_exited(READY_POLL_S)  # an exit ends the pause at once
         raise EngineLaunchError(
             f"{self.engine.name}: no webSocketDebuggerUrl at {url} within "
             f"{self.ready_timeout_s:g} s",
@@ -337,9 +349,9 @@ class EngineProcess:
         walk, verify nothing is left, remove the private root (user-data dir, TMPDIR) and close
         the logs."""
         report = TeardownReport(None, False, [], [], [])
-        if self._popen is not None:
-            report = await _terminate_session(self._popen)
-        self._popen = None
+        if self._process is not None:
+            report = await _terminate_session(self._process)
+        self._process = None
         self.ws_url = None
         for log in self._logs:
             log.close()
@@ -363,37 +375,15 @@ async def _probe_json_version(http: aiohttp.ClientSession, url: str) -> dict[str
     return None
 
 
-async def _terminate_session(popen: subprocess.Popen[bytes]) -> TeardownReport:
-    session = popen.pid  # start_new_session: the engine leads its own session and group
-    sigkill_needed = False
-    if popen.poll() is None:
-        _signal_group(session, signal.SIGTERM)
-        # A stopped engine (SIGSTOP, a debugger) would hold the TERM pending for the whole grace.
-        _signal_group(session, signal.SIGCONT)
-        if not await _wait_exit(popen, TERM_GRACE_S):
-            sigkill_needed = True
-            _signal_group(session, signal.SIGKILL)
-            await _wait_exit(popen, KILL_GRACE_S)
-    # The leader may be gone while members live on (forked helpers keep the session id).
-    _signal_group(session, signal.SIGKILL)
-    stragglers = proc_session.kill_session(session)
-    leftover, zombies = await proc_session.wait_session_empty(session, KILL_GRACE_S)
-    exit_info = _exit_info(popen.returncode) if popen.returncode is not None else None
-    return TeardownReport(exit_info, sigkill_needed, stragglers, leftover, zombies)
-
-
-async def _wait_exit(popen: subprocess.Popen[bytes], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if popen.poll() is not None:
-            return True
-        await asyncio.sleep(0.02)
-    return popen.poll() is not None
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+async def _terminate_session(process: Process) -> TeardownReport:
+    """The one stop escalation (TERM, grace, KILL to the group; the reap KILLs what is left in
+    it), then the session sweep: helpers re-parented away keep the session id."""
+    session = process.pid  # the engine leads its own session and group
+    ending = await process.terminate_async(TERM_GRACE_S, KILL_GRACE_S)
+    stragglers, leftover, zombies = await proc_session.sweep_session(session, KILL_GRACE_S)
+    process.close()
+    exit_info = _exit_info(ending.returncode) if ending.returncode is not None else None
+    return TeardownReport(exit_info, ending.kill_needed, stragglers, leftover, zombies)
 
 
 def _exit_info(returncode: int) -> ExitInfo:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from metewand.errors import InvalidInput
+
 LOOPBACK: Final = "127.0.0.1"
 MISSING_REASON: Final = "engine_binary_missing"
 
@@ -166,7 +168,7 @@ ENGINES: Final[dict[str, EngineSpec]] = {
 }
 
 
-class UnknownEngine(ValueError):
+class UnknownEngine(InvalidInput, ValueError):
     """An engine name that is not in the registry."""
 
     def __init__(self, name: str) -> None:

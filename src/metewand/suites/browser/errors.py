@@ -6,10 +6,11 @@ are the harness-level ones, each carrying what the result row needs to explain i
 
 from __future__ import annotations
 
+from metewand.errors import MetewandError
 from metewand.suites.browser.cdp import CdpError
 
 
-class DriverError(Exception):
+class DriverError(MetewandError):
     """Base class: something in a driver stopped the attempt."""
 
 

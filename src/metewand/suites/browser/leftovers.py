@@ -21,21 +21,17 @@ launches whose record lacks the dirs). ``private_dirs.owned_root`` decides what 
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import signal
-import time
 from pathlib import Path
 from typing import Any, Final
 
-from metewand import canonical
-from metewand.measure import procfs
+from metewand.measure import process_sweep, procfs
+from metewand.runtime import rundir
 from metewand.suites.browser import private_dirs
 
 RUN_MARKER_VAR: Final = "METEWAND_RUN_ID"
 RUN_DIR_VAR: Final = "METEWAND_RUN_DIR"
-PID_FILE: Final = "engine_pids.jsonl"
+PID_FILE: Final = rundir.ENGINE_PIDS
 
 
 def run_markers(run_id: str, run_dir: Path | None) -> dict[str, str]:
@@ -74,27 +70,18 @@ def marked_processes(run_id: str, run_dir: Path | None = None) -> list[int]:
 
 
 def _lines(run_dir: Path) -> list[dict[str, Any]]:
-    """The JSON objects of ``engine_pids.jsonl``; unreadable or non-object lines are skipped."""
-    records = []
-    with contextlib.suppress(OSError):
-        for line in (Path(run_dir) / PID_FILE).read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    records.append(record)
-    return records
+    """The JSON objects of ``engine_pids.jsonl``, by ``rundir.read_journal``'s rule (a torn
+    final line or a damaged whole line skipped; ``rundir.journal_warnings`` names the latter)."""
+    return rundir.read_journal(Path(run_dir) / PID_FILE).rows
 
 
-def _recorded(run_dir: Path) -> list[dict[str, int]]:
-    records = []
-    for record in _lines(run_dir):
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            records.append({k: int(record[k]) for k in ("pid", "starttime", "session")})
-    return records
+def _recorded(run_dir: Path) -> list[process_sweep.Identity]:
+    found = (process_sweep.Identity.from_record(record) for record in _lines(run_dir))
+    return [identity for identity in found if identity is not None]
 
 
 def recorded_pids(run_dir: Path) -> list[int]:
-    return [record["pid"] for record in _recorded(run_dir)]
+    return [identity.pid for identity in _recorded(run_dir)]
 
 
 def recorded_dirs(run_dir: Path) -> list[str]:
@@ -110,24 +97,16 @@ def recorded_dirs(run_dir: Path) -> list[str]:
 def record_pid(run_dir: Path, record: dict[str, object]) -> None:
     """Append an engine's pid with its start time and session (what identifies it later)."""
     entry = dict(record)
-    with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
-        stat = procfs.read_stat(int(str(record["pid"])))
-        entry.update(starttime=stat.starttime_ticks, session=stat.session)
-    with open(Path(run_dir) / PID_FILE, "ab") as handle:
-        handle.write(canonical.line(entry))
+    identity = process_sweep.identity_of(int(str(record["pid"])))
+    if identity is not None:
+        entry.update(starttime=identity.starttime, session=identity.session)
+    rundir.append_line(Path(run_dir) / PID_FILE, entry)
 
 
 def session_processes(run_dir: Path) -> list[int]:
-    """Live processes in a recorded engine session, started no earlier than its leader."""
-    leaders = {r["session"]: r["starttime"] for r in _recorded(run_dir) if r["session"] == r["pid"]}
-    found = []
-    for pid in procfs.iter_pids():
-        with contextlib.suppress(procfs.ProcessGone, OSError, ValueError, IndexError):
-            stat = procfs.read_stat(pid)
-            born = leaders.get(stat.session)
-            if born is not None and stat.starttime_ticks >= born and stat.state != "Z":
-                found.append(pid)
-    return sorted(found)
+    """Live processes of the recorded engines and of their sessions (``process_sweep``'s rule:
+    by pid and start time, or in a recorded session started no earlier than its leader)."""
+    return process_sweep.left_alive(_recorded(run_dir))
 
 
 def run_processes(run_dir: Path, run_id: str) -> list[int]:
@@ -140,12 +119,7 @@ def kill_leftovers(run_dir: Path, run_id: str, wait_s: float = 5.0) -> list[int]
     private dirs of this run's engines; returns the pids that were signalled."""
     targets = [pid for pid in run_processes(run_dir, run_id) if pid != os.getpid()]
     dirs = [cwd for cwd in map(procfs.read_cwd, targets) if cwd is not None]
-    for pid in targets:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + wait_s
-    while (alive := run_processes(run_dir, run_id)) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _, alive = process_sweep.kill_until_gone(lambda: run_processes(run_dir, run_id), wait_s)
     if not alive:  # a live engine may still write into its dirs
         private_dirs.remove_owned(recorded_dirs(run_dir) + dirs, run_id)
     return targets

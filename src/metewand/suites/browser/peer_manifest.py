@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import metewand
+from metewand.runtime import rundir
 from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
 from metewand.runtime.schedule import ROTATION_ALGORITHM
 from metewand.suites.browser.rows import AXIS_BY_LAYER
@@ -121,7 +122,7 @@ def start_fields(
             "calibration_baseline": baseline_dir or res.calibration_baseline,
             "max_observer_effect_pct": res.max_observer_effect_pct,
             "cold_start_samples": res.cold_start_samples if res.profile == "engine" else 0,
-            "cold_start_artifact": "cold_start.jsonl" if res.profile == "engine" else None,
+            "cold_start_artifact": rundir.COLD_START if res.profile == "engine" else None,
             "engine_order": "balanced_rotation",
             "engine_order_algorithm": ROTATION_ALGORITHM,
             "engine_scope": "engine root plus all descendants (one accounting group per engine)",
@@ -137,7 +138,7 @@ def start_fields(
             "enabled": res.host_telemetry,
             "schema": HOST_TELEMETRY_SCHEMA,
             "scope": "host_scope",
-            "artifact": "host_telemetry.jsonl" if res.host_telemetry else None,
+            "artifact": rundir.HOST_TELEMETRY if res.host_telemetry else None,
             "sample_interval_s": res.host_sample_interval_s,
             "affects_functional_score": False,
         },

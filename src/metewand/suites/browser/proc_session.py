@@ -1,64 +1,42 @@
-"""Find and kill every process of a session by walking /proc (teardown verification).
+"""Find and kill every process of an engine's session (teardown verification).
 
 An engine is started as a session leader; Chrome's helpers (zygotes, crashpad handler) may be
 re-parented away from it but keep its session id, so the session id — not the parent chain — is
 what identifies everything the engine started. (A process that calls ``setsid`` itself escapes
-this walk; the cgroup backend of ``measure.accounting`` covers that case when profiling.)
+this walk; the cgroup backend of ``measure.accounting`` covers that case when profiling.) The
+walk, the kill and the wait are ``measure.process_sweep``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
 import time
 
-from metewand.measure import procfs
+from metewand.measure import process_sweep
 from metewand.measure.procfs import ProcStat
 
+# A killed member's zombie is reaped by its parent (PID 1 for re-parented helpers, sometimes
+# lazily). Reaping by another process has no notification, so zombies get a short bounded look.
 ZOMBIE_GRACE_S = 1.0
+ZOMBIE_LOOK_S = 0.02
 
 
 def session_members(session: int) -> list[ProcStat]:
-    members = []
-    for pid in procfs.iter_pids():
-        try:
-            stat = procfs.read_stat(pid)
-        except (procfs.ProcessGone, OSError):
-            continue  # exited since the listing, or not ours to read
-        if stat.session == session:
-            members.append(stat)
-    return members
+    return process_sweep.members(session=session)
 
 
-def kill_session(session: int) -> list[int]:
-    """SIGKILL every live (non-zombie) member; returns the pids signalled."""
-    killed = []
-    for member in session_members(session):
-        if member.state != "Z":
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(member.pid, signal.SIGKILL)
-                killed.append(member.pid)
-    return killed
+def _live(session: int) -> list[int]:
+    return [m.pid for m in session_members(session) if m.state != "Z"]
 
 
-async def wait_session_empty(session: int, timeout: float) -> tuple[list[int], list[int]]:
-    """Wait until no live member is left; returns (live leftovers, zombies).
-
-    Orphaned zombies are reaped by PID 1, sometimes lazily, so they get a short extra wait.
-    """
-    deadline = time.monotonic() + timeout
-    zombie_deadline: float | None = None
+async def sweep_session(session: int, timeout: float) -> tuple[list[int], list[int], list[int]]:
+    """SIGKILL every live member until none is left; returns (killed, live leftovers, zombies)."""
+    killed, leftover = await asyncio.to_thread(
+        process_sweep.kill_until_gone, lambda: _live(session), timeout
+    )
+    deadline = time.monotonic() + (ZOMBIE_GRACE_S if not leftover else 0.0)
     while True:
-        members = session_members(session)
-        live = [m.pid for m in members if m.state != "Z"]
-        zombies = [m.pid for m in members if m.state == "Z"]
-        now = time.monotonic()
-        if not live and zombie_deadline is None:
-            zombie_deadline = min(deadline, now + ZOMBIE_GRACE_S)
-        if (not live and not zombies) or now >= deadline:
-            return live, zombies
-        if zombie_deadline is not None and now >= zombie_deadline:
-            return live, zombies
-        await asyncio.sleep(0.02)
+        zombies = [m.pid for m in session_members(session) if m.state == "Z"]
+        if not zombies or time.monotonic() >= deadline:
+            return killed, leftover, zombies
+        await asyncio.sleep(ZOMBIE_LOOK_S)

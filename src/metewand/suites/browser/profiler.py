@@ -24,6 +24,7 @@ from metewand.measure.host_gate import GateThresholds
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.resource_record import (
     cold_start_record,
@@ -31,7 +32,7 @@ from metewand.runtime.resource_record import (
     engine_resources_record,
     peer_sample_line,
 )
-from metewand.runtime.store import write_json_atomic
+from metewand.runtime.rundir import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
@@ -41,8 +42,8 @@ from metewand.suites.browser.leftovers import record_pid
 from metewand.suites.browser.rows import PlannedAttempt
 from metewand.suites.browser.run_config import RunConfig
 
-RESOURCE_FILE = "resource.jsonl"
-COLD_START_FILE = "cold_start.jsonl"
+RESOURCE_FILE = rundir.ATTEMPT_RESOURCE_SAMPLES
+COLD_START_FILE = rundir.COLD_START
 COLD_START_INTERVAL_MS = 50
 # PSS reader threads per engine tree, more than the cores: a walk of a busy Chrome process waits
 # on its mmap lock and on CPU, so more readers overlap the waits. On the 2-core host, 4 instead
@@ -123,7 +124,7 @@ class ResourceProfiler(RunHooks):
     # -- host telemetry -------------------------------------------------------------------
     def start_host(self, root_pid: int) -> None:
         if self.options.host_telemetry:
-            sink = self.run_dir / "host_telemetry.jsonl"
+            sink = self.run_dir / rundir.HOST_TELEMETRY
             self._host = HostTelemetry(
                 self.options.host_sample_interval_s,
                 root_pid,
@@ -148,7 +149,7 @@ class ResourceProfiler(RunHooks):
 
     def stop_host(self) -> None:
         if self._host is not None:
-            write_json_atomic(self.run_dir / "host_summary.json", self._host.stop())
+            write_json_atomic(self.run_dir / rundir.HOST_SUMMARY, self._host.stop())
             self._host = None
 
     # -- warm attempts ----------------------------------------------------------------------
@@ -280,7 +281,7 @@ class ResourceProfiler(RunHooks):
         """``--cold-start-samples`` launches per engine outside the warm loop."""
         if not self.sampling or self.options.cold_start_samples <= 0:
             return
-        log_dir = self.run_dir / "engine_logs" / "cold_start"
+        log_dir = self.run_dir / rundir.ENGINE_LOGS / "cold_start"
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
             for name, engine in engines.items():
                 if name not in sha:  # hashed once per engine, outside every launch window

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from metewand.runtime.row_head import RowHead
 from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_paths import driver_path_key
@@ -110,9 +111,9 @@ def outcome_row(
     artifacts: list[str],
 ) -> dict[str, Any]:
     """A row for an attempt that ran (any status)."""
+    head = _head(base, outcome.status, started_at, finished_at, artifacts)
     return {
         **base,
-        "status": outcome.status,
         "failure": peer_failure(
             outcome.status, outcome.failure_class, outcome.origin, outcome.reason
         ),
@@ -121,8 +122,6 @@ def outcome_row(
         "secondary_status": outcome.secondary_status,
         "reason": outcome.reason,
         "duration_ms": outcome.duration_ms,
-        "started_at": started_at,
-        "finished_at": finished_at,
         "checks": outcome.checks,
         "cdp": {
             "wait_ms": None if outcome.cdp_wait_ms is None else round(outcome.cdp_wait_ms, 3),
@@ -137,7 +136,7 @@ def outcome_row(
         "engine_process": engine_facts,
         "notes": outcome.notes,
         "traffic": None,
-        "artifacts": artifacts,
+        **head.fields(),
     }
 
 
@@ -146,9 +145,9 @@ def not_run_row(
 ) -> dict[str, Any]:
     """A row for an attempt that could not run (engine missing, engine would not start):
     a status with its reason, never numbers."""
+    head = _head(base, verdict.status, at, at, [])  # nothing ran: no artifacts
     return {
         **base,
-        "status": verdict.status,
         "failure": peer_failure(
             verdict.status, verdict.failure_class, verdict.origin, verdict.reason
         ),
@@ -157,8 +156,6 @@ def not_run_row(
         "secondary_status": verdict.secondary_status,
         "reason": verdict.reason,
         "duration_ms": None,
-        "started_at": at,
-        "finished_at": at,
         "checks": [],
         "cdp": None,
         "cdp_call_count": 0,
@@ -187,5 +184,19 @@ def not_run_row(
         "engine_process": engine_facts,
         "notes": [],
         "traffic": None,
-        "artifacts": [],
+        **head.fields(),
     }
+
+
+def _head(
+    base: dict[str, Any], status: str, started_at: str, finished_at: str, artifacts: list[str]
+) -> RowHead:
+    return RowHead(
+        key=base["key"],
+        status=status,
+        attempt=base["attempt"],
+        artifacts=artifacts,
+        run_id=base["run_id"],
+        started_at=started_at,
+        finished_at=finished_at,
+    )

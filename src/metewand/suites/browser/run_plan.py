@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from metewand.errors import InvalidInput
 from metewand.runtime.schedule import Rotation, schedule
 from metewand.suites.browser.corpus import ValidationError
 from metewand.suites.browser.engines import Missing, ResolvedEngine, UnknownEngine, resolve
@@ -23,7 +24,7 @@ from metewand.suites.browser.tasks import Corpus, Task, load_corpus, select_task
 MAX_PLANNED_ATTEMPTS: Final = 1_000_000
 
 
-class PlanError(ValueError):
+class PlanError(InvalidInput, ValueError):
     """The run cannot start as asked; ``lines`` are shown to the user (exit 2)."""
 
     def __init__(self, lines: list[str]) -> None:

@@ -17,18 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand import canonical
-from metewand.runtime import provenance
+from metewand.runtime import provenance, rundir
 from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.owned import sweep
 from metewand.runtime.progress import ReporterFactory, null_reporter
+from metewand.runtime.rundir import write_json_atomic
 from metewand.runtime.store import (
     MANIFEST_NAME,
     RunStore,
     RunView,
     StoreError,
     utc_now,
-    write_json_atomic,
 )
 from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
@@ -128,6 +127,8 @@ def run_browser(
             echo(f"error: {line}")
         return RunResult(INVALID_INPUT)
     with store:
+        for line in rundir.journal_warnings(store.run_dir):
+            echo(f"warning: {line}")
         killed = kill_leftovers(store.run_dir, store.run_id)
         sweep(store.run_dir)  # engine groups a killed session left behind
         if killed:
@@ -156,9 +157,8 @@ def run_browser(
         _finish_profiler(profiler)
         sweep(store.run_dir)
         _finish_manifest(store, "completed")
-        write_scores(store)
-        if plan.config.resource.profile == "engine":
-            _resource_summary(store, plan.config, out_dir, echo)
+        # The run writes rows and raw files only; scores.json and the resource summary are
+        # derived files, written by compare.generate.write_after_run (the CLI calls it next).
         store.set_state("complete")
         echo(f"done: {store.run_dir}")
         return RunResult(OK, store.run_dir)
@@ -169,7 +169,7 @@ def _open(
     planned: Plan | None = None,
 ) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
-        run_dir = Path(resume) if Path(resume).is_dir() else Path(out_dir) / resume
+        run_dir = rundir.locate_run_dir(resume, out_dir)
         # Everything is checked on a read-only view first: a refused resume leaves the run
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
@@ -204,13 +204,12 @@ def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
     baseline = config.resource.calibration_baseline
     if baseline is None:
         return None
-    return Path(baseline) if Path(baseline).is_dir() else Path(out_dir) / baseline
+    return rundir.locate_run_dir(baseline, out_dir)
 
 
 def _finish_manifest(store: RunStore, status: str) -> None:
     """The peer's completion fields and the run's resource provenance, from the rows."""
-    summary_path = store.run_dir / "host_summary.json"
-    host_summary = canonical.loads(summary_path.read_bytes()) if summary_path.is_file() else None
+    host_summary = rundir.read_json(store.run_dir / rundir.HOST_SUMMARY)
     block = store.manifest.get("host_telemetry")
     fields = peer_manifest.finish_fields(
         store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary
@@ -241,7 +240,7 @@ def _resume_plan(view: RunView) -> Plan:
     return plan
 
 
-HARNESS_ERROR_FILE: Final = "harness_error.txt"
+HARNESS_ERROR_FILE: Final = rundir.HARNESS_ERROR
 
 
 def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
@@ -249,10 +248,11 @@ def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
     import traceback
 
     reason = f"harness failed: {type(exc).__name__}: {exc}"
-    (store.run_dir / HARNESS_ERROR_FILE).write_text("".join(traceback.format_exception(exc)))
+    traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
+    rundir.write_text_atomic(traceback_file, "".join(traceback.format_exception(exc)))
     store.update_manifest({"interruption_reason": reason})
     store.set_state("interrupted")
-    echo(f"error: {reason} (traceback in {store.run_dir / HARNESS_ERROR_FILE}; "
+    echo(f"error: {reason} (traceback in {traceback_file}; "
          f"--resume {store.run_dir} continues the run)")  # fmt: skip
 
 
@@ -271,36 +271,6 @@ def _check_baseline(config: RunConfig, out_dir: Path) -> None:
     except (StoreError, ValueError, OSError) as exc:
         raise PlanError([f"--resource-calibration-baseline "
                          f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
-
-
-def _resource_summary(store: RunStore, config: RunConfig, out_dir: Path, echo: Echo) -> None:
-    from metewand.compare.calibration import CalibrationThresholds
-    from metewand.compare.resource_artifacts import finalize_resource_artifacts
-
-    baseline_dir = _baseline_dir(config, out_dir)
-    summary = finalize_resource_artifacts(
-        store.run_dir,
-        baseline_dir,
-        reference_engine=config.resource.reference_engine,
-        thresholds=CalibrationThresholds.from_observer_effect_pct(
-            config.resource.max_observer_effect_pct
-        ),
-    )
-    eligible = summary.get("resource_comparison_eligible")
-    echo(f"resource summary: resource_comparison_eligible={eligible}")
-
-
-def write_scores(store: RunStore) -> None:
-    from metewand.compare.scores import browser_scores, scores_bytes
-
-    manifest = store.manifest
-    # the peer's top-level fields (bench_id, harness_version, ...) under ours from data
-    peer = {k: v for k, v in manifest.items() if k != "data"}
-    scores = browser_scores(store.rows(), {**peer, **manifest["data"], "run_id": store.run_id})
-    target = store.run_dir / "scores.json"
-    tmp = target.with_suffix(".json.tmp")
-    tmp.write_bytes(scores_bytes(scores))
-    tmp.replace(target)
 
 
 async def _execute(
@@ -394,4 +364,4 @@ async def _one(
     return await runner.run(planned)
 
 
-__all__ = ["RunResult", "run_browser", "write_json_atomic", "write_scores"]
+__all__ = ["RunResult", "run_browser", "write_json_atomic"]

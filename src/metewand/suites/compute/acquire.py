@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import MetewandError
 from metewand.measure import forms
 from metewand.measure.forms import Reason
 from metewand.suites.compute.manifest_datasets import source_digest
@@ -28,7 +29,7 @@ RECEIPT_NAME = "receipt.json"
 DATA_NAME = "data"
 
 
-class AcquisitionError(Exception):
+class AcquisitionError(MetewandError):
     """The source is missing, unreadable, or not the declared bytes."""
 
 

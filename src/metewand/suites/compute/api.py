@@ -16,6 +16,7 @@ from typing import Any
 from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
+from metewand.runtime import rundir
 from metewand.runtime.payload import ExecutionMeasurements, observation_timing
 from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
@@ -143,6 +144,6 @@ def run_fixed_dataset_outcome(
         evaluation_time_ns=timing["evaluation_time_ns"],
         implementation_time_ns=outcome.implementation_time_ns,
         statistics=outcome.statistics,
-        result_dir=os.path.join(attempt_dir, "result"),
-        metrics_path=os.path.join(attempt_dir, "metrics", "metrics.json"),
+        result_dir=os.path.join(attempt_dir, rundir.ATTEMPT_RESULT_DIR),
+        metrics_path=os.path.join(attempt_dir, rundir.ATTEMPT_METRICS_DIR, rundir.ATTEMPT_METRICS),
     )

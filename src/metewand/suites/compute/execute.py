@@ -19,8 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from metewand.errors import MetewandError
 from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
+from metewand.runtime import rundir
 from metewand.runtime.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
     AccountingBackend,
@@ -59,7 +61,7 @@ class Timeouts:
     shutdown_s: float = 5.0
 
 
-class AttemptFailure(Exception):
+class AttemptFailure(MetewandError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -275,7 +277,7 @@ class AttemptRun:
         if self.scope == "execute_only":
             self.worker.cpu_baseline()
             self.envelope_start = time.monotonic_ns()
-        result_dir = os.path.join(self.spec.attempt_dir, "result")
+        result_dir = os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR)
         os.makedirs(result_dir, exist_ok=True)
         reply = self.timed(
             "execute_request_time_ns",
@@ -306,7 +308,7 @@ class AttemptRun:
         self.outcome.tree_memory = tree
 
     def _validate_result(self) -> None:
-        result_dir = os.path.join(self.spec.attempt_dir, "result")
+        result_dir = os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR)
         reply = self._reply
         impl_ns = reply.get("implementation_time_ns")
         if "implementation_time_ns" not in reply or not (
@@ -323,14 +325,14 @@ class AttemptRun:
 
     def _evaluate(self) -> None:
         a, t = self.spec.attempt, self.spec.timeouts
-        metrics_dir = os.path.join(self.spec.attempt_dir, "metrics")
+        metrics_dir = os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_METRICS_DIR)
         os.makedirs(metrics_dir, exist_ok=True)
-        metrics_path = os.path.join(metrics_dir, "metrics.json")
+        metrics_path = os.path.join(metrics_dir, rundir.ATTEMPT_METRICS)
         request = {
             "dataset_dir": str(self.spec.dataset.directory),
             "problem_contract_id": a.problem,
             "problem_parameters": a.problem_parameters,
-            "result_dir": os.path.join(self.spec.attempt_dir, "result"),
+            "result_dir": os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR),
             "metrics_path": metrics_path,
         }
         evaluator = self.evaluator
@@ -340,7 +342,10 @@ class AttemptRun:
             self.outcome.metrics = read_metrics(metrics_path, self.spec.problem.metric_schema)
         except InvalidOutput as exc:
             raise AttemptFailure("evaluator_failure", f"invalid metrics: {exc}") from exc
-        if tree_sha256(os.path.join(self.spec.attempt_dir, "result")) != self.outcome.result_sha256:
+        if (
+            tree_sha256(os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR))
+            != self.outcome.result_sha256
+        ):
             raise AttemptFailure("invalid_result", "the result changed during evaluation")
 
     def _finish(self) -> None:

@@ -13,6 +13,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from metewand.errors import MetewandError
+
 
 class Killable(Protocol):
     def returncode(self) -> int | None: ...
@@ -20,7 +22,7 @@ class Killable(Protocol):
     def kill(self) -> None: ...
 
 
-class RunInterrupted(Exception):
+class RunInterrupted(MetewandError):
     """An attempt finished after the run was told to stop; its outcome is not a result."""
 
 

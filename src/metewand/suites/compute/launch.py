@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from metewand import canonical
+from metewand.measure.process import Process
 from metewand.suites.compute.manifest import Launch, Manifest
 from metewand.suites.compute.plan import Plan
 from metewand.suites.compute.session import LaunchSpec
@@ -80,26 +80,20 @@ class Builder:
         return BuildResult(build_dir)
 
     def _spawn(self, argv: list[str], log: Any, accounting: Any) -> int:
-        preexec = accounting.preexec_join() if accounting is not None else None
-        proc = subprocess.Popen(
-            argv,
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
+        join = accounting.preexec_join() if accounting is not None else None
+        proc = Process.start(argv, cwd=self.root, stdout=log, stderr=log, join=join)
         if accounting is not None:
             accounting.attach(proc.pid)
         if self.on_start is not None:
             self.on_start(proc.pid)
         try:
-            return proc.wait(BUILD_TIMEOUT_S)
+            exited = proc.wait_exited(BUILD_TIMEOUT_S)
         finally:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the group's kill covers the rest
-            proc.wait()
+            status = proc.kill()  # the group's kill covers what it left running (``sleep &``)
+            proc.close()
+        if not exited or status is None:
+            raise subprocess.TimeoutExpired(argv, BUILD_TIMEOUT_S)
+        return status
 
 
 def _release(accounting: Any) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metewand.canonical import SAFE_INTEGER_MAX
+from metewand.errors import InvalidInput
 
 MANIFEST_VERSION = 1
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -25,7 +26,7 @@ _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 
 
-class ManifestError(ValueError):
+class ManifestError(InvalidInput, ValueError):
     def __init__(self, errors: list[str]) -> None:
         super().__init__("\n".join(errors))
         self.errors = errors

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import MetewandError
 from metewand.measure import forms
 from metewand.measure.forms import Measurement, Reason
 from metewand.suites.compute import staging as cache_staging
@@ -261,7 +262,7 @@ class DatasetCache:
             shutil.rmtree(os.path.join(staging, "logs"), ignore_errors=True)
 
 
-class _MaterializeError(Exception):
+class _MaterializeError(MetewandError):
     def __init__(self, message: str, measurement: Measurement) -> None:
         super().__init__(message)
         self.measurement = measurement

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import MetewandError
 
 PROTOCOL_VERSION = 1
 MAX_LINE_BYTES = 1_048_576  # including the LF
@@ -23,7 +24,7 @@ MAX_LINE_BYTES = 1_048_576  # including the LF
 EXIT_GRACE_S = 0.5
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(MetewandError):
     """The worker broke the protocol; the session is unusable."""
 
     def __init__(self, kind: str, detail: str = "") -> None:
@@ -31,17 +32,17 @@ class ProtocolViolation(Exception):
         self.kind = kind
 
 
-class PhaseTimeout(Exception):
+class PhaseTimeout(MetewandError):
     def __init__(self, method: str, timeout_s: float) -> None:
         super().__init__(f"{method} got no response within {timeout_s:g} s")
         self.method = method
 
 
-class WorkerGone(Exception):
+class WorkerGone(MetewandError):
     """The stream closed (or the pipe broke) while a response was expected."""
 
 
-class WorkerError(Exception):
+class WorkerError(MetewandError):
     """A structured ``ok: false`` reply; the session stays usable."""
 
     def __init__(self, code: str, message: str, details: Any = None) -> None:

@@ -11,7 +11,9 @@ import os
 from typing import Any
 
 from metewand import __version__, canonical
+from metewand.runtime import rundir
 from metewand.runtime.payload import observation_timing
+from metewand.runtime.row_head import RowHead
 from metewand.suites.compute.execute import AttemptOutcome
 from metewand.suites.compute.validate import file_sha256
 
@@ -47,7 +49,7 @@ def provenance(outcome: AttemptOutcome, receipt: dict[str, Any], jobs: int) -> d
 def _observation(
     outcome: AttemptOutcome, attempt_id: str, artifact_dir: str, rel: str, prov: dict
 ) -> dict[str, Any]:
-    metrics_path = os.path.join(artifact_dir, "metrics", "metrics.json")
+    metrics_path = os.path.join(artifact_dir, rundir.ATTEMPT_METRICS_DIR, rundir.ATTEMPT_METRICS)
     metrics_sha = file_sha256(metrics_path)
     result_sha = str(outcome.result_sha256)
     timing = observation_timing(outcome.measurements, outcome.implementation_time_ns)
@@ -56,12 +58,12 @@ def _observation(
         "attempt_id": attempt_id,
         "result": {
             "id": canonical.identity("artifact", {"version": 1, "sha256": result_sha}),
-            "path": f"{rel}/result",
+            "path": f"{rel}/{rundir.ATTEMPT_RESULT_DIR}",
             "sha256": result_sha,
         },
         "metrics": {
             "id": canonical.identity("artifact", {"version": 1, "sha256": metrics_sha}),
-            "path": f"{rel}/metrics/metrics.json",
+            "path": f"{rel}/{rundir.ATTEMPT_METRICS_DIR}/{rundir.ATTEMPT_METRICS}",
             "sha256": metrics_sha,
         },
         "timing": timing,
@@ -106,15 +108,19 @@ def build_row(
         "finished_at": outcome.finished_at,
         "provenance": prov,
     }
+    head = RowHead(
+        key=a.key,
+        status="accepted" if outcome.accepted else "failed",
+        attempt=retry_index,
+        artifacts=rel,  # run id and times: in the manifest and the attempt record
+    )
     return {
         **a.describe(),
-        "status": "accepted" if outcome.accepted else "failed",
-        "attempt": retry_index,
+        **head.fields(),
         "code": outcome.code,
         "message": outcome.message,
         "metrics": (outcome.metrics or {}).get("data"),
         "statistics": outcome.statistics,
         "record": record,
         "observation": observation,
-        "artifacts": rel,
     }

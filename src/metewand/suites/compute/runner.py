@@ -25,9 +25,11 @@ from typing import Any
 from metewand import __version__
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
+from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal, sweep
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
-from metewand.runtime.store import RunStore, RunView, StoreError, write_json_atomic
+from metewand.runtime.rundir import write_json_atomic
+from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import (
     RunInterrupted,
@@ -78,9 +80,7 @@ def absolute_options(options: RunOptions) -> RunOptions:
     attempt's), where a relative ``runs/<id>/…`` would name nothing."""
     resume = options.resume
     if resume is not None:
-        candidate = Path(resume)
-        run_dir = candidate if candidate.is_dir() else Path(options.out_dir) / resume
-        resume = os.path.abspath(run_dir)
+        resume = os.path.abspath(rundir.locate_run_dir(resume, options.out_dir))
     return dataclasses.replace(
         options,
         out_dir=os.path.abspath(options.out_dir),
@@ -93,8 +93,7 @@ def _open_store(options: RunOptions, data: dict[str, Any]) -> RunStore:
     # Absolute: workers run in their attempt dirs, so a relative result_dir would miss.
     out_dir = Path(options.out_dir).absolute()
     if options.resume:
-        candidate = Path(options.resume).absolute()
-        run_dir = candidate if candidate.is_dir() else out_dir / options.resume
+        run_dir = rundir.locate_run_dir(options.resume, out_dir)
         _check_same_benchmark(run_dir, data)  # before the run is touched
         store = RunStore.open(run_dir)
         sweep(run_dir)  # what the killed session left: workers, groups
@@ -135,7 +134,7 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
 class ComputeRun:
     def __init__(self, manifest: Manifest, plan: Plan, store: RunStore, options: RunOptions):
         self.manifest, self.plan, self.store, self.options = manifest, plan, store, options
-        self.work_dir = str(store.run_dir / ".work")
+        self.work_dir = str(store.run_dir / rundir.WORK)
         shutil.rmtree(self.work_dir, ignore_errors=True)  # a killed session's leftovers
         os.makedirs(self.work_dir, exist_ok=True)
         # Every group and process this run makes is recorded before it can outlive a kill -9.
@@ -296,7 +295,7 @@ def run(
             raise
         finally:
             if host is not None:  # whether the machine was quiet enough, even for a cut run
-                write_json_atomic(store.run_dir / "host_summary.json", host.stop())
+                write_json_atomic(store.run_dir / rundir.HOST_SUMMARY, host.stop())
             sweep(store.run_dir)  # nothing the run made outlives it (and the record goes)
             store.close()
 
@@ -308,7 +307,7 @@ def _start_host_telemetry(run_dir: Path, options: RunOptions) -> HostTelemetry |
     if options.host_sample_interval_s is None:
         return None
     thresholds = GateThresholds(foreign_cpu_max_cores=options.host_foreign_cpu_max)
-    sink = run_dir / "host_telemetry.jsonl"
+    sink = run_dir / rundir.HOST_TELEMETRY
     return HostTelemetry(options.host_sample_interval_s, os.getpid(), sink, thresholds).start()
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
-import signal
 import subprocess
 import threading
 import time
@@ -18,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from metewand.measure.process import Process
 from metewand.suites.compute.protocol import (
     PROTOCOL_VERSION,
     Channel,
@@ -25,6 +24,7 @@ from metewand.suites.compute.protocol import (
 )
 
 DEFAULT_LOG_LIMIT = 1 << 20
+KILL_WAIT_S = 5.0  # KILL is not ignorable: this only bounds an uninterruptible sleep
 # Variables a worker inherits; everything else is dropped so runs do not depend on the shell.
 ENV_ALLOWLIST = (
     "PATH",
@@ -119,7 +119,7 @@ class WorkerSession:
         self.log_dir = log_dir
         self.log_limit = log_limit
         self.accounting = accounting
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Process | None = None
         self.channel: Channel | None = None
         self.hello_reply: dict[str, Any] | None = None
         self._logs: list[LogCapture] = []
@@ -135,18 +135,16 @@ class WorkerSession:
         env = worker_env(self.spec.env)
         env["METEWAND_PROTOCOL_READ_FD"] = str(req_r)
         env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
-        preexec = self.accounting.preexec_join() if self.accounting is not None else None
+        join = self.accounting.preexec_join() if self.accounting is not None else None
         try:
-            self.proc = subprocess.Popen(
+            self.proc = Process.start(
                 self.spec.argv,
                 cwd=self.spec.cwd,
                 env=env,
                 pass_fds=(req_r, resp_w),
-                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=preexec,
+                join=join,
             )
         except BaseException:
             for fd in (req_r, req_w, resp_r, resp_w):
@@ -157,15 +155,17 @@ class WorkerSession:
         if self.accounting is not None:
             self.accounting.attach(self.proc.pid)  # the /proc backend walks from this root
         self.channel = Channel(resp_r, req_w)
-        _watch_exit(self.proc.pid, self.channel)
+        channel = self.channel
+        # The worker's own exit (not its pipes' end of file) tells the channel it is gone.
+        self.proc.on_exit(lambda proc: channel.worker_exited(proc.exit_status_unreaped()))
         os.makedirs(self.log_dir, exist_ok=True)
         role = self.spec.role
         self._logs = [
             LogCapture(
-                self.proc.stdout, os.path.join(self.log_dir, f"{role}.stdout"), self.log_limit
+                self.proc.popen.stdout, os.path.join(self.log_dir, f"{role}.stdout"), self.log_limit
             ),
             LogCapture(
-                self.proc.stderr, os.path.join(self.log_dir, f"{role}.stderr"), self.log_limit
+                self.proc.popen.stderr, os.path.join(self.log_dir, f"{role}.stderr"), self.log_limit
             ),
         ]
         if self.on_start is not None:
@@ -206,10 +206,10 @@ class WorkerSession:
         """The exit status once the process exits within ``timeout_s``, else None."""
         if self.proc is None:
             return None
-        return wait_exit(self.proc, timeout_s)
+        return self.proc.wait(timeout_s)
 
     def returncode(self) -> int | None:
-        return self.proc.poll() if self.proc else None
+        return self.proc.returncode if self.proc else None
 
     def kill(self) -> None:
         """Kill the whole tree (accounting group and process group) and reap the root."""
@@ -221,10 +221,8 @@ class WorkerSession:
         if self.accounting is not None:
             with contextlib.suppress(Exception):
                 self.accounting.kill()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            wait_exit(self.proc, 5)
+        self.proc.kill(KILL_WAIT_S)
+        self.proc.close()
         if self.owns_accounting and self.accounting is not None:
             with contextlib.suppress(Exception):
                 self.accounting.close()  # kills what is left in the groups, then removes them
@@ -236,53 +234,6 @@ class WorkerSession:
 
     def logs(self) -> dict[str, Any]:
         return {os.path.basename(c.path).split(".")[-1]: c.summary() for c in self._logs}
-
-
-def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> int | None:
-    """Wait for ``proc`` to exit, woken by the kernel (pidfd) instead of polling.
-
-    ``Popen.wait(timeout)`` polls with sleeps that double up to 50 ms, so a worker that exits
-    after 10 ms is noticed after 15.5 ms and one that exits after 17 ms after 31.5 ms; that
-    quantization was most of the measured shutdown cost. Falls back to ``Popen.wait`` where
-    pidfds are unavailable.
-    """
-    if proc.returncode is not None:
-        return proc.returncode
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            return proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
-    try:
-        ready, _, _ = select.select([pidfd], [], [], max(0.0, timeout_s))
-    finally:
-        os.close(pidfd)
-    return proc.wait() if ready else proc.poll()
-
-
-def _watch_exit(pid: int, channel: Channel) -> None:
-    """Tell ``channel`` when the worker process itself exits (woken by its pidfd, not reaping
-    it, so ``Popen`` still collects the status)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return  # no pidfd here: the stream's end of file is the only signal
-
-    def watch() -> None:
-        try:
-            select.select([pidfd], [], [])
-            try:
-                info = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOWAIT)
-                status = info.si_status if info is not None else None
-            except (AttributeError, OSError):
-                status = None
-            channel.worker_exited(status)
-        finally:
-            os.close(pidfd)
-
-    threading.Thread(target=watch, daemon=True, name="mw-exit-watch").start()
 
 
 def shutdown_concurrently(sessions: list[WorkerSession], timeout_s: float) -> None:

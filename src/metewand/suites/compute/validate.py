@@ -10,9 +10,10 @@ import stat
 from typing import IO, Any
 
 from metewand import canonical
+from metewand.errors import MetewandError
 
 
-class InvalidOutput(Exception):
+class InvalidOutput(MetewandError):
     """A worker's output breaks the contract (undeclared file, bad hash, schema violation)."""
 
 

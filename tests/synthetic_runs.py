@@ -1,4 +1,4 @@
-"""Synthetic run directories for report tests and the report-speed benchmark.
+"""Synthetic run directories for report tests and benchmarks/report_speed.py (test code only).
 
 The rows follow the documented browser result row (docs/DESIGN.md) and the compute attempt record
 (outcome + provenance.data.measurements); values are drawn from a seeded generator, so a given seed
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.runtime import rundir
 from metewand.runtime.store import RunStore
 
 STATUS_WEIGHTS = {"pass": 90, "fail": 5, "unsupported": 2, "timeout": 1, "crash": 1, "infra": 1}
@@ -131,13 +132,13 @@ def write_browser_run(
         "tasks": {t[2]: {"title": t[3], "layer": t[0], "subset": t[1]} for t in tasks},
     }
     _create(path, manifest)
-    with (path / "results.jsonl").open("ab") as out:  # bulk write: a synthetic run needs no fsync
+    with (path / rundir.RESULTS).open("ab") as out:  # bulk write: a synthetic run needs no fsync
         for attempt in range(1, k + 1):  # numbered from 1, as browser runs number them
             for task in tasks:
                 for engine in engines:
                     out.write(canonical.line(browser_row(rng, run_id, task, engine, attempt)))
     if telemetry:
-        with (path / "host_telemetry.jsonl").open("wb") as out:
+        with (path / rundir.HOST_TELEMETRY).open("wb") as out:
             for i in range(60):
                 out.write(canonical.line(telemetry_sample(rng, i)))
     return path
@@ -322,7 +323,7 @@ def write_compute_run(
     rng = random.Random(seed)
     impls = ("python", "numpy")
     _create(path, {"benchmark": "sorting", "jobs": 1})
-    with (path / "results.jsonl").open("ab") as out:
+    with (path / rundir.RESULTS).open("ab") as out:
         for case in range(cases):
             size = 1000 * (case + 1)
             for impl in impls:

@@ -1,0 +1,114 @@
+"""What one phase mark costs (issue 16): reads per mark x the cost of a read, against a PSS scan.
+
+A mark (``measure.phases.counters_of``) reads the cheap counters of a subject's group: CPU
+usage/user/system, memory current and the member list — never a PSS scan. For each accounting
+backend usable here, a real group holds a real process tree (``--children`` sleeping Python
+processes, each holding ``--mib`` MiB), and this script times, in the same run:
+
+- one mark: median wall and thread CPU per call over ``--marks`` calls, and the read system
+  calls it makes (``syscr`` of /proc/self/io, counted, not assumed);
+- one PSS scan of the same tree (``measure.pss.PssScanner``), the baseline a mark avoids;
+- their ratio, and the marks' cost per attempt for ``--per-attempt`` marks.
+
+    .venv/bin/python benchmarks/measure_marks.py [--marks 2000] [--children 4] [--mib 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
+from metewand.measure.phases import counters_of
+from metewand.measure.pss import PssScanner
+
+HOLDER = "import sys, time; x = bytearray({mib} << 20); sys.stdout.write('ready\\n'); " \
+    "sys.stdout.flush(); time.sleep(600)"  # fmt: skip
+TREE = "import subprocess, sys, time\n" \
+    "kids = [subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.PIPE) " \
+    "for _ in range(int(sys.argv[2]))]\n" \
+    "[k.stdout.readline() for k in kids]\nprint('ready', flush=True)\ntime.sleep(600)"  # fmt: skip
+
+
+def read_syscalls() -> int:
+    with open("/proc/self/io") as handle:
+        for line in handle:
+            if line.startswith("syscr:"):
+                return int(line.split()[1])
+    raise RuntimeError("no syscr in /proc/self/io")
+
+
+def timed(action: Callable[[], Any], count: int) -> tuple[float, float, float]:
+    """Median wall µs, median thread-CPU µs, read syscalls per call (a warm-up call first)."""
+    action()
+    walls, cpus = [], []
+    reads_before = read_syscalls()
+    for _ in range(count):
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        action()
+        cpus.append(time.thread_time_ns() - cpu)
+        walls.append(time.perf_counter_ns() - wall)
+    reads = (read_syscalls() - reads_before - 1) / count  # the last /proc/self/io read: 1
+    return statistics.median(walls) / 1e3, statistics.median(cpus) / 1e3, reads
+
+
+def start_tree(accounting: TreeAccounting, children: int, mib: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TREE, HOLDER.format(mib=mib), str(children)],
+        preexec_fn=accounting.preexec_join(),
+        stdout=subprocess.PIPE,
+    )
+    accounting.attach(proc.pid)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    return proc
+
+
+def one_backend(backend: str, args: argparse.Namespace, scanner: PssScanner) -> None:
+    try:
+        accounting = open_accounting(backend, label="bench-marks")
+    except AccountingUnavailable as exc:
+        print(f"{backend:8} unavailable here: {exc.reason}")
+        return
+    proc = None
+    try:
+        proc = start_tree(accounting, args.children, args.mib)
+        read = counters_of(accounting)
+        mark_wall, mark_cpu, reads = timed(read, args.marks)
+        pss_wall, pss_cpu, _ = timed(lambda: scanner.scan(accounting.pids()), args.scans)
+        members = len(accounting.pids())
+        print(
+            f"{backend:8} {members} processes | one mark: {mark_wall:7.1f} µs wall, "
+            f"{mark_cpu:7.1f} µs CPU, {reads:.1f} reads ({mark_wall / reads:.1f} µs/read) | "
+            f"one PSS scan: {pss_wall:8.1f} µs wall, {pss_cpu:8.1f} µs CPU | scan / mark: "
+            f"{pss_wall / mark_wall:5.1f}x wall | {args.per_attempt} marks per attempt: "
+            f"{args.per_attempt * mark_wall / 1e3:.2f} ms wall"
+        )
+    finally:
+        accounting.close()  # kills the tree, removes the groups
+        if proc is not None:
+            proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--marks", type=int, default=2000)
+    parser.add_argument("--scans", type=int, default=100)
+    parser.add_argument("--children", type=int, default=4)
+    parser.add_argument("--mib", type=int, default=20)
+    parser.add_argument("--per-attempt", type=int, default=5)
+    args = parser.parse_args()
+    scanner = PssScanner()
+    try:
+        for backend in ("cgroup2", "cgroup1", "proc"):
+            one_backend(backend, args, scanner)
+    finally:
+        scanner.close()
+
+
+if __name__ == "__main__":
+    main()

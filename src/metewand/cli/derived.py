@@ -1,0 +1,30 @@
+"""After a run: ask ``compare`` for the run's derived files (the suites write rows and raw files only).
+
+The same writer serves ``metewand report``, so what a run leaves and what ``report`` regenerates
+are the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+
+def write_derived(run_dir: Path | str, echo: Callable[[str], None]) -> bool:
+    """Write the files the run's suite derives at the end of a run; False (said) if they could
+    not be written: the rows are safe and ``metewand report RUN`` writes them again."""
+    from metewand import canonical  # here, not at import: `metewand run --help` stays light
+    from metewand.compare.generate import write_after_run
+    from metewand.compare.rundir import RunDirError
+
+    try:
+        written = write_after_run(run_dir)
+    except (RunDirError, OSError) as exc:
+        echo(f"error: derived files of {run_dir} not written: {exc} "
+             f"(the rows are kept; metewand report {run_dir} writes them)")  # fmt: skip
+        return False
+    if "resource_summary" in written:
+        summary = canonical.loads(written["resource_summary"].read_bytes())
+        eligible = summary.get("resource_comparison_eligible")
+        echo(f"resource summary: resource_comparison_eligible={eligible}")
+    return True

@@ -1,0 +1,71 @@
+"""The suite kinds ``compare`` knows, keyed by name: everything in compare that depends on the suite.
+
+``compare`` has no ``if kind == "browser"`` branch: grouping and reading rows for ``metewand
+compare``, scoring, the scorecard, the failure warning, the report's sections, extra CSV files and
+the derived files a run gets at its end all come from the ``SuiteKind`` registered under the run's
+suite name. ``compare.compare_suites`` registers compute and browser; a new suite registers one
+more ``SuiteKind`` there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from metewand.errors import InvalidInput
+
+if TYPE_CHECKING:  # imported for annotations only: the registry must stay cheap to import
+    from metewand.compare.report_resources import ResourceContext
+    from metewand.compare.rundir import RunData
+
+Group = tuple[str, str]  # (case or task, implementation or engine)
+Rows = list[dict[str, Any]]
+Section = tuple[str, str, str]  # (anchor id, navigation title, HTML)
+
+
+class CompareError(InvalidInput, ValueError):
+    """The two runs cannot be compared (different suites, unknown metric, unknown suite)."""
+
+
+@dataclass(frozen=True)
+class SuiteKind:
+    """How one suite's rows are compared, scored and reported."""
+
+    name: str
+    # metewand compare BASE NEW
+    group_names: tuple[str, str]  # e.g. ("case", "implementation")
+    default_metric: str
+    metrics: tuple[str, ...]
+    group_of: Callable[[Mapping[str, Any]], Group | None]  # None: the row is not compared
+    value_of: Callable[[Mapping[str, Any], str], float | None]  # successful attempts only
+    status_of: Callable[[Mapping[str, Any]], str]
+    provenance_of: Callable[[RunData], dict[str, Any]]
+    # metewand report RUN and the end of a run
+    scores_of: Callable[[Rows, Mapping[str, Any], str | None], dict[str, Any]]  # (.., reference)
+    scorecard_of: Callable[[Mapping[str, Any]], str]
+    failed_attempts: Callable[[Sequence[Mapping[str, Any]]], str | None]  # warning text or None
+    report_sections: Callable[[RunData, Mapping[str, Any], ResourceContext], list[Section]]
+    resource_sections: Callable[[ResourceContext], list[Section]]  # after the host section
+    has_resources: bool  # resource summary, calibration and eligibility apply to its runs
+    csv_files: Callable[[Mapping[str, Any]], dict[str, tuple[str, str]]]  # key: (name, text)
+    run_end_formats: tuple[str, ...]  # what ``generate`` writes right after a run finishes
+    # metewand compare: coarser groups shown beside the per-group ratios (browser: per subset
+    # and per driver path): rows -> {rollup name: {(name, engine): summary}}
+    rollups_of: Callable[[Rows], dict[str, dict[Group, Any]]] | None = None
+
+
+SUITE_KINDS: dict[str, SuiteKind] = {}
+
+
+def register(kind: SuiteKind) -> SuiteKind:
+    SUITE_KINDS[kind.name] = kind
+    return kind
+
+
+def suite_kind(name: str) -> SuiteKind:
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
+
+    if name not in SUITE_KINDS:
+        raise CompareError(f"no comparison is defined for suite {name!r}")
+    return SUITE_KINDS[name]

@@ -1,0 +1,224 @@
+"""Phases inside one measured subject: wall, CPU and memory between marks (``metewand_phases/1``).
+
+A *mark* is a moment at which the subject's cheap counters are read: CPU usage/user/system of
+its accounting group (``cpu.stat`` or ``cpuacct``), the group's current memory and its process
+count. No PSS scan happens at a mark, so a mark costs a few file reads (see
+``benchmarks/measure_marks.py``). A mark with a name begins the phase of that name (and ends the
+one before); a mark without a name (``None``) ends the current phase without starting another.
+Stretches no phase covers — before the first mark, after an unnamed one — are "between marks".
+
+Nothing here knows about suites or the CLI: a caller gives a ``read`` function (usually
+``counters_of(accounting)``), calls ``begin()``, ``mark(name)`` from any thread, and ``finish()``,
+then ``record()`` gives the JSON record. Each figure carries its form: ``complete`` on the cgroup
+backends, ``partial`` (``process_only``) from the /proc fallback, ``unavailable`` with a reason
+when a counter could not be read. Memory rise is signed (a phase may free memory).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from metewand.measure.accounting import CpuReading, TreeAccounting
+from metewand.measure.forms import Measurement, Reason, Status
+
+PHASES_SCHEMA = "metewand_phases/1"
+# Phases' CPU "adds up" when the CPU between marks is at most this share of the total.
+ADDS_UP_FRACTION = 0.01
+MAX_NAME_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """One reading of the cheap counters of a subject's group."""
+
+    monotonic_ns: int
+    cpu: CpuReading
+    memory_current: Measurement
+    process_count: Measurement
+
+
+def counters_of(accounting: TreeAccounting) -> Callable[[], Counters]:
+    """The reader of ``accounting``'s cheap counters (no PSS)."""
+
+    def read() -> Counters:
+        cpu = accounting.cpu()
+        memory = accounting.memory_current()
+        try:
+            pids = accounting.pids()
+        except PermissionError:
+            count = Measurement(Status.UNAVAILABLE, reason=Reason.PERMISSION_DENIED)
+        except OSError:
+            count = Measurement(Status.UNAVAILABLE, reason=Reason.ACCOUNTING_UNAVAILABLE)
+        else:
+            count = _counted(len(pids), accounting.backend)
+        return Counters(time.monotonic_ns(), cpu, memory, count)
+
+    return read
+
+
+def _counted(count: int, backend: str) -> Measurement:
+    if backend == "proc":  # a tree walk from the root: processes reparented away are missed
+        return Measurement(Status.PARTIAL, count, Reason.PROCESS_ONLY)
+    return Measurement(Status.COMPLETE, count)
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    name: str | None
+    counters: Counters
+
+
+class PhaseClock:
+    """Collects marks (thread-safe) between ``begin()`` and ``finish()``."""
+
+    def __init__(self, read: Callable[[], Counters], source: str) -> None:
+        self.read = read
+        self.source = source  # how the marks arrived, e.g. "mark_fifo"
+        self._lock = threading.Lock()
+        self._start: Counters | None = None
+        self._end: Counters | None = None
+        self._marks: list[_Mark] = []
+        self.late_marks = 0  # marks that arrived after the subject had ended
+
+    def begin(self) -> None:
+        self._start = self.read()
+
+    def mark(self, name: str | None) -> None:
+        """A boundary now. After ``finish()`` (a mark read late) it lands at the end."""
+        counters = self.read() if self._end is None else None
+        name = None if name is None else name[:MAX_NAME_CHARS]
+        with self._lock:
+            if counters is None or self._end is not None:
+                assert self._end is not None
+                counters = self._end
+                self.late_marks += 1
+            self._marks.append(_Mark(name, counters))
+
+    def finish(self, origin_ns: int | None = None, end_ns: int | None = None) -> None:
+        """The end reading. ``origin_ns``/``end_ns``: the subject's own start and exit moments,
+        when known more tightly than the begin and finish readings (wall of the first and last
+        stretch)."""
+        assert self._start is not None, "finish() before begin()"
+        end = self.read()
+        with self._lock:
+            if origin_ns is not None:
+                self._start = _at(self._start, origin_ns)
+            self._end = _at(end, end_ns) if end_ns is not None else end
+
+    def record(self) -> dict[str, Any]:
+        """The ``metewand_phases/1`` record of the marks collected so far."""
+        assert self._start is not None and self._end is not None, "record() before finish()"
+        with self._lock:
+            marks = list(self._marks)
+        return build_record(self._start, marks, self._end, self.source, self.late_marks)
+
+
+def _at(counters: Counters, monotonic_ns: int) -> Counters:
+    return Counters(monotonic_ns, counters.cpu, counters.memory_current, counters.process_count)
+
+
+def build_record(
+    start: Counters, marks: list[_Mark], end: Counters, source: str, late_marks: int = 0
+) -> dict[str, Any]:
+    bounds = [_Mark(None, start), *marks, _Mark(None, end)]
+    phases = []
+    between = _Totals()
+    for index, (left, right) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        right_counters = _not_before(right.counters, left.counters)
+        span = _span(left.counters, right_counters, start.monotonic_ns)
+        if left.name is None or index == 0:
+            between.add(span)
+            continue
+        phases.append({"name": left.name, **span})
+    total = _span(start, end, start.monotonic_ns)
+    return {
+        "schema": PHASES_SCHEMA,
+        "source": source,
+        "mark_count": len(marks),
+        "late_marks": late_marks,
+        "phases": phases,
+        "between_marks": between.to_json(),
+        "total": total,
+        "cpu_adds_up": _adds_up(phases, total),
+        "adds_up_fraction": ADDS_UP_FRACTION,
+    }
+
+
+def _not_before(counters: Counters, floor: Counters) -> Counters:
+    """A late mark read after the end reading still ends at or after its predecessor."""
+    if counters.monotonic_ns >= floor.monotonic_ns:
+        return counters
+    return _at(counters, floor.monotonic_ns)
+
+
+def _span(a: Counters, b: Counters, origin_ns: int) -> dict[str, Any]:
+    return {
+        "start_offset_ns": a.monotonic_ns - origin_ns,
+        "wall_time_ns": {"status": "complete", "value": b.monotonic_ns - a.monotonic_ns},
+        "cpu_time_ns": _difference(a.cpu.total, b.cpu.total),
+        "cpu_user_time_ns": _difference(a.cpu.user, b.cpu.user),
+        "cpu_system_time_ns": _difference(a.cpu.system, b.cpu.system),
+        "memory_rise_bytes": _difference(a.memory_current, b.memory_current, signed=True),
+        "process_count_end": b.process_count.to_json(),
+    }
+
+
+def _difference(a: Measurement, b: Measurement, signed: bool = False) -> dict[str, Any]:
+    """``b - a`` with its form: the weaker of the two readings' forms."""
+    if a.value is None and a.reason is Reason.NOT_STARTED and b.value is not None:
+        a = Measurement(b.status, 0, b.reason)  # read before the subject existed: nothing yet
+    for m in (a, b):
+        if m.value is None:
+            return {"status": "unavailable", "reason": (m.reason or Reason.NOT_STARTED).value}
+    assert a.value is not None and b.value is not None
+    value = b.value - a.value
+    if value < 0 and not signed:
+        # a counter that went down: a /proc tree lost an exited member's CPU
+        return {"status": "unavailable", "reason": Reason.ACCOUNTING_UNAVAILABLE.value}
+    partial = next((m for m in (a, b) if m.status is Status.PARTIAL), None)
+    if partial is not None:
+        assert partial.reason is not None
+        return {"status": "partial", "value": value, "reason": partial.reason.value}
+    return {"status": "complete", "value": value}
+
+
+class _Totals:
+    """The stretches between marks, summed (wall and CPU)."""
+
+    def __init__(self) -> None:
+        self.stretches = 0
+        self.values: dict[str, dict[str, Any]] = {}
+
+    def add(self, span: dict[str, Any]) -> None:
+        self.stretches += 1
+        for key in ("wall_time_ns", "cpu_time_ns", "cpu_user_time_ns", "cpu_system_time_ns"):
+            mine, theirs = self.values.get(key), span[key]
+            self.values[key] = theirs if mine is None else _sum(mine, theirs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stretches": self.stretches, **self.values}
+
+
+def _sum(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    for form in (a, b):
+        if form["status"] == "unavailable":
+            return form
+    out = {"status": "complete", "value": a["value"] + b["value"]}
+    weaker = a if a["status"] == "partial" else b
+    if weaker["status"] == "partial":
+        out.update(status="partial", reason=weaker["reason"])
+    return out
+
+
+def _adds_up(phases: list[dict[str, Any]], total: dict[str, Any]) -> bool | None:
+    """Whether the phases' CPU is the total's within ADDS_UP_FRACTION (None: not computable)."""
+    cpu = total["cpu_time_ns"]
+    values = [p["cpu_time_ns"].get("value") for p in phases]
+    if cpu.get("value") is None or any(v is None for v in values):
+        return None
+    rest = cpu["value"] - sum(v for v in values if v is not None)
+    return abs(rest) <= ADDS_UP_FRACTION * max(cpu["value"], 1)

@@ -1,0 +1,342 @@
+"""The one owner of a run directory: its file names, how RUN names one, how its JSON-Lines files
+are read, and how its files are written.
+
+Every module that touches ``<out>/<run_id>/`` takes names, reading and writing from here, so a file
+is spelled once, a torn line means one thing everywhere, and every replaced file is replaced the
+same crash-safe way. (``measure`` does not import ``runtime``: ``measure.host`` appends telemetry
+lines to a path its caller names, ``HOST_TELEMETRY`` below.)
+
+Layout (files of the store, then of the suites, then the derived reports)::
+
+    run_manifest.json       the store's manifest (atomic replace)
+    results.jsonl           one canonical row per finished attempt
+    artifacts/<key>/        per-attempt artifacts (see ATTEMPT_* names)
+    .staging/  .lock        the store's temporary artifact dirs and writer lock
+    .work/                  compute attempts' working directories (temporary)
+    owned.jsonl             groups and processes the run created (runtime.owned)
+    engine_pids.jsonl       browser engines the run started (suites.browser.leftovers)
+    host_telemetry.jsonl    host samples; host_summary.json their summary and pollution gate
+    cold_start.jsonl        browser engine cold starts (profiled runs)
+    engine_logs/            browser engines' output
+    harness_error.txt       a side file: the traceback of a harness failure
+    scores.json  scorecard.md  report.html  cases.csv  results.csv
+    resource_summary.json  resource-card.md
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from metewand.errors import InvalidInput
+
+# ``canonical`` (rfc8785, json, hashlib) and ``tempfile`` are imported where they are used: the
+# CLI resolves RUN through this module, and ``--help`` must not pay for them (cli_startup.py).
+
+# -- names --------------------------------------------------------------------------------------
+
+MANIFEST = "run_manifest.json"
+RESULTS = "results.jsonl"
+ARTIFACTS = "artifacts"
+STAGING = ".staging"
+WORK = ".work"  # compute attempts' working dirs, removed when the session ends
+LOCK = ".lock"
+OWNED = "owned.jsonl"
+ENGINE_PIDS = "engine_pids.jsonl"
+HOST_TELEMETRY = "host_telemetry.jsonl"
+HOST_SUMMARY = "host_summary.json"
+COLD_START = "cold_start.jsonl"
+HARNESS_ERROR = "harness_error.txt"
+ENGINE_LOGS = "engine_logs"  # browser engines' stdout/stderr, per worker and for cold starts
+SCORES = "scores.json"
+SCORECARD = "scorecard.md"
+REPORT = "report.html"
+CASES_CSV = "cases.csv"
+RESULTS_CSV = "results.csv"
+RESOURCE_SUMMARY = "resource_summary.json"
+RESOURCE_CARD = "resource-card.md"
+SIDE_FILES = (HARNESS_ERROR,)
+# the JSON-Lines files a run appends to, and so may leave with a torn final line
+APPENDED = (RESULTS, OWNED, ENGINE_PIDS, HOST_TELEMETRY, COLD_START)
+# journals are read to clean up after a kill: refusing the cleanup over one damaged line would
+# leave alive what the other lines name, so their damaged lines are skipped and named in a
+# warning (issue #12's "documented skip with a warning") instead of refused
+JOURNALS = (OWNED, ENGINE_PIDS)
+
+# inside artifacts/<key>/ (the peer's per-attempt layout for browser attempts)
+ATTEMPT_CDP_LOG = "cdp.jsonl"
+ATTEMPT_GRADER = "grader.json"
+ATTEMPT_GRADER_EVIDENCE = "grader_evidence.json"
+ATTEMPT_OUTCOME = "outcome.json"
+ATTEMPT_RESOURCE_SAMPLES = "resource.jsonl"
+ATTEMPT_ENGINE_LOG_TAIL = "engine_stderr_tail.txt"
+# compute attempts: the evaluator's metrics and the implementation's result
+ATTEMPT_METRICS_DIR = "metrics"
+ATTEMPT_METRICS = "metrics.json"
+ATTEMPT_RESULT_DIR = "result"
+
+DEFAULT_RUNS_DIR = "runs"
+LATEST = "latest"
+
+
+class StoreError(InvalidInput, RuntimeError):
+    """The run directory cannot be used as asked."""
+
+
+class RunDirError(StoreError, ValueError):
+    """A file of a run directory is damaged, or RUN names no run (exit 2 at the CLI)."""
+
+
+def side_file(run_dir: Path | str, name: str) -> Path:
+    """Where a run's side file lives: at the top of the run directory, never in artifacts/."""
+    if name not in SIDE_FILES:
+        raise ValueError(f"{name!r} is not a run side file (known: {', '.join(SIDE_FILES)})")
+    return Path(run_dir) / name
+
+
+# -- resolution ---------------------------------------------------------------------------------
+
+
+def candidates(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> list[Path]:
+    """Where RUN may live: as a path, then as an id under OUT (both made absolute)."""
+    as_path = Path(run).expanduser().absolute()
+    as_id = (Path(out_dir).expanduser() / run).absolute()
+    return [as_path] if as_path == as_id else [as_path, as_id]
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run directory has a manifest, or at least results (a peer's run has only those)."""
+    return (path / MANIFEST).is_file() or (path / RESULTS).is_file()
+
+
+def find_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> Path | None:
+    """The run RUN names (a directory, an id under OUT, or ``latest``), or None."""
+    for path in candidates(run, out_dir):
+        if is_run_dir(path):
+            return path
+    return newest_run(out_dir) if run == LATEST else None
+
+
+def newest_run(out_dir: str | Path) -> Path | None:
+    """The run under OUT whose manifest was written last (a resumed run counts as new)."""
+    root = Path(out_dir).expanduser().absolute()
+    try:
+        runs = [p.parent for p in root.glob(f"*/{MANIFEST}") if p.is_file()]
+        return max(runs, key=lambda p: (p / MANIFEST).stat().st_mtime_ns, default=None)
+    except OSError:
+        return None
+
+
+def resolve_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR, what: str = "run") -> Path:
+    """The absolute run directory RUN names, or ``RunDirError`` saying where it looked."""
+    found = find_run_dir(run, out_dir)
+    if found is not None:
+        return found
+    places = candidates(run, out_dir)
+    existing = [p for p in places if p.is_dir()]
+    if existing:
+        raise RunDirError(
+            f"{what} {run!r}: {existing[0]} is not a run directory (no {MANIFEST} or {RESULTS})"
+        )
+    looked = ", ".join(str(p) for p in places)
+    raise RunDirError(f"{what} {run!r}: no run directory (looked in {looked})")
+
+
+def new_run_dir(out_dir: str | Path, run_id: str) -> Path:
+    """Where a new run with this id goes: ``OUT/RUN_ID`` (its id is checked by the store)."""
+    return Path(out_dir) / run_id
+
+
+def locate_run_dir(run: str | Path, out_dir: str | Path = DEFAULT_RUNS_DIR) -> Path:
+    """The directory RUN names, run or not: the run it resolves to, else the first existing
+    candidate, else the id under OUT (its reader then says what is missing there)."""
+    found = find_run_dir(str(run), out_dir)
+    if found is not None:
+        return found
+    places = candidates(str(run), out_dir)
+    return next((p for p in places if p.is_dir()), places[-1])
+
+
+def recorded_run_dir(run_dir: Path | str, named: str | Path) -> Path:
+    """A run named inside another run's manifest (a calibration baseline): an absolute name as
+    it is, a relative one beside the run."""
+    path = Path(named)
+    return path if path.is_absolute() else Path(run_dir).parent / path
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+class JsonlRead(NamedTuple):
+    rows: list[dict[str, Any]]
+    torn_tail_bytes: int  # bytes after the last newline (a write cut short), 0 when clean
+    valid_length: int  # file offset just after the last whole line
+    damaged: tuple[str, ...] = ()  # "file:line: why" of whole lines skipped (journals only)
+
+
+def read_jsonl(path: Path | str, unique: str | None = None) -> JsonlRead:
+    """Whole JSON-object lines of a run's JSON-Lines file: the one reading rule of every reader.
+
+    Writers append whole lines with one ``write``, so the only damage a kill makes is a final
+    line without its newline: a torn tail, ignored and reported in ``torn_tail_bytes``. Any
+    whole line that is not a JSON object is damage no writer makes: ``RunDirError`` naming the
+    file and line, never a skip. With ``unique``, a second line with the same value of that key
+    is such damage too (a duplicated row would be counted twice). A missing file reads as empty.
+    The one exception is a journal (``JOURNALS``): see ``read_journal``.
+    """
+    return _read_lines(path, unique, skip_damaged=False)
+
+
+def read_journal(path: Path | str) -> JsonlRead:
+    """A cleanup journal by ``read_jsonl``'s rule, except that a damaged whole line is skipped
+    and named in ``damaged`` (the caller warns with it) instead of raised."""
+    return _read_lines(path, None, skip_damaged=True)
+
+
+def journal_warnings(run_dir: Path | str) -> list[str]:
+    """The damaged lines of a run's journals, for the warning a cleanup prints."""
+    found: list[str] = []
+    for name in JOURNALS:
+        found += read_journal(Path(run_dir) / name).damaged
+    return [f"{where} (skipped: it names nothing to clean up)" for where in found]
+
+
+def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> JsonlRead:
+    from metewand import canonical
+
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return JsonlRead([], 0, 0)
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    end = data.rfind(b"\n") + 1
+    rows = []
+    damaged: list[str] = []
+    first_line: dict[Any, int] = {}
+    for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
+        try:
+            row = canonical.loads(raw)
+            problem = None if isinstance(row, dict) else "row is not an object"
+        except (ValueError, RecursionError) as exc:
+            problem = f"not a JSON row ({str(exc)[:120]})"
+        if problem is not None:
+            if not skip_damaged:
+                raise RunDirError(f"{path}:{number}: {problem}")
+            damaged.append(f"{path}:{number}: {problem}")
+            continue
+        if unique is not None and isinstance(row.get(unique), str):
+            value = row[unique]
+            if value in first_line:
+                raise RunDirError(
+                    f"{path}:{number}: duplicate row for {unique} {value!r} (first at line "
+                    f"{first_line[value]}); a row is never counted twice"
+                )
+            first_line[value] = number
+        rows.append(row)
+    return JsonlRead(rows, len(data) - end, end, tuple(damaged))
+
+
+def read_json(path: Path | str) -> Any:
+    """A run's JSON file, None when absent; damage is ``RunDirError`` naming the file."""
+    from metewand import canonical
+
+    path = Path(path)
+    try:
+        return canonical.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    except (ValueError, RecursionError) as exc:
+        raise RunDirError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
+
+
+def cut_torn_tails(run_dir: Path | str) -> None:
+    """Before a resumed run appends again: cut the torn final line of every appended file, so
+    the next whole line is not glued to it (which would make it a damaged middle line)."""
+    for name in APPENDED:
+        path = Path(run_dir) / name
+        if name in JOURNALS:
+            read = read_journal(path)
+        else:
+            read = read_jsonl(path, unique="key" if name == RESULTS else None)
+        if read.torn_tail_bytes:
+            os.truncate(path, read.valid_length)
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+def process_umask() -> int:
+    """This process's umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def give_normal_mode(fd: int) -> None:
+    """mkstemp makes 0600 files; a published file gets what open() would give (0644 usually)."""
+    os.fchmod(fd, 0o666 & ~process_umask())
+
+
+def fsync_dir(path: Path | str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """Replace ``path`` whole: temp file in the same directory, fsync, rename, fsync the
+    directory. A reader sees the old file or the new one, never a part; a failure leaves no
+    temp file behind."""
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        give_normal_mode(fd)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def write_text_atomic(path: Path | str, text: str) -> None:
+    write_atomic(path, text.encode("utf-8"))
+
+
+def write_json_atomic(path: Path | str, value: Any) -> None:
+    """One canonical JSON line, replaced atomically."""
+    from metewand import canonical
+
+    write_atomic(path, canonical.line(value))
+
+
+def append_line(path: Path | str, value: Any) -> None:
+    """Append one canonical line with a single ``write`` on an ``O_APPEND`` descriptor (whole
+    lines only, short of a power loss; see ``read_jsonl``)."""
+    from metewand import canonical
+
+    line = canonical.line(value)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
