@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from browser_run_helpers import REPO, cli, lexbench_or_skip, rows_of
+from metewand.runtime import schemas
 from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
 from peer_layouts import assert_peer_layouts
 
@@ -258,3 +259,23 @@ def test_driver_rows_keep_the_peer_layouts(driver_run: Path) -> None:
     # fields are added beside the peer's, never in place of them: the peer's readers still read
     assert cli("report", str(driver_run)).returncode == 0
     assert_peer_layouts(driver_run)
+
+
+def test_compare_rolls_up_per_subset_and_per_driver_path(driver_run: Path, tmp_path: Path) -> None:
+    done = cli("compare", str(driver_run), str(driver_run), "--format", "json,md",
+               "--out", str(tmp_path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads((tmp_path / "compare.json").read_text())
+    assert schemas.violations("metewand_compare-1", result) == []
+    by_path = {(e["driver_path"], e["engine"]): e for e in result["rollups"]["driver_path"]}
+    for key in _installed():
+        entry = by_path[(key, "chrome")]
+        assert entry["base"] == entry["new"]  # the same run on both sides
+        assert entry["base"]["passed"] == entry["base"]["total"] > 0
+        assert entry["base"]["driver_cpu_ms"] > 0 and entry["base"]["driver_peak_bytes"] > 0
+    for key in FOREIGN_TASKS:
+        assert by_path[(key, "lightpanda")]["new"]["driver_cpu_ms"] is None  # not measured
+    subsets = {e["subset"] for e in result["rollups"]["subset"]}
+    assert {"l1.playwright", "l2.puppeteer", "l1.chromedp"} <= subsets
+    markdown = (tmp_path / "compare.md").read_text()
+    assert "## Per driver path" in markdown and "## Per subset" in markdown
