@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -279,3 +280,21 @@ def test_compare_rolls_up_per_subset_and_per_driver_path(driver_run: Path, tmp_p
     assert {"l1.playwright", "l2.puppeteer", "l1.chromedp"} <= subsets
     markdown = (tmp_path / "compare.md").read_text()
     assert "## Per driver path" in markdown and "## Per subset" in markdown
+
+
+def test_compare_names_a_changed_driver_version(driver_run: Path, tmp_path: Path) -> None:
+    if "playwright" not in _installed():
+        pytest.skip("playwright-core not installed")
+    other = tmp_path / "other"
+    shutil.copytree(driver_run, other)
+    rows = rows_of(other)
+    for row in rows:
+        if row["driver_path"] == "playwright":
+            row["driver_version"] = "1.0.0"
+    (other / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = cli("compare", str(driver_run), str(other), "--json")
+    assert done.returncode == 0, done.stderr
+    differences = {d["fact"]: d for d in json.loads(done.stdout)["provenance_differences"]}
+    assert differences["driver.playwright.version"]["base"] == DRIVER_PATHS["playwright"].version
+    assert differences["driver.playwright.version"]["new"] == "1.0.0"
+    assert "driver.puppeteer.version" not in differences

@@ -179,6 +179,13 @@ def _browser_provenance(run: RunData) -> dict[str, Any]:
     profile = lookup(data, "resource_profile.mode")
     if profile is not MISSING:
         facts["resource_profile"] = profile
+    # the client library each driver path ran (a changed Playwright is a changed comparison)
+    versions: dict[str, set[str]] = {}
+    for row in run.rows:
+        if row.get("driver_path") and row.get("driver_version"):
+            versions.setdefault(str(row["driver_path"]), set()).add(str(row["driver_version"]))
+    for path, found in sorted(versions.items()):
+        facts[f"driver.{path}.version"] = ",".join(sorted(found))
     return facts
 
 
