@@ -173,6 +173,9 @@ elif mode == "lazy":  # claims every check, never drove the page
                       "saved": {{"answer": "made up"}}}}}}))
 elif mode == "drops_checks":
     print(json.dumps({{"ok": True, "answer": "x", "observations": {{"checks": checks[:1]}}}}))
+elif mode == "engine_gap":  # the contract's harness error naming an engine gap
+    print(json.dumps({{"ok": False, "error": {{"class": "engine_unsupported",
+                                              "message": "no such domain"}}}}))
 elif mode == "hang":  # and a grandchild that left its session: the sweep must still find it
     import subprocess, time
     subprocess.Popen(["sleep", "600"], start_new_session=True)
@@ -183,6 +186,7 @@ FAULTS = {
     "rod": ("sc_nav_title_read__rod", "garbage", ("infra", "infra", "adapter")),
     "chromiumoxide": ("sc_nav_back_restores__oxide", "lazy", ("fail", "cdp_semantic", "engine_process")),
     "ferrum": ("sc_nav_title_read__fr", "drops_checks", ("infra", "script_error", "adapter")),
+    "agent_browser": ("sc_nav_title_read__ab", "engine_gap", ("unsupported", "engine_unsupported", "adapter")),
     "stagehand": ("sc_app_add_single_item__sh", "hang", ("timeout", "infra", "adapter")),
 }  # fmt: skip
 

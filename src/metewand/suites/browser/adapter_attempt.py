@@ -200,6 +200,10 @@ async def grade_adapter_run(
 ) -> tuple[Classification, list[CheckResult], Any]:
     """The attempt's classification, its check rows and the graded answer."""
     checks = _adapter_checks(run)
+    if run.outcome == "adapter_error" and _error_class(run) == "engine_unsupported":
+        # the contract's harness error naming an engine gap (as the peer's runner reads it)
+        reason = f"adapter_error: {run.detail}"
+        return Classification("unsupported", "engine_unsupported", "adapter", reason), checks, None
     if run.outcome != "result":
         return run.classification(), checks, None
     answer = grader_answer(run.result)
@@ -221,6 +225,11 @@ async def grade_adapter_run(
     if verdict.status == "pass" and failed:
         verdict = classify.graded_fail(failed)
     return verdict, checks, answer
+
+
+def _error_class(run: AdapterRun) -> str | None:
+    error = (run.result or {}).get("error")
+    return str(error.get("class")) if isinstance(error, Mapping) else None
 
 
 @dataclass(frozen=True)
