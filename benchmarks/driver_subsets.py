@@ -1,4 +1,4 @@
-"""Pass rates of whole driver subsets through their adapters, until `browser run` runs them.
+"""Pass rates of whole driver subsets through their adapters, outside `browser run`.
 
     .venv/bin/python benchmarks/driver_subsets.py --engine chrome [--tasks DIR]
         [--drivers playwright,puppeteer,...] [--mode per_attempt|long_lived] [--show-failures]
@@ -9,6 +9,8 @@ classified from its own ``driver.checks``, in a fresh adapter process per attemp
 long_lived``) one served adapter per driver path. Prints per driver path and subset the statuses, and the
 adapter tree's median CPU and peak memory per attempt (the driver's cost apart from the engine's).
 This is not a ``browser run``: no server-side grading, no resource profile, no result rows.
+``metewand browser run --subset l1.<driver> ...`` runs the same tasks with all of those (see
+benchmarks/README.md for the figures); this script stays as the adapter-only check.
 """
 
 from __future__ import annotations

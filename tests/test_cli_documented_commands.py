@@ -140,6 +140,7 @@ def listing(done: Done, repo: Path) -> None:
 
 def corpus_listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "no runnable task:" in done.stdout
+    assert "driver paths:" in done.stdout and "0 invalid" in done.stdout  # issue #15
 
 
 def scenarios_matched(done: Done, repo: Path) -> None:

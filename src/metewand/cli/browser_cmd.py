@@ -289,8 +289,10 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
         engines.append({"engine": name, "found": not isinstance(found, Missing),
                         "detail": found.detail if isinstance(found, Missing)
                         else str(found.binary)})  # fmt: skip
+    drivers = _driver_listing()
     data = {"corpus": str(corpus.root), "invalid": [str(e) for e in corpus.errors],
-            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines}  # fmt: skip
+            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines,
+            "drivers": drivers}  # fmt: skip
     if as_json:
         click.echo(canonical.dumps(data).decode())
         return
@@ -305,6 +307,31 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     click.echo("engines:")
     for e in engines:
         click.echo(f"  {e['engine']:<12} {'found' if e['found'] else 'missing':<8} {e['detail']}")
+    click.echo("driver paths:")
+    for d in drivers:
+        state = "found" if d["found"] else "missing"
+        click.echo(f"  {d['driver_path']:<24} {state:<8} {d['detail']}")
+
+
+def _driver_listing() -> list[dict[str, object]]:
+    """Each driver path of the registry: found (with its installed version and adapter) or
+    missing (with what exactly is missing)."""
+    from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
+
+    out: list[dict[str, object]] = []
+    for key, path in DRIVER_PATHS.items():
+        found = resolve_driver(key)
+        entry: dict[str, object] = {
+            "driver_path": key, "task_kind": path.task_kind, "language": path.language,
+            "library": path.library.name, "pinned_version": path.version,
+        }  # fmt: skip
+        if isinstance(found, DriverMissing):
+            entry.update(found=False, version=None, reason=found.reason, detail=found.detail)
+        else:
+            detail = f"{path.library.name} {found.version} ({found.source})"
+            entry.update(found=True, version=found.version, reason=None, detail=detail)
+        out.append(entry)
+    return out
 
 
 @browser.command()
