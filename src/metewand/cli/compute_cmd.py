@@ -29,6 +29,7 @@ Examples:
   metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
   metewand run examples/sorting/metewand.toml --run-id sort2 --no-progress
   metewand run --resume sort1            # after Ctrl-C (exit 130)
+  metewand run examples/sorting/metewand.toml --executor dask --dask-local 2 --run-id sortd
   cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
 """
 
@@ -138,6 +139,24 @@ def _resumed_manifest(run_dir: Path) -> str:
     help="Pollution gate: CPU used beside the run above this many cores for 3 host samples "
     "in a row trips foreign_cpu_load.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="local: --jobs slots on this machine; dask: whole worker units on a Dask cluster "
+    "(needs --scheduler or --dask-local; docs/dask.md).",
+)
+@click.option(
+    "--scheduler", default=None, metavar="tcp://HOST:PORT", help="Running Dask scheduler."
+)
+@click.option(
+    "--dask-local",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Start a local Dask cluster of N single-threaded worker processes for this run.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
@@ -154,6 +173,9 @@ def run(
     no_progress: bool,
     quiet: bool,
     max_attempts: int,
+    executor: str,
+    scheduler: str | None,
+    dask_local: int | None,
 ) -> None:
     """Run every attempt of MANIFEST (default metewand.toml) into OUT/RUN_ID/results.jsonl.
 
@@ -165,6 +187,7 @@ def run(
     from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
+    _check_executor(executor, scheduler, dask_local, jobs)
     # Every path is resolved here, once, against the directory the command was run from.
     out_dir = os.path.abspath(out_dir)
     resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
@@ -186,8 +209,12 @@ def run(
         host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
         host_foreign_cpu_max=host_foreign_cpu_max,
         max_attempts=max_attempts,
+        executor=executor,
+        scheduler=scheduler,
+        dask_local=dask_local,
     )
     reporter = reporter_factory(progress_mode(no_progress, quiet))
+    cluster_errors = _cluster_errors(executor)
     try:
         for line in journal_warnings(resume_dir) if resume_dir else []:
             click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
@@ -198,6 +225,11 @@ def run(
     except KeyboardInterrupt:
         click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
+    except cluster_errors as exc:  # no usable Dask worker: the run is marked interrupted
+        click.echo(
+            f"error: {exc} (resume with --resume {resume_dir or _run_dir(options)})", err=True
+        )
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)
     except Exception as exc:  # the harness broke; the runner marked the run interrupted
         if os.environ.get("METEWAND_DEBUG"):
             raise
@@ -215,6 +247,43 @@ def run(
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
+
+
+def _check_executor(
+    executor: str, scheduler: str | None, local: int | None, jobs: int | None
+) -> None:
+    """The executor flags agree, and ``dask`` is installed (exit 2 / exit 3 otherwise)."""
+    problem = None
+    if executor == "local" and (scheduler is not None or local is not None):
+        problem = "--scheduler and --dask-local need --executor dask"
+    elif executor == "dask" and (scheduler is None) == (local is None):
+        problem = (
+            "--executor dask needs exactly one of --scheduler tcp://HOST:PORT and --dask-local N"
+        )
+    elif executor == "dask" and jobs is not None:
+        problem = "--jobs is the local executor's; with --executor dask each worker runs one unit at a time"
+    elif scheduler is not None and not scheduler.startswith("tcp://"):
+        problem = f"--scheduler {scheduler}: expected tcp://HOST:PORT"
+    if problem:
+        click.echo(f"error: {problem}", err=True)
+        sys.exit(exit_codes.INVALID_INPUT)
+    if executor == "dask":
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            click.echo(
+                "error: --executor dask needs the dask extra: pip install 'metewand[dask]'",
+                err=True,
+            )
+            sys.exit(exit_codes.ENVIRONMENT_MISSING)
+
+
+def _cluster_errors(executor: str) -> tuple[type[Exception], ...]:
+    if executor != "dask":
+        return ()
+    from metewand.runtime.dask_executor import DaskExecutorError
+
+    return (DaskExecutorError,)
 
 
 def _finite(value: float, param: Any) -> float:

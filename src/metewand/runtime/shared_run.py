@@ -10,9 +10,13 @@ rows or the manifest: those stay the client's.
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 from metewand.runtime.store import RunStore, RunView
 
 
 class SharedRunView(RunView):
-    # the very routine the store uses: it needs only the directory, not the lock
-    artifact_dir = RunStore.artifact_dir
+    def artifact_dir(self, key: str) -> contextlib.AbstractContextManager[Path]:
+        # the very routine the store uses: it needs only the directory, not the lock
+        return RunStore.artifact_dir(self, key)  # type: ignore[arg-type]

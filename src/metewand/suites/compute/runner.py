@@ -26,13 +26,13 @@ from metewand.runtime.interrupts import sigterm_as_interrupt
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.run import Run, open_store
 from metewand.runtime.store import RunStore, RunView, StoreError
-from metewand.runtime.suite import Row, Unit
+from metewand.runtime.suite import Row, SuiteRef, Unit
 from metewand.suites.compute.execute import Timeouts
 from metewand.suites.compute.manifest import Manifest, load
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
 from metewand.suites.compute.plan import Plan, build_plan
 from metewand.suites.compute.records import VERSIONS
-from metewand.suites.compute.suite import ComputeSuite
+from metewand.suites.compute.suite import ComputeSuite, suite_config
 
 
 @dataclass
@@ -48,6 +48,9 @@ class RunOptions:
     host_sample_interval_s: float | None = 1.0  # None: no host telemetry
     max_attempts: int = DEFAULT_MAX_ATTEMPTS  # a larger plan is refused before expansion
     host_foreign_cpu_max: float = 0.10  # cores beside the run that trip foreign_cpu_load
+    executor: str = "local"  # "local" (jobs slots here) or "dask" (scheduler or dask_local)
+    scheduler: str | None = None  # --executor dask: tcp://HOST:PORT of a running scheduler
+    dask_local: int | None = None  # --executor dask: a LocalCluster of this many workers
 
 
 @dataclass
@@ -132,10 +135,78 @@ def run(
             units = suite.units()
             host = _host_telemetry(store.run_dir, options)
             session = Run(store, host, reporter)
-            rows = session.execute(suite, LocalExecutor(jobs), units)
+            if options.executor == "dask":
+                ref = SuiteRef("compute", _ref_config(manifest, store.run_dir, options, jobs))
+                rows = _execute_on_dask(session, suite, ref, units, options)
+            else:
+                rows = session.execute(suite, LocalExecutor(jobs), units)
         finally:
             store.close()
     return _summary(store, plan, units, rows)
+
+
+def _ref_config(
+    manifest: Manifest, run_dir: Path, options: RunOptions, jobs: int
+) -> dict[str, Any]:
+    return suite_config(
+        manifest.path, options.max_attempts, run_dir, jobs=jobs, cache_dir=options.cache_dir,
+        accounting_backend=options.accounting_backend, timeouts=options.timeouts,
+        log_limit=options.log_limit,
+    )  # fmt: skip
+
+
+def _execute_on_dask(
+    session: Run, suite: ComputeSuite, ref: SuiteRef, units: list[Unit], options: RunOptions
+) -> list[Row]:
+    """The units on a Dask cluster: lost tries to ``lost_tries.jsonl`` as they are known, and
+    ``dask_hosts.json`` (registrations, per-host counts and telemetry) however the run ends.
+
+    The cluster is reached (and, for ``dask_local``, started) inside the run, so a cluster that
+    cannot be used ends the run ``interrupted`` with the reason, resumable once it is there."""
+    from metewand.runtime.dask_executor import DaskExecutor
+    from metewand.runtime.dask_run import DaskRunTally, hosts_record
+
+    lost_file = session.store.run_dir / rundir.LOST_TRIES
+    tally = DaskRunTally()
+
+    def lost(record: dict[str, Any]) -> None:
+        rundir.append_line(lost_file, record)
+        tally.lost_tries += 1
+        tally.lost_by_worker[record["worker"]] += 1
+
+    executor = DaskExecutor(
+        ref, scheduler=options.scheduler, local_workers=options.dask_local, on_lost_try=lost
+    )
+    try:
+        executor.start()
+    except BaseException as exc:  # no cluster to run on: the run stays resumable, with why
+        executor.close()
+        session.store.update_manifest({"interruption_reason": f"{type(exc).__name__}: {exc}"})
+        session.store.set_state("interrupted")
+        raise
+    try:
+        return session.execute(suite, executor, units)
+    finally:
+        try:
+            _count_rows(session.store.rows(), _keys(units), tally)
+            record = hosts_record(executor, tally)
+            rundir.write_json_atomic(session.store.run_dir / rundir.DASK_HOSTS, record)
+        finally:
+            executor.close()
+
+
+def _count_rows(rows: list[Row], keys: set[str], tally: Any) -> None:
+    """This session's rows per host and per worker (a resumed run's earlier rows are not)."""
+    for row in rows:
+        where = row.get("placement") or {}
+        if where.get("executor") == "dask" and row["key"] in keys:
+            tally.rows_by_host[where["host"]] += 1
+            tally.rows_by_worker[where["worker"]] += 1
+            tally.rows_written += 1
+
+
+def _keys(units: list[Unit]) -> set[str]:
+    return {key for unit in units for key in unit.keys}
 
 
 def _summary(store: RunStore, plan: Plan, units: list[Unit], rows: list[Row]) -> RunSummary:

@@ -12,33 +12,40 @@ discards its staging dir), so ``--resume`` runs exactly the attempts without a r
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
-from metewand.runtime.store import RunStore
-from metewand.runtime.suite import Row, Unit, UnitEvents
+from metewand.runtime.shared_run import SharedRunView
+from metewand.runtime.store import RunStore, RunView
+from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
 from metewand.suites.compute.launch import Builder, launch_spec
-from metewand.suites.compute.manifest import Manifest
+from metewand.suites.compute.manifest import Manifest, load
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
-from metewand.suites.compute.plan import Plan, PlannedAttempt
+from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
 from metewand.suites.compute.records import build_row
 from metewand.suites.compute.session import WorkerSession
 from metewand.suites.compute.workers import Containment, ImplementationWorker
 
 
 class ComputeSlot:
-    """Nothing is kept between units (each unit starts its own worker)."""
+    """Nothing is kept between units (each unit starts its own worker); a Dask worker's slot
+    removes that worker's private work dir when it closes (``on_close``)."""
 
-    def __init__(self, slot_id: str) -> None:
+    def __init__(self, slot_id: str, on_close: Any = None) -> None:
         self.slot_id = slot_id
+        self._on_close = on_close
 
     def close(self) -> None:
-        pass
+        if self._on_close is not None:
+            self._on_close()
 
 
 class ComputeSuite:
@@ -48,13 +55,14 @@ class ComputeSuite:
         self,
         manifest: Manifest,
         plan: Plan,
-        store: RunStore,
+        store: RunStore | SharedRunView,
         *,
         jobs: int,
         cache_dir: str | None,
         accounting_backend: str,
         timeouts: Timeouts,
         log_limit: int,
+        work_dir: str | None = None,
     ) -> None:
         self.manifest, self.plan, self.store, self.jobs = manifest, plan, store, jobs
         self.accounting_backend, self.timeouts, self.log_limit = (
@@ -63,7 +71,10 @@ class ComputeSuite:
             log_limit,
         )
         self._attempts = {attempt.key: attempt for attempt in plan.attempts}
-        self.work_dir = str(store.run_dir / rundir.WORK)
+        # The client's work dir is the run's ``.work``; a Dask worker gets a private one (given
+        # as ``work_dir``), since N workers sharing ``.work`` would delete each other's files.
+        self.private_work_dir = work_dir is not None
+        self.work_dir = work_dir or str(store.run_dir / rundir.WORK)
         shutil.rmtree(self.work_dir, ignore_errors=True)  # a killed session's leftovers
         os.makedirs(self.work_dir, exist_ok=True)
         # Every group and process this run makes is recorded before it can outlive a kill -9.
@@ -100,7 +111,7 @@ class ComputeSuite:
         pass  # datasets and builds are made on first use, inside the attempts' units
 
     def open_slot(self, slot_id: str) -> ComputeSlot:
-        return ComputeSlot(slot_id)
+        return ComputeSlot(slot_id, self.teardown if self.private_work_dir else None)
 
     def run_unit(self, slot: Any, unit: Unit, events: UnitEvents | None = None) -> list[Row]:
         worker = ImplementationWorker(
@@ -129,7 +140,7 @@ class ComputeSuite:
         shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def finish(self, completed: bool) -> None:
-        if not completed:
+        if not completed or not isinstance(self.store, RunStore):
             return
         # Every row of the run, so a resumed run keeps the receipts of its earlier sessions;
         # plus this session's sources of transformed datasets, which no attempt names directly.
@@ -178,6 +189,60 @@ class ComputeSuite:
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)
             return build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+
+
+def suite_config(
+    manifest_path: str,
+    max_attempts: int,
+    run_dir: Path | str,
+    *,
+    jobs: int,
+    cache_dir: str | None,
+    accounting_backend: str,
+    timeouts: Timeouts,
+    log_limit: int,
+) -> dict[str, Any]:
+    """The JSON config ``from_ref`` rebuilds the suite from (all paths absolute)."""
+    return {
+        "manifest_path": os.path.abspath(manifest_path),
+        "max_attempts": max_attempts,
+        "run_dir": os.path.abspath(run_dir),
+        "jobs": jobs,
+        "cache_dir": cache_dir,
+        "accounting_backend": accounting_backend,
+        "timeouts": dataclasses.asdict(timeouts),
+        "log_limit": log_limit,
+    }
+
+
+def from_ref(ref: SuiteRef) -> ComputeSuite:
+    """The worker-side suite (``--executor dask``): it only runs units. Rows go back as data
+    (the client writes them); artifacts are published into the run directory whole through
+    ``SharedRunView`` (the run directory must be on this host or a shared filesystem); its
+    scratch files live in a private dir under the run's ``.work``, removed when its slot closes
+    (and with ``.work`` by the client's next session, should this worker die with the run)."""
+    config = ref.config
+    manifest = load(config["manifest_path"])
+    plan = build_plan(manifest, int(config["max_attempts"]))
+    run_dir = Path(config["run_dir"])
+    RunView(run_dir).manifest  # noqa: B018 - a clear StoreError here when the run is not there
+    return ComputeSuite(
+        manifest,
+        plan,
+        SharedRunView(run_dir),
+        jobs=int(config["jobs"]),
+        cache_dir=config["cache_dir"],
+        accounting_backend=config["accounting_backend"],
+        timeouts=Timeouts(**config["timeouts"]),
+        log_limit=int(config["log_limit"]),
+        work_dir=_private_work_dir(run_dir),
+    )
+
+
+def _private_work_dir(run_dir: Path) -> str:
+    shared = run_dir / rundir.WORK
+    shared.mkdir(exist_ok=True)
+    return tempfile.mkdtemp(prefix=f"dask-{os.getpid()}-", dir=shared)
 
 
 def _receipts(

@@ -1,0 +1,193 @@
+"""``metewand run --executor dask`` (issue #14 step 2) on the real sorting example: real Dask
+LocalCluster worker processes, real implementation workers and evaluators, a real ``kill -9`` of
+the client and a real ``--resume``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dask_helpers as helpers
+
+pytestmark = pytest.mark.slow
+
+MANIFEST = helpers.REPO / "examples" / "sorting" / "metewand.toml"
+METEWAND = [sys.executable, "-m", "metewand"]
+
+
+def metewand(tmp_path: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    command = [*METEWAND, *args, "--out", str(tmp_path / "runs")]
+    if "--resume" not in args:
+        command += ["--cache-dir", str(tmp_path / "cache")]
+    return subprocess.run(
+        command, env=helpers.dask_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def rows_of(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+
+
+def planned_keys() -> list[str]:
+    done = subprocess.run(
+        [*METEWAND, "plan", str(MANIFEST), "--json"], capture_output=True, text=True, check=True
+    )
+    return [json.loads(line)["key"] for line in done.stdout.splitlines()]
+
+
+def structure_differences(a: Any, b: Any, path: str = "") -> list[str]:
+    """Where two JSON values differ in structure: keys and nesting, numbers as one kind (a median
+    may be an int in one run and a float in another). A null matches anything, and the keys of
+    ``unavailable`` are not compared: a metric measured in one run can be unavailable in the
+    other (the dataset cache was cold for the first run, warm for the second)."""
+    if a is None or b is None:
+        return []
+    if isinstance(a, dict) and isinstance(b, dict):
+        if path.endswith("/unavailable"):
+            return []
+        found = [f"{path}/{k}: only in one run" for k in sorted(set(a) ^ set(b))]
+        for key in sorted(set(a) & set(b)):
+            found += structure_differences(a[key], b[key], f"{path}/{key}")
+        return found
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} items against {len(b)}"]
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in structure_differences(x, y, f"{path}[{i}]")
+        ]
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool):
+        return []
+    return [] if type(a) is type(b) else [f"{path}: {type(a).__name__} against {type(b).__name__}"]
+
+
+def scores_of(run_dir: Path) -> Any:
+    done = subprocess.run([*METEWAND, "report", str(run_dir)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((run_dir / "scores.json").read_text())
+
+
+def test_sorting_on_a_local_dask_cluster_accepts_every_attempt_and_names_host_and_worker(
+    tmp_path: Path,
+) -> None:
+    keys = planned_keys()
+    dask_run = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--dask-local",
+                        "2", "--run-id", "d", "--no-progress")  # fmt: skip
+    assert dask_run.returncode == 0, dask_run.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "d"
+    rows = rows_of(run_dir)
+    assert sorted(row["key"] for row in rows) == sorted(keys)  # every key, once
+    assert {row["status"] for row in rows} == {"accepted"}
+    hosts = json.loads((run_dir / "dask_hosts.json").read_text())
+    accepted = {w["worker"] for w in hosts["workers"] if w["accepted"]}
+    assert len(accepted) == 2
+    for row in rows:
+        where = row["placement"]
+        assert where["executor"] == "dask" and where["host"] and where["worker"] in accepted
+        assert (run_dir / "artifacts" / row["key"]).is_dir()  # published whole by its worker
+    assert sum(hosts["rows_by_host"].values()) == len(keys)
+    assert sum(w["rows"] for w in hosts["workers"]) == len(keys)
+    assert hosts["lost_tries"] == 0 and not (run_dir / "lost_tries.jsonl").exists()
+    assert not (run_dir / ".work").exists()  # every worker's private work dir went with it
+
+    local_run = metewand(tmp_path, "run", str(MANIFEST), "--run-id", "l", "--no-progress")
+    assert local_run.returncode == 0, local_run.stderr[-3000:]
+    local_dir = tmp_path / "runs" / "l"
+    assert sorted(row["key"] for row in rows_of(local_dir)) == sorted(keys)
+    dask_scores, local_scores = scores_of(run_dir), scores_of(local_dir)
+    assert structure_differences(dask_scores, local_scores) == []
+    # the same cases and implementations, in the same order, scored in both
+    assert [c["case"] for c in dask_scores["cases"]["cases"]] == [
+        c["case"] for c in local_scores["cases"]["cases"]
+    ]
+
+
+def test_executor_flags_that_disagree_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    cases = [
+        (["--dask-local", "2"], "--scheduler and --dask-local need --executor dask"),
+        (["--executor", "dask"], "needs exactly one of --scheduler"),
+        (["--executor", "dask", "--dask-local", "1", "--scheduler", "tcp://127.0.0.1:1"],
+         "needs exactly one of --scheduler"),
+        (["--executor", "dask", "--scheduler", "127.0.0.1:8786"], "expected tcp://HOST:PORT"),
+        (["--executor", "dask", "--dask-local", "2", "--jobs", "2"], "--jobs is the local"),
+    ]  # fmt: skip
+    for flags, message in cases:
+        done = metewand(tmp_path, "run", str(MANIFEST), *flags)
+        assert done.returncode == 2, (flags, done.stderr)
+        assert message in done.stderr, (flags, done.stderr)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_scheduler_exits_3_and_leaves_the_run_resumable(tmp_path: Path) -> None:
+    port = helpers.free_port()  # nothing listens there
+    done = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--scheduler",
+                    f"tcp://127.0.0.1:{port}", "--run-id", "u", "--no-progress")  # fmt: skip
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert f"cannot reach Dask scheduler tcp://127.0.0.1:{port}" in done.stderr
+    assert "--resume" in done.stderr and "Traceback" not in done.stderr
+    manifest = json.loads((tmp_path / "runs" / "u" / "run_manifest.json").read_text())
+    assert manifest["state"] == "interrupted"
+
+
+def test_client_kill_9_mid_run_then_resume_gives_every_key_exactly_once(tmp_path: Path) -> None:
+    keys = planned_keys()
+    command = [*METEWAND, "run", str(MANIFEST), "--executor", "dask", "--dask-local", "2",
+               "--run-id", "k", "--no-progress", "--out", str(tmp_path / "runs"),
+               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    client = subprocess.Popen(
+        command, env=helpers.dask_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,  # so the test can clean up whatever the kill leaves
+    )  # fmt: skip
+    results = tmp_path / "runs" / "k" / "results.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if results.exists() and results.read_text().count("\n") >= 4:
+                break
+            time.sleep(0.01)
+        os.kill(client.pid, signal.SIGKILL)
+        client.wait()
+        before = rows_of(tmp_path / "runs" / "k")
+        assert 4 <= len(before) < len(keys), "the kill must land mid-run"
+        _wait_for_group_to_end(client.pid)
+        assert not _group_alive(client.pid), "Dask's workers notice their parent died and exit"
+    finally:
+        _kill_group(client.pid)
+    resumed = metewand(tmp_path, "run", "--resume", "k", "--executor", "dask", "--dask-local",
+                       "2", "--no-progress")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = rows_of(tmp_path / "runs" / "k")
+    assert sorted(row["key"] for row in rows) == sorted(keys)  # every key exactly once
+    assert rows[: len(before)] == before  # nothing written before the kill was rewritten
+    assert {row["status"] for row in rows} == {"accepted"}
+    assert f"{len(keys) - len(before)} already done" not in resumed.stdout
+    assert f"{len(before)} already done" in resumed.stdout
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_for_group_to_end(pgid: int, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _kill_group(pgid: int) -> None:
+    if _group_alive(pgid):
+        os.killpg(pgid, signal.SIGKILL)
