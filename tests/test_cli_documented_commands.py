@@ -65,6 +65,15 @@ def sorting_accepts_all(done: Done, repo: Path) -> None:
     assert f"{n} attempts: {n} accepted, 0 failed" in done.stdout
 
 
+def sorting_on_dask(done: Done, repo: Path) -> None:
+    sorting_accepts_all(done, repo)
+    hosts = json.loads((repo / "runs" / "sortd" / "dask_hosts.json").read_text())
+    accepted = {worker["worker"] for worker in hosts["workers"] if worker["accepted"]}
+    assert len(accepted) == 2, hosts["workers"]
+    for row in _rows(repo, "sortd"):  # every row names the host and worker it ran on
+        assert row["placement"]["host"] and row["placement"]["worker"] in accepted
+
+
 def measured_200_mib(done: Done, repo: Path) -> None:
     peak = next(line for line in done.stderr.splitlines() if "peak_memory_bytes" in line)
     assert float(peak.split()[3]) >= 200, peak  # "│ peak_memory_bytes │ 207.3 MiB │ ..."
@@ -348,6 +357,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
     Expect("metewand run --resume sort1", 0, resumed_compute),
     Expect(f"{SORT} --run-id sort2 --no-progress", 0, sorting_accepts_all),
+    Expect(f"{SORT} --executor dask --dask-local 2 --run-id sortd", 0, sorting_on_dask),
     Expect("metewand compare sort1 sort2", 0, compared("sort1", "sort2")),
     Expect(
         "metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%",
