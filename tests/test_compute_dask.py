@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,57 @@ def _wait_for_group_to_end(pgid: int, timeout_s: float = 30) -> None:
 def _kill_group(pgid: int) -> None:
     if _group_alive(pgid):
         os.killpg(pgid, signal.SIGKILL)
+
+
+@pytest.fixture
+def two_workers() -> Any:
+    """A real ``dask scheduler`` and two ``dask worker`` processes on loopback, as docs/dask.md
+    tells an operator to start them (without a nanny, so a killed worker stays dead)."""
+    port = helpers.free_port()
+    started = [helpers.start_scheduler(port)]
+    try:
+        started += [helpers.start_worker(port, "doomed"), helpers.start_worker(port, "survivor")]
+        helpers.wait_for_workers(port, 2)
+        yield port, started[1]
+    finally:
+        for process in reversed(started):
+            helpers.stop(process)
+
+
+def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
+    tmp_path: Path, two_workers: Any
+) -> None:
+    port, doomed = two_workers
+    keys = planned_keys()
+    killed = threading.Event()
+
+    def kill_doomed_once_it_runs_an_attempt() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any("sort" in helpers.command_of(c) for c in helpers.children(doomed.pid)):
+                os.killpg(doomed.pid, signal.SIGKILL)  # the worker, mid-attempt
+                killed.set()
+                return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_doomed_once_it_runs_an_attempt)
+    killer.start()
+    done = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--scheduler",
+                    f"tcp://127.0.0.1:{port}", "--run-id", "w", "--no-progress")  # fmt: skip
+    killer.join()
+    assert killed.is_set()
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "w"
+    rows = rows_of(run_dir)
+    assert sorted(row["key"] for row in rows) == sorted(keys)  # every key exactly once
+    assert {row["status"] for row in rows} == {"accepted"}
+    lost = [json.loads(line) for line in (run_dir / "lost_tries.jsonl").read_text().splitlines()]
+    assert lost and {record["worker_name"] for record in lost} == {"doomed"}
+    by_key = {row["key"]: row for row in rows}
+    for record in lost:  # each lost try was run again, on the survivor, as another try
+        retried = by_key[record["keys"][0]]["placement"]
+        assert retried["worker_name"] == "survivor"
+        assert record["retried_as"] == retried["try"] != record["try"]
+    hosts = json.loads((run_dir / "dask_hosts.json").read_text())
+    assert hosts["lost_tries"] == len(lost)
+    assert not (run_dir / ".work").exists()  # the dead worker's private work dir went too
