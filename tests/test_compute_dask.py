@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -99,6 +100,9 @@ def test_sorting_on_a_local_dask_cluster_accepts_every_attempt_and_names_host_an
     assert sum(hosts["rows_by_host"].values()) == len(keys)
     assert sum(w["rows"] for w in hosts["workers"]) == len(keys)
     assert hosts["lost_tries"] == 0 and not (run_dir / "lost_tries.jsonl").exists()
+    # the end of the run names each worker's rows and the rows per host
+    assert f"rows per host: {socket.gethostname()} {len(keys)}; lost tries: 0" in dask_run.stdout
+    assert dask_run.stdout.count(" lost tries; accepted") == 2
     assert not (run_dir / ".work").exists()  # every worker's private work dir went with it
 
     local_run = metewand(tmp_path, "run", str(MANIFEST), "--run-id", "l", "--no-progress")

@@ -244,6 +244,8 @@ def run(
             f"{summary.attempts} attempts: {summary.accepted} accepted, {summary.failed} failed"
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
+        if executor == "dask":
+            _print_hosts(summary.run_dir)
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
@@ -276,6 +278,23 @@ def _check_executor(
                 err=True,
             )
             sys.exit(exit_codes.ENVIRONMENT_MISSING)
+
+
+def _print_hosts(run_dir: str) -> None:
+    """``--executor dask``: this session's rows per host and worker, and the lost tries."""
+    import json
+
+    path = Path(run_dir) / rundir.DASK_HOSTS
+    if not path.is_file():
+        return
+    hosts = json.loads(path.read_text())
+    for worker in sorted(hosts["workers"], key=lambda w: str(w.get("worker_name"))):
+        verdict = "accepted" if worker["accepted"] else f"refused: {worker['reason']}"
+        click.echo(f"dask worker {worker.get('worker_name', '?')} ({worker['worker']}) on "
+                   f"{worker.get('host', '?')}: {worker['rows']} rows, {worker['lost_tries']} "
+                   f"lost tries; {verdict}")  # fmt: skip
+    per_host = ", ".join(f"{host} {n}" for host, n in sorted(hosts["rows_by_host"].items()))
+    click.echo(f"rows per host: {per_host or 'none'}; lost tries: {hosts['lost_tries']}")
 
 
 def _cluster_errors(executor: str) -> tuple[type[Exception], ...]:
