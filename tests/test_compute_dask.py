@@ -250,3 +250,39 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
     hosts = json.loads((run_dir / "dask_hosts.json").read_text())
     assert hosts["lost_tries"] == len(lost)
     assert not (run_dir / ".work").exists()  # the dead worker's private work dir went too
+
+
+def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_path: Path) -> None:
+    keys = planned_keys()
+    command = [*METEWAND, "run", str(MANIFEST), "--executor", "dask", "--dask-local", "2",
+               "--run-id", "c", "--no-progress", "--out", str(tmp_path / "runs"),
+               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    client = subprocess.Popen(
+        command, env=helpers.dask_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    results = tmp_path / "runs" / "c" / "results.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if results.exists() and results.read_text().count("\n") >= 4:
+                break
+            time.sleep(0.01)
+        client.send_signal(signal.SIGINT)
+        _, stderr = client.communicate(timeout=60)
+    finally:
+        _wait_for_group_to_end(client.pid)
+        _kill_group(client.pid)
+    assert client.returncode == 130, stderr[-3000:]
+    assert "interrupted: resume with --resume" in stderr and "Traceback" not in stderr
+    manifest = json.loads((tmp_path / "runs" / "c" / "run_manifest.json").read_text())
+    assert manifest["state"] == "interrupted"
+    assert manifest["data"]["interruption_reason"] == "interrupted by signal"
+    before = rows_of(tmp_path / "runs" / "c")
+    assert len(before) < len(keys), "the interrupt must land mid-run"
+    resumed = metewand(tmp_path, "run", "--resume", "c", "--executor", "dask", "--dask-local",
+                       "2", "--no-progress")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = rows_of(tmp_path / "runs" / "c")
+    assert sorted(row["key"] for row in rows) == sorted(keys)  # every key exactly once
+    assert {row["status"] for row in rows} == {"accepted"}
