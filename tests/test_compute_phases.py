@@ -114,3 +114,25 @@ def test_without_accounting_each_group_says_why(tmp_path: Path) -> None:
     assert phases["implementation"] == {"status": "unavailable", "reason": "accounting_unavailable"}
     # the evaluator's group only contains its tree, so it still has counters to read
     assert [p["name"] for p in phases["evaluator"]["phases"]] == ["evaluator_startup", "evaluation"]
+
+
+def test_a_crash_in_execute_still_records_the_phases_up_to_it(tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + python_impl("crasher", "crash")
+        + """
+[[experiments]]
+name = "crash"
+problem = "answer"
+implementations = ["crasher"]
+""",
+    )
+    (row,) = run(manifest, tmp_path).rows
+    assert row["status"] == "failed" and row["code"] == "implementation_crash"
+    phases = row["phases"]
+    assert schemas.violations("metewand_attempt_phases-1", phases) == []
+    names = [p["name"] for p in phases["implementation"]["phases"]]
+    assert names == ["worker_startup", "prepare", "integrity_check", "execute"]
+    # the evaluator was started but never asked to evaluate
+    assert [p["name"] for p in phases["evaluator"]["phases"]] == ["evaluator_startup"]
