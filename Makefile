@@ -14,7 +14,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,lightpanda,drivers]'
+	$(PIP) install -q -e '.[dev,lightpanda,drivers,dask]'
 	touch $@
 
 # Debian's chromium, chromedriver (the Selenium path) and hyperfine; skipped when present, tolerated
@@ -32,10 +32,14 @@ $(SYSTEM_STAMP): | $(PY)
 
 # The Node driver clients, exactly as locked, into drivers/node/node_modules (never globally).
 # No browser is downloaded: the *-core packages carry none and install scripts are not run.
+# agent-browser's CLI is a native binary shipped inside its npm package; its skipped postinstall
+# would only have made it executable (and fetched it from GitHub when absent), so that is done here.
 $(NODE_STAMP): $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json | $(SYSTEM_STAMP)
 	@if command -v npm >/dev/null 2>&1; then \
 	  cd $(NODE_DIR) && PUPPETEER_SKIP_DOWNLOAD=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
-	    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && touch node_modules/.metewand-installed; \
+	    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+	    && chmod +x node_modules/agent-browser/bin/agent-browser-linux-* \
+	    && touch node_modules/.metewand-installed; \
 	else echo "warning: npm not found; the Node driver paths will be reported missing"; fi
 
 install: $(STAMP) $(SYSTEM_STAMP) $(NODE_STAMP)

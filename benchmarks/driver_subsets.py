@@ -1,13 +1,16 @@
-"""Pass rates of whole driver subsets through their adapters, until `browser run` runs them.
+"""Pass rates of whole driver subsets through their adapters, outside `browser run`.
 
     .venv/bin/python benchmarks/driver_subsets.py --engine chrome [--tasks DIR]
-        [--drivers playwright,puppeteer,...] [--show-failures]
+        [--drivers playwright,puppeteer,...] [--mode per_attempt|long_lived] [--show-failures]
 
 One real engine (registry flags) and the fixture server on the peer corpus; every task of each
 driver path's subsets (``DriverPath.subset_dirs``) runs once (k=1) through ``run_adapter`` and is
-classified from its own ``driver.checks``. Prints per driver path and subset the statuses, and the
+classified from its own ``driver.checks``, in a fresh adapter process per attempt or (``--mode
+long_lived``) one served adapter per driver path. Prints per driver path and subset the statuses, and the
 adapter tree's median CPU and peak memory per attempt (the driver's cost apart from the engine's).
 This is not a ``browser run``: no server-side grading, no resource profile, no result rows.
+``metewand browser run --subset l1.<driver> ...`` runs the same tasks with all of those (see
+benchmarks/README.md for the figures); this script stays as the adapter-only check.
 """
 
 from __future__ import annotations
@@ -20,30 +23,13 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
-from metewand.suites.browser.adapters import AdapterRun, run_adapter
-from metewand.suites.browser.driver_registry import (
-    DRIVER_PATHS,
-    DriverMissing,
-    load_binding,
-    resolve_driver,
-)
-from metewand.suites.browser.engine_process import EngineProcess
-from metewand.suites.browser.engines import Missing, resolve
-from metewand.suites.browser.fixtures import FixtureServer
+from driver_bench import DEFAULT_CORPUS, bench, run_task
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+from metewand.suites.browser.adapter_server import MODES, open_adapter
+from metewand.suites.browser.adapters import AdapterRun
+from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
+
 SHIPPED = [k for k, p in DRIVER_PATHS.items() if p.adapter]
-
-
-async def endpoint_of(name: str, engine: EngineProcess) -> EngineEndpoint:
-    version = await engine.cdp_version()
-    assert engine.ws_url is not None and engine.port is not None
-    return EngineEndpoint(
-        name, engine.ws_url, engine.port, str(engine.json_version["Browser"]),
-        str(engine.json_version.get("User-Agent", "")), str(version.get("product", "")),
-    )  # fmt: skip
 
 
 def summarize(key: str, subset: str, runs: list[tuple[str, AdapterRun]], show: bool) -> None:
@@ -55,9 +41,11 @@ def summarize(key: str, subset: str, runs: list[tuple[str, AdapterRun]], show: b
         for _, r in runs
         if r.peak_memory_bytes and r.peak_memory_bytes.value
     ]
+    wall = statistics.median(r.wall_ns for _, r in runs) / 1e6 if runs else 0.0
     cost = (f"driver cpu {statistics.median(cpu) / 1e6:.0f} ms, peak {statistics.median(peak) / 2**20:.0f} MiB"
             if cpu and peak else "driver cost unavailable (no accounting group)")  # fmt: skip
-    print(f"{key:<24} {subset:<28} {passed:>3}/{len(runs):<3} {dict(statuses)}  {cost}")
+    print(f"{key:<24} {subset:<28} {passed:>3}/{len(runs):<3} {dict(statuses)}  {cost}, "
+          f"median attempt {wall:.0f} ms")  # fmt: skip
     if show:
         for task_id, run in runs:
             c = run.classification()
@@ -66,43 +54,24 @@ def summarize(key: str, subset: str, runs: list[tuple[str, AdapterRun]], show: b
 
 
 async def main_async(
-    engine_name: str, corpus: Path, keys: list[str], show: bool, work: Path
+    engine_name: str, corpus: Path, keys: list[str], mode: str, show: bool, work: Path
 ) -> None:
-    found_engine = resolve(engine_name)
-    if isinstance(found_engine, Missing):
-        raise SystemExit(f"{engine_name} not installed: {found_engine.detail}")
-    engine = EngineProcess(found_engine, work / "engine")
-    server = FixtureServer(corpus / "fixtures")
-    await engine.start()
-    base = await server.start()
-    try:
-        endpoint = await endpoint_of(engine_name, engine)
-        catalog = corpus / "config" / "browser_driver_bindings.json"
+    async with bench(engine_name, corpus, work) as b:
         for key in keys:
             found = resolve_driver(key)
             if isinstance(found, DriverMissing):
                 print(f"{key:<24} unsupported: {found.reason}: {found.detail}")
                 continue
-            binding = load_binding(catalog, engine_name, key)
-            for subset in found.path.subset_dirs:
-                runs = []
-                for file in sorted((corpus / "tasks" / subset).glob("*.json")):
-                    task = json.loads(file.read_text())
-                    artifact_dir = work / key / task["task_id"]
-                    ids = AttemptIds("driver-subsets", 1, "seed0", str(artifact_dir))
-                    payload = build_payload(task, key, endpoint, base, ids, binding)
-                    deadline = payload["task_timeout_ms"] / 1000 + 5.0
-                    run = await run_adapter(
-                        found.command, payload, deadline, artifact_dir / "stderr.txt"
-                    )
-                    runs.append((task["task_id"], run))
-                    if not engine.is_alive():
-                        await engine.ensure_running()
-                        endpoint = await endpoint_of(engine_name, engine)
-                summarize(key, subset, runs, show)
-    finally:
-        await server.stop()
-        await engine.stop()
+            runner = open_adapter(found.command, mode, log_path=work / key / "served.log")
+            try:
+                for subset in found.path.subset_dirs:
+                    runs = []
+                    for file in sorted((corpus / "tasks" / subset).glob("*.json")):
+                        task = json.loads(file.read_text())
+                        runs.append((task["task_id"], await run_task(runner, b, key, task, work)))
+                    summarize(key, subset, runs, show)
+            finally:
+                await runner.close()
 
 
 def main() -> None:
@@ -110,6 +79,7 @@ def main() -> None:
     parser.add_argument("--engine", default="chrome")
     parser.add_argument("--tasks", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--drivers", default=",".join(SHIPPED))
+    parser.add_argument("--mode", choices=MODES, default="per_attempt")
     parser.add_argument("--show-failures", action="store_true")
     args = parser.parse_args()
     keys = [k for k in args.drivers.split(",") if k]
@@ -119,7 +89,9 @@ def main() -> None:
             f"unknown driver path(s): {', '.join(unknown)}; choose from {', '.join(DRIVER_PATHS)}"
         )
     with tempfile.TemporaryDirectory(prefix="mw-driver-subsets-") as work:
-        asyncio.run(main_async(args.engine, args.tasks, keys, args.show_failures, Path(work)))
+        asyncio.run(
+            main_async(args.engine, args.tasks, keys, args.mode, args.show_failures, Path(work))
+        )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ import pytest
 from browser_run_helpers import ABOUT_BLANK_TASK, cli, tiny_corpus
 from metewand.suites.browser.tasks import load_corpus
 
+# the peer's agent-browser CLI probe: a driver block metewand still has no runner for
+AB_PROBE = "runner/scripts/l1_ab_probe.js"
+
 
 def _refused(corpus: Path, tmp_path: Path, *expected: str) -> str:
     """Run the CLI on ``corpus``; it must exit 2, name every ``expected`` text, create nothing."""
@@ -49,11 +52,11 @@ def test_hostile_task_id_is_refused_even_in_a_subset_not_run_yet(tmp_path: Path)
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     manifest = json.loads((corpus / "manifest.json").read_text())
     manifest["layers"][0]["subsets"].append(
-        {"subset_id": "t.pw", "driver": "framework_playwright", "task_glob": "pw/*.json"}
+        {"subset_id": "t.pw", "driver": "node_cdp_probe", "task_glob": "pw/*.json"}
     )
     (corpus / "manifest.json").write_text(json.dumps(manifest))
     (corpus / "pw").mkdir()
-    pending = {"task_id": "../up", "driver": {"kind": "framework_playwright"}}
+    pending = {"task_id": "../up", "driver": {"kind": "node_cdp_probe", "script": AB_PROBE}}
     (corpus / "pw" / "p.json").write_text(json.dumps(pending))
     _refused(corpus, tmp_path, "pw/p.json: $.task_id: must be 1-128 of")
 

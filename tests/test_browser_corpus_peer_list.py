@@ -1,5 +1,6 @@
 """``metewand browser list --tasks ../shared/corpus/lexbench``: every task file of the peer's
-corpus is valid or in a subset not run yet with its reason — 0 invalid (issue #11 §4)."""
+corpus is valid or in a subset not run yet with its reason — 0 invalid (issue #11 §4) — and each
+driver path is found or missing with why (issue #15)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 from browser_run_helpers import cli, lexbench_or_skip
 from metewand.suites.browser.driver_paths import RUNNABLE_PATHS
+from metewand.suites.browser.driver_registry import BY_TASK_KIND, DRIVER_PATHS
 from metewand.suites.browser.drivers import DRIVERS
 
 
@@ -17,18 +19,38 @@ def test_peer_corpus_lists_zero_invalid_and_says_why_subsets_do_not_run() -> Non
     data = json.loads(done.stdout)
     assert data["invalid"] == []
     runnable = {s["subset_id"]: s["tasks"] for s in data["subsets"] if s["tasks"]}
-    assert set(runnable) == {"l1.raw_cdp", "l2.web_platform"}
+    # every subset runs but the agent-browser CLI probes (issue #15 wired the driver paths)
+    not_run = {s["subset_id"] for s in data["subsets"]} - set(runnable)
+    assert not_run == {"l1.agent_browser_tool"}
     on_disk = sum(1 for _ in corpus.glob("tasks/L[12]/*/*.json"))
     assert sum(runnable.values()) + data["not_run_yet"] == on_disk
-    for subset in data["subsets"]:
-        if subset["subset_id"] not in runnable:
-            assert subset["why_no_runnable_task"].startswith("driver path "), subset
-            assert subset["why_no_runnable_task"].endswith(" not implemented yet"), subset
+    (why,) = [s["why_no_runnable_task"] for s in data["subsets"] if s["subset_id"] in not_run]
+    assert why == "driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
     text = cli("browser", "list", "--tasks", str(corpus)).stdout
     assert f"{data['not_run_yet']} not run yet, 0 invalid" in text
-    assert "l1.playwright" in text and "driver path framework_playwright not implemented" in text
+
+
+def test_browser_list_names_each_driver_path_found_or_missing_with_why() -> None:
+    corpus = lexbench_or_skip()
+    data = json.loads(cli("browser", "list", "--tasks", str(corpus), "--json").stdout)
+    drivers = {d["driver_path"]: d for d in data["drivers"]}
+    assert set(drivers) == set(DRIVER_PATHS)
+    for key, toolchain in (("chromedp", "go"), ("rod", "go"), ("chromiumoxide", "cargo"),
+                           ("ferrum", "ruby")):  # fmt: skip
+        assert drivers[key]["found"] is False and drivers[key]["reason"] == "driver_unavailable"
+        assert f"({toolchain} toolchain" in drivers[key]["detail"], drivers[key]
+    for entry in drivers.values():
+        if entry["found"]:  # found: the installed version is the pinned one
+            assert entry["version"] == entry["pinned_version"], entry
+        else:
+            assert entry["detail"], entry
+    text = cli("browser", "list", "--tasks", str(corpus)).stdout
+    assert "driver paths:" in text
+    assert any(line.split()[:2] == ["ferrum", "missing"] for line in text.splitlines())
 
 
 def test_every_runnable_driver_kind_has_a_runner() -> None:
-    # The registry of driver paths and the registry of runners move together (issue #15).
-    assert set(RUNNABLE_PATHS) == set(DRIVERS)
+    # The registry of driver paths and the registries of runners move together (issue #15):
+    # metewand's own CDP drivers, and every driver path's adapter through adapter_attempt.
+    assert set(RUNNABLE_PATHS) == set(DRIVERS) | set(BY_TASK_KIND)
+    assert not set(DRIVERS) & set(BY_TASK_KIND)

@@ -140,6 +140,16 @@ def listing(done: Done, repo: Path) -> None:
 
 def corpus_listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "no runnable task:" in done.stdout
+    assert "driver paths:" in done.stdout and "0 invalid" in done.stdout  # issue #15
+
+
+def scenarios_matched(done: Done, repo: Path) -> None:
+    assert " 0 differences" in done.stdout and "generated files match" in done.stdout
+
+
+def scenarios_json(done: Done, repo: Path) -> None:
+    data = json.loads(done.stdout)
+    assert data["differences"] == [] and data["matched"] > 0
 
 
 def listing_json(corpus: str) -> Check:
@@ -391,6 +401,18 @@ EXPECTED: tuple[Expect, ...] = (
         "metewand browser list --tasks ../shared/corpus/lexbench --json",
         0,
         listing_json("corpus/lexbench"),
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser scenarios --check --tasks ../shared/corpus/lexbench",
+        0,
+        scenarios_matched,
+        corpus=True,
+    ),  # fmt: skip
+    Expect(
+        "metewand browser scenarios --check --tasks ../shared/corpus/lexbench --json",
+        0,
+        scenarios_json,
         corpus=True,
     ),  # fmt: skip
     Expect(

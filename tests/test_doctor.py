@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from metewand import canonical
@@ -34,8 +37,6 @@ def test_doctor_json_names_layout_and_backend() -> None:
 def test_doctor_on_this_hybrid_host_uses_cgroup2_with_v1_memory() -> None:
     """This machine: cgroup2 without memory controller beside v1 memory (docs/DESIGN.md)."""
     if _expected_layout() != "hybrid":
-        import pytest
-
         pytest.skip("not a hybrid cgroup host")
     result = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0"])
     assert "cgroup layout: hybrid" in result.output
@@ -50,6 +51,50 @@ def test_doctor_reports_missing_engine_with_fix_and_exit_3() -> None:
     report = canonical.loads(result.stdout)
     problem = [p for p in report["problems"] if "moli" in p["message"]]
     assert problem and problem[0]["severity"] == "required" and problem[0]["fix"]
+
+
+def test_doctor_checks_node_npm_chromedriver_python_clients_and_every_driver_path() -> None:
+    from metewand.suites.browser.driver_registry import DRIVER_PATHS
+
+    result = CliRunner().invoke(cli, ["doctor", "--json", "--engines", "", "--foreign-look-s", "0"])
+    drivers = canonical.loads(result.stdout)["drivers"]
+    node = drivers["node"]
+    assert node["found"] == (shutil.which("node") is not None)
+    if node["found"]:
+        assert node["version"].startswith("v")
+    assert drivers["npm_install"]["locked"] > 0
+    assert {c["package"] for c in drivers["python_clients"]} == {
+        "selenium",
+        "pydoll-python",
+        "cdp-use",
+    }
+    paths = {row["driver"]: row for row in drivers["paths"]}
+    assert set(paths) == set(DRIVER_PATHS)
+    for foreign in ("chromedp", "rod", "chromiumoxide", "ferrum"):
+        assert paths[foreign]["found"] is False and paths[foreign]["reason"] == "driver_unavailable"
+        assert "no metewand adapter" in paths[foreign]["detail"]
+    text = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0"]).output
+    assert "driver paths:" in text and "driver chromedp" in text and "npm install:" in text
+
+
+def test_doctor_names_an_npm_install_that_does_not_match_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = {"packages": {"": {}, "node_modules/left-pad": {"version": "1.3.0"}}}
+    (tmp_path / "package-lock.json").write_text(json.dumps(lock))
+    monkeypatch.setenv("METEWAND_NODE_DRIVERS", str(tmp_path))
+    args = ["doctor", "--json", "--engines", "", "--foreign-look-s", "0"]
+    absent = canonical.loads(CliRunner().invoke(cli, args).stdout)
+    assert absent["drivers"]["npm_install"]["ok"] is False
+    assert "node_modules absent" in absent["drivers"]["npm_install"]["detail"]
+    (tmp_path / "node_modules" / "left-pad").mkdir(parents=True)
+    (tmp_path / "node_modules" / "left-pad" / "package.json").write_text('{"version": "1.1.0"}')
+    stale = canonical.loads(CliRunner().invoke(cli, args).stdout)
+    assert "left-pad 1.1.0 (locked 1.3.0)" in stale["drivers"]["npm_install"]["detail"]
+    advice = [p for p in stale["problems"] if p["message"].startswith("npm_install")]
+    assert advice and advice[0]["severity"] == "advice" and advice[0]["fix"] == "make install"
+    skipped = canonical.loads(CliRunner().invoke(cli, [*args, "--no-drivers"]).stdout)
+    assert skipped["drivers"] is None
 
 
 def test_doctor_names_how_process_exits_are_waited_for() -> None:

@@ -37,6 +37,11 @@ CASES = {
     "cdp_use": ("L1/cdp_use", ["sc_nav_back_restores__cdpu", "sc_form_fill_overwrites__cdpu",
                                "sc_agentloop_ax_role_name_ids__cdpu", "sc_form_checkbox_check__cdpu"]),
     "pydoll": ("L1/pydoll", ["sc_app_add_single_item__pyd", "sc_nav_back_restores__pyd", "sc_form_checkbox_check__pyd"]),
+    "stagehand": ("L1/stagehand", ["sc_app_add_single_item__sh", "sc_nav_back_restores__sh",
+                                   "sc_form_checkbox_check__sh", "sc_agentloop_ax_role_name_ids__sh",
+                                   "sc_computed_style_breadth__sh"]),
+    "agent_browser": ("L1/agent_browser_scenarios", ["sc_app_login_greets__ab", "sc_nav_forward_after_back__ab",
+                                                     "sc_multi_tab_collect__ab", "sc_loc_missing_element_fails_cleanly__ab"]),
     "selenium": ("L1/selenium", ["sc_app_add_single_item__se", "sc_nav_back_restores__se",
                                  "sc_form_fill_overwrites__se", "sc_form_checkbox_check__se"]),
 }  # fmt: skip

@@ -14,6 +14,7 @@ import pytest
 from driver_helpers import CATALOG, CORPUS, REPO, corpus_or_skip
 from metewand.suites.browser.driver_registry import (
     DRIVER_PATHS,
+    NODE_PEER_PINS,
     UNAVAILABLE,
     DriverMissing,
     Foreign,
@@ -39,7 +40,7 @@ def test_the_node_lock_pins_exactly_the_registry_versions_of_shipped_adapters() 
         p.library.name: p.version
         for p in DRIVER_PATHS.values()
         if isinstance(p.library, NodePackage) and p.adapter
-    }
+    } | NODE_PEER_PINS
     assert manifest["dependencies"] == shipped  # exact versions, no ranges
     for name, version in shipped.items():
         assert lock["packages"][f"node_modules/{name}"]["version"] == version
@@ -105,11 +106,31 @@ def test_a_configured_adapter_that_is_not_there_never_falls_back(tmp_path: Path)
     assert isinstance(found, DriverMissing) and "nope.js" in found.detail
 
 
-def test_paths_without_an_adapter_yet_say_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("agent_browser", "stagehand"):
-        monkeypatch.delenv(DRIVER_PATHS[key].env_variable, raising=False)
-        found = resolve_driver(key)
-        assert isinstance(found, DriverMissing) and "no adapter" in found.detail, key
+def test_agent_browser_without_an_executable_native_cli_is_missing_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """npm ci --ignore-scripts leaves the CLI inside the package without its execute bit (its
+    postinstall would chmod it): the path is missing and says so until make install sets it."""
+    import platform
+
+    arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    package = tmp_path / "node_modules" / "agent-browser"
+    (package / "bin").mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"version": "0.31.1"}))
+    binary = package / "bin" / f"agent-browser-linux-{arch}"
+    binary.write_text("")
+    binary.chmod(0o644)
+    (tmp_path / "adapters").mkdir()
+    (tmp_path / "adapters" / "agent_browser.js").write_text("")
+    monkeypatch.setenv("METEWAND_NODE_DRIVERS", str(tmp_path))
+    monkeypatch.delenv(DRIVER_PATHS["agent_browser"].env_variable, raising=False)
+    found = resolve_driver("agent_browser")
+    assert isinstance(found, DriverMissing) and "not executable" in found.detail
+    binary.chmod(0o755)
+    assert isinstance(resolve_driver("agent_browser"), FoundDriver)
+    binary.unlink()
+    found = resolve_driver("agent_browser")
+    assert isinstance(found, DriverMissing) and "not in the installed package" in found.detail
 
 
 @pytest.mark.parametrize(
@@ -122,6 +143,8 @@ def test_paths_without_an_adapter_yet_say_so(monkeypatch: pytest.MonkeyPatch) ->
         "selenium",
         "pydoll",
         "cdp_use",
+        "stagehand",
+        "agent_browser",
     ],
 )
 def test_a_shipped_path_resolves_to_its_pinned_install(key: str) -> None:

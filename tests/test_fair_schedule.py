@@ -1,17 +1,12 @@
-"""Balanced rotation (property tests) and the bounded local executor."""
+"""Balanced rotation (property tests); the executor is tested in test_executor.py."""
 
 from __future__ import annotations
-
-import threading
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metewand.runtime.schedule import (
-    AttemptSpec,
-    LocalExecutor,
     Rotation,
     max_imbalance,
     position_counts,
@@ -86,38 +81,3 @@ def test_rotation_rejects_bad_engine_lists() -> None:
         Rotation((), "s")
     with pytest.raises(ValueError):
         Rotation(("a", "a"), "s")
-
-
-def test_local_executor_bounds_concurrency() -> None:
-    active = 0
-    peak = 0
-    lock = threading.Lock()
-
-    def run(spec: AttemptSpec) -> dict:
-        nonlocal active, peak
-        with lock:
-            active += 1
-            peak = max(peak, active)
-        time.sleep(0.02)
-        with lock:
-            active -= 1
-        return {"key": spec.key, "status": "pass"}
-
-    specs = [AttemptSpec(f"k{i}", {"i": i}) for i in range(12)]
-    with LocalExecutor(run, jobs=2) as executor:
-        rows = list(executor.run_all(specs))
-    assert sorted(r["key"] for r in rows) == sorted(s.key for s in specs)
-    assert peak == 2
-    with LocalExecutor(run, jobs=1) as executor:
-        peak = 0
-        list(executor.run_all(specs[:4]))
-    assert peak == 1
-
-
-def test_local_executor_propagates_attempt_errors() -> None:
-    def run(spec: AttemptSpec) -> dict:
-        raise RuntimeError(f"boom {spec.key}")
-
-    with LocalExecutor(run, jobs=1) as executor, pytest.raises(RuntimeError, match="boom k"):
-        list(executor.run_all([AttemptSpec("k")]))
-    assert AttemptSpec("k", {"a": 1}).to_json() == {"key": "k", "payload": {"a": 1}}

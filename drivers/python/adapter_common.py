@@ -283,15 +283,27 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(driver: Driver) -> None:
-    """Exactly one JSON object reaches stdout, whatever happens inside."""
+    """Exactly one JSON object reaches stdout per payload, whatever happens inside.
+
+    One-shot (the contract's default): one payload on stdin up to EOF. ``--serve`` (metewand's
+    long-lived mode): one payload per stdin line, one result line each, until stdin closes;
+    every attempt still connects and opens its own page, only the process is shared."""
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # a library's stray print must not corrupt the result
+    if "--serve" in sys.argv[1:]:
+        for line in sys.stdin:
+            if line.strip():
+                real_stdout.write(json.dumps(_guarded(driver, line)) + "\n")
+                real_stdout.flush()
+    else:
+        real_stdout.write(json.dumps(_guarded(driver, sys.stdin.read())) + "\n")
+        real_stdout.flush()
+    os._exit(0)  # library threads (websocket readers) must not hold the exit
+
+
+def _guarded(driver: Driver, text: str) -> dict[str, Any]:
     try:
-        payload = json.loads(sys.stdin.read())
-        result = asyncio.run(attempt(driver, payload))
+        return asyncio.run(attempt(driver, json.loads(text)))
     except Exception as exc:
         traceback.print_exc()
-        result = harness_error("script_error", str(exc))
-    real_stdout.write(json.dumps(result) + "\n")
-    real_stdout.flush()
-    os._exit(0)  # library threads (websocket readers) must not hold the exit
+        return harness_error("script_error", str(exc))

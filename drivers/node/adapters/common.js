@@ -213,16 +213,34 @@ async function attempt(driver, payload) {
   }
 }
 
-// The entry point of every adapter file: exactly one JSON object reaches stdout.
+// The entry point of every adapter file: exactly one JSON object reaches stdout per payload.
+// One-shot (the contract's default): one payload on stdin up to EOF, one result, exit.
+// `--serve` (metewand's long-lived mode): one payload per stdin line, one result line each, in
+// order, until stdin closes. Every attempt still connects, opens its own context/page and
+// closes them again; only the process and the loaded client library are shared.
 async function main(driver) {
-  let result;
+  if (process.argv.includes('--serve')) return serve(driver);
+  const result = await guarded(driver, () => readPayload());
+  process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0));
+}
+
+async function guarded(driver, payloadOf) {
   try {
-    result = await attempt(driver, readPayload());
+    return await attempt(driver, payloadOf());
   } catch (e) {
     process.stderr.write(`${(e && e.stack) || e}\n`);
-    result = harnessError('script_error', String((e && e.message) || e));
+    return harnessError('script_error', String((e && e.message) || e));
   }
-  process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0));
+}
+
+async function serve(driver) {
+  const lines = require('readline').createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (!line.trim()) continue;
+    const result = await guarded(driver, () => JSON.parse(line));
+    await new Promise((resolve) => process.stdout.write(JSON.stringify(result) + '\n', resolve));
+  }
+  process.exit(0);
 }
 
 // Helpers used by several op tables.

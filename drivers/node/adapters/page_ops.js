@@ -40,6 +40,29 @@ function commonOps(driverOps) {
   };
 }
 
+// Page lifecycle and navigation, spelled alike by Playwright and Puppeteer: they differ only in
+// how a browser context is made and what a history move waits for. A navigation op's value is
+// the main response's HTTP status (null: no response, e.g. same-document).
+function navigationOps(newContext, historyWait) {
+  const status = (response) => (response ? response.status() : null);
+  const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
+  return {
+    new_page: async (s) => {
+      s.context = s.context || await newContext(s); // a second page is a second tab
+      s.page = await s.context.newPage();
+      s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
+      s.page.on('dialog', (d) => recordDialog(s, d));
+      s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
+      return 'page';
+    },
+    goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
+    reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
+    // A back-forward-cache restore fires no load event: a history move waits for less.
+    go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: historyWait })),
+    go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: historyWait })),
+  };
+}
+
 function recordDialog(session, dialog) {
   session.dialogs.push(`${dialog.type()}:${dialog.message()}`);
   const policy = session.dialogPolicy || { action: 'dismiss' };
@@ -59,4 +82,4 @@ function framesMatching(frames, urlPart) {
   return frame;
 }
 
-module.exports = { commonOps, pageExpression, recordDialog, digestFile, framesMatching };
+module.exports = { commonOps, navigationOps, pageExpression, recordDialog, digestFile, framesMatching };

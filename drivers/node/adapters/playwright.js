@@ -5,7 +5,7 @@
 
 const { chromium } = require('playwright-core');
 const { main } = require('./common');
-const { commonOps, recordDialog, digestFile, framesMatching } = require('./page_ops');
+const { commonOps, navigationOps, digestFile, framesMatching } = require('./page_ops');
 
 async function connect(payload, budget) {
   const browser = await chromium.connectOverCDP(payload.browser_ws, { timeout: budget.wait(payload.connect_timeout_ms || 15000) });
@@ -32,25 +32,12 @@ async function close(session) {
   await session.browser.close();
 }
 
-// A navigation op's value is the main response's HTTP status (null: no response, e.g. same-document).
-const status = (response) => (response ? response.status() : null);
+// A history move waits for its commit only (see navigationOps).
 const HISTORY_WAIT = 'commit';
 const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
 
 const ops = commonOps({
-  new_page: async (s) => {
-    s.context = s.context || await s.browser.newContext(); // a second page is a second tab
-    s.page = await s.context.newPage();
-    s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
-    s.page.on('dialog', (d) => recordDialog(s, d));
-    s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
-    return 'page';
-  },
-  goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
-  reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
-  // A back-forward-cache restore fires no load event: a history move waits for its commit only.
-  go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: HISTORY_WAIT })),
-  go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  ...navigationOps((s) => s.browser.newContext(), HISTORY_WAIT),
   click: async (s, step, state) => {
     for (let i = 0; i < (step.times || 1); i += 1) await s.page.click(step.selector, t(state, step));
     return step.selector;

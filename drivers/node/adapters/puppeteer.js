@@ -7,7 +7,7 @@ const fs = require('fs');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
 const { main, poll } = require('./common');
-const { commonOps, recordDialog, digestFile, framesMatching } = require('./page_ops');
+const { commonOps, navigationOps, digestFile, framesMatching } = require('./page_ops');
 
 async function connect(payload, budget) {
   const browser = await puppeteer.connect({
@@ -78,8 +78,7 @@ async function download(s, step, state) {
   }
 }
 
-// A navigation op's value is the main response's HTTP status (null: no response, e.g. same-document).
-const status = (response) => (response ? response.status() : null);
+// Puppeteer has no commit wait: a history move waits for DOMContentLoaded.
 const HISTORY_WAIT = 'domcontentloaded';
 const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
 
@@ -90,19 +89,7 @@ async function element(s, step, state) {
 }
 
 const ops = commonOps({
-  new_page: async (s) => {
-    s.context = s.context || await s.browser.createBrowserContext(); // a second page is a second tab
-    s.page = await s.context.newPage();
-    s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
-    s.page.on('dialog', (d) => recordDialog(s, d));
-    s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
-    return 'page';
-  },
-  goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
-  reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
-  // A back-forward-cache restore fires no load event: a history move waits for its commit only.
-  go_back: async (s, step, state) => status(await s.page.goBack({ ...t(state, step), waitUntil: HISTORY_WAIT })),
-  go_forward: async (s, step, state) => status(await s.page.goForward({ ...t(state, step), waitUntil: HISTORY_WAIT })),
+  ...navigationOps((s) => s.browser.createBrowserContext(), HISTORY_WAIT),
   click: async (s, step, state) => {
     const handle = await element(s, step, state);
     for (let i = 0; i < (step.times || 1); i += 1) await handle.click();

@@ -163,8 +163,7 @@ def run(**opts: object) -> None:  # fmt: skip
         config, plan = _checked_plan(opts, out_dir, echo)
     result = run_browser(
         config, out_dir, opts["run_id"],  # type: ignore[arg-type]
-        resume, reporter_factory(mode), echo,
-        hooks=_hooks(config, opts), plan=plan,  # type: ignore[arg-type]
+        resume, reporter_factory(mode), echo, plan=plan,
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
@@ -262,11 +261,6 @@ def _config(opts: dict[str, object]) -> RunConfig:
     )
 
 
-def _hooks(config: RunConfig | None, opts: dict[str, object]) -> object:
-    """Resource profiling hooks when asked for (none for a plain functional run)."""
-    return None
-
-
 @browser.command(name="list")
 @click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None,
               help="Task corpus directory (default: the built-in suite).")  # fmt: skip
@@ -295,8 +289,10 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
         engines.append({"engine": name, "found": not isinstance(found, Missing),
                         "detail": found.detail if isinstance(found, Missing)
                         else str(found.binary)})  # fmt: skip
+    drivers = _driver_listing()
     data = {"corpus": str(corpus.root), "invalid": [str(e) for e in corpus.errors],
-            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines}  # fmt: skip
+            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines,
+            "drivers": drivers}  # fmt: skip
     if as_json:
         click.echo(canonical.dumps(data).decode())
         return
@@ -311,6 +307,31 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     click.echo("engines:")
     for e in engines:
         click.echo(f"  {e['engine']:<12} {'found' if e['found'] else 'missing':<8} {e['detail']}")
+    click.echo("driver paths:")
+    for d in drivers:
+        state = "found" if d["found"] else "missing"
+        click.echo(f"  {d['driver_path']:<24} {state:<8} {d['detail']}")
+
+
+def _driver_listing() -> list[dict[str, object]]:
+    """Each driver path of the registry: found (with its installed version and adapter) or
+    missing (with what exactly is missing)."""
+    from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
+
+    out: list[dict[str, object]] = []
+    for key, path in DRIVER_PATHS.items():
+        found = resolve_driver(key)
+        entry: dict[str, object] = {
+            "driver_path": key, "task_kind": path.task_kind, "language": path.language,
+            "library": path.library.name, "pinned_version": path.version,
+        }  # fmt: skip
+        if isinstance(found, DriverMissing):
+            entry.update(found=False, version=None, reason=found.reason, detail=found.detail)
+        else:
+            detail = f"{path.library.name} {found.version} ({found.source})"
+            entry.update(found=True, version=found.version, reason=None, detail=detail)
+        out.append(entry)
+    return out
 
 
 @browser.command()
@@ -356,3 +377,49 @@ def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
                 click.echo(line)
     found_ready = [r for r in reports if r["found"] and not r["ready"]]
     sys.exit(exit_codes.ENVIRONMENT_MISSING if found_ready else exit_codes.OK)
+
+
+@browser.command()
+@click.option("--check", "do_check", is_flag=True,
+              help="Compare the corpus's generated scenario tasks with the expansion of their specs.")  # fmt: skip
+@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None,
+              help="Task corpus directory (default: the built-in suite).")  # fmt: skip
+@click.option("--strict", is_flag=True,
+              help="Also count expansions with no file and files whose spec is absent as "
+              "differences (for a whole corpus; a partial one holds some back).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
+def scenarios(do_check: bool, tasks_dir: Path | None, strict: bool, as_json: bool) -> None:
+    """Scenario × driver expansion: check that generated tasks match tasks/scenarios/ specs.
+
+    Exits 0 when every generated task equals its spec's expansion, 1 listing each difference
+    (file and key), 3 when the corpus has no scenario specs.
+
+    \b
+    Examples:
+      metewand browser scenarios --check --tasks ../shared/corpus/lexbench
+      metewand browser scenarios --check --tasks ../shared/corpus/lexbench --json
+    """
+    from metewand.suites.browser.scenarios import SCENARIO_DIR, check
+
+    if not do_check:
+        raise click.UsageError("nothing to do: pass --check")
+    root = tasks_dir or builtin_suite_dir()
+    specs_dir = root / "tasks" / SCENARIO_DIR
+    if not specs_dir.is_dir():
+        click.echo(f"error: no scenario specs: {specs_dir} is not a directory", err=True)
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+    report = check(root / "tasks", strict=strict)
+    failing = report.failing
+    if as_json:
+        data = {"tasks": str(root / "tasks"), "specs": report.specs, "expansions": report.expansions,
+                "matched": report.matched, "missing": report.missing, "orphaned": report.orphaned,
+                "strict": strict, "differences": [d.__dict__ for d in failing]}  # fmt: skip
+        click.echo(canonical.dumps(data).decode())
+    else:
+        for difference in failing:
+            click.echo(difference.line())
+        held = "" if strict else " (not differences without --strict: a partial corpus)"
+        click.echo(f"{report.specs} specs, {report.expansions} expansions: {report.matched} "
+                   f"generated files match, {len(failing)} differences; {len(report.missing)} "
+                   f"expansions have no file, {len(report.orphaned)} files have no spec{held}")  # fmt: skip
+    sys.exit(exit_codes.OK if not failing else exit_codes.BENCHMARK_FAILURES)

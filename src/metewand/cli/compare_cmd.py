@@ -39,6 +39,7 @@ def _print_table(result: dict[str, Any]) -> None:
     from rich.table import Table
 
     from metewand.compare import compare_render
+    from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 
     console = Console()
     if result["provenance_differences"]:
@@ -53,6 +54,13 @@ def _print_table(result: dict[str, Any]) -> None:
     for row in compare_render.group_rows(result, short=True):
         table.add_row(*row)
     console.print(table)
+    for name, entries in result.get("rollups", {}).items():
+        rollup = Table(title=f"per {name.replace('_', ' ')}", title_justify="left")
+        for column in (name, *ROLLUP_HEAD):
+            rollup.add_column(column)
+        for cells in rollup_rows(entries, name):
+            rollup.add_row(*cells)
+        console.print(rollup)
     for row in compare_render.unmatched_rows(result):
         console.print(f"unmatched: {row[0]}: {' x '.join(row[1:])}", markup=False)
     for reason in result["regression_reasons"]:

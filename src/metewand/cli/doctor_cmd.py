@@ -116,6 +116,12 @@ def engine_checks(names: list[str]) -> list[dict[str, Any]]:
     return [engine_report(name) for name in names]
 
 
+def driver_checks() -> dict[str, Any]:
+    from metewand.suites.browser.driver_doctor import driver_report
+
+    return driver_report()
+
+
 def problems_of(report: dict[str, Any]) -> list[dict[str, str]]:
     """Each problem with its severity (required: a run needs it) and the fixing command."""
     found: list[dict[str, str]] = []
@@ -140,8 +146,26 @@ def problems_of(report: dict[str, Any]) -> list[dict[str, str]]:
         busy = foreign_line(look) or ""
         fix = "wait for that work to end or stop it: a run now would trip foreign_cpu_load"
         found.append(_problem("advice", "host busy: " + busy.removeprefix("foreign CPU: "), fix))
+    found.extend(driver_problems(report.get("drivers")))
     if report["lightpanda_wheel"] is None and "lightpanda" in report["engines_checked"]:
         found.append(_problem("required", "lightpanda wheel missing", ENGINE_FIXES["lightpanda"]))
+    return found
+
+
+def driver_problems(drivers: dict[str, Any] | None) -> list[dict[str, str]]:
+    """Driver paths are optional for a run (a missing one is reported ``unsupported``): advice."""
+    if drivers is None:
+        return []
+    found = []
+    checks = (("node", "apt-get install nodejs (>= 20)"), ("npm_install", "make install"),
+              ("chromedriver", "apt-get install chromium-driver (chromium's own version)"))  # fmt: skip
+    for name, fix in checks:
+        if not drivers[name]["ok"]:
+            found.append(_problem("advice", f"{name}: {drivers[name]['detail']}", fix))
+    for client in drivers["python_clients"]:
+        if not client["ok"]:
+            what = f"python driver {client['package']}: {client.get('version')} (pinned {client['pinned']}), import {client.get('import')}"
+            found.append(_problem("advice", what, "pip install -e '.[drivers]' (make install)"))
     return found
 
 
@@ -149,7 +173,7 @@ def _problem(severity: str, message: str, fix: str) -> dict[str, str]:
     return {"severity": severity, "message": message, "fix": fix}
 
 
-def build_report(engines: list[str], look_s: float = 0.0) -> dict[str, Any]:
+def build_report(engines: list[str], look_s: float = 0.0, drivers: bool = True) -> dict[str, Any]:
     from metewand.measure.cgroups import detect_layout
 
     look = foreign_check(look_s)  # first, before this command launches any engine
@@ -162,6 +186,7 @@ def build_report(engines: list[str], look_s: float = 0.0) -> dict[str, Any]:
         "lightpanda_wheel": lightpanda_wheel(),
         "engines_checked": engines,
         "engines": engine_checks(engines) if engines else [],
+        "drivers": driver_checks() if drivers else None,
     }
     report["problems"] = problems_of(report)
     return report
@@ -203,6 +228,12 @@ def _print_text(report: dict[str, Any]) -> None:
         click.echo(f"  version {engine.get('version')}; sha256 {engine.get('sha256')}")
         if (line := observer_line(engine.get("observer"))) is not None:
             click.echo(line)
+    if report.get("drivers") is not None:
+        from metewand.suites.browser.driver_doctor import driver_lines
+
+        click.echo("driver paths:")
+        for line in driver_lines(report["drivers"]):
+            click.echo(f"  {line}")
     for problem in report["problems"]:
         click.echo(f"{problem['severity']}: {problem['message']}\n  fix: {problem['fix']}")
 
@@ -218,9 +249,13 @@ def _print_text(report: dict[str, Any]) -> None:
     help="Watch the machine this long for CPU used outside metewand, naming the top "
     "consumers (0: skip).",
 )
-def doctor(as_json: bool, engines: str, foreign_look_s: float) -> None:
-    """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, and
-    how busy the machine is outside metewand.
+@click.option("--drivers/--no-drivers", default=True, show_default=True,
+              help="Check Node, the npm install, chromedriver, the Python driver clients and "
+              "every browser driver path.")  # fmt: skip
+def doctor(as_json: bool, engines: str, foreign_look_s: float, drivers: bool) -> None:
+    """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, browser
+    driver paths (Node, npm install, chromedriver, Python clients), and how busy the machine is
+    outside metewand.
 
     \b
     Exit 0 when everything a run needs is present, 3 when something required is missing.
@@ -230,7 +265,7 @@ def doctor(as_json: bool, engines: str, foreign_look_s: float) -> None:
       metewand doctor --engines '' --foreign-look-s 1
     """
     names = [e.strip() for e in engines.split(",") if e.strip()]
-    report = build_report(names, foreign_look_s)
+    report = build_report(names, foreign_look_s, drivers)
     if as_json:
         sys.stdout.write(canonical.dumps_str(report) + "\n")
     else:

@@ -58,7 +58,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": (
         "metewand.cli.doctor_cmd:doctor",
         "Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, "
-        "and how busy the machine is outside metewand.",
+        "browser driver paths (Node, npm install, chromedriver, Python clients), and how busy "
+        "the machine is outside metewand.",
     ),
     "inspect": (
         "metewand.cli.inspect_cmd:inspect",

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 from metewand.compare.fmt import bytes_text, ns_text
 from metewand.compare.html_parts import page, paragraph, section, table
 
@@ -119,6 +120,9 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in result["regression_reasons"]]
     lines += ["", "## Groups", ""]
     lines += _md_table([*names, *HEADER], group_rows(result))
+    for name, entries in result.get("rollups", {}).items():
+        lines += ["", f"## Per {name.replace('_', ' ')}", ""]
+        lines += _md_table([name, *ROLLUP_HEAD], rollup_rows(entries, name))
     if unmatched_rows(result):
         lines += ["", "## Unmatched groups", ""]
         lines += _md_table(["side", *names], unmatched_rows(result))
@@ -160,6 +164,18 @@ def html(result: Mapping[str, Any]) -> str:
             "groups",
             "Groups",
             section("groups", "Groups", table([*names, *HEADER], group_rows(result))),
+        ),
+        *(
+            (
+                f"rollup-{name}",
+                f"Per {name.replace('_', ' ')}",
+                section(
+                    f"rollup-{name}",
+                    f"Per {name.replace('_', ' ')}",
+                    table([name, *ROLLUP_HEAD], rollup_rows(entries, name)),
+                ),
+            )
+            for name, entries in result.get("rollups", {}).items()
         ),
         (
             "unmatched",

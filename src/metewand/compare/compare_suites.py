@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from metewand.compare import cases, compute_rows
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
+from metewand.compare.driver_costs import driver_path_of, rollup
 from metewand.compare.phase_costs import PHASE_METRICS, phase_value
 from metewand.compare.resource_metrics import form_value
 from metewand.compare.run_facts import ENGINE_PIN_FIELDS, MISSING, lookup, manifest_data
@@ -181,7 +182,22 @@ def _browser_provenance(run: RunData) -> dict[str, Any]:
     profile = lookup(data, "resource_profile.mode")
     if profile is not MISSING:
         facts["resource_profile"] = profile
+    # the client library each driver path ran (a changed Playwright is a changed comparison)
+    versions: dict[str, set[str]] = {}
+    for row in run.rows:
+        if row.get("driver_path") and row.get("driver_version"):
+            versions.setdefault(str(row["driver_path"]), set()).add(str(row["driver_version"]))
+    for path, found in sorted(versions.items()):
+        facts[f"driver.{path}.version"] = ",".join(sorted(found))
     return facts
+
+
+def _browser_rollups(rows: list[dict[str, Any]]) -> dict[str, dict[Group, Any]]:
+    """Pass rates and the driver's own cost per subset x engine and per driver path x engine."""
+    return {
+        "subset": rollup(rows, lambda r: str(r.get("subset_id") or r.get("subset") or "")),
+        "driver_path": rollup(rows, driver_path_of),
+    }
 
 
 def _browser_scores(
@@ -219,6 +235,7 @@ register(
         value_of=_browser_value,
         status_of=_browser_status,
         provenance_of=_browser_provenance,
+        rollups_of=_browser_rollups,
         scores_of=_browser_scores,
         scorecard_of=browser_scorecard,
         failed_attempts=browser_failed_attempts,

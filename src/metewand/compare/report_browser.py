@@ -12,6 +12,7 @@ import numpy as np
 
 from metewand.compare import plots, stats
 from metewand.compare.columns import BROWSER_METRICS, GroupColumns
+from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.efficiency import EnginePoint, engine_points
 from metewand.compare.fmt import bytes_text, ms_text, rate_text, unavailable
 from metewand.compare.html_parts import esc, figure, paragraph, section, table
@@ -54,6 +55,12 @@ def pass_tables(scores: Mapping[str, Any]) -> str:
             for name, block in groups.items()
         ]
         parts += [f"<h3>{esc(title)}</h3>", table(["engine", label, *head], rows, numeric)]
+    if scores.get("by_driver_engine"):
+        parts += [
+            "<h3>Per driver path</h3>",
+            paragraph(DRIVER_NOTE),
+            table(TABLE_HEAD, table_rows(scores["by_driver_engine"])),
+        ]
     return section("scores", "Functional scores", *parts)
 
 

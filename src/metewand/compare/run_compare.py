@@ -103,6 +103,21 @@ def _gate_warnings(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]
     return out
 
 
+def _rollups(kind: SuiteKind, base: RunData, new: RunData) -> dict[str, list[dict[str, Any]]]:
+    """Each rollup's groups with both runs' summaries side by side (None: absent in a run)."""
+    if kind.rollups_of is None:
+        return {}
+    base_r, new_r = kind.rollups_of(base.rows), kind.rollups_of(new.rows)
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in sorted(set(base_r) | set(new_r)):
+        b, n = base_r.get(name, {}), new_r.get(name, {})
+        out[name] = [
+            {name: key[0], kind.group_names[1]: key[1], "base": b.get(key), "new": n.get(key)}
+            for key in sorted(set(b) | set(n))
+        ]
+    return out
+
+
 def compare_runs(
     base: RunData,
     new: RunData,
@@ -148,6 +163,7 @@ def compare_runs(
             "only_in_new": [list(k) for k in sorted(set(new_groups) - set(base_groups))],
         },
         "status_changes": status_changes,
+        "rollups": _rollups(kind, base, new),
         "warnings": _gate_warnings(kind.provenance_of(base), kind.provenance_of(new)),
         "counts": dict(Counter(g["verdict"] for g in groups)),
         "regression": bool(regressions or lost_passes),

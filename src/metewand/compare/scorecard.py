@@ -7,6 +7,7 @@ from typing import Any
 
 from metewand.compare import phase_costs
 from metewand.compare.case_text import OUTCOME_HEADER, cases_markdown, outcome_rows
+from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.fmt import rate_text
 from metewand.compare.scores import BROWSER_STATUSES
 
@@ -55,6 +56,9 @@ def browser_scorecard(scores: Mapping[str, Any]) -> str:
             for name, block in groups.items()
         ]
         lines += _table(["engine", label, *head[1:]], rows)
+    if scores.get("by_driver_engine"):
+        lines += ["", "## Per driver path", "", DRIVER_NOTE, ""]
+        lines += _table(TABLE_HEAD, table_rows(scores["by_driver_engine"]))
     return "\n".join(lines) + "\n"
 
 

@@ -3,7 +3,8 @@
 Two rates per group: the attempt-level rate (passing attempts / attempts) and the task-level rate
 under the all-k rule (a task passes only when all k of its attempts pass; a task with fewer than
 k recorded attempts is ``incomplete`` and does not pass). Groups: per engine, per engine x layer,
-per engine x subset. Output is canonical JSON with no timestamps, so regenerating it from the same
+per engine x subset, and per driver path x engine with the driver's own cost beside the
+engine's (``driver_costs``). Output is canonical JSON with no timestamps, so regenerating it from the same
 rows gives the same bytes.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from metewand import canonical
 from metewand.compare import cases, compute_rows
+from metewand.compare.driver_costs import driver_engine_table
 from metewand.compare.phase_costs import phase_costs
 from metewand.runtime import rundir
 
@@ -108,6 +110,8 @@ def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "by_engine": {e: by_engine[e].block(k) for e in engines},
         "by_engine_layer": _nested(by_layer, k),
         "by_engine_subset": _nested(by_subset, k),
+        # per driver path x engine: attempt pass rate, the adapter's cost beside the engine's
+        "by_driver_engine": driver_engine_table(rows),
     }
 
 

@@ -50,6 +50,9 @@ class SuiteKind:
     has_resources: bool  # resource summary, calibration and eligibility apply to its runs
     csv_files: Callable[[Mapping[str, Any]], dict[str, tuple[str, str]]]  # key: (name, text)
     run_end_formats: tuple[str, ...]  # what ``generate`` writes right after a run finishes
+    # metewand compare: coarser groups shown beside the per-group ratios (browser: per subset
+    # and per driver path): rows -> {rollup name: {(name, engine): summary}}
+    rollups_of: Callable[[Rows], dict[str, dict[Group, Any]]] | None = None
 
 
 SUITE_KINDS: dict[str, SuiteKind] = {}

@@ -1,4 +1,4 @@
-"""Engine order over task-attempts (balanced rotation) and the attempt executor seam.
+"""Engine order over task-attempts (balanced rotation).
 
 Rotation (``cyclic_task_attempt_seed_offset_v1``, the peer benchmark's algorithm, so orders
 are reproducible across both tools): the i-th task-attempt of the run (0-based, in planned
@@ -7,20 +7,16 @@ task-attempts therefore step through all E rotations in turn, so in ANY window o
 task-attempts each engine holds each ordinal position ⌊N/E⌋ or ⌈N/E⌉ times. The seed sets
 only the offset of the first round: ``seed_offset = first 4 bytes of sha256(seed), big-endian``.
 
-Executor seam: an attempt is a serialisable ``AttemptSpec``; an ``Executor`` runs specs and
-returns result rows. ``LocalExecutor`` runs at most ``jobs`` at once in threads; a distributed
-executor can implement the same protocol later.
+The executor that runs the planned work is in ``runtime.executor``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 ROTATION_ALGORITHM = "cyclic_task_attempt_seed_offset_v1"
 ENGINE_ORDER_BALANCED = "balanced_rotation"
@@ -104,79 +100,3 @@ def max_imbalance(orders: Sequence[Sequence[str]], engines: Sequence[str]) -> in
     counts = position_counts(orders)
     values = [counts[(e, p)] for e in engines for p in range(len(engines))]
     return max(values) - min(values) if values else 0
-
-
-# ---- executor seam ----
-
-
-@dataclass(frozen=True)
-class AttemptSpec:
-    """Everything needed to run one attempt somewhere: serialisable by construction."""
-
-    key: str
-    payload: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "payload": self.payload}
-
-
-Row = dict[str, Any]
-RunAttempt = Callable[[AttemptSpec], Row]
-
-
-class Executor(Protocol):
-    """Runs attempt specs and hands back their result rows."""
-
-    jobs: int
-
-    def submit(self, spec: AttemptSpec) -> Future[Row]: ...
-
-    def run_all(self, specs: Iterable[AttemptSpec]) -> Iterator[Row]: ...
-
-    def shutdown(self) -> None: ...
-
-
-class LocalExecutor:
-    """Runs at most ``jobs`` attempts at once on this machine.
-
-    ``submit`` blocks while ``jobs`` attempts are in flight, so a long plan never queues
-    unbounded work; ``run_all`` yields rows in completion order.
-    """
-
-    def __init__(self, run_attempt: RunAttempt, jobs: int = 1) -> None:
-        if jobs < 1:
-            raise ValueError("jobs must be >= 1")
-        self.jobs = jobs
-        self._run_attempt = run_attempt
-        self._pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="attempt")
-        self._slots = threading.BoundedSemaphore(jobs)
-
-    def submit(self, spec: AttemptSpec) -> Future[Row]:
-        self._slots.acquire()
-        try:
-            future = self._pool.submit(self._run_attempt, spec)
-        except BaseException:
-            self._slots.release()
-            raise
-        future.add_done_callback(lambda _f: self._slots.release())
-        return future
-
-    def run_all(self, specs: Iterable[AttemptSpec]) -> Iterator[Row]:
-        pending: list[Future[Row]] = []
-        for spec in specs:
-            pending.append(self.submit(spec))
-            done = [f for f in pending if f.done()]
-            for f in done:
-                pending.remove(f)
-                yield f.result()
-        for f in as_completed(pending):
-            yield f.result()
-
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=True)
-
-    def __enter__(self) -> LocalExecutor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()

@@ -7,10 +7,20 @@ A suite is three things to the runtime:
   a browser round (one task-attempt on every engine, in the balanced order) or a compute
   repetition group (one case's implementations for one repetition). Pairing lives inside a unit,
   so every ratio compares attempts that ran on the same host, one after the other.
+- ``prepare()``: once per run, before any slot opens, where the run is (the browser suite's
+  cold-start samples).
 - ``open_slot(slot)``: what a unit needs to run (an engine pool and a fixture server, a reused
   implementation worker), opened once per slot and reused by many units; closed when the
   executor is done with the slot.
-- ``run_unit(slot, unit)``: run the unit's attempts in order on that slot and return their rows.
+- ``run_unit(slot, unit, events)``: run the unit's attempts in order on that slot and return their
+  rows; ``events`` (when given) hears each attempt start and each row as soon as it exists, so a
+  local executor appends it to the run store before the next attempt starts (a ``kill -9`` then
+  loses at most the attempt in flight).
+- ``interrupt()``: called from another thread when the run must stop: kill what is live and make
+  every ``run_unit`` in flight return promptly (an attempt cut short leaves no row).
+- ``teardown()`` once the executor is done (whether or not the run completed): stop what the suite
+  started outside its slots (leftover engines, accounting groups, scratch dirs); then
+  ``finish(completed)`` records the run's end-of-run facts (manifest fields from the rows).
 
 An executor (local threads today, Dask later) only moves ``Unit``s and rows, so both are plain
 JSON-able data. A suite is named by a ``SuiteRef`` (its kind and its JSON config) so that
@@ -57,14 +67,30 @@ class Slot(Protocol):
     def close(self) -> None: ...
 
 
+class UnitEvents(Protocol):
+    """What an executor hears while a unit runs (each call on the slot's thread)."""
+
+    def attempt_started(self, label: str) -> None: ...
+
+    def attempt_finished(self, row: Row) -> None: ...
+
+
 class Suite(Protocol):
     kind: str
 
     def units(self) -> Iterable[Unit]: ...
 
+    def prepare(self) -> None: ...
+
     def open_slot(self, slot_id: str) -> Slot: ...
 
-    def run_unit(self, slot: Slot, unit: Unit) -> list[Row]: ...
+    def run_unit(self, slot: Slot, unit: Unit, events: UnitEvents | None = None) -> list[Row]: ...
+
+    def interrupt(self) -> None: ...
+
+    def teardown(self) -> None: ...
+
+    def finish(self, completed: bool) -> None: ...
 
 
 # kind -> "module:callable" taking a SuiteRef and returning a Suite. Suites register

@@ -58,11 +58,13 @@ DEADLINE_MARGIN_S: Final = 5.0
 
 @dataclass(frozen=True)
 class AdapterCommand:
-    """How to start one adapter: argv, extra environment, working directory."""
+    """How to start one adapter: argv, extra environment, working directory, and the argv of its
+    long-lived mode (empty: it has none; see ``adapter_server``)."""
 
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    serve_argv: tuple[str, ...] = ()
 
 
 @dataclass

@@ -54,9 +54,11 @@ class AttemptOutcome:
     secondary_status: str | None
     checks: list[dict[str, str]]
     duration_ms: int
-    cdp_wait_ms: float  # time spent waiting on the browser (command replies + event waits)
-    cdp_commands: int
-    cdp_errors: int
+    # time spent waiting on the browser (command replies + event waits); None when the harness
+    # did not hold the connection (a driver path's adapter did), not 0
+    cdp_wait_ms: float | None
+    cdp_commands: int | None  # None: not counted (an adapter that reports no counters)
+    cdp_errors: int | None
     answer: Any
     isolation: str
     artifacts: list[str] = field(default_factory=list)
@@ -67,7 +69,8 @@ class AttemptOutcome:
             "status": self.status, "failure_class": self.failure_class, "origin": self.origin,
             "reason": self.reason, "secondary_status": self.secondary_status,
             "checks": self.checks, "duration_ms": self.duration_ms,
-            "cdp_wait_ms": round(self.cdp_wait_ms, 3), "cdp_commands": self.cdp_commands,
+            "cdp_wait_ms": None if self.cdp_wait_ms is None else round(self.cdp_wait_ms, 3),
+            "cdp_commands": self.cdp_commands,
             "cdp_errors": self.cdp_errors, "answer": _jsonable(self.answer),
             "isolation": self.isolation, "artifacts": self.artifacts, "notes": self.notes,
         }  # fmt: skip

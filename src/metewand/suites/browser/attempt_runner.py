@@ -18,7 +18,13 @@ from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
 from metewand.runtime import rundir
 from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.store import RunStore, utc_now
-from metewand.suites.browser.attempt import attempt_seed, run_task_attempt
+from metewand.suites.browser.adapter_attempt import (
+    AdapterAttempt,
+    engine_endpoint,
+    is_adapter_task,
+    run_adapter_attempt,
+)
+from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed, run_task_attempt
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
@@ -126,12 +132,16 @@ class AttemptRunner:
                 self.store.run_id, planned.task.task_id, planned.engine, planned.attempt, seed
             )
             self.server.context.grades.open(session)
-            outcome = await run_task_attempt(
-                planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
-                config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
-                seed=seed, engine_health=process.health, before_cleanup=window.close,
-                grader_token=self.server.context.grader_token,
-            )  # fmt: skip
+            driver_block: dict[str, Any] | None = None
+            if is_adapter_task(planned.task):
+                outcome, driver_block = await self._adapter_attempt(planned, process, out_dir, seed)
+            else:
+                outcome = await run_task_attempt(
+                    planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
+                    config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
+                    seed=seed, engine_health=process.health, before_cleanup=window.close,
+                    grader_token=self.server.context.grader_token,
+                )  # fmt: skip
             finished_at = utc_now()
             if self._write_grader_evidence(session, out_dir):
                 outcome.artifacts.append(GRADER_EVIDENCE_FILE)
@@ -151,6 +161,8 @@ class AttemptRunner:
                 files.append(rundir.ATTEMPT_RESOURCE_SAMPLES)
         artifacts = [f"{rundir.ARTIFACTS}/{key}/{name}" for name in files]
         row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
+        if driver_block is not None:
+            row.update(driver_block)
         row["engine_provenance"] = self._provenance(planned.engine, process)
         row["run_context"] = context
         row["traffic"] = traffic.to_json()
@@ -169,6 +181,17 @@ class AttemptRunner:
             row["resource_forms"] = resource
             row["resource"] = peer_resources_record(resource)
         return row
+
+    async def _adapter_attempt(
+        self, planned: PlannedAttempt, process: EngineProcess, out_dir: Path, seed: str
+    ) -> tuple[AttemptOutcome, dict[str, Any]]:
+        """A driver-path task: its adapter drives the engine (see ``adapter_attempt``)."""
+        ids = AdapterAttempt(
+            self.store.run_id, planned.attempt, seed, self.base_url,
+            self.server.context.grader_token,
+        )  # fmt: skip
+        endpoint = await engine_endpoint(planned.engine, process)
+        return await run_adapter_attempt(planned.task, endpoint, out_dir, ids, process.health)
 
     def _write_grader_evidence(self, session: str, out_dir: Path) -> bool:
         records, dropped = self.server.context.grades.take(session)

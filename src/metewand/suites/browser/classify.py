@@ -1,9 +1,14 @@
 """Attempt statuses, failure classes and origins, decided by one explicit rule table.
 
 Statuses: ``pass``, ``fail``, ``unsupported``, ``timeout``, ``crash``, ``infra``.
-Failure classes: ``engine_unsupported``, ``cdp_semantic``, ``script_error``, ``infra``.
+Failure classes: ``engine_unsupported``, ``cdp_semantic``, ``script_error``, ``infra``, and
+``driver_unavailable`` (a driver path whose adapter, client library or toolchain is not installed:
+nothing ran, and the engine is not to blame).
 Origins: ``engine_process`` (the engine died), ``client_transport`` (the socket broke while the
-engine lives), ``task_timeout``, ``driver``, ``grader``, ``engine_registry``.
+engine lives), ``task_timeout``, ``driver``, ``grader``, ``engine_registry``, and for driver
+paths ``adapter`` (the adapter process crashed, hung, wrote garbage, reported a harness error or
+left out declared checks), ``driver_registry`` (driver missing) and ``binding_catalog`` (no
+binding for the engine and driver).
 
 An exception is classified by the first rule whose type matches and whose condition holds; the
 engine's health after the attempt is a separate, final rule (``promote_engine_trouble``).
@@ -164,4 +169,37 @@ def promote_engine_trouble(outcome: Classification, health: str) -> Classificati
         origin="engine_process",
         reason=f"{what}; first outcome: {outcome.reason}" if outcome.reason else what,
         secondary_status=outcome.status,
+    )
+
+
+# A driver path whose client library, toolchain or adapter is not there: nothing ran, and the
+# engine is not to blame. Its own failure class and origin keep it apart from engine gaps.
+DRIVER_UNAVAILABLE: Final = "driver_unavailable"
+
+
+def driver_unavailable(driver_path: str, detail: str) -> Classification:
+    return Classification(
+        "unsupported",
+        DRIVER_UNAVAILABLE,
+        "driver_registry",
+        f"{DRIVER_UNAVAILABLE}: {driver_path}: {detail}",
+    )
+
+
+def binding_missing(engine: str, driver_path: str) -> Classification:
+    """The binding catalog binds no route for this engine and driver (the peer's
+    ``binding_catalog`` origin): the pair is not run, and no other route is tried."""
+    return Classification(
+        "unsupported",
+        "engine_unsupported",
+        "binding_catalog",
+        f"binding_missing: the catalog has no {engine}__{driver_path} binding",
+    )
+
+
+def adapter_checks_missing(labels: list[str]) -> Classification:
+    """An adapter's result left out checks the task declares: its grading cannot be trusted,
+    so the attempt is the adapter's fault (infra), never a pass."""
+    return Classification(
+        "infra", "script_error", "adapter", "adapter_checks_missing: " + ", ".join(labels)
     )

@@ -3,11 +3,13 @@
 A task's *driver path* is its ``driver.kind``; for ``node_cdp_probe`` tasks it is also the probe
 script, because each script is a harness of its own (``node_cdp_probe:l2_fixture_probe.js``).
 
-The peer corpus also holds subsets for drivers metewand does not run yet (Playwright,
-Puppeteer, thin CDP clients, WebDriver, MCP, the agent-browser tool). Their files are *pending*:
-listed with the reason, never counted as invalid (their formats are the peer harness's, not
-checked here) and never planned. Switching a driver on (issue #15) is one entry in
-``RUNNABLE_PATHS`` beside its runner in ``drivers.DRIVERS``.
+Every driver path of ``driver_registry.DRIVER_PATHS`` (Playwright, Puppeteer, thin CDP clients,
+WebDriver, MCP, ...) is runnable: its tasks are planned like the others and run through the
+path's adapter (``adapter_attempt``); a path whose adapter or library is not installed gives
+``unsupported`` rows with reason ``driver_unavailable``, never a silent skip. Files of a driver
+block metewand still has no runner for (a probe script it has no equivalent of, such as the
+agent-browser CLI probe ``l1_ab_probe.js``) are *pending*: listed with the reason, never counted
+as invalid and never planned.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from metewand.suites.browser.driver_registry import BY_TASK_KIND
 from metewand.suites.browser.probes import probe_for
 
 PROBE_KIND: Final = "node_cdp_probe"
@@ -23,7 +26,18 @@ PROBE_KIND: Final = "node_cdp_probe"
 RUNNABLE_PATHS: Final[dict[str, Callable[[Mapping[str, Any]], bool]]] = {
     "raw_cdp": lambda driver: True,
     PROBE_KIND: lambda driver: probe_for(driver) is not None,
+    # driver paths: planned whether or not their adapter is installed here (a missing one gives
+    # unsupported rows with the reason, on every engine)
+    **{kind: (lambda driver: True) for kind in BY_TASK_KIND},
 }
+
+
+def driver_path_key(task: Any) -> str:
+    """The driver path a task runs through, as rows and reports group by it: the registry key
+    (``playwright``, ``selenium``, ...) or, for the tasks metewand drives itself, ``raw_cdp``
+    and ``node_cdp_probe:<script>``."""
+    path = BY_TASK_KIND.get(str(task.driver.get("kind")))
+    return path.key if path is not None else driver_path(task.driver)
 
 
 def driver_path(driver: Mapping[str, Any]) -> str:

@@ -102,6 +102,7 @@ class DriverPath:
     route_id: str  # the catalog route it takes on every engine
     adapter: str | None  # adapter file under drivers/<language>/ (None: none shipped)
     bridges: tuple[str, ...] = ()  # executables the route needs on PATH
+    native: str = ""  # a native executable inside the installed library (path under node_modules)
     notes: str = ""
     extra_argv: tuple[str, ...] = field(default_factory=tuple)
 
@@ -121,12 +122,14 @@ def _node(
     adapter: str | None,
     pin_key: str = "",
     notes: str = "",
+    native: str = "",
 ) -> DriverPath:
     library = NodePackage(package)
     pin = pin_key or package
     return DriverPath(
-        key, kind, dirs, "node", library, version, pin, route_id, adapter, notes=notes
-    )
+        key, kind, dirs, "node", library, version, pin, route_id, adapter, notes=notes,
+        native=native,
+    )  # fmt: skip
 
 
 DRIVER_PATHS: Final[dict[str, DriverPath]] = {
@@ -142,11 +145,13 @@ DRIVER_PATHS: Final[dict[str, DriverPath]] = {
               "1.6.0", route_id="chrome_devtools_mcp_cdp", adapter="adapters/cdt_mcp.js",
               notes="an MCP client; the server runs as the adapter's child over stdio"),
         _node("agent_browser", "tool_agent_browser", ("L1/agent_browser_scenarios",), "agent-browser", "0.31.1",
-              route_id="agent_browser_cdp", adapter=None,
-              notes="installs from npm (declares node >= 24); metewand has no adapter for it yet"),
+              route_id="agent_browser_cdp", adapter="adapters/agent_browser.js",
+              native="agent-browser/bin/agent-browser-linux-{arch}",
+              notes="the CLI is a native binary inside the npm package (declares node >= 24; "
+                    "the binary does not use Node)"),
         _node("stagehand", "framework_stagehand", ("L1/stagehand",), "@browserbasehq/stagehand", "3.7.0",
-              pin_key="stagehand", route_id="stagehand_cdp", adapter=None,
-              notes="installs from npm (193 packages); metewand has no adapter for it yet"),
+              pin_key="stagehand", route_id="stagehand_cdp", adapter="adapters/stagehand.js",
+              notes="deterministic API only (LOCAL env, cdpUrl): no model client"),
         DriverPath("selenium", "webdriver_selenium", ("L1/selenium",), "python", PythonPackage("selenium"),
                    "4.46.0", "selenium", "chromedriver_cdp", "selenium_adapter.py", bridges=("chromedriver",),
                    notes="Debian chromium-driver attached through debuggerAddress"),
@@ -164,6 +169,11 @@ DRIVER_PATHS: Final[dict[str, DriverPath]] = {
                    "ferrum", "ferrum_cdp", None),
     )
 }  # fmt: skip
+
+# Required peers of a locked client library, pinned beside it: drivers/node/.npmrc sets
+# legacy-peer-deps (Stagehand's optional puppeteer-core ^24 peer conflicts with the locked 25.3.0,
+# and it is unused), under which npm installs no peer by itself.
+NODE_PEER_PINS: Final = {"zod": "3.25.76"}  # Stagehand's zod ^3.25.76 || ^4.2.0
 
 BY_TASK_KIND: Final = {p.task_kind: p for p in DRIVER_PATHS.values()}
 
@@ -244,11 +254,34 @@ def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | Dri
         return DriverMissing(
             path, UNAVAILABLE, f"{path.library.name} {installed} installed, {path.version} pinned"
         )
+    if path.native and not _native_ready(path.native):
+        return DriverMissing(path, UNAVAILABLE, _native_problem(path.native))
     for bridge in path.bridges:
         if shutil.which(bridge) is None:
             return DriverMissing(path, UNAVAILABLE, f"bridge {bridge} not found on PATH")
-    command = AdapterCommand((*runtime, str(adapter), *path.extra_argv))
+    argv = (*runtime, str(adapter), *path.extra_argv)
+    command = AdapterCommand(argv, serve_argv=(*argv, "--serve"))  # shipped adapters serve
     return FoundDriver(path, command, installed, f"shipped {adapter}")
+
+
+def _native_binary(relative: str) -> Path:
+    import platform
+
+    arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    return node_dir() / "node_modules" / relative.format(arch=arch)
+
+
+def _native_ready(relative: str) -> bool:
+    binary = _native_binary(relative)
+    return binary.is_file() and os.access(binary, os.X_OK)
+
+
+def _native_problem(relative: str) -> str:
+    binary = _native_binary(relative)
+    if not binary.is_file():
+        return f"native binary {binary} not in the installed package (no build for this platform)"
+    # npm ci --ignore-scripts skips the package's postinstall, whose only local effect is chmod +x.
+    return f"native binary {binary} is not executable; make install sets its mode"
 
 
 def load_binding(catalog_file: Path, engine: str, key: str) -> dict[str, object] | None:

@@ -153,14 +153,23 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
     verdict = await grade_server_side(
         ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload, ctx.grader_token
     )
-    checks = [_server_check(c) for c in verdict.get("checks") or []]
+    checks, infra = server_checks(verdict)
     if verdict.get("ok") is True:
         outcome = classify.passed()
-    elif _failure_class(verdict) == "infra":
-        outcome = classify.grader_infra(f"grader: {_failure_detail(verdict)}")
+    elif infra is not None:
+        outcome = classify.grader_infra(f"grader: {infra}")
     else:
         outcome = classify.graded_fail([c.name for c in checks if not c.ok] or ["answer"])
     return DriverVerdict(outcome, checks, result.answer, result.observations)
+
+
+def server_checks(verdict: Mapping[str, Any]) -> tuple[list[CheckResult], str | None]:
+    """A server-side grader's check rows, and its detail when it had no verdict to give
+    (failure class ``infra``, e.g. no expected answer registered for the task)."""
+    checks = [_server_check(c) for c in verdict.get("checks") or []]
+    if verdict.get("ok") is not True and _failure_class(verdict) == "infra":
+        return checks, _failure_detail(verdict)
+    return checks, None
 
 
 def _server_check(check: Any) -> CheckResult:

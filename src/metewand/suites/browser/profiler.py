@@ -32,7 +32,6 @@ from metewand.runtime.resource_record import (
     engine_resources_record,
     peer_sample_line,
 )
-from metewand.runtime.rundir import write_json_atomic
 from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
@@ -122,7 +121,9 @@ class ResourceProfiler(RunHooks):
         self._host: HostTelemetry | None = None
 
     # -- host telemetry -------------------------------------------------------------------
-    def start_host(self, root_pid: int) -> None:
+    def host_telemetry(self, root_pid: int) -> HostTelemetry | None:
+        """The run's host telemetry (started and stopped by the run), when asked for; the
+        profiler keeps it to subtract its sampler's own CPU from the harness scope."""
         if self.options.host_telemetry:
             sink = self.run_dir / rundir.HOST_TELEMETRY
             self._host = HostTelemetry(
@@ -132,7 +133,7 @@ class ResourceProfiler(RunHooks):
                 GateThresholds(foreign_cpu_max_cores=self.options.host_foreign_cpu_max),
                 member_pids=self._group_members,
             )
-            self._host.start()
+        return self._host
 
     def _host_cpu_ns(self) -> int:
         return self._host.sampler_cpu_ns if self._host is not None else 0
@@ -146,11 +147,6 @@ class ResourceProfiler(RunHooks):
             with contextlib.suppress(OSError):
                 members.extend(group.pids())
         return members
-
-    def stop_host(self) -> None:
-        if self._host is not None:
-            write_json_atomic(self.run_dir / rundir.HOST_SUMMARY, self._host.stop())
-            self._host = None
 
     # -- warm attempts ----------------------------------------------------------------------
     def _group(self, worker: int, engine: str) -> TreeAccounting | None:
@@ -277,10 +273,11 @@ class ResourceProfiler(RunHooks):
         self._groups.clear()
 
     # -- cold start -------------------------------------------------------------------------
-    async def cold_starts(self, engines: dict[str, ResolvedEngine], sha: dict[str, str]) -> None:
+    async def cold_starts(self, engines: dict[str, ResolvedEngine]) -> None:
         """``--cold-start-samples`` launches per engine outside the warm loop."""
         if not self.sampling or self.options.cold_start_samples <= 0:
             return
+        sha: dict[str, str] = {}
         log_dir = self.run_dir / rundir.ENGINE_LOGS / "cold_start"
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
             for name, engine in engines.items():

@@ -14,6 +14,7 @@ from typing import Any
 from metewand.runtime.row_head import RowHead
 from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed
 from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.driver_paths import driver_path_key
 from metewand.suites.browser.tasks import Task
 
 
@@ -75,6 +76,9 @@ def base_row(
         "title": task_title(task),
         "task_path": task.path,
         "driver": task.driver_kind,
+        # the driver path (registry key) a driver task runs through; the harness's own CDP
+        # driver for raw_cdp and the probes
+        "driver_path": driver_path_key(task),
         "evaluation_axis": task.data.get("evaluation_axis") or AXIS_BY_LAYER.get(task.layer),
         "launch_profile": task.data.get("launch_profile", "default"),
         "engine": planned.engine,
@@ -120,7 +124,7 @@ def outcome_row(
         "duration_ms": outcome.duration_ms,
         "checks": outcome.checks,
         "cdp": {
-            "wait_ms": round(outcome.cdp_wait_ms, 3),
+            "wait_ms": None if outcome.cdp_wait_ms is None else round(outcome.cdp_wait_ms, 3),
             "commands": outcome.cdp_commands,
             "errors": outcome.cdp_errors,
         },

@@ -1,5 +1,6 @@
-"""The browser run: plan, start the fixture server and engines, run every attempt in balanced
-order with bounded concurrency, write rows and artifacts, tear down, score.
+"""The browser run: plan, open (or resume) the run directory, and hand the plan's rounds to the
+runtime (``runtime.run.Run`` over ``BrowserSuite`` on the local executor, ``--jobs`` slots each
+with its own engines and fixture server); then score.
 
 ``run_browser(...)`` is the whole command (``metewand browser run``); it returns an exit code:
 0 done, 2 invalid input (nothing run), 130 interrupted (state ``interrupted``, resumable).
@@ -8,9 +9,7 @@ A run directory is only ever changed through ``RunStore`` (whole rows, whole art
 
 from __future__ import annotations
 
-import asyncio
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,10 +17,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand.runtime import provenance, rundir
+from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
-from metewand.runtime.owned import sweep
 from metewand.runtime.progress import ReporterFactory, null_reporter
-from metewand.runtime.rundir import write_json_atomic
+from metewand.runtime.run import HARNESS_ERROR_FILE, Run, open_store
 from metewand.runtime.store import (
     MANIFEST_NAME,
     RunStore,
@@ -29,14 +28,11 @@ from metewand.runtime.store import (
     StoreError,
     utc_now,
 )
-from metewand.suites.browser import classify, peer_manifest
-from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
-from metewand.suites.browser.engine_pool import EnginePool
-from metewand.suites.browser.engine_process import EngineProcess
-from metewand.suites.browser.fixtures import FixtureServer
+from metewand.runtime.suite import Unit
+from metewand.suites.browser import peer_manifest
+from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.leftovers import kill_leftovers
 from metewand.suites.browser.profiler import ResourceProfiler
-from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
 from metewand.suites.browser.run_config import CONNECTION_POLICY, REUSE_POLICY, RunConfig
 from metewand.suites.browser.run_plan import (
     Plan,
@@ -45,6 +41,7 @@ from metewand.suites.browser.run_plan import (
     corpus_digest,
     not_run_subsets,
 )
+from metewand.suites.browser.suite import BrowserSuite, rounds
 
 CONFIG_KEY: Final = "config"
 Echo = Callable[[str], None]
@@ -127,41 +124,47 @@ def run_browser(
             echo(f"error: {line}")
         return RunResult(INVALID_INPUT)
     with store:
+        units = _announce(store, plan, echo)
+        profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
+        suite = BrowserSuite(plan, store, profiler, hooks or profiler)
+        run = Run(store, profiler.host_telemetry(os.getpid()), progress)
+        try:
+            # Rows and raw files only: scores.json and the resource summary are derived files,
+            # written by compare.generate.write_after_run (the CLI calls it next).
+            run.execute(suite, LocalExecutor(plan.config.jobs), units)
+        except KeyboardInterrupt:
+            echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
+            return RunResult(INTERRUPTED, store.run_dir)
+        except Exception as exc:  # the harness broke: the run said so in its manifest
+            reason = store.manifest["data"].get("interruption_reason", str(exc))
+            traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
+            echo(f"error: {reason} (traceback in {traceback_file}; "
+                 f"--resume {store.run_dir} continues the run)")  # fmt: skip
+            return RunResult(BENCHMARK_FAILURES, store.run_dir)
+        echo(f"done: {store.run_dir}")
+        return RunResult(OK, store.run_dir)
+
+
+def _leftovers(echo: Echo) -> Callable[[RunStore], None]:
+    """Engines a killed session of the run left are killed (and said so) before the sweep."""
+
+    def kill(store: RunStore) -> None:
         for line in rundir.journal_warnings(store.run_dir):
             echo(f"warning: {line}")
         killed = kill_leftovers(store.run_dir, store.run_id)
-        sweep(store.run_dir)  # engine groups a killed session left behind
         if killed:
             echo(f"killed {len(killed)} engine process(es) left by an earlier run: {killed}")
-        todo = [a for a in plan.attempts if a.key not in store.finished_keys()]
-        echo(f"run {store.run_id}: {len(todo)} of {len(plan.attempts)} attempts to run "
-             f"({len(plan.tasks)} tasks x {len(plan.config.engines)} engines x k={plan.config.k})")  # fmt: skip
-        profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
-        profiler.start_host(os.getpid())
-        try:
-            asyncio.run(_execute(plan, store, todo, progress, hooks or profiler))
-        except KeyboardInterrupt:
-            kill_leftovers(store.run_dir, store.run_id)
-            _finish_profiler(profiler)
-            sweep(store.run_dir)
-            _finish_manifest(store, "interrupted")
-            store.set_state("interrupted")
-            echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
-            return RunResult(INTERRUPTED, store.run_dir)
-        except Exception as exc:  # the harness broke: say so, never leave the run "running"
-            kill_leftovers(store.run_dir, store.run_id)
-            _finish_profiler(profiler)
-            _mark_harness_failure(store, exc, echo)
-            return RunResult(BENCHMARK_FAILURES, store.run_dir)
-        kill_leftovers(store.run_dir, store.run_id)
-        _finish_profiler(profiler)
-        sweep(store.run_dir)
-        _finish_manifest(store, "completed")
-        # The run writes rows and raw files only; scores.json and the resource summary are
-        # derived files, written by compare.generate.write_after_run (the CLI calls it next).
-        store.set_state("complete")
-        echo(f"done: {store.run_dir}")
-        return RunResult(OK, store.run_dir)
+
+    return kill
+
+
+def _announce(store: RunStore, plan: Plan, echo: Echo) -> list[Unit]:
+    """What is left to run, said before it runs; the rounds of it."""
+    done = store.finished_keys()
+    todo = sum(planned.key not in done for planned in plan.attempts)
+    echo(f"run {store.run_id}: {todo} of {len(plan.attempts)} attempts to run "
+         f"({len(plan.tasks)} tasks x {len(plan.config.engines)} engines x k={plan.config.k})")  # fmt: skip
+    return rounds(plan, done)
 
 
 def _open(
@@ -174,7 +177,7 @@ def _open(
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
         _check_baseline(plan.config, out_dir)
-        return RunStore.open(run_dir), plan
+        return open_store(out_dir, None, run_dir, {}, on_open=_leftovers(echo)), plan
     assert config is not None
     plan = planned or build_plan(config)
     _check_baseline(config, out_dir)
@@ -193,7 +196,8 @@ def _open(
         str(baseline.resolve()) if baseline is not None else None,
     )  # fmt: skip
     try:
-        return RunStore.create(out_dir, run_id, manifest_data(plan, run_id), peer_fields), plan
+        return open_store(out_dir, run_id, None, manifest_data(plan, run_id), peer_fields,
+                          on_open=_leftovers(echo)), plan  # fmt: skip
     except OSError as exc:  # --out is a file, under a file, or not writable
         raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
                          f"{exc.strerror or exc}"]) from None  # fmt: skip
@@ -205,16 +209,6 @@ def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
     if baseline is None:
         return None
     return rundir.locate_run_dir(baseline, out_dir)
-
-
-def _finish_manifest(store: RunStore, status: str) -> None:
-    """The peer's completion fields and the run's resource provenance, from the rows."""
-    host_summary = rundir.read_json(store.run_dir / rundir.HOST_SUMMARY)
-    block = store.manifest.get("host_telemetry")
-    fields = peer_manifest.finish_fields(
-        store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary
-    )
-    store.update_top_level(fields)
 
 
 def _resume_plan(view: RunView) -> Plan:
@@ -240,27 +234,6 @@ def _resume_plan(view: RunView) -> Plan:
     return plan
 
 
-HARNESS_ERROR_FILE: Final = rundir.HARNESS_ERROR
-
-
-def _mark_harness_failure(store: RunStore, exc: Exception, echo: Echo) -> None:
-    """State interrupted with the reason; the traceback goes to a file, not to the terminal."""
-    import traceback
-
-    reason = f"harness failed: {type(exc).__name__}: {exc}"
-    traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
-    rundir.write_text_atomic(traceback_file, "".join(traceback.format_exception(exc)))
-    store.update_manifest({"interruption_reason": reason})
-    store.set_state("interrupted")
-    echo(f"error: {reason} (traceback in {traceback_file}; "
-         f"--resume {store.run_dir} continues the run)")  # fmt: skip
-
-
-def _finish_profiler(profiler: ResourceProfiler) -> None:
-    profiler.stop_host()
-    profiler.close()
-
-
 def _check_baseline(config: RunConfig, out_dir: Path) -> None:
     """Refuse a baseline that is not a readable run before the run starts, not after it."""
     baseline_dir = _baseline_dir(config, out_dir)
@@ -273,95 +246,4 @@ def _check_baseline(config: RunConfig, out_dir: Path) -> None:
                          f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
 
 
-async def _execute(
-    plan: Plan,
-    store: RunStore,
-    todo: list[PlannedAttempt],
-    reporter: ReporterFactory,
-    hooks: RunHooks | None,
-) -> None:
-    main = asyncio.current_task()
-    assert main is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, main.cancel)
-    progress = reporter(len(todo))
-    try:
-        if isinstance(hooks, ResourceProfiler) and not store.finished_keys():
-            await hooks.cold_starts(plan.available, {})
-        progress.start()
-        await _run_workers(plan, store, todo, progress, hooks)
-    except asyncio.CancelledError:
-        raise KeyboardInterrupt from None
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        progress.close()
-
-
-async def _run_workers(
-    plan: Plan, store: RunStore, todo: list[PlannedAttempt], progress: Any,
-    hooks: RunHooks | None,
-) -> None:  # fmt: skip
-    queue: asyncio.Queue[PlannedAttempt] = asyncio.Queue()
-    for planned in todo:
-        queue.put_nowait(planned)
-    identities: dict[str, Any] = dict(store.manifest["data"].get("engines", {}))
-    peer_engines: dict[str, Any] = dict(store.manifest.get("engines") or {})
-
-    async def on_launch(engine: str, process: EngineProcess) -> None:
-        if "binary_sha256" not in identities.get(engine, {}):
-            identity = (await process.identity()).to_json()
-            identities[engine] = {"found": True, **identity}
-            store.update_manifest({"engines": identities})
-            peer_engines[engine] = peer_manifest.engine_fields(identity)
-            store.update_top_level({"engines": peer_engines})
-
-    workers = min(plan.config.jobs, max(1, len(todo)))
-    teardown: dict[str, Any] = {}
-    try:
-        await asyncio.gather(*(
-            _worker(n, plan, store, queue, progress, on_launch, hooks, teardown)
-            for n in range(workers)
-        ))  # fmt: skip
-    finally:
-        store.update_manifest({"teardown": teardown})
-
-
-async def _worker(
-    worker: int, plan: Plan, store: RunStore, queue: asyncio.Queue[PlannedAttempt],
-    progress: Any, on_launch: Any, hooks: RunHooks | None, teardown: dict[str, Any],
-) -> None:  # fmt: skip
-    pool = EnginePool(
-        plan.available, store.run_dir, store.run_id, worker, on_launch,
-        hooks.preexec_for if hooks is not None else None,
-    )  # fmt: skip
-    server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
-    base_url = await server.start()
-    runner = AttemptRunner(plan, store, pool, server, base_url, hooks)
-    try:
-        while not queue.empty():
-            planned = queue.get_nowait()
-            progress.attempt_started(planned.label)
-            row = await _one(plan, store, runner, planned)
-            store.append(row)
-            progress.attempt_finished(str(row["status"]))
-    finally:
-        # Shielded: an interrupted run still stops its engines before the loop closes.
-        reports = await asyncio.shield(pool.stop_all())
-        teardown[f"worker-{worker}"] = reports
-        await asyncio.shield(server.stop())
-
-
-async def _one(
-    plan: Plan, store: RunStore, runner: AttemptRunner, planned: PlannedAttempt
-) -> dict[str, Any]:
-    missing = plan.missing.get(planned.engine)
-    if missing is not None:
-        base = base_row(store.run_id, planned, plan.config.isolation, plan.config.seed)
-        verdict = classify.engine_binary_missing(planned.engine, missing.detail)
-        return not_run_row(base, verdict, utc_now(), {})
-    return await runner.run(planned)
-
-
-__all__ = ["RunResult", "run_browser", "write_json_atomic"]
+__all__ = ["HARNESS_ERROR_FILE", "RunResult", "run_browser"]

@@ -29,6 +29,8 @@ from metewand.suites.browser.corpus import (
     subset_files,
 )
 from metewand.suites.browser.driver_paths import pending_reason
+from metewand.suites.browser.driver_registry import BY_TASK_KIND
+from metewand.suites.browser.driver_tasks import adapter_driver_problems, inline_grader_problems
 from metewand.suites.browser.steps import BUILTIN_SESSIONS, STEP_FORMS, form_of
 
 REQUIRED_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
@@ -255,7 +257,9 @@ def _kind_of(check: Any) -> Any:
     return check.get("kind") if isinstance(check, dict) else check
 
 
-def _validate_grader(grader: Mapping[str, Any], where: _Where) -> None:
+def _validate_grader(
+    grader: Mapping[str, Any], where: _Where, driver: Mapping[str, Any] | None = None
+) -> None:
     kind = grader.get("kind")
     if kind not in GRADER_KEYS:
         where.add("$.grader.kind", f"must be one of {sorted(GRADER_KEYS)}")
@@ -267,6 +271,14 @@ def _validate_grader(grader: Mapping[str, Any], where: _Where) -> None:
         endpoint = grader.get("endpoint")
         if not isinstance(endpoint, str) or not endpoint.startswith("/__grade__/"):
             where.add("$.grader.endpoint", "must be a /__grade__/ path")
+    if driver is not None and driver.get("kind") in BY_TASK_KIND:
+        # a driver task grades by its adapter's check rows (plus the endpoint's verdict)
+        if kind == "inline_assertions":
+            for path, message in inline_grader_problems(grader, driver):
+                where.add(path, message)
+            return
+        if "checks" not in grader:
+            return  # the endpoint's own checks decide
     _validate_checks(grader, where)
 
 
@@ -281,6 +293,9 @@ def _validate_driver(task: Mapping[str, Any], subset: Subset | None, where: _Whe
         _validate_steps(driver.get("steps"), where)
     elif driver.get("kind") == "node_cdp_probe":
         for path, message in probes.validate_probe_driver(driver):
+            where.add(path, message)
+    elif driver.get("kind") in BY_TASK_KIND:
+        for path, message in adapter_driver_problems(driver):
             where.add(path, message)
 
 
@@ -319,7 +334,7 @@ def validate_task(
         where.add("$.launch_profile", f"must be one of {LAUNCH_PROFILES}")
     _validate_scene(data["scene"], where, corpus)
     _validate_driver(data, subset, where)
-    _validate_grader(data["grader"], where)
+    _validate_grader(data["grader"], where, data["driver"])
     _validate_fixture_paths(data, where, corpus)
     return where.errors
 

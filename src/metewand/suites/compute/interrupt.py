@@ -6,11 +6,8 @@ them.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 from metewand.errors import MetewandError
@@ -54,33 +51,3 @@ class SessionRegistry:
         for session in live:
             session.kill()
         return len(live)
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM behaves like Ctrl-C for the duration (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def raise_interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def ignoring_interrupts() -> Iterator[None]:
-    """A second Ctrl-C while cleaning up must not leave the cleanup half done."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

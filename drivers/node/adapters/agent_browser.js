@@ -1,0 +1,178 @@
+#!/usr/bin/env node
+'use strict';
+// agent-browser path: the agent-browser CLI (a native binary shipped inside the npm package) as an
+// agent calls it, one command per op with --json. Its first command starts the CLI's daemon,
+// which holds the CDP connection to the runner's engine between commands. Every attempt gets a
+// private HOME (so no user config is read and its sockets live in a temporary directory), its own
+// session, a fresh tab it closes again, and a `close` that ends the daemon; the engine is never
+// closed (`close` of a CDP-attached session only disconnects).
+
+const { execFile } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { main, poll, sleep } = require('./common');
+
+const VERSION = require('agent-browser/package.json').version;
+const CLI_GRACE_MS = 2000; // a CLI call may outlive its action timeout by this much, then is killed
+
+function nativeBinary() {
+  const arch = { x64: 'x64', arm64: 'arm64' }[os.arch()];
+  const file = path.join(path.dirname(require.resolve('agent-browser/package.json')), 'bin', `agent-browser-linux-${arch}`);
+  if (os.platform() !== 'linux' || !arch) throw new Error(`no agent-browser binary for ${os.platform()}-${os.arch()}`);
+  fs.accessSync(file, fs.constants.X_OK); // npm ci --ignore-scripts leaves it 0644; make install sets +x
+  return file;
+}
+
+// One CLI command; its JSON reply's data, or an Error carrying the CLI's own message.
+// Every command names the engine (--cdp) and carries the same environment: the CLI restarts its
+// daemon when a command's options differ from the daemon's, and a daemon started without --cdp
+// launches a browser of its own. A wait longer than the op's share of the budget is cut by
+// killing the command (the daemon's own action timeout is fixed for the session).
+function ab(session, args, budget, limitMs) {
+  const wait = budget.wait(limitMs);
+  session.metrics.cli_call_count += 1;
+  return new Promise((resolve, reject) => {
+    execFile(session.binary, ['--json', '--cdp', session.endpoint, ...args], { env: session.env, timeout: wait + CLI_GRACE_MS, killSignal: 'SIGKILL', maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (stderr) process.stderr.write(stderr);
+        let reply = null;
+        try { reply = JSON.parse(stdout); } catch (e) { /* judged below */ }
+        const lifecycle = reply && reply.data && reply.data.lifecycle;
+        if (lifecycle && lifecycle.restartedBackground) session.metrics.daemon_restarts += 1; // state lost
+        if (reply && reply.success) return resolve(reply.data || {});
+        session.metrics.cli_error_count += 1;
+        if (reply && reply.error) return reject(new Error(String(reply.error)));
+        const why = error && error.killed ? `killed after ${wait + CLI_GRACE_MS} ms` : (error ? error.message : 'no JSON reply');
+        return reject(new Error(`agent-browser ${args[0]}: ${why}`));
+      });
+  });
+}
+
+async function connect(payload, budget) {
+  const binary = nativeBinary();
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'mw-ab-'));
+  const name = `a${payload.attempt || 0}`;
+  const env = {
+    ...process.env, HOME: home, AGENT_BROWSER_SESSION: name, AGENT_BROWSER_IDLE_TIMEOUT_MS: '15000',
+    AGENT_BROWSER_DEFAULT_TIMEOUT: String(payload.action_timeout_ms || 8000),
+  };
+  for (const key of Object.keys(env)) if (/^(http|https|all)_proxy$/i.test(key)) delete env[key];
+  const session = { binary, env, home, name, endpoint: payload.browser_ws, tabs: [], metrics: { cli_call_count: 0, cli_error_count: 0, daemon_restarts: 0, fresh_tab: true } };
+  try {
+    await ab(session, ['connect', payload.browser_ws], budget, payload.connect_timeout_ms || 15000);
+    await freshTab(session, budget);
+  } catch (e) {
+    await close(session);
+    throw e;
+  }
+  return session;
+}
+
+// The attempt's own tab, which the first new_page takes. An engine with a single page
+// (Lightpanda: TargetAlreadyLoaded) keeps the tab the CLI attached to on connect; the result's
+// metrics say so.
+async function freshTab(session, budget) {
+  try {
+    session.tabs.push((await ab(session, ['tab', 'new'], budget)).tabId);
+  } catch (e) {
+    process.stderr.write(`tab new: ${e.message}; using the attached tab\n`);
+    session.metrics.fresh_tab = false;
+  }
+  session.pending = true;
+}
+
+// The CLI exposes no raw CDP. Its live gate is twofold: the endpoint its daemon holds must be
+// browser_ws (a user agent cannot tell two Chromium instances of one build apart, and a daemon
+// restarted without --cdp launched a Chrome of its own), and navigator.userAgent through it must
+// be the one /json/version reported, as for chrome-devtools-mcp.
+async function liveProblem(session, payload, version) {
+  const budget = { wait: (ms) => ms || 8000 };
+  const held = (await ab(session, ['get', 'cdp-url'], budget)).cdpUrl;
+  if (held !== payload.browser_ws) return `daemon holds ${JSON.stringify(held)}, not browser_ws ${payload.browser_ws}`;
+  const ua = (await ab(session, ['eval', 'navigator.userAgent'], budget)).result;
+  if (version['User-Agent'] && ua !== version['User-Agent']) return `live navigator.userAgent ${JSON.stringify(ua)} != /json/version User-Agent`;
+  return null;
+}
+
+async function close(session) {
+  const budget = { wait: () => 5000 };
+  for (const tab of session.tabs) {
+    try { await ab(session, ['tab', 'close', tab], budget); } catch (e) { process.stderr.write(`tab close ${tab}: ${e.message}\n`); }
+  }
+  const daemon = daemonPid(session);
+  try { await ab(session, ['close'], budget); } catch (e) { process.stderr.write(`close: ${e.message}\n`); }
+  if (daemon) await daemonGone(daemon);
+  fs.rmSync(session.home, { recursive: true, force: true });
+}
+
+function daemonPid(session) {
+  try { return Number(fs.readFileSync(path.join(session.home, '.agent-browser', `${session.name}.pid`), 'utf8').trim()) || null; } catch (e) { return null; }
+}
+
+// `close` answers before the daemon has exited; the attempt ends only once it is gone, so the
+// runner never finds it left behind (a daemon that will not go is killed).
+async function daemonGone(pid) {
+  const alive = () => {
+    try { return !/^\S+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch (e) { return false; }
+  };
+  const end = Date.now() + 3000;
+  while (alive() && Date.now() < end) await sleep(20);
+  if (alive()) { try { process.kill(pid, 'SIGKILL'); } catch (e) { /* already gone */ } }
+}
+
+const run = (args) => (s, step, state) => ab(s, args(step), state.budget, step.timeout_ms);
+const value = (field, args) => async (s, step, state) => (await ab(s, args(step), state.budget, step.timeout_ms))[field];
+const evaluate = async (s, expression, budget, limitMs) => (await ab(s, ['eval', expression], budget, limitMs)).result;
+
+const ops = {
+  new_page: async (s, step, state) => {
+    if (s.pending) { s.pending = false; return 'page'; }
+    s.tabs.push((await ab(s, ['tab', 'new'], state.budget)).tabId);
+    return 'page';
+  },
+  goto: value('url', (step) => ['open', step.url]),
+  reload: value('url', () => ['reload']),
+  go_back: value('url', () => ['back']),
+  go_forward: value('url', () => ['forward']),
+  click: async (s, step, state) => {
+    for (let i = 0; i < (step.times || 1); i += 1) await ab(s, ['click', step.selector], state.budget, step.timeout_ms);
+    return step.selector;
+  },
+  fill: async (s, step, state) => { await run((x) => ['fill', x.selector, x.value])(s, step, state); return step.value; },
+  type: async (s, step, state) => { await run((x) => ['type', x.selector, x.value ?? x.text])(s, step, state); return step.value ?? step.text; },
+  check: async (s, step, state) => { await run((x) => ['check', x.selector])(s, step, state); return true; },
+  focus: async (s, step, state) => { await run((x) => ['focus', x.selector])(s, step, state); return step.selector; },
+  press: async (s, step, state) => {
+    if (step.selector) await ab(s, ['focus', step.selector], state.budget, step.timeout_ms);
+    await ab(s, ['press', step.key], state.budget, step.timeout_ms);
+    return step.key;
+  },
+  keyboard_type: async (s, step, state) => { await ab(s, ['keyboard', 'type', step.text], state.budget); return step.text; },
+  select_option: async (s, step, state) => { await run((x) => ['select', x.selector, x.value])(s, step, state); return step.value; },
+  text_content: value('text', (step) => ['get', 'text', step.selector]),
+  input_value: value('value', (step) => ['get', 'value', step.selector]),
+  is_checked: value('checked', (step) => ['is', 'checked', step.selector]),
+  count: value('count', (step) => ['get', 'count', step.selector]),
+  get_attribute: value('value', (step) => ['get', 'attr', step.selector, step.name]),
+  url: value('url', () => ['get', 'url']),
+  title: value('title', () => ['get', 'title']),
+  evaluate: (s, step, state) => evaluate(s, step.expression, state.budget, step.timeout_ms),
+  user_agent: (s, step, state) => evaluate(s, 'navigator.userAgent', state.budget),
+  wait_for_selector: async (s, step, state) => {
+    const args = step.state === 'hidden' || step.state === 'detached' ? ['--state', 'hidden'] : [];
+    await ab(s, ['wait', step.selector, ...args], state.budget, step.timeout_ms);
+    return true;
+  },
+  wait_for_function: async (s, step, state) => {
+    await poll(state.budget, step.timeout_ms, async () => !!(await evaluate(s, step.expression, state.budget)), step.expression);
+    return true;
+  },
+  wait_ms: async (s, step, state) => { await ab(s, ['wait', String(Math.min(step.ms || 0, state.budget.remaining()))], state.budget); return step.ms; },
+  // agent-browser's own observation surface: its text snapshot with refs (as an agent sees it).
+  ax_snapshot: value('snapshot', () => ['snapshot']),
+  aria_snapshot: value('snapshot', (step) => ['snapshot', '-s', step.selector]),
+  version: async () => VERSION,
+};
+
+main({ name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops });

@@ -1,0 +1,333 @@
+"""One driver-path attempt: the task's steps through its driver's adapter process, then graded.
+
+A task whose ``driver.kind`` is a registered driver path (``driver_registry.BY_TASK_KIND``) is
+not driven by metewand's own CDP client: ``run_adapter`` starts the path's adapter (one process
+per attempt, in its own accounting group) with the ``abb_scenario_adapter/1`` payload, and the
+attempt is graded from what came back:
+
+- the adapter's check rows (``observations.checks``, the contract's grading surface; for the
+  ``script_reported`` grader they are the whole verdict), after making sure every check the task
+  declares in ``driver.checks`` was reported (an adapter that drops one is not trusted);
+- then, for a ``server_side`` grader, the saved ``answer`` posted to the fixture server's
+  grader, whose checks are appended (both must pass).
+
+No harness CDP connection is open while the adapter runs (an engine may serve one client at a
+time, and the page is the adapter's to open and close). Whatever happens, the result is one
+``AttemptOutcome`` whose ``driver`` block says which path ran, its version, how the adapter
+ended and what the adapter's own process tree cost (harness scope, apart from the engine's).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from metewand import canonical
+from metewand.runtime import rundir
+from metewand.suites.browser import classify
+from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun, run_adapter
+from metewand.suites.browser.attempt import AttemptOutcome
+from metewand.suites.browser.checks import CheckResult
+from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.driver_registry import (
+    BY_TASK_KIND,
+    DriverMissing,
+    DriverPath,
+    load_binding,
+    resolve_driver,
+)
+from metewand.suites.browser.drivers import server_checks
+from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.errors import GraderUnavailable
+from metewand.suites.browser.probes import grade_server_side
+from metewand.suites.browser.tasks import Task
+
+ADAPTER_STDERR_FILE: Final = "adapter_stderr.log"
+ADAPTER_RESULT_FILE: Final = "adapter_result.json"
+GRADER_FILE: Final = rundir.ATTEMPT_GRADER
+TRACE_FILE: Final = rundir.ATTEMPT_CDP_LOG  # the adapter's own per-op trace, when it wrote one
+CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
+DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
+ADAPTER_ISOLATION: Final = "adapter_managed"
+
+EngineHealth = Callable[[bool], Awaitable[str]]
+
+
+def is_adapter_task(task: Task) -> bool:
+    return task.driver_kind in BY_TASK_KIND
+
+
+def driver_path_of(task: Task) -> DriverPath | None:
+    return BY_TASK_KIND.get(task.driver_kind)
+
+
+@dataclass(frozen=True)
+class AdapterAttempt:
+    """One attempt's identity and surroundings (what ``run_task_attempt`` gets as keywords)."""
+
+    run_id: str
+    attempt: int
+    seed: str
+    fixture_base_url: str
+    grader_token: str | None = None
+
+    def session(self, task_id: str, engine: str) -> str:
+        return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
+
+
+async def engine_endpoint(name: str, process: EngineProcess) -> EngineEndpoint:
+    """What the adapter's binding gate compares against: the engine's HTTP identity (read at
+    launch) and its live ``Browser.getVersion`` product (read once per engine generation)."""
+    assert process.ws_url is not None and process.port is not None
+    version = await process.cdp_version()
+    identity = process.json_version
+    return EngineEndpoint(
+        name, process.ws_url, process.port, str(identity.get("Browser", "")),
+        str(identity.get("User-Agent", "")), str(version.get("product", "")),
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=128)
+def _binding(catalog: str, engine: str, key: str) -> str | None:
+    """The catalog's binding as JSON text (cached: the catalog is read once per pair)."""
+    try:
+        found = load_binding(Path(catalog), engine, key)
+    except (OSError, ValueError, KeyError):
+        return None
+    return json.dumps(found) if found is not None else None
+
+
+def binding_for(task: Task, engine: str, key: str) -> dict[str, Any] | None:
+    text = _binding(str(task.root / CATALOG_FILE), engine, key)
+    return json.loads(text) if text is not None else None
+
+
+async def run_adapter_attempt(
+    task: Task,
+    endpoint: EngineEndpoint,
+    out_dir: Path,
+    ids: AdapterAttempt,
+    engine_health: EngineHealth | None = None,
+) -> tuple[AttemptOutcome, dict[str, Any]]:
+    """The attempt's outcome and the row's driver block; never raises for anything the
+    adapter, the engine or the grader does."""
+    path = BY_TASK_KIND[task.driver_kind]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    found = resolve_driver(path.key)
+    binding = binding_for(task, endpoint.name, path.key)
+    run: AdapterRun | None = None
+    checks: list[CheckResult] = []
+    answer: Any = None
+    if isinstance(found, DriverMissing):
+        verdict = classify.driver_unavailable(path.key, found.detail)
+    elif binding is None:
+        verdict = classify.binding_missing(endpoint.name, path.key)
+    else:
+        payload = build_payload(
+            task.data, path.key, endpoint, ids.fixture_base_url,
+            AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)), binding,
+        )  # fmt: skip
+        deadline_s = payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S
+        run = await run_adapter(
+            found.command, payload, deadline_s, out_dir / ADAPTER_STDERR_FILE,
+            label=f"adapter-{path.key}",
+        )  # fmt: skip
+        verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
+    duration_ms = int((time.monotonic() - started) * 1000)
+    if run is not None and engine_health is not None:
+        # an adapter that did not end with a result may have taken the engine down with it
+        verdict = classify.promote_engine_trouble(
+            verdict, await engine_health(run.outcome != "result")
+        )
+    metrics = _metrics(run)
+    outcome = AttemptOutcome(
+        verdict.status, verdict.failure_class, verdict.origin, verdict.reason,
+        verdict.secondary_status, [c.to_json() for c in checks], duration_ms, None,
+        metrics.get("cdp_call_count"), metrics.get("cdp_error_count"), answer, ADAPTER_ISOLATION,
+    )  # fmt: skip
+    outcome.artifacts = _write_artifacts(out_dir, run, outcome)
+    block = driver_block(path, found, run)
+    return outcome, block
+
+
+def _metrics(run: AdapterRun | None) -> dict[str, int]:
+    """The adapter's own counters (plain integers only; a missing one stays missing)."""
+    metrics = (run.result or {}).get("metrics") if run is not None else None
+    if not isinstance(metrics, Mapping):
+        return {}
+    return {k: v for k, v in metrics.items() if isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _declared_labels(task: Task) -> list[str]:
+    return [
+        str(c.get("label") or c.get("kind"))
+        for c in task.driver.get("checks") or []
+        if isinstance(c, Mapping)
+    ]
+
+
+def _adapter_checks(run: AdapterRun) -> list[CheckResult]:
+    return [
+        CheckResult(
+            str(c.get("name", "?")),
+            "driver",
+            "pass" if c.get("status") == "pass" else "fail",
+            str(c.get("evidence", "")),
+        )  # fmt: skip
+        for c in run.checks
+    ]
+
+
+def grader_answer(result: Mapping[str, Any] | None) -> Any:
+    """What a server-side grader is given: the step saved as ``answer`` (the corpus's expected
+    answers are those values), else the adapter's own ``answer``."""
+    result = result or {}
+    observations = result.get("observations")
+    saved = observations.get("saved") if isinstance(observations, Mapping) else None
+    if isinstance(saved, Mapping) and "answer" in saved:
+        return saved["answer"]
+    return result.get("answer")
+
+
+async def grade_adapter_run(
+    task: Task, run: AdapterRun, engine: str, ids: AdapterAttempt
+) -> tuple[Classification, list[CheckResult], Any]:
+    """The attempt's classification, its check rows and the graded answer."""
+    checks = _adapter_checks(run)
+    if run.outcome == "adapter_error" and _error_class(run) == "engine_unsupported":
+        # the contract's harness error naming an engine gap (as the peer's runner reads it)
+        reason = f"adapter_error: {run.detail}"
+        return Classification("unsupported", "engine_unsupported", "adapter", reason), checks, None
+    if run.outcome != "result":
+        return run.classification(), checks, None
+    answer = grader_answer(run.result)
+    reported = {c.name for c in checks}
+    missing = [label for label in _declared_labels(task) if label not in reported]
+    if missing:
+        return classify.adapter_checks_missing(missing), checks, answer
+    verdict = run.classification()
+    if task.grader.get("kind") != "server_side":
+        return verdict, checks, answer  # inline: the reported checks are the verdict
+    try:
+        server = await _server_verdict(task, run, engine, ids, answer)
+    except GraderUnavailable as exc:
+        return classify.classify_exception(exc), checks, answer
+    checks += server.checks
+    if server.infra is not None:
+        return classify.grader_infra(f"grader: {server.infra}"), checks, answer
+    failed = [c.name for c in checks if not c.ok]
+    if verdict.status == "pass" and failed:
+        verdict = classify.graded_fail(failed)
+    return verdict, checks, answer
+
+
+def _error_class(run: AdapterRun) -> str | None:
+    error = (run.result or {}).get("error")
+    return str(error.get("class")) if isinstance(error, Mapping) else None
+
+
+@dataclass(frozen=True)
+class _ServerVerdict:
+    checks: list[CheckResult]
+    infra: str | None  # the grader had no verdict to give (e.g. no expected answer)
+
+
+async def _server_verdict(
+    task: Task, run: AdapterRun, engine: str, ids: AdapterAttempt, answer: Any
+) -> _ServerVerdict:
+    observations = (run.result or {}).get("observations") or {}
+    payload = {
+        "run_id": ids.run_id, "task_id": task.task_id, "attempt": ids.attempt, "engine": engine,
+        "seed": ids.seed, "session": ids.session(task.task_id, engine), "answer": answer,
+        "observations": observations,
+    }  # fmt: skip
+    verdict = await grade_server_side(
+        ids.fixture_base_url, str(task.grader["endpoint"]), payload, ids.grader_token
+    )
+    checks, infra = server_checks(verdict)
+    if verdict.get("ok") is not True and not any(not c.ok for c in checks) and infra is None:
+        checks.append(CheckResult("answer", "server_side", "fail", f"answer {answer!r}"))
+    return _ServerVerdict(checks, infra)
+
+
+def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[str, Any]:
+    """The row's driver fields: which path, which version, how its adapter ended, its cost."""
+    version = None if isinstance(found, DriverMissing) else found.version
+    return {
+        # the adapter opens and closes its own pages through its library: --isolation does not
+        # reach it
+        "isolation": ADAPTER_ISOLATION,
+        "driver_path": path.key,
+        "driver_language": path.language,
+        "driver_library": path.library.name,
+        "driver_version": version,
+        "driver_pinned_version": path.version,
+        "driver_source": None if isinstance(found, DriverMissing) else found.source,
+        "adapter": run.to_json() if run is not None else None,
+        "driver_resources": driver_resources(run, found),
+    }
+
+
+def driver_resources(run: AdapterRun | None, found: Any) -> dict[str, Any]:
+    """The adapter tree's CPU and peak memory as plain numbers beside an ``unavailable`` map,
+    the way the peer's engine ``resource`` record is laid out, in harness scope."""
+    record: dict[str, Any] = {
+        "schema": DRIVER_RESOURCES_SCHEMA, "scope": "harness_scope", "process": "adapter",
+        "cpu_total_ms": None, "peak_memory_bytes": None, "wall_ms": None,
+        "accounting_backend": None, "quality_flags": [], "unavailable": {},
+    }  # fmt: skip
+    if run is None:
+        why = "driver_unavailable" if isinstance(found, DriverMissing) else "adapter_not_started"
+        record["unavailable"] = {"cpu": why, "memory": why}
+        return record
+    record["wall_ms"] = round(run.wall_ns / 1e6, 3)
+    record["accounting_backend"] = run.accounting_backend
+    for field, measurement, scale in (
+        ("cpu_total_ms", run.cpu_ns, 1e-6), ("peak_memory_bytes", run.peak_memory_bytes, 1),
+    ):  # fmt: skip
+        key = "cpu" if field.startswith("cpu") else "memory"
+        if measurement is None:
+            record["unavailable"][key] = "no_accounting_group"
+        elif measurement.value is None:
+            reason = measurement.reason.value if measurement.reason else "unavailable"
+            record["unavailable"][key] = reason
+        else:
+            record[field] = round(measurement.value * scale, 3) if scale != 1 else measurement.value
+            if not measurement.is_complete:
+                reason = measurement.reason.value if measurement.reason else "partial"
+                record["quality_flags"].append(f"{key}_partial:{reason}")
+    return record
+
+
+def _write_artifacts(out_dir: Path, run: AdapterRun | None, outcome: AttemptOutcome) -> list[str]:
+    files = []
+    if run is not None:
+        files.append(ADAPTER_STDERR_FILE)
+        if run.result is not None:
+            (out_dir / ADAPTER_RESULT_FILE).write_bytes(canonical.dumps(_jsonable(run.result)))
+            files.append(ADAPTER_RESULT_FILE)
+        if (out_dir / TRACE_FILE).is_file():
+            files.append(TRACE_FILE)
+    record = {
+        "ok": outcome.status == "pass", "status": outcome.status,
+        "failure_class": outcome.failure_class, "reason": outcome.reason,
+        "checks": outcome.checks, "answer": _jsonable(outcome.answer),
+        "observations": _jsonable((run.result or {}).get("observations")) if run else None,
+    }  # fmt: skip
+    (out_dir / GRADER_FILE).write_bytes(canonical.dumps(record))
+    return [*files, GRADER_FILE]
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        canonical.dumps(value)
+        return value
+    except canonical.CanonicalJSONError:
+        return {"unparsed": json.dumps(value, default=str)}

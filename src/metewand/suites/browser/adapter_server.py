@@ -1,0 +1,266 @@
+"""Adapter modes behind one interface: a process per attempt, or one long-lived adapter per run.
+
+``open_adapter(command, mode)`` returns an ``AdapterRunner`` whose ``run(payload, deadline_s,
+stderr_path)`` gives the same ``AdapterRun`` as ``adapters.run_adapter`` and whose ``close()``
+ends what it holds:
+
+- ``per_attempt``: ``run_adapter`` itself (the ``abb_scenario_adapter/1`` contract);
+- ``long_lived``: one adapter process started with ``command.serve_argv`` (a shipped adapter's
+  ``--serve``), fed one payload per stdin line, answering one result line each. It saves the
+  process start and the client library's load per attempt; the attempt keeps its isolation: the
+  adapter connects, opens its own context/page and closes them per payload, each attempt has its
+  own deadline, and an attempt that crashes the adapter, hangs past its deadline or answers
+  garbage is charged alone (crash / timeout / infra, origin adapter): the process tree is killed
+  and swept, and the next attempt starts a fresh adapter.
+
+Costs in long-lived mode: ``cpu_ns`` is the adapter group's CPU during the attempt (a delta);
+``peak_memory_bytes`` is the high-water since the attempt began where the backend can restart it
+(cgroup v1 memory, cgroup v2 memory.peak on recent kernels), else unavailable (a served process's
+lifetime high-water is no one attempt's). The first attempt of each adapter process also carries its start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from metewand.measure.accounting import TreeAccounting
+from metewand.measure.forms import Measurement, Reason, complete, unavailable
+from metewand.measure.process import Process
+from metewand.suites.browser.adapters import (
+    KILL_WAIT_S,
+    STDOUT_LIMIT,
+    TERM_GRACE_S,
+    AdapterCommand,
+    AdapterRun,
+    _open_adapter_accounting,
+    _sweep,
+    _tail,
+    parse_result,
+    run_adapter,
+)
+
+MODES: Final = ("per_attempt", "long_lived")
+CLOSE_WAIT_S: Final = 5.0  # a served adapter exits on stdin EOF; past this it is stopped
+
+
+class AdapterRunner(Protocol):
+    async def run(
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
+    ) -> AdapterRun: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class PerAttemptAdapter:
+    """A fresh adapter process per attempt (``run_adapter``)."""
+
+    command: AdapterCommand
+    label: str = "adapter"
+
+    async def run(
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
+    ) -> AdapterRun:
+        return await run_adapter(self.command, payload, deadline_s, stderr_path, self.label)
+
+    async def close(self) -> None:
+        return None
+
+
+class LongLivedAdapter:
+    """One served adapter process at a time, restarted after an attempt that broke it."""
+
+    def __init__(self, command: AdapterCommand, log_path: Path, label: str = "adapter") -> None:
+        if not command.serve_argv:
+            raise ValueError(f"{command.argv[0]}: this adapter has no long-lived (--serve) mode")
+        self.command = command
+        self.log_path = log_path  # the served processes' stderr, appended across restarts
+        self.label = label
+        self.process: Process | None = None
+        self.accounting: TreeAccounting | None = None
+        self.starts = 0  # adapter processes started (1 + restarts)
+        self._lock = asyncio.Lock()
+        self._reader: asyncio.StreamReader | None = None
+        self._transports: list[asyncio.BaseTransport] = []
+
+    async def _start(self) -> Process:
+        """A served adapter in its own session and accounting group, its stdin and stdout on the
+        loop (one result line may be large: an AX snapshot)."""
+        self.accounting = _open_adapter_accounting(self.label)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            process = Process.start(
+                self.command.serve_argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.command.cwd,
+                env={**os.environ, **self.command.env},
+                join=self.accounting.preexec_join() if self.accounting else None,
+            )
+        if self.accounting is not None:
+            self.accounting.attach(process.pid)
+        assert process.popen.stdin is not None and process.popen.stdout is not None
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=STDOUT_LIMIT + 1)
+        out, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), process.popen.stdout
+        )
+        into, _ = await loop.connect_write_pipe(asyncio.Protocol, process.popen.stdin)
+        self.process, self._reader, self._transports = process, reader, [into, out]
+        self.starts += 1
+        return process
+
+    async def _discard(self) -> list[int]:
+        """Stop the current adapter's tree, reap and sweep it, release its group; the pids
+        found alive."""
+        process, accounting = self.process, self.accounting
+        self.process, self.accounting, self._reader = None, None, None
+        if process is None:
+            return []
+        if not process.has_exited():
+            await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
+        leftovers = await asyncio.to_thread(_sweep, process, accounting)
+        for transport in self._transports:
+            transport.close()
+        self._transports = []
+        process.close()
+        if accounting is not None:
+            with contextlib.suppress(OSError):
+                accounting.close()
+        return leftovers
+
+    async def run(
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
+    ) -> AdapterRun:
+        async with self._lock:
+            return await self._run(payload, deadline_s, stderr_path)
+
+    async def _run(
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
+    ) -> AdapterRun:
+        process = self.process if self._alive() else None
+        if process is None:
+            await self._discard()
+            process = await self._start()
+        accounting = self.accounting
+        log_offset = self._log_size()
+        cpu_before = _cpu_value(accounting)
+        reset = accounting.reset_memory_peak() if accounting is not None else False
+        started = time.monotonic_ns()
+        outcome, result, detail, line = await self._exchange(process, payload, deadline_s)
+        wall_ns = time.monotonic_ns() - started
+        run = AdapterRun(outcome, detail, result, None, None, wall_ns, "", [])
+        if accounting is not None:
+            run.accounting_backend = accounting.backend
+            run.cpu_ns = _cpu_delta(cpu_before, _cpu_value(accounting), accounting)
+            run.peak_memory_bytes = _peak(accounting, reset)
+        if outcome in ("adapter_crash", "adapter_hang", "adapter_garbage"):
+            run.leftover_pids = await self._discard()
+            code = process.popen.returncode
+            run.exit_code, run.exit_signal = (
+                (None, -code) if code is not None and code < 0 else (code, None)
+            )
+            if outcome == "adapter_crash":
+                how = f"signal {run.exit_signal}" if run.exit_signal else f"exit status {code}"
+                run.detail = f"{detail} with {how}"
+        self._copy_log(log_offset, stderr_path)
+        run.stderr_tail = _tail(stderr_path)
+        return run
+
+    def _alive(self) -> bool:
+        return self.process is not None and not self.process.has_exited()
+
+    async def _exchange(
+        self, process: Process, payload: Mapping[str, Any], deadline_s: float
+    ) -> tuple[str, dict[str, Any] | None, str, bytes]:
+        into, reader = self._transports[0], self._reader
+        assert isinstance(into, asyncio.WriteTransport) and reader is not None
+        try:
+            into.write(json.dumps(payload).encode() + b"\n")
+            line = await asyncio.wait_for(reader.readline(), deadline_s)
+        except TimeoutError:
+            return "adapter_hang", None, f"no result within {deadline_s:.1f} s", b""
+        except (BrokenPipeError, ConnectionResetError):
+            line = b""
+        except ValueError:  # longer than the stream limit
+            return "adapter_garbage", None, f"result line longer than {STDOUT_LIMIT} bytes", b""
+        if not line:  # EOF: the adapter died during this attempt (how: once reaped)
+            await process.wait_exited_async(5.0)
+            return "adapter_crash", None, "served adapter ended during the attempt", b""
+        outcome, result, detail = parse_result(line)
+        return outcome, result, detail, line
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _copy_log(self, offset: int, stderr_path: Path) -> None:
+        """The attempt's share of the served adapter's stderr, archived like a one-shot's."""
+        stderr_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                stderr_path.write_bytes(log.read())
+        except OSError:
+            stderr_path.write_bytes(b"")
+
+    async def close(self) -> None:
+        async with self._lock:
+            process = self.process
+            if process is not None and not process.has_exited() and self._transports:
+                self._transports[0].close()  # a served adapter exits when its input ends
+                await process.wait_exited_async(CLOSE_WAIT_S)
+            await self._discard()
+
+
+def open_adapter(
+    command: AdapterCommand, mode: str = "per_attempt", label: str = "adapter",
+    log_path: Path | None = None,
+) -> AdapterRunner:  # fmt: skip
+    """The runner for ``mode``; ``long_lived`` needs ``log_path`` (the served stderr) and a
+    command with ``serve_argv`` (metewand's shipped adapters have one)."""
+    if mode == "per_attempt":
+        return PerAttemptAdapter(command, label)
+    if mode == "long_lived":
+        if log_path is None:
+            raise ValueError("long_lived mode needs a log_path for the adapter's stderr")
+        return LongLivedAdapter(command, log_path, label)
+    raise ValueError(f"unknown adapter mode {mode!r}; choose from {', '.join(MODES)}")
+
+
+def _cpu_value(accounting: TreeAccounting | None) -> int | None:
+    if accounting is None:
+        return None
+    with contextlib.suppress(OSError):
+        return accounting.cpu().total.value
+    return None
+
+
+def _cpu_delta(before: int | None, after: int | None, accounting: TreeAccounting) -> Measurement:
+    source = f"{accounting.backend}:delta"
+    if before is None or after is None:
+        return unavailable(Reason.UNSUPPORTED, source)
+    return complete(max(0, after - before), source)
+
+
+def _peak(accounting: TreeAccounting, reset: bool) -> Measurement | None:
+    """The attempt's high-water; a group whose peak cannot restart has only the process's
+    lifetime high-water, which is no attempt's figure: unavailable, never passed off as one."""
+    with contextlib.suppress(OSError):
+        peak = accounting.memory().peak
+        if peak is None or reset:
+            return peak
+        return unavailable(Reason.UNSUPPORTED, f"{accounting.backend}:peak-not-resettable")
+    return None

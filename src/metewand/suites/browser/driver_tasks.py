@@ -1,0 +1,93 @@
+"""The format of a driver-path task's ``driver`` block (what its adapter is given), checked at
+load time so a bad file is named before a run, not met as an adapter error in the middle of one.
+
+A driver block holds ``kind``, ``steps`` (ops of the shared intent vocabulary, each an object
+with a string ``op``; which ops a driver implements is its adapter's business: an unknown op
+fails its step there) and ``checks`` (the evaluator family below, graded by the adapter and
+reported back as ``observations.checks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+ADAPTER_DRIVER_KEYS: Final = frozenset(
+    {"kind", "steps", "checks", "transport_policy", "connect_options"}
+)
+# check kind -> keys it needs (``label`` and ``kind`` are allowed on every check)
+DRIVER_CHECKS: Final[Mapping[str, frozenset[str]]] = {
+    "step_ok": frozenset({"step"}),
+    "step_fails": frozenset({"step"}),
+    "saved_equals": frozenset({"name", "expected"}),
+    "saved_contains": frozenset({"name", "expected"}),
+    "saved_not_contains": frozenset({"name", "expected"}),
+    "saved_truthy": frozenset({"name"}),
+    "file_nonempty": frozenset({"path"}),
+    "any_of": frozenset({"any_of"}),
+}
+ALWAYS_ALLOWED: Final = frozenset({"kind", "label"})
+# the inline grader of a driver task: its driver checks ([]), or the script's own report
+INLINE_DRIVER_GRADERS: Final[tuple[list[str], ...]] = ([], ["script_reported"])
+
+Problem = tuple[str, str]  # (JSON path, message)
+
+
+def adapter_driver_problems(driver: Mapping[str, Any]) -> Iterator[Problem]:
+    for key in driver:
+        if key not in ADAPTER_DRIVER_KEYS:
+            yield f"$.driver.{key}", "unknown key for a driver-path task"
+    steps = driver.get("steps")
+    if not isinstance(steps, list) or not steps:
+        yield "$.driver.steps", "must be a non-empty list"
+        steps = []
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("op"), str) or not step["op"]:
+            yield f"$.driver.steps[{index}]", "a step must be an object with a string op"
+    checks = driver.get("checks", [])
+    if not isinstance(checks, list):
+        yield "$.driver.checks", "must be a list"
+        return
+    for index, check in enumerate(checks):
+        yield from _check_problems(check, f"$.driver.checks[{index}]", len(steps))
+
+
+def _check_problems(check: Any, path: str, step_count: int) -> Iterator[Problem]:
+    if not isinstance(check, dict):
+        yield path, "a check must be an object"
+        return
+    required = DRIVER_CHECKS.get(str(check.get("kind")))
+    if required is None:
+        yield (
+            f"{path}.kind",
+            f"unknown check kind {check.get('kind')!r}; one of {sorted(DRIVER_CHECKS)}",
+        )
+        return
+    for key in sorted(required - set(check)):
+        yield f"{path}.{key}", f"required key missing for a {check['kind']} check"
+    for key in check:
+        if key not in required and key not in ALWAYS_ALLOWED:
+            yield f"{path}.{key}", f"unknown key for a {check['kind']} check"
+    if "step" in required and "step" in check:
+        step = check["step"]
+        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < step_count:
+            yield f"{path}.step", f"must index one of the {step_count} steps"
+    if check["kind"] == "any_of":
+        parts = check.get("any_of")
+        if not isinstance(parts, list) or not parts:
+            yield f"{path}.any_of", "must be a non-empty list of checks"
+            return
+        for index, part in enumerate(parts):
+            yield from _check_problems(part, f"{path}.any_of[{index}]", step_count)
+
+
+def inline_grader_problems(
+    grader: Mapping[str, Any], driver: Mapping[str, Any]
+) -> Iterator[Problem]:
+    """An inline grader of a driver task grades by the adapter's check rows: its own checks
+    are ``[]`` (then the task must declare driver checks) or ``["script_reported"]``."""
+    checks = grader.get("checks")
+    if checks not in INLINE_DRIVER_GRADERS:
+        yield "$.grader.checks", 'must be [] (the driver checks grade) or ["script_reported"]'
+    elif checks == [] and not driver.get("checks"):
+        yield "$.driver.checks", "an inline grader with no checks needs driver checks"

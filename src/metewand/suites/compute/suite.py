@@ -1,0 +1,192 @@
+"""The compute suite as the runtime sees it (``runtime.suite``): units, slots, one unit's rows.
+
+A unit is one worker unit of the plan (one attempt on a fresh worker, or warm-ups plus
+repetitions on one reused worker, released after its last attempt), minus the attempts the run
+already holds. A slot holds nothing between units: each unit starts its own implementation
+worker, so a unit's attempts are paired on one worker and no worker outlives its unit.
+
+Ctrl-C (``interrupt``): every live worker process is killed and a worker started after that is
+killed as it starts; an attempt cut short leaves neither row nor artifacts (``RunInterrupted``
+discards its staging dir), so ``--resume`` runs exactly the attempts without a row.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from metewand.runtime import rundir
+from metewand.runtime.owned import OwnedJournal
+from metewand.runtime.store import RunStore
+from metewand.runtime.suite import Row, Unit, UnitEvents
+from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
+from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
+from metewand.suites.compute.launch import Builder, launch_spec
+from metewand.suites.compute.manifest import Manifest
+from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
+from metewand.suites.compute.plan import Plan, PlannedAttempt
+from metewand.suites.compute.records import build_row
+from metewand.suites.compute.session import WorkerSession
+from metewand.suites.compute.workers import Containment, ImplementationWorker
+
+
+class ComputeSlot:
+    """Nothing is kept between units (each unit starts its own worker)."""
+
+    def __init__(self, slot_id: str) -> None:
+        self.slot_id = slot_id
+
+    def close(self) -> None:
+        pass
+
+
+class ComputeSuite:
+    kind = "compute"
+
+    def __init__(
+        self,
+        manifest: Manifest,
+        plan: Plan,
+        store: RunStore,
+        *,
+        jobs: int,
+        cache_dir: str | None,
+        accounting_backend: str,
+        timeouts: Timeouts,
+        log_limit: int,
+    ) -> None:
+        self.manifest, self.plan, self.store, self.jobs = manifest, plan, store, jobs
+        self.accounting_backend, self.timeouts, self.log_limit = (
+            accounting_backend,
+            timeouts,
+            log_limit,
+        )
+        self._attempts = {attempt.key: attempt for attempt in plan.attempts}
+        self.work_dir = str(store.run_dir / rundir.WORK)
+        shutil.rmtree(self.work_dir, ignore_errors=True)  # a killed session's leftovers
+        os.makedirs(self.work_dir, exist_ok=True)
+        # Every group and process this run makes is recorded before it can outlive a kill -9.
+        self.journal = OwnedJournal(store.run_dir)
+        self.containment = Containment(accounting_backend, self.journal.group)
+        self.sessions = SessionRegistry()
+        self.builder = Builder(
+            manifest.root,
+            os.path.join(self.work_dir, "build"),
+            self.containment,
+            on_start=self.journal.process,
+        )
+        self.cache = DatasetCache(
+            cache_dir or default_cache_dir(),
+            self.work_dir,
+            self.builder,
+            on_start=self._started,
+            containment=self.containment,
+        )
+
+    # -- the protocol -----------------------------------------------------------------------
+
+    def units(self) -> list[Unit]:
+        """The plan's worker units in execution order, each without the attempts already done."""
+        done = self.store.finished_keys()
+        units = []
+        for index, unit in enumerate(self.plan.units):
+            todo = tuple(attempt.key for attempt in unit if attempt.key not in done)
+            if todo:
+                units.append(Unit(todo, {"unit": index}))
+        return units
+
+    def prepare(self) -> None:
+        pass  # datasets and builds are made on first use, inside the attempts' units
+
+    def open_slot(self, slot_id: str) -> ComputeSlot:
+        return ComputeSlot(slot_id)
+
+    def run_unit(self, slot: Any, unit: Unit, events: UnitEvents | None = None) -> list[Row]:
+        worker = ImplementationWorker(
+            self.accounting_backend, self.log_limit, self._started, containment=self.containment
+        )
+        rows = []
+        try:
+            for index, key in enumerate(unit.keys):
+                if self.sessions.stopping:
+                    break
+                if events is not None:
+                    events.attempt_started(key)
+                last = index == len(unit.keys) - 1
+                row = self._run_attempt(self._attempts[key], worker, last)
+                rows.append(row)
+                if events is not None:
+                    events.attempt_finished(row)
+        finally:
+            worker.finish(self.timeouts.shutdown_s)
+        return rows
+
+    def interrupt(self) -> None:
+        self.sessions.stop()
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def finish(self, completed: bool) -> None:
+        if not completed:
+            return
+        # Every row of the run, so a resumed run keeps the receipts of its earlier sessions;
+        # plus this session's sources of transformed datasets, which no attempt names directly.
+        receipts = _receipts(self.store.rows(), self.cache.receipts())
+        self.store.update_manifest({"dataset_materializations": receipts})
+
+    # -- one attempt ------------------------------------------------------------------------
+
+    def _started(self, session: WorkerSession) -> None:
+        if session.pid is not None:
+            self.journal.process(session.pid)
+        self.sessions.started(session)
+
+    def _run_attempt(
+        self, attempt: PlannedAttempt, worker: ImplementationWorker, last: bool
+    ) -> Row:
+        dataset = self.cache.get(attempt.dataset)
+        impl_def = self.manifest.implementations[attempt.implementation]
+        problem = self.manifest.problems[attempt.problem]
+        impl_build = self.builder.build(f"impl-{impl_def.name}", impl_def.launch)
+        eval_build = self.builder.build(f"eval-{problem.name}", problem.evaluator)
+        setup_error = dataset.error or impl_build.error or eval_build.error
+        rel = f"artifacts/{attempt.key}"
+        with self.store.artifact_dir(attempt.key) as staging:
+            adir = str(staging)
+            spec = AttemptInput(
+                attempt=attempt,
+                problem=problem,
+                dataset=dataset,
+                implementation=launch_spec(
+                    "implementation",
+                    impl_def.name,
+                    impl_def.launch,
+                    adir,
+                    impl_build.build_dir,
+                    ("one_shot",),
+                ),  # fmt: skip
+                evaluator=launch_spec(
+                    "problem_evaluator", problem.name, problem.evaluator, adir, eval_build.build_dir
+                ),
+                attempt_dir=adir,
+                timeouts=self.timeouts,
+                setup_error=setup_error,
+            )
+            outcome = AttemptRun(spec, worker, release_worker=last).run()
+            if self.sessions.stopping:  # cut short by the interrupt: not a result
+                raise RunInterrupted(attempt.key)
+            return build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+
+
+def _receipts(
+    rows: list[dict[str, Any]], built: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        receipt = row["record"]["provenance"]["data"]["context"]["dataset_materialization"]
+        seen.setdefault(receipt["derivation_id"], receipt)
+    for receipt in built or []:
+        seen.setdefault(receipt["derivation_id"], receipt)
+    return list(seen.values())
