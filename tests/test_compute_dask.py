@@ -286,3 +286,22 @@ def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_pa
     rows = rows_of(tmp_path / "runs" / "c")
     assert sorted(row["key"] for row in rows) == sorted(keys)  # every key exactly once
     assert {row["status"] for row in rows} == {"accepted"}
+
+
+def test_a_cluster_with_no_acceptable_worker_exits_3_with_the_reason(tmp_path: Path) -> None:
+    port = helpers.free_port()
+    started = [helpers.start_scheduler(port)]
+    try:
+        started.append(helpers.start_worker(port, "plain", host_resource=False))
+        helpers.wait_for_workers(port, 1)
+        done = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--scheduler",
+                        f"tcp://127.0.0.1:{port}", "--run-id", "n", "--no-progress")  # fmt: skip
+    finally:
+        for process in reversed(started):
+            helpers.stop(process)
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "no Dask worker was accepted for this run" in done.stderr
+    assert "offers no metewand-host resource" in done.stderr and "Traceback" not in done.stderr
+    manifest = json.loads((tmp_path / "runs" / "n" / "run_manifest.json").read_text())
+    assert manifest["state"] == "interrupted"
+    assert not (tmp_path / "runs" / "n" / "results.jsonl").read_text()
