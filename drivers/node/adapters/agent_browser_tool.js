@@ -33,13 +33,13 @@ function tmpFiles(text, payload) {
 
 function plan(payload) {
   const env = payload.driver_env || {};
-  const steps = (env.AB_STEPS || []).map((step) => {
+  const steps = (env.AB_STEPS || []).map((step, index) => {
     if (Array.isArray(step.ab)) {
       const args = step.ab.map((a) => tmpFiles(String(a), payload));
-      return { op: 'ab', args, ignore_error: !!step.ignore_error, timeout_ms: step.timeout_ms };
+      return { op: 'ab', index, args, ignore_error: !!step.ignore_error, timeout_ms: step.timeout_ms };
     }
-    if (typeof step.eval === 'string') return { op: 'eval', expression: step.eval, save_as: step.save_as, timeout_ms: step.timeout_ms };
-    return { op: `unknown step ${JSON.stringify(Object.keys(step))}` };
+    if (typeof step.eval === 'string') return { op: 'eval', index, expression: step.eval, save_as: step.save_as, timeout_ms: step.timeout_ms };
+    return { op: `unknown step ${JSON.stringify(Object.keys(step))}`, index };
   });
   current = { steps };
   return { steps, checks: env.AB_CHECKS || [] };
@@ -63,7 +63,7 @@ async function guardedStep(session, step, run) {
   try {
     return await run();
   } catch (e) {
-    if (!step.ignore_error) session.stoppedAt = current.steps.indexOf(step);
+    if (!step.ignore_error) session.stoppedAt = step.index;
     throw e;
   }
 }
