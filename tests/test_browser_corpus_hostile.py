@@ -14,8 +14,7 @@ import pytest
 from browser_run_helpers import ABOUT_BLANK_TASK, cli, tiny_corpus
 from metewand.suites.browser.tasks import load_corpus
 
-# the peer's agent-browser CLI probe: a driver block metewand still has no runner for
-AB_PROBE = "runner/scripts/l1_ab_probe.js"
+PENDING_PROBE = "runner/scripts/no_such_probe.js"  # a probe script metewand has no runner for
 
 
 def _refused(corpus: Path, tmp_path: Path, *expected: str) -> str:
@@ -56,7 +55,7 @@ def test_hostile_task_id_is_refused_even_in_a_subset_not_run_yet(tmp_path: Path)
     )
     (corpus / "manifest.json").write_text(json.dumps(manifest))
     (corpus / "pw").mkdir()
-    pending = {"task_id": "../up", "driver": {"kind": "node_cdp_probe", "script": AB_PROBE}}
+    pending = {"task_id": "../up", "driver": {"kind": "node_cdp_probe", "script": PENDING_PROBE}}
     (corpus / "pw" / "p.json").write_text(json.dumps(pending))
     _refused(corpus, tmp_path, "pw/p.json: $.task_id: must be 1-128 of")
 

@@ -8,7 +8,7 @@ import json
 
 from browser_run_helpers import cli, lexbench_or_skip
 from metewand.suites.browser.driver_paths import RUNNABLE_PATHS
-from metewand.suites.browser.driver_registry import BY_TASK_KIND, DRIVER_PATHS
+from metewand.suites.browser.driver_registry import ALL_PATHS, BY_TASK_KIND
 from metewand.suites.browser.drivers import DRIVERS
 
 
@@ -19,22 +19,21 @@ def test_peer_corpus_lists_zero_invalid_and_says_why_subsets_do_not_run() -> Non
     data = json.loads(done.stdout)
     assert data["invalid"] == []
     runnable = {s["subset_id"]: s["tasks"] for s in data["subsets"] if s["tasks"]}
-    # every subset runs but the agent-browser CLI probes (issue #15 wired the driver paths)
-    not_run = {s["subset_id"] for s in data["subsets"]} - set(runnable)
-    assert not_run == {"l1.agent_browser_tool"}
+    # every subset runs: issue #15 wired the driver paths, then the agent-browser CLI probes
+    assert {s["subset_id"] for s in data["subsets"]} == set(runnable)
+    assert runnable["l1.agent_browser_tool"] == 60
     on_disk = sum(1 for _ in corpus.glob("tasks/L[12]/*/*.json"))
-    assert sum(runnable.values()) + data["not_run_yet"] == on_disk
-    (why,) = [s["why_no_runnable_task"] for s in data["subsets"] if s["subset_id"] in not_run]
-    assert why == "driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
+    assert data["not_run_yet"] == 0
+    assert sum(runnable.values()) == on_disk
     text = cli("browser", "list", "--tasks", str(corpus)).stdout
-    assert f"{data['not_run_yet']} not run yet, 0 invalid" in text
+    assert "0 not run yet, 0 invalid" in text
 
 
 def test_browser_list_names_each_driver_path_found_or_missing_with_why() -> None:
     corpus = lexbench_or_skip()
     data = json.loads(cli("browser", "list", "--tasks", str(corpus), "--json").stdout)
     drivers = {d["driver_path"]: d for d in data["drivers"]}
-    assert set(drivers) == set(DRIVER_PATHS)
+    assert set(drivers) == set(ALL_PATHS)  # the catalog's drivers and the probe-script paths
     for key, toolchain in (("chromedp", "go"), ("rod", "go"), ("chromiumoxide", "cargo"),
                            ("ferrum", "ruby")):  # fmt: skip
         assert drivers[key]["found"] is False and drivers[key]["reason"] == "driver_unavailable"

@@ -13,7 +13,7 @@ from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.run_plan import build_plan
 
 # the peer's agent-browser CLI probe: a driver block metewand still has no runner for
-AB_PROBE = "runner/scripts/l1_ab_probe.js"
+PENDING_PROBE = "runner/scripts/no_such_probe.js"  # a probe script metewand has no runner for
 
 
 def _bad_step_task() -> dict[str, object]:
@@ -106,8 +106,8 @@ def test_plan_rotation_balanced_and_jobs_do_not_change_attempts(tmp_path: Path) 
 
 
 def _corpus_with_pending_subset(tmp_path: Path) -> Path:
-    """``t.raw`` runs; ``t.pw`` holds an agent-browser CLI probe task, a driver path metewand has
-    no runner for (Playwright tasks used to stand here; they run now, issue #15)."""
+    """``t.raw`` runs; ``t.pw`` holds a probe task of a script metewand has no runner for
+    (Playwright tasks, then the agent-browser CLI probe, used to stand here; they run now, #15)."""
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     manifest = json.loads((corpus / "manifest.json").read_text())
     manifest["layers"][0]["subsets"].append(
@@ -116,7 +116,7 @@ def _corpus_with_pending_subset(tmp_path: Path) -> Path:
     (corpus / "manifest.json").write_text(json.dumps(manifest))
     (corpus / "pw").mkdir()
     task = {"task_id": "pw_one", "subset_id": "t.pw", "layer": "L1",
-            "driver": {"kind": "node_cdp_probe", "script": AB_PROBE},
+            "driver": {"kind": "node_cdp_probe", "script": PENDING_PROBE},
             "grader": {"kind": "server_side", "checks": []}}  # fmt: skip
     (corpus / "pw" / "one.json").write_text(json.dumps(task))
     return corpus
@@ -132,7 +132,7 @@ def test_pending_subset_never_refuses_a_run_and_says_why_it_is_not_run(tmp_path:
         assert done.returncode == 0, done.stderr
         assert [r["task_id"] for r in rows_of(out / run_id)] == ["tiny_eval"]
     assert (
-        "subset t.pw: 1 task(s) not run yet: driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
+        "subset t.pw: 1 task(s) not run yet: driver path node_cdp_probe:no_such_probe.js not implemented yet"
         in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
                "--allow-missing-engines", "--out", str(out), "--run-id", "again",
                "--no-progress").stderr
@@ -146,7 +146,7 @@ def test_asking_for_a_pending_subset_is_refused_with_the_reason(tmp_path: Path) 
                "--run-id", "r", "--no-progress", "--subset", "t.raw", "--subset", "t.pw")  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert (
-        "--subset 't.pw' has no runnable task: driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
+        "--subset 't.pw' has no runnable task: driver path node_cdp_probe:no_such_probe.js not implemented yet"
         in done.stderr
     )
     assert not out.exists()
@@ -154,7 +154,7 @@ def test_asking_for_a_pending_subset_is_refused_with_the_reason(tmp_path: Path) 
                "--run-id", "r", "--no-progress", "--task", "pw_one")  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert (
-        "--task 'pw_one': driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
+        "--task 'pw_one': driver path node_cdp_probe:no_such_probe.js not implemented yet"
         in done.stderr
     )
     assert not out.exists()
@@ -170,5 +170,5 @@ def test_browser_list_names_pending_subsets_and_their_reason(tmp_path: Path) -> 
     assert by_id["t.raw"]["tasks"] == 1 and by_id["t.raw"]["why_no_runnable_task"] is None
     assert by_id["t.pw"]["tasks"] == 0 and by_id["t.pw"]["not_run_yet"] == 1
     assert by_id["t.pw"]["why_no_runnable_task"] == (
-        "driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
+        "driver path node_cdp_probe:no_such_probe.js not implemented yet"
     )

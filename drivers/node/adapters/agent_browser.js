@@ -175,4 +175,7 @@ const ops = {
   version: async () => VERSION,
 };
 
-main({ name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops });
+// agent_browser_tool.js (the tool-probe subset) reuses the safe CLI invocation and session.
+if (require.main === module) main({ name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops });
+
+module.exports = { VERSION, ab, connect, liveProblem, close };

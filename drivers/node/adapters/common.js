@@ -62,7 +62,7 @@ function stringify(value) {
 
 const FALSY_TEXT = new Set(['', 'false', 'undefined', 'null', '0']);
 
-function evaluateCheck(check, steps, saved) {
+function evaluateCheck(check, steps, saved, extra) {
   const kind = check.kind;
   const step = steps[check.step];
   switch (kind) {
@@ -84,10 +84,12 @@ function evaluateCheck(check, steps, saved) {
       return [size > 0, `${check.path}: ${size} bytes`];
     }
     case 'any_of': {
-      const parts = (check.any_of || check.checks || []).map((c) => evaluateCheck(c, steps, saved));
+      const parts = (check.any_of || check.checks || []).map((c) => evaluateCheck(c, steps, saved, extra));
       return [parts.some((p) => p[0]), parts.map((p) => p[1]).join(' | ')];
     }
     default:
+      // a driver's own check kinds (the agent-browser tool probe's ab_ok, ab_data_contains, ...)
+      if (extra && extra[kind]) return extra[kind](check, steps, saved);
       return [false, `unknown check kind ${kind}`];
   }
 }
@@ -155,9 +157,9 @@ async function runSteps(driver, session, steps, payload, budget) {
   return { results, saved };
 }
 
-function grade(checks, results, saved) {
+function grade(checks, results, saved, extra) {
   return checks.map((check) => {
-    const [ok, evidence] = evaluateCheck(check, results, saved);
+    const [ok, evidence] = evaluateCheck(check, results, saved, extra);
     return { name: check.label || check.kind, status: ok ? 'pass' : 'fail', evidence };
   });
 }
@@ -176,8 +178,10 @@ async function attempt(driver, payload) {
   const problem = httpIdentityProblem(payload, version);
   if (problem) return harnessError('script_error', `binding gate: ${problem}`);
   const tokens = pageTokens(payload);
-  const steps = substitute(payload.steps || [], tokens);
-  const checks = substitute(payload.checks || [], tokens);
+  // A driver whose tasks carry their steps elsewhere (the probe env's AB_STEPS) plans them.
+  const planned = driver.plan ? driver.plan(payload) : payload;
+  const steps = substitute(planned.steps || [], tokens);
+  const checks = substitute(planned.checks || [], tokens);
   const connectRow = { name: 'driver_connect', status: 'pass', evidence: driver.name };
   let session;
   try {
@@ -203,7 +207,7 @@ async function attempt(driver, payload) {
       }
     }
     const { results, saved } = await runSteps(driver, session, steps, payload, budget);
-    const rows = [connectRow, ...grade(checks, results, saved)];
+    const rows = [connectRow, ...grade(checks, results, saved, driver.checkKinds)];
     const passed = rows.filter((r) => r.status === 'pass').length;
     const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live, live_check: driver.liveProblem ? 'navigator.userAgent' : 'Browser.getVersion' } };
     if (passed !== rows.length) observations.failure_class = 'cdp_semantic';

@@ -316,10 +316,10 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
 def _driver_listing() -> list[dict[str, object]]:
     """Each driver path of the registry: found (with its installed version and adapter) or
     missing (with what exactly is missing)."""
-    from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
+    from metewand.suites.browser.driver_registry import ALL_PATHS, DriverMissing, resolve_driver
 
     out: list[dict[str, object]] = []
-    for key, path in DRIVER_PATHS.items():
+    for key, path in ALL_PATHS.items():  # the catalog's drivers and the probe-script paths
         found = resolve_driver(key)
         entry: dict[str, object] = {
             "driver_path": key, "task_kind": path.task_kind, "language": path.language,

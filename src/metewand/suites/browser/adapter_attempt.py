@@ -36,10 +36,10 @@ from metewand.suites.browser.attempt import AttemptOutcome
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_registry import (
-    BY_TASK_KIND,
     DriverMissing,
     DriverPath,
     load_binding,
+    path_for_driver,
     resolve_driver,
 )
 from metewand.suites.browser.drivers import server_checks
@@ -60,11 +60,11 @@ EngineHealth = Callable[[bool], Awaitable[str]]
 
 
 def is_adapter_task(task: Task) -> bool:
-    return task.driver_kind in BY_TASK_KIND
+    return path_for_driver(task.driver) is not None
 
 
 def driver_path_of(task: Task) -> DriverPath | None:
-    return BY_TASK_KIND.get(task.driver_kind)
+    return path_for_driver(task.driver)
 
 
 @dataclass(frozen=True)
@@ -117,11 +117,12 @@ async def run_adapter_attempt(
 ) -> tuple[AttemptOutcome, dict[str, Any]]:
     """The attempt's outcome and the row's driver block; never raises for anything the
     adapter, the engine or the grader does."""
-    path = BY_TASK_KIND[task.driver_kind]
+    path = path_for_driver(task.driver)
+    assert path is not None, "run_adapter_attempt is for adapter tasks only"
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     found = resolve_driver(path.key)
-    binding = binding_for(task, endpoint.name, path.key)
+    binding = binding_for(task, endpoint.name, path.catalog_key)
     run: AdapterRun | None = None
     checks: list[CheckResult] = []
     answer: Any = None

@@ -86,6 +86,8 @@ def build_payload(
         "task_url": task_url(task, fixture_base_url, tokens),
         "steps": _replace(list(driver.get("steps") or []), tokens),
         "checks": _replace(list(driver.get("checks") or []), tokens),
+        # a probe-script path's steps and checks live in its env (AB_STEPS, AB_CHECKS)
+        "driver_env": _replace(dict(driver.get("env") or {}), tokens),
         "connect_timeout_ms": CONNECT_TIMEOUT_MS,
         "action_timeout_ms": ACTION_TIMEOUT_MS,
         "task_timeout_ms": int(timeouts.get("task_ms") or DEFAULT_TASK_MS),

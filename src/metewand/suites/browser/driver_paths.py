@@ -7,9 +7,10 @@ Every driver path of ``driver_registry.DRIVER_PATHS`` (Playwright, Puppeteer, th
 WebDriver, MCP, ...) is runnable: its tasks are planned like the others and run through the
 path's adapter (``adapter_attempt``); a path whose adapter or library is not installed gives
 ``unsupported`` rows with reason ``driver_unavailable``, never a silent skip. Files of a driver
-block metewand still has no runner for (a probe script it has no equivalent of, such as the
-agent-browser CLI probe ``l1_ab_probe.js``) are *pending*: listed with the reason, never counted
-as invalid and never planned.
+block metewand still has no runner for (a probe script it has no equivalent of) are *pending*:
+listed with the reason, never counted as invalid and never planned. A probe script may also be an
+adapter path of its own (``driver_registry.PROBE_PATHS``: the agent-browser tool probe
+``l1_ab_probe.js`` runs through ``agent_browser_tool.js``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from metewand.suites.browser.driver_registry import BY_TASK_KIND
+from metewand.suites.browser.driver_registry import BY_TASK_KIND, PROBE_PATHS, path_for_driver
 from metewand.suites.browser.probes import probe_for
 
 PROBE_KIND: Final = "node_cdp_probe"
@@ -25,7 +26,7 @@ PROBE_KIND: Final = "node_cdp_probe"
 # driver.kind -> whether a task's driver block of that kind is runnable today.
 RUNNABLE_PATHS: Final[dict[str, Callable[[Mapping[str, Any]], bool]]] = {
     "raw_cdp": lambda driver: True,
-    PROBE_KIND: lambda driver: probe_for(driver) is not None,
+    PROBE_KIND: lambda driver: probe_for(driver) is not None or _script(driver) in PROBE_PATHS,
     # driver paths: planned whether or not their adapter is installed here (a missing one gives
     # unsupported rows with the reason, on every engine)
     **{kind: (lambda driver: True) for kind in BY_TASK_KIND},
@@ -36,8 +37,12 @@ def driver_path_key(task: Any) -> str:
     """The driver path a task runs through, as rows and reports group by it: the registry key
     (``playwright``, ``selenium``, ...) or, for the tasks metewand drives itself, ``raw_cdp``
     and ``node_cdp_probe:<script>``."""
-    path = BY_TASK_KIND.get(str(task.driver.get("kind")))
+    path = path_for_driver(task.driver)
     return path.key if path is not None else driver_path(task.driver)
+
+
+def _script(driver: Mapping[str, Any]) -> str:
+    return str(driver.get("script", "")).rsplit("/", 1)[-1]
 
 
 def driver_path(driver: Mapping[str, Any]) -> str:

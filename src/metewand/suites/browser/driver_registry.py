@@ -19,9 +19,10 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from metewand.suites.browser.adapters import AdapterCommand
 
@@ -105,6 +106,11 @@ class DriverPath:
     native: str = ""  # a native executable inside the installed library (path under node_modules)
     notes: str = ""
     extra_argv: tuple[str, ...] = field(default_factory=tuple)
+    binding_key: str = ""  # the catalog driver_id it binds as, when not its own key
+
+    @property
+    def catalog_key(self) -> str:
+        return self.binding_key or self.key
 
     @property
     def env_variable(self) -> str:
@@ -177,6 +183,29 @@ NODE_PEER_PINS: Final = {"zod": "3.25.76"}  # Stagehand's zod ^3.25.76 || ^4.2.0
 
 BY_TASK_KIND: Final = {p.task_kind: p for p in DRIVER_PATHS.values()}
 
+# node_cdp_probe scripts run through an adapter of ours, keyed by script file name (like the L2
+# probes): the peer's agent-browser tool probe is a harness of its own, not a catalog driver, so
+# its key is the probe path's name and it binds as the agent-browser driver.
+PROBE_TASK_KIND: Final = "node_cdp_probe"
+PROBE_PATHS: Final[dict[str, DriverPath]] = {
+    "l1_ab_probe.js": DriverPath(
+        "node_cdp_probe:l1_ab_probe.js", PROBE_TASK_KIND, ("L1/agent_browser",), "node",
+        NodePackage("agent-browser"), "0.31.1", "agent-browser", "agent_browser_cdp",
+        "adapters/agent_browser_tool.js", native="agent-browser/bin/agent-browser-linux-{arch}",
+        notes="the agent-browser CLI per AB_STEPS command, graded by AB_CHECKS",
+        binding_key="agent_browser",
+    ),
+}  # fmt: skip
+ALL_PATHS: Final = DRIVER_PATHS | {p.key: p for p in PROBE_PATHS.values()}
+
+
+def path_for_driver(driver: Mapping[str, Any]) -> DriverPath | None:
+    """The adapter path a task's driver block runs through, or None (raw CDP, native probes)."""
+    kind = str(driver.get("kind"))
+    if kind == PROBE_TASK_KIND:
+        return PROBE_PATHS.get(str(driver.get("script", "")).rsplit("/", 1)[-1])
+    return BY_TASK_KIND.get(kind)
+
 
 @dataclass(frozen=True)
 class FoundDriver:
@@ -226,7 +255,7 @@ def _configured(path: DriverPath, configured: str | None) -> FoundDriver | Drive
 def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | DriverMissing:
     """Find the adapter for driver path ``key``; a configured adapter wins, and a configured
     path that is not there is missing (never a silent fall back to the shipped adapter)."""
-    path = DRIVER_PATHS[key]
+    path = ALL_PATHS[key]
     chosen = _configured(path, configured)
     if chosen is not None:
         return chosen

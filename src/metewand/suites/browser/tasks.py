@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.suites.browser import probes
+from metewand.suites.browser import ab_probe_tasks, probes
 from metewand.suites.browser.checks import CHECKS
 from metewand.suites.browser.corpus import (
     CHROME_GATES,
@@ -294,6 +294,9 @@ def _validate_driver(task: Mapping[str, Any], subset: Subset | None, where: _Whe
     elif driver.get("kind") == "node_cdp_probe":
         for path, message in probes.validate_probe_driver(driver):
             where.add(path, message)
+        if ab_probe_tasks.is_ab_probe(driver):
+            for path, message in ab_probe_tasks.ab_probe_problems(driver):
+                where.add(path, message)
     elif driver.get("kind") in BY_TASK_KIND:
         for path, message in adapter_driver_problems(driver):
             where.add(path, message)
