@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from browser_run_helpers import cli, rows_of
+from metewand.compare.calibration import calibrate_interleaved
 from metewand.compare.generate import write_after_run
 from metewand.compare.rundir import load_run
 from metewand.runtime.schemas import violations
@@ -80,6 +81,10 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
         assert (d / twin["artifact_dir"] / "outcome.json").exists()
     run = load_run(d)
     assert len(run.rows) == len(profiled) and len(run.calibration_twins) == len(twins)
+    calibration = calibrate_interleaved(run.manifest, run.rows, run.calibration_twins)
+    assert violations("metewand_calibration-1", calibration) == []
+    assert calibration["mode"] == "interleaved" and calibration["overall"]["pairs"] == len(twins)
+    assert {c["name"] for c in calibration["checks"]} >= {"fully_paired", "status_mismatch_rate"}
     scores = json.loads((d / "scores.json").read_text())
     for engine in ENGINES:  # the twins never enter pass/fail counts
         assert scores["by_engine"][engine]["attempts"]["total"] == len(TASKS) * 2
