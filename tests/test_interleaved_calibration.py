@@ -16,6 +16,7 @@ from metewand.runtime.schemas import violations
 from metewand.suites.browser.run_config import ResourceOptions, RunConfig, builtin_suite_dir
 from metewand.suites.browser.run_plan import build_plan
 from metewand.suites.browser.runner import run_browser
+from peer_layouts import assert_peer_layouts
 
 ENGINES = ("chrome", "lightpanda")
 TASKS = ("own_eval_values", "own_dom_saved_chain", "own_l2_inner_text")
@@ -114,3 +115,4 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     manifest = json.loads((d / "run_manifest.json").read_text())
     assert manifest["resource_profile"]["calibration"] == "interleaved"
     assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)
+    assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)
