@@ -16,6 +16,7 @@ from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import (
+    CALIBRATION_MODES,
     ISOLATIONS,
     RESOURCE_PROFILES,
     SCORE_MODES,
@@ -89,6 +90,13 @@ def browser() -> None:
               help="PSS/process sampling interval of a profiled attempt.")  # fmt: skip
 @click.option("--resource-calibration-baseline", default=None, metavar="RUN",
               help="Profiler-off run (directory or id under --out) to calibrate against.")  # fmt: skip
+@click.option(
+    "--resource-calibration", type=click.Choice(CALIBRATION_MODES), default="separate",
+    show_default=True,
+    help="separate: calibrate against a profiler-off run (--resource-calibration-baseline); "
+    "interleaved: every attempt also runs once unprofiled beside it on the same engine process "
+    "(its row is marked calibration_twin and kept out of scores and resource medians).",
+)  # fmt: skip
 @click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True,
               help="Largest acceptable profiler overhead (duration, collection wall).")  # fmt: skip
 @click.option("--reference-engine", default=None,
@@ -221,7 +229,8 @@ def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
     run = load_run(run_dir)
     for line in run_warnings(run):
         echo(f"warning: {line}")
-    statuses = {str(row.get("status")) for row in run.rows}
+    # an interleaved calibration's twins ran on the same engines: their crash is a crash too
+    statuses = {str(row.get("status")) for row in [*run.rows, *run.calibration_twins]}
     broken = statuses & ALWAYS_FAIL
     hit = statuses & fail_on
     if broken or hit:
@@ -236,6 +245,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         profile=str(opts["resource_profile"]),
         sample_interval_ms=int(opts["resource_sample_interval_ms"]),  # type: ignore[call-overload]
         calibration_baseline=opts["resource_calibration_baseline"],  # type: ignore[arg-type]
+        calibration=str(opts["resource_calibration"]),
         max_observer_effect_pct=float(opts["resource_max_observer_effect_pct"]),  # type: ignore[arg-type]
         reference_engine=opts["reference_engine"],  # type: ignore[arg-type]
         host_telemetry=opts["host_telemetry"] == "on",

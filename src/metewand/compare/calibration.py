@@ -18,6 +18,12 @@ Both medians must stay within the threshold overall and for every engine; status
 in at most 1% of pairs; the pairing must be complete in both directions; and the provenance
 facts (corpus, seed, k, jobs, engines and harness pins, runner source, host, reuse, engine
 order, settle limit) must be identical, with the differing ones named.
+
+``--resource-calibration interleaved`` (``calibrate_interleaved``): the pairs come from one run,
+each profiled attempt beside its unprofiled twin (``calibration_twin`` rows), back to back on the
+same engine process with the order alternating per engine. The same figures and limits apply;
+provenance and modes are one run's, so those two checks have nothing to compare. A host whose
+speed drifts over minutes moves both twins alike, so the drift cancels out of every pair.
 """
 
 from __future__ import annotations
@@ -267,6 +273,7 @@ def calibrate(
         checks += _overhead_checks(by_engine.get(engine, []), th, engine)
     return {
         "schema": CALIBRATION_SCHEMA,
+        "mode": "separate",
         "baseline_run": fa.run_id,
         "profiled_run": fb.run_id,
         "thresholds": asdict(th),
@@ -276,3 +283,61 @@ def calibrate(
         "overall": _figures(pairs),
         "by_engine": {e: _figures(by_engine.get(e, [])) for e in fb.engines},
     }
+
+
+def calibrate_interleaved(
+    manifest: Mapping[str, Any],
+    rows: Sequence[Row],
+    twins: Sequence[Row],
+    thresholds: CalibrationThresholds | None = None,
+) -> dict[str, Any]:
+    """The observer checks from one run's pairs: ``twins`` (unprofiled) against ``rows``."""
+    th = thresholds or CalibrationThresholds()
+    facts = read_facts(manifest)
+    a = {_key(r): r for r in latest_rows(twins)}
+    b = {_key(r): r for r in latest_rows(rows) if r.get("status") != "not_run"}
+    pairs = [_pair(a[k], b[k]) for k in sorted(set(a) & set(b))]
+    by_engine: dict[str, list[Pair]] = defaultdict(list)
+    for p in pairs:
+        by_engine[p.engine].append(p)
+    engines = [e for e in facts.engines if e not in _not_run_engines(rows)]
+    checks = [
+        _pairing_check(a, b, engines),
+        _status_check(pairs, th),
+        *_overhead_checks(pairs, th, "overall"),
+    ]
+    for engine in engines:
+        checks += _overhead_checks(by_engine.get(engine, []), th, engine)
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        "mode": "interleaved",
+        "baseline_run": facts.run_id,
+        "profiled_run": facts.run_id,
+        "thresholds": asdict(th),
+        "acceptable": all(c["passed"] for c in checks),
+        "failed_checks": [c["name"] for c in checks if not c["passed"]],
+        "checks": checks,
+        "order": _order_figures(a, b),
+        "overall": _figures(pairs),
+        "by_engine": {e: _figures(by_engine.get(e, [])) for e in engines},
+    }
+
+
+def _not_run_engines(rows: Sequence[Row]) -> set[str]:
+    """Engines that were never launched (binary missing): no twin exists to pair with."""
+    ran = {str(r["engine"]) for r in rows if r.get("status") != "not_run"}
+    return {str(r["engine"]) for r in rows} - ran
+
+
+def _order_figures(a: Mapping[PairKey, Row], b: Mapping[PairKey, Row]) -> dict[str, int]:
+    """How many pairs ran profiled first: the balance the plan promised, read from the rows."""
+    first = {"profiled_first": 0, "unprofiled_first": 0, "order_unknown": 0}
+    for key in set(a) & set(b):
+        twin, profiled = a[key].get("started_at"), b[key].get("started_at")
+        if not isinstance(twin, str) or not isinstance(profiled, str) or twin == profiled:
+            first["order_unknown"] += 1  # no timestamp, or both in the same millisecond
+        elif profiled < twin:
+            first["profiled_first"] += 1
+        else:
+            first["unprofiled_first"] += 1
+    return first

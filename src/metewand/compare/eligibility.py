@@ -156,7 +156,11 @@ def _calibration(inp: EligibilityInputs) -> Verdict:
     failed = list(cal.get("failed_checks", []))
     reasons = [c["reason"] for c in cal.get("checks", []) if not c["passed"]]
     reason = (
-        f"calibration against {cal.get('baseline_run')} acceptable"
+        (
+            "interleaved calibration (unprofiled twins in this run) acceptable"
+            if cal.get("mode") == "interleaved"
+            else f"calibration against {cal.get('baseline_run')} acceptable"
+        )
         if cal.get("acceptable")
         else "calibration failed: " + "; ".join(reasons)
     )

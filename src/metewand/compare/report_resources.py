@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand.compare import resource_card
-from metewand.compare.calibration import CalibrationThresholds, calibrate
+from metewand.compare.calibration import CalibrationThresholds, calibrate, calibrate_interleaved
 from metewand.compare.html_parts import kv_table, paragraph, section, table
 from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_summary import summarize
@@ -79,7 +79,11 @@ def resource_context(
     reference = reference if isinstance(reference, str) else None
     calibration = None
     base_path = baseline_dir(run, baseline)
-    if base_path is not None and base_path.is_dir():
+    if _setting(run, "resource_profile.calibration") == "interleaved" and baseline is None:
+        calibration = calibrate_interleaved(
+            run.manifest, run.rows, run.calibration_twins, _thresholds(run)
+        )
+    elif base_path is not None and base_path.is_dir():
         base = load_run(base_path)
         calibration = calibrate(base.manifest, base.rows, run.manifest, run.rows, _thresholds(run))
         calibration["baseline_run_dir"] = str(base_path)
@@ -118,7 +122,10 @@ def calibration_section(ctx: ResourceContext) -> str:
         "calibration",
         "Observer-effect calibration",
         paragraph(
-            f"Profiler-off run {cal['baseline_run']} against profiler-on run "
+            f"Interleaved: each attempt of run {cal['profiled_run']} against its unprofiled "
+            f"twin on the same engine process: {verdict} (failed checks: {failed})."
+            if cal.get("mode") == "interleaved"
+            else f"Profiler-off run {cal['baseline_run']} against profiler-on run "
             f"{cal['profiled_run']}: {verdict} (failed checks: {failed})."
         ),
         table(["check", "result", "reason"], checks),

@@ -344,8 +344,14 @@ def _host_observer(s: Summary) -> list[str]:
     verdict = "acceptable" if observer.get("acceptable") else "NOT acceptable"
     baseline = observer.get("baseline_run")
     th = observer.get("thresholds") or {}
+    source = (
+        f"from interleaved pairs in this run (each attempt beside its unprofiled twin on the "
+        f"same engine process, order alternating: {_order(observer.get('pair_order'))})"
+        if observer.get("calibration_mode") == "interleaved"
+        else f"against baseline run {baseline} (separate-runs A/B)"
+    )
     lines.append(
-        f"- Observer effect against baseline run {baseline}: {verdict} (limits: median duration "
+        f"- Observer effect {source}: {verdict} (limits: median duration "
         f"Δ ≤ {th.get('max_duration_overhead_pct', NA)}%, median collection-wall Δ ≤ "
         f"{th.get('max_collection_wall_overhead_pct', NA)}%, status mismatches ≤ "
         f"{_num((th.get('max_status_mismatch_rate') or 0) * 100, 1)}%, overall and per engine)."
@@ -382,6 +388,14 @@ def _host_observer(s: Summary) -> list[str]:
         for name, f in scopes
     ]
     return [*lines, "", *_table(header, rows), ""]
+
+
+def _order(order: Any) -> str:
+    if not isinstance(order, Mapping):
+        return NA
+    return (f"{order.get('profiled_first', NA)} profiled first, "
+            f"{order.get('unprofiled_first', NA)} unprofiled first, "
+            f"{order.get('order_unknown', NA)} unknown")  # fmt: skip
 
 
 def _governor(value: Any) -> str:

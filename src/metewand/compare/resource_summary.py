@@ -214,12 +214,17 @@ def _observer_effect(calibration: Mapping[str, Any] | None) -> dict[str, Any] | 
     if not calibration:
         return None
     keep = ("baseline_run", "acceptable", "failed_checks", "thresholds", "overall")
+    # ours: "separate" (a profiler-off run) or "interleaved" (unprofiled twins in this run)
+    mode = calibration.get("mode", "separate")
     out: dict[str, Any] = {k: calibration.get(k) for k in keep}
     thresholds = calibration.get("thresholds") or {}
     checks = {c.get("name"): c for c in calibration.get("checks") or []}
     provenance = checks.get("provenance_identical", {}).get("figures", {})
     unmatched = set(provenance.get("differing", [])) | set(provenance.get("missing", []))
     out.update(_peer_figures(calibration.get("overall")))
+    out["calibration_mode"] = mode
+    if mode == "interleaved":
+        out["pair_order"] = calibration.get("order")
     out.update(
         max_observer_effect_pct=thresholds.get("max_duration_overhead_pct"),
         complete_pairing=bool(checks.get("fully_paired", {}).get("passed")),

@@ -21,13 +21,16 @@ from metewand.runtime.store import read_results
 class RunData:
     path: Path
     manifest: dict[str, Any]  # the run settings: run_manifest.json's ``data`` plus run_id, state
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # every row but an interleaved calibration's unprofiled twins
     host_telemetry: list[dict[str, Any]] = field(default_factory=list)
     host_summary: dict[str, Any] | None = None
     cold_start: list[dict[str, Any]] = field(default_factory=list)
     resource_summary: dict[str, Any] | None = None
     torn_lines: int = 0  # results.jsonl's torn tail (0 or 1 line)
     torn_tails: dict[str, int] = field(default_factory=dict)  # file name -> torn tail bytes
+    # ``--resource-calibration interleaved``: the unprofiled twins, read by the calibration only
+    # (never by scores, resource medians or the intersection)
+    calibration_twins: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -82,14 +85,16 @@ def load_run(path: str | Path) -> RunData:
                            (rundir.COLD_START, cold))
         if part.torn_tail_bytes
     }  # fmt: skip
+    twins = [row for row in read.rows if row.get("calibration_twin") is True]
     return RunData(
         path=run_path,
         manifest=manifest,
-        rows=read.rows,
+        rows=[row for row in read.rows if row.get("calibration_twin") is not True],
         host_telemetry=telemetry.rows,
         host_summary=_read_json(run_path / rundir.HOST_SUMMARY),
         cold_start=cold.rows,
         resource_summary=_read_json(run_path / rundir.RESOURCE_SUMMARY),
         torn_lines=int(read.torn_tail_bytes > 0),
         torn_tails=torn,
+        calibration_twins=twins,
     )

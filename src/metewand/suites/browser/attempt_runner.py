@@ -62,6 +62,9 @@ class RunHooks:
         return None
 
 
+_NO_OBSERVER = RunHooks()
+
+
 class _CollectionWindow:
     """One attempt's collection window; ``close`` ends it (and the hooks' sampling) once."""
 
@@ -124,8 +127,11 @@ class AttemptRunner:
             # It ends when the task's work is done, before the page is closed: the end scan
             # then walks a live, idle renderer, not one whose address space is being torn down.
             context = self._run_context(planned, process)
-            window = _CollectionWindow(self.hooks, time.perf_counter())
-            window.token = self.hooks.attempt_started(planned, process, self.pool.worker)
+            # An interleaved calibration's unprofiled twin: the same window, no sampler in it
+            # (what a baseline run does); its settle wait still reads the engine's group.
+            observer = self.hooks if planned.observed else _NO_OBSERVER
+            window = _CollectionWindow(observer, time.perf_counter())
+            window.token = observer.attempt_started(planned, process, self.pool.worker)
             started_at = utc_now()
             seed = attempt_seed(config.seed, planned.task.task_id, planned.attempt)
             session = grader_session(
@@ -147,7 +153,7 @@ class AttemptRunner:
                 outcome.artifacts.append(GRADER_EVIDENCE_FILE)
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
             settle = await self._settle(process, planned.engine)
-            resource = self.hooks.attempt_finished(window.token, out_dir)
+            resource = observer.attempt_finished(window.token, out_dir)
             span_ms = (time.perf_counter() - window.start) * 1000
             window_ms = window.wall_ms
             traffic = await self.server.traffic.end_attempt_settled(key)

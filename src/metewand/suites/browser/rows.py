@@ -9,7 +9,7 @@ metewand's own fields (``subset``, ``failure_class``, ``cdp``, ...) stay beside 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from metewand.runtime.row_head import RowHead
 from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed
@@ -27,14 +27,23 @@ class PlannedAttempt:
     attempt: int
     round: int
     position: int
+    # False: the unprofiled twin of an interleaved calibration (same task-attempt, same engine
+    # process, no sampler); its row is kept, marked, and read only by the calibration.
+    observed: bool = True
 
     @property
     def key(self) -> str:
-        return attempt_key(self.task, self.engine, self.attempt)
+        key = attempt_key(self.task, self.engine, self.attempt)
+        return key if self.observed else key + TWIN_SUFFIX
 
     @property
     def label(self) -> str:
-        return f"{self.task.task_id} x {self.engine} #{self.attempt}"
+        label = f"{self.task.task_id} x {self.engine} #{self.attempt}"
+        return label if self.observed else label + " (observer off)"
+
+
+# a sibling of the profiled twin's artifact dir, never inside it
+TWIN_SUFFIX: Final = "-observer-off"
 
 
 def attempt_key(task: Task, engine: str, attempt: int) -> str:
@@ -88,8 +97,10 @@ def base_row(
         "order": {"round": planned.round, "position": planned.position},
         "chrome_gate": dict(INDEPENDENT_GATE),
         "fallback_used": False,  # no driver or route fallback exists in metewand
-        # every row with a status enters scores.json (infra and crash count as not passed)
-        "score_included": True,
+        # every row with a status enters scores.json (infra and crash count as not passed),
+        # except an interleaved calibration's unprofiled twin, which only the calibration reads
+        "score_included": planned.observed,
+        **({} if planned.observed else {"calibration_twin": True, "observer": "off"}),
     }
 
 

@@ -13,6 +13,10 @@ from metewand.measure.host import MIN_INTERVAL_S
 ISOLATIONS: Final = ("shared", "context")
 SCORE_MODES: Final = ("independent",)
 RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
+# separate: the observer is calibrated against a separate profiler-off run (the document's A/B);
+# interleaved: each task-attempt x engine also runs once unprofiled, beside its profiled twin,
+# on the same engine process, so a host drifting through the run cancels out of the pairs.
+CALIBRATION_MODES: Final = ("separate", "interleaved")
 # Engines are launched once per worker and reused across attempts; a dead engine is relaunched
 # before the next attempt. Each attempt opens its own CDP connection and page target.
 REUSE_POLICY: Final = "reuse_per_worker_relaunch_on_death"
@@ -35,6 +39,7 @@ class ResourceOptions:
     profile: str = "off"
     sample_interval_ms: int = 500
     calibration_baseline: str | None = None
+    calibration: str = "separate"
     max_observer_effect_pct: float = 10.0
     reference_engine: str | None = None
     host_telemetry: bool = True
@@ -104,6 +109,7 @@ class RunConfig:
             "--resource-sample-interval-ms", resource.sample_interval_ms, 10, 60000
         )
         out += resource.float_problems()
+        out += _calibration_problems(resource)
         out += _out_of_bounds("--cold-start-samples", resource.cold_start_samples, 0, 1000)
         out += _out_of_bounds("--settle-limit-ms", resource.settle_limit_ms, 0, 60000)
         ref = self.resource.reference_engine
@@ -126,6 +132,20 @@ class RunConfig:
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)
+
+
+def _calibration_problems(resource: ResourceOptions) -> list[str]:
+    if resource.calibration not in CALIBRATION_MODES:
+        return [f"--resource-calibration must be one of {CALIBRATION_MODES}"]
+    if resource.calibration != "interleaved":
+        return []
+    out = []
+    if resource.profile != "engine":
+        out.append("--resource-calibration interleaved needs --resource-profile engine")
+    if resource.calibration_baseline is not None:
+        out.append("--resource-calibration interleaved calibrates within the run: "
+                   "drop --resource-calibration-baseline")  # fmt: skip
+    return out
 
 
 def _out_of_bounds(flag: str, value: int, low: int, high: int) -> list[str]:

@@ -97,7 +97,25 @@ def build_plan(config: RunConfig) -> Plan:
                        slot.position)
         for slot in schedule(rotation, task_attempts)
     ]  # fmt: skip
+    if config.resource.calibration == "interleaved":
+        attempts = interleave_twins(attempts)
     return Plan(config, corpus, tasks, engines, rotation, attempts, skipped)
+
+
+def interleave_twins(attempts: list[PlannedAttempt]) -> list[PlannedAttempt]:
+    """Each attempt followed or preceded by its unprofiled twin, back to back in its round (so
+    on the same engine process, minutes of host drift apart from nothing). Which twin goes first
+    alternates per engine: every engine has as many profiled-first as unprofiled-first pairs
+    (one more of the first when its count is odd), so the order's own effect (a warm cache for
+    the second) cancels in the median."""
+    seen: dict[str, int] = {}
+    out = []
+    for planned in attempts:
+        twin = dataclasses.replace(planned, observed=False)
+        index = seen.get(planned.engine, 0)
+        seen[planned.engine] = index + 1
+        out += [planned, twin] if index % 2 == 0 else [twin, planned]
+    return out
 
 
 def _check_subsets(corpus: Corpus, asked: tuple[str, ...] | list[str]) -> None:

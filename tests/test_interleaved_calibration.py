@@ -1,0 +1,118 @@
+"""``--resource-calibration interleaved``: one profiled run measures its own observer effect from
+attempts run twice back to back on the same engine process, once with the sampler and once
+without (order alternating per engine). Real Chrome and Lightpanda on the built-in suite."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from browser_run_helpers import cli, rows_of
+from metewand.compare.calibration import calibrate_interleaved
+from metewand.compare.generate import write_after_run
+from metewand.compare.rundir import load_run
+from metewand.runtime.schemas import violations
+from metewand.suites.browser.run_config import ResourceOptions, RunConfig, builtin_suite_dir
+from metewand.suites.browser.run_plan import build_plan
+from metewand.suites.browser.runner import run_browser
+from peer_layouts import assert_peer_layouts
+
+ENGINES = ("chrome", "lightpanda")
+TASKS = ("own_eval_values", "own_dom_saved_chain", "own_l2_inner_text")
+
+
+def _config(k: int, calibration: str = "interleaved", profile: str = "engine") -> RunConfig:
+    resource = ResourceOptions(profile=profile, calibration=calibration, cold_start_samples=1,
+                               reference_engine="chrome", host_sample_interval_s=0.5)  # fmt: skip
+    return RunConfig(str(builtin_suite_dir()), ENGINES, k=k, seed="ilv", task_ids=TASKS,
+                     resource=resource)  # fmt: skip
+
+
+def test_plan_puts_each_twin_beside_its_attempt_with_the_order_balanced() -> None:
+    plain = build_plan(_config(3, calibration="separate")).attempts
+    paired = build_plan(_config(3)).attempts
+    assert len(paired) == 2 * len(plain)
+    assert [p for p in paired if p.observed] == plain  # the profiled attempts keep their order
+    first: Counter[tuple[str, bool]] = Counter()
+    for one, two in zip(paired[::2], paired[1::2], strict=True):
+        same = (one.task.task_id, one.engine, one.attempt, one.round, one.position)
+        assert same == (two.task.task_id, two.engine, two.attempt, two.round, two.position)
+        assert {one.observed, two.observed} == {True, False}
+        assert one.key != two.key and {one.key, two.key} >= {two.key.removesuffix("-observer-off")}
+        first[(one.engine, one.observed)] += 1
+    pairs_per_engine = len(TASKS) * 3  # 9: odd, so the profiled-first side has one more
+    for engine in ENGINES:
+        assert first[(engine, True)] == pairs_per_engine // 2 + 1
+        assert first[(engine, False)] == pairs_per_engine // 2
+
+
+def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None:
+    problems = _config(1, profile="baseline").problems()
+    assert "--resource-calibration interleaved needs --resource-profile engine" in problems
+    with_baseline = RunConfig(str(builtin_suite_dir()), ENGINES, resource=ResourceOptions(
+        profile="engine", calibration="interleaved", calibration_baseline="base"))  # fmt: skip
+    assert any("drop --resource-calibration-baseline" in p for p in with_baseline.problems())
+    done = cli("browser", "run", "--engines", "chrome", "--resource-profile", "baseline",
+               "--resource-calibration", "interleaved", "--out", "/nonexistent-ilv")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "needs --resource-profile engine" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path) -> None:
+    result = run_browser(_config(2), tmp_path, "ilv", echo=lambda _t: None)
+    assert result.exit_code == 0 and result.run_dir is not None
+    write_after_run(result.run_dir)
+    d = result.run_dir
+    rows = rows_of(d)
+    twins = [r for r in rows if r.get("calibration_twin") is True]
+    profiled = [r for r in rows if "calibration_twin" not in r]
+    assert len(twins) == len(profiled) == len(TASKS) * len(ENGINES) * 2
+    by_pair = {(r["task_id"], r["engine"], r["attempt"]): r for r in profiled}
+    for twin in twins:
+        partner = by_pair[(twin["task_id"], twin["engine"], twin["attempt"])]
+        assert twin["observer"] == "off" and twin["score_included"] is False
+        # unprofiled: the same collection window, no sampler, no resource record
+        assert "resource" not in twin and twin["collection_wall_ms"] > 0
+        assert "resource" in partner and partner["score_included"] is True
+        # the same engine process ran both
+        assert twin["run_context"]["browser_pid"] == partner["run_context"]["browser_pid"]
+        assert twin["artifact_dir"] == partner["artifact_dir"] + "-observer-off"
+        assert (d / twin["artifact_dir"] / "outcome.json").exists()
+    run = load_run(d)
+    assert len(run.rows) == len(profiled) and len(run.calibration_twins) == len(twins)
+    calibration = calibrate_interleaved(run.manifest, run.rows, run.calibration_twins)
+    assert violations("metewand_calibration-1", calibration) == []
+    assert calibration["mode"] == "interleaved" and calibration["overall"]["pairs"] == len(twins)
+    assert {c["name"] for c in calibration["checks"]} >= {"fully_paired", "status_mismatch_rate"}
+    scores = json.loads((d / "scores.json").read_text())
+    for engine in ENGINES:  # the twins never enter pass/fail counts
+        assert scores["by_engine"][engine]["attempts"]["total"] == len(TASKS) * 2
+    summary = json.loads((d / "resource_summary.json").read_text())
+    assert violations("abb_resource_summary-1", summary) == []
+    assert violations("metewand_resource_summary-1", summary) == []
+    observer = summary["observer_effect"]
+    assert observer["calibration_mode"] == "interleaved"
+    assert observer["matched_attempts"] == len(twins) and observer["complete_pairing"] is True
+    order = observer["pair_order"]
+    assert order["profiled_first"] + order["unprofiled_first"] + order["order_unknown"] == len(
+        twins
+    )
+    assert order["profiled_first"] == order["unprofiled_first"] == len(twins) // 2
+    for engine in ENGINES:
+        figures = observer["by_engine"][engine]
+        assert figures["matched_attempts"] == len(TASKS) * 2
+        assert isinstance(figures["median_duration_delta_pct"], float)
+        assert isinstance(figures["median_collection_wall_delta_pct"], float)
+    for engine, block in summary["by_engine"].items():  # resource medians: profiled rows only
+        assert block["sampling"]["attempts"] == len(TASKS) * 2, engine
+        assert block["intersection_attempts"] <= len(TASKS) * 2, engine
+    conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
+    assert conditions["calibration"]["reason"].startswith(("interleaved", "calibration failed"))
+    card = (d / "resource-card.md").read_text()
+    assert "Observer effect from interleaved pairs in this run" in card
+    manifest = json.loads((d / "run_manifest.json").read_text())
+    assert manifest["resource_profile"]["calibration"] == "interleaved"
+    assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)
+    assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)
