@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand import canonical
-from metewand.suites.browser import classify
+from metewand.suites.browser import adapter_targets, classify
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun, run_adapter
 from metewand.suites.browser.attempt import AttemptOutcome
@@ -54,6 +54,8 @@ TRACE_FILE: Final = "cdp.jsonl"  # the adapter's own per-op trace, when it wrote
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 ADAPTER_ISOLATION: Final = "adapter_managed"
+# adapter endings after which it was killed, its pages possibly still open in the engine
+BROKEN_OUTCOMES: Final = frozenset({"adapter_crash", "adapter_hang", "adapter_garbage"})
 
 EngineHealth = Callable[[bool], Awaitable[str]]
 
@@ -122,6 +124,7 @@ async def run_adapter_attempt(
     found = resolve_driver(path.key)
     binding = binding_for(task, endpoint.name, path.key)
     run: AdapterRun | None = None
+    cleanup: adapter_targets.TargetCleanup | None = None
     checks: list[CheckResult] = []
     answer: Any = None
     if isinstance(found, DriverMissing):
@@ -134,10 +137,14 @@ async def run_adapter_attempt(
             AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)), binding,
         )  # fmt: skip
         deadline_s = payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S
+        before = await adapter_targets.snapshot(endpoint.browser_ws)
         run = await run_adapter(
             found.command, payload, deadline_s, out_dir / ADAPTER_STDERR_FILE,
             label=f"adapter-{path.key}",
         )  # fmt: skip
+        if run.outcome in BROKEN_OUTCOMES:
+            # killed before it could close its pages: they must not run on into the next task
+            cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before)
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     duration_ms = int((time.monotonic() - started) * 1000)
     if run is not None and engine_health is not None:
@@ -153,6 +160,7 @@ async def run_adapter_attempt(
     )  # fmt: skip
     outcome.artifacts = _write_artifacts(out_dir, run, outcome)
     block = driver_block(path, found, run)
+    block["adapter_cleanup"] = cleanup.to_json() if cleanup is not None else None
     return outcome, block
 
 
