@@ -30,7 +30,12 @@ from typing import Any, Final
 from metewand import canonical
 from metewand.suites.browser import adapter_targets, classify
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
-from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun, run_adapter
+from metewand.suites.browser.adapter_server import (
+    AdapterRunner,
+    LongLivedAdapter,
+    PerAttemptAdapter,
+)
+from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun
 from metewand.suites.browser.attempt import AttemptOutcome
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.classify import Classification
@@ -38,6 +43,7 @@ from metewand.suites.browser.driver_registry import (
     BY_TASK_KIND,
     DriverMissing,
     DriverPath,
+    FoundDriver,
     load_binding,
     resolve_driver,
 )
@@ -58,6 +64,7 @@ ADAPTER_ISOLATION: Final = "adapter_managed"
 BROKEN_OUTCOMES: Final = frozenset({"adapter_crash", "adapter_hang", "adapter_garbage"})
 
 EngineHealth = Callable[[bool], Awaitable[str]]
+RunnerFor = Callable[[FoundDriver], Awaitable[tuple[AdapterRunner, str]]]
 
 
 def is_adapter_task(task: Task) -> bool:
@@ -115,15 +122,19 @@ async def run_adapter_attempt(
     out_dir: Path,
     ids: AdapterAttempt,
     engine_health: EngineHealth | None = None,
+    runner_for: RunnerFor | None = None,
 ) -> tuple[AttemptOutcome, dict[str, Any]]:
     """The attempt's outcome and the row's driver block; never raises for anything the
-    adapter, the engine or the grader does."""
+    adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
+    driver (a long-lived one) and its mode; without it the adapter runs per attempt."""
     path = BY_TASK_KIND[task.driver_kind]
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     found = resolve_driver(path.key)
     binding = binding_for(task, endpoint.name, path.key)
     run: AdapterRun | None = None
+    mode: str | None = None
+    runner: AdapterRunner | None = None
     cleanup: adapter_targets.TargetCleanup | None = None
     checks: list[CheckResult] = []
     answer: Any = None
@@ -137,11 +148,12 @@ async def run_adapter_attempt(
             AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)), binding,
         )  # fmt: skip
         deadline_s = payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S
-        before = await adapter_targets.snapshot(endpoint.browser_ws)
-        run = await run_adapter(
-            found.command, payload, deadline_s, out_dir / ADAPTER_STDERR_FILE,
-            label=f"adapter-{path.key}",
+        runner, mode = (
+            await runner_for(found) if runner_for is not None
+            else (PerAttemptAdapter(found.command, f"adapter-{path.key}"), "per_attempt")
         )  # fmt: skip
+        before = await adapter_targets.snapshot(endpoint.browser_ws)
+        run = await runner.run(payload, deadline_s, out_dir / ADAPTER_STDERR_FILE)
         if run.outcome in BROKEN_OUTCOMES:
             # killed before it could close its pages: they must not run on into the next task
             cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before)
@@ -161,7 +173,18 @@ async def run_adapter_attempt(
     outcome.artifacts = _write_artifacts(out_dir, run, outcome)
     block = driver_block(path, found, run)
     block["adapter_cleanup"] = cleanup.to_json() if cleanup is not None else None
+    block["adapter_mode"] = mode  # None: no adapter ran
+    block["adapter_served"] = _served_facts(runner) if run is not None else None
     return outcome, block
+
+
+def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:
+    """Which served adapter process answered (long-lived mode): its pid once the attempt is
+    over (None: the attempt broke it and it was discarded) and how many this runner started."""
+    if not isinstance(runner, LongLivedAdapter):
+        return None
+    pid = runner.process.pid if runner.process is not None else None
+    return {"pid": pid, "starts": runner.starts}
 
 
 def _metrics(run: AdapterRun | None) -> dict[str, int]:
