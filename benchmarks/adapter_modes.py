@@ -8,7 +8,7 @@ For each subset, one ``browser run`` (k=1, --jobs 1) per mode, the two modes bac
 meet the same host load. attempts/min is the rows over the span from the first attempt's start
 to the last one's end (engine launch before the first attempt not counted); the driver's CPU is
 the median of the rows' ``driver_resources.cpu_total_ms``. Prints one line per subset × mode and
-the long-lived / per-attempt throughput ratio.
+the long-lived / per-attempt throughput ratio; ``not_passed`` names each other row and its reason.
 """
 
 from __future__ import annotations
@@ -63,6 +63,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "attempts_per_min": round(len(rows) / span_s * 60, 1) if span_s > 0 else None,
         "driver_cpu_ms_median": round(statistics.median(cpu), 1) if cpu else None,
         "modes": sorted({str(r.get("adapter_mode")) for r in rows}),
+        "not_passed": sorted(
+            f"{r['task_id']}: {r['status']}: {str(r.get('reason'))[:160]}"
+            for r in rows
+            if r["status"] != "pass"
+        ),
     }
 
 
