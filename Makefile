@@ -14,7 +14,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dev,lightpanda,drivers]'
+	$(PIP) install -q -e '.[dev,lightpanda,drivers,dask]'
 	touch $@
 
 # Debian's chromium, chromedriver (the Selenium path) and hyperfine; skipped when present, tolerated

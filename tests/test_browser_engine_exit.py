@@ -17,6 +17,24 @@ from metewand.suites.browser import proc_session
 from metewand.suites.browser.engine_process import HEALTH_POLL_S, EngineProcess
 
 pytestmark = pytest.mark.engines
+PARK_S = 0.3
+
+
+def _wakeups() -> dict[str, int]:
+    """Voluntary context switches of every thread of this process (a thread that sleeps and
+    looks counts one per look; a thread parked on a pidfd counts none until it wakes)."""
+    counts = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        counts[task.name] = int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+    return counts
+
+
+def _most_wakeups(before: dict[str, int], after: dict[str, int]) -> int:
+    return max((after[tid] - before.get(tid, 0) for tid in after), default=0)
 
 
 def _death_ns(events: proc_events.ProcEvents, pid: int) -> int | None:
@@ -46,6 +64,9 @@ def test_an_engine_that_dies_is_noticed_without_polling(name: str, tmp_path: Pat
         assert pid is not None and process.exit_seen_ns is None
         waiter = asyncio.create_task(process.wait_exited(10.0))
         await asyncio.sleep(0.05)  # the wait is parked on the engine's pidfd
+        parked = _wakeups()
+        await asyncio.sleep(PARK_S)
+        park_wakeups = _most_wakeups(parked, _wakeups())
         killed_ns = time.monotonic_ns()
         os.kill(pid, signal.SIGKILL)
         assert await waiter
@@ -67,18 +88,21 @@ def test_an_engine_that_dies_is_noticed_without_polling(name: str, tmp_path: Pat
         assert report.exit.signal_name == "SIGKILL" and not report.sigkill_needed
         assert [m for m in proc_session.session_members(pid) if m.state != "Z"] == []
         waits = ((seen - death) / 1e9, (woke_ns - death) / 1e9, (seen - killed_ns) / 1e9)
-        return waits, health, health_s
+        return waits, health, health_s, park_wakeups
 
     try:
-        waits, health, health_s = asyncio.run(scenario())
+        waits, health, health_s, park_wakeups = asyncio.run(scenario())
     finally:
         events.close()
-    # The watcher thread sees the exit one wake-up after the kernel finished the process (a
-    # SIGKILLed browser takes tens of ms to be torn down: the kernel's part, not a look's); a
-    # look every 20 ms would put it 0-20 ms after. The loop's wait wakes at the same moment but
-    # its thread may then wait for a CPU behind the watcher on a loaded 2-core host.
+    # Nothing in this process looks for the exit while the engine lives: over a 300 ms park no
+    # thread woke more than a few times (a 20 ms look would wake one thread ~15 times). The
+    # exit-notice latency itself is a figure, not a bound: a single sample on a loaded 2-core
+    # host varies with the scheduler (benchmarks/process_lifecycle.py measures it as a ratio
+    # against polling in one run).
     watcher_s, loop_s, after_kill_s = waits
     print(f"exit seen after the kernel's exit: watcher {watcher_s * 1e3:.2f} ms, "
-          f"loop {loop_s * 1e3:.2f} ms; after the kill {after_kill_s * 1e3:.1f} ms")  # fmt: skip
-    assert watcher_s < 0.005 and loop_s < 0.015, waits
+          f"loop {loop_s * 1e3:.2f} ms; after the kill {after_kill_s * 1e3:.1f} ms; "
+          f"most wake-ups of one thread while parked: {park_wakeups}")  # fmt: skip
+    assert park_wakeups <= 4, park_wakeups
+    assert watcher_s < HEALTH_POLL_S and loop_s < HEALTH_POLL_S, waits
     assert health == "exited" and health_s < HEALTH_POLL_S

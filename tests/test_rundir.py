@@ -40,7 +40,7 @@ TORN = b'{"key": "cut sho'
 # every file a run appends to (spelled here, not taken from rundir.APPENDED, so a file dropped
 # from that list fails the resume test)
 APPENDED = (rundir.RESULTS, rundir.OWNED, rundir.ENGINE_PIDS, rundir.HOST_TELEMETRY,
-            rundir.COLD_START)  # fmt: skip
+            rundir.COLD_START, rundir.LOST_TRIES)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Test worker with injectable faults. argv[1]: impl | eval | gen; METEWAND_TEST_MODE picks the fault.
 
 Modes: ok, delay (prepare 100 ms, execute 100 ms + 50 ms result writing, evaluate 250 ms),
+burn (CPU, not sleep: prepare 200 ms, execute 100 ms, evaluate 50 ms of the thread's own CPU),
 crash (exit 17 in execute), hang (execute never answers; a child process sleeps too), garbage
 (non-JSON line), oversized (a 2 MiB line), wrong_protocol (hello picks protocol 2),
 eval_crash (the evaluator exits 3 in evaluate).
@@ -14,6 +15,13 @@ import time
 from metewand.worker import WRITE_FD_ENV, Evaluator, Implementation, Materializer
 
 MODE = os.environ.get("METEWAND_TEST_MODE", "ok")
+
+
+def burn(seconds: float) -> None:
+    """Spin until this thread has used ``seconds`` of CPU (wall may be longer on a busy host)."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
 
 
 def raw(data: bytes) -> None:
@@ -30,12 +38,16 @@ def implementation() -> Implementation:
     def prepare(request: dict) -> dict:
         if MODE == "delay":
             time.sleep(0.100)
+        elif MODE == "burn":
+            burn(0.200)
         return request
 
     @impl.execute
     def execute(state: dict, result_dir: str) -> dict:
         if MODE == "delay":
             time.sleep(0.100)
+        elif MODE == "burn":
+            burn(0.100)
         elif MODE == "crash":
             os._exit(17)
         elif MODE == "hang":
@@ -72,6 +84,8 @@ def evaluator() -> Evaluator:
     def evaluate(request: dict, result: dict) -> dict:
         if MODE == "delay":
             time.sleep(0.250)
+        elif MODE == "burn":
+            burn(0.050)
         if MODE == "eval_crash":
             os._exit(3)
         return {"correct": result["data"].get("answer") == 42}

@@ -14,6 +14,7 @@ from metewand.compare import cases, compute_rows
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
+from metewand.compare.phase_costs import PHASE_METRICS, phase_value
 from metewand.compare.resource_metrics import form_value
 from metewand.compare.run_facts import ENGINE_PIN_FIELDS, MISSING, lookup, manifest_data
 from metewand.compare.run_warnings import browser_failed_attempts, compute_failed_attempts
@@ -76,6 +77,8 @@ def _compute_group(row: Mapping[str, Any]) -> Group | None:
 def _compute_value(row: Mapping[str, Any], metric: str) -> float | None:
     if not compute_rows.is_accepted(row):
         return None
+    if metric.startswith("phase."):  # phase.<name>.<wall_ns|cpu_ns>: the row's phase marks
+        return phase_value(row, metric)
     value, _ = metric_value(compute_rows.measurements_of(row), metric)
     return value
 
@@ -125,7 +128,7 @@ register(
         name="compute",
         group_names=("case", "implementation"),
         default_metric="timed_wall_time_ns",
-        metrics=cases.CASE_METRICS,
+        metrics=(*cases.CASE_METRICS, *PHASE_METRICS),
         group_of=_compute_group,
         value_of=_compute_value,
         status_of=_compute_status,

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import case_plots, compute_rows, plots
+from metewand.compare import case_plots, compute_rows, phase_costs, phase_plots, plots
 from metewand.compare.case_text import (
     OUTCOME_HEADER,
     SHOWN_METRICS,
@@ -270,12 +270,39 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
         if failed
         else "",
     )
+    where = _where_section(scores.get("phase_costs"))
     return [
         ("scores", "Scores", outcomes),
         *_case_sections(summary),
         ("phases", "Phases", phases),
+        *([("where-cost", "Where the CPU goes", where)] if where else []),
         ("excluded", "Failed", excluded),
     ]
+
+
+def _where_section(costs: list[dict[str, Any]] | None) -> str | None:
+    """Phase marks inside attempts (#16); None for runs recorded without them."""
+    if not costs:
+        return None
+    uri = plots.to_data_uri(phase_plots.cost_chart(costs))
+    return section(
+        "where-cost",
+        "Where the time and CPU go (per case × implementation)",
+        paragraph(
+            "Phase marks read each accounting group's CPU and memory counters at every phase "
+            "boundary (no PSS scan). Measured accepted attempts; share: the phase's CPU over "
+            "the group's total, both summed over the attempts, so phases and the CPU between "
+            "marks add up to 100%."
+        ),
+        figure(
+            uri,
+            "median CPU per phase, stacked, per case, implementation and group",
+            "One bar per case, implementation and accounting group; segments: median CPU of "
+            "each phase in the order run, grey: between marks. Unmeasured phases are not drawn.",
+            "where-cost-chart",
+        ),
+        table(list(phase_costs.TABLE_HEADER), phase_costs.table_rows(costs), (4, 5, 6, 7)),
+    )
 
 
 def render_report(

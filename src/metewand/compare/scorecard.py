@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from metewand.compare import phase_costs
 from metewand.compare.case_text import OUTCOME_HEADER, cases_markdown, outcome_rows
 from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.fmt import rate_text
@@ -61,6 +62,14 @@ def browser_scorecard(scores: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PHASES_NOTE = (
+    "Measured accepted attempts. Each group is one accounting group: the implementation's "
+    "worker tree, the evaluator's. Median wall and median CPU per phase; the share is the "
+    "phase's CPU over the group's total, both summed over the attempts, so a group's phases "
+    "and the CPU between marks add up to 100%."
+)
+
+
 def compute_scorecard(scores: Mapping[str, Any]) -> str:
     lines = [
         f"# Scorecard: run {scores['run_id']}",
@@ -74,4 +83,15 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
         rows = [[str(cell) for cell in row] for row in outcome_rows(scores["cases"])]
         lines += _table(list(OUTCOME_HEADER), rows)
         lines += ["", *cases_markdown(scores["cases"])]
+    if scores.get("phase_costs"):
+        lines += [
+            "",
+            "## Where the time and CPU go (per case × implementation)",
+            "",
+            PHASES_NOTE,
+            "",
+        ]
+        lines += _table(
+            list(phase_costs.TABLE_HEADER), phase_costs.table_rows(scores["phase_costs"])
+        )
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from typing import Any
 from metewand import canonical
 from metewand.compare import cases, compute_rows
 from metewand.compare.driver_costs import driver_engine_table
+from metewand.compare.phase_costs import phase_costs
 from metewand.runtime import rundir
 
 SCORES_SCHEMA = "metewand_scores/1"
@@ -241,7 +242,7 @@ def compute_scores(
                 "by_outcome": dict(sorted(g["warmups"].items())),
             },
         }
-    return {
+    out = {
         "schema": SCORES_SCHEMA,
         "suite": "compute",
         "run_id": str(manifest.get("run_id", "")),
@@ -251,6 +252,10 @@ def compute_scores(
         "by_implementation": by_impl,
         "cases": cases.case_statistics(rows, reference or cases.default_reference(manifest)),
     }
+    costs = phase_costs(rows)  # rows from before phase marks: no key, scores.json unchanged
+    if costs is not None:
+        out["phase_costs"] = costs
+    return out
 
 
 def scores_bytes(scores: Mapping[str, Any]) -> bytes:

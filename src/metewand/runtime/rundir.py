@@ -19,6 +19,8 @@ Layout (files of the store, then of the suites, then the derived reports)::
     cold_start.jsonl        browser engine cold starts (profiled runs)
     engine_logs/            browser engines' output
     harness_error.txt       a side file: the traceback of a harness failure
+    lost_tries.jsonl        Dask runs: tries a dying worker took with it (runtime.dask_run)
+    dask_hosts.json         Dask runs: each worker's registration, provenance and telemetry
     scores.json  scorecard.md  report.html  cases.csv  results.csv
     resource_summary.json  resource-card.md
 """
@@ -57,9 +59,11 @@ CASES_CSV = "cases.csv"
 RESULTS_CSV = "results.csv"
 RESOURCE_SUMMARY = "resource_summary.json"
 RESOURCE_CARD = "resource-card.md"
+LOST_TRIES = "lost_tries.jsonl"  # --executor dask: one line per try lost with its worker
+DASK_HOSTS = "dask_hosts.json"  # --executor dask: workers, their refusals, per-host telemetry
 SIDE_FILES = (HARNESS_ERROR,)
 # the JSON-Lines files a run appends to, and so may leave with a torn final line
-APPENDED = (RESULTS, OWNED, ENGINE_PIDS, HOST_TELEMETRY, COLD_START)
+APPENDED = (RESULTS, OWNED, ENGINE_PIDS, HOST_TELEMETRY, COLD_START, LOST_TRIES)
 # journals are read to clean up after a kill: refusing the cleanup over one damaged line would
 # leave alive what the other lines name, so their damaged lines are skipped and named in a
 # warning (issue #12's "documented skip with a warning") instead of refused

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand import canonical
+from metewand.runtime import rundir
 from metewand.suites.browser import adapter_targets, classify
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapter_server import (
@@ -55,8 +56,8 @@ from metewand.suites.browser.tasks import Task
 
 ADAPTER_STDERR_FILE: Final = "adapter_stderr.log"
 ADAPTER_RESULT_FILE: Final = "adapter_result.json"
-GRADER_FILE: Final = "grader.json"
-TRACE_FILE: Final = "cdp.jsonl"  # the adapter's own per-op trace, when it wrote one
+GRADER_FILE: Final = rundir.ATTEMPT_GRADER
+TRACE_FILE: Final = rundir.ATTEMPT_CDP_LOG  # the adapter's own per-op trace, when it wrote one
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 ADAPTER_ISOLATION: Final = "adapter_managed"

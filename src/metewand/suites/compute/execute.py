@@ -32,6 +32,7 @@ from metewand.runtime.payload import (
 from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.manifest import ProblemDef
 from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.phase_marks import AttemptPhases
 from metewand.suites.compute.plan import PlannedAttempt
 from metewand.suites.compute.protocol import (
     PhaseTimeout,
@@ -96,6 +97,8 @@ class AttemptOutcome:
     worker: dict[str, Any] = field(default_factory=dict)
     evaluator: dict[str, Any] = field(default_factory=dict)  # pid, reused (always False today)
     logs: dict[str, Any] = field(default_factory=dict)
+    # metewand_attempt_phases/1 (the row's own field; None when marks were off)
+    phases: dict[str, Any] | None = None
     # The kernel's memory high-water of the worker tree (beside the payload, not in it).
     tree_memory: TreeMemory = field(
         default_factory=lambda: TreeMemory(
@@ -161,6 +164,7 @@ class AttemptRun:
         self.outcome = AttemptOutcome(spec.attempt, self.m, utc_now())
         self.evaluator: WorkerSession | None = None
         self.phase, self.role = "setup", "implementation"
+        self.phases = AttemptPhases()
 
     # -- timing helpers ------------------------------------------------------------------
 
@@ -195,7 +199,9 @@ class AttemptRun:
             self.evaluator = self.worker.launch_evaluator(
                 self.spec.evaluator, self.spec.attempt_dir
             )
+            self.phases.begin("evaluator", self.evaluator.accounting, "evaluator_startup")
             self.timed("evaluator_startup_time_ns", lambda: self._start(self.evaluator))
+            self.phases.mark("evaluator", None)
             self.outcome.evaluator = {"pid": self.evaluator.pid, "reused": False}
             self.phase, self.role = "hello", "implementation"
             self._implementation_startup()
@@ -239,13 +245,19 @@ class AttemptRun:
             start = time.monotonic_ns()
             self.open_phase = ("worker_startup_time_ns", start)
             try:
-                self.worker.start(self.spec.implementation, self.spec.timeouts.hello_s)
+                self.worker.start(
+                    self.spec.implementation,
+                    self.spec.timeouts.hello_s,
+                    lambda acc: self.phases.begin("implementation", acc, "worker_startup"),
+                )
             finally:
                 self.outcome.worker.update(self.worker.describe())
             self.open_phase = None
             self.worker.startup = forms.complete(time.monotonic_ns() - start)
+            self.phases.mark("implementation", None)
             self.outcome.worker["reused"] = False
-        else:
+        else:  # a reused worker: its start-up belongs to an earlier attempt
+            self.phases.begin("implementation", self.worker.accounting)
             self.outcome.worker["reused"] = True
         self.values["worker_startup_time_ns"] = self.worker.startup
         self.outcome.worker.update(self.worker.describe())
@@ -262,6 +274,8 @@ class AttemptRun:
             "implementation_parameters": a.implementation_parameters,
             "implementation_seed": a.implementation_seed,
         }
+        # Marks stand outside the envelope where they can: before its start, after its end.
+        self.phases.mark("implementation", "prepare")
         if self.scope == "prepare_and_execute":
             self.worker.cpu_baseline()
             self.envelope_start = time.monotonic_ns()
@@ -271,14 +285,16 @@ class AttemptRun:
             "prepare_time_ns",
             lambda: session.call("prepare", request, deadline.left(t.prepare_s)),
         )
+        self.phases.mark("implementation", "integrity_check")
         if dataset_sizes(dataset_dir) != sizes:  # inside the continuous wall, outside phases
             raise AttemptFailure("implementation_failure", "prepare modified the dataset")
         self.phase = "execute"
+        result_dir = os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR)
+        os.makedirs(result_dir, exist_ok=True)
+        self.phases.mark("implementation", "execute")
         if self.scope == "execute_only":
             self.worker.cpu_baseline()
             self.envelope_start = time.monotonic_ns()
-        result_dir = os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR)
-        os.makedirs(result_dir, exist_ok=True)
         reply = self.timed(
             "execute_request_time_ns",
             lambda: session.call("execute", {"result_dir": result_dir}, deadline.left(t.execute_s)),
@@ -287,9 +303,11 @@ class AttemptRun:
         self.values["timed_wall_time_ns"] = forms.complete(
             time.monotonic_ns() - self.envelope_start
         )
+        self.phases.mark("implementation", None)
         self._reply = reply
 
     def _read_resources(self, interrupted: bool = False) -> None:
+        self.phases.finish("implementation")  # before a discard releases the accounting
         if "cpu_time_ns" in self.values:
             return
         session = self.worker.session
@@ -337,7 +355,9 @@ class AttemptRun:
         }
         evaluator = self.evaluator
         assert evaluator is not None
+        self.phases.mark("evaluator", "evaluation")
         self.timed("evaluation_time_ns", lambda: evaluator.call("evaluate", request, t.evaluate_s))
+        self.phases.mark("evaluator", None)
         try:
             self.outcome.metrics = read_metrics(metrics_path, self.spec.problem.metric_schema)
         except InvalidOutput as exc:
@@ -355,6 +375,8 @@ class AttemptRun:
         sessions = [self.evaluator] if self.evaluator is not None else []
         if self.release_worker and self.worker.session is not None and self.worker.alive:
             sessions.append(self.worker.session)
+        self.phases.finish("evaluator")
+        self.outcome.phases = self.phases.to_json()
         shutdown_concurrently(sessions, self.spec.timeouts.shutdown_s)
         if self.release_worker:
             self.worker.discard()

@@ -2,7 +2,8 @@
 
 Row (one canonical line of ``results.jsonl``): ``key``, ``status`` (accepted | failed),
 ``attempt`` (retry index), ``role`` (measured | warmup), ``code``, the plan coordinates,
-``record`` (attempt schema), ``observation`` (observation schema or null), ``artifacts``.
+``record`` (attempt schema), ``observation`` (observation schema or null), ``artifacts``,
+``phases`` (``metewand_attempt_phases/1`` or null: where the attempt's wall and CPU went).
 """
 
 from __future__ import annotations
@@ -123,4 +124,6 @@ def build_row(
         "statistics": outcome.statistics,
         "record": record,
         "observation": observation,
+        # metewand_attempt_phases/1: our own field, beside the document's record and observation
+        "phases": outcome.phases,
     }

@@ -99,10 +99,19 @@ class ImplementationWorker:
             and not (self.session.channel is not None and self.session.channel.broken)
         )
 
-    def start(self, spec: LaunchSpec, hello_timeout_s: float) -> None:
+    def start(
+        self,
+        spec: LaunchSpec,
+        hello_timeout_s: float,
+        before_launch: Callable[[Any], None] | None = None,
+    ) -> None:
+        """``before_launch`` hears the accounting (or None) once its group exists, before the
+        process is launched (the attempt's phase clock begins there)."""
         self.accounting, self.accounting_error, self.missing_reason = self.containment.open(
             f"{id(self):x}"
         )
+        if before_launch is not None:
+            before_launch(self.accounting)
         log_dir = os.path.join(spec.cwd, "logs")
         self.session = WorkerSession(
             spec, log_dir, self.log_limit, self.accounting, on_start=self.on_start

@@ -1,0 +1,244 @@
+"""The worker side of ``--executor dask``: registration, one slot per worker, whole units.
+
+A ``SlotPlugin`` is registered by the client on every worker of the cluster (also on workers that
+join later, and on a worker a nanny restarts after a crash). At setup it:
+
+1. records the worker host's provenance (host facts, kernel, CPU, metewand version, source digest)
+   and compares the version and digest with the client's. A worker that differs is *refused*: it
+   never receives the run's gate resource, so the scheduler cannot place a unit on it; the refusal
+   and its reason go to the client as a registration event;
+2. on acceptance, grants itself the run's gate resource (``metewand-src-<digest>``), which every
+   unit requires beside the host resource (``metewand-host``) that the operator gives the one
+   worker of a host on its command line.
+
+Units run in ``run_unit_task``: the suite is rebuilt from its ``SuiteRef``, the slot is opened on
+the first unit and reused by every later one, and closed at teardown. The task reports its start
+as a try event first, so the client can record a try that a killed worker lost. Every row is
+stamped with where it ran (host, worker, try).
+
+Host telemetry and the pollution gate run per worker while its slot is open; the client collects
+each worker's summary at the end of the run (``host_summary_task``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from typing import Any
+
+from distributed import WorkerPlugin, get_worker
+from distributed.exceptions import Reschedule
+
+from metewand.measure.host import HostTelemetry
+from metewand.runtime import provenance
+from metewand.runtime import suite as suite_registry
+from metewand.runtime.suite import Row, Slot, Suite, SuiteRef, Unit, build
+
+# The resource an operator gives the one worker of a host (``--resources metewand-host=1``): with a
+# quantity of 1 and every unit asking for 1, the host never runs two units at once.
+HOST_RESOURCE = "metewand-host"
+REGISTRATION_TOPIC = "metewand-registration"
+TRY_TOPIC = "metewand-try"
+TELEMETRY_INTERVAL_S = 1.0
+
+
+def gate_resource(tree_sha256: str) -> str:
+    """The resource only workers running the client's exact source hold."""
+    return f"metewand-src-{tree_sha256[:16]}"
+
+
+def expected_identity() -> dict[str, str]:
+    """What a worker must match: the client's metewand version and source digest."""
+    runner = provenance.runner_facts()
+    return {
+        "metewand_version": runner["metewand_version"],
+        "tree_sha256": runner["source"]["tree_sha256"],
+    }
+
+
+def refusal_reason(expected: dict[str, str], runner: dict[str, Any]) -> str | None:
+    """Why a worker with ``runner`` facts cannot run the client's units, or None."""
+    version = runner.get("metewand_version")
+    digest = runner.get("source", {}).get("tree_sha256")
+    if version != expected["metewand_version"]:
+        return (
+            f"metewand version {version} differs from the client's {expected['metewand_version']}"
+        )
+    if digest != expected["tree_sha256"]:
+        return (
+            f"metewand source digest {digest} differs from the client's {expected['tree_sha256']} "
+            "(the worker runs other code: install the client's checkout on it)"
+        )
+    return None
+
+
+class SlotPlugin(WorkerPlugin):
+    """One per worker and run: registration, the worker's slot, its host telemetry."""
+
+    def __init__(
+        self, ref: SuiteRef, expected: dict[str, str], run_token: str, client_id: str = ""
+    ) -> None:
+        self.ref = ref
+        self.client_id = client_id  # the client that owns this run: when it is gone, so is the run
+        # the client's registry entry for this kind travels with the plugin, so a worker builds
+        # the very suite the client named (also a kind registered at run time, e.g. by tests)
+        self.factory_path = suite_registry._FACTORIES.get(ref.kind)
+        self.expected = expected
+        self.run_token = run_token
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        """What a worker builds for itself; none of it travels from the client."""
+        self.accepted = False
+        self.reason: str | None = None
+        self._suite: Suite | None = None
+        self._slot: Slot | None = None
+        self._telemetry: HostTelemetry | None = None
+        self._lock = threading.Lock()
+        self._worker_address = ""
+        self._worker_name = ""
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            k: self.__dict__[k]
+            for k in ("ref", "expected", "run_token", "factory_path", "client_id")
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fresh_state()
+
+    async def setup(self, worker: Any) -> None:
+        self._worker_address = worker.address
+        self._worker_name = str(worker.name)
+        runner = provenance.runner_facts()
+        self.reason = refusal_reason(self.expected, runner)
+        if self.reason is None and HOST_RESOURCE not in worker.state.total_resources:
+            self.reason = (
+                f"the worker offers no {HOST_RESOURCE} resource: start it with "
+                f"--nworkers 1 --nthreads 1 --resources {HOST_RESOURCE}=1"
+            )
+        self.accepted = self.reason is None
+        if self.accepted:
+            await worker.set_resources(**{gate_resource(self.expected["tree_sha256"]): 1})
+        worker.log_event(
+            REGISTRATION_TOPIC,
+            {
+                "run": self.run_token,
+                "worker": worker.address,
+                "worker_name": str(worker.name),
+                "host": socket.gethostname(),
+                "accepted": self.accepted,
+                "reason": self.reason,
+                "host_facts": provenance.host_facts(),
+                "runner": runner,
+                "resources": dict(worker.state.total_resources),
+            },
+        )
+
+    def teardown(self, worker: Any) -> None:
+        self.close_slot()
+
+    def slot(self) -> tuple[Suite, Slot]:
+        """The suite and this worker's slot, opened on first use and kept for later units."""
+        with self._lock:
+            if self._suite is None:
+                if self.factory_path is not None:
+                    suite_registry.register(self.ref.kind, self.factory_path)
+                self._suite = build(self.ref)
+            if self._slot is None:
+                self._telemetry = HostTelemetry(TELEMETRY_INTERVAL_S, root_pid=os.getpid()).start()
+                self._slot = self._suite.open_slot(f"dask:{self._worker_name}")
+            return self._suite, self._slot
+
+    def host_summary(self) -> dict[str, Any] | None:
+        """This worker's host telemetry summary so far (None when no unit ever ran here)."""
+        with self._lock:
+            telemetry, self._telemetry = self._telemetry, None
+        return telemetry.stop() if telemetry is not None else None
+
+    def close_slot(self) -> None:
+        with self._lock:
+            slot, self._slot = self._slot, None
+            telemetry, self._telemetry = self._telemetry, None
+        if slot is not None:
+            slot.close()
+        if telemetry is not None:
+            telemetry.stop()
+
+
+def plugin_name(run_token: str) -> str:
+    return f"metewand-slot-{run_token}"
+
+
+def _plugin(run_token: str) -> SlotPlugin:
+    worker = get_worker()
+    plugin = worker.plugins.get(plugin_name(run_token))
+    if not isinstance(plugin, SlotPlugin):
+        # a worker that joined before the plugin reached it: let the scheduler place the unit again
+        raise Reschedule()
+    return plugin
+
+
+def placement(plugin: SlotPlugin, try_id: str) -> dict[str, Any]:
+    """Where a try ran: every row carries it, so rows of different hosts are never pooled blind."""
+    return {
+        "executor": "dask",
+        "host": socket.gethostname(),
+        "worker": plugin._worker_address,
+        "worker_name": plugin._worker_name,
+        "try": try_id,
+    }
+
+
+def run_unit_task(run_token: str, dask_key: str, unit_json: dict[str, Any]) -> dict[str, Any]:
+    """Run one unit on this worker's slot; returns ``{"rows": [...], "placement": {...}}``."""
+    plugin = _plugin(run_token)
+    if not plugin.accepted:
+        raise Reschedule()  # defence in depth: the gate resource already keeps units away
+    unit = Unit.from_json(unit_json)
+    try_id = secrets.token_hex(6)
+    where = placement(plugin, try_id)
+    get_worker().log_event(
+        TRY_TOPIC,
+        {
+            "run": run_token,
+            "dask_key": dask_key,
+            "keys": list(unit.keys),
+            "started": time.time(),
+            **where,
+        },
+    )
+    suite, slot = plugin.slot()
+    rows: list[Row] = suite.run_unit(slot, unit)
+    for row in rows:
+        row["placement"] = dict(where)
+    return {"rows": rows, "placement": where}
+
+
+def host_summary_task(run_token: str, dask_worker: Any = None) -> dict[str, Any] | None:
+    """Run through ``Client.run``: stop and return this worker's host telemetry summary."""
+    plugin = dask_worker.plugins.get(plugin_name(run_token)) if dask_worker else None
+    if not isinstance(plugin, SlotPlugin):
+        return None
+    return plugin.host_summary()
+
+
+def slot_owners(dask_worker: Any = None) -> dict[str, str]:
+    """Run through ``Client.run``: this worker's metewand plugins and the client owning each."""
+    plugins = dask_worker.plugins if dask_worker else {}
+    return {name: p.client_id for name, p in plugins.items() if isinstance(p, SlotPlugin)}
+
+
+def interrupt_task(run_token: str, dask_worker: Any = None) -> bool:
+    """Run through ``Client.run``: stop this worker's unit in flight (``suite.interrupt()``)."""
+    plugin = dask_worker.plugins.get(plugin_name(run_token)) if dask_worker else None
+    if not isinstance(plugin, SlotPlugin) or plugin._suite is None:
+        return False
+    interrupt = getattr(plugin._suite, "interrupt", None)
+    if interrupt is not None:
+        interrupt()
+    return True

@@ -1,0 +1,18 @@
+"""A run directory as another process of the same run sees it (a Dask worker, issue #14).
+
+The client holds the run store (its lock, its rows, its manifest). A worker on the client's machine
+(``--dask-local``) or on a filesystem shared with it still has to publish each attempt's artifacts
+before the client writes the attempt's row. ``SharedRunView`` gives it exactly that: the read-only
+view of the run, plus ``artifact_dir`` with the store's own staging-and-rename rule (a directory
+appears under ``artifacts/<key>`` whole or not at all). It never takes the lock and never writes
+rows or the manifest: those stay the client's.
+"""
+
+from __future__ import annotations
+
+from metewand.runtime.store import RunStore, RunView
+
+
+class SharedRunView(RunView):
+    # the very routine the store uses: it needs only the directory, not the lock
+    artifact_dir = RunStore.artifact_dir

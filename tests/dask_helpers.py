@@ -1,0 +1,193 @@
+"""A tiny real suite for the Dask executor's tests, and real Dask processes on loopback.
+
+``pair-sleep``: unit i has two attempts (``u<i>/a`` and ``u<i>/b``, paired work), each a real
+``sleep`` subprocess of the worker. The slot is a real long-lived ``cat`` process, opened once per
+worker and reused; every row records the slot's pid, the pid and parent of its attempt's process,
+so a test can see that units ran whole, on one worker, on a reused slot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metewand.runtime import suite as suite_registry
+from metewand.runtime.dask_executor import quiet_worker_env
+from metewand.runtime.suite import Row, SuiteRef, Unit
+
+KIND = "test-pair-sleep"
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+class CatSlot:
+    def __init__(self, slot_id: str) -> None:
+        self.slot_id = slot_id
+        self.process = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@dataclass
+class PairSleepSuite:
+    units_count: int
+    sleep_s: float
+    kind: str = KIND
+    _current: subprocess.Popen[bytes] | None = None
+    _stopping: bool = False
+
+    def prepare(self) -> None:
+        pass
+
+    def interrupt(self) -> None:
+        """Kill the attempt in flight; the unit then returns no rows (it raises)."""
+        self._stopping = True
+        if self._current is not None and self._current.poll() is None:
+            self._current.kill()
+
+    def teardown(self) -> None:
+        pass
+
+    def finish(self, completed: bool) -> None:
+        pass
+
+    def units(self) -> list[Unit]:
+        return [
+            Unit((f"u{i}/a", f"u{i}/b"), {"index": i, "sleep_s": self.sleep_s})
+            for i in range(self.units_count)
+        ]
+
+    def open_slot(self, slot_id: str) -> CatSlot:
+        return CatSlot(slot_id)
+
+    def run_unit(self, slot: Any, unit: Unit, events: Any = None) -> list[Row]:
+        assert slot.process.poll() is None, "the slot's process must still be alive"
+        rows = []
+        for key in unit.keys:
+            started = time.time()
+            self._current = subprocess.Popen(["sleep", str(unit.payload["sleep_s"])])
+            returncode = self._current.wait()
+            if self._stopping:
+                raise RuntimeError(f"unit {unit.keys} interrupted")
+            rows.append(
+                {
+                    "key": key,
+                    "status": "passed" if returncode == 0 else "failed",
+                    "slot_pid": slot.process.pid,
+                    "runner_pid": os.getpid(),
+                    "started_unix": started,
+                    "ended_unix": time.time(),
+                }
+            )
+        return rows
+
+
+def from_ref(ref: SuiteRef) -> PairSleepSuite:
+    return PairSleepSuite(int(ref.config["units"]), float(ref.config["sleep_s"]))
+
+
+def ref(units: int, sleep_s: float) -> SuiteRef:
+    suite_registry.register(KIND, "dask_helpers:from_ref")
+    return SuiteRef(KIND, {"units": units, "sleep_s": sleep_s})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def dask_env(extra_path: Path | None = None) -> dict[str, str]:
+    """Worker environment: tests importable (the suite kind), quiet worker housekeeping."""
+    paths = [str(extra_path)] if extra_path else []
+    paths.append(str(HERE))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(quiet_worker_env())  # as docs/dask.md tells an operator
+    return env
+
+
+def start_scheduler(port: int) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [str(VENV_BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+         "--no-dashboard"],
+        env=dask_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    wait_for_port(port)
+    return process
+
+
+def start_worker(
+    port: int, name: str, extra_path: Path | None = None, host_resource: bool = True
+) -> subprocess.Popen[bytes]:
+    """A ``dask worker`` as the docs tell an operator to start one (without a nanny, so a
+    killed worker stays dead and its pid is the worker itself)."""
+    command = [str(VENV_BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--name", name,
+               "--nworkers", "1", "--nthreads", "1", "--no-nanny", "--no-dashboard",
+               "--host", "127.0.0.1"]  # fmt: skip
+    if host_resource:
+        command += ["--resources", "metewand-host=1"]
+    return subprocess.Popen(
+        command, env=dask_env(extra_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
+
+
+def wait_for_workers(port: int, count: int, timeout_s: float = 30.0) -> None:
+    from distributed import Client
+
+    with Client(f"tcp://127.0.0.1:{port}", timeout="10s") as client:
+        client.wait_for_workers(count, timeout=timeout_s)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop a process group this test started (TERM, then KILL)."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    else:
+        with contextlib.suppress(ProcessLookupError):  # what the dead leader left in its group
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def children(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (a worker forks attempts from its executor thread)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(p) for p in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def command_of(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

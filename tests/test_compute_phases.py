@@ -1,0 +1,138 @@
+"""Issue #16 (compute): phase marks inside one attempt, checked against a real CPU-burning worker.
+
+The burn worker spins on its own thread's CPU clock: prepare 200 ms, execute 100 ms, evaluation
+50 ms. On the cgroup backends each phase's group CPU is within ±5% of that, and each group's
+phases plus its "between marks" rest are exactly its total.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compute_helpers import problem, python_impl, run, write_manifest
+from metewand.measure.accounting import AccountingUnavailable, open_accounting
+from metewand.runtime import schemas
+
+BURN_MS = {"prepare": 200, "execute": 100, "evaluation": 50}
+TOLERANCE = 0.05
+
+
+def _manifest(tmp_path: Path, reuse: bool = False) -> Path:
+    policy = "\nworker_reuse = true" if reuse else ""
+    return write_manifest(
+        tmp_path,
+        problem(mode="burn")
+        + python_impl("burner", "burn")
+        + f"""
+[execution_policies.warm]
+timing_scope = "prepare_and_execute"{policy}
+
+[[experiments]]
+name = "burn"
+problem = "answer"
+implementations = ["burner"]
+execution_policy = "warm"
+""",
+    )
+
+
+def _usable(backend: str) -> bool:
+    try:
+        open_accounting(backend, label="mw-phases-probe").close()
+    except AccountingUnavailable:
+        return False
+    return True
+
+
+def _by_name(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {phase["name"]: phase for phase in record["phases"]}
+
+
+def _cpu(span: dict[str, Any]) -> int:
+    assert span["cpu_time_ns"]["status"] == "complete", span
+    value = span["cpu_time_ns"]["value"]
+    assert isinstance(value, int)
+    return value
+
+
+@pytest.mark.parametrize("backend", ["cgroup2", "cgroup1"])
+def test_each_phase_holds_the_cpu_its_worker_burned(tmp_path: Path, backend: str) -> None:
+    if not _usable(backend):
+        pytest.skip(f"{backend} accounting is not usable on this host")
+    summary = run(_manifest(tmp_path), tmp_path, accounting_backend=backend)
+    (row,) = summary.rows
+    assert row["status"] == "accepted", row["message"]
+    phases = row["phases"]
+    assert schemas.violations("metewand_attempt_phases-1", phases) == []
+    impl, evaluator = phases["implementation"], phases["evaluator"]
+    assert list(_by_name(impl)) == ["worker_startup", "prepare", "integrity_check", "execute"]
+    assert list(_by_name(evaluator)) == ["evaluator_startup", "evaluation"]
+    burned = {
+        "prepare": _cpu(_by_name(impl)["prepare"]),
+        "execute": _cpu(_by_name(impl)["execute"]),
+        "evaluation": _cpu(_by_name(evaluator)["evaluation"]),
+    }
+    for name, ms in BURN_MS.items():
+        expected = ms * 1_000_000
+        assert abs(burned[name] - expected) <= TOLERANCE * expected, (name, burned[name])
+    for record in (impl, evaluator):
+        _adds_up_or_names_the_rest(record)
+
+
+def _adds_up_or_names_the_rest(record: dict[str, Any]) -> None:
+    """Phases + between marks = total, exactly; within 1% the record says the CPU adds up."""
+    total = _cpu(record["total"])
+    phases = sum(_cpu(p) for p in record["phases"])
+    rest = _cpu(record["between_marks"])
+    assert phases + rest == total
+    assert record["cpu_adds_up"] == (abs(rest) <= 0.01 * total)
+
+
+def test_a_reused_worker_has_no_startup_phase_after_its_first_attempt(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, reuse=True)
+    reps = 'execution_policy = "warm"\nrepetitions = 2'
+    manifest.write_text(manifest.read_text().replace('execution_policy = "warm"', reps))
+    summary = run(manifest, tmp_path)
+    seen = set()
+    for row in summary.rows:
+        reused = row["record"]["provenance"]["data"]["context"]["worker"]["reused"]
+        names = [p["name"] for p in row["phases"]["implementation"]["phases"]]
+        first = [] if reused else ["worker_startup"]
+        assert names == [*first, "prepare", "integrity_check", "execute"], (reused, names)
+        seen.add(reused)
+    assert seen == {False, True}
+
+
+def test_without_accounting_each_group_says_why(tmp_path: Path) -> None:
+    summary = run(_manifest(tmp_path), tmp_path, accounting_backend="none")
+    (row,) = summary.rows
+    phases = row["phases"]
+    assert schemas.violations("metewand_attempt_phases-1", phases) == []
+    assert phases["implementation"] == {"status": "unavailable", "reason": "accounting_unavailable"}
+    # the evaluator's group only contains its tree, so it still has counters to read
+    assert [p["name"] for p in phases["evaluator"]["phases"]] == ["evaluator_startup", "evaluation"]
+
+
+def test_a_crash_in_execute_still_records_the_phases_up_to_it(tmp_path: Path) -> None:
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + python_impl("crasher", "crash")
+        + """
+[[experiments]]
+name = "crash"
+problem = "answer"
+implementations = ["crasher"]
+""",
+    )
+    (row,) = run(manifest, tmp_path).rows
+    assert row["status"] == "failed" and row["code"] == "implementation_crash"
+    phases = row["phases"]
+    assert schemas.violations("metewand_attempt_phases-1", phases) == []
+    names = [p["name"] for p in phases["implementation"]["phases"]]
+    assert names == ["worker_startup", "prepare", "integrity_check", "execute"]
+    # the evaluator was started but never asked to evaluate
+    assert [p["name"] for p in phases["evaluator"]["phases"]] == ["evaluator_startup"]
