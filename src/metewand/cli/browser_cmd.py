@@ -71,6 +71,12 @@ def browser() -> None:
     show_default=True,
     help="shared: a fresh page per attempt; context: also a fresh browser context.",
 )
+@click.option(
+    "--adapter-mode", type=click.Choice(["long-lived", "per-attempt"]), default="long-lived",
+    show_default=True,
+    help="Driver-path adapters: one served adapter per driver x engine process in each slot "
+    "(each attempt still opens its own page), or a fresh process per attempt.",
+)  # fmt: skip
 @click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
 @click.option(
     "--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
@@ -267,6 +273,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         tags=tuple(opts["tags"]),  # type: ignore[arg-type]
         keep_going=bool(opts["keep_going"]),
         timeout_scale=float(opts["timeout_scale"]),  # type: ignore[arg-type]
+        adapter_mode=str(opts["adapter_mode"]).replace("-", "_"),
         resource=resource,
     )
 

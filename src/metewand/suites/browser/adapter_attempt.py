@@ -29,15 +29,21 @@ from typing import Any, Final
 
 from metewand import canonical
 from metewand.runtime import rundir
-from metewand.suites.browser import classify
+from metewand.suites.browser import adapter_targets, classify
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
-from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun, run_adapter
+from metewand.suites.browser.adapter_server import (
+    AdapterRunner,
+    LongLivedAdapter,
+    PerAttemptAdapter,
+)
+from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun
 from metewand.suites.browser.attempt import AttemptOutcome
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_registry import (
     DriverMissing,
     DriverPath,
+    FoundDriver,
     load_binding,
     path_for_driver,
     resolve_driver,
@@ -55,8 +61,11 @@ TRACE_FILE: Final = rundir.ATTEMPT_CDP_LOG  # the adapter's own per-op trace, wh
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 ADAPTER_ISOLATION: Final = "adapter_managed"
+# adapter endings after which it was killed, its pages possibly still open in the engine
+BROKEN_OUTCOMES: Final = frozenset({"adapter_crash", "adapter_hang", "adapter_garbage"})
 
 EngineHealth = Callable[[bool], Awaitable[str]]
+RunnerFor = Callable[[FoundDriver], Awaitable[tuple[AdapterRunner, str]]]
 
 
 def is_adapter_task(task: Task) -> bool:
@@ -114,9 +123,11 @@ async def run_adapter_attempt(
     out_dir: Path,
     ids: AdapterAttempt,
     engine_health: EngineHealth | None = None,
+    runner_for: RunnerFor | None = None,
 ) -> tuple[AttemptOutcome, dict[str, Any]]:
     """The attempt's outcome and the row's driver block; never raises for anything the
-    adapter, the engine or the grader does."""
+    adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
+    driver (a long-lived one) and its mode; without it the adapter runs per attempt."""
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +135,9 @@ async def run_adapter_attempt(
     found = resolve_driver(path.key)
     binding = binding_for(task, endpoint.name, path.catalog_key)
     run: AdapterRun | None = None
+    mode: str | None = None
+    runner: AdapterRunner | None = None
+    cleanup: adapter_targets.TargetCleanup | None = None
     checks: list[CheckResult] = []
     answer: Any = None
     if isinstance(found, DriverMissing):
@@ -136,10 +150,15 @@ async def run_adapter_attempt(
             AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)), binding,
         )  # fmt: skip
         deadline_s = payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S
-        run = await run_adapter(
-            found.command, payload, deadline_s, out_dir / ADAPTER_STDERR_FILE,
-            label=f"adapter-{path.key}",
+        runner, mode = (
+            await runner_for(found) if runner_for is not None
+            else (PerAttemptAdapter(found.command, f"adapter-{path.key}"), "per_attempt")
         )  # fmt: skip
+        before = await adapter_targets.snapshot(endpoint.browser_ws)
+        run = await runner.run(payload, deadline_s, out_dir / ADAPTER_STDERR_FILE)
+        if run.outcome in BROKEN_OUTCOMES:
+            # killed before it could close its pages: they must not run on into the next task
+            cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before)
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     duration_ms = int((time.monotonic() - started) * 1000)
     if run is not None and engine_health is not None:
@@ -155,7 +174,19 @@ async def run_adapter_attempt(
     )  # fmt: skip
     outcome.artifacts = _write_artifacts(out_dir, run, outcome)
     block = driver_block(path, found, run)
+    block["adapter_cleanup"] = cleanup.to_json() if cleanup is not None else None
+    block["adapter_mode"] = mode  # None: no adapter ran
+    block["adapter_served"] = _served_facts(runner) if run is not None else None
     return outcome, block
+
+
+def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:
+    """Which served adapter process answered (long-lived mode): its pid once the attempt is
+    over (None: the attempt broke it and it was discarded) and how many this runner started."""
+    if not isinstance(runner, LongLivedAdapter):
+        return None
+    pid = runner.process.pid if runner.process is not None else None
+    return {"pid": pid, "starts": runner.starts}
 
 
 def _metrics(run: AdapterRun | None) -> dict[str, int]:

@@ -24,8 +24,11 @@ from metewand.suites.browser.adapter_attempt import (
     is_adapter_task,
     run_adapter_attempt,
 )
+from metewand.suites.browser.adapter_server import AdapterRunner
+from metewand.suites.browser.adapter_slot import SlotAdapters
 from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed, run_task_attempt
 from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.driver_registry import FoundDriver
 from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
@@ -99,6 +102,12 @@ class AttemptRunner:
         self.server = server
         self.base_url = base_url
         self.hooks = hooks or RunHooks()
+        # the slot's adapters (long-lived ones live until their engine is replaced or the slot
+        # closes); their served stderr beside the slot's engine logs
+        self.adapters = SlotAdapters(
+            plan.config.adapter_mode,
+            store.run_dir / rundir.ENGINE_LOGS / f"worker-{pool.worker}",
+        )
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
 
     async def run(self, planned: PlannedAttempt) -> dict[str, Any]:
@@ -197,7 +206,15 @@ class AttemptRunner:
             self.server.context.grader_token,
         )  # fmt: skip
         endpoint = await engine_endpoint(planned.engine, process)
-        return await run_adapter_attempt(planned.task, endpoint, out_dir, ids, process.health)
+
+        async def runner_for(found: FoundDriver) -> tuple[AdapterRunner, str]:
+            return await self.adapters.runner(
+                found, planned.engine, process.generation, process.pid
+            )
+
+        return await run_adapter_attempt(
+            planned.task, endpoint, out_dir, ids, process.health, runner_for
+        )
 
     def _write_grader_evidence(self, session: str, out_dir: Path) -> bool:
         records, dropped = self.server.context.grades.take(session)

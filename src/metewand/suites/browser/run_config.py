@@ -17,6 +17,10 @@ RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
 # interleaved: each task-attempt x engine also runs once unprofiled, beside its profiled twin,
 # on the same engine process, so a host drifting through the run cancels out of the pairs.
 CALIBRATION_MODES: Final = ("separate", "interleaved")
+# How driver-path adapters run: a process per attempt, or one served (long-lived) adapter per
+# driver path × engine process in each slot. Long-lived is the default: the same pass counts
+# at 1.45-4.28x the attempts per minute (benchmarks/README.md, adapter_startup.py).
+ADAPTER_MODES: Final = ("per_attempt", "long_lived")
 # Engines are launched once per worker and reused across attempts; a dead engine is relaunched
 # before the next attempt. Each attempt opens its own CDP connection and page target.
 REUSE_POLICY: Final = "reuse_per_worker_relaunch_on_death"
@@ -83,6 +87,7 @@ class RunConfig:
     tags: tuple[str, ...] = ()
     keep_going: bool = False
     timeout_scale: float = 1.0
+    adapter_mode: str = "long_lived"
     engine_paths: dict[str, str] = field(default_factory=dict)
     resource: ResourceOptions = field(default_factory=ResourceOptions)
 
@@ -97,6 +102,8 @@ class RunConfig:
         out += _out_of_bounds("--jobs", self.jobs, 1, MAX_JOBS)
         if self.isolation not in ISOLATIONS:
             out.append(f"--isolation must be one of {ISOLATIONS}")
+        if self.adapter_mode not in ADAPTER_MODES:
+            out.append(f"--adapter-mode must be one of {ADAPTER_MODES}")
         if self.score_mode not in SCORE_MODES:
             out.append(f"--score-mode must be one of {SCORE_MODES}")
         if not (math.isfinite(self.timeout_scale) and 0 < self.timeout_scale <= MAX_TIMEOUT_SCALE):
@@ -129,6 +136,8 @@ class RunConfig:
         values = {k: v for k, v in data.items() if k in known}
         for key in ("engines", "subsets", "task_ids", "tags"):
             values[key] = tuple(values.get(key, ()))
+        # a run recorded before the adapter mode existed ran every adapter per attempt
+        values.setdefault("adapter_mode", "per_attempt")
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)

@@ -68,6 +68,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
         "k": config.k,
         "jobs": config.jobs,
         "isolation": config.isolation,
+        "adapter_mode": config.adapter_mode,
         "score_mode": config.score_mode,
         "selected_engines": list(config.engines),
         "resource_profile": {

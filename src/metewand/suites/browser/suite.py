@@ -81,6 +81,8 @@ class BrowserSlot:
     def close(self) -> None:
         """Stop the engines (their teardown report goes to the suite) and the server."""
         try:
+            if self.runner is not None:  # served adapters end before the engines they drive
+                self._call(self.runner.adapters.close_all(), cancellable=False)
             reports = self._call(self.pool.stop_all(), cancellable=False)
             self.suite.teardown_reports[f"worker-{self.index}"] = reports
             self._call(self.server.stop(), cancellable=False)

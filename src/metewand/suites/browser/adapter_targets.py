@@ -1,0 +1,118 @@
+"""Pages an adapter left open in the engine, found and closed after an attempt that broke.
+
+An adapter opens and closes its own pages through its client library. One that crashed, hung
+past its deadline or answered garbage was killed before it could close them, and the engine is
+reused by the next attempt: its leftover page (and the browser context it made) would run on
+beside the next task, costing CPU and memory charged to someone else. So, as the peer's harness
+does, the page targets are listed before the adapter starts (``snapshot``) and, after such an
+attempt, the page targets that were not there before are closed (``close_new_pages``) and the
+row says which (``adapter_cleanup``).
+
+Listing and closing go through a short-lived harness CDP connection opened only while no adapter
+runs (an engine may serve one client at a time). Nothing here raises for what the engine does:
+an engine that cannot be asked is recorded as such, never as "nothing was left".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from metewand.suites.browser.cdp import CdpClient, CdpDisconnected, CdpError, CdpTimeout
+
+CLEANUP_TIMEOUT_S: Final = 5.0
+PAGE_TYPES: Final = frozenset({"page", "tab"})
+_FAILURES = (CdpError, CdpTimeout, CdpDisconnected, OSError)
+
+
+@dataclass(frozen=True)
+class TargetSnapshot:
+    """The engine's targets and browser contexts before the attempt; ``error`` when unreadable."""
+
+    target_ids: frozenset[str] = frozenset()
+    context_ids: frozenset[str] | None = None  # non-default contexts; None: not known
+    error: str | None = None
+
+
+@dataclass
+class TargetCleanup:
+    """What the sweep after a broken attempt found and did (the row's ``adapter_cleanup``)."""
+
+    targets_before: int | None
+    closed_pages: list[dict[str, Any]] = field(default_factory=list)
+    disposed_contexts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "targets_before": self.targets_before,
+            "closed_pages": self.closed_pages,
+            "disposed_contexts": self.disposed_contexts,
+            "errors": self.errors,
+        }
+
+
+async def _targets(client: CdpClient) -> list[dict[str, Any]]:
+    found = await client.send("Target.getTargets", {}, timeout=CLEANUP_TIMEOUT_S)
+    return [t for t in found.get("targetInfos") or [] if isinstance(t, dict)]
+
+
+async def _contexts(client: CdpClient) -> frozenset[str] | None:
+    """The browser contexts other than the default one; None when the engine cannot say (then
+    no context is disposed: the default one must never be)."""
+    try:
+        found = await client.send("Target.getBrowserContexts", {}, timeout=CLEANUP_TIMEOUT_S)
+    except (CdpError, CdpTimeout):
+        return None
+    return frozenset(str(c) for c in found.get("browserContextIds") or [])
+
+
+async def snapshot(ws_url: str) -> TargetSnapshot:
+    """The targets open before the adapter starts (the connection is closed again before it)."""
+    try:
+        async with await CdpClient.connect(ws_url, timeout=CLEANUP_TIMEOUT_S) as client:
+            infos = await _targets(client)
+            contexts = await _contexts(client)
+    except _FAILURES as exc:
+        return TargetSnapshot(error=f"Target.getTargets before the attempt: {exc}")
+    return TargetSnapshot(frozenset(str(t.get("targetId")) for t in infos), contexts)
+
+
+async def close_new_pages(ws_url: str, before: TargetSnapshot) -> TargetCleanup:
+    """Close the page targets that appeared since ``before``, then dispose of the browser
+    contexts made since (``Target.getBrowserContexts`` never lists the default one)."""
+    cleanup = TargetCleanup(None if before.error else len(before.target_ids))
+    if before.error is not None:
+        # without the snapshot, "new" cannot be told from the engine's own pages: close none
+        cleanup.errors.append(before.error)
+        return cleanup
+    try:
+        async with await CdpClient.connect(ws_url, timeout=CLEANUP_TIMEOUT_S) as client:
+            await _close(client, before, cleanup)
+    except _FAILURES as exc:
+        cleanup.errors.append(f"after the attempt: {exc}")
+    return cleanup
+
+
+async def _close(client: CdpClient, before: TargetSnapshot, cleanup: TargetCleanup) -> None:
+    for info in await _targets(client):
+        target_id = str(info.get("targetId"))
+        if info.get("type") not in PAGE_TYPES or target_id in before.target_ids:
+            continue
+        try:
+            await client.send("Target.closeTarget", {"targetId": target_id},
+                              timeout=CLEANUP_TIMEOUT_S)  # fmt: skip
+        except (CdpError, CdpTimeout) as exc:
+            cleanup.errors.append(f"Target.closeTarget {target_id}: {exc}")
+            continue
+        cleanup.closed_pages.append({"target_id": target_id, "url": str(info.get("url", ""))})
+    now = await _contexts(client)
+    if before.context_ids is None or now is None:
+        return
+    for context in sorted(now - before.context_ids):
+        try:
+            await client.send("Target.disposeBrowserContext", {"browserContextId": context},
+                              timeout=CLEANUP_TIMEOUT_S)  # fmt: skip
+            cleanup.disposed_contexts.append(context)
+        except (CdpError, CdpTimeout) as exc:
+            cleanup.errors.append(f"Target.disposeBrowserContext {context}: {exc}")
