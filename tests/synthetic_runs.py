@@ -8,10 +8,14 @@ always writes the same bytes. Nothing here is ever presented as a measurement of
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.measure.accounting import CpuReading
+from metewand.measure.forms import Measurement, Status
+from metewand.measure.phases import Counters, PhaseClock
 from metewand.runtime import rundir
 from metewand.runtime.store import RunStore
 
@@ -256,6 +260,40 @@ def _compute_observation(slot: str, attempt_id: str, rel: str, prov: dict[str, A
     return {"schema_version": 1, "id": _ident("observation", rel), **body, "provenance": prov}
 
 
+PHASE_GROUPS = {
+    "implementation": ("worker_startup", "prepare", "integrity_check", "execute"),
+    "evaluator": ("evaluator_startup", "evaluation"),
+}
+
+
+def _phases(rng: random.Random, scale: float) -> dict[str, Any]:
+    """A ``phases`` field as compute attempts write it, built by the real phase arithmetic from
+    made-up cgroup readings (clocks that advance a random step per reading)."""
+    out: dict[str, Any] = {"schema": "metewand_attempt_phases/1"}
+    for role, names in PHASE_GROUPS.items():
+        clock = PhaseClock(_made_up_reader(rng, scale), "compute_attempt")
+        clock.begin()
+        for name in names:
+            clock.mark(name)
+        clock.finish()
+        out[role] = clock.record()
+    return out
+
+
+def _made_up_reader(rng: random.Random, scale: float) -> Callable[[], Counters]:
+    now = {"ns": 1_000_000_000, "cpu": 0}
+
+    def read() -> Counters:
+        now["ns"] += int(rng.uniform(1e6, 5e6) * scale)
+        now["cpu"] += int(rng.uniform(5e5, 4e6) * scale)
+        cpu = Measurement(Status.COMPLETE, now["cpu"])
+        half = Measurement(Status.COMPLETE, now["cpu"] // 2)
+        memory, processes = Measurement(Status.COMPLETE, 8 << 20), Measurement(Status.COMPLETE, 1)
+        return Counters(now["ns"], CpuReading(cpu, half, half), memory, processes)
+
+    return read
+
+
 def compute_row(
     rng: random.Random, impl: str, repetition: int, role: str = "measured", size: int = 1000
 ) -> dict[str, Any]:
@@ -312,6 +350,7 @@ def compute_row(
         "record": record,
         "observation": observation,
         "artifacts": rel,
+        "phases": _phases(rng, scale),
     }
 
 

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import dask
 from distributed import Client, LocalCluster, as_completed
 
+from metewand.errors import EnvironmentMissing
 from metewand.runtime.dask_worker import (
     HOST_RESOURCE,
     REGISTRATION_TOPIC,
@@ -124,7 +125,7 @@ class RowSink(Protocol):
     def attempt_finished(self, row: Row) -> None: ...
 
 
-class DaskExecutorError(RuntimeError):
+class DaskExecutorError(EnvironmentMissing, RuntimeError):
     """The cluster cannot run this suite (no worker accepted, scheduler unreachable, ...)."""
 
 
