@@ -12,8 +12,8 @@ from browser_run_helpers import LEXBENCH
 from metewand.suites.browser.tasks import load_corpus, select_tasks, validate_corpus
 
 needs_lexbench = pytest.mark.usefixtures("lexbench")  # skips, or fails under CI=true
-# every subset but the agent-browser CLI probes (l1_ab_probe.js), which metewand has no runner for
-NOT_RUN = {"l1.agent_browser_tool"}
+# every subset of the corpus runs now (the agent-browser CLI probes, l1_ab_probe.js, were the last)
+NOT_RUN: set[str] = set()
 
 
 @needs_lexbench
@@ -49,17 +49,10 @@ def test_every_peer_task_file_is_valid_or_pending_with_its_reason() -> None:
     }
     assert listed == on_disk and len(on_disk) > 1500
     assert not {t.path for t in corpus.tasks} & {p.path for p in corpus.pending}
-    pending_subsets = {p.subset_id for p in corpus.pending}
-    assert pending_subsets == NOT_RUN
-    for pending in corpus.pending:
-        assert pending.reason.startswith("driver path ") and pending.reason.endswith(
-            " not implemented yet"
-        ), pending
+    assert {p.subset_id for p in corpus.pending} == NOT_RUN
     status = corpus.subset_status(corpus.manifest.subset("l1.agent_browser_tool"))  # type: ignore[arg-type]
-    assert status.task_ids == [] and len(status.pending) == 60
-    assert status.why_not_runnable == (
-        "driver path node_cdp_probe:l1_ab_probe.js not implemented yet"
-    )
+    assert len(status.task_ids) == 60 and status.pending == []
+    assert status.why_not_runnable is None
 
 
 def _with_subset(root: Path, subset_id: str, driver: str, folder: str) -> None:
@@ -74,9 +67,9 @@ def _with_subset(root: Path, subset_id: str, driver: str, folder: str) -> None:
 def test_pending_subset_is_listed_never_invalid_never_run(tmp_path: Path) -> None:
     root = _corpus(tmp_path, {"a.json": json.dumps(_task("a", [GOOD_STEP]))})
     _with_subset(root, "l1.ab", "node_cdp_probe", "ab")
-    # A format the peer's agent-browser CLI probe accepts and this loader does not check.
+    # A probe script metewand has no runner for: listed with the reason, its format unchecked.
     probe_task = _task("ab_a", [], subset_id="l1.ab")
-    probe_task["driver"] = {"kind": "node_cdp_probe", "script": "runner/scripts/l1_ab_probe.js",
+    probe_task["driver"] = {"kind": "node_cdp_probe", "script": "runner/scripts/no_such_probe.js",
                             "env": {"AB_STEPS": [{"ab": ["open", "{fixture_url}"]}]}}  # fmt: skip
     probe_task["grader"] = {"kind": "inline_assertions", "checks": ["script_reported"]}
     (root / "tasks/ab/a.json").write_text(json.dumps(probe_task))
@@ -84,7 +77,7 @@ def test_pending_subset_is_listed_never_invalid_never_run(tmp_path: Path) -> Non
     corpus = load_corpus(root)
     assert [t.task_id for t in corpus.tasks] == ["a"]
     assert [(p.task_id, p.subset_id, p.reason) for p in corpus.pending] == [
-        ("ab_a", "l1.ab", "driver path node_cdp_probe:l1_ab_probe.js not implemented yet")
+        ("ab_a", "l1.ab", "driver path node_cdp_probe:no_such_probe.js not implemented yet")
     ]
     # A file that is not JSON stays invalid, whatever subset holds it.
     assert [str(e) for e in corpus.errors] == [
