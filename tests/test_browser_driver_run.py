@@ -286,6 +286,9 @@ def test_compare_rolls_up_per_subset_and_per_driver_path(driver_run: Path, tmp_p
     assert "## Per driver path" in markdown and "## Per subset" in markdown
 
 
+FLIPPED_MODE = {"long_lived": "per_attempt", "per_attempt": "long_lived"}
+
+
 def test_compare_names_a_changed_driver_version(driver_run: Path, tmp_path: Path) -> None:
     if "playwright" not in _installed():
         pytest.skip("playwright-core not installed")
@@ -295,6 +298,7 @@ def test_compare_names_a_changed_driver_version(driver_run: Path, tmp_path: Path
     for row in rows:
         if row["driver_path"] == "playwright":
             row["driver_version"] = "1.0.0"
+            row["adapter_mode"] = FLIPPED_MODE[row["adapter_mode"]]
     (other / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     done = cli("compare", str(driver_run), str(other), "--json")
     assert done.returncode == 0, done.stderr
@@ -302,3 +306,6 @@ def test_compare_names_a_changed_driver_version(driver_run: Path, tmp_path: Path
     assert differences["driver.playwright.version"]["base"] == DRIVER_PATHS["playwright"].version
     assert differences["driver.playwright.version"]["new"] == "1.0.0"
     assert "driver.puppeteer.version" not in differences
+    mode = differences["driver.playwright.adapter_mode"]  # how the adapter ran is a fact too
+    assert mode["new"] == FLIPPED_MODE[mode["base"]]
+    assert "driver.puppeteer.adapter_mode" not in differences

@@ -182,14 +182,23 @@ def _browser_provenance(run: RunData) -> dict[str, Any]:
     profile = lookup(data, "resource_profile.mode")
     if profile is not MISSING:
         facts["resource_profile"] = profile
-    # the client library each driver path ran (a changed Playwright is a changed comparison)
-    versions: dict[str, set[str]] = {}
-    for row in run.rows:
-        if row.get("driver_path") and row.get("driver_version"):
-            versions.setdefault(str(row["driver_path"]), set()).add(str(row["driver_version"]))
-    for path, found in sorted(versions.items()):
-        facts[f"driver.{path}.version"] = ",".join(sorted(found))
+    calibration = lookup(data, "resource_profile.calibration")
+    if calibration is not MISSING:  # separate A/B or interleaved twins: different observers
+        facts["resource_calibration"] = calibration
+    # the client library each driver path ran (a changed Playwright is a changed comparison), and
+    # how its adapter ran (a served adapter skips start-up: a changed mode changes the cost)
+    for field in ("driver_version", "adapter_mode"):
+        for path, found in sorted(_per_driver_path(run.rows, field).items()):
+            facts[f"driver.{path}.{field.removeprefix('driver_')}"] = ",".join(sorted(found))
     return facts
+
+
+def _per_driver_path(rows: list[dict[str, Any]], field: str) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        if row.get("driver_path") and row.get(field):
+            found.setdefault(str(row["driver_path"]), set()).add(str(row[field]))
+    return found
 
 
 def _browser_rollups(rows: list[dict[str, Any]]) -> dict[str, dict[Group, Any]]:
