@@ -53,7 +53,7 @@ MEASURED_KEY = re.compile(
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # private temporary dirs (an engine's profile) and ports are drawn anew by every launch
-TEMP_DIR = re.compile(r"/tmp/metewand-[\w-]+?-[a-z0-9_]{8}\b")
+TEMP_DIR = re.compile(re.escape(tempfile.gettempdir()) + r"/metewand-[\w-]+?-[a-z0-9_]{8}\b")
 PORT = re.compile(r"(127\.0\.0\.1|localhost|port[= ])[:=]?\d+")
 HEX = re.compile(r"\b([0-9a-f]{12,64}|[0-9A-F]{16,64})\b")
 # identities in attempt keys (``integers@7aa3f6f092``) hash the source tree, so they differ

@@ -1,6 +1,7 @@
-"""Exit codes shared by every command (documented in README); defined in ``runtime``."""
+"""Exit codes shared by every command (documented in README); defined beside the exception base
+in ``metewand.errors``."""
 
-from metewand.runtime.exit_codes import (
+from metewand.errors import (
     BENCHMARK_FAILURES,
     ENVIRONMENT_MISSING,
     INTERRUPTED,
