@@ -77,6 +77,11 @@ def browser() -> None:
     help="Driver-path adapters: one served adapter per driver x engine process in each slot "
     "(each attempt still opens its own page), or a fresh process per attempt.",
 )  # fmt: skip
+@click.option(
+    "--phase-marks/--no-phase-marks", default=True, show_default=True,
+    help="Read the engine group's and the harness's cheap counters at each page creation, "
+    "navigation, step and grade (the rows' phases field).",
+)  # fmt: skip
 @click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
 @click.option(
     "--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
@@ -274,6 +279,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         keep_going=bool(opts["keep_going"]),
         timeout_scale=float(opts["timeout_scale"]),  # type: ignore[arg-type]
         adapter_mode=str(opts["adapter_mode"]).replace("-", "_"),
+        phase_marks=bool(opts["phase_marks"]),
         resource=resource,
     )
 

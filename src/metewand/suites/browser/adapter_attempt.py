@@ -51,6 +51,7 @@ from metewand.suites.browser.driver_registry import (
 from metewand.suites.browser.drivers import server_checks
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.errors import GraderUnavailable
+from metewand.suites.browser.phase_marks import AttemptPhases, no_mark
 from metewand.suites.browser.probes import grade_server_side
 from metewand.suites.browser.tasks import Task
 
@@ -124,10 +125,16 @@ async def run_adapter_attempt(
     ids: AdapterAttempt,
     engine_health: EngineHealth | None = None,
     runner_for: RunnerFor | None = None,
+    phases: AttemptPhases | None = None,
 ) -> tuple[AttemptOutcome, dict[str, Any]]:
     """The attempt's outcome and the row's driver block; never raises for anything the
     adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
-    driver (a long-lived one) and its mode; without it the adapter runs per attempt."""
+    driver (a long-lived one) and its mode; without it the adapter runs per attempt.
+    ``phases``: the adapter's ops are not visible here, so its marks are coarse: the page
+    snapshot, the adapter's whole run, the cleanup of pages it left, the grade."""
+    mark = phases.mark if phases is not None else no_mark
+    if phases is not None:
+        phases.begin()
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -154,12 +161,18 @@ async def run_adapter_attempt(
             await runner_for(found) if runner_for is not None
             else (PerAttemptAdapter(found.command, f"adapter-{path.key}"), "per_attempt")
         )  # fmt: skip
+        mark("target_snapshot")
         before = await adapter_targets.snapshot(endpoint.browser_ws)
+        mark("adapter_run")
         run = await runner.run(payload, deadline_s, out_dir / ADAPTER_STDERR_FILE)
         if run.outcome in BROKEN_OUTCOMES:
             # killed before it could close its pages: they must not run on into the next task
+            mark("target_cleanup")
             cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before)
+        mark("grade")
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
+    if phases is not None:
+        phases.finish()
     duration_ms = int((time.monotonic() - started) * 1000)
     if run is not None and engine_health is not None:
         # an adapter that did not end with a result may have taken the engine down with it

@@ -31,6 +31,7 @@ from metewand.suites.browser.cdp import (
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.drivers import DRIVERS, AttemptContext, DriverVerdict
 from metewand.suites.browser.errors import DriverUnavailable
+from metewand.suites.browser.phase_marks import AttemptPhases, Mark, no_mark
 from metewand.suites.browser.tasks import Task
 
 CDP_LOG_FILE: Final = rundir.ATTEMPT_CDP_LOG
@@ -110,6 +111,7 @@ async def run_task_attempt(
     log_recorder: CdpLogRecorder | None = None,
     before_cleanup: BeforeCleanup | None = None,
     grader_token: str | None = None,
+    phases: AttemptPhases | None = None,
 ) -> AttemptOutcome:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
@@ -122,6 +124,8 @@ async def run_task_attempt(
     page is closed; it is not reached when the driver raises or times out. Its own failure is a
     note, never a change of the outcome, and its wall is not part of ``duration_ms`` (it is the
     caller's time, e.g. the resource observer's end scan, not the task's).
+    ``phases``: the attempt's phase marks (begun here, finished once the page is closed); the
+    hook's wall is left between marks, as it is left out of ``duration_ms``.
     """
     out_dir = Path(artifact_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -134,15 +138,19 @@ async def run_task_attempt(
     before: _Counters | None = _Counters.of(client) if client is not None else None
     verdict: DriverVerdict | None = None
     hook = _TimedHook(before_cleanup)
+    mark: Mark = phases.mark if phases is not None else no_mark
+    if phases is not None:
+        phases.begin()
     try:
         if client is None:
             assert isinstance(cdp, str)
+            mark("connect")
             client = await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000)
             before = _Counters.of(client)
         hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
             _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
-                   attempt, seed, notes, hook, grader_token),
+                   attempt, seed, notes, hook, grader_token, mark),
             hard_kill_s,
         )  # fmt: skip
         outcome = verdict.classification
@@ -153,7 +161,10 @@ async def run_task_attempt(
     # trouble (e.g. "No target with given id": the page went away with a closing browser).
     suspect = client is None or not client.is_connected or bool(notes)
     if client is not None and not isinstance(cdp, CdpClient):
+        mark("disconnect")
         await client.close()
+    if phases is not None:
+        phases.finish()  # before the health check: the harness's question, not the task's
     health_started = time.monotonic()
     if engine_health is not None:
         outcome = classify.promote_engine_trouble(outcome, await engine_health(suspect))
@@ -177,21 +188,24 @@ async def run_task_attempt(
 async def _drive(
     task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
     run_id: str, attempt: int, seed: str, notes: list[str], hook: _TimedHook,
-    grader_token: str | None,
+    grader_token: str | None, mark: Mark,
 ) -> DriverVerdict:  # fmt: skip
     driver = DRIVERS.get(task.driver_kind)
     if driver is None:
         raise DriverUnavailable(f"no metewand driver for driver kind {task.driver_kind!r}")
+    mark("page_create")
     page: PageTarget = await new_page_target(client, isolation, timeout=task.task_ms / 1000)
     ctx = AttemptContext(
         task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed,
-        notes, grader_token,
+        notes, grader_token, mark,
     )  # fmt: skip
     try:
         verdict = await driver(ctx)
+        mark(None)  # the hook (the observer's end scan) is not the task's: between marks
         await hook.call(notes)
         return verdict
     finally:
+        mark("page_close")
         # Shielded so a hard-kill cancellation still closes the page (and its context).
         notes += await asyncio.shield(_close_page(client, page))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metewand import canonical
+from metewand.measure.accounting import TreeAccounting
 from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
 from metewand.runtime import rundir
 from metewand.runtime.resource_record import peer_resources_record
@@ -33,6 +34,7 @@ from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.fixtures import FixtureServer
+from metewand.suites.browser.phase_marks import AttemptPhases
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row, outcome_row
 
 if TYPE_CHECKING:
@@ -62,6 +64,12 @@ class RunHooks:
 
     def tree_cpu(self, worker: int, engine: str, process: EngineProcess) -> CpuNs | None:
         """A reader of the engine tree's CPU time in ns, for the settle wait; None: no group."""
+        return None
+
+    def engine_group(
+        self, worker: int, engine: str, process: EngineProcess
+    ) -> TreeAccounting | None:
+        """The engine's accounting group, for the attempt's phase marks; None: no group."""
         return None
 
 
@@ -148,14 +156,17 @@ class AttemptRunner:
             )
             self.server.context.grades.open(session)
             driver_block: dict[str, Any] | None = None
+            phases = self._phases(planned, process)
             if is_adapter_task(planned.task):
-                outcome, driver_block = await self._adapter_attempt(planned, process, out_dir, seed)
+                outcome, driver_block = await self._adapter_attempt(
+                    planned, process, out_dir, seed, phases
+                )
             else:
                 outcome = await run_task_attempt(
                     planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
                     config.isolation, run_id=self.store.run_id, attempt=planned.attempt,
                     seed=seed, engine_health=process.health, before_cleanup=window.close,
-                    grader_token=self.server.context.grader_token,
+                    grader_token=self.server.context.grader_token, phases=phases,
                 )  # fmt: skip
             finished_at = utc_now()
             if self._write_grader_evidence(session, out_dir):
@@ -181,6 +192,8 @@ class AttemptRunner:
         row["engine_provenance"] = self._provenance(planned.engine, process)
         row["run_context"] = context
         row["traffic"] = traffic.to_json()
+        if phases is not None:  # metewand_browser_attempt_phases/1, beside the peer's fields
+            row["phases"] = phases.to_json()
         if config.resource.profile != "off":
             row["collection_wall_ms"] = round(window_ms, 3)
             # the whole attempt as the run pays for it: window, cleanup, settle, CPU reading
@@ -197,9 +210,21 @@ class AttemptRunner:
             row["resource"] = peer_resources_record(resource)
         return row
 
+    def _phases(self, planned: PlannedAttempt, process: EngineProcess) -> AttemptPhases | None:
+        """The attempt's phase marks (None: --no-phase-marks). An engine without a group gets
+        its harness marks and an engine record that says why it has none."""
+        if not self.plan.config.phase_marks:
+            return None
+        granularity = "steps" if planned.task.driver_kind == "raw_cdp" else "probe"
+        if is_adapter_task(planned.task):
+            granularity = "adapter_run"
+        group = self.hooks.engine_group(self.pool.worker, planned.engine, process)
+        return AttemptPhases(group, granularity, concurrent=self.plan.config.jobs > 1)
+
     async def _adapter_attempt(
-        self, planned: PlannedAttempt, process: EngineProcess, out_dir: Path, seed: str
-    ) -> tuple[AttemptOutcome, dict[str, Any]]:
+        self, planned: PlannedAttempt, process: EngineProcess, out_dir: Path, seed: str,
+        phases: AttemptPhases | None,
+    ) -> tuple[AttemptOutcome, dict[str, Any]]:  # fmt: skip
         """A driver-path task: its adapter drives the engine (see ``adapter_attempt``)."""
         ids = AdapterAttempt(
             self.store.run_id, planned.attempt, seed, self.base_url,
@@ -213,7 +238,7 @@ class AttemptRunner:
             )
 
         return await run_adapter_attempt(
-            planned.task, endpoint, out_dir, ids, process.health, runner_for
+            planned.task, endpoint, out_dir, ids, process.health, runner_for, phases
         )
 
     def _write_grader_evidence(self, session: str, out_dir: Path) -> bool:

@@ -18,6 +18,7 @@ from metewand.suites.browser import classify
 from metewand.suites.browser.cdp import CdpClient, CdpError
 from metewand.suites.browser.checks import CheckResult, run_checks
 from metewand.suites.browser.errors import DriverUnavailable
+from metewand.suites.browser.phase_marks import Mark, no_mark, step_phase
 from metewand.suites.browser.probes import ProbeContext, grade_server_side, probe_for
 from metewand.suites.browser.steps import RawCdpState, reset_download_behavior, run_steps
 from metewand.suites.browser.substitute import RunnerTokens
@@ -44,6 +45,7 @@ class AttemptContext:
     seed: str
     notes: list[str] = field(default_factory=list)  # cleanup trouble, never a status change
     grader_token: str | None = None  # proves to a harness-only grader that this is the harness
+    mark: Mark = no_mark  # a phase boundary (phase_marks): page work the engine is charged for
 
     @property
     def command_timeout_s(self) -> float:
@@ -113,12 +115,18 @@ def runner_tokens(ctx: AttemptContext) -> RunnerTokens:
 
 
 async def run_raw_cdp(ctx: AttemptContext) -> DriverVerdict:
+    ctx.mark("scene")
     await prepare_scene(ctx)
     state = RawCdpState(ctx.client, ctx.page_session, runner_tokens(ctx), ctx.command_timeout_s)
     try:
-        await run_steps(list(ctx.task.driver["steps"]), state)
+        await run_steps(
+            list(ctx.task.driver["steps"]), state, lambda i, step: ctx.mark(step_phase(i, step))
+        )
     finally:
+        if state.download_domains:
+            ctx.mark("download_reset")
         ctx.notes += await reset_download_behavior(state)
+    ctx.mark("grade")
     checks = run_checks(list(ctx.task.grader["checks"]), state.saved)
     return DriverVerdict(verdict_from_checks(checks), checks, state.answer, state.saved)
 
@@ -144,7 +152,9 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
         ctx.client, ctx.page_session, ctx.fixture_base_url + url_path,
         env.get("PROBE_SPEC") or {}, ctx.command_timeout_s, session,
     )  # fmt: skip
+    ctx.mark("probe")
     result = await kind.run(probe_ctx)
+    ctx.mark("grade")
     payload = {
         "run_id": ctx.run_id, "task_id": ctx.task.task_id, "attempt": ctx.attempt,
         "engine": ctx.engine, "seed": ctx.seed, "session": session,

@@ -109,6 +109,7 @@ class ResourceProfiler(RunHooks):
         self.options = config.resource
         self.jobs = config.jobs
         self.sampling = self.options.profile == "engine"
+        self.phase_marks = config.phase_marks
         self.run_dir = run_dir
         self._journal = OwnedJournal(run_dir)  # engine groups, removed after a kill -9
         self.run_id = run_id
@@ -162,8 +163,9 @@ class ResourceProfiler(RunHooks):
 
     def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
         # Engines join a group in both resource profiles, so a baseline run differs from a
-        # profiled one only by the sampler, and both can tell when an engine has gone quiet.
-        if self.options.profile == "off":
+        # profiled one only by the sampler, and both can tell when an engine has gone quiet;
+        # with phase marks on, a functional run's engines join one too (the marks read it).
+        if self.options.profile == "off" and not self.phase_marks:
             return None
         group = self._group(worker, engine)
         return group.preexec_join() if group is not None else None
@@ -189,6 +191,19 @@ class ResourceProfiler(RunHooks):
                 return None
 
         return read
+
+    def engine_group(
+        self, worker: int, engine: str, process: EngineProcess
+    ) -> TreeAccounting | None:
+        """The group the engine joined at launch (phase marks read it); None without one."""
+        group = self._groups.get((worker, engine))
+        if group is None or process.pid is None:
+            return None
+        try:
+            self._attach(worker, engine, process)  # the proc backend needs the root
+        except OSError:
+            return None
+        return group
 
     def attempt_started(self, planned: PlannedAttempt, process: EngineProcess, worker: int) -> Any:
         if not self.sampling:

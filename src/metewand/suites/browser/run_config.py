@@ -88,6 +88,8 @@ class RunConfig:
     keep_going: bool = False
     timeout_scale: float = 1.0
     adapter_mode: str = "long_lived"
+    # phase marks in every attempt (engine group and harness counters at each boundary)
+    phase_marks: bool = True
     engine_paths: dict[str, str] = field(default_factory=dict)
     resource: ResourceOptions = field(default_factory=ResourceOptions)
 
@@ -138,6 +140,8 @@ class RunConfig:
             values[key] = tuple(values.get(key, ()))
         # a run recorded before the adapter mode existed ran every adapter per attempt
         values.setdefault("adapter_mode", "per_attempt")
+        # and one recorded before phase marks had none: a resume keeps it that way
+        values.setdefault("phase_marks", False)
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)

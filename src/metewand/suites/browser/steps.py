@@ -203,12 +203,20 @@ def form_of(step: Mapping[str, Any]) -> StepForm | None:
     return found[0] if len(found) == 1 else None
 
 
-async def run_steps(steps: list[Mapping[str, Any]], state: RawCdpState) -> None:
+# Called as each step begins (its index and the step): the attempt's phase mark.
+StepStarted = Callable[[int, Mapping[str, Any]], None]
+
+
+async def run_steps(
+    steps: list[Mapping[str, Any]], state: RawCdpState, started: StepStarted | None = None
+) -> None:
     """Run every step in order; a required failure raises (see ``errors``)."""
     for index, step in enumerate(steps):
         form = form_of(step)
         if form is None:  # validated away before a run; kept as a guard for direct callers
             raise ValueError(f"step {index} has no single form key")
+        if started is not None:
+            started(index, step)
         await form.run(index, step, state)
 
 

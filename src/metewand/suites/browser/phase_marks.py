@@ -1,0 +1,126 @@
+"""Phase marks inside one browser attempt: where the engine's and the harness's CPU go.
+
+Two ``measure.phases.PhaseClock``s per attempt (``metewand_browser_attempt_phases/1``, the row's
+own ``phases`` field, beside the peer's row fields):
+
+- ``engine``: the engine's accounting group (the worker x engine group the engine joined before
+  exec). A mark reads only its cheap counters (cpu.stat or cpuacct, memory current, process
+  count), never a PSS scan.
+- ``harness``: this process (CDP client, driver, grader, fixture server; also the resource
+  sampler's and host telemetry's threads when they run), read with ``getrusage``. It is the
+  harness's own scope: at ``--jobs`` > 1 the process serves several attempts at once
+  (``concurrent``). A driver path's adapter is a process of its own whose CPU over the whole
+  adapter run is the row's ``driver_resources``; its ops are not visible to the harness.
+
+``granularity`` says what the marks could see: ``steps`` (raw CDP: connect, page creation, scene
+navigation, each step, grade, page close), ``probe`` (the probe's CDP work as one phase, then the
+server-side grade) or ``adapter_run`` (a driver path: the adapter's whole run, then the grade).
+The Sampler's own ``mark`` is not used: marks must work without a sampler (resource profile off
+or baseline), so they read the group directly.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from metewand.measure.accounting import CpuReading, TreeAccounting
+from metewand.measure.forms import Measurement, Reason, Status
+from metewand.measure.phases import Counters, PhaseClock, counters_of
+
+SCHEMA: Final = "metewand_browser_attempt_phases/1"
+SOURCE: Final = "browser_attempt"
+ROLES: Final = ("engine", "harness")
+HARNESS_PARTS: Final = ("cdp_client", "driver", "grader", "fixture_server", "observer_threads")
+_PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
+
+Mark = Callable[[str | None], None]
+
+
+def no_mark(_name: str | None) -> None:
+    """The marker of an attempt without phase marks."""
+
+
+def step_phase(index: int, step: Mapping[str, Any]) -> str:
+    """A step's phase name: ``step3:Runtime.evaluate``, ``step4:wait:Page.loadEventFired``,
+    ``step5:sleep``. The part after the first colon is the step's kind across tasks."""
+    if "method" in step:
+        label = str(step["method"])
+    elif "wait_for_event" in step:
+        label = f"wait:{step['wait_for_event']}"
+    elif "sleep_ms" in step:
+        label = "sleep"
+    else:
+        label = "step"
+    return f"step{index}:{label}"
+
+
+def _harness_counters() -> Counters:
+    """This process's CPU (user/system from getrusage) and resident memory (statm)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = int(usage.ru_utime * 1e9), int(usage.ru_stime * 1e9)
+    cpu = CpuReading(
+        Measurement(Status.COMPLETE, user + system),
+        Measurement(Status.COMPLETE, user),
+        Measurement(Status.COMPLETE, system),
+    )
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            rss = int(handle.read().split()[1]) * _PAGE_BYTES
+        memory = Measurement(Status.COMPLETE, rss)
+    except (OSError, ValueError, IndexError):
+        memory = Measurement(Status.UNAVAILABLE, reason=Reason.ACCOUNTING_UNAVAILABLE)
+    return Counters(time.monotonic_ns(), cpu, memory, Measurement(Status.COMPLETE, 1))
+
+
+class AttemptPhases:
+    """One attempt's two clocks; ``mark`` is what the attempt's code calls at each boundary."""
+
+    def __init__(
+        self, engine_group: TreeAccounting | None, granularity: str, concurrent: bool
+    ) -> None:
+        self.granularity = granularity
+        self.concurrent = concurrent
+        self._clocks: dict[str, PhaseClock] = {}
+        self._missing: dict[str, str] = {}
+        self._records: dict[str, dict[str, Any]] = {}
+        if engine_group is None:
+            self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
+        else:
+            self._clocks["engine"] = PhaseClock(counters_of(engine_group), SOURCE)
+        self._clocks["harness"] = PhaseClock(_harness_counters, SOURCE)
+
+    def begin(self) -> None:
+        for clock in self._clocks.values():
+            clock.begin()
+
+    def mark(self, name: str | None) -> None:
+        """A boundary in both scopes: ``name`` begins that phase, None ends the current one."""
+        if self._records:
+            return  # finished: a mark from a late callback changes nothing
+        for clock in self._clocks.values():
+            clock.mark(name)
+
+    def finish(self) -> None:
+        if self._records:
+            return
+        for role, clock in self._clocks.items():
+            clock.finish()
+            self._records[role] = clock.record()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"schema": SCHEMA, "granularity": self.granularity}
+        for role in ROLES:
+            if role in self._records:
+                out[role] = self._records[role]
+            else:
+                out[role] = {
+                    "status": "unavailable",
+                    "reason": self._missing.get(role, Reason.NOT_STARTED.value),
+                }
+        out["harness_parts"] = list(HARNESS_PARTS)
+        out["concurrent"] = self.concurrent
+        return out
