@@ -135,7 +135,9 @@ def test_a_busy_step_is_charged_to_that_step(engine_in_group: Any, tmp_path: Pat
     step_ns = _cpu(by_name[BURN_STEP])
     print(f"{process.engine.name}: burning thread {burn_ns / 1e6:.1f} ms, all threads "
           f"{all_ns / 1e6:.1f} ms, step's engine CPU {step_ns / 1e6:.1f} ms")  # fmt: skip
-    assert burn_ns >= 150e6, "the loop hardly ran: no burn to attribute"
+    # the loop ran (on a loaded host the renderer gets less than its 350 ms of wall: the
+    # attribution bounds below hold for whatever it got)
+    assert burn_ns >= 50e6, "the loop hardly ran: no burn to attribute"
     assert step_ns >= 0.98 * burn_ns
     assert step_ns <= 1.02 * all_ns + 5e6
     for neighbour in ("step0:Runtime.evaluate", "step2:Runtime.evaluate", "grade"):

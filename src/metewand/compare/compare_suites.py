@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from metewand.compare import cases, compute_rows
+from metewand.compare import browser_phases, cases, compute_rows
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
@@ -158,6 +158,8 @@ def _browser_value(row: Mapping[str, Any], metric: str) -> float | None:
         return None  # a failed attempt did a different amount of work
     if metric == "duration_ms":
         return form_value(row.get("duration_ms"))
+    if metric.startswith("phase."):  # phase.<name>.<wall_ns|cpu_ns>: the engine group's phase
+        return browser_phases.phase_value(row, metric)
     value, _ = metric_value(row.get("resource"), metric)
     return value
 
@@ -179,6 +181,9 @@ def _browser_provenance(run: RunData) -> dict[str, Any]:
     corpus = lookup(data, "corpus")
     if isinstance(corpus, Mapping):  # its content digest: the same corpus elsewhere is the same
         facts["corpus_sha256"] = corpus.get("sha256")
+    marks = lookup(data, "phase_marks")
+    if marks is not MISSING:  # marks read counters in every attempt: part of the observer
+        facts["phase_marks"] = marks
     profile = lookup(data, "resource_profile.mode")
     if profile is not MISSING:
         facts["resource_profile"] = profile
@@ -240,6 +245,8 @@ register(
         group_names=("task", "engine"),
         default_metric="duration_ms",
         metrics=("duration_ms", *BROWSER_RESOURCE_METRICS),
+        # phase names are the tasks' own (step1:Runtime.evaluate): any well-formed one
+        accepts_metric=browser_phases.is_phase_metric,
         group_of=_browser_group,
         value_of=_browser_value,
         status_of=_browser_status,

@@ -95,7 +95,7 @@ class _Figures:
         return out
 
 
-def _group_block(records: list[Mapping[str, Any]]) -> dict[str, Any]:
+def group_block(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     """One accounting group over the attempts whose CPU total is known."""
     counted = [r for r in records if _value(r["total"].get("cpu_time_ns")) is not None]
     order: list[str] = []
@@ -142,7 +142,7 @@ def phase_costs(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]] | Non
         block: dict[str, Any] = {"case": key[0], "implementation": key[1], "groups": {}}
         for role in ROLES:
             if role in groups.get(key, {}):
-                block["groups"][role] = _group_block(groups[key][role])
+                block["groups"][role] = group_block(groups[key][role])
             elif role in missing.get(key, {}):
                 block["groups"][role] = {"unavailable": missing[key][role]}
         out.append(block)

@@ -11,6 +11,8 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from matplotlib import colormaps
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from metewand.compare.phase_costs import TOTAL
@@ -35,14 +37,20 @@ def _bars(costs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[tuple[str,
     return bars
 
 
+def _distinct(count: int) -> tuple[str, ...]:
+    cmap = colormaps["tab20"]
+    return tuple(to_hex(cmap(i % 20)) for i in range(count))
+
+
 def cost_chart(costs: Sequence[Mapping[str, Any]]) -> Figure:
     bars = _bars(costs)
     names: list[str] = []
     for _, segments in bars:
         names += [n for n, _ in segments if n not in names]
-    colour = {
-        n: COLOURS[i % len(COLOURS)] for i, n in enumerate(x for x in names if x != "between marks")
-    }
+    coloured = [x for x in names if x != "between marks"]
+    # more phases than the house colours (a browser run's phases): one distinct colour each
+    palette = COLOURS if len(coloured) <= len(COLOURS) else _distinct(len(coloured))
+    colour = {n: palette[i % len(palette)] for i, n in enumerate(coloured)}
     colour["between marks"] = GREY
     height = 1.2 + BAR_HEIGHT_IN * 1.6 * max(1, len(bars))
     fig = _figure(11.0, height, (3.4, 1.9, 0.6, 0.3))

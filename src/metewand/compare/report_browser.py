@@ -17,6 +17,7 @@ from metewand.compare.efficiency import EnginePoint, engine_points
 from metewand.compare.fmt import bytes_text, ms_text, rate_text, unavailable
 from metewand.compare.html_parts import esc, figure, paragraph, section, table
 from metewand.compare.intersection import Intersection
+from metewand.compare.report_browser_phases import where_section
 from metewand.compare.rundir import RunData
 
 EXCLUDED_LISTED = 200  # non-pass attempts listed one by one; the counts cover all of them
@@ -314,11 +315,13 @@ def browser_sections(
         engine_points(run.rows, scores, columns, BROWSER_METRICS, intersection) if profiled else []
     )
     titles = task_titles(run)  # one pass over the rows (and task files) for both tables
+    where = where_section(run, scores)
     return [
         ("efficiency", "Efficiency", efficiency_section(points, profiled)),
         ("scores", "Scores", pass_tables(scores)),
         ("distributions", "Distributions", distribution_section(columns, profiled)),
         ("excluded", "Excluded", excluded_section(run, scores, titles)),
         ("tasks", "Tasks", task_section(run, scores, titles)),
+        *([("where-cost", "Where the CPU goes", where)] if where else []),
         ("flags", "Flags", flags_section(columns)),
     ]

@@ -130,7 +130,8 @@ def compare_runs(
         raise CompareError(f"BASE is a {base.kind} run and NEW a {new.kind} run")
     kind = suite_kind(base.kind)
     metric = metric or kind.default_metric
-    if metric not in kind.metrics:
+    accepted = metric in kind.metrics or bool(kind.accepts_metric and kind.accepts_metric(metric))
+    if not accepted:
         raise CompareError(
             f"--metric {metric!r} is not a {kind.name} metric; choose from {list(kind.metrics)}"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from metewand.compare import phase_costs
+from metewand.compare import browser_phases, phase_costs
 from metewand.compare.case_text import OUTCOME_HEADER, cases_markdown, outcome_rows
 from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.fmt import rate_text
@@ -59,7 +59,28 @@ def browser_scorecard(scores: Mapping[str, Any]) -> str:
     if scores.get("by_driver_engine"):
         lines += ["", "## Per driver path", "", DRIVER_NOTE, ""]
         lines += _table(TABLE_HEAD, table_rows(scores["by_driver_engine"]))
+    if scores.get("phase_costs"):
+        lines += _browser_phases(scores)
     return "\n".join(lines) + "\n"
+
+
+BROWSER_PHASES_NOTE = (
+    "Passing attempts. engine: the engine's accounting group; harness: this process (CDP "
+    "client, driver, grader, fixture server). Median wall and CPU per phase; the share is the "
+    "phase's CPU over the scope's total, both summed over the attempts, so a scope's phases and "
+    "the CPU between marks add up to 100%. A driver path's adapter runs as one phase."
+)
+
+
+def _browser_phases(scores: Mapping[str, Any]) -> list[str]:
+    top = scores.get("phase_top_steps") or {}
+    lines = ["", "## Top steps by engine CPU", ""]
+    lines += [f"- {line}" for line in browser_phases.top_sentences(top)]
+    lines += [""] + _table(list(browser_phases.TOP_HEADER), browser_phases.top_rows(top))
+    lines += ["", "## Where the time and CPU go", "", BROWSER_PHASES_NOTE, ""]
+    costs = scores["phase_costs"]
+    lines += _table(list(browser_phases.TABLE_HEADER), phase_costs.table_rows(costs))
+    return lines
 
 
 PHASES_NOTE = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metewand import canonical
-from metewand.compare import cases, compute_rows
+from metewand.compare import browser_phases, cases, compute_rows
 from metewand.compare.driver_costs import driver_engine_table
 from metewand.compare.phase_costs import phase_costs
 from metewand.runtime import rundir
@@ -112,7 +112,16 @@ def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "by_engine_subset": _nested(by_subset, k),
         # per driver path x engine: attempt pass rate, the adapter's cost beside the engine's
         "by_driver_engine": driver_engine_table(rows),
+        **_browser_phase_blocks(rows),
     }
+
+
+def _browser_phase_blocks(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the time and CPU go (#16): absent for rows recorded without phase marks."""
+    costs = browser_phases.phase_costs(rows)
+    if costs is None:
+        return {}
+    return {"phase_costs": costs, "phase_top_steps": browser_phases.top_steps(rows)}
 
 
 NO_SEMANTIC_MAP = (

@@ -53,6 +53,8 @@ class SuiteKind:
     # metewand compare: coarser groups shown beside the per-group ratios (browser: per subset
     # and per driver path): rows -> {rollup name: {(name, engine): summary}}
     rollups_of: Callable[[Rows], dict[str, dict[Group, Any]]] | None = None
+    # metrics beyond ``metrics`` whose names come from the rows (browser phase names)
+    accepts_metric: Callable[[str], bool] | None = None
 
 
 SUITE_KINDS: dict[str, SuiteKind] = {}
