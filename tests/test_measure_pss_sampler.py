@@ -11,10 +11,8 @@ import pytest
 
 from measure_helpers import kill_tree
 from metewand.measure import procfs
-from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import QualityFlag, Reason, Status, complete, partial
 from metewand.measure.pss import PssScanner, scan_pss
-from metewand.measure.sampler import Sampler
 from metewand.measure.subject import run_measured
 
 TREE = (
@@ -155,17 +153,3 @@ def test_sampler_fault_is_contained_and_flagged() -> None:
     assert report.measurements["pss_peak_bytes"].status is Status.PARTIAL
     assert report.measurements["cpu_time_ns"].status is not Status.UNAVAILABLE
     assert report.sampler.tick_count == 3
-
-
-def test_marks_record_counters_at_phase_boundaries() -> None:
-    accounting = open_accounting("proc", label="marks")
-    proc = subprocess.Popen(["sleep", "0.3"])
-    accounting.attach(proc.pid)
-    sampler = Sampler(accounting, interval_ms=50)
-    sampler.start()
-    sampler.mark("execute")
-    summary = sampler.stop()
-    proc.wait()
-    marks = [s for s in summary.samples if s["kind"] == "mark"]
-    assert [m["phase"] for m in marks] == ["execute"]
-    assert marks[0]["process_count"] == 1

@@ -125,7 +125,7 @@ class Sampler:
         self.fault: str | None = None
 
     # -- recording --------------------------------------------------------------------------
-    def _record(self, kind: str, pss: str | bool, phase: str | None = None) -> None:
+    def _record(self, kind: str, pss: str | bool) -> None:
         """One sample. ``pss``: a trigger name (scan now), True (ask the trigger), False (none)."""
         cpu = self.accounting.cpu()
         memory = self.accounting.memory()
@@ -138,8 +138,6 @@ class Sampler:
             "memory_current_bytes": memory.current.to_json(),
             "process_count": len(pids),
         }
-        if phase is not None:
-            sample["phase"] = phase
         members, level = frozenset(pids), memory.current.value
         trigger = self.trigger.due(self._ticks, now, members, level) if pss is True else pss
         scan = None
@@ -174,9 +172,9 @@ class Sampler:
         except Exception as exc:  # the observer must never take the subject down
             self.fault = f"{type(exc).__name__}: {exc}"
 
-    def _caller_side(self, kind: str, pss: str | bool, phase: str | None = None) -> None:
+    def _caller_side(self, kind: str, pss: str | bool) -> None:
         start = time.thread_time_ns()
-        self._guarded(lambda: self._record(kind, pss, phase))
+        self._guarded(lambda: self._record(kind, pss))
         with self._lock:
             self._cpu_ns += time.thread_time_ns() - start
 
@@ -202,10 +200,6 @@ class Sampler:
         if self.fault_hook is not None:
             self.fault_hook(self._ticks)
         self._record("tick", pss=True)
-
-    def mark(self, phase: str) -> None:
-        """Record counters at a phase boundary (no PSS scan: marks must stay cheap)."""
-        self._caller_side("mark", pss=False, phase=phase)
 
     def stop(self, end_scan: bool = True) -> SamplerSummary:
         """Stop sampling. ``end_scan`` takes a final PSS scan now (while the tree still lives);
