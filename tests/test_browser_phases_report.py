@@ -145,3 +145,19 @@ def test_a_driver_path_is_marked_as_one_adapter_run(tmp_path: Path) -> None:
     assert names == ["target_snapshot", "adapter_run", "grade"]
     run = phases["engine"]["phases"][1]
     assert run["cpu_time_ns"]["value"] > 0  # the adapter drove the engine in this phase
+
+
+def test_a_profiled_run_leaves_the_end_scan_between_marks(corpus: Path) -> None:
+    run_dir = _run(corpus, corpus.parent / "runs", "profiled", "--resource-profile", "engine",
+                   "--cold-start-samples", "0")  # fmt: skip
+    for row in rows_of(run_dir):
+        assert row["resource_forms"]["scope"] == "engine_scope"  # the sampler ran beside marks
+        for scope in ("engine", "harness"):
+            record = row["phases"][scope]
+            # before the first mark, and the observer's end scan before the page closes
+            assert record["between_marks"]["stretches"] == 2
+            spans = [*record["phases"], record["between_marks"]]
+            cpu = sum(s["cpu_time_ns"]["value"] for s in spans)
+            assert cpu == record["total"]["cpu_time_ns"]["value"]
+        # the end scan walks the engine's memory from this process: harness CPU between marks
+        assert row["phases"]["harness"]["between_marks"]["cpu_time_ns"]["value"] > 0

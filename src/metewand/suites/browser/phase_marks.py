@@ -58,6 +58,19 @@ def step_phase(index: int, step: Mapping[str, Any]) -> str:
     return f"step{index}:{label}"
 
 
+class _Statm:
+    """/proc/self/statm, opened once and re-read with pread: ~1 µs instead of the ~11 µs of an
+    open/read/close per mark (the file is generated afresh at offset 0 on every read)."""
+
+    fd: int | None = None
+
+    @classmethod
+    def rss_bytes(cls) -> int:
+        if cls.fd is None:
+            cls.fd = os.open("/proc/self/statm", os.O_RDONLY)  # non-inheritable, as Python's are
+        return int(os.pread(cls.fd, 256, 0).split()[1]) * _PAGE_BYTES
+
+
 def _harness_counters() -> Counters:
     """This process's CPU (user/system from getrusage) and resident memory (statm)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -68,9 +81,7 @@ def _harness_counters() -> Counters:
         Measurement(Status.COMPLETE, system),
     )
     try:
-        with open("/proc/self/statm", "rb") as handle:
-            rss = int(handle.read().split()[1]) * _PAGE_BYTES
-        memory = Measurement(Status.COMPLETE, rss)
+        memory = Measurement(Status.COMPLETE, _Statm.rss_bytes())
     except (OSError, ValueError, IndexError):
         memory = Measurement(Status.UNAVAILABLE, reason=Reason.ACCOUNTING_UNAVAILABLE)
     return Counters(time.monotonic_ns(), cpu, memory, Measurement(Status.COMPLETE, 1))
