@@ -85,6 +85,15 @@ def pct_ci(values: list[float]) -> tuple[float, float, float]:
     )
 
 
+def verdict(low: float, high: float) -> str:
+    """What the CI says about the target (a median alone inside it says nothing)."""
+    if low >= -TARGET_PCT and high <= TARGET_PCT:
+        return f"within the {TARGET_PCT}% target"
+    if low > TARGET_PCT:
+        return f"beyond the {TARGET_PCT}% target"
+    return f"the CI is wider than the ±{TARGET_PCT}% target: this run cannot tell"
+
+
 def pairs(rows: list[dict[str, Any]], field: str) -> list[float]:
     """``on/off - 1`` in % for attempts 2i-1 and 2i (from 1) of each task x engine, both passing."""
     by_key = {(r["task_id"], r["engine"], r["attempt"]): r for r in rows}
@@ -154,9 +163,8 @@ def report(
             print(f"  {field}: no complete on/off pairs")
             continue
         median, low, high = pct_ci(values)
-        verdict = "within" if abs(median) <= TARGET_PCT else "beyond"
         print(f"  {field} on vs off: median Δ {median:+.3f}% [95% CI {low:+.3f}, {high:+.3f}] "
-              f"over {len(values)} pairs ({verdict} the {TARGET_PCT}% target)")  # fmt: skip
+              f"over {len(values)} pairs ({verdict(low, high)})")  # fmt: skip
         for arm, keep in (("on", True), ("off", False)):
             arm_values = [r[field] for r in rows if ("phases" in r) is keep
                           and r["status"] == "pass" and isinstance(r.get(field), int | float)]  # fmt: skip

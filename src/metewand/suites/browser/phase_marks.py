@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -36,6 +37,7 @@ SOURCE: Final = "browser_attempt"
 ROLES: Final = ("engine", "harness")
 HARNESS_PARTS: Final = ("cdp_client", "driver", "grader", "fixture_server", "observer_threads")
 _PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
+SWITCH_INTERVAL_S: Final = 0.0001
 
 Mark = Callable[[str | None], None]
 
@@ -112,8 +114,16 @@ class AttemptPhases:
         """A boundary in both scopes: ``name`` begins that phase, None ends the current one."""
         if self._records:
             return  # finished: a mark from a late callback changes nothing
-        for clock in self._clocks.values():
-            clock.mark(name)
+        # each file read lets go of the GIL; another thread (host telemetry's /proc scan, the
+        # fixture server's loop) may then hold it for the default 5 ms switch interval before
+        # the mark can go on: ask for it back sooner while the mark reads
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(min(previous, SWITCH_INTERVAL_S))
+        try:
+            for clock in self._clocks.values():
+                clock.mark(name)
+        finally:
+            sys.setswitchinterval(previous)
 
     def finish(self) -> None:
         if self._records:
