@@ -57,8 +57,16 @@ class ReadLog:
         return timed_read
 
     def install(self) -> None:
-        original = phase_marks.counters_of
-        phase_marks.counters_of = lambda group: self.timed("engine", original(group))  # type: ignore[assignment]
+        log = self
+
+        class TimedKept(phase_marks.KeptCounters):
+            def __call__(self) -> Any:
+                start = time.perf_counter_ns()
+                value = super().__call__()
+                log.walls_ns["engine"].append(time.perf_counter_ns() - start)
+                return value
+
+        phase_marks.KeptCounters = TimedKept  # type: ignore[misc]
         phase_marks._harness_counters = self.timed("harness", phase_marks._harness_counters)  # type: ignore[assignment]
 
 

@@ -5,7 +5,7 @@ own ``phases`` field, beside the peer's row fields):
 
 - ``engine``: the engine's accounting group (the worker x engine group the engine joined before
   exec). A mark reads only its cheap counters (cpu.stat or cpuacct, memory current, process
-  count), never a PSS scan.
+  count; ``measure.kept_counters``: descriptors kept open for the attempt), never a PSS scan.
 - ``harness``: this process (CDP client, driver, grader, fixture server; also the resource
   sampler's and host telemetry's threads when they run), read with ``getrusage``. It is the
   harness's own scope: at ``--jobs`` > 1 the process serves several attempts at once
@@ -30,7 +30,8 @@ from typing import Any, Final
 
 from metewand.measure.accounting import CpuReading, TreeAccounting
 from metewand.measure.forms import Measurement, Reason, Status
-from metewand.measure.phases import Counters, PhaseClock, counters_of
+from metewand.measure.kept_counters import KeptCounters
+from metewand.measure.phases import Counters, PhaseClock
 
 SCHEMA: Final = "metewand_browser_attempt_phases/1"
 SOURCE: Final = "browser_attempt"
@@ -100,10 +101,13 @@ class AttemptPhases:
         self._clocks: dict[str, PhaseClock] = {}
         self._missing: dict[str, str] = {}
         self._records: dict[str, dict[str, Any]] = {}
+        self._engine_reader: KeptCounters | None = None
         if engine_group is None:
             self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
         else:
-            self._clocks["engine"] = PhaseClock(counters_of(engine_group), SOURCE)
+            # descriptors kept open for the attempt: ~10 µs a mark instead of ~50
+            self._engine_reader = KeptCounters(engine_group)
+            self._clocks["engine"] = PhaseClock(self._engine_reader, SOURCE)
         self._clocks["harness"] = PhaseClock(_harness_counters, SOURCE)
 
     def begin(self) -> None:
@@ -131,6 +135,8 @@ class AttemptPhases:
         for role, clock in self._clocks.items():
             clock.finish()
             self._records[role] = clock.record()
+        if self._engine_reader is not None:
+            self._engine_reader.close()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": SCHEMA, "granularity": self.granularity}
