@@ -134,7 +134,7 @@ def main() -> None:
     config = RunConfig(str(suite), tuple(args.engines.split(",")), k=args.k, seed="marks",
                        jobs=args.jobs, resource=ResourceOptions(profile="baseline",
                        cold_start_samples=0))  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="mw-marks-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="browser_marks_") as tmp:
         order = {t.task_id: i for i, t in enumerate(load_corpus(suite).tasks)}
         alternate_marks(order)
         started = time.monotonic()
