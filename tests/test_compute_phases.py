@@ -136,3 +136,54 @@ implementations = ["crasher"]
     assert names == ["worker_startup", "prepare", "integrity_check", "execute"]
     # the evaluator was started but never asked to evaluate
     assert [p["name"] for p in phases["evaluator"]["phases"]] == ["evaluator_startup"]
+
+
+MiB = 1 << 20
+
+
+def _peak(span: dict[str, Any]) -> int:
+    assert span["memory_peak_bytes"]["status"] == "complete", span
+    value = span["memory_peak_bytes"]["value"]
+    assert isinstance(value, int)
+    return value
+
+
+@pytest.mark.parametrize("backend", ["cgroup2", "cgroup1"])
+def test_each_phase_has_its_own_memory_high_water_and_the_attempt_keeps_the_highest(
+    tmp_path: Path, backend: str
+) -> None:
+    """prepare fills 96 MiB and frees it, execute 24 MiB: the high-water restarts at each mark,
+    so execute's peak is far below prepare's, while the row's tree high-water (read after the
+    restarts) and the worker's own VmHWM still hold prepare's."""
+    if not _usable(backend):
+        pytest.skip(f"{backend} accounting is not usable on this host")
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + python_impl("filler", "memory")
+        + """
+[[experiments]]
+name = "memory"
+problem = "answer"
+implementations = ["filler"]
+""",
+    )
+    (row,) = run(manifest, tmp_path, accounting_backend=backend).rows
+    assert row["status"] == "accepted", row["message"]
+    impl = row["phases"]["implementation"]
+    assert schemas.violations("metewand_attempt_phases-1", row["phases"]) == []
+    if impl["memory_peak_method"].startswith("unavailable"):
+        pytest.skip(f"{backend}: {impl['memory_peak_method']}")
+    phases = _by_name(impl)
+    prepare, execute = _peak(phases["prepare"]), _peak(phases["execute"])
+    baseline = phases["prepare"]["memory_rise_bytes"]["value"]  # signed, near 0 after the free
+    assert abs(baseline) < 16 * MiB
+    assert prepare >= 96 * MiB
+    assert 24 * MiB <= execute <= prepare - 60 * MiB  # not the 96 MiB of prepare
+    spans = [*impl["phases"]]
+    assert _peak(impl["total"]) == max(_peak(s) for s in spans) == prepare
+    data = row["record"]["provenance"]["data"]
+    tree = data["tree_memory"]["kernel_tree_memory_high_water_bytes"]
+    assert tree["status"] == "complete" and tree["value"] >= prepare
+    rss = data["measurements"]["peak_rss_bytes"]
+    assert rss["reason"] == "process_only" and rss["value"] >= 96 * MiB

@@ -125,6 +125,9 @@ class CgroupAccounting(TreeAccounting):
         if memory_group is not None and memory_group is not cpu_group:
             self.groups.append(memory_group)
         self._closed = False
+        # The highest window peak read before a restart of cgroup1's group-wide high-water at a
+        # phase mark (measure.mark_probe): memory().peak is never lower than it.
+        self._peak_floor: int | None = None
 
     @property
     def quality_flags(self) -> list[QualityFlag]:
@@ -177,10 +180,15 @@ class CgroupAccounting(TreeAccounting):
             gone = unavailable(Reason.UNSUPPORTED, f"{self.backend}:no-memory-controller")
             return MemoryReading(gone, gone)
         source = self._source(group, "memory")
-        return MemoryReading(
-            _bytes_or_unavailable(group.memory_current, source),
-            _bytes_or_unavailable(group.memory_peak, source),
-        )
+        peak = _bytes_or_unavailable(group.memory_peak, source)
+        if self._peak_floor is not None and peak.value is not None:
+            peak = complete(max(peak.value, self._peak_floor), source)
+        return MemoryReading(_bytes_or_unavailable(group.memory_current, source), peak)
+
+    def fold_window_peak(self, peak: int) -> None:
+        """A high-water read just before a phase mark restarts it: keep it for memory().peak."""
+        if self._peak_floor is None or peak > self._peak_floor:
+            self._peak_floor = peak
 
     def memory_current(self) -> Measurement:
         if self.memory_group is None:
@@ -193,6 +201,7 @@ class CgroupAccounting(TreeAccounting):
         (the peak then spans the group's lifetime, not one attempt)."""
         if self.memory_group is None:
             return False
+        self._peak_floor = None  # a new window for memory().peak, whoever restarted it before
         try:
             return self.memory_group.reset_memory_peak()
         except OSError:
