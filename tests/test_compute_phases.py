@@ -7,6 +7,8 @@ phases plus its "between marks" rest are exactly its total.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,9 @@ import pytest
 from compute_helpers import problem, python_impl, run, write_manifest
 from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.runtime import schemas
+from shared_paths import REPO_ROOT
 
+METEWAND = REPO_ROOT / ".venv" / "bin" / "metewand"
 BURN_MS = {"prepare": 200, "execute": 100, "evaluation": 50}
 TOLERANCE = 0.05
 
@@ -187,3 +191,39 @@ implementations = ["filler"]
     assert tree["status"] == "complete" and tree["value"] >= prepare
     rss = data["measurements"]["peak_rss_bytes"]
     assert rss["reason"] == "process_only" and rss["value"] >= 96 * MiB
+
+
+def _metewand(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(METEWAND), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_no_phase_marks_takes_none_records_it_and_a_resume_keeps_it(tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path)
+    reps = 'execution_policy = "warm"\nrepetitions = 2'
+    manifest.write_text(manifest.read_text().replace('execution_policy = "warm"', reps))
+    out = ["--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    done = _metewand(
+        "run", str(manifest), "--run-id", "off", "--no-phase-marks", *out, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    run_dir = tmp_path / "runs" / "off"
+    recorded = json.loads((run_dir / "run_manifest.json").read_text())["data"]
+    assert recorded["phase_marks"] is False
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(row["phases"] is None for row in rows)
+    # the other flag on resume would mix marked and unmarked attempts in one run: refused
+    mixed = _metewand("run", "--resume", "off", "--phase-marks", *out, cwd=tmp_path)
+    assert mixed.returncode == 2, mixed.stderr
+    assert "--no-phase-marks" in mixed.stderr and "Traceback" not in mixed.stderr
+    # without the flag a resume takes the recorded one
+    same = _metewand("run", "--resume", "off", *out, cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    # a new run marks by default, and says so
+    done = _metewand("run", str(manifest), "--run-id", "on", *out, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    on_dir = tmp_path / "runs" / "on"
+    assert json.loads((on_dir / "run_manifest.json").read_text())["data"]["phase_marks"] is True
+    rows = [json.loads(line) for line in (on_dir / "results.jsonl").read_text().splitlines()]
+    assert all(row["phases"]["schema"] == "metewand_attempt_phases/1" for row in rows)
