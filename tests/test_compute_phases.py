@@ -227,3 +227,8 @@ def test_no_phase_marks_takes_none_records_it_and_a_resume_keeps_it(tmp_path: Pa
     assert json.loads((on_dir / "run_manifest.json").read_text())["data"]["phase_marks"] is True
     rows = [json.loads(line) for line in (on_dir / "results.jsonl").read_text().splitlines()]
     assert all(row["phases"]["schema"] == "metewand_attempt_phases/1" for row in rows)
+    # compare names the difference in observer between the two runs
+    compared = _metewand("compare", str(run_dir), str(on_dir), "--json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    differences = {d["fact"]: d for d in json.loads(compared.stdout)["provenance_differences"]}
+    assert (differences["phase_marks"]["base"], differences["phase_marks"]["new"]) == (False, True)

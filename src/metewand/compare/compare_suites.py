@@ -94,6 +94,8 @@ def _compute_provenance(run: RunData) -> dict[str, Any]:
     facts = common_provenance(run)
     data = manifest_data(run.manifest)
     facts["manifest_sha256"] = lookup(data, "manifest_sha256")
+    # marks read counters inside the timed wall: runs with and without them differ in observer
+    facts["phase_marks"] = lookup(data, "phase_marks")
     # The implementation configuration digest in each attempt key pins the worker's entrypoint,
     # arguments and environment: a changed worker shows up here.
     configs: dict[str, set[str]] = {}
