@@ -88,8 +88,16 @@ class CgroupProbe:
             "cpu.stat" if cpu_group.version == 2 else "cpuacct"
         )
         try:
-            names = ("cpu.stat",) if cpu_group.version == 2 else _V1_CPU_FILES
-            self._cpu_fds = tuple(self._open(cpu_group.path, name) for name in names)
+            # cgroup2: cpu.stat has all three. cgroup1: cpuacct.usage is the exact total;
+            # user and system come from the tick-based statistics, which usage_all has per CPU
+            # in one file (the same figures as usage_user and usage_sys: two preads, not three)
+            name = "cpu.stat" if cpu_group.version == 2 else "cpuacct.usage_all"
+            self._cpu_fd = self._open(cpu_group.path, name)
+            self._usage_fd = (
+                None if cpu_group.version == 2 else self._open(cpu_group.path, "cpuacct.usage")
+            )
+            # room for the file as it is now, many times over (one line per CPU in cgroup1's)
+            self._cpu_size = max(4096, 4 * len(os.pread(self._cpu_fd, 1 << 16, 0)))
             self._procs_fd = self._open(cpu_group.path, "cgroup.procs")
             self._memory_fd: int | None = None
             self._peak: Callable[[], int | str] = _no_peak
@@ -135,7 +143,9 @@ class CgroupProbe:
     def snap(self) -> tuple[Any, ...]:
         """Raw bytes and the clock now; (clock, reason) when a read failed."""
         try:
-            cpu = tuple([os.pread(fd, 512, 0) for fd in self._cpu_fds])
+            cpu = os.pread(self._cpu_fd, self._cpu_size, 0)
+            if self._usage_fd is not None:
+                cpu += os.pread(self._usage_fd, 64, 0)  # "cpu user system" lines, then the total
             memory = None if self._memory_fd is None else os.pread(self._memory_fd, 64, 0)
             procs = os.pread(self._procs_fd, PROCS_CHUNK, 0)
             peak = self._peak()
@@ -173,9 +183,6 @@ class CgroupProbe:
             os.close(fd)
 
 
-_V1_CPU_FILES = ("cpuacct.usage", "cpuacct.usage_user", "cpuacct.usage_sys")
-
-
 def _no_peak() -> str:
     return Reason.UNSUPPORTED.value
 
@@ -199,14 +206,18 @@ def _v2_window_peak(fd: int) -> Callable[[], int]:
     return window_peak
 
 
-def _decode_cpu(raw: tuple[bytes, ...], source: str) -> CpuReading:
-    if len(raw) == 1:  # cgroup2 cpu.stat, in microseconds
-        values = dict(line.split() for line in raw[0].splitlines() if line)
+def _decode_cpu(raw: bytes, source: str) -> CpuReading:
+    lines = raw.splitlines()
+    if lines[0].startswith(b"cpu "):  # cgroup1: usage_all ("cpu user system", per CPU, ns), usage
+        per_cpu = [line.split() for line in lines[1:-1] if line]
+        user = sum(int(fields[1]) for fields in per_cpu)
+        system = sum(int(fields[2]) for fields in per_cpu)
+        total = int(lines[-1])
+    else:  # cgroup2 cpu.stat, in microseconds
+        values = dict(line.split() for line in lines if line)
         total, user, system = (
             int(values[k]) * 1000 for k in (b"usage_usec", b"user_usec", b"system_usec")
         )
-    else:  # cgroup1 cpuacct.usage, usage_user, usage_sys, in nanoseconds
-        total, user, system = (int(value) for value in raw)
     return CpuReading(complete(total, source), complete(user, source), complete(system, source))
 
 
