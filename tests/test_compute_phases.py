@@ -191,6 +191,13 @@ implementations = ["filler"]
     assert tree["status"] == "complete" and tree["value"] >= prepare
     rss = data["measurements"]["peak_rss_bytes"]
     assert rss["reason"] == "process_only" and rss["value"] >= 96 * MiB
+    # compare reads a phase's high-water like its wall and CPU
+    (run_dir,) = (str(p.parent) for p in (tmp_path / "runs").glob("*/results.jsonl"))
+    metric = "phase.execute.memory_peak_bytes"
+    done = _metewand("compare", run_dir, run_dir, "--metric", metric, "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (group,) = json.loads(done.stdout)["groups"]
+    assert group["base"]["median"] == execute
 
 
 def _metewand(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

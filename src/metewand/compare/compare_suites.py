@@ -77,7 +77,9 @@ def _compute_group(row: Mapping[str, Any]) -> Group | None:
 def _compute_value(row: Mapping[str, Any], metric: str) -> float | None:
     if not compute_rows.is_accepted(row):
         return None
-    if metric.startswith("phase."):  # phase.<name>.<wall_ns|cpu_ns>: the row's phase marks
+    if metric.startswith(
+        "phase."
+    ):  # phase.<name>.<wall_ns|cpu_ns|memory_peak_bytes>: the row's phase marks
         return phase_value(row, metric)
     value, _ = metric_value(compute_rows.measurements_of(row), metric)
     return value
