@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
-from metewand.measure.mark_probe import CgroupProbe, ReaderProbe, probe_of
+from metewand.measure.mark_probe import CgroupProbe, ProcProbe, probe_of
 from metewand.measure.phases import counters_of
 
 MiB = 1 << 20
@@ -139,15 +139,18 @@ def test_a_group_removed_under_the_probe_gives_unavailable_figures(
     assert counters.monotonic_ns > 0
 
 
-def test_the_proc_fallback_reads_at_the_mark_and_has_no_window_peak() -> None:
+def test_the_proc_fallback_walks_once_at_the_mark_and_has_no_window_peak() -> None:
     accounting = open_accounting("proc")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     accounting.attach(child.pid)
     try:
         probe = probe_of(accounting)
-        assert isinstance(probe, ReaderProbe)
+        assert isinstance(probe, ProcProbe)
         counters = probe.decode(probe.snap())
+        plain = counters_of(accounting)()
         assert counters.cpu.total.status == "partial"
+        assert counters.process_count == plain.process_count  # partial process_only, 1
+        assert counters.process_count.value == 1
         assert counters.memory_peak.status == "unavailable"
         assert probe.peak_method.startswith("unavailable")
     finally:

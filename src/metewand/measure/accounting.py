@@ -261,13 +261,14 @@ class ProcAccounting(TreeAccounting):
     def pids(self) -> list[int]:
         return [] if self.root_pid is None else procfs.descendants(self.root_pid)
 
-    def cpu(self) -> CpuReading:
+    def cpu(self, pids: list[int] | None = None) -> CpuReading:
+        """``pids``: the tree as just walked (a phase mark walks it once for CPU and count)."""
         source = "proc:stat"
         if self.root_pid is None:
             return _cpu_unavailable(Reason.NOT_STARTED, source)
         user = system = 0
         seen = False
-        for pid in self.pids():
+        for pid in self.pids() if pids is None else pids:
             try:
                 stat = procfs.read_stat(pid)
             except procfs.ProcessGone:

@@ -30,9 +30,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from metewand.measure.accounting import CgroupAccounting, CpuReading, TreeAccounting
+from metewand.measure.accounting import (
+    CgroupAccounting,
+    CpuReading,
+    ProcAccounting,
+    TreeAccounting,
+)
 from metewand.measure.cgroups import V2Group
-from metewand.measure.forms import Measurement, Reason, complete, unavailable
+from metewand.measure.forms import Measurement, Reason, complete, partial, unavailable
 from metewand.measure.phases import Counters, counters_of
 
 PROCS_CHUNK = 1 << 16  # one pread returns every pid unless the group holds thousands
@@ -57,11 +62,43 @@ def probe_of(accounting: TreeAccounting) -> MarkProbe:
             return CgroupProbe(accounting)
         except OSError as exc:  # a file missing here: the plain reader still says why per value
             return ReaderProbe(accounting, f"unavailable: cannot keep the files open ({exc})")
-    return ReaderProbe(accounting, "unavailable: the /proc fallback has no resettable high-water")
+    if isinstance(accounting, ProcAccounting):
+        return ProcProbe(accounting)
+    return ReaderProbe(accounting, "unavailable: no probe for this accounting")
+
+
+class ProcProbe:
+    """The /proc fallback reads at the mark (a tree walk has no descriptors to keep), but walks
+    the tree once for both CPU and the process count (the plain reader walks it twice)."""
+
+    peak_method = "unavailable: the /proc fallback has no resettable high-water"
+
+    def __init__(self, accounting: ProcAccounting) -> None:
+        self.accounting = accounting
+
+    def snap(self) -> Counters:
+        pids: list[int] | None = None
+        try:
+            pids = self.accounting.pids()
+        except PermissionError:
+            count = unavailable(Reason.PERMISSION_DENIED)
+        except OSError:
+            count = unavailable(Reason.ACCOUNTING_UNAVAILABLE)
+        else:  # a walk from the root misses processes reparented away
+            count = partial(len(pids), Reason.PROCESS_ONLY)
+        cpu = self.accounting.cpu(pids)
+        memory = self.accounting.memory_current()
+        return Counters(time.monotonic_ns(), cpu, memory, count)
+
+    def decode(self, raw: Counters) -> Counters:
+        return raw
+
+    def close(self) -> None:
+        pass
 
 
 class ReaderProbe:
-    """Reads and decodes at once (``counters_of``): the /proc fallback, which walks a tree."""
+    """Reads and decodes at once (``counters_of``): a fallback for other accountings."""
 
     def __init__(self, accounting: TreeAccounting, peak_method: str) -> None:
         self._read = counters_of(accounting)
