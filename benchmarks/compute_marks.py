@@ -17,6 +17,11 @@ the largest share it can be) through ``run_fixed_dataset_outcome`` and reports, 
   the Δ attributable to marks is about 2 x the read cost. The paired Δ (median of on - off over
   neighbouring attempts) is the steadier of the two on a loaded host. Marks off is
   ``run_fixed_dataset_outcome(phase_marks=False)``, what ``metewand run --no-phase-marks`` does.
+- the marks' own time inside the envelope, timed where it is spent: the two whole
+  ``AttemptPhases.mark`` calls inside it (snapshot, lock, bookkeeping), summed per attempt, its
+  median with a bootstrap 95% CI and as a share of the median timed wall with marks off. On
+  and off run the same code inside the envelope but for these calls, so this is the Δ
+  attributable to marks, without the load's noise that the A/B's CI carries.
 
     .venv/bin/python benchmarks/compute_marks.py [--attempts 40] [--backend auto]
 """
@@ -71,17 +76,39 @@ class ReadLog:
     def __init__(self) -> None:
         self.walls_ns: list[int] = []
         self.decode_ns: list[int] = []
+        self.in_envelope_ns: list[int] = []  # per attempt: the in-envelope mark calls' sum
         self.original = phase_marks.probe_of
+        self.original_mark = phase_marks.AttemptPhases.mark
 
     def install(self) -> None:
         def timed_probe(accounting: Any) -> TimedProbe:
             return TimedProbe(self.original(accounting), self)
 
+        original_mark = self.original_mark
+        log = self
+
+        def timed_mark(phases: Any, role: str, name: str | None) -> None:
+            start = time.perf_counter_ns()
+            original_mark(phases, role, name)
+            spent = time.perf_counter_ns() - start
+            if not phases.enabled:  # the off arm: the call returns at once
+                return
+            if role == "implementation" and name == "integrity_check":
+                log.in_envelope_ns.append(spent)  # the first of the two inside the envelope
+            elif role == "implementation" and name == "execute":
+                log.in_envelope_ns[-1] += spent
+
         phase_marks.probe_of = timed_probe  # type: ignore[assignment]
+        phase_marks.AttemptPhases.mark = timed_mark  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        phase_marks.probe_of = self.original  # type: ignore[assignment]
+        phase_marks.AttemptPhases.mark = self.original_mark  # type: ignore[method-assign]
 
     def clear(self) -> None:
         self.walls_ns.clear()
         self.decode_ns.clear()
+        self.in_envelope_ns.clear()
 
 
 def attempt(tmp: Path, backend: str, marks: bool) -> tuple[int, int]:
@@ -137,7 +164,7 @@ def main() -> None:
                 arms[marks].append(attempt(tmp, args.backend, marks))
         report(args, log, arms)
     finally:
-        phase_marks.probe_of = log.original  # type: ignore[assignment]
+        log.uninstall()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -150,6 +177,18 @@ def report(args: argparse.Namespace, log: ReadLog, arms: dict[bool, list[tuple[i
         f"{read_us:.1f} µs; reads x read cost: {reads * read_us / 1e3:.3f} ms per attempt, "
         f"{READS_IN_ENVELOPE} in the timed envelope: {READS_IN_ENVELOPE * read_us:.1f} µs; "
         f"decoding after the envelope: {statistics.median(log.decode_ns) / 1e3:.1f} µs per read"
+    )
+    off_wall = statistics.median(a[0] for a in arms[False])
+    spent = np.array(log.in_envelope_ns, dtype=float)
+    rng = np.random.default_rng(16)
+    picks = rng.integers(0, len(spent), (RESAMPLES, len(spent)))
+    low, high = np.percentile(np.median(spent[picks], axis=1), [2.5, 97.5])
+    median = float(np.median(spent))
+    print(
+        f"marks inside the envelope, timed per attempt: median {median / 1e3:.1f} µs "
+        f"[95% CI {low / 1e3:.1f}, {high / 1e3:.1f}], p90 {np.percentile(spent, 90) / 1e3:.1f} "
+        f"µs = {median / off_wall * 100:.3f}% [{low / off_wall * 100:.3f}, "
+        f"{high / off_wall * 100:.3f}] of the median timed wall with marks off"
     )
     for label, index in (("timed_wall", 0), ("whole attempt", 1)):
         on = [a[index] for a in arms[True]]
