@@ -361,6 +361,13 @@ def _host_observer(s: Summary) -> list[str]:
         "Attempt span: on through the page's cleanup, the settle wait and the CPU reading, i.e. "
         "what the profiler adds to the run's time per attempt."
     )
+    split = observer.get("pairs_not_same_process")
+    if split:
+        lines.append(
+            f"- {split} pair(s) ran their two attempts on different engine processes (a resumed "
+            "run cut between them, or an engine relaunched between them): left out of the "
+            "observer figures."
+        )
     failed = observer.get("failed_checks") or []
     if failed:
         lines.append(f"- Failed calibration checks: {', '.join(failed)}.")
