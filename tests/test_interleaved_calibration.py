@@ -90,7 +90,11 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert len(run.rows) == len(profiled) and len(run.calibration_twins) == len(twins)
     calibration = calibrate_interleaved(run.manifest, run.rows, run.calibration_twins)
     assert violations("metewand_calibration-1", calibration) == []
-    assert calibration["mode"] == "interleaved" and calibration["overall"]["pairs"] == len(twins)
+    # each engine's first pair holds its process's first attempt (a cold start): not figured
+    figured = len(twins) - len(ENGINES)
+    assert calibration["mode"] == "interleaved" and calibration["overall"]["pairs"] == figured
+    assert calibration["first_on_launch"]["pairs"] == len(ENGINES)
+    assert calibration["not_same_process"]["pairs"] == 0
     assert {c["name"] for c in calibration["checks"]} >= {"fully_paired", "status_mismatch_rate"}
     scores = json.loads((d / "scores.json").read_text())
     for engine in ENGINES:  # the twins never enter pass/fail counts
@@ -100,15 +104,15 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert violations("metewand_resource_summary-1", summary) == []
     observer = summary["observer_effect"]
     assert observer["calibration_mode"] == "interleaved"
-    assert observer["matched_attempts"] == len(twins) and observer["complete_pairing"] is True
+    assert observer["matched_attempts"] == figured and observer["complete_pairing"] is True
+    assert observer["pairs_first_on_launch"] == len(ENGINES)
     order = observer["pair_order"]
-    assert order["profiled_first"] + order["unprofiled_first"] + order["order_unknown"] == len(
-        twins
-    )
-    assert order["profiled_first"] == order["unprofiled_first"] == len(twins) // 2
+    assert order["profiled_first"] + order["unprofiled_first"] + order["order_unknown"] == figured
+    # the plan balances every engine's pairs (3 and 3); the excluded first pair ran profiled first
+    assert order["unprofiled_first"] - order["profiled_first"] == len(ENGINES)
     for engine in ENGINES:
         figures = observer["by_engine"][engine]
-        assert figures["matched_attempts"] == len(TASKS) * 2
+        assert figures["matched_attempts"] == len(TASKS) * 2 - 1
         assert _is_number(figures["median_duration_delta_pct"])
         assert _is_number(figures["median_collection_wall_delta_pct"])
     for engine, block in summary["by_engine"].items():  # resource medians: profiled rows only
@@ -118,6 +122,7 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert conditions["calibration"]["reason"].startswith(("interleaved", "calibration failed"))
     card = (d / "resource-card.md").read_text()
     assert "Observer effect from interleaved pairs in this run" in card
+    assert f"{len(ENGINES)} pair(s) held the first attempt on a freshly launched engine" in card
     manifest = json.loads((d / "run_manifest.json").read_text())
     assert manifest["resource_profile"]["calibration"] == "interleaved"
     assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)

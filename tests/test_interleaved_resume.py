@@ -94,7 +94,9 @@ def test_a_pair_cut_by_a_kill_is_not_same_process_and_stays_out_of_the_figures(
     assert violations("metewand_calibration-1", calibration) == []
     assert calibration["not_same_process"]["pairs"] == 1
     assert calibration["not_same_process"]["examples"] == [["tiny_slow", "chrome", 1]]
-    assert calibration["overall"]["pairs"] == 1  # only the whole pair gives figures
+    # the pair run after the resume is not the new process's first: it alone gives figures
+    assert calibration["first_on_launch"]["pairs"] == 0
+    assert calibration["overall"]["pairs"] == 1
     assert calibration["by_engine"]["chrome"]["pairs"] == 1
     order = calibration["order"]
     assert sum(order.values()) == 1

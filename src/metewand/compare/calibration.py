@@ -25,7 +25,9 @@ same engine process with the order alternating per engine. The same figures and 
 provenance and modes are one run's, so those two checks have nothing to compare. A host whose
 speed drifts over minutes moves both twins alike, so the drift cancels out of every pair.
 A pair whose halves ran on two engine processes (a kill between them and ``--resume``, or an
-engine relaunched between them) is counted under ``not_same_process`` and gives no figure.
+engine relaunched between them) is counted under ``not_same_process``, and a pair holding the
+first attempt on a fresh engine process (a cold start its twin does not pay) under
+``first_on_launch``; neither gives a figure.
 """
 
 from __future__ import annotations
@@ -303,50 +305,89 @@ def calibrate_interleaved(
 ) -> dict[str, Any]:
     """The observer checks from one run's pairs: ``twins`` (unprofiled) against ``rows``.
 
-    Only pairs whose two attempts ran on the same engine process give figures: a pair cut by a
-    kill and finished on ``--resume``, or split by an engine relaunch, ran its halves on two
-    processes (a fresh one has cold caches), so it is counted under ``not_same_process`` and
-    left out of every figure and check but the pairing."""
+    Only pairs of two warm attempts on one engine process give figures. Left out, counted and
+    named (``EXCLUDED_PAIRS``): a pair cut by a kill and finished on ``--resume``, or split by
+    an engine relaunch, whose halves ran on two processes; and a pair holding the first attempt
+    on a freshly launched process, which pays the process's cold start while its twin does not
+    (measured: Chrome's first pair +22% duration, +73% collection wall)."""
     th = thresholds or CalibrationThresholds()
     facts = read_facts(manifest)
     a = {_key(r): r for r in latest_rows(twins)}
     b = {_key(r): r for r in latest_rows(rows) if r.get("status") != "not_run"}
-    matched = sorted(set(a) & set(b))
-    same = [k for k in matched if same_engine_process(a[k], b[k])]
-    split = [k for k in matched if k not in set(same)]
-    pairs = [_pair(a[k], b[k]) for k in same]
+    used, excluded = _sort_pairs(a, b)
+    pairs = [_pair(a[k], b[k]) for k in used]
     engines = [e for e in facts.engines if e not in _not_run_engines(rows)]
     head = {
         "mode": "interleaved",
         "baseline_run": facts.run_id,
         "profiled_run": facts.run_id,
-        "order": _order_figures(a, b, same),
-        "not_same_process": {
-            "pairs": len(split),
-            "examples": [list(k) for k in split[:5]],
-            "rule": NOT_SAME_PROCESS_RULE,
+        "order": _order_figures(a, b, used),
+        **{
+            name: {"pairs": len(keys), "examples": [list(k) for k in keys[:5]], "rule": rule}
+            for (name, rule), keys in zip(EXCLUDED_PAIRS.items(), excluded, strict=True)
         },
     }
     return _verdict(head, [_pairing_check(a, b, engines)], pairs, engines, th)
 
 
-NOT_SAME_PROCESS_RULE = (
-    "a pair whose two attempts ran on different engine processes (a resumed run cut between "
-    "them, or an engine relaunched between them) is left out of the observer figures"
-)
+EXCLUDED_PAIRS = {
+    "not_same_process": "a pair whose two attempts ran on different engine processes (a "
+    "resumed run cut between them, or an engine relaunched between them) is left out of the "
+    "observer figures",
+    "first_on_launch": "a pair holding the first attempt on a freshly launched engine process "
+    "(its cold start, which the twin after it does not pay) is left out of the observer figures",
+}
+
+
+def _sort_pairs(
+    a: Mapping[PairKey, Row], b: Mapping[PairKey, Row]
+) -> tuple[list[PairKey], tuple[list[PairKey], list[PairKey]]]:
+    """The matched pairs that give figures, and those left out, in ``EXCLUDED_PAIRS`` order."""
+    firsts = _first_rows_on_launch([*a.values(), *b.values()])
+    used: list[PairKey] = []
+    split: list[PairKey] = []
+    cold: list[PairKey] = []
+    for key in sorted(set(a) & set(b)):
+        if not same_engine_process(a[key], b[key]):
+            split.append(key)
+        elif id(a[key]) in firsts or id(b[key]) in firsts:
+            cold.append(key)
+        else:
+            used.append(key)
+    return used, (split, cold)
+
+
+def _launch(row: Row) -> Any:
+    """Which engine launch ran ``row``: its launch id, else worker, generation and pid (rows
+    from before launch ids); None when the row does not say."""
+    facts = row.get("engine_process")
+    if not isinstance(facts, Mapping):
+        return None
+    if facts.get("launch_id") is not None:
+        return facts["launch_id"]
+    fallback = tuple(facts.get(f) for f in ("worker", "generation", "pid"))
+    return None if None in fallback else fallback
 
 
 def same_engine_process(one: Row, other: Row) -> bool:
     """Did both rows run on one engine process? By the launch id each generation gets (unique
     across resumed sessions); rows written before launch ids existed fall back to worker,
-    generation and pid, which a resume can repeat."""
-    first, second = one.get("engine_process"), other.get("engine_process")
-    if not isinstance(first, Mapping) or not isinstance(second, Mapping):
-        return False
-    if first.get("launch_id") is not None or second.get("launch_id") is not None:
-        return bool(first.get("launch_id") == second.get("launch_id"))
-    fields = ("worker", "generation", "pid")
-    return all(first.get(f) is not None and first.get(f) == second.get(f) for f in fields)
+    generation and pid, which a resume can repeat; one row with an id and one without cannot
+    share a launch."""
+    first, second = _launch(one), _launch(other)
+    return first is not None and first == second
+
+
+def _first_rows_on_launch(rows: Sequence[Row]) -> set[int]:
+    """``id()`` of each launch's earliest row (by ``started_at``): its first attempt."""
+    earliest: dict[Any, Row] = {}
+    for row in rows:
+        launch, started = _launch(row), row.get("started_at")
+        if launch is None or not isinstance(started, str):
+            continue
+        if launch not in earliest or started < str(earliest[launch]["started_at"]):
+            earliest[launch] = row
+    return {id(row) for row in earliest.values()}
 
 
 def _not_run_engines(rows: Sequence[Row]) -> set[str]:

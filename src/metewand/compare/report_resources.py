@@ -138,10 +138,15 @@ def calibration_section(ctx: ResourceContext) -> str:
 def _split_pairs(cal: Mapping[str, Any]) -> str:
     """An interleaved calibration's pairs that ran on two engine processes, said aloud."""
     split = (cal.get("not_same_process") or {}).get("pairs")
-    if not split:
-        return ""
-    return (f" {split} pair(s) ran on two engine processes (cut by a resume or an engine "
-            "relaunch) and are left out of the figures.")  # fmt: skip
+    cold = (cal.get("first_on_launch") or {}).get("pairs")
+    text = ""
+    if split:
+        text += (f" {split} pair(s) ran on two engine processes (cut by a resume or an engine "
+                 "relaunch) and are left out of the figures.")  # fmt: skip
+    if cold:
+        text += (f" {cold} pair(s) held a fresh engine process's first attempt (its cold start) "
+                 "and are left out of the figures.")  # fmt: skip
+    return text
 
 
 def eligibility_section(ctx: ResourceContext) -> str:

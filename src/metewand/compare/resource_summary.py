@@ -225,8 +225,10 @@ def _observer_effect(calibration: Mapping[str, Any] | None) -> dict[str, Any] | 
     out["calibration_mode"] = mode
     if mode == "interleaved":
         out["pair_order"] = calibration.get("order")
-        # pairs split across two engine processes (cut by a resume or a relaunch), not figured
-        out["pairs_not_same_process"] = (calibration.get("not_same_process") or {}).get("pairs")
+        # pairs split across two engine processes (cut by a resume or a relaunch), and pairs
+        # holding a fresh process's first attempt (its cold start): neither is figured
+        for name in ("not_same_process", "first_on_launch"):
+            out[f"pairs_{name}"] = (calibration.get(name) or {}).get("pairs")
     out.update(
         max_observer_effect_pct=thresholds.get("max_duration_overhead_pct"),
         complete_pairing=bool(checks.get("fully_paired", {}).get("passed")),
