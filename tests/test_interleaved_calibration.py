@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from browser_run_helpers import cli, rows_of
+from metewand.cli.browser_preflight import never_eligible
 from metewand.compare.calibration import calibrate_interleaved
 from metewand.compare.generate import write_after_run
 from metewand.compare.rundir import load_run
@@ -66,9 +67,33 @@ def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None
     assert "Traceback" not in done.stderr
 
 
+def test_an_interleaved_run_is_its_own_calibration_before_it_starts(tmp_path: Path) -> None:
+    """The up-front eligibility look (warning, ``--require-eligible``) counts the twins as the
+    calibration: no baseline run is asked for."""
+    assert never_eligible(_config(5)) == []
+    assert never_eligible(_config(5, calibration="separate")) == [
+        "no --resource-calibration-baseline (nor --resource-calibration interleaved); "
+        "eligibility needs a calibration"
+    ]
+    done = cli("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
+               "--resource-profile", "engine", "--resource-calibration", "interleaved",
+               "--require-eligible", "--out", str(tmp_path / "runs"))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--k 1; eligibility needs k >= 5" in done.stderr
+    assert "calibration" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path) -> None:
-    result = run_browser(_config(2), tmp_path, "ilv", echo=lambda _t: None)
+    said: list[str] = []
+    result = run_browser(_config(2), tmp_path, "ilv", echo=said.append)
     assert result.exit_code == 0 and result.run_dir is not None
+    matrix = len(TASKS) * len(ENGINES) * 2
+    # the twins are announced as twins, not as a matrix twice its shape
+    assert (
+        f"ilv: {2 * matrix} of {2 * matrix} attempts to run (3 tasks x 2 engines x k=2, each "
+        "attempt also run once unprofiled beside it (interleaved calibration))" in said[0]
+    )
     write_after_run(result.run_dir)
     d = result.run_dir
     rows = rows_of(d)
@@ -126,4 +151,5 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     manifest = json.loads((d / "run_manifest.json").read_text())
     assert manifest["resource_profile"]["calibration"] == "interleaved"
     assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)
+    assert manifest["data"]["selection"]["calibration_twins"] == len(twins) == matrix
     assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)
