@@ -145,6 +145,15 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
         assert block["intersection_attempts"] <= len(TASKS) * 2, engine
     conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
     assert conditions["calibration"]["reason"].startswith(("interleaved", "calibration failed"))
+    # twins add no cold start (one per engine, as asked) and no process growth to the gate
+    cold = [json.loads(line) for line in (d / "cold_start.jsonl").read_text().splitlines()]
+    assert Counter(r["engine"] for r in cold) == dict.fromkeys(ENGINES, 1)
+    assert {e: summary["cold_start"]["by_engine"][e]["samples"] for e in ENGINES} == dict.fromkeys(
+        ENGINES, 1
+    )
+    host = json.loads((d / "host_summary.json").read_text())
+    assert "abnormal_process_growth" in host["gate"]["evaluated"]
+    assert "abnormal_process_growth" not in host["flags"], host["gate"]["triggered"]
     card = (d / "resource-card.md").read_text()
     assert "Observer effect from interleaved pairs in this run" in card
     assert f"{len(ENGINES)} pair(s) held the first attempt on a freshly launched engine" in card
