@@ -161,4 +161,9 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert manifest["resource_profile"]["calibration"] == "interleaved"
     assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)
     assert manifest["data"]["selection"]["calibration_twins"] == len(twins) == matrix
+    shown = cli("status", str(d))
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        f"{len(rows)} finished ({len(twins)} of them unprofiled calibration twins)" in shown.stdout
+    )
     assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)
