@@ -76,6 +76,10 @@ def test_a_pair_cut_by_a_kill_is_not_same_process_and_stays_out_of_the_figures(
 
     done = cli("browser", "run", "--resume", str(run_dir), "--no-progress")
     assert done.returncode == 0, done.stderr
+    # this session ran 3 of the 4 attempts: 1 profiled and 2 twins, the twins counted apart
+    assert "3 of 4 attempts to run" in done.stderr
+    table = {line.strip(" │┃") for line in done.stderr.splitlines()}
+    assert any(line.startswith("pass, not scored") and line.endswith("2") for line in table)
     assert manifest_of(run_dir)["state"] == "complete"
     assert run_processes(run_dir, run_id) == []
     rows = rows_of(run_dir)
