@@ -309,7 +309,7 @@ def calibrate_interleaved(
     named (``EXCLUDED_PAIRS``): a pair cut by a kill and finished on ``--resume``, or split by
     an engine relaunch, whose halves ran on two processes; and a pair holding the first attempt
     on a freshly launched process, which pays the process's cold start while its twin does not
-    (measured: Chrome's first pair +22% duration, +73% collection wall)."""
+    (in one k=2 run here, Chrome's first pair: +22% duration, +73% collection wall)."""
     th = thresholds or CalibrationThresholds()
     facts = read_facts(manifest)
     a = {_key(r): r for r in latest_rows(twins)}
