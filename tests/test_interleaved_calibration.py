@@ -166,4 +166,11 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert (
         f"{len(rows)} finished ({len(twins)} of them unprofiled calibration twins)" in shown.stdout
     )
+    twin = twins[0]
+    seen = cli("inspect", str(d), "--key", twin["key"], "--json")
+    assert seen.returncode == 0, seen.stderr
+    assert json.loads(seen.stdout)["key"] == twin["key"]
+    seen = cli("inspect", str(d), "--task", twin["task_id"], "--engine", twin["engine"],
+               "--attempt", str(twin["attempt"]), "--json")  # fmt: skip
+    assert json.loads(seen.stdout)["key"] == twin["key"].removesuffix("-observer-off")
     assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)
