@@ -4,15 +4,13 @@ which page the harness closed, and the next attempt on the same engine finds non
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from browser_run_helpers import REPO, lexbench_or_skip, rows_of
-from metewand.suites.browser.driver_registry import DRIVER_PATHS
+from browser_run_helpers import REPO, configured_adapters, lexbench_or_skip, rows_of
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -38,12 +36,8 @@ def test_pages_left_by_a_hanging_or_crashing_adapter_are_closed_and_recorded(
     tmp_path: Path,
 ) -> None:
     corpus = lexbench_or_skip()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    for key, (_task, mode, _status) in CASES.items():
-        script = tmp_path / f"{key}_adapter.py"
-        script.write_text(PAGE_LEAVING_ADAPTER.format(python=sys.executable, mode=mode))
-        script.chmod(0o755)
-        env[DRIVER_PATHS[key].env_variable] = str(script)
+    modes = {key: mode for key, (_task, mode, _status) in CASES.items()}
+    env = configured_adapters(tmp_path, PAGE_LEAVING_ADAPTER, modes)
     args = [a for task, _m, _s in CASES.values() for a in ("--task", task)]
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
