@@ -11,6 +11,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from metewand.suites.browser import engines
 from metewand.suites.browser.cdp import CdpClient
@@ -49,3 +50,26 @@ async def chromium_client(
         proc.kill()
         proc.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def open_page(client: CdpClient, url: str, domains: tuple[str, ...]) -> str:
+    """A new page attached (flat session) with ``domains`` enabled, loaded with ``url``; its
+    session id."""
+    target = await client.send("Target.createTarget", {"url": "about:blank"})
+    attached = await client.send(
+        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
+    )
+    sid = str(attached["sessionId"])
+    for domain in domains:
+        await client.send(f"{domain}.enable", session_id=sid)
+    await client.send("Page.navigate", {"url": url}, session_id=sid)
+    await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=30)
+    return sid
+
+
+async def evaluate(client: CdpClient, sid: str, expression: str) -> Any:
+    """The expression's value in the page (by value)."""
+    reply = await client.send(
+        "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session_id=sid
+    )
+    return reply["result"].get("value")

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 from matplotlib import image as mpimg
 
-from chromium_page import chromium_client
+from chromium_page import chromium_client, open_page
+from chromium_page import evaluate as page_evaluate
 from compute_helpers import run
 from metewand import canonical
 from metewand.cli.main import cli
@@ -123,21 +124,10 @@ async def _open(url: str, user_data: Path) -> dict[str, Any]:
 
 
 async def _load(client: CdpClient, url: str) -> dict[str, Any]:
-    target = await client.send("Target.createTarget", {"url": "about:blank"})
-    attached = await client.send(
-        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-    )
-    sid = attached["sessionId"]
-    for domain in ("Page", "Runtime"):
-        await client.send(f"{domain}.enable", session_id=sid)
-    await client.send("Page.navigate", {"url": url}, session_id=sid)
-    await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=30)
+    sid = await open_page(client, url, ("Page", "Runtime"))
 
     async def evaluate(expr: str) -> Any:
-        reply = await client.send(
-            "Runtime.evaluate", {"expression": expr, "returnByValue": True}, session_id=sid
-        )
-        return reply["result"].get("value")
+        return await page_evaluate(client, sid, expr)
 
     image = await evaluate(
         f"(() => {{ const e = document.getElementById('{CHART}');"

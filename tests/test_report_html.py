@@ -15,7 +15,8 @@ import pytest
 from matplotlib import image as mpimg
 
 import synthetic_runs as synthetic
-from chromium_page import chromium_client
+from chromium_page import chromium_client, open_page
+from chromium_page import evaluate as page_evaluate
 from metewand import canonical
 from metewand.compare.generate import generate
 from metewand.suites.browser import engines
@@ -79,22 +80,11 @@ async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:
 
 
 async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
-    target = await client.send("Target.createTarget", {"url": "about:blank"})
-    attached = await client.send(
-        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-    )
-    sid = attached["sessionId"]
-    for domain in ("Page", "Runtime", "Log", "Network"):
-        await client.send(f"{domain}.enable", session_id=sid)
-    await client.send("Page.navigate", {"url": url}, session_id=sid)
-    await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=30)
+    sid = await open_page(client, url, ("Page", "Runtime", "Log", "Network"))
     await asyncio.sleep(0.3)
 
     async def evaluate(expr: str) -> Any:
-        reply = await client.send(
-            "Runtime.evaluate", {"expression": expr, "returnByValue": True}, session_id=sid
-        )
-        return reply["result"].get("value")
+        return await page_evaluate(client, sid, expr)
 
     rect = await evaluate(
         "(() => { const e = document.getElementById('efficiency-map'); e.scrollIntoView();"
