@@ -37,6 +37,15 @@ def configured_adapters(tmp_path: Path, template: str, modes: dict[str, str]) ->
     return env
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not: it only waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def rows_of(run_dir: Path) -> list[dict[str, Any]]:
     lines = (run_dir / "results.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines if line.strip()]

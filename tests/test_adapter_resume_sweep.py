@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_run_helpers import REPO, configured_adapters, lexbench_or_skip, rows_of
+from browser_run_helpers import REPO, alive, configured_adapters, lexbench_or_skip, rows_of
 from metewand.runtime.owned import OWNED_NAME, sweep
 from metewand.suites.browser.driver_registry import DRIVER_PATHS
 from metewand.suites.browser.leftovers import marked_processes
@@ -38,14 +38,6 @@ for line in sys.stdin:
     note(os.getpid())
     time.sleep(600)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def _noted(pid_file: Path) -> list[int]:
@@ -87,7 +79,7 @@ def test_a_served_adapter_stuck_when_the_runner_is_killed_is_swept_by_resume(
         grandchild, adapter = _wait_stuck(pid_file, runner)
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait(10)
-        assert _alive(adapter) and _alive(grandchild), "the kill must leave the adapter stuck"
+        assert alive(adapter) and alive(grandchild), "the kill must leave the adapter stuck"
         records = _owned(run_dir)
         assert any(r["kind"] == "process" and r["pid"] == adapter for r in records)
         groups = [str(r["path"]) for r in records if r["kind"] == "group"]
@@ -103,14 +95,14 @@ def test_a_served_adapter_stuck_when_the_runner_is_killed_is_swept_by_resume(
         assert done.returncode == 0, done.stderr[-3000:]  # a timeout is a result (exit 0)
         (row,) = rows_of(run_dir)
         assert row["status"] == "timeout" and row["adapter_mode"] == "long_lived", row["reason"]
-        assert not _alive(adapter) and not _alive(grandchild)
+        assert not alive(adapter) and not alive(grandchild)
         assert not any(os.path.isdir(g) for g in adapter_groups)
-        assert not [pid for pid in _noted(pid_file) if _alive(pid)]  # the resumed one's too
+        assert not [pid for pid in _noted(pid_file) if alive(pid)]  # the resumed one's too
     finally:
         if runner.poll() is None:
             runner.kill()
         # a failed run of this test leaves nothing behind: sleepers, engines, recorded groups
         for pid in [*_noted(pid_file), *marked_processes("stuck", run_dir)]:
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         sweep(run_dir)

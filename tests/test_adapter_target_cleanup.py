@@ -10,6 +10,7 @@ import contextlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,22 +38,29 @@ CASES = {
 }
 
 
-def test_pages_left_by_a_hanging_or_crashing_adapter_are_closed_and_recorded(
-    tmp_path: Path,
-) -> None:
+def _broken_adapter_rows(tmp_path: Path, adapter: str, engine: str) -> list[dict[str, Any]]:
+    """The rows of ``browser run`` on ``engine`` with each of CASES' paths configured to the
+    ``adapter`` template in its mode, k=2 (one timeout and one crash row per attempt)."""
     corpus = lexbench_or_skip()
     modes = {key: mode for key, (_task, mode, _status) in CASES.items()}
-    env = configured_adapters(tmp_path, PAGE_LEAVING_ADAPTER, modes)
+    env = configured_adapters(tmp_path, adapter, modes)
     args = [a for task, _m, _s in CASES.values() for a in ("--task", task)]
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--engines", "chrome", "--k", "2", "--out", str(tmp_path / "runs"), "--run-id", "left",
+         "--engines", engine, "--k", "2", "--out", str(tmp_path / "runs"), "--run-id", "left",
          "--timeout-scale", "0.1", "--no-progress", *args],  # the hang meets its deadline soon
         capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr  # timeout and crash rows: exit 1
     rows = rows_of(tmp_path / "runs" / "left")
     assert len(rows) == 4
+    return rows
+
+
+def test_pages_left_by_a_hanging_or_crashing_adapter_are_closed_and_recorded(
+    tmp_path: Path,
+) -> None:
+    rows = _broken_adapter_rows(tmp_path, PAGE_LEAVING_ADAPTER, "chrome")
     for row in rows:
         _task, mode, status = CASES[row["driver_path"]]
         assert row["status"] == status, row["reason"]
@@ -100,36 +108,31 @@ async def _other_connections_pages_visible(ws_url: str) -> bool:
     return any(t.get("targetId") == made["targetId"] for t in listed.get("targetInfos", []))
 
 
-def test_a_broken_adapter_on_lightpanda_gets_a_truthful_cleanup_record(tmp_path: Path) -> None:
-    corpus = lexbench_or_skip()
-    with contextlib.contextmanager(running_engine)("lightpanda", tmp_path / "probe") as engine:
-        assert engine.ws_url is not None
-        visible = asyncio.run(_other_connections_pages_visible(engine.ws_url))
-    modes = {key: mode for key, (_task, mode, _status) in CASES.items()}
-    env = configured_adapters(tmp_path, CDP_PAGE_LEAVING_ADAPTER, modes)
-    args = [a for task, _m, _s in CASES.values() for a in ("--task", task)]
-    done = subprocess.run(
-        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--engines", "lightpanda", "--k", "2", "--out", str(tmp_path / "runs"),
-         "--run-id", "lp", "--timeout-scale", "0.1", "--no-progress", *args],
-        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr  # timeout and crash rows: exit 1
-    rows = rows_of(tmp_path / "runs" / "lp")
-    assert len(rows) == 4
+@pytest.mark.parametrize("engine", ["chrome", "lightpanda"])
+def test_a_page_made_over_the_adapters_own_connection_gets_a_truthful_cleanup_record(
+    engine: str, tmp_path: Path
+) -> None:
+    """Chrome lists every connection's targets, so the page and context are closed; Lightpanda
+    1.0 does not, so the record names none (and its page went with the adapter's connection)."""
+    lexbench_or_skip()
+    with contextlib.contextmanager(running_engine)(engine, tmp_path / "probe") as process:
+        assert process.ws_url is not None
+        visible = asyncio.run(_other_connections_pages_visible(process.ws_url))
+    rows = _broken_adapter_rows(tmp_path, CDP_PAGE_LEAVING_ADAPTER, engine)
     for row in rows:
         _task, mode, status = CASES[row["driver_path"]]
         assert row["status"] == status, row["reason"]
         if mode == "crash":  # its own exit, after it made the page (an exception exits 1)
             assert row["reason"].endswith("exit status 3"), row["reason"]
         (stderr,) = [a for a in row["artifacts"] if a.endswith("adapter_stderr.log")]
-        assert "made page" in (tmp_path / "runs" / "lp" / stderr).read_text()
+        assert "made page" in (tmp_path / "runs" / "left" / stderr).read_text()
         cleanup = row["adapter_cleanup"]
-        assert cleanup["errors"] == [], cleanup  # listing and comparing worked on Lightpanda
-        assert cleanup["disposed_contexts"] == []  # the default context is never disposed
-        if visible:  # the harness saw the adapter's page: it must have closed exactly that one
+        assert cleanup["errors"] == [], cleanup  # listing and comparing worked on this engine
+        if visible:  # the harness saw the adapter's page and context: exactly those went
             (page,) = cleanup["closed_pages"]
             assert page["url"].endswith(f"about:blank#left-open-by-{mode}")
-        else:  # it could not see it, and says it closed nothing rather than claim it did
-            assert cleanup["closed_pages"] == [] and cleanup["targets_before"] == 0
+            assert len(cleanup["disposed_contexts"]) == 1
+        else:  # it could see neither, and says it closed nothing rather than claim it did
+            assert cleanup["closed_pages"] == [] and cleanup["disposed_contexts"] == []
+            assert cleanup["targets_before"] == 0
     assert len({r["engine_provenance"]["pid"] for r in rows}) == 1
