@@ -19,7 +19,7 @@ import pytest
 from browser_run_helpers import REPO, alive, configured_adapters, lexbench_or_skip, rows_of
 from metewand.runtime.owned import OWNED_NAME, sweep
 from metewand.suites.browser.driver_registry import DRIVER_PATHS
-from metewand.suites.browser.leftovers import marked_processes
+from metewand.suites.browser.leftovers import kill_leftovers
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -101,8 +101,10 @@ def test_a_served_adapter_stuck_when_the_runner_is_killed_is_swept_by_resume(
     finally:
         if runner.poll() is None:
             runner.kill()
-        # a failed run of this test leaves nothing behind: sleepers, engines, recorded groups
-        for pid in [*_noted(pid_file), *marked_processes("stuck", run_dir)]:
+        # a failed run of this test leaves nothing behind: sleepers, engines (by marker and by
+        # recorded session: Chromium's browser process rewrites its environment), groups
+        for pid in _noted(pid_file):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+        kill_leftovers(run_dir, "stuck")
         sweep(run_dir)
