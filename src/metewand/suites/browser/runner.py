@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from metewand.errors import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime import provenance, rundir
 from metewand.runtime.executor import LocalExecutor
-from metewand.runtime.exit_codes import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.run import HARNESS_ERROR_FILE, Run, open_store
 from metewand.runtime.store import (
