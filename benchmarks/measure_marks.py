@@ -111,7 +111,8 @@ def one_backend(backend: str, args: argparse.Namespace, scanner: PssScanner) -> 
         if isinstance(accounting, CgroupAccounting):
             per_file(accounting, args.marks)
     finally:
-        accounting.close()  # kills the tree, removes the groups
+        accounting.kill()  # the /proc fallback's close() releases nothing: kill the tree first
+        accounting.close()  # removes the groups
         if proc is not None:
             proc.wait()
 
