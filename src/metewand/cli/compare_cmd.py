@@ -93,8 +93,9 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
     default=None,
     help="Default: timed_wall_time_ns (compute), duration_ms (browser). Also cpu_time_ns, "
     "peak_rss_bytes, phase timers, compute phase marks such as phase.execute.cpu_ns "
-    "(phase.<name>.wall_ns|cpu_ns); browser resource metrics such as cpu_total_ms, pss_peak_bytes, "
-    "and the engine group's browser phases (phase.scene.cpu_ns, phase.step1:Runtime.evaluate.wall_ns).",
+    "(phase.<name>.wall_ns|cpu_ns|memory_peak_bytes); browser resource metrics such as "
+    "cpu_total_ms, pss_peak_bytes, and the engine group's browser phases (phase.scene.cpu_ns, "
+    "phase.step1:Runtime.evaluate.wall_ns).",
 )
 @click.option(
     "--threshold",
