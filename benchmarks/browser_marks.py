@@ -8,8 +8,9 @@ drift, the same engine processes and the same order; this is the interleaved des
 benchmarks/interleaved_calibration.py showed cancels a drifting host, where two separate runs
 measured the drift instead (+20% against -1%). It reports:
 
-- reads per marked attempt, counted (every engine-group and harness reader call is counted and
-  timed inside the attempts), the median cost of one read, and reads x read cost per attempt;
+- reads per marked attempt, counted (every engine-group and harness snapshot is counted and
+  timed inside the attempts), the median cost of one read, and reads x read cost per attempt
+  (the snapshots are decoded when the row is built, after the attempt);
 - the A/B: per task x engine, attempt 2i against 2i+1 (one on, one off): the median over pairs of
   ``on/off - 1`` for ``duration_ms`` (integer ms: a 1 ms step is ~0.3-0.5% of an attempt, so a
   single pair is coarse; the median over many is not) and for ``collection_wall_ms`` (µs), with
@@ -57,17 +58,18 @@ class ReadLog:
         return timed_read
 
     def install(self) -> None:
-        log = self
+        """Time every snapshot the marks take (decoding happens when the row is built, after
+        the attempt, and is not a mark's cost)."""
+        log, probe_of, harness = self, phase_marks.probe_of, phase_marks.HarnessProbe
 
-        class TimedKept(phase_marks.KeptCounters):
-            def __call__(self) -> Any:
-                start = time.perf_counter_ns()
-                value = super().__call__()
-                log.walls_ns["engine"].append(time.perf_counter_ns() - start)
-                return value
+        class Timed:
+            def __init__(self, probe: Any, scope: str) -> None:
+                self.probe, self.peak_method = probe, probe.peak_method
+                self.snap = log.timed(scope, probe.snap)
+                self.decode, self.close = probe.decode, probe.close
 
-        phase_marks.KeptCounters = TimedKept  # type: ignore[misc]
-        phase_marks._harness_counters = self.timed("harness", phase_marks._harness_counters)  # type: ignore[assignment]
+        phase_marks.probe_of = lambda group: Timed(probe_of(group), "engine")  # type: ignore[assignment]
+        phase_marks.HarnessProbe = lambda: Timed(harness(), "harness")  # type: ignore[assignment, misc]
 
 
 def alternate_marks(task_order: dict[str, int]) -> None:

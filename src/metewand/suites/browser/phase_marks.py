@@ -5,7 +5,8 @@ own ``phases`` field, beside the peer's row fields):
 
 - ``engine``: the engine's accounting group (the worker x engine group the engine joined before
   exec). A mark reads only its cheap counters (cpu.stat or cpuacct, memory current, process
-  count; ``measure.kept_counters``: descriptors kept open for the attempt), never a PSS scan.
+  count; ``measure.mark_probe``: descriptors kept open for the attempt, snapshots decoded when
+  the row is built), never a PSS scan.
 - ``harness``: this process (CDP client, driver, grader, fixture server; also the resource
   sampler's and host telemetry's threads when they run), read with ``getrusage``. It is the
   harness's own scope: at ``--jobs`` > 1 the process serves several attempts at once
@@ -21,6 +22,7 @@ or baseline), so they read the group directly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import sys
@@ -30,7 +32,7 @@ from typing import Any, Final
 
 from metewand.measure.accounting import CpuReading, TreeAccounting
 from metewand.measure.forms import Measurement, Reason, Status
-from metewand.measure.kept_counters import KeptCounters
+from metewand.measure.mark_probe import MarkProbe, probe_of
 from metewand.measure.phases import Counters, PhaseClock
 
 SCHEMA: Final = "metewand_browser_attempt_phases/1"
@@ -61,33 +63,46 @@ def step_phase(index: int, step: Mapping[str, Any]) -> str:
     return f"step{index}:{label}"
 
 
-class _Statm:
-    """/proc/self/statm, opened once and re-read with pread: ~1 µs instead of the ~11 µs of an
-    open/read/close per mark (the file is generated afresh at offset 0 on every read)."""
+class HarnessProbe:
+    """This process's CPU (getrusage user/system) and resident memory (/proc/self/statm through
+    a descriptor kept open: ~1 µs a pread instead of ~11 µs an open/read/close). ``snap()`` keeps
+    the raw figures; ``decode()`` makes ``Counters`` when the record is built."""
 
-    fd: int | None = None
+    peak_method = "unavailable: the harness process's high-water (ru_maxrss) cannot be restarted"
 
-    @classmethod
-    def rss_bytes(cls) -> int:
-        if cls.fd is None:
-            cls.fd = os.open("/proc/self/statm", os.O_RDONLY)  # non-inheritable, as Python's are
-        return int(os.pread(cls.fd, 256, 0).split()[1]) * _PAGE_BYTES
+    def __init__(self) -> None:
+        self._statm: int | None = None
+        with contextlib.suppress(OSError):
+            self._statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
 
+    def snap(self) -> tuple[int, float, float, bytes | None]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        statm = None
+        if self._statm is not None:
+            with contextlib.suppress(OSError):
+                statm = os.pread(self._statm, 256, 0)
+        return time.monotonic_ns(), usage.ru_utime, usage.ru_stime, statm
 
-def _harness_counters() -> Counters:
-    """This process's CPU (user/system from getrusage) and resident memory (statm)."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    user, system = int(usage.ru_utime * 1e9), int(usage.ru_stime * 1e9)
-    cpu = CpuReading(
-        Measurement(Status.COMPLETE, user + system),
-        Measurement(Status.COMPLETE, user),
-        Measurement(Status.COMPLETE, system),
-    )
-    try:
-        memory = Measurement(Status.COMPLETE, _Statm.rss_bytes())
-    except (OSError, ValueError, IndexError):
-        memory = Measurement(Status.UNAVAILABLE, reason=Reason.ACCOUNTING_UNAVAILABLE)
-    return Counters(time.monotonic_ns(), cpu, memory, Measurement(Status.COMPLETE, 1))
+    def decode(self, raw: tuple[int, float, float, bytes | None]) -> Counters:
+        now, utime, stime, statm = raw
+        user, system = int(utime * 1e9), int(stime * 1e9)
+        cpu = CpuReading(
+            Measurement(Status.COMPLETE, user + system),
+            Measurement(Status.COMPLETE, user),
+            Measurement(Status.COMPLETE, system),
+        )
+        try:
+            assert statm is not None
+            memory = Measurement(Status.COMPLETE, int(statm.split()[1]) * _PAGE_BYTES)
+        except (AssertionError, ValueError, IndexError):
+            memory = Measurement(Status.UNAVAILABLE, reason=Reason.ACCOUNTING_UNAVAILABLE)
+        return Counters(now, cpu, memory, Measurement(Status.COMPLETE, 1))
+
+    def close(self) -> None:
+        if self._statm is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._statm)
+            self._statm = None
 
 
 class AttemptPhases:
@@ -101,14 +116,17 @@ class AttemptPhases:
         self._clocks: dict[str, PhaseClock] = {}
         self._missing: dict[str, str] = {}
         self._records: dict[str, dict[str, Any]] = {}
-        self._engine_reader: KeptCounters | None = None
+        self._finished = False
+        self._probes: list[MarkProbe] = []
         if engine_group is None:
             self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
         else:
-            # descriptors kept open for the attempt: ~10 µs a mark instead of ~50
-            self._engine_reader = KeptCounters(engine_group)
-            self._clocks["engine"] = PhaseClock(self._engine_reader, SOURCE)
-        self._clocks["harness"] = PhaseClock(_harness_counters, SOURCE)
+            self._clocks["engine"] = self._clock(probe_of(engine_group))
+        self._clocks["harness"] = self._clock(HarnessProbe())
+
+    def _clock(self, probe: MarkProbe) -> PhaseClock:
+        self._probes.append(probe)
+        return PhaseClock.of_probe(probe, SOURCE)
 
     def begin(self) -> None:
         for clock in self._clocks.values():
@@ -116,7 +134,7 @@ class AttemptPhases:
 
     def mark(self, name: str | None) -> None:
         """A boundary in both scopes: ``name`` begins that phase, None ends the current one."""
-        if self._records:
+        if self._finished:
             return  # finished: a mark from a late callback changes nothing
         # each file read lets go of the GIL; another thread (host telemetry's /proc scan, the
         # fixture server's loop) may then hold it for the default 5 ms switch interval before
@@ -130,15 +148,25 @@ class AttemptPhases:
             sys.setswitchinterval(previous)
 
     def finish(self) -> None:
-        if self._records:
+        """The end readings (snapshots only: decoding waits for ``to_json``, outside the
+        attempt's timed wall)."""
+        if self._finished:
             return
-        for role, clock in self._clocks.items():
+        self._finished = True
+        for clock in self._clocks.values():
             clock.finish()
-            self._records[role] = clock.record()
-        if self._engine_reader is not None:
-            self._engine_reader.close()
+
+    def close(self) -> None:
+        """Release the probes' descriptors (``to_json`` does, once it has decoded)."""
+        for probe in self._probes:
+            probe.close()
+        self._probes = []
 
     def to_json(self) -> dict[str, Any]:
+        if self._finished and not self._records:
+            for role, clock in self._clocks.items():
+                self._records[role] = clock.record()
+            self.close()
         out: dict[str, Any] = {"schema": SCHEMA, "granularity": self.granularity}
         for role in ROLES:
             if role in self._records:
