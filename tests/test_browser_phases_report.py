@@ -77,7 +77,8 @@ def test_scores_scorecard_and_top_steps(marked: Path) -> None:
     assert top["lightpanda"]["steps"][0]["step"] == "Runtime.evaluate"
     assert top["lightpanda"]["steps"][0]["cpu_share"] > 0.5
     for block in top.values():
-        assert sum(e["cpu_share"] for e in block["steps"]) <= 1.0 + 1e-6
+        # each share is rounded to 6 decimals: the sum may pass 1 by half a millionth each
+        assert sum(e["cpu_share"] for e in block["steps"]) <= 1.0 + 1e-5
     card = written["md"].read_text()
     assert "## Top steps by engine CPU" in card and "## Where the time and CPU go" in card
     assert "- Runtime.evaluate costs " in card or "Runtime.evaluate costs" in card
