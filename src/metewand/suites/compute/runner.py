@@ -130,7 +130,7 @@ def run(
             suite = ComputeSuite(
                 manifest, plan, store, jobs=jobs, cache_dir=options.cache_dir,
                 accounting_backend=options.accounting_backend, timeouts=options.timeouts,
-                log_limit=options.log_limit,
+                log_limit=options.log_limit, pair_on_host=options.executor == "dask",
             )  # fmt: skip
             units = suite.units()
             host = _host_telemetry(store.run_dir, options)
