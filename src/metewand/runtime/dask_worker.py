@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import threading
 import time
 from typing import Any
@@ -35,6 +34,7 @@ from distributed.exceptions import Reschedule
 from metewand.measure.host import HostTelemetry
 from metewand.runtime import provenance
 from metewand.runtime import suite as suite_registry
+from metewand.runtime.host_name import worker_host
 from metewand.runtime.suite import Row, Slot, Suite, SuiteRef, Unit, build
 
 # The resource an operator gives the one worker of a host (``--resources metewand-host=1``): with a
@@ -130,7 +130,7 @@ class SlotPlugin(WorkerPlugin):
                 "run": self.run_token,
                 "worker": worker.address,
                 "worker_name": str(worker.name),
-                "host": socket.gethostname(),
+                "host": worker_host(),
                 "accepted": self.accepted,
                 "reason": self.reason,
                 "host_facts": provenance.host_facts(),
@@ -187,7 +187,7 @@ def placement(plugin: SlotPlugin, try_id: str) -> dict[str, Any]:
     """Where a try ran: every row carries it, so rows of different hosts are never pooled blind."""
     return {
         "executor": "dask",
-        "host": socket.gethostname(),
+        "host": worker_host(),
         "worker": plugin._worker_address,
         "worker_name": plugin._worker_name,
         "try": try_id,
