@@ -110,6 +110,11 @@ def test_sorting_on_a_local_dask_cluster_accepts_every_attempt_and_names_host_an
     local_dir = tmp_path / "runs" / "l"
     assert sorted(row["key"] for row in rows_of(local_dir)) == sorted(keys)
     dask_scores, local_scores = scores_of(run_dir), scores_of(local_dir)
+    # a Dask run's scores add its per-host block (one host here: nothing is pooled); the rest
+    # has the local run's structure
+    hosts = dask_scores.pop("hosts")
+    assert [h["host"] for h in hosts["per_host"]] == [socket.gethostname()]
+    assert hosts["pooled"] is None and "hosts" not in local_scores
     assert structure_differences(dask_scores, local_scores) == []
     # the same cases and implementations, in the same order, scored in both
     assert [c["case"] for c in dask_scores["cases"]["cases"]] == [
