@@ -252,9 +252,20 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
         retried = by_key[record["keys"][0]]["placement"]
         assert retried["worker_name"] == "survivor"
         assert record["retried_as"] == retried["try"] != record["try"]
+    for record in lost:  # the lost unit (a pairing group) ran again whole, in one try
+        assert {by_key[key]["placement"]["try"] for key in record["keys"]} == {
+            record["retried_as"]
+        }
     hosts = json.loads((run_dir / "dask_hosts.json").read_text())
     assert hosts["lost_tries"] == len(lost)
     assert not (run_dir / ".work").exists()  # the dead worker's private work dir went too
+    # the report's per-host section: the lost tries, and the dead worker's telemetry unavailable
+    (host,) = scores_of(run_dir)["hosts"]["per_host"]
+    assert host["lost_tries"] == len(lost) and host["attempts"] == len(keys)
+    doomed_entry = next(w for w in host["workers"] if w["worker_name"] == "doomed")
+    assert doomed_entry["telemetry"] == {
+        "unavailable": "the worker left the cluster before the run ended"
+    }
 
 
 def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_path: Path) -> None:
