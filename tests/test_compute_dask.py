@@ -253,9 +253,7 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
         assert retried["worker_name"] == "survivor"
         assert record["retried_as"] == retried["try"] != record["try"]
     for record in lost:  # the lost unit (a pairing group) ran again whole, in one try
-        assert {by_key[key]["placement"]["try"] for key in record["keys"]} == {
-            record["retried_as"]
-        }
+        assert {by_key[key]["placement"]["try"] for key in record["keys"]} == {record["retried_as"]}
     hosts = json.loads((run_dir / "dask_hosts.json").read_text())
     assert hosts["lost_tries"] == len(lost)
     assert not (run_dir / ".work").exists()  # the dead worker's private work dir went too
