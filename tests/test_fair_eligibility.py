@@ -13,8 +13,10 @@ from fair_runs import baseline_pair, manifest, rows, traffic
 from metewand.compare.calibration import calibrate
 from metewand.compare.eligibility import CONDITIONS, evaluate
 from metewand.compare.intersection import all_pass_intersection
+from metewand.compare.resource_summary import summarize
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
+from metewand.runtime.schemas import violations
 
 CLEAN_HOST: dict[str, Any] = {"polluted": False, "gate": {"passed": True, "triggered": []}}
 
@@ -184,3 +186,15 @@ def test_rows_of_one_host_keep_the_seven_conditions() -> None:
     result = evaluate(man, rs, CLEAN_HOST, _calibration(man, rows()))
     assert result["resource_comparison_eligible"], _failed(result)
     assert [c["id"] for c in result["conditions"]] == [c.id for c in CONDITIONS]
+
+
+def test_a_two_host_resource_summary_is_valid_and_not_eligible() -> None:
+    man, rs = manifest(), _on_hosts(rows(), ("host-a", "host-b"))
+    summary = summarize(man, rs, CLEAN_HOST, _calibration(man, rows()),
+                        host_summaries={"host-a": CLEAN_HOST, "host-b": CLEAN_HOST})  # fmt: skip
+    assert violations("metewand_resource_summary-1", summary) == []
+    assert summary["resource_comparison_eligible"] is False
+    assert summary["ineligibility_reasons"] == [
+        "rows from 2 hosts (host-a, host-b) would be pooled into one median; "
+        "eligible per host: host-a, host-b"
+    ]
