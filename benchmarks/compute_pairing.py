@@ -2,15 +2,19 @@
 
 Issue #14 step 2 made a compute unit on Dask a *pairing group* (one case's implementations for
 one repetition); the local executor must keep its worker units and its speed. This script runs
-``metewand run examples/sorting/metewand.toml`` alternately from a BASE source tree (e.g. the
-commit before the change, unpacked with ``git archive``) and from this checkout, with the same
-interpreter and a shared warm dataset cache, and prints attempts per minute per side and the
-ratio NEW/BASE of the medians. With ``--dask-local N`` both sides run on a local Dask cluster.
+``metewand run examples/sorting/metewand.toml`` alternately from a BASE and a NEW source tree
+(both unpacked with ``git archive``: a run from a git checkout also pays ``git rev-parse`` and
+``git status`` for its provenance, which a copy does not), with the same interpreter and a shared
+warm dataset cache, and prints attempts per minute per side, the ratio of the medians and the
+median of the per-pair ratios (robust to load that drifts between pairs). With ``--dask-local N``
+both sides run on a local Dask cluster.
 
     git archive 3229293 src | tar -x -C /tmp/base
-    .venv/bin/python benchmarks/compute_pairing.py --base-src /tmp/base/src --pairs 5
-    .venv/bin/python benchmarks/compute_pairing.py --base-src /tmp/base/src --pairs 3 \\
-        --dask-local 2
+    git archive HEAD src | tar -x -C /tmp/new
+    .venv/bin/python benchmarks/compute_pairing.py --base-src /tmp/base/src \\
+        --new-src /tmp/new/src --pairs 10
+    .venv/bin/python benchmarks/compute_pairing.py --base-src /tmp/base/src \\
+        --new-src /tmp/new/src --pairs 8 --dask-local 2
 
 attempts/min = rows / whole-command wall (interpreter start, planning and the end-of-run table
 included), so it is what a user waits for.
@@ -53,10 +57,11 @@ def one_run(src: Path, out: Path, cache: Path, run_id: str, dask_local: int | No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-src", type=Path, required=True, help="BASE's src directory")
+    parser.add_argument("--new-src", type=Path, default=ROOT / "src", help="NEW's src directory")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--dask-local", type=int, default=None)
     args = parser.parse_args()
-    sides = {"BASE": args.base_src.resolve(), "NEW": ROOT / "src"}
+    sides = {"BASE": args.base_src.resolve(), "NEW": args.new_src.resolve()}
     rates: dict[str, list[float]] = {name: [] for name in sides}
     with tempfile.TemporaryDirectory(prefix="mw-pairing-") as tmp:
         out, cache = Path(tmp) / "runs", Path(tmp) / "cache"
@@ -68,9 +73,11 @@ def main() -> None:
                 rates[name].append(rate)
                 print(f"pair {pair} {name}: {rate:.0f} attempts/min", flush=True)
     medians = {name: statistics.median(values) for name, values in rates.items()}
+    paired = statistics.median(n / b for n, b in zip(rates["NEW"], rates["BASE"], strict=True))
     where = f"--dask-local {args.dask_local}" if args.dask_local else "local executor"
     print(f"{where}: BASE median {medians['BASE']:.0f}, NEW median {medians['NEW']:.0f} "
-          f"attempts/min; NEW/BASE = {medians['NEW'] / medians['BASE']:.3f}")  # fmt: skip
+          f"attempts/min; NEW/BASE of the medians = {medians['NEW'] / medians['BASE']:.3f}, "
+          f"median of the per-pair ratios = {paired:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":
