@@ -5,8 +5,9 @@ name none (they all ran beside the run's own host telemetry). Rows of different 
 different machines: a median over them answers a question about no machine in particular, so
 every figure that pools them says so (``pooling``), and a resource comparison is judged per host.
 
-Single-host runs (every local run) get ``None`` from ``pooling`` and nothing is added to their
-derived files: they stay byte-identical to what they were before hosts were read.
+A local run (no ``placement``, no ``dask_hosts.json``) gets nothing added to its derived files:
+they stay byte-identical to what they were before hosts were read. A Dask run on one host gets
+its per-host section and no pooling statement (``pooling`` is None: nothing is pooled).
 """
 
 from __future__ import annotations
@@ -15,15 +16,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-LOCAL = None  # a row without placement ran on the run's own host
-
 
 def host_of(row: Mapping[str, Any]) -> str | None:
     """The host a row ran on (``placement.host``), or None for a local run's row."""
     placement = row.get("placement")
     if isinstance(placement, Mapping) and isinstance(placement.get("host"), str):
         return str(placement["host"])
-    return LOCAL
+    return None
 
 
 def rows_by_host(rows: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -57,15 +56,22 @@ def split_by_host(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[s
 
 
 def host_summaries(dask_hosts: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
-    """Each host's telemetry summary from ``dask_hosts.json`` (the first accepted worker's with
-    one; a host runs one worker by the docs' rule). Hosts with none are absent."""
+    """Each host's telemetry summary from ``dask_hosts.json``. A host runs one worker by the
+    docs' rule; with several (``--dask-local N``) the first whose gate did not pass stands for
+    the host, else the first. Hosts without a summary are absent."""
     out: dict[str, Mapping[str, Any]] = {}
     for worker in (dask_hosts or {}).get("workers") or []:
         summary = worker.get("host_summary")
         host = _worker_host(worker)
-        if host and isinstance(summary, Mapping) and "unavailable" not in summary:
-            out.setdefault(host, summary)
+        if not host or not isinstance(summary, Mapping) or "unavailable" in summary:
+            continue
+        if host not in out or (_gate_passed(out[host]) and not _gate_passed(summary)):
+            out[host] = summary
     return out
+
+
+def _gate_passed(summary: Mapping[str, Any]) -> bool:
+    return bool(_mapping(summary.get("gate")).get("passed"))
 
 
 def _worker_host(worker: Mapping[str, Any]) -> str | None:
