@@ -135,11 +135,12 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> NoReturn:
     from metewand.measure.mark_fifo import MarkReader
-    from metewand.measure.series import host_record, start_host, to_argv
+    from metewand.measure.series import host_record, open_spawner, start_host, to_argv
     from metewand.measure.subject import run_measured
 
     marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
     with _failures_to_exit("the command"):
+        spawner = open_spawner()
         host = start_host(options)
         try:
             report = run_measured(
@@ -148,9 +149,12 @@ def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> No
                 interval_ms=options.interval_ms,
                 pss_every=options.pss_every,
                 marks=marks,
+                spawner=spawner,
             )
         finally:
             host_seen = host_record(host)
+            if spawner is not None:
+                spawner.close()
     out = report.to_json() | {"host": host_seen}
     if as_json:
         sys.stdout.buffer.write(canonical.line(out))
@@ -185,6 +189,7 @@ def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], 
 def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) -> dict[str, Any]:
     # numpy is imported only now: a smaller parent forks its runs faster
     from metewand.compare import series_stats
+    from metewand.measure.series import start_method
 
     resamples = 2000
     summaries = [
@@ -225,6 +230,7 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
             "mark_fifo": options.mark_fifo,
             "host_sample_interval_s": options.host_interval_s,
             "host_foreign_cpu_max": options.host_foreign_cpu_max,
+            "start": start_method(),
         },
     }
 

@@ -74,6 +74,11 @@ class TreeAccounting:
         """A ``preexec_fn`` that moves the forked child into the groups before exec."""
         return None
 
+    def join_paths(self) -> list[tuple[str, str]]:
+        """Per group: its ``cgroup.procs`` and that of the group it was made in (where this
+        process and its other children live), for ``measure.spawner``; none without groups."""
+        return []
+
     def attach(self, pid: int) -> None:
         self.root_pid = pid
 
@@ -149,6 +154,12 @@ class CgroupAccounting(TreeAccounting):
                     os.close(fd)
 
         return join
+
+    def join_paths(self) -> list[tuple[str, str]]:
+        return [
+            (g.procs_path, os.path.join(os.path.dirname(g.path), "cgroup.procs"))
+            for g in self.groups
+        ]
 
     def attach(self, pid: int) -> None:
         super().attach(pid)

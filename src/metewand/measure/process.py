@@ -150,11 +150,19 @@ class Process:
         before the process is, stamps ``exit_seen_ns`` (a command shorter than what the caller
         does right after the start is then not charged for it). Raises OSError when it cannot
         start."""
+        return cls.started_by(
+            lambda: cls._popen(argv, cwd, env, stdin, stdout, stderr, pass_fds, join, stamp_exec),
+            watch,
+        )
+
+    @classmethod
+    def started_by(cls, start: Callable[[], tuple[Any, int | None]], watch: bool) -> Process:
+        """The process ``start`` starts, returned as ``(popen, exec_ns)``: a ``Popen`` or an
+        object with its ``pid``/``returncode``/``poll``/``wait`` (``measure.spawner``).
+        ``watch``: the exit watcher thread is started before ``start`` runs."""
         watcher = _Watcher() if watch else None
         try:
-            popen, exec_ns = cls._popen(
-                argv, cwd, env, stdin, stdout, stderr, pass_fds, join, stamp_exec
-            )
+            popen, exec_ns = start()
         except BaseException:
             if watcher is not None:
                 watcher.cancel()

@@ -27,6 +27,7 @@ from metewand.measure.mark_fifo import MarkReader
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
+from metewand.measure.spawner import Spawner, spawner_unavailable_reason
 from metewand.measure.subject import SubjectReport, run_measured
 
 SHELLS = ("auto", "none", "sh")
@@ -166,34 +167,45 @@ def run_record(report: SubjectReport) -> dict[str, Any]:
     return record
 
 
-def _one(
-    command: Command,
-    options: SeriesOptions,
-    events: ProcEvents | None,
-    scanner: PssScanner,
-    marks: MarkReader | None,
-    layout: CgroupLayout,
-) -> SubjectReport:
-    if options.prepare:  # not measured: its own process, outside the run's group
-        output = None if options.show_output else subprocess.DEVNULL
-        prepare = Process.start(options.prepare, stdin=None, stdout=output, stderr=output)
-        try:
-            code = prepare.reap()
-        finally:
-            prepare.kill()  # only an interrupt gets here with it still running
-            prepare.close()
-        if code != 0 and not options.ignore_failure:
-            raise CommandFailed(shlex.join(options.prepare), code)
+@dataclass
+class _Tools:
+    """What every run of a series shares: set up once, not once a run."""
+
+    events: ProcEvents | None
+    scanner: PssScanner
+    marks: MarkReader | None
+    layout: CgroupLayout
+    spawner: Spawner | None
+
+
+def _prepare(options: SeriesOptions) -> None:
+    """--prepare: not measured, its own process, outside the run's group."""
+    assert options.prepare is not None
+    output = None if options.show_output else subprocess.DEVNULL
+    prepare = Process.start(options.prepare, stdin=None, stdout=output, stderr=output)
+    try:
+        code = prepare.reap()
+    finally:
+        prepare.kill()  # only an interrupt gets here with it still running
+        prepare.close()
+    if code != 0 and not options.ignore_failure:
+        raise CommandFailed(shlex.join(options.prepare), code)
+
+
+def _one(command: Command, options: SeriesOptions, tools: _Tools) -> SubjectReport:
+    if options.prepare:
+        _prepare(options)
     report = run_measured(
         list(command.argv),
         options.backend,
         options.interval_ms,
         options.pss_every,
         discard_output=not options.show_output,
-        events=events,
-        scanner=scanner,
-        marks=marks,
-        layout=layout,
+        events=tools.events,
+        scanner=tools.scanner,
+        marks=tools.marks,
+        layout=tools.layout,
+        spawner=tools.spawner,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -205,27 +217,32 @@ def run_series(
     command: Command,
     options: SeriesOptions,
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
+    spawner: Spawner | None = None,
 ) -> Series:
+    """``spawner``: start the runs through it (``measure.spawner``), else by fork."""
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    events = open_events()
-    scanner = PssScanner()  # one set of reader threads for every run of the series
-    marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
-    layout = detect_layout()  # once per series: the groups' parents do not move between runs
+    tools = _Tools(
+        events=open_events(),
+        scanner=PssScanner(),  # one set of reader threads for every run of the series
+        marks=MarkReader(options.mark_fifo) if options.mark_fifo else None,
+        layout=detect_layout(),  # once per series: the groups' parents do not move between runs
+        spawner=spawner,
+    )
     try:
         for _ in range(options.warmup):
-            _one(command, options, events, scanner, marks, layout)
+            _one(command, options, tools)
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
         while _wants_more(len(runs), time.monotonic() - started, options):
-            runs.append(run_record(_one(command, options, events, scanner, marks, layout)))
+            runs.append(run_record(_one(command, options, tools)))
             if on_run is not None:
                 on_run(command, len(runs), runs[-1])
     finally:
         sys.setswitchinterval(previous)
-        scanner.close()
-        if events is not None:
-            events.close()
+        tools.scanner.close()
+        if tools.events is not None:
+            tools.events.close()
     return Series(command, runs, options.warmup)
 
 
@@ -243,14 +260,30 @@ def run_all(
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
 ) -> tuple[list[Series], dict[str, Any]]:
     """Every command's series in the order given, and the host pollution verdict over them."""
+    spawner = open_spawner()  # first: the server starts while the host telemetry does
     host = start_host(options)
     series = []
     try:
         for command in commands:
-            series.append(run_series(command, options, on_run))
+            series.append(run_series(command, options, on_run, spawner))
             # PSI's avg10 already spans 10 s, so even a short series gets the gate's three
             # samples (foreign CPU waits for a long enough interval: see HostTelemetry)
             host.sample_now()
     finally:
         record = host_record(host)
+        if spawner is not None:
+            spawner.close()
     return series, record
+
+
+def open_spawner() -> Spawner | None:
+    """A spawn server where this host allows one (``measure.spawner``), else None (fork)."""
+    if spawner_unavailable_reason() is not None:
+        return None
+    return Spawner()
+
+
+def start_method() -> dict[str, str | None]:
+    """How measured commands are started here, and why not through the spawn server."""
+    reason = spawner_unavailable_reason()
+    return {"method": "fork_preexec" if reason else "spawn_server", "reason": reason}
