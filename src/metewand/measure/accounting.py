@@ -79,7 +79,8 @@ class TreeAccounting:
         process and its other children live), for ``measure.spawner``; none without groups."""
         return []
 
-    def attach(self, pid: int) -> None:
+    def attach(self, pid: int, joined: bool = False) -> None:
+        """The subject's root is ``pid``; ``joined``: it was started inside the groups."""
         self.root_pid = pid
 
     def pids(self) -> list[int]:
@@ -161,8 +162,10 @@ class CgroupAccounting(TreeAccounting):
             for g in self.groups
         ]
 
-    def attach(self, pid: int) -> None:
+    def attach(self, pid: int, joined: bool = False) -> None:
         super().attach(pid)
+        if joined:  # born in the groups (measure.spawner): nothing to check or move
+            return
         for group in self.groups:
             if pid not in group.procs():
                 group.add(pid)

@@ -153,13 +153,20 @@ def _start(
         raise SubjectStartError(argv, exc) from exc
 
 
-def _exit_moment(proc: Process, watched: bool) -> int:
-    """When the command exited (it is left unreaped: /proc and the groups stay readable)."""
+def _exit_moment(proc: Process, watched: bool, sampler: Sampler) -> int:
+    """When the command exited (it is left unreaped: /proc and the groups stay readable). The
+    sampler's ticks start only if the command outlives the first tick's due time."""
+    first_tick_s = sampler.interval_ms / 1000
     if watched:
-        seen = proc.exit_seen()
+        seen = proc.exit_seen(first_tick_s)
+        if seen is None:
+            sampler.start_ticking()
+            seen = proc.exit_seen()
         assert seen is not None
         return seen
-    proc.wait_exited(None)
+    if not proc.wait_exited(first_tick_s):
+        sampler.start_ticking()
+        proc.wait_exited(None)
     return time.monotonic_ns()
 
 
@@ -209,10 +216,10 @@ def _run_to_exit(
     (the kernel's own exec and exit times when ``events`` has them: the tightest bound)."""
     watched = events is None
     run.proc = proc = _start(argv, run.accounting, launch, watched)
-    run.accounting.attach(proc.pid)
+    run.accounting.attach(proc.pid, joined=launch.spawner is not None)
     run.sampler = start_sampler(run.accounting)
     assert proc.exec_ns is not None
-    wall = _exit_moment(proc, watched) - proc.exec_ns
+    wall = _exit_moment(proc, watched, run.sampler) - proc.exec_ns
     span = events.span(proc.pid) if events is not None else None
     if span is not None:
         return span[1] - span[0], "proc_connector"
@@ -277,7 +284,7 @@ def run_measured(
 
     def start_sampler(accounting: TreeAccounting) -> Sampler:
         sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
-        sampler.start()
+        sampler.start(ticking=False)  # ticks from the first one due (_exit_moment)
         return sampler
 
     try:
