@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from metewand import canonical
 from metewand.compare import series_stats, stats
@@ -167,6 +168,27 @@ def test_wall_time_comes_from_the_kernel_exec_and_exit_events_where_allowed() ->
     report = canonical.loads(done.stdout)
     assert report["sources"]["wall_time_ns"] == expected
     assert 50_000_000 <= report["wall_time_ns"]["value"] < 500_000_000
+
+
+def test_process_peak_comes_from_the_kernel_fork_and_exit_events_where_allowed() -> None:
+    """Three sleeps at once under sh: 4 processes; then three commands one after another: 2 at
+    a time. Exact from the events, even for processes no sampler tick could have seen."""
+    from metewand.measure.proc_events import open_events
+
+    events = open_events()
+    if events is None:
+        pytest.skip("no proc connector here (root only)")
+    events.close()
+    for script, peak in (("sleep 0.2 & sleep 0.2 & sleep 0.2 & wait", 4),
+                         ("/bin/true; /bin/true; /bin/true", 2)):  # fmt: skip
+        done = subprocess.run(
+            [METEWAND, "measure", "--json", "--", "sh", "-c", script],
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        report = canonical.loads(done.stdout)
+        assert report["sources"]["process_count_peak"] == "proc_connector:fork_exit"
+        assert report["process_count_peak"]["value"] == peak, script
 
 
 def test_host_pollution_verdict_is_judged_and_warned_consistently(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from metewand import canonical
 from metewand.cli import exit_codes
 
 # The measure modules are imported when a command is measured, so `--help` stays fast; the
@@ -157,6 +156,8 @@ def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> No
                 spawner.close()
     out = report.to_json() | {"host": host_seen}
     if as_json:
+        from metewand import canonical  # rfc8785 only when JSON is written
+
         sys.stdout.buffer.write(canonical.line(out))
         sys.stdout.flush()
     else:
@@ -238,6 +239,7 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
 def _export(
     result: dict[str, Any], json_path: str | None, csv_path: str | None, md_path: str | None
 ) -> None:
+    from metewand import canonical
     from metewand.cli import measure_render
     from metewand.runtime.rundir import write_atomic
 
@@ -484,6 +486,8 @@ def _measure_series(
     result = _result(series, host, options, given["seed"])
     _export(result, *exports)
     if as_json:
+        from metewand import canonical
+
         sys.stdout.buffer.write(canonical.line(result))
         sys.stdout.flush()
     else:

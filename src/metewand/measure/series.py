@@ -17,18 +17,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.errors import MetewandError
 from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
-from metewand.measure.mark_fifo import MarkReader
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
 from metewand.measure.spawner import Spawner, spawner_unavailable_reason
 from metewand.measure.subject import SubjectReport, run_measured
+
+if TYPE_CHECKING:
+    from metewand.measure.mark_fifo import MarkReader
 
 SHELLS = ("auto", "none", "sh")
 SHELL_CHARS = set(" \t\n|&;<>()$`\\\"'*?[]#~=%{}")
@@ -225,7 +227,7 @@ def run_series(
     tools = _Tools(
         events=open_events(),
         scanner=PssScanner(),  # one set of reader threads for every run of the series
-        marks=MarkReader(options.mark_fifo) if options.mark_fifo else None,
+        marks=_marks(options.mark_fifo),
         layout=detect_layout(),  # once per series: the groups' parents do not move between runs
         spawner=spawner,
     )
@@ -244,6 +246,14 @@ def run_series(
         if tools.events is not None:
             tools.events.close()
     return Series(command, runs, options.warmup)
+
+
+def _marks(path: str | None) -> MarkReader | None:
+    if path is None:
+        return None
+    from metewand.measure.mark_fifo import MarkReader  # only with --mark-fifo
+
+    return MarkReader(path)
 
 
 def _wants_more(done: int, elapsed_s: float, options: SeriesOptions) -> bool:

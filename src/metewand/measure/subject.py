@@ -211,23 +211,33 @@ def _run_to_exit(
     launch: _Launch,
     events: ProcEvents | None,
     start_sampler: Callable[[TreeAccounting], Sampler],
-) -> tuple[int, str]:
-    """Start the command, sample its tree until it exits; its wall time and that time's source
-    (the kernel's own exec and exit times when ``events`` has them: the tightest bound)."""
+) -> tuple[Measurement, Measurement | None]:
+    """Start the command, sample its tree until it exits. Its wall time: the kernel's own exec
+    and exit times when ``events`` has them (the tightest bound), else this process's stamps.
+    The tree's process peak when the kernel reported every fork and exit (else None: the
+    sampler's count stands)."""
     watched = events is None
     run.proc = proc = _start(argv, run.accounting, launch, watched)
     run.accounting.attach(proc.pid, joined=launch.spawner is not None)
     run.sampler = start_sampler(run.accounting)
     assert proc.exec_ns is not None
     wall = _exit_moment(proc, watched, run.sampler) - proc.exec_ns
-    span = events.span(proc.pid) if events is not None else None
-    if span is not None:
-        return span[1] - span[0], "proc_connector"
-    return wall, "monotonic"
+    tree = events.tree(proc.pid) if events is not None else None
+    if tree is None or tree.span is None:
+        return complete(wall, "monotonic"), None
+    exec_ns, exit_ns = tree.span
+    peak = tree.process_peak()
+    return complete(exit_ns - exec_ns, "proc_connector"), (
+        complete(peak, "proc_connector:fork_exit") if peak is not None else None
+    )
 
 
 def _measurements(
-    wall: Measurement, cpu: CpuReading, memory: MemoryReading, summary: SamplerSummary
+    wall: Measurement,
+    processes: Measurement | None,
+    cpu: CpuReading,
+    memory: MemoryReading,
+    summary: SamplerSummary,
 ) -> dict[str, Measurement]:
     return {
         "wall_time_ns": wall,
@@ -238,7 +248,7 @@ def _measurements(
         "pss_baseline_bytes": summary.pss_baseline,
         "pss_peak_bytes": summary.pss_peak,
         "pss_end_bytes": summary.pss_end,
-        "process_count_peak": summary.process_count_peak,
+        "process_count_peak": processes or summary.process_count_peak,
     }
 
 
@@ -291,8 +301,8 @@ def run_measured(
         if marks is not None:
             marks.begin(run.accounting)  # the start reading: the fresh group, before the command
         with _terminate_as_interrupt():
-            wall, wall_source = _run_to_exit(run, argv, launch, events, start_sampler)
-        return _finish(run, argv, complete(wall, wall_source), marks)
+            wall, processes = _run_to_exit(run, argv, launch, events, start_sampler)
+        return _finish(run, argv, wall, processes, marks)
     except KeyboardInterrupt:
         _abandon(run)
         raise
@@ -305,7 +315,11 @@ def run_measured(
 
 
 def _finish(
-    run: _Run, argv: Sequence[str], wall: Measurement, marks: MarkReader | None
+    run: _Run,
+    argv: Sequence[str],
+    wall: Measurement,
+    processes: Measurement | None,
+    marks: MarkReader | None,
 ) -> SubjectReport:
     """Read the exited command's groups, reap it and build its report."""
     proc, sampler, accounting = run.proc, run.sampler, run.accounting
@@ -322,7 +336,7 @@ def _finish(
         argv=list(argv),
         backend=accounting.backend,
         fallback_reasons=list(accounting.fallback_reasons),
-        measurements=_measurements(wall, cpu, memory, summary),
+        measurements=_measurements(wall, processes, cpu, memory, summary),
         exit_status=code if code >= 0 else None,
         signal=-code if code < 0 else None,
         quality_flags=_quality_flags(accounting, summary),
