@@ -108,23 +108,26 @@ def _parameters(
 @contextlib.contextmanager
 def _failures_to_exit(in_flight: str) -> Iterator[None]:
     """Every way a measurement can fail, as one line on stderr and the documented exit code."""
-    from metewand.measure.accounting import AccountingUnavailable
-    from metewand.measure.mark_fifo import MarkFifoError
-    from metewand.measure.series import CommandFailed
-    from metewand.measure.subject import SubjectStartError
+    from metewand.errors import MetewandError
 
     try:
         yield
-    except CommandFailed as exc:
-        _fail(str(exc), exc.exit_code)
-    except SubjectStartError as exc:
-        _fail(str(exc), exc.exit_code)
-    except AccountingUnavailable as exc:
-        _fail(f"backend unavailable: {exc}", exc.exit_code)
-    except MarkFifoError as exc:
-        _fail(f"--mark-fifo {exc}", exc.exit_code)
+    except MetewandError as exc:  # each carries its exit code (errors.py)
+        _fail(_failure_text(exc), exc.exit_code)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the subject was killed, its groups removed
         _fail(f"interrupted; {in_flight} was killed", exit_codes.INTERRUPTED)
+
+
+def _failure_text(exc: Exception) -> str:
+    # imported here, on the way out: a measurement that does not fail never loads mark_fifo
+    from metewand.measure.accounting import AccountingUnavailable
+    from metewand.measure.mark_fifo import MarkFifoError
+
+    if isinstance(exc, AccountingUnavailable):
+        return f"backend unavailable: {exc}"
+    if isinstance(exc, MarkFifoError):
+        return f"--mark-fifo {exc}"
+    return str(exc)
 
 
 def _fail(message: str, code: int) -> NoReturn:
