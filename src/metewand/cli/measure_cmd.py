@@ -22,6 +22,7 @@ from metewand.cli import exit_codes
 BACKEND_CHOICES = ("cgroup2", "cgroup1", "proc")
 if TYPE_CHECKING:
     from metewand.measure.forms import Measurement
+    from metewand.measure.spawner import Spawner
     from metewand.measure.subject import SubjectReport
 
 
@@ -135,14 +136,15 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> NoReturn:
+def _single_run(
+    words: list[str], shell: str, options: Any, as_json: bool, spawner: Spawner | None
+) -> NoReturn:
     from metewand.measure.mark_fifo import MarkReader
-    from metewand.measure.series import host_record, open_spawner, start_host, to_argv
+    from metewand.measure.series import host_record, start_host, to_argv
     from metewand.measure.subject import run_measured
 
     marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
     with _failures_to_exit("the command"):
-        spawner = open_spawner()
         host = start_host(options)
         try:
             report = run_measured(
@@ -155,8 +157,6 @@ def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> No
             )
         finally:
             host_seen = host_record(host)
-            if spawner is not None:
-                spawner.close()
     out = report.to_json() | {"host": host_seen}
     if as_json:
         from metewand import canonical  # rfc8785 only when JSON is written
@@ -178,13 +178,15 @@ def _progress(command: Any, done: int, run: dict[str, Any]) -> None:
     click.echo(f"\r  {command.text}: run {done} ({shown})\033[K", nl=False, err=True)
 
 
-def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], dict[str, Any]]:
+def _series(
+    commands: list[Any], options: Any, quiet: bool, spawner: Spawner | None
+) -> tuple[list[Any], dict[str, Any]]:
     from metewand.measure.series import run_all
 
     show = None if quiet or not sys.stderr.isatty() else _progress
     try:
         with _failures_to_exit("the command in flight"):
-            return run_all(commands, options, show)
+            return run_all(commands, options, show, spawner)
     finally:
         if show is not None:
             click.echo("\r\033[K", nl=False, err=True)
@@ -193,7 +195,7 @@ def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], 
 def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) -> dict[str, Any]:
     # numpy is imported only now: a smaller parent forks its runs faster
     from metewand.compare import series_stats
-    from metewand.measure.series import start_method
+    from metewand.measure.spawner import start_method
 
     resamples = 2000
     summaries = [
@@ -412,15 +414,25 @@ def measure(as_json: bool, command: tuple[str, ...], **given: Any) -> None:
     groups = _split_commands(command)
     if not groups:
         _fail("no command given", exit_codes.INVALID_INPUT)
-    options = _options(given)
-    created_fifo = _prepare_fifo(options.mark_fifo)
+    spawner = _open_spawner()  # first: the server starts while the modules below load
+    created_fifo = False
     try:
+        options = _options(given)
+        created_fifo = _prepare_fifo(options.mark_fifo)
         if not _repeated(groups, given):
-            _single_run(groups[0], given["shell"], options, as_json)
-        _measure_series(groups, given, options, as_json)
+            _single_run(groups[0], given["shell"], options, as_json, spawner)
+        _measure_series(groups, given, options, as_json, spawner)
     finally:
+        if spawner is not None:
+            spawner.close()
         if created_fifo:
             _remove(options.mark_fifo)
+
+
+def _open_spawner() -> Spawner | None:
+    from metewand.measure.spawner import open_spawner
+
+    return open_spawner()
 
 
 def _repeated(groups: list[list[str]], given: dict[str, Any]) -> bool:
@@ -473,7 +485,11 @@ def _remove(path: str | None) -> None:
 
 
 def _measure_series(
-    groups: list[list[str]], given: dict[str, Any], options: Any, as_json: bool
+    groups: list[list[str]],
+    given: dict[str, Any],
+    options: Any,
+    as_json: bool,
+    spawner: Spawner | None,
 ) -> None:
     from metewand.measure.series import build_commands
 
@@ -485,7 +501,8 @@ def _measure_series(
         )
     except click.BadParameter as exc:
         _fail(exc.message, exit_codes.INVALID_INPUT)
-    series, host = _series(build_commands(groups, given["shell"], settings), options, as_json)
+    commands = build_commands(groups, given["shell"], settings)
+    series, host = _series(commands, options, as_json, spawner)
     result = _result(series, host, options, given["seed"])
     _export(result, *exports)
     if as_json:

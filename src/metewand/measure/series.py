@@ -26,7 +26,7 @@ from metewand.measure.host_gate import GateThresholds
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
-from metewand.measure.spawner import Spawner, spawner_unavailable_reason
+from metewand.measure.spawner import Spawner, open_spawner
 from metewand.measure.subject import SubjectReport, run_measured
 
 if TYPE_CHECKING:
@@ -268,9 +268,14 @@ def run_all(
     commands: Sequence[Command],
     options: SeriesOptions,
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
+    spawner: Spawner | None = None,
 ) -> tuple[list[Series], dict[str, Any]]:
-    """Every command's series in the order given, and the host pollution verdict over them."""
-    spawner = open_spawner()  # first: the server starts while the host telemetry does
+    """Every command's series in the order given, and the host pollution verdict over them.
+    ``spawner``: the caller's (started early, so its start overlaps the caller's), else one is
+    opened (and closed) here where the host allows."""
+    own_spawner = spawner is None
+    if own_spawner:
+        spawner = open_spawner()  # first: the server starts while the host telemetry does
     host = start_host(options)
     series = []
     try:
@@ -281,19 +286,6 @@ def run_all(
             host.sample_now()
     finally:
         record = host_record(host)
-        if spawner is not None:
+        if own_spawner and spawner is not None:
             spawner.close()
     return series, record
-
-
-def open_spawner() -> Spawner | None:
-    """A spawn server where this host allows one (``measure.spawner``), else None (fork)."""
-    if spawner_unavailable_reason() is not None:
-        return None
-    return Spawner()
-
-
-def start_method() -> dict[str, str | None]:
-    """How measured commands are started here, and why not through the spawn server."""
-    reason = spawner_unavailable_reason()
-    return {"method": "fork_preexec" if reason else "spawn_server", "reason": reason}

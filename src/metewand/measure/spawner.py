@@ -230,3 +230,16 @@ class SpawnedChild:
         # A server that is gone raises SpawnerGone: init inherited the child and reaped it, and
         # its status is lost (never made up).
         return self.spawner.wait(self.pid, block)
+
+
+def open_spawner() -> Spawner | None:
+    """A spawn server where this host allows one, else None (``Process.start`` with a fork)."""
+    if spawner_unavailable_reason() is not None:
+        return None
+    return Spawner()
+
+
+def start_method() -> dict[str, str | None]:
+    """How measured commands are started here, and why not through the spawn server."""
+    reason = spawner_unavailable_reason()
+    return {"method": "fork_preexec" if reason else "spawn_server", "reason": reason}
