@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -74,9 +75,16 @@ class Metewand:
             self.env["PYTHONPATH"] = str(src)
 
 
-def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
-    """(median wall s reported, total invocation s)."""
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every waited-for child so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float, float]:
+    """(median wall s reported, total invocation s, its CPU s with everything it ran)."""
     command = " ".join(_quote(a) for a in argv)
+    cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run(
         [
@@ -94,10 +102,11 @@ def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
         capture_output=True,
     )
     total = time.perf_counter() - started
-    return json.loads(out.read_text())["results"][0]["median"], total
+    return json.loads(out.read_text())["results"][0]["median"], total, children_cpu() - cpu
 
 
-def ours(tool: Metewand, argv: list[str], runs: int, out: Path) -> tuple[float, float]:
+def ours(tool: Metewand, argv: list[str], runs: int, out: Path) -> tuple[float, float, float]:
+    cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run(
         [*tool.argv, "--runs", str(runs), "--shell", "none", "--export-json", str(out), "--",
@@ -108,7 +117,7 @@ def ours(tool: Metewand, argv: list[str], runs: int, out: Path) -> tuple[float, 
     )  # fmt: skip
     total = time.perf_counter() - started
     summary = json.loads(out.read_text())["summaries"][0]["metrics"]["wall_time_ns"]
-    return summary["median"] / 1e9, total
+    return summary["median"] / 1e9, total, children_cpu() - cpu
 
 
 def _quote(word: str) -> str:
@@ -151,9 +160,9 @@ def compare_one(
             order.reverse()  # alternate who goes first: a drift of the load favours no one
         for name in order:
             if name == "hf":
-                m, t = hyperfine(argv, args.runs, out / "hf.json")
+                m, t, _ = hyperfine(argv, args.runs, out / "hf.json")
             else:
-                m, t = ours(tools[name], argv, args.runs, out / f"{name}.json")
+                m, t, _ = ours(tools[name], argv, args.runs, out / f"{name}.json")
             medians.setdefault(name, []).append(m)
             totals.setdefault(name, []).append(t)
     hf_m, hf_t = statistics.median(medians["hf"]), statistics.median(totals["hf"])
@@ -172,34 +181,41 @@ def compare_one(
 
 
 def floor(runs: int, rounds: int, tools: dict[str, Metewand], out: Path) -> None:
-    """Fixed and per-run cost of each tool on `true`, from invocations with 1 and ``runs``;
+    """Fixed and per-run cost of each tool on `true`, from invocations with 1 and ``runs``, in
+    wall time and in CPU (the invocation's and its children's: less moved by other tenants);
     then the interpreter's own start-up with the imports measure needs."""
-    totals: dict[tuple[str, int], list[float]] = {}
-    starts: dict[str, list[float]] = {}
+    walls: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
+    starts: dict[str, list[tuple[float, float]]] = {}
     for _ in range(max(rounds, 3)):
         for n in (1, runs):
-            totals.setdefault(("hf", n), []).append(hyperfine(["true"], n, out / "hf.json")[1])
-            for name, tool in tools.items():
-                totals.setdefault((name, n), []).append(ours(tool, ["true"], n, out / "f.json")[1])
+            for name in ("hf", *tools):
+                if name == "hf":
+                    _, wall, cpu = hyperfine(["true"], n, out / "hf.json")
+                else:
+                    _, wall, cpu = ours(tools[name], ["true"], n, out / "f.json")
+                walls.setdefault((name, n), []).append(wall)
+                cpus.setdefault((name, n), []).append(cpu)
         for label, code in FLOORS.items():
             starts.setdefault(label, []).append(interpreter(code))
-    per_run, fixed = {}, {}
-    for name in ("hf", *tools):
-        one, many = (statistics.median(totals[(name, n)]) for n in (1, runs))
-        per_run[name] = (many - one) / (runs - 1)
-        fixed[name] = one - per_run[name]
+    wall_split = {name: _split(walls, name, runs) for name in ("hf", *tools)}
+    cpu_split = {name: _split(cpus, name, runs) for name in ("hf", *tools)}
     for name in tools:
         tag = "metewand" if name == "mw" else "baseline"
-        print(
-            f"true floor ({tag}): per run hyperfine {per_run['hf'] * 1e3:.2f} ms, ours "
-            f"{per_run[name] * 1e3:.2f} ms ({per_run[name] / per_run['hf']:.1f}x); fixed start-up "
-            f"hyperfine {fixed['hf'] * 1e3:.0f} ms, ours {fixed[name] * 1e3:.0f} ms"
-        )
-    hf_total = fixed["hf"] + runs * per_run["hf"]
+        for what, split in (("wall", wall_split), ("CPU", cpu_split)):
+            (hf_run, hf_fixed), (our_run, our_fixed) = split["hf"], split[name]
+            print(
+                f"true floor ({tag}, {what}): per run hyperfine {hf_run * 1e3:.2f} ms, ours "
+                f"{our_run * 1e3:.2f} ms ({our_run / hf_run:.1f}x); fixed start-up hyperfine "
+                f"{hf_fixed * 1e3:.0f} ms, ours {our_fixed * 1e3:.0f} ms"
+            )
+    hf_run, hf_fixed = wall_split["hf"]
+    hf_total = hf_fixed + runs * hf_run
     for label, seconds in starts.items():
-        print(f"interpreter floor: {label:30} {statistics.median(seconds) * 1e3:7.1f} ms")
-    needed = statistics.median(starts["+ every module measure loads"])
-    best = needed + runs * per_run["mw"]
+        wall, cpu = (statistics.median(column) for column in zip(*seconds, strict=True))
+        print(f"interpreter floor: {label:30} wall {wall * 1e3:7.1f} ms, CPU {cpu * 1e3:7.1f} ms")
+    needed = statistics.median(wall for wall, _ in starts["+ every module measure loads"])
+    best = needed + runs * wall_split["mw"][0]
     print(
         f"(b) for true needs ours <= 1.5 x {hf_total * 1e3:.1f} = {1.5 * hf_total * 1e3:.1f} ms; "
         f"the imports alone plus {runs} of our runs already take {best * 1e3:.1f} ms "
@@ -207,11 +223,20 @@ def floor(runs: int, rounds: int, tools: dict[str, Metewand], out: Path) -> None
     )
 
 
-def interpreter(code: str) -> float:
-    """Wall seconds of this Python running ``code`` (site enabled, as the console script)."""
+def _split(totals: dict[tuple[str, int], list[float]], name: str, runs: int) -> tuple[float, float]:
+    """(per run, fixed) from the medians of the 1-run and the ``runs``-run invocations."""
+    one, many = (statistics.median(totals[(name, n)]) for n in (1, runs))
+    per_run = (many - one) / (runs - 1)
+    return per_run, one - per_run
+
+
+def interpreter(code: str) -> tuple[float, float]:
+    """Wall and CPU seconds of this Python running ``code`` (site enabled, as the console
+    script has it)."""
+    cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, env=OUR_ENV)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, children_cpu() - cpu
 
 
 if __name__ == "__main__":
