@@ -145,3 +145,20 @@ def test_close_ends_the_server(tmp_path: Path) -> None:
     pid = server.pid
     server.close()
     assert not Path(f"/proc/{pid}").exists()
+
+
+def test_a_server_that_cannot_start_falls_back_to_the_fork(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fault injection: no interpreter where the server would run. The series still runs,
+    through the fork with a pre-exec join, and says so with the reason."""
+    from metewand.measure import spawner as spawner_module
+    from metewand.measure.series import Command, SeriesOptions, run_all
+
+    monkeypatch.setattr(spawner_module.sys, "executable", "/nonexistent/metewand-python")
+    assert spawner_module.open_spawner() is None
+    method = spawner_module.start_method(None)
+    assert method["method"] == "fork_preexec"
+    assert "could not start" in str(method["reason"])
+    series, _ = run_all([Command("true", ("true",))], SeriesOptions(runs=3))
+    assert [run["exit_status"] for run in series[0].runs] == [0, 0, 0]

@@ -192,7 +192,9 @@ def _series(
             click.echo("\r\033[K", nl=False, err=True)
 
 
-def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) -> dict[str, Any]:
+def _result(
+    series: list[Any], host: dict[str, Any], options: Any, seed: int, spawner: Spawner | None
+) -> dict[str, Any]:
     # numpy is imported only now: a smaller parent forks its runs faster
     from metewand.compare import series_stats
     from metewand.measure.spawner import start_method
@@ -236,7 +238,7 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
             "mark_fifo": options.mark_fifo,
             "host_sample_interval_s": options.host_interval_s,
             "host_foreign_cpu_max": options.host_foreign_cpu_max,
-            "start": start_method(),
+            "start": start_method(spawner),
         },
     }
 
@@ -503,7 +505,7 @@ def _measure_series(
         _fail(exc.message, exit_codes.INVALID_INPUT)
     commands = build_commands(groups, given["shell"], settings)
     series, host = _series(commands, options, as_json, spawner)
-    result = _result(series, host, options, given["seed"])
+    result = _result(series, host, options, given["seed"], spawner)
     _export(result, *exports)
     if as_json:
         from metewand import canonical

@@ -47,6 +47,8 @@ def spawner_unavailable_reason() -> str | None:
     """None where the spawner works here, else why not (then ``Process.start`` is used)."""
     if not hasattr(os, "posix_spawn") or not hasattr(os, "POSIX_SPAWN_DUP2"):
         return "os.posix_spawn is not available on this platform"
+    if not sys.executable:
+        return "no Python executable to run the spawn server with (sys.executable is empty)"
     fd, reason = open_exit_fd(os.getpid())
     if fd is None:  # the command is not metewand's child: only a pidfd can see its exit
         return reason
@@ -232,14 +234,25 @@ class SpawnedChild:
         return self.spawner.wait(self.pid, block)
 
 
+_NOT_STARTED: list[str] = []  # why the last open_spawner found none (start_method reports it)
+
+
 def open_spawner() -> Spawner | None:
     """A spawn server where this host allows one, else None (``Process.start`` with a fork)."""
-    if spawner_unavailable_reason() is not None:
-        return None
-    return Spawner()
-
-
-def start_method() -> dict[str, str | None]:
-    """How measured commands are started here, and why not through the spawn server."""
+    _NOT_STARTED.clear()
     reason = spawner_unavailable_reason()
-    return {"method": "fork_preexec" if reason else "spawn_server", "reason": reason}
+    if reason is None:
+        try:
+            return Spawner()
+        except OSError as exc:
+            reason = f"the spawn server could not start: {exc.strerror or exc}"
+    _NOT_STARTED.append(reason)
+    return None
+
+
+def start_method(spawner: Spawner | None) -> dict[str, str | None]:
+    """How measured commands were started, and why not through the spawn server."""
+    if spawner is not None:
+        return {"method": "spawn_server", "reason": None}
+    reason = _NOT_STARTED[-1] if _NOT_STARTED else spawner_unavailable_reason()
+    return {"method": "fork_preexec", "reason": reason or "no spawn server was opened"}
