@@ -162,3 +162,15 @@ def test_a_server_that_cannot_start_falls_back_to_the_fork(
     assert "could not start" in str(method["reason"])
     series, _ = run_all([Command("true", ("true",))], SeriesOptions(runs=3))
     assert [run["exit_status"] for run in series[0].runs] == [0, 0, 0]
+
+
+def test_without_env_the_command_gets_metewands_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("METEWAND_SPAWN_INHERITED", "from-metewand")
+    out = tmp_path / "seen"
+    with Spawner() as server:  # started after the change: it has metewand's environment
+        report = run_measured(["sh", "-c", f'echo "$METEWAND_SPAWN_INHERITED" > {out}'],
+                              spawner=server)  # fmt: skip
+    assert report.exit_status == 0
+    assert out.read_text().strip() == "from-metewand"

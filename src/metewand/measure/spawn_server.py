@@ -14,6 +14,7 @@ parent's groups), and moves it back out: the command then starts with ``vfork`` 
 Protocol, over two pipes (fds given on the command line), each message a 4-byte little-endian
 length and a ``marshal``-ed tuple:
     ("spawn", path, argv, env, cwd, quiet) -> ("ok", pid, started_ns) | ("err", errno, text)
+        (env None: the server's own environment, inherited from metewand at its start)
     ("wait", pid, block)                   -> ("ok", returncode or None) | ("err", errno, text)
 ``started_ns`` is CLOCK_MONOTONIC just before ``posix_spawn``; ``returncode`` follows
 ``subprocess`` (negative: the signal that ended it). End of file on the request pipe ends the
@@ -57,7 +58,12 @@ def _send(fd: int, message: tuple) -> None:  # type: ignore[type-arg]
 
 
 def _spawn(
-    path: str, argv: list[str], env: dict[str, str], cwd: str | None, quiet: bool, devnull: int
+    path: str,
+    argv: list[str],
+    env: dict[str, str] | None,
+    cwd: str | None,
+    quiet: bool,
+    devnull: int,
 ) -> tuple[int, int]:
     actions = (
         [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)] if quiet else []
@@ -66,7 +72,7 @@ def _spawn(
         os.chdir(cwd)  # posix_spawn has no chdir action here; the server has no other use of it
     started = time.monotonic_ns()
     pid = os.posix_spawn(
-        path, argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS,
+        path, argv, os.environ if env is None else env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS,
         setsigmask=(),
     )  # fmt: skip
     return pid, started
