@@ -122,6 +122,7 @@ class _Run:
     accounting: TreeAccounting
     proc: Process | None = None
     sampler: Sampler | None = None
+    span: tuple[int, int] | None = None  # monotonic ns the wall time spans (phase marks' frame)
 
 
 def _start(
@@ -221,11 +222,11 @@ def _run_to_exit(
     run.accounting.attach(proc.pid, joined=launch.spawner is not None)
     run.sampler = start_sampler(run.accounting)
     assert proc.exec_ns is not None
-    wall = _exit_moment(proc, watched, run.sampler) - proc.exec_ns
+    run.span = (proc.exec_ns, _exit_moment(proc, watched, run.sampler))
     tree = events.tree(proc.pid) if events is not None else None
     if tree is None or tree.span is None:
-        return complete(wall, "monotonic"), None
-    exec_ns, exit_ns = tree.span
+        return complete(run.span[1] - run.span[0], "monotonic"), None
+    run.span = exec_ns, exit_ns = tree.span
     peak = tree.process_peak()
     return complete(exit_ns - exec_ns, "proc_connector"), (
         complete(peak, "proc_connector:fork_exit") if peak is not None else None
@@ -323,12 +324,9 @@ def _finish(
 ) -> SubjectReport:
     """Read the exited command's groups, reap it and build its report."""
     proc, sampler, accounting = run.proc, run.sampler, run.accounting
-    assert proc is not None and sampler is not None and proc.exec_ns is not None
+    assert proc is not None and sampler is not None and run.span is not None
     summary = sampler.stop(end_scan=False)
-    phases = None
-    if marks is not None:
-        assert wall.value is not None
-        phases = marks.finish(proc.exec_ns, proc.exec_ns + wall.value)
+    phases = marks.finish(*run.span) if marks is not None else None
     cpu, memory = accounting.cpu(), accounting.memory()
     code = proc.reap()
     proc.close()
