@@ -28,16 +28,6 @@ OUTLIER_Z = 3.5
 SLOW_FIRST_FACTOR = 1.5
 
 
-def _median(values: Sequence[float]) -> float:
-    """``np.median`` of these values, without the ``numpy.ma`` import it pulls in (~6 ms):
-    the middle value, or the mean of the two middle values, as numpy computes it."""
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return float(
-        ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-    )
-
-
 def describe(values: Sequence[float], resamples: int, seed: int) -> dict[str, Any]:
     array = np.asarray(values, dtype=float)
     if not array.size:
@@ -54,7 +44,7 @@ def describe(values: Sequence[float], resamples: int, seed: int) -> dict[str, An
         "n": int(array.size),
         "mean": float(array.mean()),
         "stddev": float(array.std(ddof=1)) if array.size > 1 else None,
-        "median": _median(values),
+        "median": float(np.median(array)),
         "min": float(array.min()),
         "max": float(array.max()),
         "median_ci95": stats.percentile_ci(stats.iid_median_replicates(array, resamples, seed)),
@@ -66,11 +56,10 @@ def outliers(values: Sequence[float]) -> int:
     array = np.asarray(values, dtype=float)
     if array.size < 5:  # a median absolute deviation of 3 or 4 runs says little
         return 0
-    deviations = np.abs(array - _median(values))
-    mad = _median(deviations.tolist())
+    mad = float(np.median(np.abs(array - np.median(array))))
     if mad == 0:
         return 0
-    return int((0.6745 * deviations / mad > OUTLIER_Z).sum())
+    return int((0.6745 * np.abs(array - np.median(array)) / mad > OUTLIER_Z).sum())
 
 
 def _values(runs: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
@@ -89,7 +78,7 @@ def command_summary(
             "other programs or a cold cache may have interfered; consider --warmup or a "
             "quieter host"
         )
-    if len(walls) >= 3 and walls[0] > SLOW_FIRST_FACTOR * _median(walls[1:]):
+    if len(walls) >= 3 and walls[0] > SLOW_FIRST_FACTOR * float(np.median(walls[1:])):
         warnings.append(
             f"the first run took {walls[0] / 1e6:.2f} ms, over {SLOW_FIRST_FACTOR}x the median "
             "of the rest: caches were probably cold; use --warmup N"

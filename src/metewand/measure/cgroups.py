@@ -12,6 +12,7 @@ import errno
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
@@ -133,7 +134,7 @@ def _remove_dead_probes(directory: str) -> None:
 def _probe_writable(directory: str) -> str | None:
     """None if a child group can be created (and removed) here, else the reason."""
     _remove_dead_probes(directory)
-    probe = os.path.join(directory, f"{PROBE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}")
+    probe = os.path.join(directory, f"{PROBE_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         os.mkdir(probe)
     except OSError as exc:
@@ -216,7 +217,7 @@ class Group:
         """Make a new group; ``announce`` hears its path *before* it exists, so whoever keeps
         a record of groups to remove after a crash never misses one."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:40]
-        path = os.path.join(parent_dir, f"metewand-{safe}-{os.getpid()}-{os.urandom(4).hex()}")
+        path = os.path.join(parent_dir, f"metewand-{safe}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         if announce is not None:
             announce(path)
         os.mkdir(path)

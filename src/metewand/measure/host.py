@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import statistics
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from metewand import canonical
 from metewand.measure import procfs
 from metewand.measure.foreign import ForeignCpuTracker, MemberPids
 from metewand.measure.forms import Reason
@@ -34,7 +36,6 @@ from metewand.measure.host_gate import (
     GateThresholds,
     evaluate_gate,
     foreign_cpu_outcome,
-    median,
     top_foreign_over,
 )
 
@@ -271,8 +272,6 @@ class HostTelemetry:
 
     def _emit(self, sample: Sample) -> None:
         if self._file is not None:
-            from metewand import canonical  # only with a samples file (rfc8785: ~3 ms)
-
             self._file.write(canonical.line(sample))
             self._file.flush()
         elif callable(self._sink):
@@ -342,11 +341,11 @@ def foreign_summary(
         "threshold_cores": th.foreign_cpu_max_cores,
         "sustained_samples": th.sustained_samples,
         "sample_count": len(values),
-        "median_cores": round(median(values), 4) if values else None,
+        "median_cores": round(statistics.median(values), 4) if values else None,
         "max_cores": max(values) if values else None,
         # what processes seen by two scans spent; the rest went to processes born and gone
         # between samples, to interrupts, or to processes this /proc does not show
-        "median_visible_cores": round(median(visible), 4) if visible else None,
+        "median_visible_cores": round(statistics.median(visible), 4) if visible else None,
         "gate": {
             "evaluated": gate.triggered is not None,
             "triggered": bool(gate.triggered),
