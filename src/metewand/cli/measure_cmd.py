@@ -139,11 +139,14 @@ def _fail(message: str, code: int) -> NoReturn:
 def _single_run(
     words: list[str], shell: str, options: Any, as_json: bool, spawner: Spawner | None
 ) -> NoReturn:
-    from metewand.measure.mark_fifo import MarkReader
     from metewand.measure.series import host_record, start_host, to_argv
     from metewand.measure.subject import run_measured
 
-    marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
+    marks = None
+    if options.mark_fifo:
+        from metewand.measure.mark_fifo import MarkReader
+
+        marks = MarkReader(options.mark_fifo)
     with _failures_to_exit("the command"):
         host = start_host(options)
         try:
