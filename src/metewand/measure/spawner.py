@@ -28,6 +28,7 @@ import marshal
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -102,6 +103,7 @@ class Spawner:
             os.close(requests_read)
             os.close(replies_write)
         self._broken = False
+        self._lock = threading.Lock()  # one exchange at a time: the pipes carry no request ids
 
     def start(
         self,
@@ -157,15 +159,16 @@ class Spawner:
         return None if code is None else int(code)
 
     def _ask(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self._broken:
-            raise SpawnerGone("the spawn server is no longer usable")
-        try:
-            body = marshal.dumps(message)
-            os.write(self._requests, len(body).to_bytes(4, "little") + body)
-            reply = self._read_reply()
-        except BaseException:
-            self._broken = True  # an interrupted exchange leaves the pipes out of step
-            raise
+        with self._lock:
+            if self._broken:
+                raise SpawnerGone("the spawn server is no longer usable")
+            try:
+                body = marshal.dumps(message)
+                os.write(self._requests, len(body).to_bytes(4, "little") + body)
+                reply = self._read_reply()
+            except BaseException:
+                self._broken = True  # an interrupted exchange leaves the pipes out of step
+                raise
         if reply[0] == "err":
             raise OSError(reply[1], reply[2])
         return tuple(reply[1:])
