@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import shlex
 import subprocess
 import sys
@@ -208,3 +209,20 @@ def test_export_into_a_missing_directory_is_refused_before_running(tmp_path: Pat
     )  # fmt: skip
     assert done.returncode == 2 and "no such directory" in done.stderr
     assert not marker.exists() and "Traceback" not in done.stderr
+
+
+def test_the_commands_never_see_measures_openblas_setting(tmp_path: Path) -> None:
+    """measure imports numpy (after the runs) with a one-thread OpenBLAS; the commands get the
+    environment as the user gave it, with or without the variable."""
+    out = tmp_path / "seen"
+    script = f'echo "${{OPENBLAS_NUM_THREADS:-unset}}" >> {out}'
+    for given in (None, "3"):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        done = subprocess.run(
+            [METEWAND, "measure", "--runs", "2", "--", "sh", "-c", script],
+            capture_output=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert out.read_text().split() == ["unset", "unset", "3", "3"]

@@ -195,11 +195,28 @@ def _series(
             click.echo("\r\033[K", nl=False, err=True)
 
 
+@contextlib.contextmanager
+def _blas_pool_of_one() -> Iterator[None]:
+    """While numpy is first imported, OpenBLAS starts one thread instead of a pool: the
+    statistics use no BLAS, and the pool's start costs ~30 ms of CPU here. The variable is set
+    only if the user did not set it, and removed again at once (no command runs after this, and
+    OpenBLAS reads it only when it loads)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ or "numpy" in sys.modules:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+
+
 def _result(
     series: list[Any], host: dict[str, Any], options: Any, seed: int, spawner: Spawner | None
 ) -> dict[str, Any]:
-    # numpy is imported only now: a smaller parent forks its runs faster
-    from metewand.compare import series_stats
+    # numpy is imported only now, after the runs: its import is CPU the runs need not share
+    with _blas_pool_of_one():
+        from metewand.compare import series_stats
     from metewand.measure.spawner import start_method
 
     resamples = 2000
