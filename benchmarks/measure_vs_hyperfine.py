@@ -235,7 +235,9 @@ def interpreter(code: str) -> tuple[float, float]:
     script has it)."""
     cpu = children_cpu()
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, env=OUR_ENV)
+    # a one-thread OpenBLAS, as measure imports numpy (cli/measure_cmd.py: _blas_pool_of_one)
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env=OUR_ENV | {"OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
     return time.perf_counter() - started, children_cpu() - cpu
 
 
