@@ -65,6 +65,13 @@ def sorting_accepts_all(done: Done, repo: Path) -> None:
     assert f"{n} attempts: {n} accepted, 0 failed" in done.stdout
 
 
+def sorting_without_marks(done: Done, repo: Path) -> None:
+    sorting_accepts_all(done, repo)
+    manifest = json.loads((repo / "runs" / "sort3" / "run_manifest.json").read_text())
+    assert manifest["data"]["phase_marks"] is False
+    assert all(row["phases"] is None for row in _rows(repo, "sort3"))
+
+
 def sorting_on_dask(done: Done, repo: Path) -> None:
     sorting_accepts_all(done, repo)
     hosts = json.loads((repo / "runs" / "sortd" / "dask_hosts.json").read_text())
@@ -189,6 +196,19 @@ def quiet_in_example_dir(done: Done, repo: Path) -> None:
 def profiled_run(done: Done, repo: Path) -> None:
     assert (repo / "runs" / "prof1" / "resource_summary.json").is_file()
     assert "cannot be eligible" in done.stderr  # k=1 and one task: warned up front
+
+
+def interleaved_run(done: Done, repo: Path) -> None:
+    rows = _rows(repo, "ilv1")
+    twins = [r for r in rows if r.get("calibration_twin") is True]
+    assert len(rows) == 8 and len(twins) == 4, _statuses(rows)
+    summary = json.loads((repo / "runs" / "ilv1" / "resource_summary.json").read_text())
+    observer = summary["observer_effect"]
+    assert observer["calibration_mode"] == "interleaved"
+    # each engine's first pair holds its fresh process's first attempt: one pair each is figured
+    assert observer["pairs_first_on_launch"] == 2 and observer["matched_attempts"] == 2
+    card = (repo / "runs" / "ilv1" / "resource-card.md").read_text()
+    assert "Observer effect from interleaved pairs in this run" in card
 
 
 def csv_export(done: Done, repo: Path) -> None:
@@ -358,6 +378,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
     Expect("metewand run --resume sort1", 0, resumed_compute),
     Expect(f"{SORT} --run-id sort2 --no-progress", 0, sorting_accepts_all),
+    Expect(f"{SORT} --run-id sort3 --no-phase-marks", 0, sorting_without_marks),
     Expect(f"{SORT} --executor dask --dask-local 2 --run-id sortd", 0, sorting_on_dask),
     Expect("metewand compare sort1 sort2", 0, compared("sort1", "sort2")),
     Expect(
@@ -461,6 +482,12 @@ EXPECTED: tuple[Expect, ...] = (
         "--resource-calibration-baseline base1 --reference-engine chrome --run-id prof1",
         0,
         profiled_run,
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {TASK} --k 2 --resource-profile engine "
+        "--resource-calibration interleaved --run-id ilv1",
+        0,
+        interleaved_run,
     ),  # fmt: skip
     Expect(
         "metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from metewand import canonical
 from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
 from metewand.runtime import rundir
+from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.adapter_attempt import (
@@ -103,10 +104,12 @@ class AttemptRunner:
         self.base_url = base_url
         self.hooks = hooks or RunHooks()
         # the slot's adapters (long-lived ones live until their engine is replaced or the slot
-        # closes); their served stderr beside the slot's engine logs
+        # closes); their served stderr beside the slot's engine logs; each adapter process and
+        # group in owned.jsonl, so a killed runner's stuck adapter is swept by --resume
         self.adapters = SlotAdapters(
             plan.config.adapter_mode,
             store.run_dir / rundir.ENGINE_LOGS / f"worker-{pool.worker}",
+            OwnedJournal(store.run_dir),
         )
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
 
