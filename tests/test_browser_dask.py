@@ -196,3 +196,55 @@ def test_an_unreachable_scheduler_exits_3_with_the_run_resumable(tmp_path: Path)
     resumed = browser(out, "--resume", "u", "--no-progress")  # resumable: here, locally
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [row["status"] for row in rows_of(out / "u")] == ["pass"]
+
+
+def test_ctrl_c_on_dask_closes_every_worker_slot_and_resume_runs_what_is_left(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C mid-run: exit 130, the run interrupted, each worker's slot closed with its teardown
+    report in the client's manifest and no engine of the run left; --resume (here locally, the
+    other executor) then runs exactly the attempts without a row."""
+    import os
+    import signal
+
+    out = tmp_path / "runs"
+    selection = [arg for task in (*TASKS, "own_load_events", "own_dom_saved_chain")
+                 for arg in ("--task", task)]  # fmt: skip
+    command = [sys.executable, "-m", "metewand", "browser", "run", "--engines", ENGINES,
+               *selection, "--run-id", "c", "--no-progress", "--out", str(out),
+               "--executor", "dask", "--dask-local", "2"]  # fmt: skip
+    client = subprocess.Popen(
+        command, env=helpers.dask_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True, cwd=helpers.REPO,
+    )  # fmt: skip
+    results = out / "c" / "results.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if results.exists() and results.read_text().count("\n") >= 2:
+                break
+            time.sleep(0.01)
+        client.send_signal(signal.SIGINT)
+        _, stderr = client.communicate(timeout=90)
+    finally:
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+            client.wait()
+    assert client.returncode == 130, stderr[-3000:]
+    assert "interrupted: " in stderr and "Traceback" not in stderr
+    manifest = manifest_of(out / "c")
+    assert manifest["state"] == "interrupted"
+    assert manifest["data"]["interruption_reason"] == "interrupted by signal"
+    before = rows_of(out / "c")
+    assert 2 <= len(before) < 12, "the interrupt must land mid-run"
+    teardown = manifest["data"]["teardown"]
+    assert {f"dask-{row['placement']['worker_name']}" for row in before} <= set(teardown)
+    for reports in teardown.values():
+        assert all(report["clean"] for report in reports.values()), reports
+    assert run_processes(out / "c", "c") == []
+
+    resumed = browser(out, "--resume", "c", "--no-progress")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    rows = rows_of(out / "c")
+    assert rows[: len(before)] == before
+    assert len({row["key"] for row in rows}) == len(rows) == 12
