@@ -118,3 +118,31 @@ def test_a_dask_worker_refuses_another_corpus_or_a_profiled_run(tmp_path: Path) 
     profiled = dataclasses.replace(plan.config, resource=ResourceOptions(profile="engine"))
     with pytest.raises(PlanError, match="--resource-profile engine does not run on Dask"):
         build(_worker_ref(tmp_path / "p", profiled))
+
+
+def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: Path) -> None:
+    """A run with per-host identities (a Dask session) hands a local session's rows only this
+    host's hash: the workers' hosts may have other binaries. A run without them is unchanged."""
+    import socket
+
+    from metewand.runtime.store import RunStore
+    from metewand.suites.browser.attempt_runner import RunHooks
+    from metewand.suites.browser.suite import BrowserSuite
+
+    plan = _plan(tmp_path)
+    theirs = {"found": True, "binary_sha256": "a" * 64}
+    ours = {"found": True, "binary_sha256": "b" * 64}
+    cases = [
+        ({"engines": {"chrome": theirs}}, theirs),
+        ({"engines": {"chrome": theirs}, "engines_by_host": {"elsewhere": {"chrome": theirs}}}, {}),
+        (
+            {"engines": {"chrome": theirs},
+             "engines_by_host": {"elsewhere": {"chrome": theirs},
+                                 socket.gethostname(): {"chrome": ours}}},
+            ours,
+        ),
+    ]  # fmt: skip
+    for index, (data, expected) in enumerate(cases):
+        with RunStore.create(tmp_path / "runs", f"r{index}", {"suite": "browser", **data}) as store:
+            suite = BrowserSuite(plan, store, None, RunHooks())
+            assert suite.identity_of("chrome") == expected, data

@@ -25,6 +25,7 @@ each worker's summary at the end of the run (``host_summary_task``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
@@ -46,6 +47,10 @@ HOST_RESOURCE = "metewand-host"
 REGISTRATION_TOPIC = "metewand-registration"
 TRY_TOPIC = "metewand-try"
 TELEMETRY_INTERVAL_S = 1.0
+# A slot closes after the unit in flight on it has ended (as a local slot does): an interrupted
+# unit ends within an attempt's cancellation; a unit still running after this long is closed
+# under (its engines stopped beneath it), so closing never hangs the run's end.
+UNIT_END_WAIT_S = 60.0
 
 
 def gate_resource(tree_sha256: str) -> str:
@@ -102,6 +107,7 @@ class SlotPlugin(WorkerPlugin):
         self._telemetry: HostTelemetry | None = None
         self._summary: dict[str, Any] | None = None  # the telemetry of a closed slot
         self._lock = threading.Lock()
+        self._unit_running = threading.Lock()  # held while a unit runs on this worker's slot
         self._worker_address = ""
         self._worker_name = ""
 
@@ -168,8 +174,17 @@ class SlotPlugin(WorkerPlugin):
         return self._summary
 
     def close_slot(self) -> list[dict[str, Any]]:
-        """Close this worker's slot; returns the facts its suite made since its last unit (the
-        slot's teardown report). Telemetry stops here, its summary kept for ``host_summary``."""
+        """Close this worker's slot once the unit in flight ended (``UNIT_END_WAIT_S`` at most);
+        returns the facts its suite made since its last unit (the slot's teardown report).
+        Telemetry stops here, its summary kept for ``host_summary``."""
+        ended = self._unit_running.acquire(timeout=UNIT_END_WAIT_S)
+        try:
+            return self._close_slot()
+        finally:
+            if ended:
+                self._unit_running.release()
+
+    def _close_slot(self) -> list[dict[str, Any]]:
         with self._lock:
             slot, self._slot = self._slot, None
             telemetry, self._telemetry = self._telemetry, None
@@ -225,20 +240,23 @@ def run_unit_task(run_token: str, dask_key: str, unit_json: dict[str, Any]) -> d
             **where,
         },
     )
-    suite, slot = plugin.slot()
-    rows: list[Row] = suite.run_unit(slot, unit)
+    with plugin._unit_running:
+        suite, slot = plugin.slot()
+        rows: list[Row] = suite.run_unit(slot, unit)
     for row in rows:
         row["placement"] = dict(where)
     return {"rows": rows, "placement": where, "facts": take_facts(suite)}
 
 
-def close_slot_task(run_token: str, dask_worker: Any = None) -> dict[str, Any] | None:
-    """Run through ``Client.run`` once the run's units are done: close this worker's slot and
-    return the facts that made (``{"facts", "placement"}``); None when no slot was open here."""
+async def close_slot_task(run_token: str, dask_worker: Any = None) -> dict[str, Any] | None:
+    """Run through ``Client.run`` once the run's units are done (or interrupted): close this
+    worker's slot once its unit in flight ended and return the facts that made (``{"facts",
+    "placement"}``); None when no slot was open here. The wait runs off the worker's event loop,
+    which keeps serving the scheduler meanwhile."""
     plugin = dask_worker.plugins.get(plugin_name(run_token)) if dask_worker else None
     if not isinstance(plugin, SlotPlugin) or plugin._slot is None:
         return None
-    facts = plugin.close_slot()
+    facts = await asyncio.to_thread(plugin.close_slot)
     return {"facts": facts, "placement": placement(plugin, "slot-close")}
 
 

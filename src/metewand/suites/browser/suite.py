@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
@@ -222,18 +223,22 @@ class BrowserSuite:
         manifest (teardown reports through what ``teardown`` writes)."""
         for fact in facts:
             if fact.get("kind") == "engine_identity":
-                self._merge_identity(str(fact["engine"]), fact["identity"], str(placement["host"]))
+                with self._lock:
+                    self._merge_identity(
+                        str(fact["engine"]), fact["identity"], str(placement["host"])
+                    )
             elif fact.get("kind") == "teardown":
                 with self._lock:
                     self.teardown_reports[str(fact["slot"])] = fact["reports"]
 
     def _merge_identity(self, engine: str, identity: dict[str, Any], host: str) -> None:
+        """Under the lock: ``host``'s identity of ``engine``; the run's first one also under
+        ``engines`` (the run's engine pins, as a local run records them)."""
         assert isinstance(self.store, RunStore)
-        with self._lock:
-            self._by_host.setdefault(host, {})[engine] = {"found": True, **identity}
-            self.store.update_manifest({"engines_by_host": self._by_host})
-            if "binary_sha256" not in self._identities.get(engine, {}):
-                self._record_identity(engine, identity)
+        self._by_host.setdefault(host, {})[engine] = {"found": True, **identity}
+        self.store.update_manifest({"engines_by_host": self._by_host})
+        if "binary_sha256" not in self._identities.get(engine, {}):
+            self._record_identity(engine, identity)
 
     def slot_closed(self, label: str, reports: dict[str, Any]) -> None:
         with self._lock:
@@ -245,14 +250,21 @@ class BrowserSuite:
     # -- engines ----------------------------------------------------------------------------
 
     def identity_of(self, engine: str) -> dict[str, Any]:
-        """The identity this suite recorded for ``engine`` (a worker: its own host's binary)."""
+        """The identity of ``engine`` as hashed on this host (what this host's rows name)."""
         with self._lock:
+            return dict(self._known_here(engine))
+
+    def _known_here(self, engine: str) -> dict[str, Any]:
+        """A run with per-host identities (it had a Dask session) trusts only this host's: a
+        local session on another host than the workers' hashes its own binaries again."""
+        if self.worker_side or not self._by_host:
             return dict(self._identities.get(engine, {}))
+        return dict(self._by_host.get(socket.gethostname(), {}).get(engine, {}))
 
     async def on_launch(self, engine: str, process: EngineProcess) -> None:
         """An engine's identity (binary hash, version) goes to the manifest at its first launch
-        (on a Dask worker: to the facts the client writes)."""
-        if "binary_sha256" in self._identities.get(engine, {}):
+        on this host (on a Dask worker: to the facts the client writes)."""
+        if "binary_sha256" in self._known_here(engine):
             return
         identity = (await process.identity()).to_json()
         with self._lock:
@@ -260,6 +272,8 @@ class BrowserSuite:
                 self._identities[engine] = {"found": True, **identity}
                 self._facts.append({"kind": "engine_identity", "engine": engine,
                                     "identity": identity})  # fmt: skip
+            elif self._by_host:
+                self._merge_identity(engine, identity, socket.gethostname())
             else:
                 self._record_identity(engine, identity)
 
