@@ -248,3 +248,62 @@ def test_ctrl_c_on_dask_closes_every_worker_slot_and_resume_runs_what_is_left(
     rows = rows_of(out / "c")
     assert rows[: len(before)] == before
     assert len({row["key"] for row in rows}) == len(rows) == 12
+
+
+@pytest.fixture
+def two_workers() -> Any:
+    """A real ``dask scheduler`` and two ``dask worker`` processes on loopback, started as
+    docs/dask.md tells an operator (without a nanny, so a killed worker stays dead)."""
+    port = helpers.free_port()
+    started = [helpers.start_scheduler(port)]
+    try:
+        started += [helpers.start_worker(port, "doomed"), helpers.start_worker(port, "survivor")]
+        helpers.wait_for_workers(port, 2)
+        yield port, started[1]
+    finally:
+        for process in reversed(started):
+            helpers.stop(process)
+
+
+def test_a_worker_killed_mid_round_reruns_the_round_on_the_survivor(
+    tmp_path: Path, two_workers: Any
+) -> None:
+    import os
+    import signal
+    import threading
+
+    port, doomed = two_workers
+    killed = threading.Event()
+
+    def kill_doomed_once_it_drives_an_engine() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            commands = [helpers.command_of(c) for c in helpers.children(doomed.pid)]
+            if any("chromium" in c or "lightpanda" in c for c in commands):
+                os.kill(doomed.pid, signal.SIGKILL)  # the worker, inside a round
+                killed.set()
+                return
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_doomed_once_it_drives_an_engine)
+    killer.start()
+    out = tmp_path / "runs"
+    done, _ = new_run(out, "w", "--executor", "dask", "--scheduler", f"tcp://127.0.0.1:{port}")
+    killer.join()
+    assert killed.is_set()
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = out / "w"
+    rows = rows_of(run_dir)
+    assert len({row["key"] for row in rows}) == len(rows) == len(TASKS) * 2  # every key once
+    lost = [json.loads(line) for line in (run_dir / "lost_tries.jsonl").read_text().splitlines()]
+    assert lost and {record["worker_name"] for record in lost} == {"doomed"}
+    by_key = {row["key"]: row for row in rows}
+    for record in lost:  # the whole round ran again, on the survivor, as another try
+        retried = [by_key[key]["placement"] for key in record["keys"]]
+        assert {where["worker_name"] for where in retried} == {"survivor"}
+        assert {where["try"] for where in retried} == {record["retried_as"]} != {record["try"]}
+    hosts = json.loads((run_dir / "dask_hosts.json").read_text())
+    doomed_record = next(w for w in hosts["workers"] if w["worker_name"] == "doomed")
+    assert "unavailable" in doomed_record["host_summary"]
+    # the killed worker's engines outlived it; the client's end-of-run sweep (same host) got them
+    assert run_processes(run_dir, "w") == []
