@@ -26,6 +26,7 @@ import itertools
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -222,7 +223,11 @@ class DaskExecutor:
 
     def start(self) -> None:
         if self.local_workers is not None:
-            with dask.config.set(self.worker_config):
+            # the scheduler's HTTP endpoint (health, metrics; no dashboard) wants port 8787 and
+            # warns when another cluster on the host has it; it takes a free port, nothing here
+            # uses it, and the warning only confused a run's output
+            with dask.config.set(self.worker_config), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
                 self._cluster = LocalCluster(
                     n_workers=self.local_workers,
                     threads_per_worker=1,
