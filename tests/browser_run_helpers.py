@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from metewand.suites.browser.driver_registry import DRIVER_PATHS
 from shared_paths import LEXBENCH, lexbench_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,6 +22,28 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, timeout=timeout, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
+
+
+def configured_adapters(tmp_path: Path, template: str, modes: dict[str, str]) -> dict[str, str]:
+    """The CLI's environment with, per driver path key in ``modes``, a Python adapter written
+    from ``template`` (formatted with ``python`` and that key's ``mode``) configured in place
+    of the path's own (its ``METEWAND_<KEY>_ADAPTER``)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    for key, mode in modes.items():
+        script = tmp_path / f"{key}_adapter.py"
+        script.write_text(template.format(python=sys.executable, mode=mode))
+        script.chmod(0o755)
+        env[DRIVER_PATHS[key].env_variable] = str(script)
+    return env
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie is not: it only waits to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def rows_of(run_dir: Path) -> list[dict[str, Any]]:

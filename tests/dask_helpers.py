@@ -191,3 +191,23 @@ def command_of(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def start_local_dask_run(
+    manifest: Path, out: Path, cache: Path, run_id: str, **popen: Any
+) -> subprocess.Popen[Any]:
+    """``metewand run`` of ``manifest`` on a two-worker local cluster, in a session of its own
+    (so a test can end whatever a kill or an interrupt leaves in its group)."""
+    command = [sys.executable, "-m", "metewand", "run", str(manifest), "--executor", "dask",
+               "--dask-local", "2", "--run-id", run_id, "--no-progress", "--out", str(out),
+               "--cache-dir", str(cache)]  # fmt: skip
+    return subprocess.Popen(command, env=dask_env(), start_new_session=True, **popen)
+
+
+def wait_for_rows(results: Path, count: int, timeout_s: float = 120.0) -> None:
+    """Until ``results`` holds ``count`` lines or the time is up (the caller checks how many)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_text().count("\n") >= count:
+            return
+        time.sleep(0.01)

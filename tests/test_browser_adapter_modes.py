@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from browser_run_helpers import cli, lexbench_or_skip, manifest_of, rows_of
+from browser_run_helpers import alive, cli, lexbench_or_skip, manifest_of, rows_of
 from metewand.suites.browser.driver_registry import DriverMissing, resolve_driver
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -46,14 +46,6 @@ def _by_attempt(run: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return {(r["task_id"], r["attempt"]): r for r in rows_of(run)}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def test_both_modes_give_the_same_statuses(runs: dict[str, Path]) -> None:
     per_attempt, long_lived = (_by_attempt(runs[m]) for m in ("per-attempt", "long-lived"))
     assert per_attempt.keys() == long_lived.keys() and len(per_attempt) == 8
@@ -83,4 +75,4 @@ def test_long_lived_rows_of_a_driver_share_one_served_process_that_is_gone_after
         served.setdefault(row["driver_path"], set()).add(facts["pid"])
     assert {key: len(pids) for key, pids in served.items()} == {key: 1 for key in TASKS}
     for (pid,) in served.values():
-        assert not _alive(pid)  # closed at slot teardown
+        assert not alive(pid)  # closed at slot teardown

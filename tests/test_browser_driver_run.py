@@ -5,7 +5,6 @@ real client library, rows graded by the adapter's check rows and the server-side
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from browser_run_helpers import REPO, cli, lexbench_or_skip, rows_of
+from browser_run_helpers import REPO, alive, cli, configured_adapters, lexbench_or_skip, rows_of
 from metewand.runtime import schemas
 from metewand.suites.browser.driver_registry import DRIVER_PATHS, DriverMissing, resolve_driver
 from peer_layouts import assert_peer_layouts
@@ -195,12 +194,8 @@ def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows
     tmp_path: Path,
 ) -> None:
     corpus = lexbench_or_skip()
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    for key, (_task, mode, _want) in FAULTS.items():
-        script = tmp_path / f"{key}_adapter.py"
-        script.write_text(FAKE_ADAPTER.format(python=sys.executable, mode=mode))
-        script.chmod(0o755)
-        env[DRIVER_PATHS[key].env_variable] = str(script)
+    modes = {key: mode for key, (_task, mode, _want) in FAULTS.items()}
+    env = configured_adapters(tmp_path, FAKE_ADAPTER, modes)
     args = [a for task, _m, _w in FAULTS.values() for a in ("--task", task)]
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
@@ -225,15 +220,7 @@ def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows
     assert hang["reason"].startswith("adapter_hang: no exit within ")
     assert hang["adapter"]["exit_signal"] in (signal.SIGTERM, signal.SIGKILL)
     (grandchild,) = hang["adapter"]["leftover_pids"]  # found in the accounting group, killed
-    assert not _alive(grandchild)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    assert not alive(grandchild)
 
 
 def test_a_profiled_run_puts_the_driver_cost_beside_the_engine_cost(tmp_path: Path) -> None:

@@ -199,6 +199,19 @@ def profiled_run(done: Done, repo: Path) -> None:
     assert "cannot be eligible" in done.stderr  # k=1 and one task: warned up front
 
 
+def interleaved_run(done: Done, repo: Path) -> None:
+    rows = _rows(repo, "ilv1")
+    twins = [r for r in rows if r.get("calibration_twin") is True]
+    assert len(rows) == 8 and len(twins) == 4, _statuses(rows)
+    summary = json.loads((repo / "runs" / "ilv1" / "resource_summary.json").read_text())
+    observer = summary["observer_effect"]
+    assert observer["calibration_mode"] == "interleaved"
+    # each engine's first pair holds its fresh process's first attempt: one pair each is figured
+    assert observer["pairs_first_on_launch"] == 2 and observer["matched_attempts"] == 2
+    card = (repo / "runs" / "ilv1" / "resource-card.md").read_text()
+    assert "Observer effect from interleaved pairs in this run" in card
+
+
 def csv_export(done: Done, repo: Path) -> None:
     lines = (repo / "results.csv").read_text().splitlines()
     assert lines[0].startswith("key,status,attempt") and len(lines) == planned(repo) + 1
@@ -469,6 +482,12 @@ EXPECTED: tuple[Expect, ...] = (
         "--resource-calibration-baseline base1 --reference-engine chrome --run-id prof1",
         0,
         profiled_run,
+    ),  # fmt: skip
+    Expect(
+        f"metewand browser run {TASK} --k 2 --resource-profile engine "
+        "--resource-calibration interleaved --run-id ilv1",
+        0,
+        interleaved_run,
     ),  # fmt: skip
     Expect(
         "metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout",

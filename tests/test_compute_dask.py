@@ -146,20 +146,12 @@ def test_an_unreachable_scheduler_exits_3_and_leaves_the_run_resumable(tmp_path:
 
 def test_client_kill_9_mid_run_then_resume_gives_every_key_exactly_once(tmp_path: Path) -> None:
     keys = planned_keys()
-    command = [*METEWAND, "run", str(MANIFEST), "--executor", "dask", "--dask-local", "2",
-               "--run-id", "k", "--no-progress", "--out", str(tmp_path / "runs"),
-               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
-    client = subprocess.Popen(
-        command, env=helpers.dask_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True,  # so the test can clean up whatever the kill leaves
+    client = helpers.start_local_dask_run(
+        MANIFEST, tmp_path / "runs", tmp_path / "cache", "k",
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    results = tmp_path / "runs" / "k" / "results.jsonl"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if results.exists() and results.read_text().count("\n") >= 4:
-                break
-            time.sleep(0.01)
+        helpers.wait_for_rows(tmp_path / "runs" / "k" / "results.jsonl", 4)
         os.kill(client.pid, signal.SIGKILL)
         client.wait()
         before = rows_of(tmp_path / "runs" / "k")
@@ -254,20 +246,12 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
 
 def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_path: Path) -> None:
     keys = planned_keys()
-    command = [*METEWAND, "run", str(MANIFEST), "--executor", "dask", "--dask-local", "2",
-               "--run-id", "c", "--no-progress", "--out", str(tmp_path / "runs"),
-               "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
-    client = subprocess.Popen(
-        command, env=helpers.dask_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+    client = helpers.start_local_dask_run(
+        MANIFEST, tmp_path / "runs", tmp_path / "cache", "c",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    results = tmp_path / "runs" / "c" / "results.jsonl"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if results.exists() and results.read_text().count("\n") >= 4:
-                break
-            time.sleep(0.01)
+        helpers.wait_for_rows(tmp_path / "runs" / "c" / "results.jsonl", 4)
         client.send_signal(signal.SIGINT)
         _, stderr = client.communicate(timeout=60)
     finally:

@@ -7,9 +7,6 @@ import asyncio
 import base64
 import io
 import shutil
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +15,8 @@ import pytest
 from click.testing import CliRunner
 from matplotlib import image as mpimg
 
+from chromium_page import chromium_client, open_page
+from chromium_page import evaluate as page_evaluate
 from compute_helpers import run
 from metewand import canonical
 from metewand.cli.main import cli
@@ -120,47 +119,15 @@ def test_the_phase_chart_renders_in_headless_chromium(burn_run: Path, tmp_path: 
 
 async def _open(url: str, user_data: Path) -> dict[str, Any]:
     assert isinstance(CHROME, engines.ResolvedEngine)
-    tmp = Path(tempfile.mkdtemp(prefix="mw-ph-"))  # short: Chromium's socket path must fit
-    proc = subprocess.Popen(
-        [*CHROME.argv(0, user_data), "--window-size=1200,900"],
-        env=CHROME.environment(tmp_dir=tmp),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        port_file = user_data / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or len(port_file.read_text().splitlines()) < 2:
-            assert time.monotonic() < deadline, "chromium did not start"
-            await asyncio.sleep(0.1)
-        port, path = port_file.read_text().splitlines()[:2]
-        client = await CdpClient.connect(f"ws://127.0.0.1:{port}{path}")
-        try:
-            return await _load(client, url)
-        finally:
-            await client.close()
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        shutil.rmtree(tmp, ignore_errors=True)
+    async with chromium_client(CHROME, user_data, "mw-ph-") as client:
+        return await _load(client, url)
 
 
 async def _load(client: CdpClient, url: str) -> dict[str, Any]:
-    target = await client.send("Target.createTarget", {"url": "about:blank"})
-    attached = await client.send(
-        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-    )
-    sid = attached["sessionId"]
-    for domain in ("Page", "Runtime"):
-        await client.send(f"{domain}.enable", session_id=sid)
-    await client.send("Page.navigate", {"url": url}, session_id=sid)
-    await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=30)
+    sid = await open_page(client, url, ("Page", "Runtime"))
 
     async def evaluate(expr: str) -> Any:
-        reply = await client.send(
-            "Runtime.evaluate", {"expression": expr, "returnByValue": True}, session_id=sid
-        )
-        return reply["result"].get("value")
+        return await page_evaluate(client, sid, expr)
 
     image = await evaluate(
         f"(() => {{ const e = document.getElementById('{CHART}');"

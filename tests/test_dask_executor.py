@@ -204,7 +204,7 @@ def changed_source_copy(tmp_path: Path) -> Path:
     """A copy of metewand's source with one byte more: another source digest."""
     root = tmp_path / "other-checkout"
     shutil.copytree(provenance.package_root(), root / "metewand", ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    with (root / "metewand" / "runtime" / "exit_codes.py").open("a") as handle:
+    with (root / "metewand" / "errors.py").open("a") as handle:
         handle.write("# an edit the client does not have\n")
     return root
 

@@ -101,6 +101,28 @@ def test_a_configured_adapter_is_accepted_for_a_foreign_path(
     assert isinstance(resolve_driver("rod"), FoundDriver)
 
 
+def test_a_configured_adapter_serves_only_when_its_serve_variable_says_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    adapter = _executable(tmp_path / "rod-adapter")
+    monkeypatch.setenv("METEWAND_ROD_ADAPTER", str(adapter))
+    monkeypatch.delenv("METEWAND_ROD_ADAPTER_SERVE", raising=False)
+    found = resolve_driver("rod")
+    assert isinstance(found, FoundDriver) and found.command.serve_argv == ()  # per attempt
+    monkeypatch.setenv("METEWAND_ROD_ADAPTER_SERVE", "--serve --quiet")
+    found = resolve_driver("rod")
+    assert isinstance(found, FoundDriver)
+    assert found.command.serve_argv == (str(adapter), "--serve", "--quiet")
+    assert found.command.argv == (str(adapter),)  # its one-shot form is unchanged
+    monkeypatch.setenv("METEWAND_ROD_ADAPTER_SERVE", "")  # serves with its own argv
+    found = resolve_driver("rod")
+    assert isinstance(found, FoundDriver) and found.command.serve_argv == (str(adapter),)
+    monkeypatch.setenv("METEWAND_ROD_ADAPTER_SERVE", "--serve 'unclosed")
+    missing = resolve_driver("rod")
+    assert isinstance(missing, DriverMissing)
+    assert missing.detail == 'METEWAND_ROD_ADAPTER_SERVE="--serve \'unclosed": No closing quotation'
+
+
 def test_a_configured_adapter_that_is_not_there_never_falls_back(tmp_path: Path) -> None:
     found = resolve_driver("playwright", str(tmp_path / "nope.js"))
     assert isinstance(found, DriverMissing) and "nope.js" in found.detail

@@ -38,7 +38,7 @@ def test_every_error_class_has_the_base() -> None:
 
 
 def test_documented_exit_codes_are_unchanged() -> None:
-    """README "Exit codes"; cli.exit_codes and runtime.exit_codes are the same numbers."""
+    """README "Exit codes"; cli.exit_codes re-exports the very numbers of metewand.errors."""
     assert (exit_codes.OK, exit_codes.BENCHMARK_FAILURES, exit_codes.INVALID_INPUT,
             exit_codes.ENVIRONMENT_MISSING, exit_codes.INTERRUPTED) == (0, 1, 2, 3, 130)  # fmt: skip
     assert exit_codes.INVALID_INPUT is errors.INVALID_INPUT

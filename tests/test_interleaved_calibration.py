@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from browser_run_helpers import cli, rows_of
+from metewand.cli.browser_preflight import never_eligible
 from metewand.compare.calibration import calibrate_interleaved
 from metewand.compare.generate import write_after_run
 from metewand.compare.rundir import load_run
@@ -66,9 +67,33 @@ def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None
     assert "Traceback" not in done.stderr
 
 
+def test_an_interleaved_run_is_its_own_calibration_before_it_starts(tmp_path: Path) -> None:
+    """The up-front eligibility look (warning, ``--require-eligible``) counts the twins as the
+    calibration: no baseline run is asked for."""
+    assert never_eligible(_config(5)) == []
+    assert never_eligible(_config(5, calibration="separate")) == [
+        "no --resource-calibration-baseline (nor --resource-calibration interleaved); "
+        "eligibility needs a calibration"
+    ]
+    done = cli("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
+               "--resource-profile", "engine", "--resource-calibration", "interleaved",
+               "--require-eligible", "--out", str(tmp_path / "runs"))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--k 1; eligibility needs k >= 5" in done.stderr
+    assert "calibration" not in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path) -> None:
-    result = run_browser(_config(2), tmp_path, "ilv", echo=lambda _t: None)
+    said: list[str] = []
+    result = run_browser(_config(2), tmp_path, "ilv", echo=said.append)
     assert result.exit_code == 0 and result.run_dir is not None
+    matrix = len(TASKS) * len(ENGINES) * 2
+    # the twins are announced as twins, not as a matrix twice its shape
+    assert (
+        f"ilv: {2 * matrix} of {2 * matrix} attempts to run (3 tasks x 2 engines x k=2, each "
+        "attempt also run once unprofiled beside it (interleaved calibration))" in said[0]
+    )
     write_after_run(result.run_dir)
     d = result.run_dir
     rows = rows_of(d)
@@ -90,7 +115,11 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert len(run.rows) == len(profiled) and len(run.calibration_twins) == len(twins)
     calibration = calibrate_interleaved(run.manifest, run.rows, run.calibration_twins)
     assert violations("metewand_calibration-1", calibration) == []
-    assert calibration["mode"] == "interleaved" and calibration["overall"]["pairs"] == len(twins)
+    # each engine's first pair holds its process's first attempt (a cold start): not figured
+    figured = len(twins) - len(ENGINES)
+    assert calibration["mode"] == "interleaved" and calibration["overall"]["pairs"] == figured
+    assert calibration["first_on_launch"]["pairs"] == len(ENGINES)
+    assert calibration["not_same_process"]["pairs"] == 0
     assert {c["name"] for c in calibration["checks"]} >= {"fully_paired", "status_mismatch_rate"}
     scores = json.loads((d / "scores.json").read_text())
     for engine in ENGINES:  # the twins never enter pass/fail counts
@@ -100,15 +129,15 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     assert violations("metewand_resource_summary-1", summary) == []
     observer = summary["observer_effect"]
     assert observer["calibration_mode"] == "interleaved"
-    assert observer["matched_attempts"] == len(twins) and observer["complete_pairing"] is True
+    assert observer["matched_attempts"] == figured and observer["complete_pairing"] is True
+    assert observer["pairs_first_on_launch"] == len(ENGINES)
     order = observer["pair_order"]
-    assert order["profiled_first"] + order["unprofiled_first"] + order["order_unknown"] == len(
-        twins
-    )
-    assert order["profiled_first"] == order["unprofiled_first"] == len(twins) // 2
+    assert order["profiled_first"] + order["unprofiled_first"] + order["order_unknown"] == figured
+    # the plan balances every engine's pairs (3 and 3); the excluded first pair ran profiled first
+    assert order["unprofiled_first"] - order["profiled_first"] == len(ENGINES)
     for engine in ENGINES:
         figures = observer["by_engine"][engine]
-        assert figures["matched_attempts"] == len(TASKS) * 2
+        assert figures["matched_attempts"] == len(TASKS) * 2 - 1
         assert _is_number(figures["median_duration_delta_pct"])
         assert _is_number(figures["median_collection_wall_delta_pct"])
     for engine, block in summary["by_engine"].items():  # resource medians: profiled rows only
@@ -116,9 +145,32 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
         assert block["intersection_attempts"] <= len(TASKS) * 2, engine
     conditions = {c["id"]: c for c in summary["eligibility_conditions"]}
     assert conditions["calibration"]["reason"].startswith(("interleaved", "calibration failed"))
+    # twins add no cold start (one per engine, as asked) and no process growth to the gate
+    cold = [json.loads(line) for line in (d / "cold_start.jsonl").read_text().splitlines()]
+    assert Counter(r["engine"] for r in cold) == dict.fromkeys(ENGINES, 1)
+    assert {e: summary["cold_start"]["by_engine"][e]["samples"] for e in ENGINES} == dict.fromkeys(
+        ENGINES, 1
+    )
+    host = json.loads((d / "host_summary.json").read_text())
+    assert "abnormal_process_growth" in host["gate"]["evaluated"]
+    assert "abnormal_process_growth" not in host["flags"], host["gate"]["triggered"]
     card = (d / "resource-card.md").read_text()
     assert "Observer effect from interleaved pairs in this run" in card
+    assert f"{len(ENGINES)} pair(s) held the first attempt on a freshly launched engine" in card
     manifest = json.loads((d / "run_manifest.json").read_text())
     assert manifest["resource_profile"]["calibration"] == "interleaved"
     assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows)
+    assert manifest["data"]["selection"]["calibration_twins"] == len(twins) == matrix
+    shown = cli("status", str(d))
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        f"{len(rows)} finished ({len(twins)} of them unprofiled calibration twins)" in shown.stdout
+    )
+    twin = twins[0]
+    seen = cli("inspect", str(d), "--key", twin["key"], "--json")
+    assert seen.returncode == 0, seen.stderr
+    assert json.loads(seen.stdout)["key"] == twin["key"]
+    seen = cli("inspect", str(d), "--task", twin["task_id"], "--engine", twin["engine"],
+               "--attempt", str(twin["attempt"]), "--json")  # fmt: skip
+    assert json.loads(seen.stdout)["key"] == twin["key"].removesuffix("-observer-off")
     assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)

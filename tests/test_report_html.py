@@ -7,10 +7,6 @@ import asyncio
 import base64
 import io
 import re
-import shutil
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +15,8 @@ import pytest
 from matplotlib import image as mpimg
 
 import synthetic_runs as synthetic
+from chromium_page import chromium_client, open_page
+from chromium_page import evaluate as page_evaluate
 from metewand import canonical
 from metewand.compare.generate import generate
 from metewand.suites.browser import engines
@@ -77,51 +75,16 @@ def test_compute_report_has_phase_figure(tmp_path: Path) -> None:
 
 async def _open_in_chromium(url: str, user_data: Path) -> dict[str, Any]:
     assert isinstance(CHROME, engines.ResolvedEngine)
-    # Chromium's singleton dir lands here, not in /tmp. A short path: its socket's path must fit
-    # in sun_path (108 bytes), which pytest's tmp_path can exceed.
-    tmp = Path(tempfile.mkdtemp(prefix="mw-html-"))
-    proc = subprocess.Popen(
-        # port 0: Chrome picks a free port and names it in DevToolsActivePort
-        [*CHROME.argv(0, user_data), "--window-size=1200,900"],
-        env=CHROME.environment(tmp_dir=tmp),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        port_file = user_data / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or len(port_file.read_text().splitlines()) < 2:
-            assert time.monotonic() < deadline, "chromium did not start"
-            await asyncio.sleep(0.1)
-        port, path = port_file.read_text().splitlines()[:2]
-        client = await CdpClient.connect(f"ws://127.0.0.1:{port}{path}")
-        try:
-            return await _load_and_capture(client, url)
-        finally:
-            await client.close()
-    finally:
-        proc.kill()
-        proc.wait(timeout=10)
-        shutil.rmtree(tmp, ignore_errors=True)
+    async with chromium_client(CHROME, user_data, "mw-html-") as client:
+        return await _load_and_capture(client, url)
 
 
 async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
-    target = await client.send("Target.createTarget", {"url": "about:blank"})
-    attached = await client.send(
-        "Target.attachToTarget", {"targetId": target["targetId"], "flatten": True}
-    )
-    sid = attached["sessionId"]
-    for domain in ("Page", "Runtime", "Log", "Network"):
-        await client.send(f"{domain}.enable", session_id=sid)
-    await client.send("Page.navigate", {"url": url}, session_id=sid)
-    await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=30)
+    sid = await open_page(client, url, ("Page", "Runtime", "Log", "Network"))
     await asyncio.sleep(0.3)
 
     async def evaluate(expr: str) -> Any:
-        reply = await client.send(
-            "Runtime.evaluate", {"expression": expr, "returnByValue": True}, session_id=sid
-        )
-        return reply["result"].get("value")
+        return await page_evaluate(client, sid, expr)
 
     rect = await evaluate(
         "(() => { const e = document.getElementById('efficiency-map'); e.scrollIntoView();"

@@ -50,8 +50,13 @@ def never_eligible(config: Any) -> list[str]:
         reasons.append(f"--jobs {config.jobs}; eligibility needs --jobs {REQUIRED_JOBS}")
     if config.score_mode != "independent":
         reasons.append(f"--score-mode {config.score_mode}; eligibility needs independent")
-    if config.resource.calibration_baseline is None:
-        reasons.append("no --resource-calibration-baseline; eligibility needs a calibration")
+    # an interleaved run calibrates itself (its unprofiled twins); a separate one needs a baseline
+    if (
+        config.resource.calibration_baseline is None
+        and config.resource.calibration != "interleaved"
+    ):
+        reasons.append("no --resource-calibration-baseline (nor --resource-calibration "
+                       "interleaved); eligibility needs a calibration")  # fmt: skip
     return reasons
 
 

@@ -142,7 +142,9 @@ def inspect(
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    row = find_row(data.rows, key, task, engine, attempt)
+    # an interleaved calibration's unprofiled twins are rows of the run too (found by their
+    # key); --task/--engine/--attempt name the profiled attempt, which comes first
+    row = find_row([*data.rows, *data.calibration_twins], key, task, engine, attempt)
     if row is None:
         click.echo("error: no such attempt in this run", err=True)
         sys.exit(exit_codes.INVALID_INPUT)

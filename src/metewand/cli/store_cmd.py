@@ -50,6 +50,8 @@ def run_status(view: RunView) -> dict[str, Any]:
         "rows": len(read.rows),
         "by_status": dict(sorted(Counter(str(r.get("status")) for r in read.rows).items())),
         "finished": len(finished),
+        # of the rows, an interleaved calibration's unprofiled twins (browser runs; never scored)
+        "calibration_twins": sum(row.get("calibration_twin") is True for row in read.rows),
         "planned": len(planned) if isinstance(planned, list) else None,
         "unfinished": len(unfinished) if unfinished is not None else None,
         "unfinished_keys": unfinished,
@@ -87,6 +89,11 @@ def status(run: str, as_json: bool) -> None:
         + (
             f" of {planned} planned, {summary['unfinished']} unfinished"
             if planned is not None
+            else ""
+        )
+        + (
+            f" ({summary['calibration_twins']} of them unprofiled calibration twins)"
+            if summary["calibration_twins"]
             else ""
         )
     )

@@ -24,6 +24,10 @@ each profiled attempt beside its unprofiled twin (``calibration_twin`` rows), ba
 same engine process with the order alternating per engine. The same figures and limits apply;
 provenance and modes are one run's, so those two checks have nothing to compare. A host whose
 speed drifts over minutes moves both twins alike, so the drift cancels out of every pair.
+A pair whose halves ran on two engine processes (a kill between them and ``--resume``, or an
+engine relaunched between them) is counted under ``not_same_process``, and a pair holding the
+first attempt on a fresh engine process (a cold start its twin does not pay) under
+``first_on_launch``; neither gives a figure.
 """
 
 from __future__ import annotations
@@ -246,6 +250,35 @@ def _status_check(pairs: Sequence[Pair], th: CalibrationThresholds) -> dict[str,
     return _check("status_mismatch_rate", ok, reason, f)
 
 
+def _by_engine(pairs: Sequence[Pair]) -> dict[str, list[Pair]]:
+    by_engine: dict[str, list[Pair]] = defaultdict(list)
+    for p in pairs:
+        by_engine[p.engine].append(p)
+    return by_engine
+
+
+def _verdict(
+    head: dict[str, Any], checks: list[dict[str, Any]], pairs: Sequence[Pair],
+    engines: Sequence[str], th: CalibrationThresholds,
+) -> dict[str, Any]:  # fmt: skip
+    """The record both modes write: ``head``'s fields, the shared status and overhead checks
+    after ``checks`` (overall, then per engine), the verdict and the figures."""
+    by_engine = _by_engine(pairs)
+    checks = [*checks, _status_check(pairs, th), *_overhead_checks(pairs, th, "overall")]
+    for engine in engines:
+        checks += _overhead_checks(by_engine.get(engine, []), th, engine)
+    return {
+        "schema": CALIBRATION_SCHEMA,
+        **head,
+        "thresholds": asdict(th),
+        "acceptable": all(c["passed"] for c in checks),
+        "failed_checks": [c["name"] for c in checks if not c["passed"]],
+        "checks": checks,
+        "overall": _figures(pairs),
+        "by_engine": {e: _figures(by_engine.get(e, [])) for e in engines},
+    }
+
+
 def calibrate(
     baseline_manifest: Mapping[str, Any],
     baseline_rows: Sequence[Row],
@@ -259,30 +292,9 @@ def calibrate(
     a = {_key(r): r for r in latest_rows(baseline_rows)}
     b = {_key(r): r for r in latest_rows(profiled_rows)}
     pairs = [_pair(a[k], b[k]) for k in sorted(set(a) & set(b))]
-    by_engine: dict[str, list[Pair]] = defaultdict(list)
-    for p in pairs:
-        by_engine[p.engine].append(p)
-    checks = [
-        _pairing_check(a, b, fb.engines),
-        _provenance_check(fa, fb),
-        _modes_check(fa, fb),
-        _status_check(pairs, th),
-        *_overhead_checks(pairs, th, "overall"),
-    ]
-    for engine in fb.engines:
-        checks += _overhead_checks(by_engine.get(engine, []), th, engine)
-    return {
-        "schema": CALIBRATION_SCHEMA,
-        "mode": "separate",
-        "baseline_run": fa.run_id,
-        "profiled_run": fb.run_id,
-        "thresholds": asdict(th),
-        "acceptable": all(c["passed"] for c in checks),
-        "failed_checks": [c["name"] for c in checks if not c["passed"]],
-        "checks": checks,
-        "overall": _figures(pairs),
-        "by_engine": {e: _figures(by_engine.get(e, [])) for e in fb.engines},
-    }
+    head = {"mode": "separate", "baseline_run": fa.run_id, "profiled_run": fb.run_id}
+    checks = [_pairing_check(a, b, fb.engines), _provenance_check(fa, fb), _modes_check(fa, fb)]
+    return _verdict(head, checks, pairs, fb.engines, th)
 
 
 def calibrate_interleaved(
@@ -291,36 +303,91 @@ def calibrate_interleaved(
     twins: Sequence[Row],
     thresholds: CalibrationThresholds | None = None,
 ) -> dict[str, Any]:
-    """The observer checks from one run's pairs: ``twins`` (unprofiled) against ``rows``."""
+    """The observer checks from one run's pairs: ``twins`` (unprofiled) against ``rows``.
+
+    Only pairs of two warm attempts on one engine process give figures. Left out, counted and
+    named (``EXCLUDED_PAIRS``): a pair cut by a kill and finished on ``--resume``, or split by
+    an engine relaunch, whose halves ran on two processes; and a pair holding the first attempt
+    on a freshly launched process, which pays the process's cold start while its twin does not
+    (in one k=2 run here, Chrome's first pair: +22% duration, +73% collection wall)."""
     th = thresholds or CalibrationThresholds()
     facts = read_facts(manifest)
     a = {_key(r): r for r in latest_rows(twins)}
     b = {_key(r): r for r in latest_rows(rows) if r.get("status") != "not_run"}
-    pairs = [_pair(a[k], b[k]) for k in sorted(set(a) & set(b))]
-    by_engine: dict[str, list[Pair]] = defaultdict(list)
-    for p in pairs:
-        by_engine[p.engine].append(p)
+    used, excluded = _sort_pairs(a, b)
+    pairs = [_pair(a[k], b[k]) for k in used]
     engines = [e for e in facts.engines if e not in _not_run_engines(rows)]
-    checks = [
-        _pairing_check(a, b, engines),
-        _status_check(pairs, th),
-        *_overhead_checks(pairs, th, "overall"),
-    ]
-    for engine in engines:
-        checks += _overhead_checks(by_engine.get(engine, []), th, engine)
-    return {
-        "schema": CALIBRATION_SCHEMA,
+    head = {
         "mode": "interleaved",
         "baseline_run": facts.run_id,
         "profiled_run": facts.run_id,
-        "thresholds": asdict(th),
-        "acceptable": all(c["passed"] for c in checks),
-        "failed_checks": [c["name"] for c in checks if not c["passed"]],
-        "checks": checks,
-        "order": _order_figures(a, b),
-        "overall": _figures(pairs),
-        "by_engine": {e: _figures(by_engine.get(e, [])) for e in engines},
+        "order": _order_figures(a, b, used),
+        **{
+            name: {"pairs": len(keys), "examples": [list(k) for k in keys[:5]], "rule": rule}
+            for (name, rule), keys in zip(EXCLUDED_PAIRS.items(), excluded, strict=True)
+        },
     }
+    return _verdict(head, [_pairing_check(a, b, engines)], pairs, engines, th)
+
+
+EXCLUDED_PAIRS = {
+    "not_same_process": "a pair whose two attempts ran on different engine processes (a "
+    "resumed run cut between them, or an engine relaunched between them) is left out of the "
+    "observer figures",
+    "first_on_launch": "a pair holding the first attempt on a freshly launched engine process "
+    "(its cold start, which the twin after it does not pay) is left out of the observer figures",
+}
+
+
+def _sort_pairs(
+    a: Mapping[PairKey, Row], b: Mapping[PairKey, Row]
+) -> tuple[list[PairKey], tuple[list[PairKey], list[PairKey]]]:
+    """The matched pairs that give figures, and those left out, in ``EXCLUDED_PAIRS`` order."""
+    firsts = _first_rows_on_launch([*a.values(), *b.values()])
+    used: list[PairKey] = []
+    split: list[PairKey] = []
+    cold: list[PairKey] = []
+    for key in sorted(set(a) & set(b)):
+        if not same_engine_process(a[key], b[key]):
+            split.append(key)
+        elif id(a[key]) in firsts or id(b[key]) in firsts:
+            cold.append(key)
+        else:
+            used.append(key)
+    return used, (split, cold)
+
+
+def _launch(row: Row) -> Any:
+    """Which engine launch ran ``row``: its launch id, else worker, generation and pid (rows
+    from before launch ids); None when the row does not say."""
+    facts = row.get("engine_process")
+    if not isinstance(facts, Mapping):
+        return None
+    if facts.get("launch_id") is not None:
+        return facts["launch_id"]
+    fallback = tuple(facts.get(f) for f in ("worker", "generation", "pid"))
+    return None if None in fallback else fallback
+
+
+def same_engine_process(one: Row, other: Row) -> bool:
+    """Did both rows run on one engine process? By the launch id each generation gets (unique
+    across resumed sessions); rows written before launch ids existed fall back to worker,
+    generation and pid, which a resume can repeat; one row with an id and one without cannot
+    share a launch."""
+    first, second = _launch(one), _launch(other)
+    return first is not None and first == second
+
+
+def _first_rows_on_launch(rows: Sequence[Row]) -> set[int]:
+    """``id()`` of each launch's earliest row (by ``started_at``): its first attempt."""
+    earliest: dict[Any, Row] = {}
+    for row in rows:
+        launch, started = _launch(row), row.get("started_at")
+        if launch is None or not isinstance(started, str):
+            continue
+        if launch not in earliest or started < str(earliest[launch]["started_at"]):
+            earliest[launch] = row
+    return {id(row) for row in earliest.values()}
 
 
 def _not_run_engines(rows: Sequence[Row]) -> set[str]:
@@ -329,10 +396,12 @@ def _not_run_engines(rows: Sequence[Row]) -> set[str]:
     return {str(r["engine"]) for r in rows} - ran
 
 
-def _order_figures(a: Mapping[PairKey, Row], b: Mapping[PairKey, Row]) -> dict[str, int]:
+def _order_figures(
+    a: Mapping[PairKey, Row], b: Mapping[PairKey, Row], keys: Sequence[PairKey]
+) -> dict[str, int]:
     """How many pairs ran profiled first: the balance the plan promised, read from the rows."""
     first = {"profiled_first": 0, "unprofiled_first": 0, "order_unknown": 0}
-    for key in set(a) & set(b):
+    for key in keys:
         twin, profiled = a[key].get("started_at"), b[key].get("started_at")
         if not isinstance(twin, str) or not isinstance(profiled, str) or twin == profiled:
             first["order_unknown"] += 1  # no timestamp, or both in the same millisecond

@@ -124,6 +124,7 @@ def calibration_section(ctx: ResourceContext) -> str:
         paragraph(
             f"Interleaved: each attempt of run {cal['profiled_run']} against its unprofiled "
             f"twin on the same engine process: {verdict} (failed checks: {failed})."
+            + _split_pairs(cal)
             if cal.get("mode") == "interleaved"
             else f"Profiler-off run {cal['baseline_run']} against profiler-on run "
             f"{cal['profiled_run']}: {verdict} (failed checks: {failed})."
@@ -132,6 +133,20 @@ def calibration_section(ctx: ResourceContext) -> str:
         "<h3>Overhead figures (all engines)</h3>",
         kv_table(cal.get("overall") or {}, "no pairs"),
     )
+
+
+def _split_pairs(cal: Mapping[str, Any]) -> str:
+    """An interleaved calibration's pairs that ran on two engine processes, said aloud."""
+    split = (cal.get("not_same_process") or {}).get("pairs")
+    cold = (cal.get("first_on_launch") or {}).get("pairs")
+    text = ""
+    if split:
+        text += (f" {split} pair(s) ran on two engine processes (cut by a resume or an engine "
+                 "relaunch) and are left out of the figures.")  # fmt: skip
+    if cold:
+        text += (f" {cold} pair(s) held a fresh engine process's first attempt (its cold start) "
+                 "and are left out of the figures.")  # fmt: skip
+    return text
 
 
 def eligibility_section(ctx: ResourceContext) -> str:

@@ -167,6 +167,24 @@ def _leaks(s: Summary) -> list[str]:
     return ["## Leak slopes (least squares over the run order)", "", *_table(header, rows), ""]
 
 
+def _excluded_pairs(observer: Mapping[str, Any]) -> list[str]:
+    """Interleaved pairs left out of the observer figures, and why."""
+    lines = []
+    split, cold = observer.get("pairs_not_same_process"), observer.get("pairs_first_on_launch")
+    if split:
+        lines.append(
+            f"- {split} pair(s) ran their two attempts on different engine processes (a resumed "
+            "run cut between them, or an engine relaunched between them): left out of the "
+            "observer figures."
+        )
+    if cold:
+        lines.append(
+            f"- {cold} pair(s) held the first attempt on a freshly launched engine process (its "
+            "cold start, which the twin after it does not pay): left out of the observer figures."
+        )
+    return lines
+
+
 def _cold_start(s: Summary) -> list[str]:
     rows = []
     for e in s["engines"]:
@@ -361,6 +379,7 @@ def _host_observer(s: Summary) -> list[str]:
         "Attempt span: on through the page's cleanup, the settle wait and the CPU reading, i.e. "
         "what the profiler adds to the run's time per attempt."
     )
+    lines += _excluded_pairs(observer)
     failed = observer.get("failed_checks") or []
     if failed:
         lines.append(f"- Failed calibration checks: {', '.join(failed)}.")

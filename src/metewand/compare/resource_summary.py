@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -36,6 +36,11 @@ LEAK_METRICS = ("pss_end_bytes", "process_count_end")
 PEAK_MISSED_FLAG = "peak_missed_by_sampler"
 Row = Mapping[str, Any]
 Columns = Mapping[str, Sequence[float | None]]  # metric name -> value of each row, in row order
+# what a run cannot measure yet, said in every summary rather than written as zero traffic
+TRAFFIC_NOT_MEASURED: Final = {
+    "control_plane_traffic": CONTROL_PLANE_NOT_IMPLEMENTED["reason"],
+    "wire_traffic": WIRE_NOT_IMPLEMENTED["reason"],
+}
 
 
 def _engine_metrics(
@@ -225,6 +230,10 @@ def _observer_effect(calibration: Mapping[str, Any] | None) -> dict[str, Any] | 
     out["calibration_mode"] = mode
     if mode == "interleaved":
         out["pair_order"] = calibration.get("order")
+        # pairs split across two engine processes (cut by a resume or a relaunch), and pairs
+        # holding a fresh process's first attempt (its cold start): neither is figured
+        for name in ("not_same_process", "first_on_launch"):
+            out[f"pairs_{name}"] = (calibration.get(name) or {}).get("pairs")
     out.update(
         max_observer_effect_pct=thresholds.get("max_duration_overhead_pct"),
         complete_pairing=bool(checks.get("fully_paired", {}).get("passed")),
@@ -360,6 +369,68 @@ def _provenance(facts: Any) -> dict[str, Any]:
     return {n: facts.get(n) for n in names}
 
 
+def _engine_summary(
+    engine: str,
+    inter: Intersection,
+    columns: Mapping[str, Columns],
+    rows: Sequence[Row],
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One engine's block: its intersection metrics, and what every one of its rows shows
+    (leak curves, how it was sampled, the harness's own CPU)."""
+    engine_rows = inter.rows_by_engine.get(engine, [])
+    engine_columns = columns.get(engine) or read_columns(engine_rows)
+    all_rows = [r for r in rows if r["engine"] == engine]
+    metrics = _engine_metrics(engine_rows, engine_columns, resamples, seed)
+    fits = _leak_curves(all_rows)
+    return {
+        "intersection_attempts": len(engine_rows),
+        "metrics": metrics,
+        "memory_high_water": _memory_high_water(engine_rows, metrics),
+        # the peer's plain slopes; our fits (intercept, stderr, n) stay in leak_curve_fit
+        "leak_curve": _peer_leak_curve(fits),
+        "leak_curve_fit": fits,
+        "sampling": _sampling(all_rows),
+        "harness_scope": _harness_scope(all_rows),
+    }
+
+
+def _comparison_contract(facts: Any, resamples: int, seed: int) -> dict[str, Any]:
+    return {
+        "scope": "warm engine_scope attempts",
+        "population": "same task_id+attempt where every selected engine passed",
+        "functional_score_combined": False,
+        "engine_order": facts.get("engine_order"),
+        "statistics": {
+            "median": "sample median",
+            "p95": f"numpy percentile, method {stats.P95_METHOD}",
+            "median_ci95": stats.bootstrap_record(resamples, seed),
+            "paired_ratio": "median over tasks of (engine median / reference median)",
+        },
+    }
+
+
+def _cold_start(
+    cold_start_rows: Sequence[Row], engines: Sequence[str], resamples: int, seed: int
+) -> dict[str, Any]:
+    """The cold-start summary with each engine's launches as recorded."""
+    return {
+        **cold_start_summary(cold_start_rows, engines, resamples, seed),
+        "samples_by_engine": {
+            e: [dict(r) for r in cold_start_rows if r.get("engine") == e] for e in engines
+        },
+    }
+
+
+def _eligibility(verdict: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "resource_comparison_eligible": verdict["resource_comparison_eligible"],
+        "ineligibility_reasons": verdict["ineligibility_reasons"],
+        "eligibility_conditions": verdict["conditions"],
+    }
+
+
 def summarize(
     manifest: Mapping[str, Any],
     rows: Sequence[Row],
@@ -380,54 +451,23 @@ def summarize(
     verdict = eligibility.evaluate(manifest, rows, host_summary, calibration, inter)
     # each engine's metric values are read from its intersection rows once, for every use
     columns = {e: inter.metric_columns(e) for e in inter.rows_by_engine}
-    by_engine: dict[str, Any] = {}
-    for engine in engines:
-        engine_rows = inter.rows_by_engine.get(engine, [])
-        engine_columns = columns.get(engine) or read_columns(engine_rows)
-        metrics = _engine_metrics(engine_rows, engine_columns, resamples, bootstrap_seed)
-        all_rows = [r for r in rows if r["engine"] == engine]
-        by_engine[engine] = {
-            "intersection_attempts": len(engine_rows),
-            "metrics": metrics,
-            "memory_high_water": _memory_high_water(engine_rows, metrics),
-            # the peer's plain slopes; our fits (intercept, stderr, n) stay in leak_curve_fit
-            "leak_curve": _peer_leak_curve(fits := _leak_curves(all_rows)),
-            "leak_curve_fit": fits,
-            "sampling": _sampling(all_rows),
-            "harness_scope": _harness_scope(all_rows),
-        }
+    by_engine = {
+        e: _engine_summary(e, inter, columns, rows, resamples, bootstrap_seed) for e in engines
+    }
     missing = next(c for c in verdict["conditions"] if c["id"] == "metrics_complete")
     return {
         "schema": SUMMARY_SCHEMA,
         "run_id": facts.run_id,
         "engines": engines,
         "reference_engine": reference_engine,
-        "resource_comparison_eligible": verdict["resource_comparison_eligible"],
-        "ineligibility_reasons": verdict["ineligibility_reasons"],
-        "eligibility_conditions": verdict["conditions"],
-        "comparison_contract": {
-            "scope": "warm engine_scope attempts",
-            "population": "same task_id+attempt where every selected engine passed",
-            "functional_score_combined": False,
-            "engine_order": facts.get("engine_order"),
-            "statistics": {
-                "median": "sample median",
-                "p95": f"numpy percentile, method {stats.P95_METHOD}",
-                "median_ci95": stats.bootstrap_record(resamples, bootstrap_seed),
-                "paired_ratio": "median over tasks of (engine median / reference median)",
-            },
-        },
+        **_eligibility(verdict),
+        "comparison_contract": _comparison_contract(facts, resamples, bootstrap_seed),
         **inter.to_json(),
         "functional_outcomes": functional_outcomes(rows, engines),
         "quality_flags_by_engine": _flags_by_engine(rows, engines),
         "by_engine": by_engine,
         "paired_vs_reference": _paired(inter, columns, reference_engine, resamples, bootstrap_seed),
-        "cold_start": {
-            **cold_start_summary(cold_start_rows, engines, resamples, bootstrap_seed),
-            "samples_by_engine": {
-                e: [dict(r) for r in cold_start_rows if r.get("engine") == e] for e in engines
-            },
-        },
+        "cold_start": _cold_start(cold_start_rows, engines, resamples, bootstrap_seed),
         "stratified": stratified(
             inter, resamples, bootstrap_seed, {e: by_engine[e]["metrics"] for e in by_engine}
         ),
@@ -436,8 +476,5 @@ def summarize(
         "missing_intersection_metrics": missing["figures"].get("examples", []),
         # ours first; the peer's keys (harness_pins as an object among them) replace ours
         "provenance": {**_provenance(facts), **_peer_provenance(manifest, facts)},
-        "traffic_not_measured": {
-            "control_plane_traffic": CONTROL_PLANE_NOT_IMPLEMENTED["reason"],
-            "wire_traffic": WIRE_NOT_IMPLEMENTED["reason"],
-        },
+        "traffic_not_measured": dict(TRAFFIC_NOT_MEASURED),
     }

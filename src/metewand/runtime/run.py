@@ -85,7 +85,12 @@ class _StoreSink:
     def attempt_finished(self, row: Row) -> None:
         self.store.append(row)
         self.rows.append(row)
-        self.reporter.attempt_finished(str(row["status"]))
+        status = str(row["status"])
+        # a row kept out of the scores (an interleaved calibration's unprofiled twin) is counted
+        # apart, so the progress never shows more scored attempts than the matrix has
+        if row.get("score_included") is False:
+            status += ", not scored"
+        self.reporter.attempt_finished(status)
 
 
 class Run:

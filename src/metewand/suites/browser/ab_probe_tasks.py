@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
-Problem = tuple[str, str]
+from metewand.suites.browser.check_shapes import CheckFamily, Problem, check_problems
+
 SCRIPT: Final = "l1_ab_probe.js"  # the driver.script file name these tasks name
 ENV: Final = "$.driver.env"
 STEP_KEYS: Final = {"ab", "eval", "save_as", "ignore_error", "timeout_ms"}
@@ -29,6 +30,8 @@ AB_CHECKS: Final[dict[str, frozenset[str]]] = {
     "file_nonempty": frozenset({"path"}),
     "any_of": frozenset({"checks"}),
 }
+# the adapter reads the keys it knows and ignores others, so other keys are let through
+AB_CHECK_FAMILY: Final = CheckFamily(AB_CHECKS, "checks", None)
 
 
 def is_ab_probe(driver: Mapping[str, Any]) -> bool:
@@ -51,7 +54,7 @@ def ab_probe_problems(driver: Mapping[str, Any]) -> Iterator[Problem]:
         yield f"{ENV}.AB_CHECKS", "must be a non-empty list"
         return
     for index, check in enumerate(checks):
-        yield from _check_problems(check, f"{ENV}.AB_CHECKS[{index}]", len(steps))
+        yield from check_problems(check, f"{ENV}.AB_CHECKS[{index}]", len(steps), AB_CHECK_FAMILY)
 
 
 def _step_problems(step: Any, path: str) -> Iterator[Problem]:
@@ -73,30 +76,3 @@ def _step_problems(step: Any, path: str) -> Iterator[Problem]:
     timeout = step.get("timeout_ms")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)):
         yield f"{path}.timeout_ms", "must be an integer"
-
-
-def _check_problems(check: Any, path: str, step_count: int) -> Iterator[Problem]:
-    if not isinstance(check, Mapping):
-        yield path, "a check must be an object"
-        return
-    required = AB_CHECKS.get(str(check.get("kind")))
-    if required is None:
-        yield (
-            f"{path}.kind",
-            f"unknown check kind {check.get('kind')!r}; one of {sorted(AB_CHECKS)}",
-        )
-        return
-    for key in sorted(required - set(check)):
-        yield f"{path}.{key}", f"required for a {check['kind']} check"
-    step = check.get("step")
-    if "step" in check and (not isinstance(step, int) or isinstance(step, bool)):
-        yield f"{path}.step", "must be an integer"
-    elif isinstance(step, int) and not 0 <= step < step_count:
-        yield f"{path}.step", f"no step {step} (the task has {step_count})"
-    if check.get("kind") == "any_of":
-        inner = check.get("checks")
-        if not isinstance(inner, list) or not inner:
-            yield f"{path}.checks", "must be a non-empty list"
-            return
-        for index, part in enumerate(inner):
-            yield from _check_problems(part, f"{path}.checks[{index}]", step_count)

@@ -35,6 +35,7 @@ from typing import Any, Final, Protocol
 from metewand.measure.accounting import TreeAccounting
 from metewand.measure.forms import Measurement, Reason, complete, unavailable
 from metewand.measure.process import Process
+from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.adapters import (
     KILL_WAIT_S,
     STDOUT_LIMIT,
@@ -42,6 +43,7 @@ from metewand.suites.browser.adapters import (
     AdapterCommand,
     AdapterRun,
     _open_adapter_accounting,
+    _record_process,
     _sweep,
     _tail,
     parse_result,
@@ -66,11 +68,14 @@ class PerAttemptAdapter:
 
     command: AdapterCommand
     label: str = "adapter"
+    journal: OwnedJournal | None = None  # the run's record of what it owns (see adapters)
 
     async def run(
         self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
     ) -> AdapterRun:
-        return await run_adapter(self.command, payload, deadline_s, stderr_path, self.label)
+        return await run_adapter(
+            self.command, payload, deadline_s, stderr_path, self.label, self.journal
+        )
 
     async def close(self) -> None:
         return None
@@ -79,12 +84,18 @@ class PerAttemptAdapter:
 class LongLivedAdapter:
     """One served adapter process at a time, restarted after an attempt that broke it."""
 
-    def __init__(self, command: AdapterCommand, log_path: Path, label: str = "adapter") -> None:
+    def __init__(
+        self, command: AdapterCommand, log_path: Path, label: str = "adapter",
+        journal: OwnedJournal | None = None,
+    ) -> None:  # fmt: skip
         if not command.serve_argv:
             raise ValueError(f"{command.argv[0]}: this adapter has no long-lived (--serve) mode")
         self.command = command
         self.log_path = log_path  # the served processes' stderr, appended across restarts
         self.label = label
+        # the run's record: each served process and its group, so that one stuck mid-attempt
+        # when the runner is killed (it never sees its stdin end) is swept by --resume
+        self.journal = journal
         self.process: Process | None = None
         self.accounting: TreeAccounting | None = None
         self.starts = 0  # adapter processes started (1 + restarts)
@@ -95,7 +106,7 @@ class LongLivedAdapter:
     async def _start(self) -> Process:
         """A served adapter in its own session and accounting group, its stdin and stdout on the
         loop (one result line may be large: an AX snapshot)."""
-        self.accounting = _open_adapter_accounting(self.label)
+        self.accounting = _open_adapter_accounting(self.label, self.journal)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             process = Process.start(
@@ -107,6 +118,7 @@ class LongLivedAdapter:
                 env={**os.environ, **self.command.env},
                 join=self.accounting.preexec_join() if self.accounting else None,
             )
+        _record_process(self.journal, process)
         if self.accounting is not None:
             self.accounting.attach(process.pid)
         assert process.popen.stdin is not None and process.popen.stdout is not None
@@ -227,16 +239,17 @@ class LongLivedAdapter:
 
 def open_adapter(
     command: AdapterCommand, mode: str = "per_attempt", label: str = "adapter",
-    log_path: Path | None = None,
+    log_path: Path | None = None, journal: OwnedJournal | None = None,
 ) -> AdapterRunner:  # fmt: skip
     """The runner for ``mode``; ``long_lived`` needs ``log_path`` (the served stderr) and a
-    command with ``serve_argv`` (metewand's shipped adapters have one)."""
+    command with ``serve_argv`` (metewand's shipped adapters have one). With the run's
+    ``journal``, every adapter process and group it starts is recorded for the resume sweep."""
     if mode == "per_attempt":
-        return PerAttemptAdapter(command, label)
+        return PerAttemptAdapter(command, label, journal)
     if mode == "long_lived":
         if log_path is None:
             raise ValueError("long_lived mode needs a log_path for the adapter's stderr")
-        return LongLivedAdapter(command, log_path, label)
+        return LongLivedAdapter(command, log_path, label, journal)
     raise ValueError(f"unknown adapter mode {mode!r}; choose from {', '.join(MODES)}")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.adapter_server import AdapterRunner, open_adapter
 from metewand.suites.browser.driver_registry import FoundDriver
 
@@ -32,9 +33,10 @@ class _Held:
 class SlotAdapters:
     """The slot's adapter runners, keyed by driver path and engine."""
 
-    def __init__(self, mode: str, log_dir: Path) -> None:
+    def __init__(self, mode: str, log_dir: Path, journal: OwnedJournal | None = None) -> None:
         self.mode = mode
         self.log_dir = log_dir  # the served adapters' stderr (each attempt gets its share)
+        self.journal = journal  # the run's owned.jsonl: every adapter process and group
         self._held: dict[tuple[str, str], _Held] = {}
         self.opened = 0  # long-lived runners opened (a relaunched engine opens another)
 
@@ -52,7 +54,9 @@ class SlotAdapters:
         label = f"adapter-{key}"
         mode = self.mode_for(found)
         if mode == PER_ATTEMPT:
-            return open_adapter(found.command, PER_ATTEMPT, label), PER_ATTEMPT
+            return open_adapter(
+                found.command, PER_ATTEMPT, label, journal=self.journal
+            ), PER_ATTEMPT
         held = self._held.get((key, engine))
         if held is not None and (held.generation, held.engine_pid) != (generation, engine_pid):
             # the engine was relaunched: the served adapter knew the old one; end it first
@@ -61,9 +65,8 @@ class SlotAdapters:
             held = None
         if held is None:
             log = self.log_dir / f"adapter-{key}-{engine}-gen{generation}.log"
-            held = _Held(
-                engine_pid, generation, open_adapter(found.command, LONG_LIVED, label, log)
-            )
+            runner = open_adapter(found.command, LONG_LIVED, label, log, self.journal)
+            held = _Held(engine_pid, generation, runner)
             self._held[(key, engine)] = held
             self.opened += 1
         return held.runner, LONG_LIVED

@@ -37,6 +37,7 @@ from metewand.measure import process_sweep
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.forms import Measurement
 from metewand.measure.process import Process
+from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.classify import Classification
 
 PROTOCOL: Final = "abb_scenario_adapter/1"
@@ -146,13 +147,26 @@ def parse_result(stdout: bytes) -> tuple[str, dict[str, Any] | None, str]:
     return "result", result, ""
 
 
-def _open_adapter_accounting(label: str) -> TreeAccounting | None:
+def _open_adapter_accounting(
+    label: str, journal: OwnedJournal | None = None
+) -> TreeAccounting | None:
     """The adapter's own group; None when no backend works here (the run then relies on the
-    process group alone, and says so through ``accounting_backend``)."""
+    process group alone, and says so through ``accounting_backend``). With the run's
+    ``journal``, each group is recorded before it is made (a runner killed mid-attempt leaves
+    a record the resume sweep removes it by)."""
+    announce = journal.group if journal is not None else None
     try:
-        return open_accounting("auto", label=label)
+        return open_accounting("auto", label=label, announce=announce)
     except AccountingUnavailable:
         return None
+
+
+def _record_process(journal: OwnedJournal | None, process: Process) -> None:
+    """The adapter's pid, start time and session in the run's journal: an adapter stuck
+    mid-attempt outlives a killed runner (it never reads the end of its stdin), and the resume
+    sweep kills it and its session by this record."""
+    if journal is not None:
+        journal.process(process.pid)
 
 
 def _left_behind(process: Process, accounting: TreeAccounting | None) -> list[int]:
@@ -203,9 +217,11 @@ async def run_adapter(
     deadline_s: float,
     stderr_path: Path,
     label: str = "adapter",
+    journal: OwnedJournal | None = None,
 ) -> AdapterRun:
-    """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``."""
-    accounting = _open_adapter_accounting(label)
+    """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``; with
+    the run's ``journal`` the adapter's group and process are recorded (``_record_process``)."""
+    accounting = _open_adapter_accounting(label, journal)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **command.env}
     started = time.monotonic_ns()
@@ -220,6 +236,7 @@ async def run_adapter(
                 env=env,
                 join=accounting.preexec_join() if accounting else None,
             )
+        _record_process(journal, process)
         if accounting is not None:
             accounting.attach(process.pid)
         try:

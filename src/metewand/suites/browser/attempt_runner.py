@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from metewand import canonical
 from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
 from metewand.runtime import rundir
+from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore, utc_now
@@ -109,8 +110,13 @@ class AttemptRunner:
         self.base_url = base_url
         self.hooks = hooks or RunHooks()
         # the slot's adapters (long-lived ones live until their engine is replaced or the slot
-        # closes); their served stderr beside the slot's engine logs
-        self.adapters = SlotAdapters(plan.config.adapter_mode, pool.log_dir)
+        # closes); their served stderr beside the slot's engine logs; each adapter process and
+        # group in owned.jsonl, so a killed runner's stuck adapter is swept by --resume
+        self.adapters = SlotAdapters(
+            plan.config.adapter_mode,
+            pool.log_dir,  # a Dask worker's pool names its own (they share the run directory)
+            OwnedJournal(store.run_dir),
+        )
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
 
     async def run(self, planned: PlannedAttempt) -> dict[str, Any]:

@@ -9,7 +9,10 @@ or a ``DriverMissing`` with reason ``driver_unavailable`` and what exactly is mi
 toolchain, the installed client library, a bridge binary, or (for the Go, Rust and Ruby paths)
 the adapter itself. Like Moli and Obscura for engines, a path whose adapter metewand does not ship
 is accepted by configured path (``--driver-adapter KEY=PATH`` or ``METEWAND_<KEY>_ADAPTER``): any
-executable speaking ``abb_scenario_adapter/1`` is run as that path's adapter.
+executable speaking ``abb_scenario_adapter/1`` is run as that path's adapter, per attempt; one
+that also has a served mode (one payload per stdin line, one result line each, as metewand's
+adapters' ``--serve``) says so with ``METEWAND_<KEY>_ADAPTER_SERVE`` holding the arguments that
+select it (may be empty), and then runs long-lived like a shipped adapter.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -115,6 +119,11 @@ class DriverPath:
     @property
     def env_variable(self) -> str:
         return f"METEWAND_{self.key.upper()}_ADAPTER"
+
+    @property
+    def serve_env_variable(self) -> str:
+        """Set for a configured adapter with a served mode: the arguments selecting it."""
+        return f"{self.env_variable}_SERVE"
 
 
 def _node(
@@ -248,7 +257,13 @@ def _configured(path: DriverPath, configured: str | None) -> FoundDriver | Drive
         return DriverMissing(
             path, UNAVAILABLE, f"configured adapter {chosen} is not an executable file"
         )
-    command = AdapterCommand((str(candidate), *path.extra_argv))
+    argv = (str(candidate), *path.extra_argv)
+    serve = os.environ.get(path.serve_env_variable)
+    try:
+        serve_argv = (*argv, *shlex.split(serve)) if serve is not None else ()
+    except ValueError as exc:  # unbalanced quotes
+        return DriverMissing(path, UNAVAILABLE, f"{path.serve_env_variable}={serve!r}: {exc}")
+    command = AdapterCommand(argv, serve_argv=serve_argv)
     return FoundDriver(path, command, "configured", f"configured {chosen}")
 
 

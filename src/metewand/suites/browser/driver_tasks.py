@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from metewand.suites.browser.check_shapes import CheckFamily, Problem, check_problems
+
 ADAPTER_DRIVER_KEYS: Final = frozenset(
     {"kind", "steps", "checks", "transport_policy", "connect_options"}
 )
@@ -26,11 +28,10 @@ DRIVER_CHECKS: Final[Mapping[str, frozenset[str]]] = {
     "file_nonempty": frozenset({"path"}),
     "any_of": frozenset({"any_of"}),
 }
-ALWAYS_ALLOWED: Final = frozenset({"kind", "label"})
+# a driver check may also carry a ``label`` (its row's name); any other key is refused
+DRIVER_CHECK_FAMILY: Final = CheckFamily(DRIVER_CHECKS, "any_of", frozenset({"label"}))
 # the inline grader of a driver task: its driver checks ([]), or the script's own report
 INLINE_DRIVER_GRADERS: Final[tuple[list[str], ...]] = ([], ["script_reported"])
-
-Problem = tuple[str, str]  # (JSON path, message)
 
 
 def adapter_driver_problems(driver: Mapping[str, Any]) -> Iterator[Problem]:
@@ -49,36 +50,9 @@ def adapter_driver_problems(driver: Mapping[str, Any]) -> Iterator[Problem]:
         yield "$.driver.checks", "must be a list"
         return
     for index, check in enumerate(checks):
-        yield from _check_problems(check, f"$.driver.checks[{index}]", len(steps))
-
-
-def _check_problems(check: Any, path: str, step_count: int) -> Iterator[Problem]:
-    if not isinstance(check, dict):
-        yield path, "a check must be an object"
-        return
-    required = DRIVER_CHECKS.get(str(check.get("kind")))
-    if required is None:
-        yield (
-            f"{path}.kind",
-            f"unknown check kind {check.get('kind')!r}; one of {sorted(DRIVER_CHECKS)}",
+        yield from check_problems(
+            check, f"$.driver.checks[{index}]", len(steps), DRIVER_CHECK_FAMILY
         )
-        return
-    for key in sorted(required - set(check)):
-        yield f"{path}.{key}", f"required key missing for a {check['kind']} check"
-    for key in check:
-        if key not in required and key not in ALWAYS_ALLOWED:
-            yield f"{path}.{key}", f"unknown key for a {check['kind']} check"
-    if "step" in required and "step" in check:
-        step = check["step"]
-        if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < step_count:
-            yield f"{path}.step", f"must index one of the {step_count} steps"
-    if check["kind"] == "any_of":
-        parts = check.get("any_of")
-        if not isinstance(parts, list) or not parts:
-            yield f"{path}.any_of", "must be a non-empty list of checks"
-            return
-        for index, part in enumerate(parts):
-            yield from _check_problems(part, f"{path}.any_of[{index}]", step_count)
 
 
 def inline_grader_problems(

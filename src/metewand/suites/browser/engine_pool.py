@@ -94,6 +94,7 @@ class EnginePool:
             "worker": self.worker,
             "generation": process.generation,
             "pid": process.pid,
+            "launch_id": process.launch_id,
             "relaunches": self.relaunches[engine],
         }
 

@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +148,9 @@ class EngineProcess:
         self.on_spawn = on_spawn
         self.ready_timeout_s = ready_timeout_s or engine.spec.ready_timeout_s
         self.generation = 0
+        # One id per launched generation, unique across runs and resumed sessions (where
+        # generations count from 1 again and a pid can come back): which process ran a row.
+        self.launch_id: str | None = None
         self.port: int | None = None
         self.ws_url: str | None = None
         self.json_version: dict[str, Any] = {}
@@ -257,6 +261,7 @@ class EngineProcess:
 
     async def _launch_once(self) -> None:
         self.generation += 1
+        self.launch_id = uuid.uuid4().hex
         self.port = free_loopback_port()
         self.ws_url = None
         self._cdp_version = None

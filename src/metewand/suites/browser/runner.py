@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.errors import EnvironmentMissing
-from metewand.runtime import provenance, run_sessions, rundir
-from metewand.runtime.executor import LocalExecutor
-from metewand.runtime.exit_codes import (
+from metewand.errors import (
     BENCHMARK_FAILURES,
     ENVIRONMENT_MISSING,
     INTERRUPTED,
     INVALID_INPUT,
     OK,
+    EnvironmentMissing,
 )
+from metewand.runtime import provenance, run_sessions, rundir
+from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.run import HARNESS_ERROR_FILE, Run, open_store
 from metewand.runtime.store import (
@@ -119,6 +119,8 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
         "selection": {
             "tasks": len(plan.tasks),
             "attempts": len(plan.attempts),
+            # of those, interleaved calibration's unprofiled twins (0 without it)
+            "calibration_twins": sum(not planned.observed for planned in plan.attempts),
             "subsets": sorted({t.subset_id for t in plan.tasks}),
         },
         "skipped_invalid_tasks": [
@@ -201,8 +203,11 @@ def _announce(store: RunStore, plan: Plan, echo: Echo) -> list[Unit]:
     """What is left to run, said before it runs; the rounds of it."""
     done = store.finished_keys()
     todo = sum(planned.key not in done for planned in plan.attempts)
-    echo(f"run {store.run_id}: {todo} of {len(plan.attempts)} attempts to run "
-         f"({len(plan.tasks)} tasks x {len(plan.config.engines)} engines x k={plan.config.k})")  # fmt: skip
+    shape = f"{len(plan.tasks)} tasks x {len(plan.config.engines)} engines x k={plan.config.k}"
+    if any(not planned.observed for planned in plan.attempts):
+        # the twins are attempts too (rows, time), but not the matrix's: say so, not 2x the shape
+        shape += ", each attempt also run once unprofiled beside it (interleaved calibration)"
+    echo(f"run {store.run_id}: {todo} of {len(plan.attempts)} attempts to run ({shape})")
     return rounds(plan, done)
 
 
