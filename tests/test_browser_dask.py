@@ -307,3 +307,32 @@ def test_a_worker_killed_mid_round_reruns_the_round_on_the_survivor(
     assert "unavailable" in doomed_record["host_summary"]
     # the killed worker's engines outlived it; the client's end-of-run sweep (same host) got them
     assert run_processes(run_dir, "w") == []
+
+
+def test_without_the_dask_extra_both_commands_exit_3_before_the_run_exists(
+    tmp_path: Path,
+) -> None:
+    """The extra cannot be uninstalled from the shared environment, so a ``distributed`` that
+    fails to import stands in for it (fault injection)."""
+    import os
+
+    shim = tmp_path / "shim" / "distributed"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text("raise ImportError(\"No module named 'distributed'\")\n")
+    env = helpers.dask_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(shim.parent), env["PYTHONPATH"]])
+    out = tmp_path / "runs"
+    commands = [
+        ["browser", "run", "--engines", "chrome", "--task", "own_ax_tree"],
+        ["run", str(helpers.REPO / "examples" / "sorting" / "metewand.toml")],
+    ]
+    for command in commands:
+        done = subprocess.run(
+            [sys.executable, "-m", "metewand", *command, "--out", str(out), "--executor", "dask",
+             "--dask-local", "1"],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 3, (command, done.stderr[-2000:])
+        assert "--executor dask needs the dask extra" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not out.exists()
