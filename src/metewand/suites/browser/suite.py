@@ -17,7 +17,7 @@ slot's teardown report are kept as facts (``take_facts``) that travel back with 
 rows, and the client's suite writes them into the manifest (``merge_facts``: the first identity
 of each engine under ``engines``, every host's under ``engines_by_host``). A worker's engine logs
 go to ``engine_logs/dask-<worker name>``. Profiled runs are not run on Dask (the cold starts and
-the profiler's accounting groups are the client's); the CLI refuses them.
+the profiler's accounting groups are the client's); the runner refuses them (exit 2).
 """
 
 from __future__ import annotations
