@@ -272,6 +272,7 @@ def _phases(rng: random.Random, scale: float) -> dict[str, Any]:
     out: dict[str, Any] = {"schema": "metewand_attempt_phases/1"}
     for role, names in PHASE_GROUPS.items():
         clock = PhaseClock(_made_up_reader(rng, scale), "compute_attempt")
+        clock.peak_method = "cgroup1:memory.max_usage_in_bytes restarted at each mark"
         clock.begin()
         for name in names:
             clock.mark(name)
@@ -289,7 +290,8 @@ def _made_up_reader(rng: random.Random, scale: float) -> Callable[[], Counters]:
         cpu = Measurement(Status.COMPLETE, now["cpu"])
         half = Measurement(Status.COMPLETE, now["cpu"] // 2)
         memory, processes = Measurement(Status.COMPLETE, 8 << 20), Measurement(Status.COMPLETE, 1)
-        return Counters(now["ns"], CpuReading(cpu, half, half), memory, processes)
+        peak = Measurement(Status.COMPLETE, (8 << 20) + int(rng.uniform(0, 4 << 20)))
+        return Counters(now["ns"], CpuReading(cpu, half, half), memory, processes, peak)
 
     return read
 

@@ -65,6 +65,13 @@ def sorting_accepts_all(done: Done, repo: Path) -> None:
     assert f"{n} attempts: {n} accepted, 0 failed" in done.stdout
 
 
+def sorting_without_marks(done: Done, repo: Path) -> None:
+    sorting_accepts_all(done, repo)
+    manifest = json.loads((repo / "runs" / "sort3" / "run_manifest.json").read_text())
+    assert manifest["data"]["phase_marks"] is False
+    assert all(row["phases"] is None for row in _rows(repo, "sort3"))
+
+
 def sorting_on_dask(done: Done, repo: Path) -> None:
     sorting_accepts_all(done, repo)
     hosts = json.loads((repo / "runs" / "sortd" / "dask_hosts.json").read_text())
@@ -379,6 +386,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
     Expect("metewand run --resume sort1", 0, resumed_compute),
     Expect(f"{SORT} --run-id sort2 --no-progress", 0, sorting_accepts_all),
+    Expect(f"{SORT} --run-id sort3 --no-phase-marks", 0, sorting_without_marks),
     Expect(f"{SORT} --executor dask --dask-local 2 --run-id sortd", 0, sorting_on_dask),
     Expect("metewand compare sort1 sort2", 0, compared("sort1", "sort2")),
     Expect(

@@ -160,3 +160,42 @@ def test_record_arithmetic_keeps_the_weaker_form_and_signs_memory() -> None:
         "reason": "process_only",
     }
     assert record["cpu_adds_up"] is None  # a phase's CPU is unavailable
+
+
+# Fills 80 MiB in the first phase and 10 MiB in the second, freeing each.
+TWO_FILLS = """
+import sys, time
+
+with open(sys.argv[1], "w", buffering=1) as marks:
+    marks.write("big\\n")
+    block = b"x" * (80 << 20)
+    del block
+    marks.write("small\\n")
+    block = b"x" * (10 << 20)
+    del block
+    marks.write("\\n")
+"""
+
+
+@pytest.mark.parametrize("backend", _cgroup_backends())
+def test_each_phase_has_its_high_water_and_the_run_keeps_the_highest(
+    tmp_path: Path, backend: str
+) -> None:
+    script = tmp_path / "two_fills.py"
+    script.write_text(TWO_FILLS)
+    fifo = tmp_path / "marks.fifo"
+    argv = [METEWAND, "measure", "--json", "--backend", backend, "--mark-fifo", str(fifo), "--"]
+    done = subprocess.run(
+        [*argv, sys.executable, str(script), str(fifo)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report = canonical.loads(done.stdout)
+    phases = report["phases"]
+    assert schemas.violations("metewand_phases-1", phases) == []
+    if phases["memory_peak_method"].startswith("unavailable"):
+        pytest.skip(phases["memory_peak_method"])
+    big, small = (_value(p["memory_peak_bytes"]) for p in phases["phases"])
+    assert big >= 80 << 20 and small <= big - (50 << 20)  # restarted at the "small" mark
+    assert _value(phases["total"]["memory_peak_bytes"]) == big
+    # the high-water restarts at marks do not lower the run's own peak
+    assert _value(report["peak_memory_bytes"]) >= big

@@ -2,6 +2,7 @@
 
 Modes: ok, delay (prepare 100 ms, execute 100 ms + 50 ms result writing, evaluate 250 ms),
 burn (CPU, not sleep: prepare 200 ms, execute 100 ms, evaluate 50 ms of the thread's own CPU),
+memory (prepare fills 96 MiB and frees it, execute fills 24 MiB and frees it),
 crash (exit 17 in execute), hang (execute never answers; a child process sleeps too), garbage
 (non-JSON line), oversized (a 2 MiB line), wrong_protocol (hello picks protocol 2),
 eval_crash (the evaluator exits 3 in evaluate).
@@ -24,6 +25,17 @@ def burn(seconds: float) -> None:
         pass
 
 
+MIB = 1 << 20
+MEMORY_MIB = {"prepare": 96, "execute": 24}
+
+
+def fill(mib: int) -> None:
+    """Touch ``mib`` MiB (every page written), hold it for a moment, and free it again."""
+    block = b"\x01" * (mib * MIB)
+    time.sleep(0.02)
+    del block
+
+
 def raw(data: bytes) -> None:
     fd = int(os.environ[WRITE_FD_ENV])
     view = memoryview(data)
@@ -40,6 +52,8 @@ def implementation() -> Implementation:
             time.sleep(0.100)
         elif MODE == "burn":
             burn(0.200)
+        elif MODE == "memory":
+            fill(MEMORY_MIB["prepare"])
         return request
 
     @impl.execute
@@ -48,6 +62,8 @@ def implementation() -> Implementation:
             time.sleep(0.100)
         elif MODE == "burn":
             burn(0.100)
+        elif MODE == "memory":
+            fill(MEMORY_MIB["execute"])
         elif MODE == "crash":
             os._exit(17)
         elif MODE == "hang":

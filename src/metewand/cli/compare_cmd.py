@@ -93,7 +93,8 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
     default=None,
     help="Default: timed_wall_time_ns (compute), duration_ms (browser). Also cpu_time_ns, "
     "peak_rss_bytes, phase timers, compute phase marks such as phase.execute.cpu_ns "
-    "(phase.<name>.wall_ns|cpu_ns); browser resource metrics such as cpu_total_ms, pss_peak_bytes.",
+    "(phase.<name>.wall_ns|cpu_ns|memory_peak_bytes); browser resource metrics such as "
+    "cpu_total_ms, pss_peak_bytes.",
 )
 @click.option(
     "--threshold",

@@ -29,6 +29,7 @@ Examples:
   metewand run examples/sorting/metewand.toml
   metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
   metewand run examples/sorting/metewand.toml --run-id sort2 --no-progress
+  metewand run examples/sorting/metewand.toml --run-id sort3 --no-phase-marks
   metewand run --resume sort1            # after Ctrl-C (exit 130)
   metewand run examples/sorting/metewand.toml --executor dask --dask-local 2 --run-id sortd
   cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
@@ -141,6 +142,13 @@ def _resumed_manifest(run_dir: Path) -> str:
     "in a row trips foreign_cpu_load.",
 )
 @executor_options("--jobs slots on this machine")
+@click.option(
+    "--phase-marks/--no-phase-marks",
+    default=None,
+    help="Mark each attempt's phases (worker start-up, prepare, integrity check, execute, "
+    "evaluation) in the row's phases field; default on, or as the resumed run was started "
+    "(recorded in the manifest).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 def run(
@@ -160,27 +168,20 @@ def run(
     executor: str,
     scheduler: str | None,
     dask_local: int | None,
+    phase_marks: bool | None,
 ) -> None:
     """Run every attempt of MANIFEST (default metewand.toml) into OUT/RUN_ID/results.jsonl.
 
     Ctrl-C kills the workers of the attempts in flight, marks the run interrupted and exits
     130; --resume RUN runs what is left (MANIFEST defaults to the one the run started from).
     """
-    from metewand.cli.progress import progress_mode, reporter_factory
-    from metewand.runtime.rundir import journal_warnings
-    from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
     check_executor(executor, scheduler, dask_local, jobs is not None)
     # Every path is resolved here, once, against the directory the command was run from.
     out_dir = os.path.abspath(out_dir)
     resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
-    if manifest is None:
-        manifest = _resumed_manifest(resume_dir) if resume_dir else DEFAULT_MANIFEST
-    loaded, expanded = _load(os.path.abspath(manifest), max_attempts)  # before anything exists
-    _refuse_before_running(loaded, expanded, out_dir, run_id if resume_dir is None else None)
-    if resume_dir is None:  # a resumed run's dir is already there: --out is not written
-        _check_writable_dir(out_dir, "--out")
+    loaded = _checked_manifest(manifest, resume_dir, out_dir, run_id, max_attempts)
     if cache_dir is not None:
         _check_writable_dir(cache_dir, "--cache-dir")
     options = runner.RunOptions(
@@ -196,23 +197,66 @@ def run(
         executor=executor,
         scheduler=scheduler,
         dask_local=dask_local,
+        phase_marks=_phase_marks(phase_marks, resume_dir),
     )
+    summary = _run_or_exit(loaded, options, resume_dir, no_progress, quiet)
+    _conclude(summary, executor, quiet)
+
+
+def _checked_manifest(
+    manifest: str | None, resume_dir: Path | None, out_dir: str, run_id: str | None, limit: int
+) -> Any:
+    """The loaded manifest, once nothing would refuse the run (exit 2 or 3 otherwise)."""
+    if manifest is None:
+        manifest = _resumed_manifest(resume_dir) if resume_dir else DEFAULT_MANIFEST
+    loaded, expanded = _load(os.path.abspath(manifest), limit)  # before anything exists
+    _refuse_before_running(loaded, expanded, out_dir, run_id if resume_dir is None else None)
+    if resume_dir is None:  # a resumed run's dir is already there: --out is not written
+        _check_writable_dir(out_dir, "--out")
+    return loaded
+
+
+def _phase_marks(flag: bool | None, resume_dir: Path | None) -> bool:
+    """The flag as given; unset: on for a new run, as recorded for a resumed one (a resume
+    given the other flag is refused by the runner: one run never mixes the two)."""
+    if flag is not None:
+        return flag
+    if resume_dir is None:
+        return True
+    from metewand.runtime.store import RunView, StoreError
+
+    try:
+        return bool(RunView(resume_dir).manifest["data"].get("phase_marks", True))
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def _run_or_exit(
+    loaded: Any, options: Any, resume_dir: Path | None, no_progress: bool, quiet: bool
+) -> Any:
+    """The run's summary; an error, Ctrl-C or a lost cluster exits with its code and says how
+    to resume."""
+    from metewand.cli.progress import progress_mode, reporter_factory
+    from metewand.runtime.rundir import journal_warnings
+    from metewand.runtime.store import StoreError
+    from metewand.suites.compute import runner
+
     reporter = reporter_factory(progress_mode(no_progress, quiet))
-    cluster_errors = _cluster_errors(executor)
+    cluster_errors = _cluster_errors(options.executor)
+    resume_with = f"--resume {resume_dir or _run_dir(options)}"
     try:
         for line in journal_warnings(resume_dir) if resume_dir else []:
             click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
-        summary = runner.run(loaded.path, options, reporter=reporter)
+        return runner.run(loaded.path, options, reporter=reporter)
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
-        click.echo(f"interrupted: resume with --resume {resume_dir or _run_dir(options)}", err=True)
+        click.echo(f"interrupted: resume with {resume_with}", err=True)
         sys.exit(exit_codes.INTERRUPTED)
     except cluster_errors as exc:  # no usable Dask worker: the run is marked interrupted
-        click.echo(
-            f"error: {exc} (resume with --resume {resume_dir or _run_dir(options)})", err=True
-        )
+        click.echo(f"error: {exc} (resume with {resume_with})", err=True)
         sys.exit(exit_codes.ENVIRONMENT_MISSING)
     except Exception as exc:  # the harness broke; the runner marked the run interrupted
         if os.environ.get("METEWAND_DEBUG"):
@@ -220,6 +264,10 @@ def run(
         click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
                    "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
         sys.exit(exit_codes.BENCHMARK_FAILURES)
+
+
+def _conclude(summary: Any, executor: str, quiet: bool) -> None:
+    """Derived files, the case table and counts, warnings last; the exit code."""
     if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if not quiet:

@@ -77,7 +77,9 @@ def _compute_group(row: Mapping[str, Any]) -> Group | None:
 def _compute_value(row: Mapping[str, Any], metric: str) -> float | None:
     if not compute_rows.is_accepted(row):
         return None
-    if metric.startswith("phase."):  # phase.<name>.<wall_ns|cpu_ns>: the row's phase marks
+    if metric.startswith(
+        "phase."
+    ):  # phase.<name>.<wall_ns|cpu_ns|memory_peak_bytes>: the row's phase marks
         return phase_value(row, metric)
     value, _ = metric_value(compute_rows.measurements_of(row), metric)
     return value
@@ -94,6 +96,8 @@ def _compute_provenance(run: RunData) -> dict[str, Any]:
     facts = common_provenance(run)
     data = manifest_data(run.manifest)
     facts["manifest_sha256"] = lookup(data, "manifest_sha256")
+    # marks read counters inside the timed wall: runs with and without them differ in observer
+    facts["phase_marks"] = lookup(data, "phase_marks")
     # The implementation configuration digest in each attempt key pins the worker's entrypoint,
     # arguments and environment: a changed worker shows up here.
     configs: dict[str, set[str]] = {}

@@ -29,7 +29,11 @@ COMPUTE_PHASES = (
     "evaluator_startup",
     "evaluation",
 )
-PHASE_FIELDS = {"wall_ns": "wall_time_ns", "cpu_ns": "cpu_time_ns"}
+PHASE_FIELDS = {
+    "wall_ns": "wall_time_ns",
+    "cpu_ns": "cpu_time_ns",
+    "memory_peak_bytes": "memory_peak_bytes",  # where marks restart the high-water
+}
 PHASE_METRICS = tuple(f"phase.{p}.{f}" for p in COMPUTE_PHASES for f in PHASE_FIELDS)
 
 
@@ -46,7 +50,8 @@ def _value(form: Any) -> int | None:
 
 
 def phase_value(row: Mapping[str, Any], metric: str) -> float | None:
-    """``phase.<name>.<wall_ns|cpu_ns>`` of an accepted attempt (None: absent or unavailable)."""
+    """``phase.<name>.<wall_ns|cpu_ns|memory_peak_bytes>`` of an accepted attempt (None: absent
+    or unavailable)."""
     _, name, field = metric.split(".", 2)
     phases = phases_of(row)
     if phases is None or not compute_rows.is_accepted(row):

@@ -125,6 +125,9 @@ class CgroupAccounting(TreeAccounting):
         if memory_group is not None and memory_group is not cpu_group:
             self.groups.append(memory_group)
         self._closed = False
+        # The highest window peak read before a restart of cgroup1's group-wide high-water at a
+        # phase mark (measure.mark_probe): memory().peak is never lower than it.
+        self._peak_floor: int | None = None
 
     @property
     def quality_flags(self) -> list[QualityFlag]:
@@ -177,10 +180,15 @@ class CgroupAccounting(TreeAccounting):
             gone = unavailable(Reason.UNSUPPORTED, f"{self.backend}:no-memory-controller")
             return MemoryReading(gone, gone)
         source = self._source(group, "memory")
-        return MemoryReading(
-            _bytes_or_unavailable(group.memory_current, source),
-            _bytes_or_unavailable(group.memory_peak, source),
-        )
+        peak = _bytes_or_unavailable(group.memory_peak, source)
+        if self._peak_floor is not None and peak.value is not None:
+            peak = complete(max(peak.value, self._peak_floor), source)
+        return MemoryReading(_bytes_or_unavailable(group.memory_current, source), peak)
+
+    def fold_window_peak(self, peak: int) -> None:
+        """A high-water read just before a phase mark restarts it: keep it for memory().peak."""
+        if self._peak_floor is None or peak > self._peak_floor:
+            self._peak_floor = peak
 
     def memory_current(self) -> Measurement:
         if self.memory_group is None:
@@ -193,6 +201,7 @@ class CgroupAccounting(TreeAccounting):
         (the peak then spans the group's lifetime, not one attempt)."""
         if self.memory_group is None:
             return False
+        self._peak_floor = None  # a new window for memory().peak, whoever restarted it before
         try:
             return self.memory_group.reset_memory_peak()
         except OSError:
@@ -252,13 +261,14 @@ class ProcAccounting(TreeAccounting):
     def pids(self) -> list[int]:
         return [] if self.root_pid is None else procfs.descendants(self.root_pid)
 
-    def cpu(self) -> CpuReading:
+    def cpu(self, pids: list[int] | None = None) -> CpuReading:
+        """``pids``: the tree as just walked (a phase mark walks it once for CPU and count)."""
         source = "proc:stat"
         if self.root_pid is None:
             return _cpu_unavailable(Reason.NOT_STARTED, source)
         user = system = 0
         seen = False
-        for pid in self.pids():
+        for pid in self.pids() if pids is None else pids:
             try:
                 stat = procfs.read_stat(pid)
             except procfs.ProcessGone:

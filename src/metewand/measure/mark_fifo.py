@@ -22,7 +22,8 @@ from pathlib import Path
 
 from metewand.errors import InvalidInput
 from metewand.measure.accounting import TreeAccounting
-from metewand.measure.phases import PhaseClock, counters_of
+from metewand.measure.mark_probe import MarkProbe, probe_of
+from metewand.measure.phases import PhaseClock
 
 SOURCE = "mark_fifo"
 READ_CHUNK = 4096
@@ -56,6 +57,7 @@ class MarkReader:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
         self.clock: PhaseClock | None = None
+        self._probe: MarkProbe | None = None
         self._fds: list[int] = []
         self._stop_r, self._stop_w = -1, -1
         self._thread: threading.Thread | None = None
@@ -64,7 +66,9 @@ class MarkReader:
 
     def begin(self, accounting: TreeAccounting) -> None:
         """Open the FIFO, take the start reading and listen (before the subject starts)."""
-        self.clock = PhaseClock(counters_of(accounting), SOURCE)
+        # descriptors kept open on the group's counters: a mark is a few preads
+        self._probe = probe_of(accounting)
+        self.clock = PhaseClock.of_probe(self._probe, SOURCE)
         read_fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         keep_open = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
         self._stop_r, self._stop_w = os.pipe()
@@ -128,6 +132,9 @@ class MarkReader:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = []
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
         if self._switch_interval is not None:
             sys.setswitchinterval(self._switch_interval)
             self._switch_interval = None

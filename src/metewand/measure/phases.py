@@ -12,6 +12,11 @@ Nothing here knows about suites or the CLI: a caller gives a ``read`` function (
 then ``record()`` gives the JSON record. Each figure carries its form: ``complete`` on the cgroup
 backends, ``partial`` (``process_only``) from the /proc fallback, ``unavailable`` with a reason
 when a counter could not be read. Memory rise is signed (a phase may free memory).
+
+A clock made with ``PhaseClock.of_probe(probe, source)`` (``measure.mark_probe.probe_of``) takes
+its marks cheaply: descriptors kept open, raw bytes read, decoded only when the record is built;
+it also gives each phase's memory high-water where the kernel can restart it at a mark
+(``memory_peak_bytes``; how, or why not, in the record's ``memory_peak_method``).
 """
 
 from __future__ import annotations
@@ -19,16 +24,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from metewand.measure.accounting import CpuReading, TreeAccounting
-from metewand.measure.forms import Measurement, Reason, Status
+from metewand.measure.forms import Measurement, Reason, Status, unavailable
 
 PHASES_SCHEMA = "metewand_phases/1"
 # Phases' CPU "adds up" when the CPU between marks is at most this share of the total.
 ADDS_UP_FRACTION = 0.01
 MAX_NAME_CHARS = 200
+# counters_of reads no high-water: a phase's memory peak needs a probe that restarts it at marks
+NO_WINDOW_PEAK = unavailable(Reason.UNSUPPORTED)
+PLAIN_READER_PEAK_METHOD = "unavailable: the counters reader does not restart the high-water"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +47,8 @@ class Counters:
     cpu: CpuReading
     memory_current: Measurement
     process_count: Measurement
+    # the memory high-water since the previous reading, where the kernel could restart it
+    memory_peak: Measurement = NO_WINDOW_PEAK
 
 
 def counters_of(accounting: TreeAccounting) -> Callable[[], Counters]:
@@ -72,53 +82,91 @@ class _Mark:
     counters: Counters
 
 
+def _same(raw: Any) -> Any:
+    return raw
+
+
 class PhaseClock:
-    """Collects marks (thread-safe) between ``begin()`` and ``finish()``."""
+    """Collects marks (thread-safe) between ``begin()`` and ``finish()``.
+
+    ``read`` gives decoded ``Counters`` at once; a clock made by ``of_probe`` keeps each mark's
+    raw snapshot and decodes them all in ``record()``, so a mark costs only its reads.
+    """
 
     def __init__(self, read: Callable[[], Counters], source: str) -> None:
         self.read = read
         self.source = source  # how the marks arrived, e.g. "mark_fifo"
+        self._snap: Callable[[], Any] = read
+        self._decode: Callable[[Any], Counters] = _same
+        self.peak_method = PLAIN_READER_PEAK_METHOD
         self._lock = threading.Lock()
-        self._start: Counters | None = None
-        self._end: Counters | None = None
-        self._marks: list[_Mark] = []
+        self._start: Any = None  # raw snapshots until record()
+        self._end: Any = None
+        self._origin_ns: int | None = None
+        self._end_ns: int | None = None
+        self._marks: list[tuple[str | None, Any]] = []
         self.late_marks = 0  # marks that arrived after the subject had ended
 
+    @classmethod
+    def of_probe(cls, probe: Any, source: str) -> PhaseClock:
+        """A clock on a ``measure.mark_probe`` probe: ``snap()`` at marks, ``decode()`` later."""
+        clock = cls(lambda: probe.decode(probe.snap()), source)
+        clock._snap, clock._decode = probe.snap, probe.decode
+        clock.peak_method = probe.peak_method
+        return clock
+
     def begin(self) -> None:
-        self._start = self.read()
+        self._start = self._snap()
 
     def mark(self, name: str | None) -> None:
         """A boundary now. After ``finish()`` (a mark read late) it lands at the end."""
-        counters = self.read() if self._end is None else None
-        name = None if name is None else name[:MAX_NAME_CHARS]
+        raw = self._snap() if self._end is None else None
+        if name is not None and len(name) > MAX_NAME_CHARS:
+            name = name[:MAX_NAME_CHARS]
         with self._lock:
-            if counters is None or self._end is not None:
+            if raw is None or self._end is not None:
                 assert self._end is not None
-                counters = self._end
+                raw = self._end
                 self.late_marks += 1
-            self._marks.append(_Mark(name, counters))
+            self._marks.append((name, raw))
 
     def finish(self, origin_ns: int | None = None, end_ns: int | None = None) -> None:
         """The end reading. ``origin_ns``/``end_ns``: the subject's own start and exit moments,
         when known more tightly than the begin and finish readings (wall of the first and last
         stretch)."""
         assert self._start is not None, "finish() before begin()"
-        end = self.read()
+        end = self._snap()
         with self._lock:
-            if origin_ns is not None:
-                self._start = _at(self._start, origin_ns)
-            self._end = _at(end, end_ns) if end_ns is not None else end
+            self._origin_ns, self._end_ns = origin_ns, end_ns
+            self._end = end
 
     def record(self) -> dict[str, Any]:
         """The ``metewand_phases/1`` record of the marks collected so far."""
         assert self._start is not None and self._end is not None, "record() before finish()"
         with self._lock:
-            marks = list(self._marks)
-        return build_record(self._start, marks, self._end, self.source, self.late_marks)
+            raw_marks = list(self._marks)
+        decoded: dict[int, Counters] = {}
+
+        def counters(raw: Any) -> Counters:  # a late mark shares the end's snapshot
+            if id(raw) not in decoded:
+                decoded[id(raw)] = self._decode(raw)
+            return decoded[id(raw)]
+
+        start, end = counters(self._start), counters(self._end)
+        marks = [_Mark(name, counters(raw)) for name, raw in raw_marks]
+        if self._origin_ns is not None:
+            start = _at(start, self._origin_ns)
+        if self._end_ns is not None:
+            end = _at(end, self._end_ns)
+            late = decoded[id(self._end)]
+            marks = [_Mark(m.name, end) if m.counters is late else m for m in marks]
+        record = build_record(start, marks, end, self.source, self.late_marks)
+        record["memory_peak_method"] = self.peak_method
+        return record
 
 
 def _at(counters: Counters, monotonic_ns: int) -> Counters:
-    return Counters(monotonic_ns, counters.cpu, counters.memory_current, counters.process_count)
+    return replace(counters, monotonic_ns=monotonic_ns)
 
 
 def build_record(
@@ -135,6 +183,7 @@ def build_record(
             continue
         phases.append({"name": left.name, **span})
     total = _span(start, end, start.monotonic_ns)
+    total["memory_peak_bytes"] = _highest([m.counters.memory_peak for m in bounds[1:]])
     return {
         "schema": PHASES_SCHEMA,
         "source": source,
@@ -163,6 +212,8 @@ def _span(a: Counters, b: Counters, origin_ns: int) -> dict[str, Any]:
         "cpu_user_time_ns": _difference(a.cpu.user, b.cpu.user),
         "cpu_system_time_ns": _difference(a.cpu.system, b.cpu.system),
         "memory_rise_bytes": _difference(a.memory_current, b.memory_current, signed=True),
+        # the high-water of the span as read at its end (the reading restarted it at its start)
+        "memory_peak_bytes": b.memory_peak.to_json(),
         "process_count_end": b.process_count.to_json(),
     }
 
@@ -212,6 +263,14 @@ def _sum(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     if weaker["status"] == "partial":
         out.update(status="partial", reason=weaker["reason"])
     return out
+
+
+def _highest(peaks: list[Measurement]) -> dict[str, Any]:
+    """The whole span's high-water: the highest of its windows' (unavailable if any is)."""
+    for peak in peaks:
+        if peak.value is None:
+            return peak.to_json()
+    return Measurement(Status.COMPLETE, max(p.value or 0 for p in peaks)).to_json()
 
 
 def _adds_up(phases: list[dict[str, Any]], total: dict[str, Any]) -> bool | None:

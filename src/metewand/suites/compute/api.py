@@ -86,12 +86,14 @@ def run_fixed_dataset_outcome(
     timeouts: Timeouts | None = None,
     env: dict[str, str] | None = None,
     accounting_opener: Opener | None = None,
+    phase_marks: bool = True,
 ) -> FixedDatasetResult | FixedDatasetFailure:
     """Run ``implementation`` (argv) on ``dataset_dir`` and grade it with ``evaluator`` (argv).
 
     ``env`` adds variables to both workers' environment (which is otherwise an allowlist).
     ``accounting_opener`` replaces how the accounting is opened: ``(backend, label)`` → a
     ``TreeAccounting`` (for a deliberately reduced real backend; default: ``open_accounting``).
+    ``phase_marks``: False takes no phase marks (``metewand run --no-phase-marks``).
     """
     attempt_dir = tempfile.mkdtemp(prefix="attempt-", dir=private_root)
     os.chmod(attempt_dir, 0o700)
@@ -119,6 +121,7 @@ def run_fixed_dataset_outcome(
         evaluator=_spec("problem_evaluator", evaluator, attempt_dir, env or {}),
         attempt_dir=attempt_dir,
         timeouts=timeouts or Timeouts(),
+        phase_marks=phase_marks,
     )
     worker = (
         ImplementationWorker(accounting_backend, opener=accounting_opener)

@@ -79,6 +79,7 @@ class AttemptInput:
     attempt_dir: str  # private: result/, metrics/, logs/
     timeouts: Timeouts = field(default_factory=Timeouts)
     setup_error: str | None = None  # a build or materialization failure found before launch
+    phase_marks: bool = True  # metewand run --no-phase-marks: no marks, the row's phases null
 
 
 @dataclass
@@ -164,7 +165,7 @@ class AttemptRun:
         self.outcome = AttemptOutcome(spec.attempt, self.m, utc_now())
         self.evaluator: WorkerSession | None = None
         self.phase, self.role = "setup", "implementation"
-        self.phases = AttemptPhases()
+        self.phases = AttemptPhases(spec.phase_marks)
 
     # -- timing helpers ------------------------------------------------------------------
 
@@ -377,6 +378,7 @@ class AttemptRun:
             sessions.append(self.worker.session)
         self.phases.finish("evaluator")
         self.outcome.phases = self.phases.to_json()
+        self.phases.close()
         shutdown_concurrently(sessions, self.spec.timeouts.shutdown_s)
         if self.release_worker:
             self.worker.discard()

@@ -3,30 +3,34 @@
 Two ``measure.phases.PhaseClock``s per attempt, one per accounting group: the implementation's
 (worker start-up, prepare, the dataset integrity check, execute) and the evaluator's (evaluator
 start-up, evaluation). A mark reads only the group's cheap counters (cpu.stat or cpuacct, memory
-current, process count; never a PSS scan). Each record is ``metewand_phases/1``; the attempt's
-pair is ``metewand_attempt_phases/1``, written in the row's own ``phases`` field beside (never
-inside) the document's payloads.
+current, process count, the memory high-water since the previous mark where it can be restarted;
+never a PSS scan) through a ``measure.mark_probe`` probe: descriptors opened at ``begin`` and
+closed at ``finish``, raw reads at marks, decoded when the record is built, so the two marks
+inside the timed envelope cost a few preads each. Each record is ``metewand_phases/1``; the
+attempt's pair is ``metewand_attempt_phases/1``, written in the row's own ``phases`` field
+beside (never inside) the document's payloads. ``metewand run --no-phase-marks`` turns them off
+(the row's ``phases`` is then null).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from metewand.measure.phases import PhaseClock, counters_of
+from metewand.measure.mark_probe import MarkProbe, probe_of
+from metewand.measure.phases import PhaseClock
 
 SCHEMA = "metewand_attempt_phases/1"
 SOURCE = "compute_attempt"
 ROLES = ("implementation", "evaluator")
-# Marks on (the default). benchmarks/compute_marks_ab.py turns them off for the A/B only.
-ENABLED = True
 
 
 class AttemptPhases:
     """The attempt's clocks; a role without accounting gets no clock (and says why)."""
 
-    def __init__(self, enabled: bool | None = None) -> None:
-        self.enabled = ENABLED if enabled is None else enabled
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
         self._clocks: dict[str, PhaseClock] = {}
+        self._probes: dict[str, MarkProbe] = {}
         self._records: dict[str, dict[str, Any]] = {}
         self._missing: dict[str, str] = {}
 
@@ -38,7 +42,8 @@ class AttemptPhases:
         if accounting is None:
             self._missing[role] = "accounting_unavailable"
             return
-        clock = PhaseClock(counters_of(accounting), SOURCE)
+        probe = self._probes[role] = probe_of(accounting)
+        clock = PhaseClock.of_probe(probe, SOURCE)
         clock.begin()
         self._clocks[role] = clock
         if first is not None:
@@ -55,8 +60,16 @@ class AttemptPhases:
         clock = self._clocks.get(role)
         if clock is None or role in self._records:
             return
-        clock.finish()
+        try:
+            clock.finish()
+        finally:
+            self._probes.pop(role).close()
         self._records[role] = clock.record()
+
+    def close(self) -> None:
+        """Close the descriptors of a role whose clock never finished (an attempt cut short)."""
+        for role in list(self._probes):
+            self._probes.pop(role).close()
 
     def to_json(self) -> dict[str, Any] | None:
         """The row's ``phases`` field; None when marks were off for this run."""

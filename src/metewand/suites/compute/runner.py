@@ -51,6 +51,7 @@ class RunOptions:
     executor: str = "local"  # "local" (jobs slots here) or "dask" (scheduler or dask_local)
     scheduler: str | None = None  # --executor dask: tcp://HOST:PORT of a running scheduler
     dask_local: int | None = None  # --executor dask: a LocalCluster of this many workers
+    phase_marks: bool = True  # --no-phase-marks: attempts take no phase marks (rows' phases null)
 
 
 @dataclass
@@ -91,9 +92,19 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             f"differs (sha256 {data['manifest_sha256'][:12]}…): refusing to mix two benchmarks "
             "in one run"
         )
+    marks = recorded.get("phase_marks", True)  # runs recorded before the switch took marks
+    if marks != data["phase_marks"]:
+        raise StoreError(
+            f"{run_dir} was run with {_marks_flag(marks)}; resuming with "
+            f"{_marks_flag(data['phase_marks'])} would mix attempts timed with and without marks"
+        )
 
 
-def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
+def _marks_flag(on: bool) -> str:
+    return "--phase-marks" if on else "--no-phase-marks"
+
+
+def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool) -> dict[str, Any]:
     with open(manifest.path, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
     return {
@@ -106,6 +117,8 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int) -> dict[str, Any]:
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),
         "reference_implementation": manifest.reference_implementation,
+        # whether attempts took phase marks (their reads are inside the timed envelope)
+        "phase_marks": phase_marks,
     }
 
 
@@ -120,7 +133,7 @@ def run(
     plan = build_plan(manifest, options.max_attempts)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     jobs = max(1, options.jobs or first)
-    data = _manifest_data(manifest, plan, options.jobs or first)
+    data = _manifest_data(manifest, plan, options.jobs or first, options.phase_marks)
     with sigterm_as_interrupt():  # also while the run directory is being opened
         store = open_store(
             options.out_dir, options.run_id, options.resume, data,
@@ -130,7 +143,7 @@ def run(
             suite = ComputeSuite(
                 manifest, plan, store, jobs=jobs, cache_dir=options.cache_dir,
                 accounting_backend=options.accounting_backend, timeouts=options.timeouts,
-                log_limit=options.log_limit,
+                log_limit=options.log_limit, phase_marks=options.phase_marks,
             )  # fmt: skip
             units = suite.units()
             host = _host_telemetry(store.run_dir, options)
@@ -152,7 +165,7 @@ def _ref_config(
     return suite_config(
         manifest.path, options.max_attempts, run_dir, jobs=jobs, cache_dir=options.cache_dir,
         accounting_backend=options.accounting_backend, timeouts=options.timeouts,
-        log_limit=options.log_limit,
+        log_limit=options.log_limit, phase_marks=options.phase_marks,
     )  # fmt: skip
 
 

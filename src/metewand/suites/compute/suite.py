@@ -63,6 +63,7 @@ class ComputeSuite:
         timeouts: Timeouts,
         log_limit: int,
         work_dir: str | None = None,
+        phase_marks: bool = True,
     ) -> None:
         self.manifest, self.plan, self.store, self.jobs = manifest, plan, store, jobs
         self.accounting_backend, self.timeouts, self.log_limit = (
@@ -70,6 +71,7 @@ class ComputeSuite:
             timeouts,
             log_limit,
         )
+        self.phase_marks = phase_marks
         self._attempts = {attempt.key: attempt for attempt in plan.attempts}
         # The client's work dir is the run's ``.work``; a Dask worker gets a private one (given
         # as ``work_dir``), since N workers sharing ``.work`` would delete each other's files.
@@ -205,6 +207,7 @@ class ComputeSuite:
                 attempt_dir=adir,
                 timeouts=self.timeouts,
                 setup_error=setup_error,
+                phase_marks=self.phase_marks,
             )
             outcome = AttemptRun(spec, worker, release_worker=last).run()
             if self.sessions.stopping:  # cut short by the interrupt: not a result
@@ -222,6 +225,7 @@ def suite_config(
     accounting_backend: str,
     timeouts: Timeouts,
     log_limit: int,
+    phase_marks: bool = True,
 ) -> dict[str, Any]:
     """The JSON config ``from_ref`` rebuilds the suite from (all paths absolute)."""
     return {
@@ -233,6 +237,7 @@ def suite_config(
         "accounting_backend": accounting_backend,
         "timeouts": dataclasses.asdict(timeouts),
         "log_limit": log_limit,
+        "phase_marks": phase_marks,
     }
 
 
@@ -257,6 +262,7 @@ def from_ref(ref: SuiteRef) -> ComputeSuite:
         timeouts=Timeouts(**config["timeouts"]),
         log_limit=int(config["log_limit"]),
         work_dir=_private_work_dir(run_dir),
+        phase_marks=bool(config.get("phase_marks", True)),
     )
 
 
