@@ -103,6 +103,11 @@ class ComputeSuite:
             on_start=self._started,
             containment=self.containment,
         )
+        # Dask: the receipts a worker's cache made travel back as facts (``take_facts``); the
+        # client's suite keeps them for the manifest (``merge_facts``), since a transformed
+        # dataset's source is named by no row.
+        self._receipts_sent: set[str] = set()
+        self._worker_receipts: list[dict[str, Any]] = []
 
     # -- the protocol -----------------------------------------------------------------------
 
@@ -167,8 +172,24 @@ class ComputeSuite:
             return
         # Every row of the run, so a resumed run keeps the receipts of its earlier sessions;
         # plus this session's sources of transformed datasets, which no attempt names directly.
-        receipts = _receipts(self.store.rows(), self.cache.receipts())
+        built = [*self.cache.receipts(), *self._worker_receipts]
+        receipts = _receipts(self.store.rows(), built)
         self.store.update_manifest({"dataset_materializations": receipts})
+
+    def take_facts(self) -> list[dict[str, Any]]:
+        """Worker side: the materialization receipts this worker's cache made since last asked."""
+        facts = []
+        for receipt in self.cache.receipts():
+            if receipt["derivation_id"] not in self._receipts_sent:
+                self._receipts_sent.add(receipt["derivation_id"])
+                facts.append({"kind": "dataset_materialization", "receipt": receipt})
+        return facts
+
+    def merge_facts(self, facts: list[dict[str, Any]], placement: dict[str, Any]) -> None:
+        """Client side: a worker's receipts, recorded in the manifest when the run finishes."""
+        for fact in facts:
+            if fact.get("kind") == "dataset_materialization":
+                self._worker_receipts.append(fact["receipt"])
 
     # -- one attempt ------------------------------------------------------------------------
 
