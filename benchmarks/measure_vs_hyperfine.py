@@ -12,11 +12,17 @@ Then, for `true`, where (b) is missed, the floor: each tool's invocation with 1 
 --runs, so total = fixed + runs x per-run; ours / theirs per run is the ratio (b) could reach
 even if metewand's fixed start-up (Python, imports, host telemetry, statistics) cost nothing.
 
-metewand runs as installed: its children may write bytecode caches (a wheel install compiles
-them; this sandbox sets PYTHONDONTWRITEBYTECODE=1, which would recompile metewand's modules at
-every start and is unset for them here).
+Last, the interpreter's own floor, timed the same way: this Python with nothing, with click,
+with click and numpy, and with every module `measure` loads; and what (b) needs of it.
 
-    .venv/bin/python benchmarks/measure_vs_hyperfine.py [--runs 30] [--rounds 2]
+metewand runs as installed: through a console-script launcher (what pip writes as
+`bin/metewand`), and its children may write bytecode caches (a wheel install compiles them; this
+sandbox sets PYTHONDONTWRITEBYTECODE=1, which would recompile metewand's modules at every start
+and is unset for them here). `--baseline-src DIR` also runs the metewand whose sources are in
+DIR/src (e.g. `git archive COMMIT src | tar -x -C DIR`) with the same launcher, in the same
+rounds: a before/after in one run.
+
+    .venv/bin/python benchmarks/measure_vs_hyperfine.py [--runs 30] [--rounds 2] [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,13 +45,46 @@ COMMANDS = {
     "python3 -c pass": ["python3", "-c", "pass"],
     "50 ms CPU burn": ["python3", "-c", BURN],
 }
-METEWAND = [sys.executable, "-m", "metewand", "measure"]
-OUR_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+OUR_ENV = {
+    k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")
+}
+# pip's console-script wrapper, verbatim in effect: how an installed `metewand` starts
+LAUNCHER = (
+    "import sys\nfrom metewand.cli.main import main\nif __name__ == '__main__':\n"
+    "    sys.argv[0] = 'metewand'\n    sys.exit(main())\n"
+)
+MEASURE_MODULES = (
+    "click, numpy.random, metewand.cli.measure_cmd, metewand.measure.series, "
+    "metewand.measure.spawner, metewand.compare.series_stats, metewand.cli.measure_render"
+)
+FLOORS = {
+    "python -c pass": "pass",
+    "+ import click": "import click",
+    "+ import click, numpy": "import click, numpy.random",
+    "+ every module measure loads": f"import {MEASURE_MODULES}",
+}
 
 
-def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
-    """(median wall s reported, total invocation s)."""
+class Metewand:
+    """One metewand to run: this checkout, or the sources of ``src`` (PYTHONPATH first)."""
+
+    def __init__(self, launcher: Path, src: Path | None = None) -> None:
+        self.argv = [sys.executable, str(launcher), "measure"]
+        self.env = dict(OUR_ENV)
+        if src is not None:
+            self.env["PYTHONPATH"] = str(src)
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every waited-for child so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float, float]:
+    """(median wall s reported, total invocation s, its CPU s with everything it ran)."""
     command = " ".join(_quote(a) for a in argv)
+    cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run(
         [
@@ -62,20 +102,22 @@ def hyperfine(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
         capture_output=True,
     )
     total = time.perf_counter() - started
-    return json.loads(out.read_text())["results"][0]["median"], total
+    return json.loads(out.read_text())["results"][0]["median"], total, children_cpu() - cpu
 
 
-def ours(argv: list[str], runs: int, out: Path) -> tuple[float, float]:
+def ours(tool: Metewand, argv: list[str], runs: int, out: Path) -> tuple[float, float, float]:
+    cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run(
-        [*METEWAND, "--runs", str(runs), "--shell", "none", "--export-json", str(out), "--", *argv],
+        [*tool.argv, "--runs", str(runs), "--shell", "none", "--export-json", str(out), "--",
+         *argv],
         check=True,
         capture_output=True,
-        env=OUR_ENV,
-    )
+        env=tool.env,
+    )  # fmt: skip
     total = time.perf_counter() - started
     summary = json.loads(out.read_text())["summaries"][0]["metrics"]["wall_time_ns"]
-    return summary["median"] / 1e9, total
+    return summary["median"] / 1e9, total, children_cpu() - cpu
 
 
 def _quote(word: str) -> str:
@@ -87,55 +129,116 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="also run the metewand whose sources are in DIR/src")  # fmt: skip
     args = parser.parse_args()
     if shutil.which("hyperfine") is None:
         sys.exit("hyperfine is not installed (make install installs Debian's)")
+    print(f"load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
     with tempfile.TemporaryDirectory(prefix="metewand-vs-hyperfine-") as tmp:
         out = Path(tmp)
+        launcher = out / "metewand"
+        launcher.write_text(LAUNCHER)
+        tools = {"mw": Metewand(launcher)}
+        if args.baseline_src is not None:
+            tools["base"] = Metewand(launcher, (args.baseline_src / "src").resolve())
         for label, argv in COMMANDS.items():
-            theirs_median, theirs_total, our_median, our_total = [], [], [], []
-            for round_index in range(args.rounds):
-                order = ("hf", "mw") if round_index % 2 == 0 else ("mw", "hf")
-                for tool in order:
-                    if tool == "hf":
-                        m, t = hyperfine(argv, args.runs, out / "hf.json")
-                        theirs_median.append(m)
-                        theirs_total.append(t)
-                    else:
-                        m, t = ours(argv, args.runs, out / "mw.json")
-                        our_median.append(m)
-                        our_total.append(t)
-            hf_m, mw_m = statistics.median(theirs_median), statistics.median(our_median)
-            hf_t, mw_t = statistics.median(theirs_total), statistics.median(our_total)
-            allowed = max(0.03 * hf_m, 0.0005)
-            print(
-                f"{label:16} median wall: hyperfine {hf_m * 1e3:8.3f} ms, metewand "
-                f"{mw_m * 1e3:8.3f} ms, diff {(mw_m - hf_m) * 1e3:+.3f} ms (allowed "
-                f"±{allowed * 1e3:.3f} ms: {'ok' if abs(mw_m - hf_m) <= allowed else 'MISSED'})"
-                f" | total: hyperfine {hf_t:.2f} s, metewand {mw_t:.2f} s, ratio "
-                f"{mw_t / hf_t:.2f}x ({'ok' if mw_t <= 1.5 * hf_t else 'MISSED'} vs <= 1.5x)"
-            )
-            sys.stdout.flush()
-        floor(args.runs, args.rounds, out)
+            compare_one(label, argv, tools, args, out)
+        floor(args.runs, args.rounds, tools, out)
+    print(f"load average at end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}")
 
 
-def floor(runs: int, rounds: int, out: Path) -> None:
-    """Fixed and per-run cost of each tool on `true`, from invocations with 1 and ``runs``."""
-    totals: dict[tuple[str, int], list[float]] = {}
+def compare_one(
+    label: str, argv: list[str], tools: dict[str, Metewand], args: argparse.Namespace, out: Path
+) -> None:
+    """(a) and (b) for one command, each tool's figures the median over the rounds."""
+    medians: dict[str, list[float]] = {}
+    totals: dict[str, list[float]] = {}
+    for round_index in range(args.rounds):
+        order = ["hf", *tools]
+        if round_index % 2:
+            order.reverse()  # alternate who goes first: a drift of the load favours no one
+        for name in order:
+            if name == "hf":
+                m, t, _ = hyperfine(argv, args.runs, out / "hf.json")
+            else:
+                m, t, _ = ours(tools[name], argv, args.runs, out / f"{name}.json")
+            medians.setdefault(name, []).append(m)
+            totals.setdefault(name, []).append(t)
+    hf_m, hf_t = statistics.median(medians["hf"]), statistics.median(totals["hf"])
+    allowed = max(0.03 * hf_m, 0.0005)
+    for name in tools:
+        mw_m, mw_t = statistics.median(medians[name]), statistics.median(totals[name])
+        tag = "metewand" if name == "mw" else "baseline"
+        print(
+            f"{label:16} {tag:8} median wall: hyperfine {hf_m * 1e3:8.3f} ms, ours "
+            f"{mw_m * 1e3:8.3f} ms, diff {(mw_m - hf_m) * 1e3:+.3f} ms (allowed "
+            f"±{allowed * 1e3:.3f} ms: {'ok' if abs(mw_m - hf_m) <= allowed else 'MISSED'})"
+            f" | total: hyperfine {hf_t:.3f} s, ours {mw_t:.3f} s, ratio "
+            f"{mw_t / hf_t:.2f}x ({'ok' if mw_t <= 1.5 * hf_t else 'MISSED'} vs <= 1.5x)"
+        )
+    sys.stdout.flush()
+
+
+def floor(runs: int, rounds: int, tools: dict[str, Metewand], out: Path) -> None:
+    """Fixed and per-run cost of each tool on `true`, from invocations with 1 and ``runs``, in
+    wall time and in CPU (the invocation's and its children's: less moved by other tenants);
+    then the interpreter's own start-up with the imports measure needs."""
+    walls: dict[tuple[str, int], list[float]] = {}
+    cpus: dict[tuple[str, int], list[float]] = {}
+    starts: dict[str, list[tuple[float, float]]] = {}
     for _ in range(max(rounds, 3)):
         for n in (1, runs):
-            totals.setdefault(("hf", n), []).append(hyperfine(["true"], n, out / "hf.json")[1])
-            totals.setdefault(("mw", n), []).append(ours(["true"], n, out / "mw.json")[1])
-    per_run, fixed = {}, {}
-    for tool in ("hf", "mw"):
-        one, many = (statistics.median(totals[(tool, n)]) for n in (1, runs))
-        per_run[tool] = (many - one) / (runs - 1)
-        fixed[tool] = one - per_run[tool]
+            for name in ("hf", *tools):
+                if name == "hf":
+                    _, wall, cpu = hyperfine(["true"], n, out / "hf.json")
+                else:
+                    _, wall, cpu = ours(tools[name], ["true"], n, out / "f.json")
+                walls.setdefault((name, n), []).append(wall)
+                cpus.setdefault((name, n), []).append(cpu)
+        for label, code in FLOORS.items():
+            starts.setdefault(label, []).append(interpreter(code))
+    wall_split = {name: _split(walls, name, runs) for name in ("hf", *tools)}
+    cpu_split = {name: _split(cpus, name, runs) for name in ("hf", *tools)}
+    for name in tools:
+        tag = "metewand" if name == "mw" else "baseline"
+        for what, split in (("wall", wall_split), ("CPU", cpu_split)):
+            (hf_run, hf_fixed), (our_run, our_fixed) = split["hf"], split[name]
+            print(
+                f"true floor ({tag}, {what}): per run hyperfine {hf_run * 1e3:.2f} ms, ours "
+                f"{our_run * 1e3:.2f} ms ({our_run / hf_run:.1f}x); fixed start-up hyperfine "
+                f"{hf_fixed * 1e3:.0f} ms, ours {our_fixed * 1e3:.0f} ms"
+            )
+    hf_run, hf_fixed = wall_split["hf"]
+    hf_total = hf_fixed + runs * hf_run
+    for label, seconds in starts.items():
+        wall, cpu = (statistics.median(column) for column in zip(*seconds, strict=True))
+        print(f"interpreter floor: {label:30} wall {wall * 1e3:7.1f} ms, CPU {cpu * 1e3:7.1f} ms")
+    needed = statistics.median(wall for wall, _ in starts["+ every module measure loads"])
+    best = needed + runs * wall_split["mw"][0]
     print(
-        f"true floor: per run hyperfine {per_run['hf'] * 1e3:.2f} ms, metewand "
-        f"{per_run['mw'] * 1e3:.2f} ms ({per_run['mw'] / per_run['hf']:.1f}x); fixed start-up "
-        f"hyperfine {fixed['hf'] * 1e3:.0f} ms, metewand {fixed['mw'] * 1e3:.0f} ms"
+        f"(b) for true needs ours <= 1.5 x {hf_total * 1e3:.1f} = {1.5 * hf_total * 1e3:.1f} ms; "
+        f"the imports alone plus {runs} of our runs already take {best * 1e3:.1f} ms "
+        f"({best / hf_total:.2f}x), before any of measure's own set-up or output"
     )
+
+
+def _split(totals: dict[tuple[str, int], list[float]], name: str, runs: int) -> tuple[float, float]:
+    """(per run, fixed) from the medians of the 1-run and the ``runs``-run invocations."""
+    one, many = (statistics.median(totals[(name, n)]) for n in (1, runs))
+    per_run = (many - one) / (runs - 1)
+    return per_run, one - per_run
+
+
+def interpreter(code: str) -> tuple[float, float]:
+    """Wall and CPU seconds of this Python running ``code`` (site enabled, as the console
+    script has it)."""
+    cpu = children_cpu()
+    started = time.perf_counter()
+    # a one-thread OpenBLAS, as measure imports numpy (cli/measure_cmd.py: _blas_pool_of_one)
+    subprocess.run([sys.executable, "-c", code], check=True,
+                   env=OUR_ENV | {"OPENBLAS_NUM_THREADS": "1"})  # fmt: skip
+    return time.perf_counter() - started, children_cpu() - cpu
 
 
 if __name__ == "__main__":

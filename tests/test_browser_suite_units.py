@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 from browser_run_helpers import ABOUT_BLANK_TASK, tiny_corpus
 from metewand.runtime.suite import Unit
@@ -69,3 +70,79 @@ def test_an_interrupt_after_one_slot_closed_stops_the_other(tmp_path: Path) -> N
         profiler.close()
     assert set(suite.teardown_reports) == {"worker-0", "worker-1"}
     assert not first.loop.is_running() and not second.loop.is_running()
+
+
+def _worker_ref(tmp_path: Path, config: RunConfig, corpus_sha256: str | None = None) -> Any:
+    from metewand.runtime.store import RunStore
+    from metewand.runtime.suite import SuiteRef
+    from metewand.suites.browser.run_plan import corpus_digest
+    from metewand.suites.browser.suite import suite_config
+
+    with RunStore.create(tmp_path / "runs", "r", {"suite": "browser"}) as store:
+        run_dir = store.run_dir
+    digest = corpus_sha256 or corpus_digest(Path(config.tasks_dir))["sha256"]
+    return SuiteRef("browser", json.loads(json.dumps(suite_config(config, run_dir, digest))))
+
+
+def test_a_dask_worker_rebuilds_the_clients_plan_and_writes_no_manifest(tmp_path: Path) -> None:
+    from metewand.runtime.suite import build
+
+    plan = _plan(tmp_path)
+    ref = _worker_ref(tmp_path, plan.config)
+    manifest = Path(ref.config["run_dir"]) / "run_manifest.json"
+    before = manifest.read_bytes()
+    suite: Any = build(ref)  # the registry's from_ref, as a worker calls it
+    assert suite.worker_side
+    assert [a.key for a in suite.plan.attempts] == [a.key for a in plan.attempts]
+    assert [u.keys for u in rounds(suite.plan, set())] == [u.keys for u in rounds(plan, set())]
+    suite.slot_closed("dask-w1", {"chrome": {"clean": True}})
+    assert suite.take_facts() == [
+        {"kind": "teardown", "slot": "dask-w1", "reports": {"chrome": {"clean": True}}}
+    ]
+    assert suite.take_facts() == []
+    assert manifest.read_bytes() == before
+
+
+def test_a_dask_worker_refuses_another_corpus_or_a_profiled_run(tmp_path: Path) -> None:
+    import dataclasses
+
+    import pytest
+
+    from metewand.runtime.suite import build
+    from metewand.suites.browser.run_config import ResourceOptions
+    from metewand.suites.browser.run_plan import PlanError
+
+    plan = _plan(tmp_path)
+    with pytest.raises(PlanError, match="corpus sha256 .* on this worker differs from the client"):
+        build(_worker_ref(tmp_path, plan.config, corpus_sha256="0" * 64))
+    profiled = dataclasses.replace(plan.config, resource=ResourceOptions(profile="engine"))
+    with pytest.raises(PlanError, match="--resource-profile engine does not run on Dask"):
+        build(_worker_ref(tmp_path / "p", profiled))
+
+
+def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: Path) -> None:
+    """A run with per-host identities (a Dask session) hands a local session's rows only this
+    host's hash: the workers' hosts may have other binaries. A run without them is unchanged."""
+    import socket
+
+    from metewand.runtime.store import RunStore
+    from metewand.suites.browser.attempt_runner import RunHooks
+    from metewand.suites.browser.suite import BrowserSuite
+
+    plan = _plan(tmp_path)
+    theirs = {"found": True, "binary_sha256": "a" * 64}
+    ours = {"found": True, "binary_sha256": "b" * 64}
+    cases = [
+        ({"engines": {"chrome": theirs}}, theirs),
+        ({"engines": {"chrome": theirs}, "engines_by_host": {"elsewhere": {"chrome": theirs}}}, {}),
+        (
+            {"engines": {"chrome": theirs},
+             "engines_by_host": {"elsewhere": {"chrome": theirs},
+                                 socket.gethostname(): {"chrome": ours}}},
+            ours,
+        ),
+    ]  # fmt: skip
+    for index, (data, expected) in enumerate(cases):
+        with RunStore.create(tmp_path / "runs", f"r{index}", {"suite": "browser", **data}) as store:
+            suite = BrowserSuite(plan, store, None, RunHooks())
+            assert suite.identity_of("chrome") == expected, data

@@ -81,6 +81,14 @@ def sorting_on_dask(done: Done, repo: Path) -> None:
         assert row["placement"]["host"] and row["placement"]["worker"] in accepted
 
 
+def browser_on_dask(done: Done, repo: Path) -> None:
+    run = _newest(repo)
+    rows = _rows(repo, run.name)
+    assert _statuses(rows) == {"pass": 2}, _statuses(rows)
+    assert len({row["placement"]["try"] for row in rows}) == 1  # one round, whole on one worker
+    assert "rows per host: " in done.stderr and "done: " in done.stderr
+
+
 def measured_200_mib(done: Done, repo: Path) -> None:
     peak = next(line for line in done.stderr.splitlines() if "peak_memory_bytes" in line)
     assert float(peak.split()[3]) >= 200, peak  # "│ peak_memory_bytes │ 207.3 MiB │ ..."
@@ -493,6 +501,12 @@ EXPECTED: tuple[Expect, ...] = (
         "metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout",
         0,
         browser_run(None, {"pass"}, 1),
+    ),  # fmt: skip
+    Expect(
+        "metewand browser run --engines chrome,lightpanda --task own_ax_tree --executor dask "
+        "--dask-local 2",
+        0,
+        browser_on_dask,
     ),  # fmt: skip
     Expect(
         "metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html",

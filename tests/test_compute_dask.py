@@ -110,6 +110,11 @@ def test_sorting_on_a_local_dask_cluster_accepts_every_attempt_and_names_host_an
     local_dir = tmp_path / "runs" / "l"
     assert sorted(row["key"] for row in rows_of(local_dir)) == sorted(keys)
     dask_scores, local_scores = scores_of(run_dir), scores_of(local_dir)
+    # a Dask run's scores add its per-host block (one host here: nothing is pooled); the rest
+    # has the local run's structure
+    hosts = dask_scores.pop("hosts")
+    assert [h["host"] for h in hosts["per_host"]] == [socket.gethostname()]
+    assert hosts["pooled"] is None and "hosts" not in local_scores
     assert structure_differences(dask_scores, local_scores) == []
     # the same cases and implementations, in the same order, scored in both
     assert [c["case"] for c in dask_scores["cases"]["cases"]] == [
@@ -239,9 +244,18 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
         retried = by_key[record["keys"][0]]["placement"]
         assert retried["worker_name"] == "survivor"
         assert record["retried_as"] == retried["try"] != record["try"]
+    for record in lost:  # the lost unit (a pairing group) ran again whole, in one try
+        assert {by_key[key]["placement"]["try"] for key in record["keys"]} == {record["retried_as"]}
     hosts = json.loads((run_dir / "dask_hosts.json").read_text())
     assert hosts["lost_tries"] == len(lost)
     assert not (run_dir / ".work").exists()  # the dead worker's private work dir went too
+    # the report's per-host section: the lost tries, and the dead worker's telemetry unavailable
+    (host,) = scores_of(run_dir)["hosts"]["per_host"]
+    assert host["lost_tries"] == len(lost) and host["attempts"] == len(keys)
+    doomed_entry = next(w for w in host["workers"] if w["worker_name"] == "doomed")
+    assert doomed_entry["telemetry"] == {
+        "unavailable": "the worker left the cluster before the run ended"
+    }
 
 
 def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_path: Path) -> None:

@@ -300,3 +300,21 @@ def test_a_source_changed_after_the_manifest_was_read_fails_its_attempts(
     assert "words.txt has sha256 " + hashlib.sha256(b"beta\n").hexdigest() in row["message"]
     leftovers = [p.name for p in (tmp_path / "cache" / "datasets").iterdir()]
     assert not any(name.startswith("acquire-") for name in leftovers)
+
+
+@pytest.mark.slow
+def test_a_dask_worker_sends_back_the_receipt_of_a_source_no_row_names(tmp_path: Path) -> None:
+    """On ``--executor dask`` the worker materializes the transformed dataset and its source; no
+    row names the source, so its receipt reaches the client's manifest only as a worker's fact."""
+    import json
+
+    manifest = _transformed_manifest(tmp_path)
+    summary = run(manifest, tmp_path, run_id="d", executor="dask", dask_local=1)
+    (row,) = summary.rows
+    assert row["status"] == "accepted", row["message"]
+    assert row["placement"]["executor"] == "dask"
+    scaled = _receipt(row)
+    run_manifest = json.loads((Path(summary.run_dir) / "run_manifest.json").read_text())
+    receipts = {r["derivation_id"]: r for r in run_manifest["data"]["dataset_materializations"]}
+    assert set(receipts) == {scaled["derivation_id"], scaled["source_derivation_id"]}
+    assert receipts[scaled["source_derivation_id"]]["kind"] == "generated"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from metewand import canonical
 from metewand.compare import series_stats, stats
@@ -169,6 +171,27 @@ def test_wall_time_comes_from_the_kernel_exec_and_exit_events_where_allowed() ->
     assert 50_000_000 <= report["wall_time_ns"]["value"] < 500_000_000
 
 
+def test_process_peak_comes_from_the_kernel_fork_and_exit_events_where_allowed() -> None:
+    """Three sleeps at once under sh: 4 processes; then three commands one after another: 2 at
+    a time. Exact from the events, even for processes no sampler tick could have seen."""
+    from metewand.measure.proc_events import open_events
+
+    events = open_events()
+    if events is None:
+        pytest.skip("no proc connector here (root only)")
+    events.close()
+    for script, peak in (("sleep 0.2 & sleep 0.2 & sleep 0.2 & wait", 4),
+                         ("/bin/true; /bin/true; /bin/true", 2)):  # fmt: skip
+        done = subprocess.run(
+            [METEWAND, "measure", "--json", "--", "sh", "-c", script],
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        report = canonical.loads(done.stdout)
+        assert report["sources"]["process_count_peak"] == "proc_connector:fork_exit"
+        assert report["process_count_peak"]["value"] == peak, script
+
+
 def test_host_pollution_verdict_is_judged_and_warned_consistently(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     done = measure("--runs", "3", "--export-json", str(out), "--", "true")
@@ -186,3 +209,20 @@ def test_export_into_a_missing_directory_is_refused_before_running(tmp_path: Pat
     )  # fmt: skip
     assert done.returncode == 2 and "no such directory" in done.stderr
     assert not marker.exists() and "Traceback" not in done.stderr
+
+
+def test_the_commands_never_see_measures_openblas_setting(tmp_path: Path) -> None:
+    """measure imports numpy (after the runs) with a one-thread OpenBLAS; the commands get the
+    environment as the user gave it, with or without the variable."""
+    out = tmp_path / "seen"
+    script = f'echo "${{OPENBLAS_NUM_THREADS:-unset}}" >> {out}'
+    for given in (None, "3"):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        done = subprocess.run(
+            [METEWAND, "measure", "--runs", "2", "--", "sh", "-c", script],
+            capture_output=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert out.read_text().split() == ["unset", "unset", "3", "3"]

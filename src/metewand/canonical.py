@@ -5,7 +5,6 @@ It sits below every layer: it imports nothing from metewand but the error base.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -57,10 +56,14 @@ def loads(data: str | bytes) -> Any:
 
 
 def sha256_hex(value: Any) -> str:
+    import hashlib  # here: measure's start-up need not load it
+
     return hashlib.sha256(dumps(value)).hexdigest()
 
 
 def identity(kind: str, value: Any) -> str:
     """``mw1-<kind>-<sha256(kind || 0x00 || canonical JSON)>``."""
+    import hashlib
+
     digest = hashlib.sha256(kind.encode("utf-8") + b"\x00" + dumps(value)).hexdigest()
     return f"mw1-{kind}-{digest}"

@@ -12,6 +12,7 @@ import click
 from metewand import canonical
 from metewand.cli import exit_codes
 from metewand.cli.derived import write_derived
+from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
@@ -137,14 +138,16 @@ def browser() -> None:
               help="Refuse a profiled run whose resource comparison could never be eligible.")  # fmt: skip
 @click.option("--allow-missing-engines", is_flag=True,
               help="Record a missing engine's attempts as unsupported instead of exiting 3.")  # fmt: skip
+@executor_options("--jobs slots on this machine, each with its own engines")
 def run(**opts: object) -> None:  # fmt: skip
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
 
     Exit status: 0 when the run completed, whatever the engines' verdicts (they are the
     result); 1 when an attempt ended infra or crash, or with a --fail-on status; 2 invalid input
     or a calibration baseline that is missing or cannot calibrate this run (nothing run); 3 a
-    missing engine. Ctrl-C stops every engine, marks the run interrupted and exits 130;
-    --resume finishes it.
+    missing engine, or --executor dask without a usable cluster (the run is left interrupted).
+    Ctrl-C stops every engine, marks the run interrupted and exits 130; --resume finishes it.
+    With --executor dask each round (a task attempt on every engine) runs whole on one worker.
 
     \b
     Examples:
@@ -158,10 +161,13 @@ def run(**opts: object) -> None:  # fmt: skip
           --resource-profile engine --resource-calibration-baseline base1 \\
           --reference-engine chrome --run-id prof1
       metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout
+      metewand browser run --engines chrome,lightpanda --task own_ax_tree \\
+          --executor dask --dask-local 2
     """
     from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.suites.browser.runner import run_browser
 
+    executor = _executor(opts)
     quiet = bool(opts["quiet"])
     mode = progress_mode(bool(opts["no_progress"]), quiet)
     fail_on = _statuses(str(opts["fail_on"]))
@@ -182,13 +188,26 @@ def run(**opts: object) -> None:  # fmt: skip
         config, plan = _checked_plan(opts, out_dir, echo)
     result = run_browser(
         config, out_dir, opts["run_id"],  # type: ignore[arg-type]
-        resume, reporter_factory(mode), echo, plan=plan,
+        resume, reporter_factory(mode), echo, plan=plan, executor=executor,
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
     if not write_derived(result.run_dir, echo):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
+    if executor.kind == "dask":
+        print_hosts(result.run_dir, echo)
     sys.exit(_outcome(result.run_dir, fail_on, echo))
+
+
+def _executor(opts: dict[str, object]) -> Any:
+    """The executor flags, checked (exit 2 when they disagree, 3 without the dask extra)."""
+    from metewand.suites.browser.runner import Executor
+
+    scheduler, local = opts["scheduler"], opts["dask_local"]
+    jobs_source = click.get_current_context().get_parameter_source("jobs")
+    jobs_given = jobs_source is click.core.ParameterSource.COMMANDLINE
+    check_executor(str(opts["executor"]), scheduler, local, jobs_given)  # type: ignore[arg-type]
+    return Executor(str(opts["executor"]), scheduler, local)  # type: ignore[arg-type]
 
 
 def _statuses(text: str) -> frozenset[str]:

@@ -12,6 +12,7 @@ import click
 
 from metewand.cli import exit_codes
 from metewand.cli.derived import write_derived
+from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
 from metewand.cli.rundirs import resolve_run_dir
 from metewand.runtime import rundir
 
@@ -140,24 +141,7 @@ def _resumed_manifest(run_dir: Path) -> str:
     help="Pollution gate: CPU used beside the run above this many cores for 3 host samples "
     "in a row trips foreign_cpu_load.",
 )
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "dask"]),
-    default="local",
-    show_default=True,
-    help="local: --jobs slots on this machine; dask: whole worker units on a Dask cluster "
-    "(needs --scheduler or --dask-local; docs/dask.md).",
-)
-@click.option(
-    "--scheduler", default=None, metavar="tcp://HOST:PORT", help="Running Dask scheduler."
-)
-@click.option(
-    "--dask-local",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Start a local Dask cluster of N single-threaded worker processes for this run.",
-)
+@executor_options("--jobs slots on this machine")
 @click.option(
     "--phase-marks/--no-phase-marks",
     default=None,
@@ -193,7 +177,7 @@ def run(
     """
     from metewand.suites.compute import runner
 
-    _check_executor(executor, scheduler, dask_local, jobs)
+    check_executor(executor, scheduler, dask_local, jobs is not None)
     # Every path is resolved here, once, against the directory the command was run from.
     out_dir = os.path.abspath(out_dir)
     resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
@@ -293,56 +277,10 @@ def _conclude(summary: Any, executor: str, quiet: bool) -> None:
             + (f", {summary.skipped} already done" if summary.skipped else "")
         )
         if executor == "dask":
-            _print_hosts(summary.run_dir)
+            print_hosts(summary.run_dir)
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
-
-
-def _check_executor(
-    executor: str, scheduler: str | None, local: int | None, jobs: int | None
-) -> None:
-    """The executor flags agree, and ``dask`` is installed (exit 2 / exit 3 otherwise)."""
-    problem = None
-    if executor == "local" and (scheduler is not None or local is not None):
-        problem = "--scheduler and --dask-local need --executor dask"
-    elif executor == "dask" and (scheduler is None) == (local is None):
-        problem = (
-            "--executor dask needs exactly one of --scheduler tcp://HOST:PORT and --dask-local N"
-        )
-    elif executor == "dask" and jobs is not None:
-        problem = "--jobs is the local executor's; with --executor dask each worker runs one unit at a time"
-    elif scheduler is not None and not scheduler.startswith("tcp://"):
-        problem = f"--scheduler {scheduler}: expected tcp://HOST:PORT"
-    if problem:
-        click.echo(f"error: {problem}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
-    if executor == "dask":
-        try:
-            import distributed  # noqa: F401
-        except ImportError:
-            click.echo(
-                "error: --executor dask needs the dask extra: pip install 'metewand[dask]'",
-                err=True,
-            )
-            sys.exit(exit_codes.ENVIRONMENT_MISSING)
-
-
-def _print_hosts(run_dir: str) -> None:
-    """``--executor dask``: this session's rows per host and worker, and the lost tries."""
-    import json
-
-    path = Path(run_dir) / rundir.DASK_HOSTS
-    if not path.is_file():
-        return
-    hosts = json.loads(path.read_text())
-    for worker in sorted(hosts["workers"], key=lambda w: str(w.get("worker_name"))):
-        verdict = "accepted" if worker["accepted"] else f"refused: {worker['reason']}"
-        click.echo(f"dask worker {worker.get('worker_name', '?')} ({worker['worker']}) on "
-                   f"{worker.get('host', '?')}: {worker['rows']} rows, {worker['lost_tries']} "
-                   f"lost tries; {verdict}")  # fmt: skip
-    per_host = ", ".join(f"{host} {n}" for host, n in sorted(hosts["rows_by_host"].items()))
-    click.echo(f"rows per host: {per_host or 'none'}; lost tries: {hosts['lost_tries']}")
 
 
 def _cluster_errors(executor: str) -> tuple[type[Exception], ...]:

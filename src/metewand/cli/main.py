@@ -7,7 +7,6 @@ Subcommands live in their own modules and are imported only when invoked, so
 from __future__ import annotations
 
 import importlib
-import importlib.util
 
 import click
 
@@ -73,6 +72,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _available(target: str) -> bool:
+    import importlib.util  # for the listing only: running a command needs no spec lookup
+
     module = target.split(":", 1)[0]
     try:
         return importlib.util.find_spec(module) is not None
@@ -86,10 +87,16 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name, ("", ""))[0]
-        if not target or not _available(target):
+        if not target:
             return None
         module_name, attr = target.split(":", 1)
-        command = getattr(importlib.import_module(module_name), attr)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:  # the command's module is there; something it needs is not
+                raise
+            return None  # the command's module is absent: not a command here
+        command = getattr(module, attr)
         assert isinstance(command, click.Command)
         return command
 

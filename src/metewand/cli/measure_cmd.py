@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from metewand import canonical
 from metewand.cli import exit_codes
 
 # The measure modules are imported when a command is measured, so `--help` stays fast; the
@@ -23,6 +22,7 @@ from metewand.cli import exit_codes
 BACKEND_CHOICES = ("cgroup2", "cgroup1", "proc")
 if TYPE_CHECKING:
     from metewand.measure.forms import Measurement
+    from metewand.measure.spawner import Spawner
     from metewand.measure.subject import SubjectReport
 
 
@@ -109,23 +109,26 @@ def _parameters(
 @contextlib.contextmanager
 def _failures_to_exit(in_flight: str) -> Iterator[None]:
     """Every way a measurement can fail, as one line on stderr and the documented exit code."""
-    from metewand.measure.accounting import AccountingUnavailable
-    from metewand.measure.mark_fifo import MarkFifoError
-    from metewand.measure.series import CommandFailed
-    from metewand.measure.subject import SubjectStartError
+    from metewand.errors import MetewandError
 
     try:
         yield
-    except CommandFailed as exc:
-        _fail(str(exc), exc.exit_code)
-    except SubjectStartError as exc:
-        _fail(str(exc), exc.exit_code)
-    except AccountingUnavailable as exc:
-        _fail(f"backend unavailable: {exc}", exc.exit_code)
-    except MarkFifoError as exc:
-        _fail(f"--mark-fifo {exc}", exc.exit_code)
+    except MetewandError as exc:  # each carries its exit code (errors.py)
+        _fail(_failure_text(exc), exc.exit_code)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the subject was killed, its groups removed
         _fail(f"interrupted; {in_flight} was killed", exit_codes.INTERRUPTED)
+
+
+def _failure_text(exc: Exception) -> str:
+    # imported here, on the way out: a measurement that does not fail never loads mark_fifo
+    from metewand.measure.accounting import AccountingUnavailable
+    from metewand.measure.mark_fifo import MarkFifoError
+
+    if isinstance(exc, AccountingUnavailable):
+        return f"backend unavailable: {exc}"
+    if isinstance(exc, MarkFifoError):
+        return f"--mark-fifo {exc}"
+    return str(exc)
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -133,12 +136,17 @@ def _fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
-def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> NoReturn:
-    from metewand.measure.mark_fifo import MarkReader
+def _single_run(
+    words: list[str], shell: str, options: Any, as_json: bool, spawner: Spawner | None
+) -> NoReturn:
     from metewand.measure.series import host_record, start_host, to_argv
     from metewand.measure.subject import run_measured
 
-    marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
+    marks = None
+    if options.mark_fifo:
+        from metewand.measure.mark_fifo import MarkReader
+
+        marks = MarkReader(options.mark_fifo)
     with _failures_to_exit("the command"):
         host = start_host(options)
         try:
@@ -148,11 +156,14 @@ def _single_run(words: list[str], shell: str, options: Any, as_json: bool) -> No
                 interval_ms=options.interval_ms,
                 pss_every=options.pss_every,
                 marks=marks,
+                spawner=spawner,
             )
         finally:
             host_seen = host_record(host)
     out = report.to_json() | {"host": host_seen}
     if as_json:
+        from metewand import canonical  # rfc8785 only when JSON is written
+
         sys.stdout.buffer.write(canonical.line(out))
         sys.stdout.flush()
     else:
@@ -170,21 +181,43 @@ def _progress(command: Any, done: int, run: dict[str, Any]) -> None:
     click.echo(f"\r  {command.text}: run {done} ({shown})\033[K", nl=False, err=True)
 
 
-def _series(commands: list[Any], options: Any, quiet: bool) -> tuple[list[Any], dict[str, Any]]:
+def _series(
+    commands: list[Any], options: Any, quiet: bool, spawner: Spawner | None
+) -> tuple[list[Any], dict[str, Any]]:
     from metewand.measure.series import run_all
 
     show = None if quiet or not sys.stderr.isatty() else _progress
     try:
         with _failures_to_exit("the command in flight"):
-            return run_all(commands, options, show)
+            return run_all(commands, options, show, spawner)
     finally:
         if show is not None:
             click.echo("\r\033[K", nl=False, err=True)
 
 
-def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) -> dict[str, Any]:
-    # numpy is imported only now: a smaller parent forks its runs faster
-    from metewand.compare import series_stats
+@contextlib.contextmanager
+def _blas_pool_of_one() -> Iterator[None]:
+    """While numpy is first imported, OpenBLAS starts one thread instead of a pool: the
+    statistics use no BLAS, and the pool's start costs ~30 ms of CPU here. The variable is set
+    only if the user did not set it, and removed again at once (no command runs after this, and
+    OpenBLAS reads it only when it loads)."""
+    if "OPENBLAS_NUM_THREADS" in os.environ or "numpy" in sys.modules:
+        yield
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
+
+
+def _result(
+    series: list[Any], host: dict[str, Any], options: Any, seed: int, spawner: Spawner | None
+) -> dict[str, Any]:
+    # numpy is imported only now, after the runs: its import is CPU the runs need not share
+    with _blas_pool_of_one():
+        from metewand.compare import series_stats
+    from metewand.measure.spawner import start_method
 
     resamples = 2000
     summaries = [
@@ -225,6 +258,7 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
             "mark_fifo": options.mark_fifo,
             "host_sample_interval_s": options.host_interval_s,
             "host_foreign_cpu_max": options.host_foreign_cpu_max,
+            "start": start_method(spawner),
         },
     }
 
@@ -232,6 +266,7 @@ def _result(series: list[Any], host: dict[str, Any], options: Any, seed: int) ->
 def _export(
     result: dict[str, Any], json_path: str | None, csv_path: str | None, md_path: str | None
 ) -> None:
+    from metewand import canonical
     from metewand.cli import measure_render
     from metewand.runtime.rundir import write_atomic
 
@@ -401,15 +436,25 @@ def measure(as_json: bool, command: tuple[str, ...], **given: Any) -> None:
     groups = _split_commands(command)
     if not groups:
         _fail("no command given", exit_codes.INVALID_INPUT)
-    options = _options(given)
-    created_fifo = _prepare_fifo(options.mark_fifo)
+    spawner = _open_spawner()  # first: the server starts while the modules below load
+    created_fifo = False
     try:
+        options = _options(given)
+        created_fifo = _prepare_fifo(options.mark_fifo)
         if not _repeated(groups, given):
-            _single_run(groups[0], given["shell"], options, as_json)
-        _measure_series(groups, given, options, as_json)
+            _single_run(groups[0], given["shell"], options, as_json, spawner)
+        _measure_series(groups, given, options, as_json, spawner)
     finally:
+        if spawner is not None:
+            spawner.close()
         if created_fifo:
             _remove(options.mark_fifo)
+
+
+def _open_spawner() -> Spawner | None:
+    from metewand.measure.spawner import open_spawner
+
+    return open_spawner()
 
 
 def _repeated(groups: list[list[str]], given: dict[str, Any]) -> bool:
@@ -462,7 +507,11 @@ def _remove(path: str | None) -> None:
 
 
 def _measure_series(
-    groups: list[list[str]], given: dict[str, Any], options: Any, as_json: bool
+    groups: list[list[str]],
+    given: dict[str, Any],
+    options: Any,
+    as_json: bool,
+    spawner: Spawner | None,
 ) -> None:
     from metewand.measure.series import build_commands
 
@@ -474,10 +523,13 @@ def _measure_series(
         )
     except click.BadParameter as exc:
         _fail(exc.message, exit_codes.INVALID_INPUT)
-    series, host = _series(build_commands(groups, given["shell"], settings), options, as_json)
-    result = _result(series, host, options, given["seed"])
+    commands = build_commands(groups, given["shell"], settings)
+    series, host = _series(commands, options, as_json, spawner)
+    result = _result(series, host, options, given["seed"], spawner)
     _export(result, *exports)
     if as_json:
+        from metewand import canonical
+
         sys.stdout.buffer.write(canonical.line(result))
         sys.stdout.flush()
     else:

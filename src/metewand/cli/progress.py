@@ -6,6 +6,9 @@
     progress.attempt_finished("pass")
     progress.close()   # prints the summary table (quiet mode prints nothing)
 
+A Dask run labels each attempt ``KEY on HOST/WORKER``: the bar and the plain lines then also
+count finished attempts per host, so a user sees which hosts are doing the work.
+
 Modes: rich (bar with counts, ETA and the current attempt), plain (a line at most every
 ``plain_every_s``), summary (only the final table: ``--no-progress``), quiet (nothing),
 auto (rich on a terminal, else plain). Safe to call from several threads (compute jobs);
@@ -46,7 +49,9 @@ class Progress:
             mode = "rich" if self.stream.isatty() else "plain"
         self.mode = mode
         self.counts: Counter[str] = Counter()
+        self.by_host: Counter[str] = Counter()  # a Dask run: finished attempts per host
         self.current = ""
+        self._current_host: str | None = None
         self.plain_every_s = plain_every_s
         self._started = 0.0
         self._last_line = 0.0
@@ -80,6 +85,7 @@ class Progress:
 
     def _started_attempt(self, label: str) -> None:
         self.current = label
+        self._current_host = host_of_label(label)
         if self._bar is not None:
             self._bar.update(self._task, description=label)
 
@@ -89,6 +95,8 @@ class Progress:
 
     def _finished_attempt(self, status: str) -> None:
         self.counts[status] += 1
+        if self._current_host is not None:
+            self.by_host[self._current_host] += 1
         if self._bar is not None:
             self._bar.update(self._task, advance=1, counts=self.counts_text())
         elif self.mode == "plain":
@@ -98,7 +106,10 @@ class Progress:
                 self._write(self.plain_line(now))
 
     def counts_text(self) -> str:
-        return " ".join(f"{s}={n}" for s, n in sorted(self.counts.items()))
+        text = " ".join(f"{s}={n}" for s, n in sorted(self.counts.items()))
+        if self.by_host:
+            text += " | per host: " + " ".join(f"{h}={n}" for h, n in sorted(self.by_host.items()))
+        return text
 
     def eta_s(self, now: float | None = None) -> float | None:
         if not self.done:
@@ -138,6 +149,13 @@ class Progress:
     def _write(self, text: str) -> None:
         self.stream.write(text)
         self.stream.flush()
+
+
+def host_of_label(label: str) -> str | None:
+    """``HOST`` of a Dask attempt label ``KEY on HOST/WORKER`` (None for a local attempt)."""
+    _, on, where = label.rpartition(" on ")
+    host, slash, _worker = where.partition("/")
+    return host if on and slash and host and " " not in where else None
 
 
 def progress_mode(no_progress: bool, quiet: bool) -> str:

@@ -184,6 +184,21 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
 
 
+POOLED_CASES_NOTE = (
+    "Cases whose measured rows ran on more than one Dask host: their medians pool those hosts "
+    "(their paired ratios pair rows of one host):"
+)
+
+
+def pooled_case_lines(summary: Mapping[str, Any]) -> list[str]:
+    """``case: pooled over 2 hosts (rows: a 3, b 3)`` for each case whose rows span hosts."""
+    return [
+        f"{case['case']}: {case['pooled_over_hosts']['statement']}"
+        for case in summary["cases"]
+        if case.get("pooled_over_hosts")
+    ]
+
+
 def cases_markdown(summary: Mapping[str, Any]) -> list[str]:
     boot = summary["bootstrap"]
     lines = [
@@ -196,6 +211,9 @@ def cases_markdown(summary: Mapping[str, Any]) -> list[str]:
     ]
     head = ["case", "implementation", "accepted", "failures by code"]
     lines += _md_table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS))
+    pooled = pooled_case_lines(summary)
+    if pooled:
+        lines += ["", POOLED_CASES_NOTE, "", *(f"- {line}" for line in pooled)]
     lines += ["", "## Phases per case", ""]
     lines += _md_table(head + list(PHASE_METRICS), case_rows(summary, PHASE_METRICS))
     if summary.get("reference"):

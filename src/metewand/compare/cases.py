@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from metewand import canonical
-from metewand.compare import compute_rows, stats
+from metewand.compare import compute_rows, hosts, stats
 from metewand.compare.columns import metric_value
 
 SCHEMA = "metewand_compute_cases/1"
@@ -205,6 +205,9 @@ def case_statistics(
     implementations = sorted({name for per in groups.values() for name in per})
     out_cases = []
     gm_inputs: dict[str, tuple[list[float], list[np.ndarray]]] = {}
+    case_rows: dict[str, list[Mapping[str, Any]]] = {}
+    for row in compute_rows.measured_rows(rows):
+        case_rows.setdefault(case_label(case_of(row)), []).append(row)
     for case_id in sorted(cases, key=lambda c: _case_sort_key(cases[c])):
         per = groups[case_id]
         entry: dict[str, Any] = {
@@ -215,6 +218,9 @@ def case_statistics(
                 name: _implementation_block(per[name], resamples, seed) for name in sorted(per)
             },
         }
+        pooled = hosts.pooling(case_rows.get(case_id, []))
+        if pooled is not None:  # a Dask run whose case ran on several hosts: said, not hidden
+            entry["pooled_over_hosts"] = pooled
         if reference:
             entry["ratios"], draws = _ratios(per, reference, metric, resamples, seed)
             for name, replicate in draws.items():

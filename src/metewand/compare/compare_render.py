@@ -68,12 +68,19 @@ def group_rows(result: Mapping[str, Any], short: bool = False) -> list[list[str]
                 str(g[second]),
                 ratio_text(g),
                 g["verdict"],
-                f"{value_text(metric, g['base']['median'])} ({g['base']['n']})",
-                f"{value_text(metric, g['new']['median'])} ({g['new']['n']})",
+                _side_cell(g, "base", metric),
+                _side_cell(g, "new", metric),
                 status,
             ]
         )
     return rows
+
+
+def _side_cell(group: Mapping[str, Any], side: str, metric: str) -> str:
+    """``12.3 ms (5)``; a median over rows of several Dask hosts says it pools them."""
+    text = f"{value_text(metric, group[side]['median'])} ({group[side]['n']})"
+    pooled = (group.get("pooled_over_hosts") or {}).get(side)
+    return f"{text}, {pooled.split(' (', 1)[0].removeprefix('pooled over ')}" if pooled else text
 
 
 def headline(result: Mapping[str, Any]) -> str:

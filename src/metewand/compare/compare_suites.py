@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from metewand.compare import browser_phases, cases, compute_rows
+from metewand.compare import browser_phases, cases, compute_rows, hosts
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
@@ -62,6 +62,9 @@ def common_provenance(run: RunData) -> dict[str, Any]:
     facts["source_dirty"] = _found(data, "runner.git.dirty")
     gate = (run.host_summary or {}).get("gate")
     facts["pollution_gate_passed"] = gate.get("passed") if isinstance(gate, Mapping) else None
+    # a Dask run's rows name the hosts they ran on: other hosts, another comparison
+    row_hosts = hosts.rows_by_host(run.rows)
+    facts["row_hosts"] = ",".join(row_hosts) if row_hosts else None
     return {k: v for k, v in facts.items() if v is not None}
 
 

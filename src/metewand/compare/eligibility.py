@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from metewand.compare.hosts import split_by_host
 from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_metrics import METRICS
 from metewand.compare.run_facts import RunFacts, latest_rows, read_facts
@@ -167,6 +168,52 @@ def _calibration(inp: EligibilityInputs) -> Verdict:
     return Verdict(bool(cal.get("acceptable")), reason, {"failed_checks": failed})
 
 
+def _conditions(inputs: EligibilityInputs) -> list[dict[str, Any]]:
+    results = []
+    for condition in CONDITIONS:
+        verdict = condition.evaluate(inputs)
+        results.append(
+            {
+                "id": condition.id,
+                "title": condition.title,
+                "passed": verdict.passed,
+                "reason": verdict.reason,
+                "figures": verdict.figures,
+            }
+        )
+    return results
+
+
+def _one_host(
+    facts: RunFacts,
+    by_host: Mapping[str, Sequence[Mapping[str, Any]]],
+    host_summaries: Mapping[str, Mapping[str, Any]],
+    calibration: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The pooled rows fail; each host is judged on its own rows and its own telemetry."""
+    per_host = {}
+    for host, host_rows in by_host.items():
+        inter = all_pass_intersection(host_rows, facts.engines)
+        summary = host_summaries.get(host)
+        results = _conditions(EligibilityInputs(facts, host_rows, inter, summary, calibration))
+        per_host[host] = {
+            "rows": len(host_rows),
+            "resource_comparison_eligible": all(r["passed"] for r in results),
+            "ineligibility_reasons": [r["reason"] for r in results if not r["passed"]],
+        }
+    eligible = sorted(h for h, v in per_host.items() if v["resource_comparison_eligible"])
+    return {
+        "id": "one_host",
+        "title": "every row from one host (rows of several Dask hosts are judged per host)",
+        "passed": False,
+        "reason": (
+            f"rows from {len(by_host)} hosts ({', '.join(by_host)}) would be pooled into one "
+            f"median; eligible per host: {', '.join(eligible) or 'none'}"
+        ),
+        "figures": {"per_host": per_host},
+    }
+
+
 CONDITIONS: tuple[Condition, ...] = (
     Condition("engines", "at least two selected engines; every row's engine selected", _engines),
     Condition("profile_jobs_k", "resource profile engine, jobs=1, k>=5", _profile_jobs_k),
@@ -184,24 +231,21 @@ def evaluate(
     host_summary: Mapping[str, Any] | None,
     calibration: Mapping[str, Any] | None,
     intersection: Intersection | None = None,
+    host_summaries: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """``{resource_comparison_eligible, conditions: [{id, title, passed, reason, figures}]}``."""
+    """``{resource_comparison_eligible, conditions: [{id, title, passed, reason, figures}]}``.
+
+    Rows of several Dask hosts (``placement.host``) add an eighth condition, ``one_host``, that
+    fails: their medians would pool machines. Its figures hold each host's own verdict (the seven
+    conditions over that host's rows, with that host's telemetry summary from
+    ``host_summaries``), so a comparison is eligible per host, never over the pool."""
     facts = read_facts(manifest)
     rows = latest_rows(rows)
     inter = intersection or all_pass_intersection(rows, facts.engines)
-    inputs = EligibilityInputs(facts, rows, inter, host_summary, calibration)
-    results = []
-    for condition in CONDITIONS:
-        verdict = condition.evaluate(inputs)
-        results.append(
-            {
-                "id": condition.id,
-                "title": condition.title,
-                "passed": verdict.passed,
-                "reason": verdict.reason,
-                "figures": verdict.figures,
-            }
-        )
+    results = _conditions(EligibilityInputs(facts, rows, inter, host_summary, calibration))
+    by_host = split_by_host(rows)
+    if len(by_host) > 1:
+        results.append(_one_host(facts, by_host, host_summaries or {}, calibration))
     return {
         "resource_comparison_eligible": all(r["passed"] for r in results),
         "ineligibility_reasons": [r["reason"] for r in results if not r["passed"]],

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metewand import canonical
+from metewand.compare.hosts import hosts_block
+from metewand.compare.report_hosts import hosts_markdown
 from metewand.compare.report_html import render_report
 from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, resource_context
 from metewand.compare.run_warnings import markdown_block, run_warnings
@@ -60,6 +62,9 @@ def _write(
     wanted = set(formats)
     kind = suite_kind(run.kind)
     scores = kind.scores_of(run.rows, run.manifest, reference_implementation)
+    hosts = hosts_block(run.rows, run.dask_hosts, run.lost_tries)
+    if hosts is not None:  # a Dask run: per host; a local run's files stay as they were
+        scores["hosts"] = hosts
     written: dict[str, Path] = {}
     if "json" in wanted:
         written["json"] = target / SCORES
@@ -67,7 +72,10 @@ def _write(
     ctx = resource_context(run, baseline, reference_engine)
     if "md" in wanted:
         written["md"] = target / SCORECARD
-        card_md = _with_warnings(kind.scorecard_of(scores), run_warnings(run, ctx.summary))
+        text = kind.scorecard_of(scores)
+        if hosts is not None:
+            text += "\n".join(hosts_markdown(hosts)) + "\n"
+        card_md = _with_warnings(text, run_warnings(run, ctx.summary))
         write_atomic(written["md"], card_md.encode("utf-8"))
     card = ctx.card()
     if ctx.summary is not None and card is not None:

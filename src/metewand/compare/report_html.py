@@ -15,15 +15,18 @@ import numpy as np
 from metewand.compare import case_plots, compute_rows, phase_costs, phase_plots, plots
 from metewand.compare.case_text import (
     OUTCOME_HEADER,
+    POOLED_CASES_NOTE,
     SHOWN_METRICS,
     case_rows,
     metric_cell,
     outcome_rows,
+    pooled_case_lines,
     ratio_rows,
 )
 from metewand.compare.cases import TIME_METRIC
 from metewand.compare.fmt import unavailable
 from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
+from metewand.compare.report_hosts import hosts_html
 from metewand.compare.report_resources import ResourceContext, resource_context
 from metewand.compare.run_warnings import run_warnings
 from metewand.compare.rundir import RunData
@@ -192,6 +195,14 @@ def _scaling_figures(summary: Mapping[str, Any]) -> list[str]:
     return figures or [paragraph("No numeric axis takes two values: no scaling chart.", "muted")]
 
 
+def _pooled_cases(summary: Mapping[str, Any]) -> list[str]:
+    """The cases whose medians pool several Dask hosts (nothing for a one-host run)."""
+    lines = pooled_case_lines(summary)
+    if not lines:
+        return []
+    return [paragraph(POOLED_CASES_NOTE, "bad"), table(["case: pooled rows"], [[x] for x in lines])]
+
+
 def _case_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     boot = summary["bootstrap"]
     head = ["case", "implementation", "accepted", "failures by code"]
@@ -204,6 +215,7 @@ def _case_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             f"repetitions, seed {boot['seed']}] n."
         ),
         table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS)),
+        *_pooled_cases(summary),
     )
     out = [("cases", "Cases", per_case)]
     if summary.get("reference"):
@@ -312,6 +324,9 @@ def render_report(
     ctx = ctx or resource_context(run)
     parts = suite_kind(run.kind).report_sections(run, scores, ctx)
     parts += comparability_sections(run, ctx)
+    per_host = hosts_html(scores.get("hosts"))
+    if per_host is not None:  # a Dask run: each host's counts, workers and telemetry
+        parts.append(("hosts", "Hosts", per_host))
     parts.append(("provenance", "Provenance", provenance_section(run)))
     intro = paragraph(
         f"{run.kind} run, state {run.manifest.get('state', 'unknown')}, {len(run.rows)} attempt rows"

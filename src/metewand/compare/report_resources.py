@@ -16,6 +16,7 @@ from typing import Any
 
 from metewand.compare import resource_card
 from metewand.compare.calibration import CalibrationThresholds, calibrate, calibrate_interleaved
+from metewand.compare.hosts import host_summaries
 from metewand.compare.html_parts import kv_table, paragraph, section, table
 from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_summary import summarize
@@ -95,6 +96,7 @@ def resource_context(
             run.manifest,
             run.rows,
             host_summary=run.host_summary,
+            host_summaries=host_summaries(run.dask_hosts),
             calibration=calibration,
             cold_start_rows=run.cold_start,
             reference_engine=reference,

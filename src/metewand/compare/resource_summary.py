@@ -437,6 +437,7 @@ def summarize(
     host_summary: Mapping[str, Any] | None = None,
     calibration: Mapping[str, Any] | None = None,
     cold_start_rows: Sequence[Row] = (),
+    host_summaries: Mapping[str, Mapping[str, Any]] | None = None,
     reference_engine: str | None = None,
     resamples: int = stats.DEFAULT_RESAMPLES,
     bootstrap_seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
@@ -448,7 +449,9 @@ def summarize(
     engines = facts.engines
     rows = latest_rows(rows)
     inter = intersection or all_pass_intersection(rows, engines)
-    verdict = eligibility.evaluate(manifest, rows, host_summary, calibration, inter)
+    verdict = eligibility.evaluate(
+        manifest, rows, host_summary, calibration, inter, host_summaries=host_summaries
+    )
     # each engine's metric values are read from its intersection rows once, for every use
     columns = {e: inter.metric_columns(e) for e in inter.rows_by_engine}
     by_engine = {

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from metewand.compare import stats
+from metewand.compare import hosts, stats
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import CompareError, Group, SuiteKind, suite_kind
 
@@ -32,6 +32,7 @@ PASS = "pass"
 class _Side:
     values: list[float]
     statuses: Counter[str]
+    rows: list[Mapping[str, Any]] = field(default_factory=list)  # for the hosts they ran on
 
 
 def _collect(run: RunData, kind: SuiteKind, metric: str) -> dict[Group, _Side]:
@@ -45,6 +46,7 @@ def _collect(run: RunData, kind: SuiteKind, metric: str) -> dict[Group, _Side]:
         value = kind.value_of(row, metric)
         if value is not None:
             side.values.append(value)
+            side.rows.append(row)
     return groups
 
 
@@ -78,6 +80,11 @@ def _group_entry(
         "base_status": status_text(base.statuses),
         "new_status": status_text(new.statuses),
     }
+    pooled = {"base": hosts.pooling(base.rows), "new": hosts.pooling(new.rows)}
+    if pooled["base"] or pooled["new"]:  # a Dask run's group ran on several hosts: say so
+        entry["pooled_over_hosts"] = {
+            side: block["statement"] if block else None for side, block in pooled.items()
+        }
     if entry["ratio"] is None:
         name, side = ("BASE", base) if not base.values else ("NEW", new)
         passed = side.statuses.get(PASS, 0) > 0
@@ -100,6 +107,16 @@ def _gate_warnings(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]
     for side, facts in (("BASE", base), ("NEW", new)):
         if facts.get("pollution_gate_passed") is False:
             out.append(f"{side} ran on a polluted host (its pollution gate did not pass)")
+    return out
+
+
+def _host_warnings(base: RunData, new: RunData) -> list[str]:
+    """A run whose rows ran on several Dask hosts: its medians pool them (never silently)."""
+    out = []
+    for side, run in (("BASE", base), ("NEW", new)):
+        pooled = hosts.pooling(run.rows)
+        if pooled is not None:
+            out.append(f"{side}'s medians are {pooled['statement']}")
     return out
 
 
@@ -165,7 +182,8 @@ def compare_runs(
         },
         "status_changes": status_changes,
         "rollups": _rollups(kind, base, new),
-        "warnings": _gate_warnings(kind.provenance_of(base), kind.provenance_of(new)),
+        "warnings": _gate_warnings(kind.provenance_of(base), kind.provenance_of(new))
+        + _host_warnings(base, new),
         "counts": dict(Counter(g["verdict"] for g in groups)),
         "regression": bool(regressions or lost_passes),
         "regression_reasons": [

@@ -4,6 +4,7 @@ terminal and at the top of scorecard.md and report.html (not only deep in the pa
 - attempts that failed, counted by code (compute) or by status (browser);
 - a failed host pollution gate and the conditions that tripped it;
 - a profiled browser run whose resource comparison is not eligible, with the reasons;
+- rows of several Dask hosts pooled into one median, a Dask worker's failed pollution gate;
 - a torn final line of a side file (host telemetry, cold starts) that was ignored; a torn
   final line of results.jsonl is said where the rows are counted (status, report.html).
 """
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from metewand.compare import hosts
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import suite_kind
 from metewand.runtime import rundir
@@ -64,6 +66,30 @@ def torn_side_files(torn_tails: Mapping[str, int]) -> str | None:
     return "a torn final line was ignored (a write cut short by a kill) in " + ", ".join(torn)
 
 
+def pooled_hosts(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Rows of several Dask hosts: every median over all rows pools them, and says so."""
+    pooled = hosts.pooling(rows)
+    if pooled is None:
+        return None
+    return (
+        f"rows from {pooled['hosts']} hosts: medians over all rows are {pooled['statement']}; "
+        "paired ratios compare rows of one host"
+    )
+
+
+def worker_gates(dask_hosts: Mapping[str, Any] | None) -> str | None:
+    """A Dask worker whose host pollution gate did not pass (each worker samples its host)."""
+    failed = []
+    for worker in (dask_hosts or {}).get("workers") or []:
+        gate = (worker.get("host_summary") or {}).get("gate")
+        if isinstance(gate, Mapping) and gate.get("passed") is False:
+            flags = ", ".join(str(t.get("condition")) for t in gate.get("triggered", []))
+            failed.append(f"{worker.get('host')}/{worker.get('worker_name')} ({flags})")
+    if not failed:
+        return None
+    return "host pollution gate failed on Dask worker(s): " + "; ".join(failed)
+
+
 def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None) -> list[str]:
     """``resource_summary``: a regenerated summary (e.g. with another baseline) instead of the
     run's own resource_summary.json."""
@@ -72,6 +98,8 @@ def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None
         host_gate(run.host_summary),
         eligibility(resource_summary or run.resource_summary),
         torn_side_files(run.torn_tails),
+        pooled_hosts(run.rows),
+        worker_gates(run.dask_hosts),
     )
     return [line for line in found if line]
 

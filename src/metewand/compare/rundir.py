@@ -31,6 +31,9 @@ class RunData:
     # ``--resource-calibration interleaved``: the unprofiled twins, read by the calibration only
     # (never by scores, resource medians or the intersection)
     calibration_twins: list[dict[str, Any]] = field(default_factory=list)
+    # ``--executor dask``: workers, refusals and per-host telemetry; the tries lost with a worker
+    dask_hosts: dict[str, Any] | None = None
+    lost_tries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -79,10 +82,11 @@ def load_run(path: str | Path) -> RunData:
     read = read_results(run_path / rundir.RESULTS)  # raises RunDirError naming file and line
     telemetry = rundir.read_jsonl(run_path / rundir.HOST_TELEMETRY)
     cold = rundir.read_jsonl(run_path / rundir.COLD_START)
+    lost = rundir.read_jsonl(run_path / rundir.LOST_TRIES)
     torn = {
         name: part.torn_tail_bytes
         for name, part in ((rundir.RESULTS, read), (rundir.HOST_TELEMETRY, telemetry),
-                           (rundir.COLD_START, cold))
+                           (rundir.COLD_START, cold), (rundir.LOST_TRIES, lost))
         if part.torn_tail_bytes
     }  # fmt: skip
     twins = [row for row in read.rows if row.get("calibration_twin") is True]
@@ -97,4 +101,6 @@ def load_run(path: str | Path) -> RunData:
         torn_lines=int(read.torn_tail_bytes > 0),
         torn_tails=torn,
         calibration_twins=twins,
+        dask_hosts=_read_json(run_path / rundir.DASK_HOSTS),
+        lost_tries=lost.rows,
     )

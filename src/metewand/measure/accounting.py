@@ -74,7 +74,13 @@ class TreeAccounting:
         """A ``preexec_fn`` that moves the forked child into the groups before exec."""
         return None
 
-    def attach(self, pid: int) -> None:
+    def join_paths(self) -> list[tuple[str, str]]:
+        """Per group: its ``cgroup.procs`` and that of the group it was made in (where this
+        process and its other children live), for ``measure.spawner``; none without groups."""
+        return []
+
+    def attach(self, pid: int, joined: bool = False) -> None:
+        """The subject's root is ``pid``; ``joined``: it was started inside the groups."""
         self.root_pid = pid
 
     def pids(self) -> list[int]:
@@ -153,8 +159,16 @@ class CgroupAccounting(TreeAccounting):
 
         return join
 
-    def attach(self, pid: int) -> None:
+    def join_paths(self) -> list[tuple[str, str]]:
+        return [
+            (g.procs_path, os.path.join(os.path.dirname(g.path), "cgroup.procs"))
+            for g in self.groups
+        ]
+
+    def attach(self, pid: int, joined: bool = False) -> None:
         super().attach(pid)
+        if joined:  # born in the groups (measure.spawner): nothing to check or move
+            return
         for group in self.groups:
             if pid not in group.procs():
                 group.add(pid)

@@ -19,11 +19,13 @@ CN_IDX_PROC = 1
 CN_VAL_PROC = 1
 LISTEN, IGNORE = 1, 2
 NLMSG_DONE = 3
+EVENT_FORK = 0x00000001
 EVENT_EXEC = 0x00000002
 EVENT_EXIT = 0x80000000
 HEADER = struct.Struct("=IHHII")  # nlmsghdr
 CN_MSG = struct.Struct("=IIIIHH")  # cn_msg before its payload
-EVENT = struct.Struct("=IIQII")  # what, cpu, timestamp_ns, pid, tgid
+# what, cpu, timestamp_ns, pid, tgid (a fork's parent), then a fork's child pid and tgid
+EVENT = struct.Struct("=IIQIIII")
 RECEIVE_BUFFER = 8 << 20  # a loaded host execs and exits a lot while one command runs
 
 
@@ -50,7 +52,13 @@ class ProcEvents:
 
     def span(self, pid: int) -> tuple[int, int] | None:
         """(first exec ns, exit ns) of ``pid``, or None when the events were not both seen."""
-        exec_ns = exit_ns = None
+        tree = self.tree(pid)
+        return tree.span if tree is not None else None
+
+    def tree(self, pid: int) -> Tree | None:
+        """What the kernel reported of ``pid`` and the processes its tree forked, read once
+        ``pid`` has exited; None when events were dropped (nothing can then be trusted)."""
+        tree = Tree(pid)
         while True:
             try:
                 data = self.sock.recv(65536)
@@ -59,16 +67,9 @@ class ProcEvents:
             except OSError:  # ENOBUFS: events were dropped, the span cannot be trusted
                 self.overrun = True
                 return None
-            for what, stamp, event_pid, tgid in _events(data):
-                if event_pid != pid or tgid != pid:
-                    continue
-                if what == EVENT_EXEC and exec_ns is None:
-                    exec_ns = stamp
-                elif what == EVENT_EXIT:
-                    exit_ns = stamp
-        if exec_ns is None or exit_ns is None or exit_ns < exec_ns:
-            return None
-        return exec_ns, exit_ns
+            for record in _records(data):
+                tree.add(record)
+        return tree
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -77,7 +78,59 @@ class ProcEvents:
         self.sock.close()
 
 
+class Tree:
+    """One command's events: its root's exec and exit, and the processes of its tree."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.exec_ns: int | None = None
+        self.exit_ns: int | None = None
+        self._events: list[tuple[int, int, int, int, int]] = []  # stamp, what, pid, tgid, child
+
+    def add(self, event: tuple[int, int, int, int, int, int]) -> None:
+        what, stamp, pid, tgid, child_pid, child_tgid = event
+        if what == EVENT_FORK and child_pid == child_tgid:  # a new process, not a thread
+            self._events.append((stamp, what, pid, tgid, child_pid))
+        elif what == EVENT_EXIT and pid == tgid:  # a process's last thread
+            self._events.append((stamp, what, pid, tgid, 0))
+        if pid != self.root or tgid != self.root:
+            return
+        if what == EVENT_EXEC and self.exec_ns is None:
+            self.exec_ns = stamp
+        elif what == EVENT_EXIT:
+            self.exit_ns = stamp
+
+    @property
+    def span(self) -> tuple[int, int] | None:
+        if self.exec_ns is None or self.exit_ns is None or self.exit_ns < self.exec_ns:
+            return None
+        return self.exec_ns, self.exit_ns
+
+    def process_peak(self) -> int | None:
+        """The most processes of the tree alive at once (the root from its exec; every process
+        a member forked until it exits), in the kernel's time order; None without the root's
+        exec. Exact where a sampler can only see who is alive when it looks."""
+        if self.exec_ns is None:
+            return None
+        alive, peak = {self.root}, 1
+        for stamp, what, pid, tgid, child in sorted(self._events):
+            if stamp < self.exec_ns:
+                continue
+            if what == EVENT_FORK and tgid in alive:
+                alive.add(child)
+                peak = max(peak, len(alive))
+            elif what == EVENT_EXIT:
+                alive.discard(pid)
+        return peak
+
+
 def _events(data: bytes) -> list[tuple[int, int, int, int]]:
+    """(what, stamp, pid, tgid) of each event in ``data`` (for a fork: the parent's)."""
+    return [record[:4] for record in _records(data)]
+
+
+def _records(data: bytes) -> list[tuple[int, int, int, int, int, int]]:
+    """(what, stamp, pid, tgid, fork child pid, fork child tgid) of each event in ``data``."""
     out = []
     offset = 0
     while offset + HEADER.size <= len(data):
@@ -86,8 +139,8 @@ def _events(data: bytes) -> list[tuple[int, int, int, int]]:
             break
         start = offset + HEADER.size + CN_MSG.size
         if start + EVENT.size <= offset + length:
-            what, _cpu, stamp, pid, tgid = EVENT.unpack_from(data, start)
-            out.append((what, stamp, pid, tgid))
+            what, _cpu, stamp, pid, tgid, child_pid, child_tgid = EVENT.unpack_from(data, start)
+            out.append((what, stamp, pid, tgid, child_pid, child_tgid))
         offset += (length + 3) & ~3
     return out
 

@@ -23,14 +23,12 @@ What a run leaves behind after a ``kill -9`` is found and killed by ``measure.pr
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import queue
 import select
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -87,6 +85,8 @@ def fd_ready(fd: int, timeout_s: float | None) -> bool:
 async def fd_ready_async(fd: int, timeout_s: float | None) -> bool:
     """``fd_ready`` on the running loop. A private duplicate is registered, so any number of
     waits on one process may run at once (a loop keeps one reader per descriptor)."""
+    import asyncio  # here: measure's start-up need not load asyncio (~13 ms)
+
     loop = asyncio.get_running_loop()
     own = os.dup(fd)
     ready = loop.create_future()
@@ -150,11 +150,19 @@ class Process:
         before the process is, stamps ``exit_seen_ns`` (a command shorter than what the caller
         does right after the start is then not charged for it). Raises OSError when it cannot
         start."""
+        return cls.started_by(
+            lambda: cls._popen(argv, cwd, env, stdin, stdout, stderr, pass_fds, join, stamp_exec),
+            watch,
+        )
+
+    @classmethod
+    def started_by(cls, start: Callable[[], tuple[Any, int | None]], watch: bool) -> Process:
+        """The process ``start`` starts, returned as ``(popen, exec_ns)``: a ``Popen`` or an
+        object with its ``pid``/``returncode``/``poll``/``wait`` (``measure.spawner``).
+        ``watch``: the exit watcher thread is started before ``start`` runs."""
         watcher = _Watcher() if watch else None
         try:
-            popen, exec_ns = cls._popen(
-                argv, cwd, env, stdin, stdout, stderr, pass_fds, join, stamp_exec
-            )
+            popen, exec_ns = start()
         except BaseException:
             if watcher is not None:
                 watcher.cancel()
@@ -421,6 +429,8 @@ def run_captured(
     """Run a short command to its end (or its deadline, then KILL its group) and return its
     output. The output goes to files, not pipes: a helper it left holding a pipe would keep a
     reader waiting, and the exit (not the pipes' end) is what ends the run."""
+    import tempfile
+
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = Process.start(argv, cwd=cwd, env=env, stdout=out, stderr=err)
         try:

@@ -17,17 +17,20 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.errors import MetewandError
 from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
-from metewand.measure.mark_fifo import MarkReader
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
 from metewand.measure.pss import PssScanner
+from metewand.measure.spawner import Spawner, open_spawner
 from metewand.measure.subject import SubjectReport, run_measured
+
+if TYPE_CHECKING:
+    from metewand.measure.mark_fifo import MarkReader
 
 SHELLS = ("auto", "none", "sh")
 SHELL_CHARS = set(" \t\n|&;<>()$`\\\"'*?[]#~=%{}")
@@ -166,34 +169,45 @@ def run_record(report: SubjectReport) -> dict[str, Any]:
     return record
 
 
-def _one(
-    command: Command,
-    options: SeriesOptions,
-    events: ProcEvents | None,
-    scanner: PssScanner,
-    marks: MarkReader | None,
-    layout: CgroupLayout,
-) -> SubjectReport:
-    if options.prepare:  # not measured: its own process, outside the run's group
-        output = None if options.show_output else subprocess.DEVNULL
-        prepare = Process.start(options.prepare, stdin=None, stdout=output, stderr=output)
-        try:
-            code = prepare.reap()
-        finally:
-            prepare.kill()  # only an interrupt gets here with it still running
-            prepare.close()
-        if code != 0 and not options.ignore_failure:
-            raise CommandFailed(shlex.join(options.prepare), code)
+@dataclass
+class _Tools:
+    """What every run of a series shares: set up once, not once a run."""
+
+    events: ProcEvents | None
+    scanner: PssScanner
+    marks: MarkReader | None
+    layout: CgroupLayout
+    spawner: Spawner | None
+
+
+def _prepare(options: SeriesOptions) -> None:
+    """--prepare: not measured, its own process, outside the run's group."""
+    assert options.prepare is not None
+    output = None if options.show_output else subprocess.DEVNULL
+    prepare = Process.start(options.prepare, stdin=None, stdout=output, stderr=output)
+    try:
+        code = prepare.reap()
+    finally:
+        prepare.kill()  # only an interrupt gets here with it still running
+        prepare.close()
+    if code != 0 and not options.ignore_failure:
+        raise CommandFailed(shlex.join(options.prepare), code)
+
+
+def _one(command: Command, options: SeriesOptions, tools: _Tools) -> SubjectReport:
+    if options.prepare:
+        _prepare(options)
     report = run_measured(
         list(command.argv),
         options.backend,
         options.interval_ms,
         options.pss_every,
         discard_output=not options.show_output,
-        events=events,
-        scanner=scanner,
-        marks=marks,
-        layout=layout,
+        events=tools.events,
+        scanner=tools.scanner,
+        marks=tools.marks,
+        layout=tools.layout,
+        spawner=tools.spawner,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -205,28 +219,41 @@ def run_series(
     command: Command,
     options: SeriesOptions,
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
+    spawner: Spawner | None = None,
 ) -> Series:
+    """``spawner``: start the runs through it (``measure.spawner``), else by fork."""
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    events = open_events()
-    scanner = PssScanner()  # one set of reader threads for every run of the series
-    marks = MarkReader(options.mark_fifo) if options.mark_fifo else None
-    layout = detect_layout()  # once per series: the groups' parents do not move between runs
+    tools = _Tools(
+        events=open_events(),
+        scanner=PssScanner(),  # one set of reader threads for every run of the series
+        marks=_marks(options.mark_fifo),
+        layout=detect_layout(),  # once per series: the groups' parents do not move between runs
+        spawner=spawner,
+    )
     try:
         for _ in range(options.warmup):
-            _one(command, options, events, scanner, marks, layout)
+            _one(command, options, tools)
         runs: list[dict[str, Any]] = []
         started = time.monotonic()
         while _wants_more(len(runs), time.monotonic() - started, options):
-            runs.append(run_record(_one(command, options, events, scanner, marks, layout)))
+            runs.append(run_record(_one(command, options, tools)))
             if on_run is not None:
                 on_run(command, len(runs), runs[-1])
     finally:
         sys.setswitchinterval(previous)
-        scanner.close()
-        if events is not None:
-            events.close()
+        tools.scanner.close()
+        if tools.events is not None:
+            tools.events.close()
     return Series(command, runs, options.warmup)
+
+
+def _marks(path: str | None) -> MarkReader | None:
+    if path is None:
+        return None
+    from metewand.measure.mark_fifo import MarkReader  # only with --mark-fifo
+
+    return MarkReader(path)
 
 
 def _wants_more(done: int, elapsed_s: float, options: SeriesOptions) -> bool:
@@ -241,16 +268,24 @@ def run_all(
     commands: Sequence[Command],
     options: SeriesOptions,
     on_run: Callable[[Command, int, dict[str, Any]], None] | None = None,
+    spawner: Spawner | None = None,
 ) -> tuple[list[Series], dict[str, Any]]:
-    """Every command's series in the order given, and the host pollution verdict over them."""
+    """Every command's series in the order given, and the host pollution verdict over them.
+    ``spawner``: the caller's (started early, so its start overlaps the caller's), else one is
+    opened (and closed) here where the host allows."""
+    own_spawner = spawner is None
+    if own_spawner:
+        spawner = open_spawner()  # first: the server starts while the host telemetry does
     host = start_host(options)
     series = []
     try:
         for command in commands:
-            series.append(run_series(command, options, on_run))
+            series.append(run_series(command, options, on_run, spawner))
             # PSI's avg10 already spans 10 s, so even a short series gets the gate's three
             # samples (foreign CPU waits for a long enough interval: see HostTelemetry)
             host.sample_now()
     finally:
         record = host_record(host)
+        if own_spawner and spawner is not None:
+            spawner.close()
     return series, record

@@ -9,12 +9,12 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metewand.errors import MetewandError
-from metewand.measure.accounting import open_accounting
+from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting, open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
@@ -24,6 +24,7 @@ from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 if TYPE_CHECKING:
     from metewand.measure.cgroups import CgroupLayout
     from metewand.measure.mark_fifo import MarkReader
+    from metewand.measure.spawner import Spawner
 
 MEASUREMENT_FIELDS = (
     "wall_time_ns",
@@ -104,40 +105,69 @@ class SubjectReport:
         return out
 
 
-def _start(
-    argv: Sequence[str],
-    join: Any,
-    env: Mapping[str, str] | None,
-    cwd: str | None,
-    output: int | None,
-    watch: bool,
-) -> Process:
-    """Start ``argv`` in its own session and accounting group (``Process.start``).
+@dataclass(frozen=True, slots=True)
+class _Launch:
+    """How the command is started: its environment, directory, output and starter."""
 
-    The wall time starts at the child's stamp just before exec: Python forks its child with
-    ``fork`` when a pre-exec step is needed, which costs ~1.5 ms here (page tables of a large
-    parent), and that is the tool's overhead, not the command's. ``watch``: a thread already
-    waiting when the command starts stamps its exit. The sampler's baseline scan runs in the
-    caller right after the start, and a command shorter than that scan (``true`` takes
-    ~0.5 ms) would otherwise be charged the scan's time. Without it (the kernel's exit event
-    gives the exact time anyway) the caller waits inline: one thread less per run.
+    env: Mapping[str, str] | None
+    cwd: str | None
+    quiet: bool  # stdout and stderr to /dev/null
+    spawner: Spawner | None  # None: ``Process.start`` with a pre-exec join
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one run holds so far: what to report from, or to clean up after an interrupt."""
+
+    accounting: TreeAccounting
+    proc: Process | None = None
+    sampler: Sampler | None = None
+    span: tuple[int, int] | None = None  # monotonic ns the wall time spans (phase marks' frame)
+
+
+def _start(
+    argv: Sequence[str], accounting: TreeAccounting, launch: _Launch, watch: bool
+) -> Process:
+    """Start ``argv`` in its own session and accounting groups.
+
+    With a spawner (``measure.spawner``) the command is spawned inside its groups (``vfork``
+    + exec), and its wall time starts just before the spawn. Without one, Python forks its child
+    with ``fork`` to run the join before exec (~1.5 ms here: page tables of a large parent), and
+    the wall time starts at the child's stamp just before exec, so the fork is not charged.
+    ``watch``: a thread already waiting when the command starts stamps its exit. The sampler's
+    baseline scan runs in the caller right after the start, and a command shorter than that
+    scan (``true`` takes ~0.5 ms) would otherwise be charged the scan's time. Without it (the
+    kernel's exit event gives the exact time anyway) the caller waits inline: one thread less.
     """
     try:
+        if launch.spawner is not None:
+            return launch.spawner.start(
+                argv, accounting.join_paths(), env=launch.env, cwd=launch.cwd,
+                quiet=launch.quiet, watch=watch,
+            )  # fmt: skip
+        output = subprocess.DEVNULL if launch.quiet else None
         return Process.start(
-            argv, cwd=cwd, env=env, stdin=None, stdout=output, stderr=output, join=join,
-            stamp_exec=True, watch=watch,
+            argv, cwd=launch.cwd, env=launch.env, stdin=None, stdout=output, stderr=output,
+            join=accounting.preexec_join(), stamp_exec=True, watch=watch,
         )  # fmt: skip
     except OSError as exc:
         raise SubjectStartError(argv, exc) from exc
 
 
-def _exit_moment(proc: Process, watched: bool) -> int:
-    """When the command exited (it is left unreaped: /proc and the groups stay readable)."""
+def _exit_moment(proc: Process, watched: bool, sampler: Sampler) -> int:
+    """When the command exited (it is left unreaped: /proc and the groups stay readable). The
+    sampler's ticks start only if the command outlives the first tick's due time."""
+    first_tick_s = sampler.interval_ms / 1000
     if watched:
-        seen = proc.exit_seen()
+        seen = proc.exit_seen(first_tick_s)
+        if seen is None:
+            sampler.start_ticking()
+            seen = proc.exit_seen()
         assert seen is not None
         return seen
-    proc.wait_exited(None)
+    if not proc.wait_exited(first_tick_s):
+        sampler.start_ticking()
+        proc.wait_exited(None)
     return time.monotonic_ns()
 
 
@@ -159,19 +189,73 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _abandon(accounting: Any, proc: Process | None, sampler: Any) -> None:
+def _abandon(run: _Run) -> None:
     """Interrupted: stop sampling, kill the subject's whole tree and reap the root."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C waits for this
     try:
-        if sampler is not None:
+        if run.sampler is not None:
             with contextlib.suppress(Exception):
-                sampler.stop(end_scan=False)
+                run.sampler.stop(end_scan=False)
         with contextlib.suppress(Exception):
-            accounting.kill()
-        if proc is not None:
-            proc.kill(wait_s=None)  # the whole group; reaps the root
+            run.accounting.kill()
+        if run.proc is not None:
+            # the whole group; reaps the root (a broken spawner cannot: init then does)
+            with contextlib.suppress(MetewandError):
+                run.proc.kill(wait_s=None)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _run_to_exit(
+    run: _Run,
+    argv: Sequence[str],
+    launch: _Launch,
+    events: ProcEvents | None,
+    start_sampler: Callable[[TreeAccounting], Sampler],
+) -> tuple[Measurement, Measurement | None]:
+    """Start the command, sample its tree until it exits. Its wall time: the kernel's own exec
+    and exit times when ``events`` has them (the tightest bound), else this process's stamps.
+    The tree's process peak when the kernel reported every fork and exit (else None: the
+    sampler's count stands)."""
+    watched = events is None
+    run.proc = proc = _start(argv, run.accounting, launch, watched)
+    run.accounting.attach(proc.pid, joined=launch.spawner is not None)
+    run.sampler = start_sampler(run.accounting)
+    assert proc.exec_ns is not None
+    run.span = (proc.exec_ns, _exit_moment(proc, watched, run.sampler))
+    tree = events.tree(proc.pid) if events is not None else None
+    if tree is None or tree.span is None:
+        return complete(run.span[1] - run.span[0], "monotonic"), None
+    run.span = exec_ns, exit_ns = tree.span
+    peak = tree.process_peak()
+    return complete(exit_ns - exec_ns, "proc_connector"), (
+        complete(peak, "proc_connector:fork_exit") if peak is not None else None
+    )
+
+
+def _measurements(
+    wall: Measurement,
+    processes: Measurement | None,
+    cpu: CpuReading,
+    memory: MemoryReading,
+    summary: SamplerSummary,
+) -> dict[str, Measurement]:
+    return {
+        "wall_time_ns": wall,
+        "cpu_time_ns": cpu.total,
+        "cpu_user_time_ns": cpu.user,
+        "cpu_system_time_ns": cpu.system,
+        "peak_memory_bytes": memory.peak,
+        "pss_baseline_bytes": summary.pss_baseline,
+        "pss_peak_bytes": summary.pss_peak,
+        "pss_end_bytes": summary.pss_end,
+        "process_count_peak": processes or summary.process_count_peak,
+    }
+
+
+def _quality_flags(accounting: TreeAccounting, summary: SamplerSummary) -> list[QualityFlag]:
+    flags = list(accounting.quality_flags)
+    return flags + [f for f in summary.quality_flags if f not in flags]
 
 
 def run_measured(
@@ -188,6 +272,7 @@ def run_measured(
     scanner: PssScanner | None = None,
     marks: MarkReader | None = None,
     layout: CgroupLayout | None = None,
+    spawner: Spawner | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
@@ -197,68 +282,62 @@ def run_measured(
     (and its reader threads) to reuse across runs. ``marks``: phase marks the command writes
     (``measure.mark_fifo``), read against this run's group; the report then has ``phases``.
     ``layout``: the cgroup layout detected once for repeated runs (~0.4 ms a detection here).
+    ``spawner``: start the command through this spawn server (``measure.spawner``), else by a
+    fork with a pre-exec join.
     """
     if not argv:
         raise ValueError("empty command")
     own_events = events is None
     if own_events:
         events = open_events()
-    accounting = open_accounting(backend, label=os.path.basename(argv[0]), layout=layout)
-    proc: Process | None = None
-    sampler: Sampler | None = None
-    phases = None
+    launch = _Launch(env, cwd, discard_output, spawner)
+    run = _Run(open_accounting(backend, label=os.path.basename(argv[0]), layout=layout))
+
+    def start_sampler(accounting: TreeAccounting) -> Sampler:
+        sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
+        sampler.start(ticking=False)  # ticks from the first one due (_exit_moment)
+        return sampler
+
     try:
         if marks is not None:
-            marks.begin(accounting)  # the start reading: the fresh group, before the command
+            marks.begin(run.accounting)  # the start reading: the fresh group, before the command
         with _terminate_as_interrupt():
-            watched = events is None
-            output = subprocess.DEVNULL if discard_output else None
-            proc = _start(argv, accounting.preexec_join(), env, cwd, output, watched)
-            accounting.attach(proc.pid)
-            sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
-            sampler.start()
-            assert proc.exec_ns is not None
-            wall = _exit_moment(proc, watched) - proc.exec_ns
-        wall_source = "monotonic"
-        span = events.span(proc.pid) if events is not None else None
-        if span is not None:  # the kernel's own exec and exit times: the tightest bound
-            wall, wall_source = span[1] - span[0], "proc_connector"
-        summary = sampler.stop(end_scan=False)
-        if marks is not None:
-            phases = marks.finish(proc.exec_ns, proc.exec_ns + wall)
-        cpu, memory = accounting.cpu(), accounting.memory()
-        code = proc.reap()
-        proc.close()
+            wall, processes = _run_to_exit(run, argv, launch, events, start_sampler)
+        return _finish(run, argv, wall, processes, marks)
     except KeyboardInterrupt:
-        _abandon(accounting, proc, sampler)
+        _abandon(run)
         raise
     finally:
         if marks is not None:
             marks.close()
-        accounting.close()  # kills whatever is still in the groups, then removes them
+        run.accounting.close()  # kills whatever is still in the groups, then removes them
         if own_events and events is not None:
             events.close()
-    flags = list(accounting.quality_flags)
-    flags += [f for f in summary.quality_flags if f not in flags]
-    measurements = {
-        "wall_time_ns": complete(wall, wall_source),
-        "cpu_time_ns": cpu.total,
-        "cpu_user_time_ns": cpu.user,
-        "cpu_system_time_ns": cpu.system,
-        "peak_memory_bytes": memory.peak,
-        "pss_baseline_bytes": summary.pss_baseline,
-        "pss_peak_bytes": summary.pss_peak,
-        "pss_end_bytes": summary.pss_end,
-        "process_count_peak": summary.process_count_peak,
-    }
+
+
+def _finish(
+    run: _Run,
+    argv: Sequence[str],
+    wall: Measurement,
+    processes: Measurement | None,
+    marks: MarkReader | None,
+) -> SubjectReport:
+    """Read the exited command's groups, reap it and build its report."""
+    proc, sampler, accounting = run.proc, run.sampler, run.accounting
+    assert proc is not None and sampler is not None and run.span is not None
+    summary = sampler.stop(end_scan=False)
+    phases = marks.finish(*run.span) if marks is not None else None
+    cpu, memory = accounting.cpu(), accounting.memory()
+    code = proc.reap()
+    proc.close()
     return SubjectReport(
         argv=list(argv),
         backend=accounting.backend,
         fallback_reasons=list(accounting.fallback_reasons),
-        measurements=measurements,
+        measurements=_measurements(wall, processes, cpu, memory, summary),
         exit_status=code if code >= 0 else None,
         signal=-code if code < 0 else None,
-        quality_flags=flags,
+        quality_flags=_quality_flags(accounting, summary),
         sampler=summary,
         root_pid=proc.pid,
         samples=summary.samples,

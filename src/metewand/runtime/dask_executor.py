@@ -26,6 +26,7 @@ import itertools
 import secrets
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,6 +40,7 @@ from metewand.runtime.dask_worker import (
     REGISTRATION_TOPIC,
     TRY_TOPIC,
     SlotPlugin,
+    close_slot_task,
     expected_identity,
     gate_resource,
     host_summary_task,
@@ -47,7 +49,7 @@ from metewand.runtime.dask_worker import (
     run_unit_task,
     slot_owners,
 )
-from metewand.runtime.suite import Row, Suite, SuiteRef, Unit
+from metewand.runtime.suite import Row, Suite, SuiteRef, Unit, merge_facts
 
 # A Dask worker runs beside measured attempts, so its own housekeeping must stay near zero: no
 # statistical profiler (a 10 ms sampling thread), slower event-loop health ticks and memory checks.
@@ -134,6 +136,7 @@ class UnitDone:
     unit: Unit
     rows: list[Row]
     placement: dict[str, Any]
+    facts: list[dict[str, Any]] = field(default_factory=list)  # the worker suite's manifest facts
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,11 @@ class DaskExecutor:
 
     def start(self) -> None:
         if self.local_workers is not None:
-            with dask.config.set(self.worker_config):
+            # the scheduler's HTTP endpoint (health, metrics; no dashboard) wants port 8787 and
+            # warns when another cluster on the host has it; it takes a free port, nothing here
+            # uses it, and the warning only confused a run's output
+            with dask.config.set(self.worker_config), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Port .* is already in use", UserWarning)
                 self._cluster = LocalCluster(
                     n_workers=self.local_workers,
                     threads_per_worker=1,
@@ -315,17 +322,35 @@ class DaskExecutor:
         """The run lifecycle's executor protocol: every row to ``sink`` as its unit finishes.
 
         ``suite`` is the client's own instance; the workers build theirs from ``self.ref``, so the
-        two must name the same kind. Lost tries go to ``on_lost_try`` (the run's side file)."""
+        two must name the same kind. Lost tries go to ``on_lost_try`` (the run's side file).
+        The facts a unit's worker suite made go to the client's ``suite`` before the unit's rows;
+        once the units are done (or the run stops), every worker's slot is closed and its facts
+        (teardown reports) go there too, so the client's end of run sees them."""
         if suite.kind != self.ref.kind:
             raise ValueError(f"the executor was built for {self.ref.kind!r}, not {suite.kind!r}")
-        for outcome in self.stream(units):
-            if isinstance(outcome, LostTry):
-                self.on_lost_try(outcome.record)
-                continue
-            where = f"{outcome.placement['host']}/{outcome.placement['worker_name']}"
-            for row in outcome.rows:
-                sink.attempt_started(f"{row['key']} on {where}")
-                sink.attempt_finished(row)
+        try:
+            for outcome in self.stream(units):
+                if isinstance(outcome, LostTry):
+                    self.on_lost_try(outcome.record)
+                    continue
+                merge_facts(suite, outcome.facts, outcome.placement)
+                where = f"{outcome.placement['host']}/{outcome.placement['worker_name']}"
+                for row in outcome.rows:
+                    sink.attempt_started(f"{row['key']} on {where}")
+                    sink.attempt_finished(row)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the cluster may be what broke
+                self.close_slots(suite)
+            raise
+        self.close_slots(suite)
+
+    def close_slots(self, suite: Suite) -> None:
+        """Close this run's slot on every worker; their facts go to the client's ``suite``."""
+        closed = self.client.run(close_slot_task, self.run_token, on_error="return")
+        for address in sorted(closed):
+            reply = closed[address]
+            if isinstance(reply, dict):  # None: no slot there; an exception: the worker broke
+                merge_facts(suite, reply["facts"], reply["placement"])
 
     def stream(self, units: Iterable[Unit]) -> Iterator[UnitDone | LostTry]:
         """Submit every unit, then yield outcomes as they finish (lost tries before their unit).
@@ -361,7 +386,7 @@ class DaskExecutor:
                 where = finished[future.key] = result["placement"]
                 for msg in self._tries.lost(future.key, where["try"]):
                     yield LostTry(self._lost_record(msg, by_key[future.key], where))
-                yield UnitDone(by_key[future.key], result["rows"], where)
+                yield UnitDone(by_key[future.key], result["rows"], where, result.get("facts", []))
                 future.release()
         except BaseException as exc:
             self.interrupt(futures)

@@ -11,6 +11,10 @@ What the client writes, as outcomes arrive:
   the count of rows and lost tries per host and per worker.
 
 The two file names are ``runtime.rundir``'s (the one owner of the run directory's names).
+
+``execute_on_dask`` is what both suites' runners call for ``--executor dask``: the run lifecycle
+(``runtime.run.Run``) over a ``DaskExecutor``, with the same two side files, and the session
+recorded (``runtime.run_sessions``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from metewand.runtime import rundir
+from metewand.runtime import run_sessions, rundir
 from metewand.runtime.dask_executor import DaskExecutor, LostTry, UnitDone
 from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
+from metewand.runtime.run import Run
 from metewand.runtime.store import RunStore
-from metewand.runtime.suite import Unit
+from metewand.runtime.suite import Row, Suite, SuiteRef, Unit
 
 LOST_TRIES_NAME = rundir.LOST_TRIES
 HOSTS_NAME = rundir.DASK_HOSTS
@@ -128,3 +133,56 @@ def hosts_record(executor: DaskExecutor, tally: DaskRunTally) -> dict[str, Any]:
         "closed_orphaned_slots": executor.dropped_orphans,
         "workers": workers,
     }
+
+
+def execute_on_dask(
+    session: Run,
+    suite: Suite,
+    ref: SuiteRef,
+    units: list[Unit],
+    scheduler: str | None,
+    local_workers: int | None,
+) -> list[Row]:
+    """``units`` on a Dask cluster: lost tries to ``lost_tries.jsonl`` as they are known, and
+    ``dask_hosts.json`` (registrations, per-host counts and telemetry) however the run ends.
+
+    The cluster is reached (and, for ``local_workers``, started) inside the run, so a cluster
+    that cannot be used ends the run ``interrupted`` with the reason, resumable once it is
+    there (``DaskExecutorError``, exit 3)."""
+    store = session.store
+    entry = run_sessions.begin_session(store, "dask", scheduler)
+    lost_file = store.run_dir / LOST_TRIES_NAME
+    tally = DaskRunTally()
+
+    def lost(record: dict[str, Any]) -> None:
+        rundir.append_line(lost_file, record)
+        tally.lost_tries += 1
+        tally.lost_by_worker[record["worker"]] += 1
+
+    executor = DaskExecutor(ref, scheduler=scheduler, local_workers=local_workers, on_lost_try=lost)
+    try:
+        executor.start()
+    except BaseException as exc:  # no cluster to run on: the run stays resumable, with why
+        executor.close()
+        store.update_manifest({"interruption_reason": f"{type(exc).__name__}: {exc}"})
+        store.set_state("interrupted")
+        raise
+    try:
+        return session.execute(suite, executor, units)
+    finally:
+        try:
+            count_session_rows(store.rows(), {key for unit in units for key in unit.keys}, tally)
+            record = run_sessions.dask_session_record(store, entry, hosts_record(executor, tally))
+            rundir.write_json_atomic(store.run_dir / HOSTS_NAME, record)
+        finally:
+            executor.close()
+
+
+def count_session_rows(rows: list[Row], keys: set[str], tally: DaskRunTally) -> None:
+    """This session's rows per host and per worker (a resumed run's earlier rows are not)."""
+    for row in rows:
+        where = row.get("placement") or {}
+        if where.get("executor") == "dask" and row["key"] in keys:
+            tally.rows_by_host[where["host"]] += 1
+            tally.rows_by_worker[where["worker"]] += 1
+            tally.rows_written += 1

@@ -14,7 +14,10 @@ join later, and on a worker a nanny restarts after a crash). At setup it:
 Units run in ``run_unit_task``: the suite is rebuilt from its ``SuiteRef``, the slot is opened on
 the first unit and reused by every later one, and closed at teardown. The task reports its start
 as a try event first, so the client can record a try that a killed worker lost. Every row is
-stamped with where it ran (host, worker, try).
+stamped with where it ran (host, worker, try). The manifest facts the worker's suite collected
+while running the unit (``runtime.suite.take_facts``) travel back with its rows; those its slot
+makes when it closes (teardown reports) come back from ``close_slot_task``, which the client runs
+on every worker when its units are done: the client is the run manifest's one writer.
 
 Host telemetry and the pollution gate run per worker while its slot is open; the client collects
 each worker's summary at the end of the run (``host_summary_task``).
@@ -22,9 +25,9 @@ each worker's summary at the end of the run (``host_summary_task``).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
-import socket
 import threading
 import time
 from typing import Any
@@ -35,7 +38,8 @@ from distributed.exceptions import Reschedule
 from metewand.measure.host import HostTelemetry
 from metewand.runtime import provenance
 from metewand.runtime import suite as suite_registry
-from metewand.runtime.suite import Row, Slot, Suite, SuiteRef, Unit, build
+from metewand.runtime.host_name import worker_host
+from metewand.runtime.suite import Row, Slot, Suite, SuiteRef, Unit, build, take_facts
 
 # The resource an operator gives the one worker of a host (``--resources metewand-host=1``): with a
 # quantity of 1 and every unit asking for 1, the host never runs two units at once.
@@ -43,6 +47,10 @@ HOST_RESOURCE = "metewand-host"
 REGISTRATION_TOPIC = "metewand-registration"
 TRY_TOPIC = "metewand-try"
 TELEMETRY_INTERVAL_S = 1.0
+# A slot closes after the unit in flight on it has ended (as a local slot does): an interrupted
+# unit ends within an attempt's cancellation; a unit still running after this long is closed
+# under (its engines stopped beneath it), so closing never hangs the run's end.
+UNIT_END_WAIT_S = 60.0
 
 
 def gate_resource(tree_sha256: str) -> str:
@@ -97,7 +105,9 @@ class SlotPlugin(WorkerPlugin):
         self._suite: Suite | None = None
         self._slot: Slot | None = None
         self._telemetry: HostTelemetry | None = None
+        self._summary: dict[str, Any] | None = None  # the telemetry of a closed slot
         self._lock = threading.Lock()
+        self._unit_running = threading.Lock()  # held while a unit runs on this worker's slot
         self._worker_address = ""
         self._worker_name = ""
 
@@ -130,7 +140,7 @@ class SlotPlugin(WorkerPlugin):
                 "run": self.run_token,
                 "worker": worker.address,
                 "worker_name": str(worker.name),
-                "host": socket.gethostname(),
+                "host": worker_host(),
                 "accepted": self.accepted,
                 "reason": self.reason,
                 "host_facts": provenance.host_facts(),
@@ -155,19 +165,37 @@ class SlotPlugin(WorkerPlugin):
             return self._suite, self._slot
 
     def host_summary(self) -> dict[str, Any] | None:
-        """This worker's host telemetry summary so far (None when no unit ever ran here)."""
+        """This worker's host telemetry summary (None when no unit ever ran here); stops the
+        telemetry of a slot still open."""
         with self._lock:
             telemetry, self._telemetry = self._telemetry, None
-        return telemetry.stop() if telemetry is not None else None
+        if telemetry is not None:
+            self._summary = telemetry.stop()
+        return self._summary
 
-    def close_slot(self) -> None:
+    def close_slot(self) -> list[dict[str, Any]]:
+        """Close this worker's slot once the unit in flight ended (``UNIT_END_WAIT_S`` at most);
+        returns the facts its suite made since its last unit (the slot's teardown report).
+        Telemetry stops here, its summary kept for ``host_summary``."""
+        ended = self._unit_running.acquire(timeout=UNIT_END_WAIT_S)
+        try:
+            return self._close_slot()
+        finally:
+            if ended:
+                self._unit_running.release()
+
+    def _close_slot(self) -> list[dict[str, Any]]:
         with self._lock:
             slot, self._slot = self._slot, None
             telemetry, self._telemetry = self._telemetry, None
-        if slot is not None:
-            slot.close()
-        if telemetry is not None:
-            telemetry.stop()
+            suite = self._suite
+        try:
+            if slot is not None:
+                slot.close()
+        finally:
+            if telemetry is not None:
+                self._summary = telemetry.stop()
+        return take_facts(suite) if suite is not None else []
 
 
 def plugin_name(run_token: str) -> str:
@@ -187,7 +215,7 @@ def placement(plugin: SlotPlugin, try_id: str) -> dict[str, Any]:
     """Where a try ran: every row carries it, so rows of different hosts are never pooled blind."""
     return {
         "executor": "dask",
-        "host": socket.gethostname(),
+        "host": worker_host(),
         "worker": plugin._worker_address,
         "worker_name": plugin._worker_name,
         "try": try_id,
@@ -212,11 +240,24 @@ def run_unit_task(run_token: str, dask_key: str, unit_json: dict[str, Any]) -> d
             **where,
         },
     )
-    suite, slot = plugin.slot()
-    rows: list[Row] = suite.run_unit(slot, unit)
+    with plugin._unit_running:
+        suite, slot = plugin.slot()
+        rows: list[Row] = suite.run_unit(slot, unit)
     for row in rows:
         row["placement"] = dict(where)
-    return {"rows": rows, "placement": where}
+    return {"rows": rows, "placement": where, "facts": take_facts(suite)}
+
+
+async def close_slot_task(run_token: str, dask_worker: Any = None) -> dict[str, Any] | None:
+    """Run through ``Client.run`` once the run's units are done (or interrupted): close this
+    worker's slot once its unit in flight ended and return the facts that made (``{"facts",
+    "placement"}``); None when no slot was open here. The wait runs off the worker's event loop,
+    which keeps serving the scheduler meanwhile."""
+    plugin = dask_worker.plugins.get(plugin_name(run_token)) if dask_worker else None
+    if not isinstance(plugin, SlotPlugin) or plugin._slot is None:
+        return None
+    facts = await asyncio.to_thread(plugin.close_slot)
+    return {"facts": facts, "placement": placement(plugin, "slot-close")}
 
 
 def host_summary_task(run_token: str, dask_worker: Any = None) -> dict[str, Any] | None:

@@ -22,8 +22,13 @@ A suite is three things to the runtime:
   started outside its slots (leftover engines, accounting groups, scratch dirs); then
   ``finish(completed)`` records the run's end-of-run facts (manifest fields from the rows).
 
-An executor (local threads today, Dask later) only moves ``Unit``s and rows, so both are plain
-JSON-able data. A suite is named by a ``SuiteRef`` (its kind and its JSON config) so that
+An executor (local threads, or Dask) only moves ``Unit``s and rows, so both are plain JSON-able
+data. A suite whose slots record run facts in the manifest (engine identities, teardown reports,
+materialized datasets) does so on the client only: on another process or host (Dask) the run's
+manifest has one writer, the client. There the suite collects those facts as data instead, the
+executor takes them after each unit and when the slot closes (``take_facts()``), and hands them,
+with where they were made, to the client's suite (``merge_facts(facts, placement)``), which
+writes them. Both are optional: a suite without them has no such facts. A suite is named by a ``SuiteRef`` (its kind and its JSON config) so that
 another process or host can rebuild it: the registry maps kinds to import paths, which keeps
 ``runtime`` free of imports from ``suites`` (the layer rule points down only).
 """
@@ -91,6 +96,19 @@ class Suite(Protocol):
     def teardown(self) -> None: ...
 
     def finish(self, completed: bool) -> None: ...
+
+
+def take_facts(suite: Suite) -> list[dict[str, Any]]:
+    """The manifest facts a worker-side suite collected since the last call (JSON-able)."""
+    take = getattr(suite, "take_facts", None)
+    return list(take()) if take is not None else []
+
+
+def merge_facts(suite: Suite, facts: list[dict[str, Any]], placement: dict[str, Any]) -> None:
+    """Give a worker's facts to the client's suite (the one writer of the run's manifest)."""
+    merge = getattr(suite, "merge_facts", None)
+    if merge is not None and facts:
+        merge(facts, placement)
 
 
 # kind -> "module:callable" taking a SuiteRef and returning a Suite. Suites register

@@ -10,6 +10,7 @@ measurement trouble there never changes a functional status.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from metewand.measure.quiet import CpuNs, QuietOutcome, wait_quiet
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.resource_record import peer_resources_record
+from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.adapter_attempt import (
     AdapterAttempt,
@@ -102,11 +104,15 @@ class _CollectionWindow:
 
 class AttemptRunner:
     def __init__(
-        self, plan: Plan, store: RunStore, pool: EnginePool, server: FixtureServer,
+        self, plan: Plan, store: RunStore | SharedRunView, pool: EnginePool, server: FixtureServer,
         base_url: str, hooks: RunHooks | None,
+        identity_of: Callable[[str], dict[str, Any]] | None = None,
     ) -> None:  # fmt: skip
+        """``identity_of``: an engine's recorded identity (default: the run manifest's; a Dask
+        worker's suite gives the identity of its own host's binary)."""
         self.plan = plan
         self.store = store
+        self.identity_of = identity_of or self._manifest_identity
         self.pool = pool
         self.server = server
         self.base_url = base_url
@@ -116,7 +122,7 @@ class AttemptRunner:
         # group in owned.jsonl, so a killed runner's stuck adapter is swept by --resume
         self.adapters = SlotAdapters(
             plan.config.adapter_mode,
-            store.run_dir / rundir.ENGINE_LOGS / f"worker-{pool.worker}",
+            pool.log_dir,  # a Dask worker's pool names its own (they share the run directory)
             OwnedJournal(store.run_dir),
         )
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
@@ -267,7 +273,7 @@ class AttemptRunner:
     def _provenance(self, engine: str, process: EngineProcess) -> dict[str, Any]:
         """The peer's ``engine_provenance``: binary, its sha256 (hashed once at launch and kept
         in the manifest), the endpoint and the command line the attempt ran against."""
-        identity = self.store.manifest["data"].get("engines", {}).get(engine, {})
+        identity = self.identity_of(engine)
         port = getattr(process, "port", None)
         return {
             "engine": engine,
@@ -279,6 +285,9 @@ class AttemptRunner:
             "http_identity": dict(getattr(process, "json_version", {}) or {}),
             "launch_command": list(getattr(process, "argv", []) or []),
         }
+
+    def _manifest_identity(self, engine: str) -> dict[str, Any]:
+        return dict(self.store.manifest["data"].get("engines", {}).get(engine, {}))
 
     async def _settle(self, process: EngineProcess, engine: str) -> QuietOutcome | None:
         """Resource profiles: let the engine finish what closing the page set off (a renderer

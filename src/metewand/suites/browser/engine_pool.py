@@ -41,12 +41,14 @@ class EnginePool:
         worker: int,
         on_launch: OnLaunch | None = None,
         preexec_for: PreexecFor | None = None,
+        log_name: str | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.worker = worker
         self._on_launch = on_launch
         self._processes: dict[str, EngineProcess] = {}
-        log_dir = run_dir / rundir.ENGINE_LOGS / f"worker-{worker}"
+        # ``log_name``: a Dask worker's pools all have index 0 and share the run directory
+        self.log_dir = log_dir = run_dir / rundir.ENGINE_LOGS / (log_name or f"worker-{worker}")
         for name, engine in engines.items():
             preexec = preexec_for(worker, name) if preexec_for is not None else None
             self._processes[name] = EngineProcess(

@@ -1,9 +1,11 @@
 """The browser run: plan, open (or resume) the run directory, and hand the plan's rounds to the
 runtime (``runtime.run.Run`` over ``BrowserSuite`` on the local executor, ``--jobs`` slots each
-with its own engines and fixture server); then score.
+with its own engines and fixture server, or on a Dask cluster, ``Executor.dask``: whole rounds,
+one slot per worker); then score.
 
 ``run_browser(...)`` is the whole command (``metewand browser run``); it returns an exit code:
-0 done, 2 invalid input (nothing run), 130 interrupted (state ``interrupted``, resumable).
+0 done, 2 invalid input (nothing run), 3 no usable Dask cluster (state ``interrupted``,
+resumable), 130 interrupted (state ``interrupted``, resumable).
 A run directory is only ever changed through ``RunStore`` (whole rows, whole artifact dirs).
 """
 
@@ -16,8 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.errors import BENCHMARK_FAILURES, INTERRUPTED, INVALID_INPUT, OK
-from metewand.runtime import provenance, rundir
+from metewand.errors import (
+    BENCHMARK_FAILURES,
+    ENVIRONMENT_MISSING,
+    INTERRUPTED,
+    INVALID_INPUT,
+    OK,
+    EnvironmentMissing,
+)
+from metewand.runtime import provenance, run_sessions, rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.run import HARNESS_ERROR_FILE, Run, open_store
@@ -28,7 +37,7 @@ from metewand.runtime.store import (
     StoreError,
     utc_now,
 )
-from metewand.runtime.suite import Unit
+from metewand.runtime.suite import SuiteRef, Unit
 from metewand.suites.browser import peer_manifest
 from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.leftovers import kill_leftovers
@@ -41,7 +50,7 @@ from metewand.suites.browser.run_plan import (
     corpus_digest,
     not_run_subsets,
 )
-from metewand.suites.browser.suite import BrowserSuite, rounds
+from metewand.suites.browser.suite import BrowserSuite, rounds, suite_config
 
 CONFIG_KEY: Final = "config"
 Echo = Callable[[str], None]
@@ -49,6 +58,17 @@ Echo = Callable[[str], None]
 
 def _stderr(text: str) -> None:
     print(text, file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where the rounds run: ``local`` (``--jobs`` slots here) or ``dask`` (exactly one of
+    ``scheduler``, a running cluster's ``tcp://HOST:PORT``, and ``local_workers``, a
+    LocalCluster of that many worker processes; the CLI checks the flags)."""
+
+    kind: str = "local"
+    scheduler: str | None = None
+    local_workers: int | None = None
 
 
 @dataclass
@@ -120,10 +140,12 @@ def run_browser(
     echo: Echo = _stderr,
     hooks: RunHooks | None = None,
     plan: Plan | None = None,
+    executor: Executor | None = None,
 ) -> RunResult:
     """``plan``: the plan of ``config`` when the caller built it already (to check it first)."""
+    executor = executor or Executor()
     try:
-        store, plan = _open(config, out_dir, run_id, resume, echo, plan)
+        store, plan = _open(config, out_dir, run_id, resume, echo, plan, executor)
     except (PlanError, StoreError) as exc:
         for line in getattr(exc, "lines", [str(exc)]):
             echo(f"error: {line}")
@@ -136,10 +158,13 @@ def run_browser(
         try:
             # Rows and raw files only: scores.json and the resource summary are derived files,
             # written by compare.generate.write_after_run (the CLI calls it next).
-            run.execute(suite, LocalExecutor(plan.config.jobs), units)
+            _execute(run, suite, units, executor)
         except KeyboardInterrupt:
             echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
             return RunResult(INTERRUPTED, store.run_dir)
+        except EnvironmentMissing as exc:  # no usable Dask cluster: interrupted, resumable
+            echo(f"error: {exc} (resume with --resume {store.run_dir})")
+            return RunResult(ENVIRONMENT_MISSING, store.run_dir)
         except Exception as exc:  # the harness broke: the run said so in its manifest
             reason = store.manifest["data"].get("interruption_reason", str(exc))
             traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
@@ -148,6 +173,18 @@ def run_browser(
             return RunResult(BENCHMARK_FAILURES, store.run_dir)
         echo(f"done: {store.run_dir}")
         return RunResult(OK, store.run_dir)
+
+
+def _execute(run: Run, suite: BrowserSuite, units: list[Unit], executor: Executor) -> None:
+    if executor.kind != "dask":
+        run_sessions.begin_session(run.store, "local")
+        run.execute(suite, LocalExecutor(suite.plan.config.jobs), units)
+        return
+    from metewand.runtime.dask_run import execute_on_dask  # the optional extra, imported late
+
+    corpus_sha256 = run.store.manifest["data"]["corpus"]["sha256"]
+    ref = SuiteRef("browser", suite_config(suite.plan.config, run.store.run_dir, corpus_sha256))
+    execute_on_dask(run, suite, ref, units, executor.scheduler, executor.local_workers)
 
 
 def _leftovers(echo: Echo) -> Callable[[RunStore], None]:
@@ -177,7 +214,7 @@ def _announce(store: RunStore, plan: Plan, echo: Echo) -> list[Unit]:
 
 def _open(
     config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo,
-    planned: Plan | None = None,
+    planned: Plan | None = None, executor: Executor | None = None,
 ) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
         run_dir = rundir.locate_run_dir(resume, out_dir)
@@ -185,10 +222,12 @@ def _open(
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
         _check_baseline(plan.config, out_dir)
+        _check_executor(plan.config, executor)
         return open_store(out_dir, None, run_dir, {}, on_open=_leftovers(echo)), plan
     assert config is not None
     plan = planned or build_plan(config)
     _check_baseline(config, out_dir)
+    _check_executor(config, executor)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
     for subset_id, why in not_run_subsets(plan).items():
@@ -209,6 +248,14 @@ def _open(
     except OSError as exc:  # --out is a file, under a file, or not writable
         raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
                          f"{exc.strerror or exc}"]) from None  # fmt: skip
+
+
+def _check_executor(config: RunConfig, executor: Executor | None) -> None:
+    """A profiled run stays local: its cold starts, accounting groups and calibration are the
+    client's (docs/dask.md, what is not done)."""
+    if executor is not None and executor.kind == "dask" and config.resource.profile != "off":
+        raise PlanError([f"--resource-profile {config.resource.profile} does not run with "
+                         "--executor dask (not built: profiled runs are local only)"])  # fmt: skip
 
 
 def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
@@ -254,4 +301,4 @@ def _check_baseline(config: RunConfig, out_dir: Path) -> None:
                          f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
 
 
-__all__ = ["HARNESS_ERROR_FILE", "RunResult", "run_browser"]
+__all__ = ["HARNESS_ERROR_FILE", "Executor", "RunResult", "run_browser"]

@@ -10,19 +10,31 @@ runs, and its teardown report lands in the manifest (``teardown["worker-N"]``).
 An engine that was not found gives its ``not_run`` row without a launch. The resource profiler's
 hooks see every launch (``preexec_for``) and attempt; its cold starts run in ``prepare``, before
 any slot opens, on a run that has no row yet.
+
+On Dask (``from_ref``) a worker rebuilds the suite from the run's config and runs rounds only:
+the engine identities its slot hashes (per host: every worker hashes its own binaries) and its
+slot's teardown report are kept as facts (``take_facts``) that travel back with the round's
+rows, and the client's suite writes them into the manifest (``merge_facts``: the first identity
+of each engine under ``engines``, every host's under ``engines_by_host``). A worker's engine logs
+go to ``engine_logs/dask-<worker name>``. Profiled runs are not run on Dask (the cold starts and
+the profiler's accounting groups are the client's); the runner refuses them (exit 2).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import socket
 import threading
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 from metewand.runtime import rundir
+from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore, utc_now
-from metewand.runtime.suite import Row, Unit, UnitEvents
+from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
 from metewand.suites.browser.engine_pool import EnginePool
@@ -31,7 +43,8 @@ from metewand.suites.browser.fixtures import FixtureServer
 from metewand.suites.browser.leftovers import kill_leftovers
 from metewand.suites.browser.profiler import ResourceProfiler
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
-from metewand.suites.browser.run_plan import Plan
+from metewand.suites.browser.run_config import RunConfig
+from metewand.suites.browser.run_plan import Plan, PlanError, build_plan, corpus_digest
 
 T = TypeVar("T")
 
@@ -39,9 +52,10 @@ T = TypeVar("T")
 class BrowserSlot:
     """An engine pool and a fixture server, served by one event loop on its own thread."""
 
-    def __init__(self, suite: BrowserSuite, index: int) -> None:
+    def __init__(self, suite: BrowserSuite, index: int, label: str) -> None:
         self.suite = suite
         self.index = index
+        self.label = label  # its teardown report's key and its engine logs' directory
         self._task: asyncio.Task[Any] | None = None
         self._stopping = False
         self.loop = asyncio.new_event_loop()
@@ -52,7 +66,7 @@ class BrowserSlot:
         plan, store = suite.plan, suite.store
         self.pool = EnginePool(
             plan.available, store.run_dir, store.run_id, index, suite.on_launch,
-            suite.hooks.preexec_for,
+            suite.hooks.preexec_for, log_name=label,
         )  # fmt: skip
         self.server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
         self.runner: AttemptRunner | None = None
@@ -61,7 +75,9 @@ class BrowserSlot:
         except BaseException:
             self._stop_loop()
             raise
-        self.runner = AttemptRunner(plan, store, self.pool, self.server, base_url, suite.hooks)
+        self.runner = AttemptRunner(
+            plan, store, self.pool, self.server, base_url, suite.hooks, suite.identity_of
+        )
 
     def attempt(self, planned: PlannedAttempt) -> Row:
         """Run one attempt on this slot's loop; an interrupt cancels it (no row, no artifacts)."""
@@ -84,7 +100,7 @@ class BrowserSlot:
             if self.runner is not None:  # served adapters end before the engines they drive
                 self._call(self.runner.adapters.close_all(), cancellable=False)
             reports = self._call(self.pool.stop_all(), cancellable=False)
-            self.suite.teardown_reports[f"worker-{self.index}"] = reports
+            self.suite.slot_closed(self.label, reports)
             self._call(self.server.stop(), cancellable=False)
         finally:
             self._stop_loop()
@@ -121,14 +137,27 @@ class BrowserSuite:
     kind = "browser"
 
     def __init__(
-        self, plan: Plan, store: RunStore, profiler: ResourceProfiler, hooks: RunHooks
+        self,
+        plan: Plan,
+        store: RunStore | SharedRunView,
+        profiler: ResourceProfiler | None,
+        hooks: RunHooks,
+        *,
+        worker_side: bool = False,
     ) -> None:
         self.plan, self.store, self.profiler, self.hooks = plan, store, profiler, hooks
+        # a Dask worker's suite writes nothing in the manifest: its facts go back as data
+        self.worker_side = worker_side
         self.teardown_reports: dict[str, Any] = {}
         self._slots: list[BrowserSlot] = []
         self._lock = threading.Lock()  # slots open, and identities land, one at a time
-        self._identities: dict[str, Any] = dict(store.manifest["data"].get("engines", {}))
-        self._peer_engines: dict[str, Any] = dict(store.manifest.get("engines") or {})
+        self._facts: list[dict[str, Any]] = []
+        data = {} if worker_side else store.manifest["data"]
+        self._identities: dict[str, Any] = dict(data.get("engines", {}))
+        self._by_host: dict[str, Any] = dict(data.get("engines_by_host", {}))
+        self._peer_engines: dict[str, Any] = (
+            {} if worker_side else dict(store.manifest.get("engines") or {})
+        )
         self._by_key = {planned.key: planned for planned in plan.attempts}
 
     # -- the protocol -----------------------------------------------------------------------
@@ -143,7 +172,9 @@ class BrowserSuite:
 
     def open_slot(self, slot_id: str) -> BrowserSlot:
         with self._lock:
-            slot = BrowserSlot(self, len(self._slots))
+            index = len(self._slots)
+            label = _dir_label(slot_id) if self.worker_side else f"worker-{index}"
+            slot = BrowserSlot(self, index, label)
             self._slots.append(slot)
         return slot
 
@@ -169,26 +200,90 @@ class BrowserSuite:
             slot.interrupt()
 
     def teardown(self) -> None:
+        assert isinstance(self.store, RunStore), "a worker-side suite has no end of run"
         self.store.update_manifest({"teardown": self.teardown_reports})
         kill_leftovers(self.store.run_dir, self.store.run_id)
-        self.profiler.close()
+        if self.profiler is not None:
+            self.profiler.close()
 
     def finish(self, completed: bool) -> None:
         """The peer's completion fields and the run's resource provenance, from the rows."""
+        assert isinstance(self.store, RunStore), "a worker-side suite has no end of run"
         finish_manifest(self.store, "completed" if completed else "interrupted")
+
+    # -- facts a worker-side suite sends back (runtime.suite.take_facts) ----------------------
+
+    def take_facts(self) -> list[dict[str, Any]]:
+        with self._lock:
+            facts, self._facts = self._facts, []
+        return facts
+
+    def merge_facts(self, facts: list[dict[str, Any]], placement: dict[str, Any]) -> None:
+        """The client's side: a worker's engine identities and teardown reports, into the
+        manifest (teardown reports through what ``teardown`` writes)."""
+        for fact in facts:
+            if fact.get("kind") == "engine_identity":
+                with self._lock:
+                    self._merge_identity(
+                        str(fact["engine"]), fact["identity"], str(placement["host"])
+                    )
+            elif fact.get("kind") == "teardown":
+                with self._lock:
+                    self.teardown_reports[str(fact["slot"])] = fact["reports"]
+
+    def _merge_identity(self, engine: str, identity: dict[str, Any], host: str) -> None:
+        """Under the lock: ``host``'s identity of ``engine``; the run's first one also under
+        ``engines`` (the run's engine pins, as a local run records them)."""
+        assert isinstance(self.store, RunStore)
+        self._by_host.setdefault(host, {})[engine] = {"found": True, **identity}
+        self.store.update_manifest({"engines_by_host": self._by_host})
+        if "binary_sha256" not in self._identities.get(engine, {}):
+            self._record_identity(engine, identity)
+
+    def slot_closed(self, label: str, reports: dict[str, Any]) -> None:
+        with self._lock:
+            if self.worker_side:
+                self._facts.append({"kind": "teardown", "slot": label, "reports": reports})
+            else:
+                self.teardown_reports[label] = reports
 
     # -- engines ----------------------------------------------------------------------------
 
+    def identity_of(self, engine: str) -> dict[str, Any]:
+        """The identity of ``engine`` as hashed on this host (what this host's rows name)."""
+        with self._lock:
+            return dict(self._known_here(engine))
+
+    def _known_here(self, engine: str) -> dict[str, Any]:
+        """A run with per-host identities (it had a Dask session) trusts only this host's: a
+        local session on another host than the workers' hashes its own binaries again."""
+        if self.worker_side or not self._by_host:
+            return dict(self._identities.get(engine, {}))
+        return dict(self._by_host.get(socket.gethostname(), {}).get(engine, {}))
+
     async def on_launch(self, engine: str, process: EngineProcess) -> None:
-        """An engine's identity (binary hash, version) goes to the manifest at its first launch."""
-        if "binary_sha256" in self._identities.get(engine, {}):
+        """An engine's identity (binary hash, version) goes to the manifest at its first launch
+        on this host (on a Dask worker: to the facts the client writes)."""
+        if "binary_sha256" in self._known_here(engine):
             return
         identity = (await process.identity()).to_json()
         with self._lock:
-            self._identities[engine] = {"found": True, **identity}
-            self.store.update_manifest({"engines": self._identities})
-            self._peer_engines[engine] = peer_manifest.engine_fields(identity)
-            self.store.update_top_level({"engines": self._peer_engines})
+            if self.worker_side:
+                self._identities[engine] = {"found": True, **identity}
+                self._facts.append({"kind": "engine_identity", "engine": engine,
+                                    "identity": identity})  # fmt: skip
+            elif self._by_host:
+                self._merge_identity(engine, identity, socket.gethostname())
+            else:
+                self._record_identity(engine, identity)
+
+    def _record_identity(self, engine: str, identity: dict[str, Any]) -> None:
+        """Under the lock, on the client: the engine's identity into the manifest."""
+        assert isinstance(self.store, RunStore)
+        self._identities[engine] = {"found": True, **identity}
+        self.store.update_manifest({"engines": self._identities})
+        self._peer_engines[engine] = peer_manifest.engine_fields(identity)
+        self.store.update_top_level({"engines": self._peer_engines})
 
     def _not_run(self, planned: PlannedAttempt) -> Row | None:
         missing = self.plan.missing.get(planned.engine)
@@ -217,3 +312,35 @@ def finish_manifest(store: RunStore, status: str) -> None:
         store.rows(), status, utc_now(), block if isinstance(block, dict) else {}, host_summary
     )
     store.update_top_level(fields)
+
+
+def _dir_label(slot_id: str) -> str:
+    """A Dask slot's label (``dask:<worker name>``) as a directory name: ``dask-<name>``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", slot_id.replace("dask:", "dask-", 1))
+
+
+def suite_config(config: RunConfig, run_dir: Path, corpus_sha256: str) -> dict[str, Any]:
+    """The JSON config ``from_ref`` rebuilds the suite from (paths absolute)."""
+    return {
+        "config": config.to_json(),
+        "run_dir": str(Path(run_dir).absolute()),
+        "corpus_sha256": corpus_sha256,
+    }
+
+
+def from_ref(ref: SuiteRef) -> BrowserSuite:
+    """The worker-side suite (``--executor dask``): it only runs rounds. Rows and manifest facts
+    go back as data (the client writes them); artifacts are published into the run directory
+    whole through ``SharedRunView`` (the run directory must be on this host or a shared
+    filesystem). The worker plans the run from the same config; a corpus that differs from the
+    client's (another checkout, an edited task) is refused, since its keys would not match."""
+    config = RunConfig.from_json(ref.config["config"])
+    if config.resource.profile != "off":
+        raise PlanError([f"--resource-profile {config.resource.profile} does not run on Dask"])
+    view = SharedRunView(Path(ref.config["run_dir"]))  # StoreError when the run is not there
+    plan = build_plan(config)
+    found = corpus_digest(plan.corpus.root)["sha256"]
+    if found != ref.config["corpus_sha256"]:
+        raise PlanError([f"{plan.corpus.root}: corpus sha256 {found} on this worker differs from "
+                         f"the client's {ref.config['corpus_sha256']}"])  # fmt: skip
+    return BrowserSuite(plan, view, None, RunHooks(), worker_side=True)

@@ -20,7 +20,7 @@ from typing import Any
 from metewand import __version__
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
-from metewand.runtime import rundir
+from metewand.runtime import run_sessions, rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.interrupts import sigterm_as_interrupt
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -144,6 +144,7 @@ def run(
                 manifest, plan, store, jobs=jobs, cache_dir=options.cache_dir,
                 accounting_backend=options.accounting_backend, timeouts=options.timeouts,
                 log_limit=options.log_limit, phase_marks=options.phase_marks,
+                pair_on_host=options.executor == "dask",
             )  # fmt: skip
             units = suite.units()
             host = _host_telemetry(store.run_dir, options)
@@ -152,6 +153,7 @@ def run(
                 ref = SuiteRef("compute", _ref_config(manifest, store.run_dir, options, jobs))
                 rows = _execute_on_dask(session, suite, ref, units, options)
             else:
+                run_sessions.begin_session(store, "local")
                 rows = session.execute(suite, LocalExecutor(jobs), units)
         finally:
             store.close()
@@ -171,55 +173,9 @@ def _ref_config(
 def _execute_on_dask(
     session: Run, suite: ComputeSuite, ref: SuiteRef, units: list[Unit], options: RunOptions
 ) -> list[Row]:
-    """The units on a Dask cluster: lost tries to ``lost_tries.jsonl`` as they are known, and
-    ``dask_hosts.json`` (registrations, per-host counts and telemetry) however the run ends.
+    from metewand.runtime.dask_run import execute_on_dask  # the optional extra, imported late
 
-    The cluster is reached (and, for ``dask_local``, started) inside the run, so a cluster that
-    cannot be used ends the run ``interrupted`` with the reason, resumable once it is there."""
-    from metewand.runtime.dask_executor import DaskExecutor
-    from metewand.runtime.dask_run import DaskRunTally, hosts_record
-
-    lost_file = session.store.run_dir / rundir.LOST_TRIES
-    tally = DaskRunTally()
-
-    def lost(record: dict[str, Any]) -> None:
-        rundir.append_line(lost_file, record)
-        tally.lost_tries += 1
-        tally.lost_by_worker[record["worker"]] += 1
-
-    executor = DaskExecutor(
-        ref, scheduler=options.scheduler, local_workers=options.dask_local, on_lost_try=lost
-    )
-    try:
-        executor.start()
-    except BaseException as exc:  # no cluster to run on: the run stays resumable, with why
-        executor.close()
-        session.store.update_manifest({"interruption_reason": f"{type(exc).__name__}: {exc}"})
-        session.store.set_state("interrupted")
-        raise
-    try:
-        return session.execute(suite, executor, units)
-    finally:
-        try:
-            _count_rows(session.store.rows(), _keys(units), tally)
-            record = hosts_record(executor, tally)
-            rundir.write_json_atomic(session.store.run_dir / rundir.DASK_HOSTS, record)
-        finally:
-            executor.close()
-
-
-def _count_rows(rows: list[Row], keys: set[str], tally: Any) -> None:
-    """This session's rows per host and per worker (a resumed run's earlier rows are not)."""
-    for row in rows:
-        where = row.get("placement") or {}
-        if where.get("executor") == "dask" and row["key"] in keys:
-            tally.rows_by_host[where["host"]] += 1
-            tally.rows_by_worker[where["worker"]] += 1
-            tally.rows_written += 1
-
-
-def _keys(units: list[Unit]) -> set[str]:
-    return {key for unit in units for key in unit.keys}
+    return execute_on_dask(session, suite, ref, units, options.scheduler, options.dask_local)
 
 
 def _summary(store: RunStore, plan: Plan, units: list[Unit], rows: list[Row]) -> RunSummary:

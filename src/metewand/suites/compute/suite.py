@@ -1,9 +1,13 @@
 """The compute suite as the runtime sees it (``runtime.suite``): units, slots, one unit's rows.
 
-A unit is one worker unit of the plan (one attempt on a fresh worker, or warm-ups plus
-repetitions on one reused worker, released after its last attempt), minus the attempts the run
-already holds. A slot holds nothing between units: each unit starts its own implementation
-worker, so a unit's attempts are paired on one worker and no worker outlives its unit.
+On the local executor a unit is one worker unit of the plan (one attempt on a fresh worker, or
+warm-ups plus repetitions on one reused worker, released after its last attempt), minus the
+attempts the run already holds. On Dask (``pair_on_host``) a unit is a *pairing group* of those
+worker units (``pairing_groups``): every implementation of one case for one repetition (with
+worker reuse: for all its repetitions, which share a worker), in the plan's order, so that the
+attempts one ratio compares run on the same host one after the other. A slot holds nothing
+between units: each worker unit starts its own implementation worker, so its attempts are
+paired on one worker and no worker outlives its worker unit.
 
 Ctrl-C (``interrupt``): every live worker process is killed and a worker started after that is
 killed as it starts; an attempt cut short leaves neither row nor artifacts (``RunInterrupted``
@@ -19,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from metewand import canonical
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.shared_run import SharedRunView
@@ -64,8 +69,10 @@ class ComputeSuite:
         log_limit: int,
         work_dir: str | None = None,
         phase_marks: bool = True,
+        pair_on_host: bool = False,
     ) -> None:
         self.manifest, self.plan, self.store, self.jobs = manifest, plan, store, jobs
+        self.pair_on_host = pair_on_host
         self.accounting_backend, self.timeouts, self.log_limit = (
             accounting_backend,
             timeouts,
@@ -96,12 +103,20 @@ class ComputeSuite:
             on_start=self._started,
             containment=self.containment,
         )
+        # Dask: the receipts a worker's cache made travel back as facts (``take_facts``); the
+        # client's suite keeps them for the manifest (``merge_facts``), since a transformed
+        # dataset's source is named by no row.
+        self._receipts_sent: set[str] = set()
+        self._worker_receipts: list[dict[str, Any]] = []
 
     # -- the protocol -----------------------------------------------------------------------
 
     def units(self) -> list[Unit]:
-        """The plan's worker units in execution order, each without the attempts already done."""
+        """The plan's worker units in execution order, each without the attempts already done;
+        with ``pair_on_host``, the pairing groups of them (``parts``: each worker unit's keys)."""
         done = self.store.finished_keys()
+        if self.pair_on_host:
+            return _group_units(pairing_groups(self.plan), self.plan, done)
         units = []
         for index, unit in enumerate(self.plan.units):
             todo = tuple(attempt.key for attempt in unit if attempt.key not in done)
@@ -116,17 +131,28 @@ class ComputeSuite:
         return ComputeSlot(slot_id, self.teardown if self.private_work_dir else None)
 
     def run_unit(self, slot: Any, unit: Unit, events: UnitEvents | None = None) -> list[Row]:
+        """A worker unit's attempts on one implementation worker; a pairing group's worker
+        units one after the other, each on its own worker."""
+        parts = unit.payload.get("parts") or [list(unit.keys)]
+        rows: list[Row] = []
+        for keys in parts:
+            if self.sessions.stopping:
+                break
+            rows += self._run_worker_unit(tuple(keys), events)
+        return rows
+
+    def _run_worker_unit(self, keys: tuple[str, ...], events: UnitEvents | None) -> list[Row]:
         worker = ImplementationWorker(
             self.accounting_backend, self.log_limit, self._started, containment=self.containment
         )
         rows = []
         try:
-            for index, key in enumerate(unit.keys):
+            for index, key in enumerate(keys):
                 if self.sessions.stopping:
                     break
                 if events is not None:
                     events.attempt_started(key)
-                last = index == len(unit.keys) - 1
+                last = index == len(keys) - 1
                 row = self._run_attempt(self._attempts[key], worker, last)
                 rows.append(row)
                 if events is not None:
@@ -146,8 +172,24 @@ class ComputeSuite:
             return
         # Every row of the run, so a resumed run keeps the receipts of its earlier sessions;
         # plus this session's sources of transformed datasets, which no attempt names directly.
-        receipts = _receipts(self.store.rows(), self.cache.receipts())
+        built = [*self.cache.receipts(), *self._worker_receipts]
+        receipts = _receipts(self.store.rows(), built)
         self.store.update_manifest({"dataset_materializations": receipts})
+
+    def take_facts(self) -> list[dict[str, Any]]:
+        """Worker side: the materialization receipts this worker's cache made since last asked."""
+        facts = []
+        for receipt in self.cache.receipts():
+            if receipt["derivation_id"] not in self._receipts_sent:
+                self._receipts_sent.add(receipt["derivation_id"])
+                facts.append({"kind": "dataset_materialization", "receipt": receipt})
+        return facts
+
+    def merge_facts(self, facts: list[dict[str, Any]], placement: dict[str, Any]) -> None:
+        """Client side: a worker's receipts, recorded in the manifest when the run finishes."""
+        for fact in facts:
+            if fact.get("kind") == "dataset_materialization":
+                self._worker_receipts.append(fact["receipt"])
 
     # -- one attempt ------------------------------------------------------------------------
 
@@ -192,6 +234,47 @@ class ComputeSuite:
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)
             return build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+
+
+def pairing_groups(plan: Plan) -> list[list[int]]:
+    """The plan's worker units (by index) grouped into what must run on one host: one case's
+    implementations (every implementation configuration of one dataset configuration and
+    problem configuration) for one repetition. With worker reuse a worker unit holds every
+    repetition of its implementation, so the group is the case's worker units whole.
+
+    Groups are in the order of their first worker unit in the plan, and a group's worker units
+    keep their plan order: on its host a group runs in the plan's (seeded, balanced) order."""
+    groups: dict[str, list[int]] = {}
+    for index, unit in enumerate(plan.units):
+        groups.setdefault(_pairing_key(unit), []).append(index)
+    return list(groups.values())
+
+
+def _pairing_key(unit: tuple[PlannedAttempt, ...]) -> str:
+    first = unit[0]
+    case = [
+        first.experiment,
+        first.case,
+        first.dataset.identity,
+        canonical.dumps(first.problem_parameters).decode(),
+    ]
+    if not first.policy.worker_reuse:  # one attempt per worker unit: pair per repetition
+        case.append(str(first.repetition))  # warm-ups are repetition 0: on its host
+    return "\x00".join(case)
+
+
+def _group_units(groups: list[list[int]], plan: Plan, done: set[str]) -> list[Unit]:
+    units = []
+    for members in groups:
+        parts = [
+            [attempt.key for attempt in plan.units[index] if attempt.key not in done]
+            for index in members
+        ]
+        parts = [part for part in parts if part]
+        if parts:
+            keys = tuple(key for part in parts for key in part)
+            units.append(Unit(keys, {"units": members, "parts": parts}))
+    return units
 
 
 def suite_config(

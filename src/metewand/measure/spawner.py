@@ -1,0 +1,263 @@
+"""Start measured commands inside their accounting groups without forking metewand.
+
+A command joins its groups before its first instruction. ``subprocess`` can only arrange that
+with a ``preexec_fn``: a full ``fork`` of metewand (page tables, then copy-on-write faults as
+the child runs Python) and Python code in the child after the join, whose CPU (~1 ms for
+``true`` here) was charged to the command. The ``Spawner`` instead keeps a small server process
+(``measure.spawn_server``) and, per command:
+
+1. moves the server into the command's fresh groups (its pid written to each ``cgroup.procs``;
+   this works for cgroup2 and cgroup1 alike, unlike ``CLONE_INTO_CGROUP``, which is cgroup2
+   only and not reachable from Python here),
+2. has it ``posix_spawn`` the command (``vfork`` + exec: a child is born in its parent's
+   groups, so the command's first allocation and every process it forks are accounted),
+3. moves the server back to its own groups.
+
+What the groups are charged for besides the command: the server's own work between steps 1 and
+3 (reading the request, the spawn call, the reply; it allocates nothing new in steady state).
+The command's process is the server's child: the server reaps it on request
+(``SpawnedChild``), so ``measure.process.Process`` drives it as it drives a ``Popen`` — exit
+through a pidfd, TERM/KILL of its process group, reaping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import marshal
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from metewand.errors import MetewandError
+from metewand.measure import spawn_server
+from metewand.measure.process import Process, fd_ready, open_exit_fd
+
+# (group's cgroup.procs, the cgroup.procs the server returns to) for each group to join
+JoinPaths = Sequence[tuple[str, str]]
+
+
+class SpawnerGone(MetewandError, RuntimeError):
+    """The spawn server ended or its replies stopped making sense."""
+
+
+def spawner_unavailable_reason() -> str | None:
+    """None where the spawner works here, else why not (then ``Process.start`` is used)."""
+    if not hasattr(os, "posix_spawn") or not hasattr(os, "POSIX_SPAWN_DUP2"):
+        return "os.posix_spawn is not available on this platform"
+    if not sys.executable:
+        return "no Python executable to run the spawn server with (sys.executable is empty)"
+    fd, reason = open_exit_fd(os.getpid())
+    if fd is None:  # the command is not metewand's child: only a pidfd can see its exit
+        return reason
+    os.close(fd)
+    return None
+
+
+def _write_pid(procs_path: str, pid: int) -> None:
+    fd = os.open(procs_path, os.O_WRONLY)
+    try:
+        os.write(fd, str(pid).encode())
+    finally:
+        os.close(fd)
+
+
+def resolve_executable(name: str, env: Mapping[str, str] | None) -> str:
+    """The file ``name`` runs, searched in ``env``'s PATH as ``subprocess`` does (the server's
+    own PATH may differ). FileNotFoundError, or PermissionError when only non-executable files
+    of that name are found."""
+    if os.sep in name:
+        return name
+    denied = None
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate):
+            if os.access(candidate, os.X_OK):
+                return candidate
+            denied = denied or candidate
+    if denied is not None:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), denied)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
+
+
+class Spawner:
+    """One spawn server for a ``metewand measure`` invocation; ``close`` ends it."""
+
+    def __init__(self) -> None:
+        requests_read, self._requests = os.pipe()
+        self._replies, replies_write = os.pipe()
+        try:
+            for fd in (requests_read, replies_write):
+                os.set_inheritable(fd, True)
+            argv = [sys.executable, "-I", "-S", spawn_server.__file__,
+                    str(requests_read), str(replies_write)]  # fmt: skip
+            self.pid = os.posix_spawn(sys.executable, argv, dict(os.environ))
+        except BaseException:
+            for fd in (self._requests, self._replies):
+                os.close(fd)
+            raise
+        finally:
+            os.close(requests_read)
+            os.close(replies_write)
+        self._broken = False
+        self._lock = threading.Lock()  # one exchange at a time: the pipes carry no request ids
+
+    def start(
+        self,
+        argv: Sequence[str],
+        join: JoinPaths,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        quiet: bool = False,
+        watch: bool = False,
+    ) -> Process:
+        """Start ``argv`` in a new session inside the groups of ``join``. ``exec_ns`` of the
+        result is the monotonic clock just before the spawn (the spawn's own cost included, as
+        a fork-and-wait tool measures it). Raises OSError when the command cannot start."""
+        path = resolve_executable(argv[0], env)
+        # None: the server's own environment, which is this process's as it was at the server's
+        # start (measure changes nothing in it after); copying it every run cost ~0.1 ms
+        environment = None if env is None else dict(env)
+
+        def spawn() -> tuple[Any, int]:
+            pid, started_ns = self._spawn_joined(path, list(argv), environment, cwd, quiet, join)
+            return SpawnedChild(self, pid), started_ns
+
+        return Process.started_by(spawn, watch)
+
+    def _spawn_joined(
+        self,
+        path: str,
+        argv: list[str],
+        env: dict[str, str] | None,
+        cwd: str | None,
+        quiet: bool,
+        join: JoinPaths,
+    ) -> tuple[int, int]:
+        moved: list[str] = []
+        try:
+            for procs, home in join:
+                _write_pid(procs, self.pid)
+                moved.append(home)
+            reply = self._ask(("spawn", path, argv, env, cwd, quiet))
+        finally:
+            try:
+                for home in moved:  # out again before anything else: only the spawn is charged
+                    _write_pid(home, self.pid)
+            except OSError:
+                self._broken = True  # left in the groups: their removal will kill it
+                raise
+        return int(reply[0]), int(reply[1])
+
+    def wait(self, pid: int, block: bool) -> int | None:
+        """Reap ``pid`` (the server's child): its returncode, or None if it still runs."""
+        code = self._ask(("wait", pid, block))[0]
+        return None if code is None else int(code)
+
+    def _ask(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        with self._lock:
+            if self._broken:
+                raise SpawnerGone("the spawn server is no longer usable")
+            try:
+                body = marshal.dumps(message)
+                os.write(self._requests, len(body).to_bytes(4, "little") + body)
+                reply = self._read_reply()
+            except BaseException:
+                self._broken = True  # an interrupted exchange leaves the pipes out of step
+                raise
+        if reply[0] == "err":
+            raise OSError(reply[1], reply[2])
+        return tuple(reply[1:])
+
+    def _read_reply(self) -> tuple[Any, ...]:
+        head = self._read_exact(4)
+        reply = marshal.loads(self._read_exact(int.from_bytes(head, "little")))
+        if not isinstance(reply, tuple) or not reply:
+            raise SpawnerGone(f"unexpected reply from the spawn server: {reply!r}")
+        return reply
+
+    def _read_exact(self, size: int) -> bytes:
+        data = b""
+        while len(data) < size:
+            chunk = os.read(self._replies, size - len(data))
+            if not chunk:
+                raise SpawnerGone("the spawn server ended")
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        """End the server (end of file on its requests) and reap it."""
+        if self._requests < 0:
+            return
+        for fd in (self._requests, self._replies):
+            os.close(fd)
+        self._requests = self._replies = -1
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+    def __enter__(self) -> Spawner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SpawnedChild:
+    """The ``Popen`` surface ``Process`` uses, for a child of the spawn server."""
+
+    def __init__(self, spawner: Spawner, pid: int) -> None:
+        self.spawner = spawner
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._reap(block=False)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and timeout is not None:
+            fd, _ = open_exit_fd(self.pid)
+            if fd is not None:
+                try:
+                    if not fd_ready(fd, timeout):
+                        raise subprocess.TimeoutExpired([str(self.pid)], timeout)
+                finally:
+                    os.close(fd)
+        if self.returncode is None:
+            self.returncode = self._reap(block=True)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _reap(self, block: bool) -> int | None:
+        # A server that is gone raises SpawnerGone: init inherited the child and reaped it, and
+        # its status is lost (never made up).
+        return self.spawner.wait(self.pid, block)
+
+
+_NOT_STARTED: list[str] = []  # why the last open_spawner found none (start_method reports it)
+
+
+def open_spawner() -> Spawner | None:
+    """A spawn server where this host allows one, else None (``Process.start`` with a fork)."""
+    _NOT_STARTED.clear()
+    reason = spawner_unavailable_reason()
+    if reason is None:
+        try:
+            return Spawner()
+        except OSError as exc:
+            reason = f"the spawn server could not start: {exc.strerror or exc}"
+    _NOT_STARTED.append(reason)
+    return None
+
+
+def start_method(spawner: Spawner | None) -> dict[str, str | None]:
+    """How measured commands were started, and why not through the spawn server."""
+    if spawner is not None:
+        return {"method": "spawn_server", "reason": None}
+    reason = _NOT_STARTED[-1] if _NOT_STARTED else spawner_unavailable_reason()
+    return {"method": "fork_preexec", "reason": reason or "no spawn server was opened"}
