@@ -133,9 +133,10 @@ def main() -> None:
     log = ReadLog()
     log.install()
     suite = builtin_suite_dir()
+    # marks asked for explicitly: a baseline run's default is none (half are switched off below)
     config = RunConfig(str(suite), tuple(args.engines.split(",")), k=args.k, seed="marks",
-                       jobs=args.jobs, resource=ResourceOptions(profile="baseline",
-                       cold_start_samples=0))  # fmt: skip
+                       jobs=args.jobs, phase_marks=True, resource=ResourceOptions(
+                           profile="baseline", cold_start_samples=0))  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="browser_marks_") as tmp:
         order = {t.task_id: i for i, t in enumerate(load_corpus(suite).tasks)}
         alternate_marks(order)

@@ -107,6 +107,8 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
         # unprofiled: the same collection window, no sampler, no resource record
         assert "resource" not in twin and twin["collection_wall_ms"] > 0
         assert "resource" in partner and partner["score_included"] is True
+        # no observer at all: the twin takes no phase marks, its profiled partner does
+        assert "phases" not in twin and partner["phases"]["engine"]["mark_count"] > 0
         # the same engine process ran both
         assert twin["run_context"]["browser_pid"] == partner["run_context"]["browser_pid"]
         assert twin["artifact_dir"] == partner["artifact_dir"] + "-observer-off"

@@ -4,6 +4,11 @@ import): an adapter is a separate program speaking only the contract.
 
 A driver supplies ``connect(payload, budget) -> session``, ``live_product(session)``,
 ``close(session)`` and ``ops``: {op name: async fn(session, step, state) -> value}.
+
+Driver-op marks (metewand's addition, beside the contract): a payload carrying
+``metewand_mark_fd`` names an inherited pipe; one line is written to it at each boundary
+(``driver_connect``, ``op<i>:<op>`` before each op, ``driver_close`` after the last), and the
+harness reads the engine's counters on each. Without the key nothing is written.
 """
 
 from __future__ import annotations
@@ -38,11 +43,28 @@ class Budget:
         return max(0.001, min(own, self.remaining()))
 
 
+class OpMarks:
+    """The harness's mark channel for this payload, or nothing when it asked for no marks."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        fd = payload.get("metewand_mark_fd")
+        self.fd = fd if isinstance(fd, int) and not isinstance(fd, bool) and fd > 2 else None
+
+    def __call__(self, name: str) -> None:
+        if self.fd is None:
+            return
+        try:  # one write per line (atomic on a pipe); a full pipe drops the mark, never blocks
+            os.write(self.fd, name.encode("ascii", "replace") + b"\n")
+        except OSError:
+            pass
+
+
 @dataclass
 class State:
     payload: dict[str, Any]
     budget: Budget
     saved: dict[str, str] = field(default_factory=dict)
+    mark: OpMarks | None = None
 
 
 Op = Callable[[Any, dict[str, Any], State], Awaitable[Any]]
@@ -162,6 +184,8 @@ async def run_steps(
 ) -> list[dict[str, Any]]:
     results = []
     for index, step in enumerate(steps):
+        if state.mark is not None:
+            state.mark(f"op{index}:{step.get('op')}")
         started = time.monotonic()
         op = ops.get(step.get("op", ""))
         if op is None:
@@ -219,6 +243,8 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
     steps = substitute(payload.get("steps") or [], tokens)
     checks = substitute(payload.get("checks") or [], tokens)
     connect_row = {"name": "driver_connect", "status": "pass", "evidence": driver.name}
+    mark = OpMarks(payload)
+    mark("driver_connect")
     try:
         session = await asyncio.wait_for(
             driver.connect(payload, budget), budget.wait(payload.get("connect_timeout_ms"))
@@ -245,8 +271,9 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
                 "script_error",
                 f"binding gate: live product {live!r} != {payload['expect_product_live']!r}",
             )
-        state = State(payload, budget)
+        state = State(payload, budget, mark=mark)
         results = await run_steps(driver.ops, session, steps, state)
+        mark("driver_close")  # the checks, the session's close, the result
         rows = [connect_row]
         for check in checks:
             ok, evidence = evaluate_check(check, results, state.saved)

@@ -2,6 +2,10 @@
 // The part every Node adapter shares: read the abb_scenario_adapter/1 payload, check the binding
 // gate, run the ops through one driver's op table, grade the checks, print one result.
 // A driver file supplies { name, connect(payload, budget), ops, liveProduct(session), close }.
+// Driver-op marks (metewand's addition beside the contract): a payload carrying metewand_mark_fd
+// names an inherited pipe; one line is written to it at each boundary (driver_connect, op<i>:<op>
+// before each op, driver_close after the last) and the harness reads the engine's counters on
+// each. Without the key nothing is written.
 
 const fs = require('fs');
 const path = require('path');
@@ -127,15 +131,26 @@ function trace(payload, record) {
   } catch (e) { /* tracing is best effort by contract */ }
 }
 
+// The harness's mark channel for this payload, or a no-op when it asked for no marks.
+function opMarks(payload) {
+  const fd = payload.metewand_mark_fd;
+  if (!Number.isInteger(fd) || fd <= 2) return () => {};
+  return (name) => {
+    // one write per line (atomic on a pipe); a full pipe drops the mark, never blocks the op
+    try { fs.writeSync(fd, `${name}\n`); } catch (e) { /* the harness reads what it can */ }
+  };
+}
+
 function harnessError(cls, message) {
   return { ok: false, error: { class: cls, message } };
 }
 
-async function runSteps(driver, session, steps, payload, budget) {
+async function runSteps(driver, session, steps, payload, budget, mark = () => {}) {
   const results = [];
   const saved = {};
   const state = { saved, payload, budget };
   for (const [index, step] of steps.entries()) {
+    mark(`op${index}:${step.op}`);
     const started = Date.now();
     const op = driver.ops[step.op];
     let record;
@@ -183,6 +198,8 @@ async function attempt(driver, payload) {
   const steps = substitute(planned.steps || [], tokens);
   const checks = substitute(planned.checks || [], tokens);
   const connectRow = { name: 'driver_connect', status: 'pass', evidence: driver.name };
+  const mark = opMarks(payload);
+  mark('driver_connect');
   let session;
   try {
     session = await driver.connect(payload, budget);
@@ -206,7 +223,8 @@ async function attempt(driver, payload) {
         return harnessError('script_error', `binding gate: live product ${JSON.stringify(live)} != ${JSON.stringify(payload.expect_product_live)}`);
       }
     }
-    const { results, saved } = await runSteps(driver, session, steps, payload, budget);
+    const { results, saved } = await runSteps(driver, session, steps, payload, budget, mark);
+    mark('driver_close'); // the checks, the session's close, the result
     const rows = [connectRow, ...grade(checks, results, saved, driver.checkKinds)];
     const passed = rows.filter((r) => r.status === 'pass').length;
     const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live, live_check: driver.liveProblem ? 'navigator.userAgent' : 'Browser.getVersion' } };

@@ -79,9 +79,11 @@ def browser() -> None:
     "(each attempt still opens its own page), or a fresh process per attempt.",
 )  # fmt: skip
 @click.option(
-    "--phase-marks/--no-phase-marks", default=True, show_default=True,
+    "--phase-marks/--no-phase-marks", default=None,
     help="Read the engine group's and the harness's cheap counters at each page creation, "
-    "navigation, step and grade (the rows' phases field).",
+    "navigation, step, driver op and grade (the rows' phases field). Default: on, off with "
+    "--resource-profile baseline (the A/B's unobserved side); a resumed run keeps its own, "
+    "and refuses the other flag (exit 2).",
 )  # fmt: skip
 @click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
 @click.option(
@@ -189,6 +191,7 @@ def run(**opts: object) -> None:  # fmt: skip
     result = run_browser(
         config, out_dir, opts["run_id"],  # type: ignore[arg-type]
         resume, reporter_factory(mode), echo, plan=plan, executor=executor,
+        resume_phase_marks=opts["phase_marks"],  # type: ignore[arg-type]
     )  # fmt: skip
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
@@ -298,7 +301,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         keep_going=bool(opts["keep_going"]),
         timeout_scale=float(opts["timeout_scale"]),  # type: ignore[arg-type]
         adapter_mode=str(opts["adapter_mode"]).replace("-", "_"),
-        phase_marks=bool(opts["phase_marks"]),
+        phase_marks=opts["phase_marks"],  # type: ignore[arg-type]  # None: the profile's default
         resource=resource,
     )
 

@@ -92,6 +92,9 @@ def check_baseline(plan: Any, baseline_dir: Path, echo: Echo) -> None:
     if base.get("resource_profile") != "baseline":
         mode = base.get("resource_profile")
         problems.append(f"{baseline_dir} ran with --resource-profile {mode}, not baseline")
+    if base.get("phase_marks", False):
+        problems.append(f"{baseline_dir} ran with --phase-marks: the A/B's baseline must run "
+                        "unobserved (rerun it with --no-phase-marks, the baseline's default)")  # fmt: skip
     for name in PROVENANCE_FACTS:
         if name in FACTS_KNOWN_AFTER_LAUNCH:
             continue

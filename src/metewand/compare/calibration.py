@@ -195,12 +195,20 @@ def _provenance_check(fa: RunFacts, fb: RunFacts) -> dict[str, Any]:
 
 
 def _modes_check(fa: RunFacts, fb: RunFacts) -> dict[str, Any]:
+    """The baseline is the document's profiler-off side: mode ``baseline`` and no phase marks
+    (marks read counters in every attempt; a marked baseline would hide the marks' cost of the
+    profiled side from the A/B). A manifest without the fact predates marks: it took none."""
     mode_a, mode_b = fa.get("resource_profile"), fb.get("resource_profile")
-    ok = mode_a == "baseline" and mode_b == "engine"
+    marks_a = bool(fa.get("phase_marks", False))
+    ok = mode_a == "baseline" and mode_b == "engine" and not marks_a
     reason = f"baseline run mode {mode_a!r}, profiled run mode {mode_b!r}"
-    if not ok:
+    if not (mode_a == "baseline" and mode_b == "engine"):
         reason += " (need 'baseline' and 'engine')"
-    return _check("profile_modes", ok, reason, {"baseline": mode_a, "profiled": mode_b})
+    if marks_a:
+        reason += "; the baseline ran with --phase-marks (its attempts were observed)"
+    figures = {"baseline": mode_a, "profiled": mode_b, "baseline_phase_marks": marks_a,
+               "profiled_phase_marks": bool(fb.get("phase_marks", False))}  # fmt: skip
+    return _check("profile_modes", ok, reason, figures)
 
 
 def _overhead_checks(

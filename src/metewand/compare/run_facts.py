@@ -38,6 +38,8 @@ FACT_PATHS: dict[str, tuple[str, ...]] = {
     "host": ("host",),
     "reuse": ("reuse", "browser_reuse", "runner.browser_reuse"),
     "calibration_baseline": ("resource_profile.calibration_baseline", "calibration_baseline"),
+    # metewand's own: phase marks read counters in every attempt (absent: a run without them)
+    "phase_marks": ("phase_marks",),
 }
 
 

@@ -130,8 +130,9 @@ async def run_adapter_attempt(
     """The attempt's outcome and the row's driver block; never raises for anything the
     adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
     driver (a long-lived one) and its mode; without it the adapter runs per attempt.
-    ``phases``: the adapter's ops are not visible here, so its marks are coarse: the page
-    snapshot, the adapter's whole run, the cleanup of pages it left, the grade."""
+    ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
+    adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
+    grade."""
     mark = phases.mark if phases is not None else no_mark
     if phases is not None:
         phases.begin()
@@ -164,7 +165,13 @@ async def run_adapter_attempt(
         mark("target_snapshot")
         before = await adapter_targets.snapshot(endpoint.browser_ws)
         mark("adapter_run")
-        run = await runner.run(payload, deadline_s, out_dir / ADAPTER_STDERR_FILE)
+        # with marks, the adapter's own marks (op_marks) split its run into its driver ops
+        run = await runner.run(
+            payload, deadline_s, out_dir / ADAPTER_STDERR_FILE,
+            phases.mark if phases is not None else None,
+        )  # fmt: skip
+        if phases is not None and run.op_marks is not None:
+            phases.took_driver_marks(run.op_marks)
         if run.outcome in BROKEN_OUTCOMES:
             # killed before it could close its pages: they must not run on into the next task
             mark("target_cleanup")

@@ -49,6 +49,8 @@ from metewand.suites.browser.adapters import (
     parse_result,
     run_adapter,
 )
+from metewand.suites.browser.op_marks import PAYLOAD_KEY, MarkChannel
+from metewand.suites.browser.phase_marks import Mark
 
 MODES: Final = ("per_attempt", "long_lived")
 CLOSE_WAIT_S: Final = 5.0  # a served adapter exits on stdin EOF; past this it is stopped
@@ -56,8 +58,9 @@ CLOSE_WAIT_S: Final = 5.0  # a served adapter exits on stdin EOF; past this it i
 
 class AdapterRunner(Protocol):
     async def run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
-    ) -> AdapterRun: ...
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        marks: Mark | None = None,
+    ) -> AdapterRun: ...  # fmt: skip
 
     async def close(self) -> None: ...
 
@@ -71,10 +74,11 @@ class PerAttemptAdapter:
     journal: OwnedJournal | None = None  # the run's record of what it owns (see adapters)
 
     async def run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
-    ) -> AdapterRun:
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        marks: Mark | None = None,
+    ) -> AdapterRun:  # fmt: skip
         return await run_adapter(
-            self.command, payload, deadline_s, stderr_path, self.label, self.journal
+            self.command, payload, deadline_s, stderr_path, self.label, self.journal, marks
         )
 
     async def close(self) -> None:
@@ -98,6 +102,9 @@ class LongLivedAdapter:
         self.journal = journal
         self.process: Process | None = None
         self.accounting: TreeAccounting | None = None
+        # the served process's mark channel (op_marks): open for its life, listened to only
+        # by an attempt whose payload asks for marks
+        self.channel: MarkChannel | None = None
         self.starts = 0  # adapter processes started (1 + restarts)
         self._lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
@@ -108,6 +115,7 @@ class LongLivedAdapter:
         loop (one result line may be large: an AX snapshot)."""
         self.accounting = _open_adapter_accounting(self.label, self.journal)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.channel = MarkChannel()
         with self.log_path.open("ab") as log:
             process = Process.start(
                 self.command.serve_argv,
@@ -116,8 +124,10 @@ class LongLivedAdapter:
                 stderr=log,
                 cwd=self.command.cwd,
                 env={**os.environ, **self.command.env},
+                pass_fds=(self.channel.child_fd,),
                 join=self.accounting.preexec_join() if self.accounting else None,
             )
+        self.channel.started()
         _record_process(self.journal, process)
         if self.accounting is not None:
             self.accounting.attach(process.pid)
@@ -137,6 +147,9 @@ class LongLivedAdapter:
         found alive."""
         process, accounting = self.process, self.accounting
         self.process, self.accounting, self._reader = None, None, None
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         if process is None:
             return []
         if not process.has_exited():
@@ -152,14 +165,16 @@ class LongLivedAdapter:
         return leftovers
 
     async def run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
-    ) -> AdapterRun:
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        marks: Mark | None = None,
+    ) -> AdapterRun:  # fmt: skip
         async with self._lock:
-            return await self._run(payload, deadline_s, stderr_path)
+            return await self._run(payload, deadline_s, stderr_path, marks)
 
     async def _run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path
-    ) -> AdapterRun:
+        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        marks: Mark | None,
+    ) -> AdapterRun:  # fmt: skip
         process = self.process if self._alive() else None
         if process is None:
             await self._discard()
@@ -168,10 +183,19 @@ class LongLivedAdapter:
         log_offset = self._log_size()
         cpu_before = _cpu_value(accounting)
         reset = accounting.reset_memory_peak() if accounting is not None else False
+        listener = None
+        if marks is not None and self.channel is not None:
+            payload = {**payload, PAYLOAD_KEY: self.channel.child_fd}
+            listener = self.channel.listen(marks)
         started = time.monotonic_ns()
-        outcome, result, detail, line = await self._exchange(process, payload, deadline_s)
+        try:
+            outcome, result, detail, line = await self._exchange(process, payload, deadline_s)
+        finally:
+            # the result line is written after every mark of the attempt: all are in the pipe
+            op_marks = listener.finish() if listener is not None else None
         wall_ns = time.monotonic_ns() - started
         run = AdapterRun(outcome, detail, result, None, None, wall_ns, "", [])
+        run.op_marks = op_marks
         if accounting is not None:
             run.accounting_backend = accounting.backend
             run.cpu_ns = _cpu_delta(cpu_before, _cpu_value(accounting), accounting)

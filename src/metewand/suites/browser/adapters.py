@@ -39,6 +39,8 @@ from metewand.measure.forms import Measurement
 from metewand.measure.process import Process
 from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.op_marks import PAYLOAD_KEY, MarkChannel, OpListener
+from metewand.suites.browser.phase_marks import Mark
 
 PROTOCOL: Final = "abb_scenario_adapter/1"
 OUTCOMES: Final = ("result", "adapter_error", "adapter_crash", "adapter_hang", "adapter_garbage")
@@ -81,6 +83,8 @@ class AdapterRun:
     cpu_ns: Measurement | None = None  # the adapter tree's own CPU (None: no accounting opened)
     peak_memory_bytes: Measurement | None = None
     accounting_backend: str | None = None
+    # the mark channel's counts when the attempt listened to it (op_marks; None: no marks)
+    op_marks: dict[str, int] | None = None
 
     @property
     def checks(self) -> list[dict[str, Any]]:
@@ -218,12 +222,19 @@ async def run_adapter(
     stderr_path: Path,
     label: str = "adapter",
     journal: OwnedJournal | None = None,
+    marks: Mark | None = None,
 ) -> AdapterRun:
     """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``; with
-    the run's ``journal`` the adapter's group and process are recorded (``_record_process``)."""
+    the run's ``journal`` the adapter's group and process are recorded (``_record_process``).
+    ``marks``: the attempt's phase marker; the adapter then gets a mark channel (``op_marks``)
+    and the payload its descriptor, and each line it writes is a mark while it runs."""
     accounting = _open_adapter_accounting(label, journal)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **command.env}
+    channel = MarkChannel() if marks is not None else None
+    if channel is not None:
+        payload = {**payload, PAYLOAD_KEY: channel.child_fd}
+    listener: OpListener | None = None
     started = time.monotonic_ns()
     try:
         with stderr_path.open("wb") as stderr_file:
@@ -234,16 +245,28 @@ async def run_adapter(
                 stderr=stderr_file,
                 cwd=command.cwd,
                 env=env,
+                pass_fds=(channel.child_fd,) if channel is not None else (),
                 join=accounting.preexec_join() if accounting else None,
             )
         _record_process(journal, process)
+        if channel is not None and marks is not None:
+            channel.started()
+            listener = channel.listen(marks)
         if accounting is not None:
             accounting.attach(process.pid)
         try:
-            return await _supervise(process, payload, deadline_s, stderr_path, accounting, started)
+            run = await _supervise(
+                process, payload, deadline_s, stderr_path, accounting, started, listener
+            )
+            listener = None  # _supervise finished it once the adapter had exited
+            return run
         finally:
             process.close()
     finally:
+        if listener is not None:
+            listener.finish()
+        if channel is not None:
+            channel.close()
         if accounting is not None:
             with contextlib.suppress(OSError):
                 accounting.close()
@@ -287,6 +310,7 @@ async def _supervise(
     stderr_path: Path,
     accounting: TreeAccounting | None,
     started: int,
+    listener: OpListener | None = None,
 ) -> AdapterRun:
     # The adapter's exit ends the attempt, not stdout's EOF: a grandchild that inherited stdout
     # (a bridge, a daemon) would otherwise hold the run open. It is swept first, then stdout read.
@@ -298,6 +322,8 @@ async def _supervise(
     if hung:
         await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
     wall_ns = time.monotonic_ns() - started
+    # the adapter has exited: every mark it wrote is in the pipe (read now, before the sweep)
+    op_marks = listener.finish() if listener is not None else None
     leftovers = await asyncio.to_thread(_sweep, process, accounting)
     try:
         stdout = await asyncio.wait_for(reader, STDOUT_DRAIN_S)
@@ -318,6 +344,7 @@ async def _supervise(
     run = AdapterRun(
         outcome, detail, result, exit_code, exit_signal, wall_ns, _tail(stderr_path), leftovers
     )
+    run.op_marks = op_marks
     if accounting is not None:
         run.accounting_backend = accounting.backend
         run.cpu_ns = accounting.cpu().total

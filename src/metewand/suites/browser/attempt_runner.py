@@ -220,9 +220,11 @@ class AttemptRunner:
         return row
 
     def _phases(self, planned: PlannedAttempt, process: EngineProcess) -> AttemptPhases | None:
-        """The attempt's phase marks (None: --no-phase-marks). An engine without a group gets
-        its harness marks and an engine record that says why it has none."""
-        if not self.plan.config.phase_marks:
+        """The attempt's phase marks (None: --no-phase-marks, or an interleaved calibration's
+        unprofiled twin, which runs with no observer at all: it is the unobserved side of the
+        pair, so the pair's difference holds the marks' cost as well as the sampler's). An
+        engine without a group gets its harness marks and an engine record that says why."""
+        if not self.plan.config.phase_marks or not planned.observed:
             return None
         granularity = "steps" if planned.task.driver_kind == "raw_cdp" else "probe"
         if is_adapter_task(planned.task):

@@ -11,11 +11,16 @@ own ``phases`` field, beside the peer's row fields):
   sampler's and host telemetry's threads when they run), read with ``getrusage``. It is the
   harness's own scope: at ``--jobs`` > 1 the process serves several attempts at once
   (``concurrent``). A driver path's adapter is a process of its own whose CPU over the whole
-  adapter run is the row's ``driver_resources``; its ops are not visible to the harness.
+  adapter run is the row's ``driver_resources``; the harness sees its ops only through the marks
+  it writes (``op_marks``).
 
 ``granularity`` says what the marks could see: ``steps`` (raw CDP: connect, page creation, scene
 navigation, each step, grade, page close), ``probe`` (the probe's CDP work as one phase, then the
-server-side grade) or ``adapter_run`` (a driver path: the adapter's whole run, then the grade).
+server-side grade), ``driver_ops`` (a driver path whose adapter marked its ops through
+``op_marks``: the adapter's start up to its first mark as ``adapter_run``, then
+``driver_connect``, ``op<i>:<op>`` per op, ``driver_close``, then the grade; ``driver_marks``
+counts the lines received and refused) or ``adapter_run`` (a driver path whose adapter marked
+nothing: its whole run as one phase, then the grade).
 The Sampler's own ``mark`` is not used: marks must work without a sampler (resource profile off
 or baseline), so they read the group directly.
 """
@@ -26,6 +31,7 @@ import contextlib
 import os
 import resource
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -47,6 +53,33 @@ Mark = Callable[[str | None], None]
 
 def no_mark(_name: str | None) -> None:
     """The marker of an attempt without phase marks."""
+
+
+class _FastSwitching:
+    """While any mark reads (on the event loop's thread or a driver-op reader thread), the
+    interpreter's switch interval is short; the first to enter saves it, the last to leave
+    restores it (two threads saving and restoring on their own could leave it short for good)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = 0.0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._saved, SWITCH_INTERVAL_S))
+            self._depth += 1
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                sys.setswitchinterval(self._saved)
+
+
+fast_switching = _FastSwitching()
 
 
 def step_phase(index: int, step: Mapping[str, Any]) -> str:
@@ -118,6 +151,7 @@ class AttemptPhases:
         self._records: dict[str, dict[str, Any]] = {}
         self._finished = False
         self._probes: list[MarkProbe] = []
+        self.driver_marks: dict[str, int] | None = None  # lines from the adapter (op_marks)
         if engine_group is None:
             self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
         else:
@@ -139,13 +173,9 @@ class AttemptPhases:
         # each file read lets go of the GIL; another thread (host telemetry's /proc scan, the
         # fixture server's loop) may then hold it for the default 5 ms switch interval before
         # the mark can go on: ask for it back sooner while the mark reads
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(min(previous, SWITCH_INTERVAL_S))
-        try:
+        with fast_switching:
             for clock in self._clocks.values():
                 clock.mark(name)
-        finally:
-            sys.setswitchinterval(previous)
 
     def finish(self) -> None:
         """The end readings (snapshots only: decoding waits for ``to_json``, outside the
@@ -178,4 +208,12 @@ class AttemptPhases:
                 }
         out["harness_parts"] = list(HARNESS_PARTS)
         out["concurrent"] = self.concurrent
+        if self.driver_marks is not None:
+            out["driver_marks"] = dict(self.driver_marks)
         return out
+
+    def took_driver_marks(self, counts: dict[str, int]) -> None:
+        """The adapter's channel was listened to: ``driver_ops`` once it marked any op."""
+        self.driver_marks = counts
+        if counts.get("received", 0) > 0:
+            self.granularity = "driver_ops"

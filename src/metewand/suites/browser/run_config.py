@@ -88,10 +88,15 @@ class RunConfig:
     keep_going: bool = False
     timeout_scale: float = 1.0
     adapter_mode: str = "long_lived"
-    # phase marks in every attempt (engine group and harness counters at each boundary)
-    phase_marks: bool = True
+    # phase marks in every attempt (engine group and harness counters at each boundary, each
+    # driver op an adapter marks). None: on, except in a baseline run (``marks_default``)
+    phase_marks: bool | None = None
     engine_paths: dict[str, str] = field(default_factory=dict)
     resource: ResourceOptions = field(default_factory=ResourceOptions)
+
+    def __post_init__(self) -> None:
+        if self.phase_marks is None:
+            object.__setattr__(self, "phase_marks", marks_default(self.resource.profile))
 
     def problems(self) -> list[str]:
         """Flag combinations that cannot run (exit 2 before anything starts)."""
@@ -145,6 +150,14 @@ class RunConfig:
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)
+
+
+def marks_default(profile: str) -> bool:
+    """Phase marks unless asked otherwise, except in a baseline run: the baseline is the A/B's
+    profiler-off side, which the document runs unobserved. Marks there would read counters in
+    every attempt, and the A/B would no longer hold the profiled side's marks in its figures
+    (the calibration refuses a marked baseline, ``compare.calibration``)."""
+    return profile != "baseline"
 
 
 def _calibration_problems(resource: ResourceOptions) -> list[str]:

@@ -141,11 +141,16 @@ def run_browser(
     hooks: RunHooks | None = None,
     plan: Plan | None = None,
     executor: Executor | None = None,
+    resume_phase_marks: bool | None = None,
 ) -> RunResult:
-    """``plan``: the plan of ``config`` when the caller built it already (to check it first)."""
+    """``plan``: the plan of ``config`` when the caller built it already (to check it first).
+    ``resume_phase_marks``: ``--phase-marks``/``--no-phase-marks`` given with ``resume`` (None:
+    neither); one contradicting the run's recorded choice is refused (exit 2)."""
     executor = executor or Executor()
     try:
-        store, plan = _open(config, out_dir, run_id, resume, echo, plan, executor)
+        store, plan = _open(
+            config, out_dir, run_id, resume, echo, plan, executor, resume_phase_marks
+        )
     except (PlanError, StoreError) as exc:
         for line in getattr(exc, "lines", [str(exc)]):
             echo(f"error: {line}")
@@ -215,12 +220,14 @@ def _announce(store: RunStore, plan: Plan, echo: Echo) -> list[Unit]:
 def _open(
     config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo,
     planned: Plan | None = None, executor: Executor | None = None,
+    resume_phase_marks: bool | None = None,
 ) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
         run_dir = rundir.locate_run_dir(resume, out_dir)
         # Everything is checked on a read-only view first: a refused resume leaves the run
         # directory as it was (no resumed_at, no state change, no torn-tail repair).
         plan = _resume_plan(RunView(run_dir))
+        _check_resumed_marks(run_dir, plan.config, resume_phase_marks)
         _check_baseline(plan.config, out_dir)
         _check_executor(plan.config, executor)
         return open_store(out_dir, None, run_dir, {}, on_open=_leftovers(echo)), plan
@@ -248,6 +255,20 @@ def _open(
     except OSError as exc:  # --out is a file, under a file, or not writable
         raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
                          f"{exc.strerror or exc}"]) from None  # fmt: skip
+
+
+def _marks_flag(on: bool) -> str:
+    return "--phase-marks" if on else "--no-phase-marks"
+
+
+def _check_resumed_marks(run_dir: Path, config: RunConfig, flag: bool | None) -> None:
+    """A resume keeps the run's recorded phase-mark choice; the other flag would mix attempts
+    observed with and without marks in one run (as ``metewand run`` refuses for compute)."""
+    if flag is None or flag == config.phase_marks:
+        return
+    raise PlanError([f"{run_dir} was run with {_marks_flag(not flag)}; resuming with "
+                     f"{_marks_flag(flag)} would mix attempts timed with and without marks "
+                     "(resume without the flag)"])  # fmt: skip
 
 
 def _check_executor(config: RunConfig, executor: Executor | None) -> None:

@@ -1,0 +1,136 @@
+"""Driver-op marks: a channel from an adapter process to the harness, one line per op boundary.
+
+A driver path's adapter is a process of its own, so the harness cannot see where one driver op
+ends and the next begins. This channel lets the adapter say so, beside the unchanged
+``abb_scenario_adapter/1`` contract:
+
+- the harness makes a pipe (``MarkChannel``) and the adapter inherits its write end;
+- an attempt that wants marks carries ``metewand_mark_fd`` (that descriptor's number in the
+  adapter) in its payload; an attempt without the key (``--no-phase-marks``, an interleaved
+  calibration's unobserved twin) must write nothing, and an adapter that does not know the key
+  ignores it, as it ignores any payload field it does not use;
+- the adapter writes one line per boundary, ``<name>\\n``: a name begins that phase (metewand's
+  adapters write ``driver_connect``, ``op<i>:<op>`` before each op, ``driver_close`` after the
+  last); an empty line ends the current phase.
+
+While the adapter runs, a reader thread (``OpListener``) wakes on each line and calls the
+attempt's ``mark`` at once: the engine group's and the harness's cheap counters are read then
+(``phase_marks.AttemptPhases``), as ``measure.mark_fifo`` does for ``measure --mark-fifo``. Once
+the adapter's result is in, the thread is stopped and what it had not read yet is marked late.
+A line that is not a plain name (letters, digits, ``_.:-``, at most ``MAX_NAME_CHARS``) is
+refused and counted, never marked: the adapter is a foreign program and its lines are data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import threading
+from collections.abc import Callable
+from typing import Final
+
+PAYLOAD_KEY: Final = "metewand_mark_fd"
+MAX_NAME_CHARS: Final = 120
+# more marks than this in one attempt are refused (a runaway adapter must not grow the row)
+MAX_MARKS: Final = 2000
+READ_CHUNK: Final = 65536
+MARK_THREAD_NICE: Final = -20  # first in line to wake where allowed (root), as mark_fifo's
+_NAME: Final = re.compile(r"[A-Za-z0-9_.:\-]+")
+
+Mark = Callable[[str | None], None]
+
+
+class MarkChannel:
+    """One pipe for one adapter process: the read end here, the write end inherited by the
+    adapter (``child_fd``, passed with ``pass_fds``; closed here once the adapter started)."""
+
+    def __init__(self) -> None:
+        # non-blocking at both ends: a full pipe drops the adapter's mark instead of stalling
+        # its op, and the reader drains without blocking
+        self.read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.child_fd = self._write_fd  # the number the adapter sees (pass_fds keeps it)
+        self._pending = b""
+
+    def started(self) -> None:
+        """The adapter holds its copy of the write end: close ours."""
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
+
+    def listen(self, mark: Mark) -> OpListener:
+        """Begin an attempt's marks: what an earlier attempt left unread is dropped first."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while os.read(self.read_fd, READ_CHUNK):
+                pass
+        self._pending = b""
+        listener = OpListener(self, mark)
+        listener.start()
+        return listener
+
+    def lines(self) -> list[bytes]:
+        """The complete lines readable now (a partial one waits for its end)."""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(self.read_fd, READ_CHUNK):
+                self._pending += chunk
+        *complete, self._pending = self._pending.split(b"\n")
+        return complete
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self._write_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.read_fd = self._write_fd = -1
+
+
+class OpListener:
+    """Marks one attempt's lines as they arrive (a thread), until ``finish()``."""
+
+    def __init__(self, channel: MarkChannel, mark: Mark) -> None:
+        self.channel = channel
+        self.mark = mark
+        self.received = 0
+        self.refused = 0
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        self._thread = threading.Thread(target=self._listen, name="metewand-op-marks", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _listen(self) -> None:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), MARK_THREAD_NICE)
+        poller = select.poll()
+        poller.register(self.channel.read_fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll()}
+            if self.channel.read_fd in ready:
+                self._take(self.channel.lines())
+            if self._stop_r in ready:
+                return
+
+    def _take(self, lines: list[bytes]) -> None:
+        for line in lines:
+            name = line.decode("ascii", "replace").strip()
+            plain = not name or (len(name) <= MAX_NAME_CHARS and _NAME.fullmatch(name))
+            if not plain or self.received >= MAX_MARKS:
+                self.refused += 1
+            else:
+                self.received += 1
+                self.mark(name or None)
+
+    def finish(self) -> dict[str, int]:
+        """Stop the thread, mark what it had not read yet, and say how many lines came."""
+        if self._thread.is_alive():
+            os.write(self._stop_w, b"x")
+            self._thread.join()
+        with contextlib.suppress(OSError):
+            self._take(self.channel.lines())
+        for fd in (self._stop_r, self._stop_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._stop_r = self._stop_w = -1
+        return {"received": self.received, "refused": self.refused}

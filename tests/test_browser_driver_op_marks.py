@@ -1,0 +1,262 @@
+"""Driver-op marks (issue #16): a driver path's adapter marks each op over the mark channel
+(``suites/browser/op_marks.py``) and each op becomes a phase of the attempt, on real Chrome in a
+real accounting group, through a Node adapter (chrome-remote-interface) and a Python adapter
+(cdp-use), each per attempt and served (long-lived).
+
+The burn: one ``evaluate`` op runs a fixed-work loop (~300 ms of renderer CPU, the same loop as
+``test_browser_phases``); its engine CPU must land in that op's phase. The witness is the
+scheduler's own per-thread run time (``/proc/<pid>/task/<tid>/schedstat``), read right after each
+mark: the group's CPU over the op is at least 98% of what the busiest thread ran in it, and the
+neighbouring ops (``1+1``, ``2+2``) saw that thread run less than 10% of that. The phases plus the
+stretches between marks add up to the total exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from browser_engine_fixtures import resolved_or_skip
+from browser_run_helpers import tiny_corpus
+from metewand.measure.accounting import TreeAccounting, open_accounting
+from metewand.runtime.schemas import violations
+from metewand.suites.browser.adapter_attempt import AdapterAttempt, engine_endpoint
+from metewand.suites.browser.adapter_attempt import run_adapter_attempt as run_attempt
+from metewand.suites.browser.adapter_server import AdapterRunner, open_adapter
+from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver, resolve_driver
+from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.phase_marks import AttemptPhases
+from metewand.suites.browser.tasks import load_corpus
+from shared_paths import lexbench_or_skip
+from test_browser_phases import BURN, _thread_cpu
+
+pytestmark = pytest.mark.engines
+
+PATHS = {  # driver path -> (task driver kind, subset)
+    "chrome_remote_interface": ("thin_chrome_remote_interface", "l1.chrome_remote_interface"),
+    "cdp_use": ("thin_cdp_use", "l1.cdp_use"),
+}
+BURN_OP = "op2:evaluate"
+OPS = ["op0:new_page", "op1:evaluate", BURN_OP, "op3:evaluate"]
+
+
+def _task(key: str) -> dict[str, Any]:
+    kind, subset = PATHS[key]
+    return {
+        "artifact_profile": "l1_standard",
+        "description": "Three evaluates on a fresh page, the middle one a fixed-work loop.",
+        "driver": {
+            "kind": kind,
+            "steps": [
+                {"op": "new_page"},
+                {"op": "evaluate", "expression": "1+1"},
+                {"op": "evaluate", "expression": BURN, "save_as": "burnt"},
+                {"op": "evaluate", "expression": "2+2"},
+            ],
+            "checks": [{"kind": "step_ok", "label": f"step{i}_ok", "step": i} for i in range(4)]
+            + [{"kind": "saved_equals", "label": "burnt", "name": "burnt", "expected": "true"}],
+        },
+        "features": ["cdp.runtime.evaluate"],
+        "grader": {"kind": "inline_assertions", "checks": []},
+        "layer": "L1",
+        "scene": {"kind": "about_blank"},
+        "subset_id": subset,
+        "tags": ["tiny"],
+        "task_id": f"burn_{key}",
+        "task_version": 1,
+        "timeouts": {"hard_kill_ms": 45000, "task_ms": 30000},
+    }
+
+
+def _corpus(root: Path) -> Path:
+    """A tiny corpus holding one burn task per driver path, with the peer's binding catalog."""
+    tiny_corpus(root, {f"burn_{key}.json": _task(key) for key in PATHS})
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["layers"][0]["subsets"] = [
+        {"subset_id": subset, "driver": kind, "task_glob": f"tasks/burn_{key}.json"}
+        for key, (kind, subset) in PATHS.items()
+    ]
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "config").mkdir()
+    catalog = "browser_driver_bindings.json"
+    shutil.copy(lexbench_or_skip() / "config" / catalog, root / "config" / catalog)
+    return root
+
+
+class Witnessed(AttemptPhases):
+    """The suite's marks, with every thread's schedstat read right after each one (the adapter's
+    marks arrive on the mark channel's reader thread and come through here too)."""
+
+    def __init__(self, group: TreeAccounting) -> None:
+        super().__init__(group, "adapter_run", concurrent=False)
+        self.group = group
+        self.witness: list[tuple[str | None, dict[tuple[int, int], int]]] = []
+
+    def mark(self, name: str | None) -> None:
+        super().mark(name)
+        self.witness.append((name, _thread_cpu(self.group.pids())))
+
+
+@pytest.fixture(scope="module")
+def chrome_in_group(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    resolved = resolved_or_skip("chrome")
+    group = open_accounting(label=f"op-marks-test-{os.getpid()}")
+    logs = tmp_path_factory.mktemp("op-marks-logs")
+    process = EngineProcess(resolved, logs, preexec_fn=group.preexec_join())
+    asyncio.run(process.start())
+    assert process.pid is not None
+    group.attach(process.pid)
+    try:
+        yield process, group
+    finally:
+        report = asyncio.run(process.stop())
+        group.close()
+        assert report.clean, report
+
+
+def _found(key: str) -> FoundDriver:
+    found = resolve_driver(key)
+    if isinstance(found, DriverMissing):
+        pytest.skip(f"{key}: {found.detail}")
+    return found
+
+
+async def _attempts(
+    process: EngineProcess, group: TreeAccounting, key: str, mode: str, root: Path, work: Path
+) -> list[tuple[Witnessed, Any, dict[str, Any]]]:
+    """Two attempts through one runner (a served adapter answers both), each witnessed."""
+    task = next(t for t in load_corpus(root).tasks if t.task_id == f"burn_{key}")
+    found = _found(key)
+    runner = open_adapter(found.command, mode, f"adapter-{key}", work / "served.log")
+    endpoint = await engine_endpoint("chrome", process)
+
+    async def runner_for(_found: FoundDriver) -> tuple[AdapterRunner, str]:
+        return runner, mode
+
+    out = []
+    try:
+        for attempt in (1, 2):
+            phases = Witnessed(group)
+            ids = AdapterAttempt("op-marks", attempt, "s0", "http://127.0.0.1:9")
+            outcome, block = await run_attempt(
+                task, endpoint, work / f"{mode}-{attempt}", ids, runner_for=runner_for,
+                phases=phases,
+            )  # fmt: skip
+            assert outcome.status == "pass", (outcome.reason, outcome.checks)
+            out.append((phases, outcome, block))
+    finally:
+        await runner.close()
+    return out
+
+
+def _cpu(phase: dict[str, Any]) -> int:
+    form = phase["cpu_time_ns"]
+    assert form["status"] == "complete", form
+    return int(form["value"])
+
+
+@pytest.mark.parametrize("mode", ["per_attempt", "long_lived"])
+@pytest.mark.parametrize("key", sorted(PATHS))
+def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
+    chrome_in_group: Any, tmp_path: Path, key: str, mode: str
+) -> None:
+    process, group = chrome_in_group
+    root = _corpus(tmp_path / "corpus")
+    attempts = asyncio.run(_attempts(process, group, key, mode, root, tmp_path / "work"))
+    for phases, _outcome, block in attempts:
+        assert block["adapter_mode"] == mode
+        _check_attempt(phases, f"{key} {mode}")
+
+
+def _check_attempt(phases: Witnessed, label: str) -> None:
+    record = phases.to_json()
+    assert violations("metewand_browser_attempt_phases-1", record) == []
+    assert record["granularity"] == "driver_ops"
+    # driver_connect, four ops, driver_close; nothing refused
+    assert record["driver_marks"] == {"received": 6, "refused": 0}
+    for role in ("engine", "harness"):
+        names = [p["name"] for p in record[role]["phases"]]
+        assert names == [
+            "target_snapshot", "adapter_run", "driver_connect", *OPS, "driver_close", "grade",
+        ], role  # fmt: skip
+    engine = record["engine"]
+    by_name = {p["name"]: p for p in engine["phases"]}
+    marks = [name for name, _ in phases.witness]
+
+    def grown(op: str) -> dict[tuple[int, int], int]:
+        start = phases.witness[marks.index(op)][1]
+        end = phases.witness[marks.index(op) + 1][1]
+        return {k: end[k] - start.get(k, 0) for k in end}
+
+    grew = grown(BURN_OP)
+    burner = max(grew, key=lambda k: grew[k])
+    burn_ns, all_ns, op_ns = grew[burner], sum(grew.values()), _cpu(by_name[BURN_OP])
+    wall_ms = by_name[BURN_OP]["wall_time_ns"]["value"] / 1e6
+    print(f"{label}: burning thread {burn_ns / 1e6:.1f} ms, all threads {all_ns / 1e6:.1f} ms, "
+          f"op's engine CPU {op_ns / 1e6:.1f} ms over {wall_ms:.1f} ms, of the attempt's "
+          f"{_cpu(engine['total']) / 1e6:.1f} ms")  # fmt: skip
+    assert burn_ns >= 150e6, "the loop hardly ran: no burn to attribute"
+    # all of the loop's run time, and no more than all the group's threads ran
+    assert 0.98 * burn_ns <= op_ns <= 1.02 * all_ns + 5e6
+    for neighbour in ("op1:evaluate", "op3:evaluate"):
+        assert grown(neighbour).get(burner, 0) < 0.1 * burn_ns, neighbour
+        assert _cpu(by_name[neighbour]) < op_ns, neighbour
+    total, between = _cpu(engine["total"]), _cpu(engine["between_marks"])
+    assert sum(_cpu(p) for p in engine["phases"]) + between == total
+
+
+def test_an_attempt_without_marks_gets_no_channel_key_and_an_unmarking_adapter_one_phase(
+    chrome_in_group: Any, tmp_path: Path
+) -> None:
+    """No phases: the payload carries no mark descriptor, so the adapter writes nothing. A
+    configured adapter that ignores the key keeps today's one adapter_run phase."""
+    process, group = chrome_in_group
+    root = _corpus(tmp_path / "corpus")
+    key = "cdp_use"
+    found = _found(key)
+    task = next(t for t in load_corpus(root).tasks if t.task_id == f"burn_{key}")
+    # an adapter of the contract only: it echoes the checks the task declares as passed and
+    # says which payload keys it was given (in its answer)
+    script = tmp_path / "plain_adapter.py"
+    script.write_text(
+        "import json, sys\n"
+        "p = json.loads(sys.stdin.read())\n"
+        "rows = [{'name': 'driver_connect', 'status': 'pass', 'evidence': 'plain'}]\n"
+        "rows += [{'name': c.get('label') or c['kind'], 'status': 'pass', 'evidence': 'x'}\n"
+        "         for c in p['checks']]\n"
+        "print(json.dumps({'ok': True, 'answer': sorted(p), 'observations': {'checks': rows}}))\n"
+    )
+    from metewand.suites.browser.adapters import AdapterCommand
+
+    plain = FoundDriver(found.path, AdapterCommand((sys.executable, str(script))), "1", "test")
+
+    async def attempt(phases: AttemptPhases | None) -> Any:
+        endpoint = await engine_endpoint("chrome", process)
+
+        async def runner_for(_found: FoundDriver) -> tuple[AdapterRunner, str]:
+            return open_adapter(plain.command, "per_attempt"), "per_attempt"
+
+        ids = AdapterAttempt("op-marks", 1, "s0", "http://127.0.0.1:9")
+        return await run_attempt(
+            task, endpoint, tmp_path / "out", ids, runner_for=runner_for, phases=phases
+        )
+
+    outcome, _block = asyncio.run(attempt(None))
+    assert outcome.status == "pass", outcome.reason
+    assert "metewand_mark_fd" not in outcome.answer
+    phases = AttemptPhases(group, "adapter_run", concurrent=False)
+    outcome, _block = asyncio.run(attempt(phases))
+    assert "metewand_mark_fd" in outcome.answer  # offered; this adapter does not use it
+    record = phases.to_json()
+    assert record["granularity"] == "adapter_run"
+    assert record["driver_marks"] == {"received": 0, "refused": 0}
+    names = [p["name"] for p in record["engine"]["phases"]]
+    assert names == ["target_snapshot", "adapter_run", "grade"]
