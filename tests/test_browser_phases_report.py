@@ -132,7 +132,10 @@ def test_compare_a_browser_phase_metric(corpus: Path, marked: Path, tmp_path: Pa
     assert bad.returncode == 2
 
 
-def test_a_driver_path_is_marked_as_one_adapter_run(tmp_path: Path) -> None:
+def test_a_driver_path_is_marked_op_by_op(tmp_path: Path) -> None:
+    """A shipped adapter marks its ops over the mark channel (op_marks): each op is a phase,
+    and the report's top steps name them as op kinds (tests/test_browser_driver_op_marks.py
+    checks the attribution)."""
     corpus = lexbench_or_skip()
     done = cli("browser", "run", "--tasks", str(corpus), "--task", "sc_nav_title_read__cri",
                "--engines", "chrome", "--out", str(tmp_path), "--run-id", "cri",
@@ -141,11 +144,18 @@ def test_a_driver_path_is_marked_as_one_adapter_run(tmp_path: Path) -> None:
     (row,) = rows_of(tmp_path / "cri")
     phases = row["phases"]
     assert violations("metewand_browser_attempt_phases-1", phases) == []
-    assert phases["granularity"] == "adapter_run"
+    assert phases["granularity"] == "driver_ops"
+    assert phases["driver_marks"] == {"received": 5, "refused": 0}
     names = [p["name"] for p in phases["engine"]["phases"]]
-    assert names == ["target_snapshot", "adapter_run", "grade"]
-    run = phases["engine"]["phases"][1]
-    assert run["cpu_time_ns"]["value"] > 0  # the adapter drove the engine in this phase
+    assert names == [
+        "target_snapshot", "adapter_run", "driver_connect", "op0:new_page", "op1:goto",
+        "op2:text_content", "driver_close", "grade",
+    ]  # fmt: skip
+    goto = phases["engine"]["phases"][4]
+    assert goto["cpu_time_ns"]["value"] > 0  # the adapter's navigation drove the engine here
+    scores = json.loads((tmp_path / "cri" / "scores.json").read_text())
+    kinds = {s["step"] for s in scores["phase_top_steps"]["chrome"]["steps"]}
+    assert any(kind.startswith("op:") for kind in kinds), kinds  # ops by kind, index dropped
 
 
 def test_a_profiled_run_leaves_the_end_scan_between_marks(corpus: Path) -> None:

@@ -6,7 +6,8 @@ arithmetic: summed phase CPU over summed total, so a scope's phases and "between
 to 100%). Only passing attempts count: a failed one did a different amount of work.
 
 Across the corpus, per engine, the *top steps*: each step kind's engine CPU (a step's method
-with its index dropped, or a harness phase such as ``scene`` or ``page_create``) summed over
+with its index dropped, a driver path's op as ``op:<op>``, or a harness phase such as ``scene``
+or ``page_create``) summed over
 every passing attempt, over those attempts' summed engine CPU ("Runtime.evaluate costs chrome
 12% of its CPU"). Rows without phases (runs before #16, ``--no-phase-marks``) give nothing.
 """
@@ -40,9 +41,14 @@ def phases_of(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def step_kind(phase_name: str) -> str:
-    """What a phase is across tasks: a step's method (``step3:`` dropped), else its name."""
+    """What a phase is across tasks: a raw-CDP step's method (``step3:`` dropped), a driver op
+    as ``op:<op>`` (``op2:click`` -> ``op:click``, apart from any CDP method), else its name."""
     head, sep, rest = phase_name.partition(":")
-    return rest if sep and head.startswith("step") and head[4:].isdigit() else phase_name
+    if sep and head.startswith("step") and head[4:].isdigit():
+        return rest
+    if sep and head.startswith("op") and head[2:].isdigit():
+        return f"op:{rest}"
+    return phase_name
 
 
 def _value(form: Any) -> int | None:

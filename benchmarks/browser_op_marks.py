@@ -1,0 +1,152 @@
+"""What one driver-op mark costs (issue 16): an adapter's line on the mark channel, the harness's
+reader thread waking on it and reading the engine group's and its own counters.
+
+A real Chromium in its own accounting group; for each driver path (a Node and a Python adapter),
+one served adapter answers ``--reps`` pairs of attempts of the same task: a fresh page, then
+``--ops`` trivial ``evaluate`` ops (``1+1``), so the marks are the largest share of the attempt
+they can be. Each pair runs once with marks (the payload carries ``metewand_mark_fd``; the
+adapter writes ``ops + 2`` lines: ``driver_connect``, one per op, ``driver_close``) and once without
+(no key: the adapter writes nothing), in ABBA order, so both arms meet the same host drift and the
+same adapter and engine processes. It prints per path:
+
+- the harness's work per mark, timed where it is spent (the reader thread's ``AttemptPhases.mark``:
+  the engine group's and the harness's snapshots; decoding happens after the attempt);
+- the paired difference of the adapter's exchange wall (payload written to result read), on
+  minus off, per attempt and divided by the marks written: the whole cost per mark as the
+  attempt feels it (the adapter's write, the wake-up, the reads), with a bootstrap 95% CI, and
+  the off arm's median wall for scale.
+
+    .venv/bin/python benchmarks/browser_op_marks.py --reps 40 --ops 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metewand.measure.accounting import TreeAccounting, open_accounting
+from metewand.suites.browser.adapter_attempt import engine_endpoint
+from metewand.suites.browser.adapter_payload import AttemptIds, build_payload
+from metewand.suites.browser.adapter_server import open_adapter
+from metewand.suites.browser.driver_registry import DriverMissing, load_binding, resolve_driver
+from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.engines import Missing, resolve
+from metewand.suites.browser.phase_marks import AttemptPhases
+
+REPO = Path(__file__).resolve().parents[1]
+CATALOG = REPO.parent / "shared" / "corpus" / "lexbench" / "config" / "browser_driver_bindings.json"
+PATHS = {"chrome_remote_interface": "thin_chrome_remote_interface", "cdp_use": "thin_cdp_use"}
+RESAMPLES = 2000
+
+
+class TimedPhases(AttemptPhases):
+    """The suite's marks, each one's own wall recorded (on the thread that took it)."""
+
+    def __init__(self, group: TreeAccounting, spent_ns: list[int]) -> None:
+        super().__init__(group, "adapter_run", concurrent=False)
+        self.spent_ns = spent_ns
+
+    def mark(self, name: str | None) -> None:
+        start = time.perf_counter_ns()
+        super().mark(name)
+        self.spent_ns.append(time.perf_counter_ns() - start)
+
+
+def task(kind: str, ops: int) -> dict[str, Any]:
+    steps = [{"op": "new_page"}] + [{"op": "evaluate", "expression": "1+1"}] * ops
+    return {"task_id": f"op_marks_{kind}", "driver": {"kind": kind, "steps": steps, "checks": []},
+            "scene": {"url": "/"}, "timeouts": {"task_ms": 30000}}  # fmt: skip
+
+
+def ci(values: list[float]) -> tuple[float, float, float]:
+    rng = np.random.default_rng(16)
+    data = np.asarray(values)
+    boots = np.median(rng.choice(data, (RESAMPLES, len(data))), axis=1)
+    low, high = np.percentile(boots, [2.5, 97.5])
+    return float(np.median(data)), float(low), float(high)
+
+
+async def measure_path(
+    key: str, process: EngineProcess, group: TreeAccounting, args: argparse.Namespace, work: Path
+) -> None:
+    found = resolve_driver(key)
+    if isinstance(found, DriverMissing):
+        print(f"{key}: skipped ({found.detail})")
+        return
+    endpoint = await engine_endpoint("chrome", process)
+    binding = load_binding(CATALOG, "chrome", found.path.catalog_key)
+    payload = build_payload(task(PATHS[key], args.ops), key, endpoint, "http://127.0.0.1:9",
+                            AttemptIds("bench", 1, "s", str(work)), binding)  # fmt: skip
+    runner = open_adapter(found.command, "long_lived", f"adapter-{key}", work / f"{key}.log")
+    walls: dict[bool, list[int]] = {True: [], False: []}
+    spent: list[int] = []
+    written = args.ops + 3  # driver_connect, new_page, the evaluates, driver_close
+    try:
+        await runner.run(payload, 35.0, work / "warm.txt")  # start-up out of the figures
+        for rep in range(args.reps):
+            for marked in (True, False) if rep % 2 == 0 else (False, True):
+                phases = TimedPhases(group, spent) if marked else None
+                if phases is not None:
+                    phases.begin()
+                run = await runner.run(payload, 35.0, work / "stderr.txt",
+                                       phases.mark if phases is not None else None)  # fmt: skip
+                assert run.outcome == "result", (run.outcome, run.detail)
+                if phases is not None:
+                    phases.finish()
+                    phases.close()
+                    assert run.op_marks == {"received": written, "refused": 0}, run.op_marks
+                walls[marked].append(run.wall_ns)
+    finally:
+        await runner.close()
+    per_mark = [
+        (on - off) / written / 1000 for on, off in zip(walls[True], walls[False], strict=True)
+    ]
+    median, low, high = ci(per_mark)
+    off_ms = statistics.median(walls[False]) / 1e6
+    print(f"{key}: {args.reps} pairs, {written} marks per marked attempt; harness work per mark "
+          f"(reader thread, both scopes' snapshots): median {statistics.median(spent) / 1000:.1f} "
+          f"µs, p90 {np.percentile(spent, 90) / 1000:.1f} µs; exchange wall on - off per mark: "
+          f"median {median:+.1f} µs [95% CI {low:+.1f}, {high:+.1f}]; off arm's median exchange "
+          f"{off_ms:.1f} ms, so {written} marks = {median * written / 1000 / off_ms * 100:+.2f}% "
+          f"of it")  # fmt: skip
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    found = resolve("chrome")
+    if isinstance(found, Missing):
+        sys.exit(f"chrome: {found.detail}")
+    group = open_accounting(label=f"op-marks-bench-{os.getpid()}")
+    with tempfile.TemporaryDirectory(prefix="browser_op_marks_") as tmp:
+        process = EngineProcess(found, Path(tmp) / "logs", preexec_fn=group.preexec_join())
+        await process.start()
+        assert process.pid is not None
+        group.attach(process.pid)
+        try:
+            for key in PATHS:
+                await measure_path(key, process, group, args, Path(tmp))
+        finally:
+            await process.stop()
+            group.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=40, help="marked/unmarked pairs per path")
+    parser.add_argument("--ops", type=int, default=20, help="trivial evaluate ops per attempt")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    asyncio.run(main_async(args))
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
