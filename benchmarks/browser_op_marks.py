@@ -16,6 +16,12 @@ same adapter and engine processes. It prints per path:
   attempt feels it (the adapter's write, the wake-up, the reads), with a bootstrap 95% CI, and
   the off arm's median wall for scale.
 
+Then, without a browser, the channel alone (``--channel-marks``): a Python and a Node writer
+process, each writing one mark every 2 ms, each line carrying its writer's ``CLOCK_MONOTONIC``
+(system-wide): the writer's cost of one line (its ``write`` timed in the writer) and the latency
+from that write to the harness's counters being read (engine CPU spent in that latency is charged
+to the op before: it bounds how sharp the attribution is).
+
     .venv/bin/python benchmarks/browser_op_marks.py --reps 40 --ops 20
 """
 
@@ -120,6 +126,73 @@ async def measure_path(
           f"of it")  # fmt: skip
 
 
+PY_WRITER = """
+import os, sys, time
+fd, n = int(sys.argv[1]), int(sys.argv[2])
+costs = []
+for i in range(n):
+    line = f"op{i}:t{time.monotonic_ns()}\\n".encode()
+    start = time.perf_counter_ns()
+    os.write(fd, line)
+    costs.append(time.perf_counter_ns() - start)
+    time.sleep(0.002)
+costs.sort()
+print(costs[len(costs) // 2])
+"""
+NODE_WRITER = """
+const fs = require('fs');
+const [fd, n] = [Number(process.argv[1]), Number(process.argv[2])];  // node -e: no script path
+const costs = [];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+(async () => {
+  for (let i = 0; i < n; i++) {
+    const line = `op${i}:t${process.hrtime.bigint()}\\n`;
+    const start = process.hrtime.bigint();
+    fs.writeSync(fd, line);
+    costs.push(Number(process.hrtime.bigint() - start));
+    await sleep(2);
+  }
+  costs.sort((a, b) => a - b);
+  console.log(costs[Math.floor(costs.length / 2)]);
+})();
+"""
+
+
+def channel_latency(group: TreeAccounting, marks: int) -> None:
+    """Each writer's per-line cost and the write-to-read latency of the harness's marks."""
+    import subprocess
+
+    from metewand.suites.browser.op_marks import MarkChannel
+
+    for label, argv in (("python", [sys.executable, "-c", PY_WRITER]),
+                        ("node", ["node", "-e", NODE_WRITER])):  # fmt: skip
+        channel = MarkChannel()
+        phases = AttemptPhases(group, "adapter_run", concurrent=False)
+        phases.begin()
+        latencies: list[int] = []
+
+        def mark(
+            name: str | None, phases: AttemptPhases = phases, latencies: list[int] = latencies
+        ) -> None:
+            phases.mark(name)  # both scopes' reads, then the moment they were done
+            if name is not None and ":t" in name:
+                latencies.append(time.monotonic_ns() - int(name.rsplit(":t", 1)[1]))
+
+        listener = channel.listen(mark)
+        child = subprocess.run([*argv, str(channel.child_fd), str(marks)],
+                               pass_fds=(channel.child_fd,), capture_output=True, text=True,
+                               check=True)  # fmt: skip
+        counts = listener.finish()
+        phases.finish()
+        phases.close()
+        channel.close()
+        write_us = int(child.stdout.strip()) / 1000
+        lat = np.asarray(latencies) / 1000
+        print(f"channel, {label} writer: {counts['received']} marks; the writer's write() median "
+              f"{write_us:.1f} µs; write to counters read: median {np.median(lat):.1f} µs, "
+              f"p90 {np.percentile(lat, 90):.1f} µs, max {lat.max():.1f} µs")  # fmt: skip
+
+
 async def main_async(args: argparse.Namespace) -> None:
     found = resolve("chrome")
     if isinstance(found, Missing):
@@ -133,6 +206,7 @@ async def main_async(args: argparse.Namespace) -> None:
         try:
             for key in PATHS:
                 await measure_path(key, process, group, args, Path(tmp))
+            channel_latency(group, args.channel_marks)
         finally:
             await process.stop()
             group.close()
@@ -142,6 +216,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=40, help="marked/unmarked pairs per path")
     parser.add_argument("--ops", type=int, default=20, help="trivial evaluate ops per attempt")
+    parser.add_argument("--channel-marks", type=int, default=500, help="marks per channel writer")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}")
     asyncio.run(main_async(args))
