@@ -137,7 +137,9 @@ function opMarks(payload) {
   if (!Number.isInteger(fd) || fd <= 2) return () => {};
   return (name) => {
     // one write per line (atomic on a pipe); a full pipe drops the mark, never blocks the op
-    try { fs.writeSync(fd, `${name}\n`); } catch (e) { /* the harness reads what it can */ }
+    // the harness takes plain names only: any other character becomes "_"
+    const plain = String(name).replace(/[^A-Za-z0-9_.:-]/g, '_').slice(0, 120);
+    try { fs.writeSync(fd, `${plain}\n`); } catch (e) { /* the harness reads what it can */ }
   };
 }
 
