@@ -206,6 +206,14 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
     cpu_ms = {p["name"]: round(_cpu(p) / 1e6, 1) for p in engine["phases"]}
     print(f"{label}: burning thread {burn_ns / 1e6:.1f} ms over op1+op2; engine CPU per phase "
           f"(ms) {cpu_ms}")  # fmt: skip
+    if burn_ns < 150e6:
+        before, after = (
+            {pid for pid, _tid in phases.witness[marks.index(op)][1]}
+            for op in ("op1:evaluate", "op3:evaluate")
+        )
+        if before - after:  # seen on a loaded host: the witness cannot read an exited process
+            pytest.skip(f"the witness lost pid(s) {sorted(before - after)} of the group during "
+                        f"the burn: it cannot say which thread ran the loop ({cpu_ms})")  # fmt: skip
     assert burn_ns >= 150e6, f"the loop hardly ran: no burn to attribute ({cpu_ms})"
     # the group's CPU in the burn op holds the loop (95%: the burner's op1 work, 1+1, is in
     # burn_ns too): a mark at op2 that came late would leave that part of the loop in op1 and
