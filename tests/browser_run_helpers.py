@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,30 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         capture_output=True, text=True, timeout=timeout, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )  # fmt: skip
+
+
+def run_killed_after_rows(run_args: list[str], out: Path, run_id: str, rows: int = 1) -> Path:
+    """Start ``metewand browser run *run_args`` into ``out/run_id``, ``kill -9`` the runner as soon
+    as ``results.jsonl`` holds ``rows`` lines, and return the run directory (what a resume finds)."""
+    args = ["browser", "run", *run_args, "--out", str(out), "--run-id", run_id, "--no-progress"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metewand", *args], cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )  # fmt: skip
+    results = out / run_id / "results.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while not (results.exists() and results.read_text().count("\n") >= rows):
+            assert proc.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "the run produced no rows in time"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return out / run_id
 
 
 def configured_adapters(tmp_path: Path, template: str, modes: dict[str, str]) -> dict[str, str]:

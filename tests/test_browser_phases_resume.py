@@ -5,17 +5,19 @@ calibrate a profiled run. Real Chrome, a real runner killed with SIGKILL mid-run
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from browser_engine_fixtures import resolved_or_skip
-from browser_run_helpers import ABOUT_BLANK_TASK, REPO, cli, manifest_of, rows_of, tiny_corpus
+from browser_run_helpers import (
+    ABOUT_BLANK_TASK,
+    cli,
+    manifest_of,
+    rows_of,
+    run_killed_after_rows,
+    tiny_corpus,
+)
 from metewand.compare.calibration import calibrate
 from metewand.compare.rundir import load_run
 
@@ -35,26 +37,10 @@ RUN_ARGS = ("--engines", "chrome", "--host-telemetry", "off", "--no-progress")
 
 
 def _killed_after_first_row(corpus: Path, out: Path, run_id: str, *flags: str) -> Path:
-    args = ["browser", "run", "--tasks", str(corpus), "--k", "3", *RUN_ARGS,
-            "--out", str(out), "--run-id", run_id, *flags]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
-    results = out / run_id / "results.jsonl"
-    try:
-        deadline = time.monotonic() + 120
-        while not (results.exists() and results.read_text().count("\n") >= 1):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "the run produced no row in time"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)  # the second attempt is sleeping in its task
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return out / run_id
+    # the second attempt is sleeping in its task when the runner dies
+    return run_killed_after_rows(
+        ["--tasks", str(corpus), "--k", "3", *RUN_ARGS, *flags], out, run_id
+    )
 
 
 @pytest.mark.parametrize(("started", "contradicting"), [

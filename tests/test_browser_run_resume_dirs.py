@@ -6,17 +6,20 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from browser_engine_fixtures import resolved_or_skip
-from browser_run_helpers import ABOUT_BLANK_TASK, REPO, cli, manifest_of, rows_of, tiny_corpus
+from browser_run_helpers import (
+    ABOUT_BLANK_TASK,
+    cli,
+    manifest_of,
+    rows_of,
+    run_killed_after_rows,
+    tiny_corpus,
+)
 from metewand.suites.browser import private_dirs
 from metewand.suites.browser.leftovers import PID_FILE, recorded_dirs, run_processes
 
@@ -27,26 +30,9 @@ K = 12
 
 
 def _kill_runner_mid_run(corpus: Path, out: Path, run_id: str) -> Path:
-    args = ["browser", "run", "--tasks", str(corpus), "--engines", "chrome,lightpanda",
-            "--k", str(K), "--out", str(out), "--run-id", run_id, "--no-progress"]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
-    results = out / run_id / "results.jsonl"
-    try:
-        deadline = time.monotonic() + 120
-        while not (results.exists() and results.read_text().count("\n") >= 2):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "the run produced no rows in time"
-            time.sleep(0.02)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return out / run_id
+    return run_killed_after_rows(
+        ["--tasks", str(corpus), "--engines", "chrome,lightpanda", "--k", str(K)], out, run_id,
+        rows=2)  # fmt: skip
 
 
 def _decoys(tmp_path: Path, run_id: str) -> list[Path]:

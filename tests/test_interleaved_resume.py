@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from browser_engine_fixtures import resolved_or_skip
-from browser_run_helpers import ABOUT_BLANK_TASK, REPO, cli, manifest_of, rows_of, tiny_corpus
+from browser_run_helpers import (
+    ABOUT_BLANK_TASK,
+    cli,
+    manifest_of,
+    rows_of,
+    run_killed_after_rows,
+    tiny_corpus,
+)
 from metewand.compare.calibration import calibrate_interleaved, same_engine_process
 from metewand.compare.rundir import load_run
 from metewand.runtime.schemas import violations
@@ -40,28 +43,11 @@ K = 2
 
 
 def _kill_after_first_row(corpus: Path, out: Path, run_id: str) -> Path:
-    args = ["browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", str(K),
-            "--resource-profile", "engine", "--resource-calibration", "interleaved",
-            "--cold-start-samples", "0", "--host-telemetry", "off",
-            "--out", str(out), "--run-id", run_id, "--no-progress"]  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
-    results = out / run_id / "results.jsonl"
-    try:
-        deadline = time.monotonic() + 120
-        while not (results.exists() and results.read_text().count("\n") >= 1):
-            assert proc.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline, "the run produced no row in time"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)  # the pair's other half is sleeping in its task
-        proc.wait(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    return out / run_id
+    # the pair's other half is sleeping in its task when the runner dies
+    return run_killed_after_rows(
+        ["--tasks", str(corpus), "--engines", "chrome", "--k", str(K),
+         "--resource-profile", "engine", "--resource-calibration", "interleaved",
+         "--cold-start-samples", "0", "--host-telemetry", "off"], out, run_id)  # fmt: skip
 
 
 def test_a_pair_cut_by_a_kill_is_not_same_process_and_stays_out_of_the_figures(
