@@ -166,14 +166,40 @@ async def run_task_attempt(
     if phases is not None:
         phases.finish()  # before the health check: the harness's question, not the task's
     health_started = time.monotonic()
-    if engine_health is not None:
-        outcome = classify.promote_engine_trouble(outcome, await engine_health(suspect))
-    elif engine_alive is not None:
-        outcome = classify.promote_dead_engine(outcome, engine_alive())
+    outcome = await _engine_checked(outcome, suspect, engine_health, engine_alive)
     health_s = time.monotonic() - health_started  # the harness's check, not the task's time
     duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
+    result = _attempt_outcome(outcome, verdict, duration_ms, before, after, isolation, notes)
+    result.artifacts = _write_artifacts(out_dir, recorder, first_record, result, verdict)
+    return result
+
+
+async def _engine_checked(
+    outcome: classify.Classification,
+    suspect: bool,
+    engine_health: EngineHealth | None,
+    engine_alive: Callable[[], bool] | None,
+) -> classify.Classification:
+    """The outcome after asking whether the engine survived the attempt (a dead or unanswering
+    engine is charged to the attempt that caused it)."""
+    if engine_health is not None:
+        return classify.promote_engine_trouble(outcome, await engine_health(suspect))
+    if engine_alive is not None:
+        return classify.promote_dead_engine(outcome, engine_alive())
+    return outcome
+
+
+def _attempt_outcome(
+    outcome: classify.Classification,
+    verdict: DriverVerdict | None,
+    duration_ms: int,
+    before: _Counters | None,
+    after: _Counters | None,
+    isolation: str,
+    notes: list[str],
+) -> AttemptOutcome:
     checks = verdict.checks if verdict is not None else []
-    result = AttemptOutcome(
+    return AttemptOutcome(
         outcome.status, outcome.failure_class, outcome.origin, outcome.reason,
         outcome.secondary_status, [c.to_json() for c in checks], duration_ms,
         ((after.wait_s - before.wait_s) * 1000) if after and before else 0.0,
@@ -181,8 +207,6 @@ async def run_task_attempt(
         (after.errors - before.errors) if after and before else 0,
         verdict.answer if verdict is not None else None, isolation, notes=notes,
     )  # fmt: skip
-    result.artifacts = _write_artifacts(out_dir, recorder, first_record, result, verdict)
-    return result
 
 
 async def _drive(
