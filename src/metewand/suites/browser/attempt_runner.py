@@ -30,7 +30,8 @@ from metewand.suites.browser.adapter_attempt import (
 )
 from metewand.suites.browser.adapter_server import AdapterRunner
 from metewand.suites.browser.adapter_slot import SlotAdapters
-from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed, run_task_attempt
+from metewand.suites.browser.attempt import run_task_attempt
+from metewand.suites.browser.attempt_driver import AttemptResult, attempt_seed
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_registry import FoundDriver
 from metewand.suites.browser.drivers import grader_session
@@ -164,12 +165,9 @@ class AttemptRunner:
                 self.store.run_id, planned.task.task_id, planned.engine, planned.attempt, seed
             )
             self.server.context.grades.open(session)
-            driver_block: dict[str, Any] | None = None
             phases = self._phases(planned, process)
             if is_adapter_task(planned.task):
-                outcome, driver_block = await self._adapter_attempt(
-                    planned, process, out_dir, seed, phases
-                )
+                outcome = await self._adapter_attempt(planned, process, out_dir, seed, phases)
             else:
                 outcome = await run_task_attempt(
                     planned.task, process.ws_url, planned.engine, self.base_url, out_dir,
@@ -179,7 +177,7 @@ class AttemptRunner:
                 )  # fmt: skip
             finished_at = utc_now()
             if self._write_grader_evidence(session, out_dir):
-                outcome.artifacts.append(GRADER_EVIDENCE_FILE)
+                outcome = outcome.with_artifacts(GRADER_EVIDENCE_FILE)
             window.close()  # not reached before cleanup (failure, timeout, crash): end it now
             settle = await self._settle(process, planned.engine)
             resource = observer.attempt_finished(window.token, out_dir)
@@ -189,15 +187,14 @@ class AttemptRunner:
             if not process.is_alive():
                 tail = process.stderr_tail()
                 (out_dir / ENGINE_LOG_TAIL_FILE).write_text(tail)
-                outcome.artifacts.append(ENGINE_LOG_TAIL_FILE)
+                outcome = outcome.with_artifacts(ENGINE_LOG_TAIL_FILE)
             (out_dir / rundir.ATTEMPT_OUTCOME).write_bytes(canonical.dumps(outcome.to_json()))
             files = [*outcome.artifacts, rundir.ATTEMPT_OUTCOME]
             if resource is not None and (out_dir / rundir.ATTEMPT_RESOURCE_SAMPLES).exists():
                 files.append(rundir.ATTEMPT_RESOURCE_SAMPLES)
         artifacts = [f"{rundir.ARTIFACTS}/{key}/{name}" for name in files]
         row = outcome_row(base, outcome, started_at, finished_at, facts, artifacts)
-        if driver_block is not None:
-            row.update(driver_block)
+        row.update(outcome.row_fields)  # a driver path's own fields (none for the CDP driver)
         row["engine_provenance"] = self._provenance(planned.engine, process)
         row["run_context"] = context
         row["traffic"] = traffic.to_json()
@@ -235,7 +232,7 @@ class AttemptRunner:
     async def _adapter_attempt(
         self, planned: PlannedAttempt, process: EngineProcess, out_dir: Path, seed: str,
         phases: AttemptPhases | None,
-    ) -> tuple[AttemptOutcome, dict[str, Any]]:  # fmt: skip
+    ) -> AttemptResult:  # fmt: skip
         """A driver-path task: its adapter drives the engine (see ``adapter_attempt``)."""
         ids = AdapterAttempt(
             self.store.run_id, planned.attempt, seed, self.base_url,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from metewand.runtime.row_head import RowHead
-from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed
+from metewand.suites.browser.attempt_driver import AttemptResult, attempt_seed
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_paths import driver_path_key
 from metewand.suites.browser.tasks import Task
@@ -115,7 +115,7 @@ def peer_failure(
 
 def outcome_row(
     base: dict[str, Any],
-    outcome: AttemptOutcome,
+    outcome: AttemptResult,
     started_at: str,
     finished_at: str,
     engine_facts: dict[str, Any],
@@ -133,7 +133,7 @@ def outcome_row(
         "secondary_status": outcome.secondary_status,
         "reason": outcome.reason,
         "duration_ms": outcome.duration_ms,
-        "checks": outcome.checks,
+        "checks": list(outcome.checks),
         "cdp": {
             "wait_ms": None if outcome.cdp_wait_ms is None else round(outcome.cdp_wait_ms, 3),
             "commands": outcome.cdp_commands,
@@ -145,7 +145,7 @@ def outcome_row(
         "answer": outcome.to_json()["answer"],
         "artifact_dir": f"artifacts/{base['key']}",
         "engine_process": engine_facts,
-        "notes": outcome.notes,
+        "notes": list(outcome.notes),
         "traffic": None,
         **head.fields(),
     }
