@@ -13,8 +13,10 @@ attempt is graded from what came back:
 
 No harness CDP connection is open while the adapter runs (an engine may serve one client at a
 time, and the page is the adapter's to open and close). Whatever happens, the result is one
-``AttemptOutcome`` whose ``driver`` block says which path ran, its version, how the adapter
-ended and what the adapter's own process tree cost (harness scope, apart from the engine's).
+``AttemptResult`` whose driver fields (``row_fields``) say which path ran, its version, how the
+adapter ended and what the adapter's own process tree cost (harness scope, apart from the
+engine's). ``AdapterDriver`` is the attempt runner's ``AttemptDriver`` for every task a driver
+path claims: its adapter served by the slot (long-lived) or started for the attempt.
 """
 
 from __future__ import annotations
@@ -164,8 +166,8 @@ async def run_adapter_attempt(
     phases: AttemptPhases | None = None,
 ) -> AttemptResult:
     """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
-    anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
-    driver (a long-lived one) and its mode; without it the adapter runs per attempt.
+    anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
+    for the driver (a long-lived one) and its mode; without it the adapter runs per attempt.
     ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
     grade."""
@@ -223,15 +225,11 @@ async def run_adapter_attempt(
             verdict, await engine_health(run.outcome != "result")
         )
     metrics = _metrics(run)
-    block = driver_block(path, found, run)
-    block["adapter_cleanup"] = cleanup.to_json() if cleanup is not None else None
-    block["adapter_mode"] = mode  # None: no adapter ran
-    block["adapter_served"] = _served_facts(runner) if run is not None else None
     result = AttemptResult.of(
         verdict, checks=tuple(c.to_json() for c in checks), duration_ms=duration_ms,
         cdp_wait_ms=None, cdp_commands=metrics.get("cdp_call_count"),
         cdp_errors=metrics.get("cdp_error_count"), answer=answer, isolation=ADAPTER_ISOLATION,
-        row_fields=block,
+        row_fields=driver_block(path, found, run, runner, mode, cleanup),
     )  # fmt: skip
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
 
@@ -345,8 +343,16 @@ async def _server_verdict(
     return _ServerVerdict(checks, infra)
 
 
-def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[str, Any]:
-    """The row's driver fields: which path, which version, how its adapter ended, its cost."""
+def driver_block(
+    path: DriverPath,
+    found: Any,
+    run: AdapterRun | None,
+    runner: AdapterRunner | None = None,
+    mode: str | None = None,
+    cleanup: adapter_targets.TargetCleanup | None = None,
+) -> dict[str, Any]:
+    """The row's driver fields: which path, which version, how its adapter ended (in which
+    mode, served by which process, leaving which pages to close), its cost."""
     version = None if isinstance(found, DriverMissing) else found.version
     return {
         # the adapter opens and closes its own pages through its library: --isolation does not
@@ -360,6 +366,9 @@ def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[s
         "driver_source": None if isinstance(found, DriverMissing) else found.source,
         "adapter": run.to_json() if run is not None else None,
         "driver_resources": driver_resources(run, found),
+        "adapter_cleanup": cleanup.to_json() if cleanup is not None else None,
+        "adapter_mode": mode,  # None: no adapter ran
+        "adapter_served": _served_facts(runner) if run is not None else None,
     }
 
 
