@@ -172,8 +172,6 @@ def test_executor_flags_are_checked_before_the_run_exists(tmp_path: Path) -> Non
         (["--executor", "dask"], "needs exactly one of --scheduler"),
         (["--executor", "dask", "--dask-local", "1", "--jobs", "2"], "--jobs is the local"),
         (["--executor", "dask", "--scheduler", "127.0.0.1:1"], "expected tcp://HOST:PORT"),
-        (["--executor", "dask", "--dask-local", "1", "--resource-profile", "engine"],
-         "does not run with --executor dask"),
     ]  # fmt: skip
     for flags, message in cases:
         done = browser(out, "--engines", "chrome", "--task", "own_ax_tree", *flags)

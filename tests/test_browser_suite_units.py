@@ -103,12 +103,16 @@ def test_a_dask_worker_rebuilds_the_clients_plan_and_writes_no_manifest(tmp_path
     assert manifest.read_bytes() == before
 
 
-def test_a_dask_worker_refuses_another_corpus_or_a_profiled_run(tmp_path: Path) -> None:
+def test_a_dask_worker_refuses_another_corpus_and_profiles_its_own_engines(
+    tmp_path: Path,
+) -> None:
     import dataclasses
 
     import pytest
 
+    from metewand.runtime.host_name import worker_place
     from metewand.runtime.suite import build
+    from metewand.suites.browser.profiler import ResourceProfiler
     from metewand.suites.browser.run_config import ResourceOptions
     from metewand.suites.browser.run_plan import PlanError
 
@@ -116,8 +120,54 @@ def test_a_dask_worker_refuses_another_corpus_or_a_profiled_run(tmp_path: Path) 
     with pytest.raises(PlanError, match="corpus sha256 .* on this worker differs from the client"):
         build(_worker_ref(tmp_path, plan.config, corpus_sha256="0" * 64))
     profiled = dataclasses.replace(plan.config, resource=ResourceOptions(profile="engine"))
-    with pytest.raises(PlanError, match="--resource-profile engine does not run on Dask"):
-        build(_worker_ref(tmp_path / "p", profiled))
+    ref = _worker_ref(tmp_path / "p", profiled)
+    suite: Any = build(ref)  # its own groups, sampler, telemetry and cold starts
+    assert isinstance(suite.profiler, ResourceProfiler) and suite.cold_starts_here
+    telemetry = suite.worker_telemetry(1)
+    assert telemetry is not None and telemetry.foreign.member_pids is not None
+    ref.config["cold_start_places"] = [worker_place()]  # this place has them from a session
+    assert not build(ref).cold_starts_here
+
+
+def test_a_worker_whose_engine_binaries_differ_from_the_pins_is_refused(tmp_path: Path) -> None:
+    import dataclasses
+
+    from metewand.suites.browser.engines import resolve
+    from metewand.suites.browser.run_config import ResourceOptions
+    from metewand.suites.browser.suite import admit, engine_pins
+
+    plan = _plan(tmp_path)
+    config = dataclasses.replace(plan.config, engines=("lightpanda",),
+                                 resource=ResourceOptions(profile="engine"))  # fmt: skip
+    ref = _worker_ref(tmp_path, config)
+    assert admit(ref) is None  # no pins: a functional run takes each host's own binaries
+    pins = engine_pins(build_plan(config))
+    ref.config["engine_pins"] = pins
+    assert admit(ref) is None
+    ref.config["engine_pins"] = {"lightpanda": "0" * 64}
+    found = resolve("lightpanda")
+    assert admit(ref) == (
+        f"engine lightpanda binary {found.binary} has sha256 {pins['lightpanda']}, not the "  # type: ignore[union-attr]
+        f"run's pin {'0' * 64} (a profiled comparison runs the same binaries on every host)"
+    )
+    missing = dataclasses.replace(config, engine_paths={"lightpanda": str(tmp_path / "none")})
+    ref = _worker_ref(tmp_path / "m", missing)
+    ref.config["engine_pins"] = pins
+    assert admit(ref).startswith("engine lightpanda not found on this host (configured path ")
+
+
+def test_a_profiled_dask_unit_is_a_whole_rotation_cycle(tmp_path: Path) -> None:
+    """Each host then holds whole cycles: every engine once in every position per unit."""
+    plan = _plan(tmp_path)
+    by_key = {a.key: a for a in plan.attempts}
+    units = rounds(plan, set(), cycles=True)
+    assert [u.payload["rounds"] for u in units] == [[0, 1, 2], [3, 4, 5]]
+    for unit in units:
+        members = [by_key[key] for key in unit.keys]
+        slots = {(a.engine, a.position) for a in members}
+        assert len(slots) == len(members) == 9  # 3 engines x 3 positions, each once
+    done = set(units[0].keys[:4])  # a cut cycle keeps the rest of it together
+    assert rounds(plan, done, cycles=True)[0].keys == units[0].keys[4:]
 
 
 def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: Path) -> None:

@@ -275,7 +275,11 @@ class DaskExecutor:
         return sorted(orphans)
 
     def _register(self) -> None:
-        plugin = SlotPlugin(self.ref, self.expected, self.run_token, client_id=self.client.id)
+        # a LocalCluster's workers share this host: each is a measuring place of its own
+        shared = self.local_workers is not None and self.local_workers > 1
+        plugin = SlotPlugin(
+            self.ref, self.expected, self.run_token, client_id=self.client.id, shared_host=shared
+        )
         responses = self.client.register_plugin(plugin, name=plugin_name(self.run_token))
         failed = {
             address: str(reply.get("exception") or reply.get("text") or reply)

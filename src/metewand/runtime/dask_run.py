@@ -11,6 +11,9 @@ What the client writes, as outcomes arrive:
   the count of rows and lost tries per host and per worker.
 
 The two file names are ``runtime.rundir``'s (the one owner of the run directory's names).
+The manifest's ``host_fingerprints`` lists every host (place) that registered in any session:
+CPU model, usable cores, memory, kernel, the metewand it runs, accepted or refused with why;
+written once the workers registered and again at the end (workers may join later).
 
 ``execute_on_dask`` is what both suites' runners call for ``--executor dask``: the run lifecycle
 (``runtime.run.Run``) over a ``DaskExecutor``, with the same two side files, and the session
@@ -167,6 +170,7 @@ def execute_on_dask(
         store.update_manifest({"interruption_reason": f"{type(exc).__name__}: {exc}"})
         store.set_state("interrupted")
         raise
+    record_fingerprints(store, executor.registrations, entry["started_at"])
     try:
         return session.execute(suite, executor, units)
     finally:
@@ -174,8 +178,55 @@ def execute_on_dask(
             count_session_rows(store.rows(), {key for unit in units for key in unit.keys}, tally)
             record = run_sessions.dask_session_record(store, entry, hosts_record(executor, tally))
             rundir.write_json_atomic(store.run_dir / HOSTS_NAME, record)
+            record_fingerprints(store, executor.registrations, entry["started_at"])
         finally:
             executor.close()
+
+
+FINGERPRINTS_KEY = "host_fingerprints"
+
+
+def fingerprint(registration: dict[str, Any], session: str) -> dict[str, Any]:
+    """What a host is, from its worker's registration: what decides whether two hosts' figures
+    may be pooled (CPU model, usable cores, memory, kernel) and what it runs."""
+    facts = registration.get("host_facts") or {}
+    runner = registration.get("runner") or {}
+    affinity = facts.get("cpu_affinity")
+    return {
+        "host": registration.get("host"),
+        "place": registration.get("place") or registration.get("host"),
+        "worker_name": registration.get("worker_name"),
+        "accepted": bool(registration.get("accepted")),
+        "reason": registration.get("reason"),
+        "session": session,
+        "cpu_model": facts.get("cpu_model"),
+        "cpu_count": facts.get("cpu_count"),
+        "cpu_affinity": affinity,
+        "usable_cores": len(affinity) if isinstance(affinity, list | tuple) else None,
+        "memory_bytes": facts.get("memory_bytes"),
+        "kernel": facts.get("kernel"),
+        "arch": facts.get("arch"),
+        "cpu_governor": facts.get("cpu_governor"),
+        "metewand_version": runner.get("metewand_version"),
+        "tree_sha256": (runner.get("source") or {}).get("tree_sha256"),
+    }
+
+
+def record_fingerprints(store: RunStore, registrations: list[dict[str, Any]], session: str) -> None:
+    """Every registered host's fingerprint into the manifest, by place (earlier sessions' kept;
+    a place that registered again is described by its latest registration)."""
+    if not registrations:
+        return
+    known = dict(store.manifest["data"].get(FINGERPRINTS_KEY) or {})
+    for registration in sorted(registrations, key=lambda r: str(r.get("worker"))):
+        if not registration.get("host"):  # its plugin failed before it could say anything
+            continue
+        found = fingerprint(registration, session)
+        previous = known.get(found["place"])
+        if previous is not None and previous.get("accepted") and not found["accepted"]:
+            continue  # one place's accepted worker is not hidden by a refused one beside it
+        known[str(found["place"])] = found
+    store.update_manifest({FINGERPRINTS_KEY: dict(sorted(known.items()))})
 
 
 def count_session_rows(rows: list[Row], keys: set[str], tally: DaskRunTally) -> None:

@@ -7,9 +7,16 @@ join later, and on a worker a nanny restarts after a crash). At setup it:
    and compares the version and digest with the client's. A worker that differs is *refused*: it
    never receives the run's gate resource, so the scheduler cannot place a unit on it; the refusal
    and its reason go to the client as a registration event;
-2. on acceptance, grants itself the run's gate resource (``metewand-src-<digest>``), which every
+2. asks the suite kind's admission check (``runtime.suite.admit``: a profiled browser run's
+   engine binaries must hash to the run's pins here), run off the event loop; a reason refuses
+   the worker as above;
+3. on acceptance, grants itself the run's gate resource (``metewand-src-<digest>``), which every
    unit requires beside the host resource (``metewand-host``) that the operator gives the one
    worker of a host on its command line.
+
+Where a row was measured is its *place*: the host, or, when the run's workers share one host
+(``--dask-local N`` with N > 1, ``shared_host``), the host and the worker (``host/name``): two
+workers side by side on one machine are two measuring places, never one host's pool.
 
 Units run in ``run_unit_task``: the suite is rebuilt from its ``SuiteRef``, the slot is opened on
 the first unit and reused by every later one, and closed at teardown. The task reports its start
@@ -38,8 +45,18 @@ from distributed.exceptions import Reschedule
 from metewand.measure.host import HostTelemetry
 from metewand.runtime import provenance
 from metewand.runtime import suite as suite_registry
-from metewand.runtime.host_name import worker_host
-from metewand.runtime.suite import Row, Slot, Suite, SuiteRef, Unit, build, take_facts
+from metewand.runtime.host_name import set_worker_place, worker_host, worker_place
+from metewand.runtime.suite import (
+    Row,
+    Slot,
+    Suite,
+    SuiteRef,
+    Unit,
+    admit,
+    build,
+    take_facts,
+    worker_telemetry,
+)
 
 # The resource an operator gives the one worker of a host (``--resources metewand-host=1``): with a
 # quantity of 1 and every unit asking for 1, the host never runs two units at once.
@@ -83,17 +100,25 @@ def refusal_reason(expected: dict[str, str], runner: dict[str, Any]) -> str | No
     return None
 
 
+# what of a plugin travels from the client to its workers; the rest each worker builds
+_TRAVELS = ("ref", "expected", "run_token", "factory_path", "admission_path", "client_id",
+            "shared_host")  # fmt: skip
+
+
 class SlotPlugin(WorkerPlugin):
     """One per worker and run: registration, the worker's slot, its host telemetry."""
 
     def __init__(
-        self, ref: SuiteRef, expected: dict[str, str], run_token: str, client_id: str = ""
-    ) -> None:
+        self, ref: SuiteRef, expected: dict[str, str], run_token: str, client_id: str = "",
+        shared_host: bool = False,
+    ) -> None:  # fmt: skip
         self.ref = ref
+        self.shared_host = shared_host  # the run's workers share one host (a LocalCluster)
         self.client_id = client_id  # the client that owns this run: when it is gone, so is the run
         # the client's registry entry for this kind travels with the plugin, so a worker builds
         # the very suite the client named (also a kind registered at run time, e.g. by tests)
         self.factory_path = suite_registry._FACTORIES.get(ref.kind)
+        self.admission_path = suite_registry._ADMISSIONS.get(ref.kind)
         self.expected = expected
         self.run_token = run_token
         self._fresh_state()
@@ -112,10 +137,7 @@ class SlotPlugin(WorkerPlugin):
         self._worker_name = ""
 
     def __getstate__(self) -> dict[str, Any]:
-        return {
-            k: self.__dict__[k]
-            for k in ("ref", "expected", "run_token", "factory_path", "client_id")
-        }
+        return {k: self.__dict__[k] for k in _TRAVELS}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -124,6 +146,9 @@ class SlotPlugin(WorkerPlugin):
     async def setup(self, worker: Any) -> None:
         self._worker_address = worker.address
         self._worker_name = str(worker.name)
+        set_worker_place(
+            f"{worker_host()}/{worker.name}" if self.shared_host else None
+        )  # one worker process, one place
         runner = provenance.runner_facts()
         self.reason = refusal_reason(self.expected, runner)
         if self.reason is None and HOST_RESOURCE not in worker.state.total_resources:
@@ -131,6 +156,8 @@ class SlotPlugin(WorkerPlugin):
                 f"the worker offers no {HOST_RESOURCE} resource: start it with "
                 f"--nworkers 1 --nthreads 1 --resources {HOST_RESOURCE}=1"
             )
+        if self.reason is None:
+            self.reason = await asyncio.to_thread(self._admission)
         self.accepted = self.reason is None
         if self.accepted:
             await worker.set_resources(**{gate_resource(self.expected["tree_sha256"]): 1})
@@ -141,6 +168,7 @@ class SlotPlugin(WorkerPlugin):
                 "worker": worker.address,
                 "worker_name": str(worker.name),
                 "host": worker_host(),
+                "place": worker_place(),
                 "accepted": self.accepted,
                 "reason": self.reason,
                 "host_facts": provenance.host_facts(),
@@ -148,6 +176,13 @@ class SlotPlugin(WorkerPlugin):
                 "resources": dict(worker.state.total_resources),
             },
         )
+
+    def _admission(self) -> str | None:
+        """The suite kind's own refusal (e.g. engine binaries differing from the run's pins)."""
+        try:
+            return admit(self.ref, self.admission_path)
+        except Exception as exc:  # noqa: BLE001 - a check that broke refuses, saying why
+            return f"the admission check of {self.ref.kind!r} failed: {type(exc).__name__}: {exc}"
 
     def teardown(self, worker: Any) -> None:
         self.close_slot()
@@ -160,7 +195,10 @@ class SlotPlugin(WorkerPlugin):
                     suite_registry.register(self.ref.kind, self.factory_path)
                 self._suite = build(self.ref)
             if self._slot is None:
-                self._telemetry = HostTelemetry(TELEMETRY_INTERVAL_S, root_pid=os.getpid()).start()
+                telemetry = worker_telemetry(self._suite, os.getpid())
+                self._telemetry = (
+                    telemetry or HostTelemetry(TELEMETRY_INTERVAL_S, root_pid=os.getpid())
+                ).start()
                 self._slot = self._suite.open_slot(f"dask:{self._worker_name}")
             return self._suite, self._slot
 
@@ -213,13 +251,16 @@ def _plugin(run_token: str) -> SlotPlugin:
 
 def placement(plugin: SlotPlugin, try_id: str) -> dict[str, Any]:
     """Where a try ran: every row carries it, so rows of different hosts are never pooled blind."""
-    return {
+    where = {
         "executor": "dask",
         "host": worker_host(),
         "worker": plugin._worker_address,
         "worker_name": plugin._worker_name,
         "try": try_id,
     }
+    if plugin.shared_host:  # the rows of workers side by side on one host are never pooled
+        where["place"] = worker_place()
+    return where
 
 
 def run_unit_task(run_token: str, dask_key: str, unit_json: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,13 @@ with where they were made, to the client's suite (``merge_facts(facts, placement
 writes them. Both are optional: a suite without them has no such facts. A suite is named by a ``SuiteRef`` (its kind and its JSON config) so that
 another process or host can rebuild it: the registry maps kinds to import paths, which keeps
 ``runtime`` free of imports from ``suites`` (the layer rule points down only).
+
+Two more optional parts serve a distributed executor. A kind may register an *admission* check
+(``admit(ref) -> reason | None``, run on a worker when it registers, before any unit: a browser
+profiled run refuses a host whose engine binaries differ from the run's pins), and a suite may
+make the host telemetry of its worker's slot (``worker_telemetry(root_pid)``: the browser
+profiler's, which counts its engine groups' members as the benchmark's and keeps the gate's
+thresholds of the run); without it the executor samples the host with the defaults.
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from metewand.measure.host import HostTelemetry
 
 Row = dict[str, Any]
 
@@ -104,6 +114,12 @@ def take_facts(suite: Suite) -> list[dict[str, Any]]:
     return list(take()) if take is not None else []
 
 
+def worker_telemetry(suite: Suite, root_pid: int) -> HostTelemetry | None:
+    """The suite's host telemetry for a worker's slot (not started), or None: the default."""
+    make = getattr(suite, "worker_telemetry", None)
+    return make(root_pid) if make is not None else None
+
+
 def merge_facts(suite: Suite, facts: list[dict[str, Any]], placement: dict[str, Any]) -> None:
     """Give a worker's facts to the client's suite (the one writer of the run's manifest)."""
     merge = getattr(suite, "merge_facts", None)
@@ -114,22 +130,42 @@ def merge_facts(suite: Suite, facts: list[dict[str, Any]], placement: dict[str, 
 # kind -> "module:callable" taking a SuiteRef and returning a Suite. Suites register
 # themselves by import path so that runtime never imports a suite module at import time.
 _FACTORIES: dict[str, str] = {}
+# kind -> "module:callable" taking a SuiteRef and returning why this host cannot run it, or None
+_ADMISSIONS: dict[str, str] = {}
 
 
-def register(kind: str, factory_path: str) -> None:
+def register(kind: str, factory_path: str, admission_path: str | None = None) -> None:
     _FACTORIES[kind] = factory_path
+    if admission_path is not None:
+        _ADMISSIONS[kind] = admission_path
+
+
+def _imported(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def admit(ref: SuiteRef, admission_path: str | None = None) -> str | None:
+    """Why this host cannot run ``ref``'s units (a worker's registration asks), or None.
+
+    ``admission_path``: the client's registry entry (it travels with the worker plugin); else
+    this process's."""
+    path = admission_path or _ADMISSIONS.get(ref.kind)
+    if path is None:
+        return None
+    reason: str | None = _imported(path)(ref)
+    return reason
 
 
 def build(ref: SuiteRef) -> Suite:
     """The suite a ref names, imported on first use (also on a remote worker)."""
     try:
-        module_name, _, attr = _FACTORIES[ref.kind].partition(":")
+        path = _FACTORIES[ref.kind]
     except KeyError:
         raise KeyError(f"no suite registered for kind {ref.kind!r}") from None
-    factory = getattr(importlib.import_module(module_name), attr)
-    suite: Suite = factory(ref)
+    suite: Suite = _imported(path)(ref)
     return suite
 
 
 register("compute", "metewand.suites.compute.suite:from_ref")
-register("browser", "metewand.suites.browser.suite:from_ref")
+register("browser", "metewand.suites.browser.suite:from_ref", "metewand.suites.browser.suite:admit")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ PSS_READERS = 4
 # Test-only fault injection (acceptance: a sampler fault mid-attempt changes no status, shows up
 # as a flag): the sampler raises on this tick of every warm attempt. Read here and nowhere else.
 SAMPLER_FAULT_ENV = "METEWAND_TEST_SAMPLER_FAULT_AT_TICK"
+ColdStartSink = Callable[[dict[str, Any]], None]
 
 
 def _fault_hook_from_env() -> FaultHook | None:
@@ -76,11 +78,13 @@ class ResourceProfiler(EngineGroups):
         self._host: HostTelemetry | None = None
 
     # -- host telemetry -------------------------------------------------------------------
-    def host_telemetry(self, root_pid: int) -> HostTelemetry | None:
+    def host_telemetry(self, root_pid: int, to_file: bool = True) -> HostTelemetry | None:
         """The run's host telemetry (started and stopped by the run), when asked for; the
-        profiler keeps it to subtract its sampler's own CPU from the harness scope."""
+        profiler keeps it to subtract its sampler's own CPU from the harness scope.
+        ``to_file`` False: samples are kept in memory only (a Dask worker: the run's
+        ``host_telemetry.jsonl`` is the client's host; the worker's summary goes back whole)."""
         if self.options.host_telemetry:
-            sink = self.run_dir / rundir.HOST_TELEMETRY
+            sink = self.run_dir / rundir.HOST_TELEMETRY if to_file else None
             self._host = HostTelemetry(
                 self.options.host_sample_interval_s,
                 root_pid,
@@ -179,21 +183,38 @@ class ResourceProfiler(EngineGroups):
         self._groups.clear()
 
     # -- cold start -------------------------------------------------------------------------
-    async def cold_starts(self, engines: dict[str, ResolvedEngine]) -> None:
-        """``--cold-start-samples`` launches per engine outside the warm loop."""
+    async def cold_starts(
+        self, engines: dict[str, ResolvedEngine], sink: ColdStartSink | None = None,
+        log_name: str = "cold_start",
+    ) -> None:  # fmt: skip
+        """``--cold-start-samples`` launches per engine outside the warm loop; each record
+        goes to ``sink`` (default: appended to the run's ``cold_start.jsonl``; a Dask worker's
+        go back to the client as facts). ``log_name``: their engine logs' directory."""
         if not self.sampling or self.options.cold_start_samples <= 0:
             return
-        sha: dict[str, str] = {}
-        log_dir = self.run_dir / rundir.ENGINE_LOGS / "cold_start"
+        log_dir = self.run_dir / rundir.ENGINE_LOGS / log_name
+        if sink is not None:
+            await self._cold_starts(engines, log_dir, sink)
+            return
         with open(self.run_dir / COLD_START_FILE, "ab") as out:
-            for name, engine in engines.items():
-                if name not in sha:  # hashed once per engine, outside every launch window
-                    sha[name] = await asyncio.to_thread(binary_sha256, engine.binary)
-                for sample in range(self.options.cold_start_samples):
-                    record = await self._one_cold_start(name, engine, sample, log_dir)
-                    record["engine_sha256"] = sha[name]
-                    out.write(canonical.line(record))
-                    out.flush()
+
+            def append(record: dict[str, Any]) -> None:
+                out.write(canonical.line(record))
+                out.flush()
+
+            await self._cold_starts(engines, log_dir, append)
+
+    async def _cold_starts(
+        self, engines: dict[str, ResolvedEngine], log_dir: Path, sink: ColdStartSink
+    ) -> None:
+        sha: dict[str, str] = {}
+        for name, engine in engines.items():
+            if name not in sha:  # hashed once per engine, outside every launch window
+                sha[name] = await asyncio.to_thread(binary_sha256, engine.binary)
+            for sample in range(self.options.cold_start_samples):
+                record = await self._one_cold_start(name, engine, sample, log_dir)
+                record["engine_sha256"] = sha[name]
+                sink(record)
 
     async def _one_cold_start(
         self, name: str, engine: ResolvedEngine, sample: int, log_dir: Path

@@ -50,9 +50,16 @@ from metewand.suites.browser.run_plan import (
     corpus_digest,
     not_run_subsets,
 )
-from metewand.suites.browser.suite import BrowserSuite, rounds, suite_config
+from metewand.suites.browser.suite import (
+    BrowserSuite,
+    cycles_per_unit,
+    engine_pins,
+    rounds,
+    suite_config,
+)
 
 CONFIG_KEY: Final = "config"
+ENGINE_PINS_KEY: Final = "engine_pins"
 Echo = Callable[[str], None]
 
 
@@ -149,17 +156,18 @@ def run_browser(
     neither); one contradicting the run's recorded choice is refused (exit 2)."""
     executor = executor or Executor()
     try:
-        store, plan = _open(
-            config, out_dir, run_id, resume, echo, plan, executor, resume_phase_marks
-        )
+        store, plan = _open(config, out_dir, run_id, resume, echo, plan, resume_phase_marks)
     except (PlanError, StoreError) as exc:
         for line in getattr(exc, "lines", [str(exc)]):
             echo(f"error: {line}")
         return RunResult(INVALID_INPUT)
     with store:
-        units = _announce(store, plan, echo)
+        units = _announce(store, plan, echo, cycles_per_unit(plan.config, executor.kind))
         profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
-        suite = BrowserSuite(plan, store, profiler, registry)
+        # on Dask every worker runs its own host's cold starts before its first round
+        suite = BrowserSuite(plan, store, profiler, registry,
+                             cold_starts_here=executor.kind != "dask")  # fmt: skip
+        suite.cycles = cycles_per_unit(plan.config, executor.kind)
         run = Run(store, profiler.host_telemetry(os.getpid()), progress)
         try:
             # Rows and raw files only: scores.json and the resource summary are derived files,
@@ -188,9 +196,33 @@ def _execute(run: Run, suite: BrowserSuite, units: list[Unit], executor: Executo
         return
     from metewand.runtime.dask_run import execute_on_dask  # the optional extra, imported late
 
-    corpus_sha256 = run.store.manifest["data"]["corpus"]["sha256"]
-    ref = SuiteRef("browser", suite_config(suite.plan.config, run.store.run_dir, corpus_sha256))
+    store, config = run.store, suite.plan.config
+    corpus_sha256 = store.manifest["data"]["corpus"]["sha256"]
+    pins = _engine_pins(store, suite.plan) if config.resource.profile != "off" else {}
+    places = cold_start_places(store.run_dir)
+    ref = SuiteRef("browser", suite_config(config, store.run_dir, corpus_sha256, pins, places))
     execute_on_dask(run, suite, ref, units, executor.scheduler, executor.local_workers)
+
+
+def _engine_pins(store: RunStore, plan: Plan) -> dict[str, str]:
+    """A profiled Dask run's engine pins: recorded when it started (hashed here, on the
+    client), kept by every later session, so a resumed run admits the same binaries only."""
+    recorded = store.manifest["data"].get(ENGINE_PINS_KEY)
+    if isinstance(recorded, dict) and recorded:
+        return {str(k): str(v) for k, v in recorded.items()}
+    pins = engine_pins(plan)
+    store.update_manifest({ENGINE_PINS_KEY: pins})
+    return pins
+
+
+def cold_start_places(run_dir: Path) -> list[str]:
+    """Places (``placement.place`` or ``host``) whose cold starts the run already holds."""
+    places = set()
+    for record in rundir.read_jsonl(run_dir / rundir.COLD_START).rows:
+        where = record.get("placement")
+        if isinstance(where, dict):
+            places.add(str(where.get("place") or where.get("host")))
+    return sorted(places)
 
 
 def _leftovers(echo: Echo) -> Callable[[RunStore], None]:
@@ -206,7 +238,7 @@ def _leftovers(echo: Echo) -> Callable[[RunStore], None]:
     return kill
 
 
-def _announce(store: RunStore, plan: Plan, echo: Echo) -> list[Unit]:
+def _announce(store: RunStore, plan: Plan, echo: Echo, cycles: bool = False) -> list[Unit]:
     """What is left to run, said before it runs; the rounds of it."""
     done = store.finished_keys()
     todo = sum(planned.key not in done for planned in plan.attempts)
@@ -215,13 +247,12 @@ def _announce(store: RunStore, plan: Plan, echo: Echo) -> list[Unit]:
         # the twins are attempts too (rows, time), but not the matrix's: say so, not 2x the shape
         shape += ", each attempt also run once unprofiled beside it (interleaved calibration)"
     echo(f"run {store.run_id}: {todo} of {len(plan.attempts)} attempts to run ({shape})")
-    return rounds(plan, done)
+    return rounds(plan, done, cycles)
 
 
 def _open(
     config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo,
-    planned: Plan | None = None, executor: Executor | None = None,
-    resume_phase_marks: bool | None = None,
+    planned: Plan | None = None, resume_phase_marks: bool | None = None,
 ) -> tuple[RunStore, Plan]:  # fmt: skip
     if resume is not None:
         run_dir = rundir.locate_run_dir(resume, out_dir)
@@ -230,12 +261,10 @@ def _open(
         plan = _resume_plan(RunView(run_dir))
         _check_resumed_marks(run_dir, plan.config, resume_phase_marks)
         _check_baseline(plan.config, out_dir)
-        _check_executor(plan.config, executor)
         return open_store(out_dir, None, run_dir, {}, on_open=_leftovers(echo)), plan
     assert config is not None
     plan = planned or build_plan(config)
     _check_baseline(config, out_dir)
-    _check_executor(config, executor)
     for error in plan.skipped_invalid:
         echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
     for subset_id, why in not_run_subsets(plan).items():
@@ -270,14 +299,6 @@ def _check_resumed_marks(run_dir: Path, config: RunConfig, flag: bool | None) ->
     raise PlanError([f"{run_dir} was run with {_marks_flag(not flag)}; resuming with "
                      f"{_marks_flag(flag)} would mix attempts timed with and without marks "
                      "(resume without the flag)"])  # fmt: skip
-
-
-def _check_executor(config: RunConfig, executor: Executor | None) -> None:
-    """A profiled run stays local: its cold starts, accounting groups and calibration are the
-    client's (docs/dask.md, what is not done)."""
-    if executor is not None and executor.kind == "dask" and config.resource.profile != "off":
-        raise PlanError([f"--resource-profile {config.resource.profile} does not run with "
-                         "--executor dask (not built: profiled runs are local only)"])  # fmt: skip
 
 
 def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:

@@ -17,8 +17,17 @@ the engine identities its slot hashes (per host: every worker hashes its own bin
 slot's teardown report are kept as facts (``take_facts``) that travel back with the round's
 rows, and the client's suite writes them into the manifest (``merge_facts``: the first identity
 of each engine under ``engines``, every host's under ``engines_by_host``). A worker's engine logs
-go to ``engine_logs/dask-<worker name>``. Profiled runs are not run on Dask (the cold starts and
-the profiler's accounting groups are the client's); the runner refuses them (exit 2).
+go to ``engine_logs/dask-<worker name>``.
+
+A profiled run on Dask profiles on every host: each worker's suite has its own
+``ResourceProfiler`` (its engines' accounting groups, under the worker's own cgroup; its host
+telemetry with the run's gate thresholds, counting those groups' members as the benchmark's),
+runs its own cold starts when its slot opens, before its first round (unless its place has
+them from an earlier session: ``cold_start_places``), and sends them back as facts; the client
+appends them to ``cold_start.jsonl`` with their placement. Interleaved calibration's twins are
+in their round, so on its host and engine process. ``admit`` refuses, when a worker registers,
+a host whose engine binaries do not hash to the run's pins (``engine_pins``: the client's
+binaries, hashed when the run started).
 """
 
 from __future__ import annotations
@@ -32,15 +41,19 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from metewand.measure.host import HostTelemetry
 from metewand.runtime import rundir
+from metewand.runtime.host_name import worker_place
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore, utc_now
 from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.attempt_runner import AttemptRunner
+from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.engines import Missing, resolve
 from metewand.suites.browser.fixtures import FixtureServer
 from metewand.suites.browser.leftovers import kill_leftovers
 from metewand.suites.browser.observers.base import EngineGroups
@@ -148,14 +161,20 @@ class BrowserSuite:
         registry: AttemptRegistry | None = None,
         *,
         worker_side: bool = False,
+        cold_starts_here: bool = True,
     ) -> None:
-        """``profiler``: the run's accounting groups and cold starts (None: no groups, as on a
-        Dask worker); ``registry``: the attempts' drivers and observers (default: all)."""
+        """``profiler``: the accounting groups and cold starts of the engines this process
+        launches (None: no groups, a functional Dask worker); ``registry``: the attempts'
+        drivers and observers (default: all). ``cold_starts_here``: the cold starts are this
+        suite's to run (False: a Dask client, whose workers run their own; a worker whose place
+        has them already)."""
         self.plan, self.store, self.profiler = plan, store, profiler
         self.groups: EngineGroups = profiler if profiler is not None else EngineGroups()
         self.registry = registry or AttemptRegistry()
         # a Dask worker's suite writes nothing in the manifest: its facts go back as data
         self.worker_side = worker_side
+        self.cold_starts_here = cold_starts_here
+        self.cycles = False  # units of whole rotation cycles (``rounds``); the runner sets it
         self.teardown_reports: dict[str, Any] = {}
         self._slots: list[BrowserSlot] = []
         self._lock = threading.Lock()  # slots open, and identities land, one at a time
@@ -171,20 +190,45 @@ class BrowserSuite:
     # -- the protocol -----------------------------------------------------------------------
 
     def units(self) -> list[Unit]:
-        return rounds(self.plan, self.store.finished_keys())
+        return rounds(self.plan, self.store.finished_keys(), self.cycles)
 
     def prepare(self) -> None:
-        """Cold-start samples of every engine, once per run, before any warm attempt."""
-        if self.profiler is not None and not self.store.finished_keys():
+        """Cold-start samples of every engine, once per run, before any warm attempt (on Dask,
+        each worker's before its first round: ``open_slot``)."""
+        if self.profiler is None or not self.cold_starts_here or self.worker_side:
+            return
+        if not self.store.finished_keys():
             asyncio.run(self.profiler.cold_starts(self.plan.available))
 
     def open_slot(self, slot_id: str) -> BrowserSlot:
+        if self.worker_side:  # not under the lock: an interrupt must not wait for them
+            self._worker_cold_starts(_dir_label(slot_id))
         with self._lock:
             index = len(self._slots)
             label = _dir_label(slot_id) if self.worker_side else f"worker-{index}"
             slot = BrowserSlot(self, index, label)
             self._slots.append(slot)
         return slot
+
+    def _worker_cold_starts(self, label: str) -> None:
+        """A Dask worker's first slot: this host's cold starts, before its first warm attempt,
+        each record a fact for the client's ``cold_start.jsonl``."""
+        if not (self.cold_starts_here and self.profiler is not None):
+            return
+        self.cold_starts_here = False  # once per worker process, whatever happens
+
+        def keep(record: dict[str, Any]) -> None:
+            with self._lock:
+                self._facts.append({"kind": "cold_start", "record": record})
+
+        asyncio.run(self.profiler.cold_starts(self.plan.available, keep, f"{label}/cold_start"))
+
+    def worker_telemetry(self, root_pid: int) -> HostTelemetry | None:
+        """A profiled worker's host telemetry: the run's thresholds, its engine groups' members
+        counted as the benchmark's (``runtime.suite.worker_telemetry``); None: the default."""
+        if self.profiler is None or not self.worker_side:
+            return None
+        return self.profiler.host_telemetry(root_pid, to_file=False)
 
     def run_unit(self, slot: Any, unit: Unit, events: UnitEvents | None = None) -> list[Row]:
         assert isinstance(slot, BrowserSlot)
@@ -238,6 +282,9 @@ class BrowserSuite:
             elif fact.get("kind") == "teardown":
                 with self._lock:
                     self.teardown_reports[str(fact["slot"])] = fact["reports"]
+            elif fact.get("kind") == "cold_start":  # one line each, whole, beside the client's
+                record = {**fact["record"], "placement": _cold_start_placement(placement)}
+                rundir.append_line(self.store.run_dir / rundir.COLD_START, record)
 
     def _merge_identity(self, engine: str, identity: dict[str, Any], host: str) -> None:
         """Under the lock: ``host``'s identity of ``engine``; the run's first one also under
@@ -252,6 +299,8 @@ class BrowserSuite:
         with self._lock:
             if self.worker_side:
                 self._facts.append({"kind": "teardown", "slot": label, "reports": reports})
+                if self.profiler is not None:  # a worker's groups go with its slot's engines
+                    self.profiler.close()
             else:
                 self.teardown_reports[label] = reports
 
@@ -303,13 +352,33 @@ class BrowserSuite:
         return not_run_row(base, verdict, utc_now(), {})
 
 
-def rounds(plan: Plan, done: set[str]) -> list[Unit]:
-    """The plan's rounds in planned order, each without the engines already done."""
+def rounds(plan: Plan, done: set[str], cycles: bool = False) -> list[Unit]:
+    """The plan's rounds in planned order, each without the engines already done.
+
+    ``cycles``: a unit is a whole rotation cycle instead (E consecutive rounds for E engines:
+    every engine once in every position), as a profiled Dask run needs: Dask puts units on
+    hosts as they come free, and only whole cycles keep each host's own rows in the balanced
+    engine order that its per-host verdict asks for."""
     by_round: dict[int, list[str]] = {}
     for planned in plan.attempts:
         if planned.key not in done:
             by_round.setdefault(planned.round, []).append(planned.key)
-    return [Unit(tuple(keys), {"round": index}) for index, keys in by_round.items()]
+    if not cycles:
+        return [Unit(tuple(keys), {"round": index}) for index, keys in by_round.items()]
+    width = max(1, len(plan.config.engines))
+    by_cycle: dict[int, list[int]] = {}
+    for index in by_round:
+        by_cycle.setdefault(index // width, []).append(index)
+    return [
+        Unit(tuple(k for i in indexes for k in by_round[i]), {"round": indexes[0],
+                                                             "rounds": indexes})
+        for indexes in by_cycle.values()
+    ]  # fmt: skip
+
+
+def cycles_per_unit(config: RunConfig, executor_kind: str) -> bool:
+    """Whole rotation cycles per unit: a profiled run on Dask (``rounds``)."""
+    return executor_kind == "dask" and config.resource.profile != "off"
 
 
 def finish_manifest(store: RunStore, status: str) -> None:
@@ -322,18 +391,59 @@ def finish_manifest(store: RunStore, status: str) -> None:
     store.update_top_level(fields)
 
 
+def _cold_start_placement(placement: dict[str, Any]) -> dict[str, Any]:
+    """Where a worker's cold starts ran: its host, place and worker (not the unit's try)."""
+    keep = ("executor", "host", "place", "worker", "worker_name")
+    return {key: placement[key] for key in keep if key in placement}
+
+
 def _dir_label(slot_id: str) -> str:
     """A Dask slot's label (``dask:<worker name>``) as a directory name: ``dask-<name>``."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", slot_id.replace("dask:", "dask-", 1))
 
 
-def suite_config(config: RunConfig, run_dir: Path, corpus_sha256: str) -> dict[str, Any]:
-    """The JSON config ``from_ref`` rebuilds the suite from (paths absolute)."""
+def suite_config(
+    config: RunConfig, run_dir: Path, corpus_sha256: str,
+    engine_pins: dict[str, str] | None = None, cold_start_places: list[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The JSON config ``from_ref`` rebuilds the suite from (paths absolute). A profiled run
+    adds ``engine_pins`` (engine -> binary sha256 every host must have) and
+    ``cold_start_places`` (places whose cold starts the run holds already)."""
     return {
         "config": config.to_json(),
         "run_dir": str(Path(run_dir).absolute()),
         "corpus_sha256": corpus_sha256,
+        "engine_pins": dict(engine_pins or {}),
+        "cold_start_places": sorted(cold_start_places or []),
     }
+
+
+def engine_pins(plan: Plan) -> dict[str, str]:
+    """The sha256 of every found engine's binary here (a profiled Dask run's pins)."""
+    return {name: binary_sha256(engine.binary) for name, engine in plan.available.items()}
+
+
+def admit(ref: SuiteRef) -> str | None:
+    """Why this host cannot run the run's rounds, or None (a worker's registration asks):
+    a profiled run's engines must be here and hash to the run's pins, so every host's figures
+    are of the same binaries (a functional run takes each host's own, named in its rows)."""
+    pins = ref.config.get("engine_pins") or {}
+    if not pins:
+        return None
+    config = RunConfig.from_json(ref.config["config"])
+    problems = []
+    for name, pin in sorted(pins.items()):
+        found = resolve(name, config.engine_paths.get(name))
+        if isinstance(found, Missing):
+            problems.append(f"engine {name} not found on this host ({found.detail}); "
+                            f"the run pins sha256 {pin}")  # fmt: skip
+            continue
+        digest = binary_sha256(found.binary)
+        if digest != pin:
+            problems.append(f"engine {name} binary {found.binary} has sha256 {digest}, not the "
+                            f"run's pin {pin} (a profiled comparison runs the same binaries "
+                            "on every host)")  # fmt: skip
+    return "; ".join(problems) or None
 
 
 def from_ref(ref: SuiteRef) -> BrowserSuite:
@@ -343,12 +453,14 @@ def from_ref(ref: SuiteRef) -> BrowserSuite:
     filesystem). The worker plans the run from the same config; a corpus that differs from the
     client's (another checkout, an edited task) is refused, since its keys would not match."""
     config = RunConfig.from_json(ref.config["config"])
-    if config.resource.profile != "off":
-        raise PlanError([f"--resource-profile {config.resource.profile} does not run on Dask"])
     view = SharedRunView(Path(ref.config["run_dir"]))  # StoreError when the run is not there
     plan = build_plan(config)
     found = corpus_digest(plan.corpus.root)["sha256"]
     if found != ref.config["corpus_sha256"]:
         raise PlanError([f"{plan.corpus.root}: corpus sha256 {found} on this worker differs from "
                          f"the client's {ref.config['corpus_sha256']}"])  # fmt: skip
-    return BrowserSuite(plan, view, None, worker_side=True)
+    profiler = None
+    if config.resource.profile != "off" or config.phase_marks:  # as a local run: groups
+        profiler = ResourceProfiler(config, view.run_dir, view.run_id)
+    done = worker_place() in (ref.config.get("cold_start_places") or [])
+    return BrowserSuite(plan, view, profiler, worker_side=True, cold_starts_here=not done)
