@@ -13,10 +13,8 @@ from fair_runs import baseline_pair, manifest, rows, traffic
 from metewand.compare.calibration import calibrate
 from metewand.compare.eligibility import CONDITIONS, evaluate
 from metewand.compare.intersection import all_pass_intersection
-from metewand.compare.resource_summary import summarize
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
-from metewand.runtime.schemas import violations
 
 CLEAN_HOST: dict[str, Any] = {"polluted": False, "gate": {"passed": True, "triggered": []}}
 
@@ -141,60 +139,3 @@ def test_intersection_counts_excluded_statuses() -> None:
         "lightpanda": {"pass": 1, "timeout": 1},
     }
     assert ("task_001", 2) not in inter.keys
-
-
-def _on_hosts(rs: list[dict[str, Any]], hosts: tuple[str, ...]) -> list[dict[str, Any]]:
-    """The rows as a Dask run would name them: a round (one task-attempt on every engine) whole
-    on one host; two rounds in a row (both engine orders) to each host in turn."""
-    for row in rs:
-        host = hosts[row["order"]["round"] // 2 % len(hosts)]
-        row["placement"] = {"executor": "dask", "host": host, "worker": f"tcp://{host}:1",
-                            "worker_name": host, "try": f"try-{row['order']['round']}"}  # fmt: skip
-    return rs
-
-
-def test_rows_of_two_hosts_are_judged_per_host_never_pooled() -> None:
-    # The browser suite does not run on Dask on this branch yet, so a real two-host browser run
-    # cannot be made here: these are the clean rows with the placement a Dask worker stamps.
-    man, rs = manifest(), rows()
-    rs = _on_hosts(rs, ("host-a", "host-b"))
-    polluted = {"polluted": True, "gate": {"passed": False, "triggered": [
-        {"condition": "foreign_cpu_load"}]}}  # fmt: skip
-    result = evaluate(man, rs, CLEAN_HOST, _calibration(man, rows()),
-                      host_summaries={"host-a": CLEAN_HOST, "host-b": polluted})  # fmt: skip
-    assert not result["resource_comparison_eligible"]
-    assert [c["id"] for c in result["conditions"]] == [*(c.id for c in CONDITIONS), "one_host"]
-    failed = _failed(result)
-    assert list(failed) == ["one_host"]  # the pooled rows pass the seven; pooling is the fault
-    assert failed["one_host"] == (
-        "rows from 2 hosts (host-a, host-b) would be pooled into one median; "
-        "eligible per host: host-a"
-    )
-    per_host = result["conditions"][-1]["figures"]["per_host"]
-    counts = {h: sum(r["placement"]["host"] == h for r in rs) for h in ("host-a", "host-b")}
-    assert per_host == {
-        "host-a": {"rows": counts["host-a"], "resource_comparison_eligible": True,
-                   "ineligibility_reasons": []},
-        "host-b": {"rows": counts["host-b"], "resource_comparison_eligible": False,
-                   "ineligibility_reasons": ["host polluted: foreign_cpu_load"]},
-    }  # fmt: skip
-
-
-def test_rows_of_one_host_keep_the_seven_conditions() -> None:
-    man, rs = manifest(), rows()
-    rs = _on_hosts(rs, ("host-a",))
-    result = evaluate(man, rs, CLEAN_HOST, _calibration(man, rows()))
-    assert result["resource_comparison_eligible"], _failed(result)
-    assert [c["id"] for c in result["conditions"]] == [c.id for c in CONDITIONS]
-
-
-def test_a_two_host_resource_summary_is_valid_and_not_eligible() -> None:
-    man, rs = manifest(), _on_hosts(rows(), ("host-a", "host-b"))
-    summary = summarize(man, rs, CLEAN_HOST, _calibration(man, rows()),
-                        host_summaries={"host-a": CLEAN_HOST, "host-b": CLEAN_HOST})  # fmt: skip
-    assert violations("metewand_resource_summary-1", summary) == []
-    assert summary["resource_comparison_eligible"] is False
-    assert summary["ineligibility_reasons"] == [
-        "rows from 2 hosts (host-a, host-b) would be pooled into one median; "
-        "eligible per host: host-a, host-b"
-    ]

@@ -27,4 +27,11 @@ def write_derived(run_dir: Path | str, echo: Callable[[str], None]) -> bool:
         summary = canonical.loads(written["resource_summary"].read_bytes())
         eligible = summary.get("resource_comparison_eligible")
         echo(f"resource summary: resource_comparison_eligible={eligible}")
+        hosts = summary.get("hosts")
+        if isinstance(hosts, dict) and len(hosts.get("places") or []) > 1:
+            verdicts = ", ".join(
+                f"{place} {'eligible' if r['resource_comparison_eligible'] else 'not eligible'}"
+                for place, r in hosts["per_host"].items()
+            )
+            echo(f"resource comparison per host: {verdicts}; {hosts['statement']}")
     return True

@@ -239,11 +239,15 @@ def _browser_sections(
 def _browser_resource_sections(ctx: ResourceContext) -> list[Section]:
     from metewand.compare import report_resources as res
 
-    return [
+    sections = [
         ("paired", "Ratios", res.paired_section(ctx)),
         ("calibration", "Calibration", res.calibration_section(ctx)),
         ("eligibility", "Eligibility", res.eligibility_section(ctx)),
     ]
+    per_host = res.hosts_section(ctx)  # a profiled Dask run: each host's verdict, pooling
+    if per_host is not None:
+        sections.append(("resource-hosts", "Per host", per_host))
+    return sections
 
 
 register(

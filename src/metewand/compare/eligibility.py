@@ -9,7 +9,9 @@ evaluator returning pass/fail with a reason and figures, so a summary lists ever
 4. the all-pass intersection is non-empty;
 5. no required CPU / PSS / traffic metric is missing on an intersection row;
 6. the host pollution gate passed;
-7. the profiler on/off calibration is present and acceptable.
+7. the profiler on/off calibration is present and acceptable;
+
+and, for the rows of a Dask run, ``one_host`` (``compare.resource_hosts``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from metewand.compare.hosts import split_by_host
 from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_metrics import METRICS
 from metewand.compare.run_facts import RunFacts, latest_rows, read_facts
@@ -184,36 +185,6 @@ def _conditions(inputs: EligibilityInputs) -> list[dict[str, Any]]:
     return results
 
 
-def _one_host(
-    facts: RunFacts,
-    by_host: Mapping[str, Sequence[Mapping[str, Any]]],
-    host_summaries: Mapping[str, Mapping[str, Any]],
-    calibration: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The pooled rows fail; each host is judged on its own rows and its own telemetry."""
-    per_host = {}
-    for host, host_rows in by_host.items():
-        inter = all_pass_intersection(host_rows, facts.engines)
-        summary = host_summaries.get(host)
-        results = _conditions(EligibilityInputs(facts, host_rows, inter, summary, calibration))
-        per_host[host] = {
-            "rows": len(host_rows),
-            "resource_comparison_eligible": all(r["passed"] for r in results),
-            "ineligibility_reasons": [r["reason"] for r in results if not r["passed"]],
-        }
-    eligible = sorted(h for h, v in per_host.items() if v["resource_comparison_eligible"])
-    return {
-        "id": "one_host",
-        "title": "every row from one host (rows of several Dask hosts are judged per host)",
-        "passed": False,
-        "reason": (
-            f"rows from {len(by_host)} hosts ({', '.join(by_host)}) would be pooled into one "
-            f"median; eligible per host: {', '.join(eligible) or 'none'}"
-        ),
-        "figures": {"per_host": per_host},
-    }
-
-
 CONDITIONS: tuple[Condition, ...] = (
     Condition("engines", "at least two selected engines; every row's engine selected", _engines),
     Condition("profile_jobs_k", "resource profile engine, jobs=1, k>=5", _profile_jobs_k),
@@ -231,23 +202,26 @@ def evaluate(
     host_summary: Mapping[str, Any] | None,
     calibration: Mapping[str, Any] | None,
     intersection: Intersection | None = None,
-    host_summaries: Mapping[str, Mapping[str, Any]] | None = None,
+    one_host: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``{resource_comparison_eligible, conditions: [{id, title, passed, reason, figures}]}``.
 
-    Rows of several Dask hosts (``placement.host``) add an eighth condition, ``one_host``, that
-    fails: their medians would pool machines. Its figures hold each host's own verdict (the seven
-    conditions over that host's rows, with that host's telemetry summary from
-    ``host_summaries``), so a comparison is eligible per host, never over the pool."""
+    A Dask run's rows add an eighth condition, ``one_host`` (``compare.resource_hosts`` makes
+    it: it passes for one host's rows, and for several hosts' only when they passed the
+    homogeneity test), so rows of several machines are never pooled into one median unless the
+    machines were shown to be equivalent."""
     facts = read_facts(manifest)
     rows = latest_rows(rows)
     inter = intersection or all_pass_intersection(rows, facts.engines)
     results = _conditions(EligibilityInputs(facts, rows, inter, host_summary, calibration))
-    by_host = split_by_host(rows)
-    if len(by_host) > 1:
-        results.append(_one_host(facts, by_host, host_summaries or {}, calibration))
+    if one_host is not None:
+        results.append(dict(one_host))
+    return verdict_of(results)
+
+
+def verdict_of(conditions: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "resource_comparison_eligible": all(r["passed"] for r in results),
-        "ineligibility_reasons": [r["reason"] for r in results if not r["passed"]],
-        "conditions": results,
+        "resource_comparison_eligible": all(r["passed"] for r in conditions),
+        "ineligibility_reasons": [r["reason"] for r in conditions if not r["passed"]],
+        "conditions": conditions,
     }

@@ -9,16 +9,17 @@ directories alone. The HTML sections below only render what those documents say.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from metewand.compare import resource_card
+from metewand.compare import resource_card, stats
 from metewand.compare.calibration import CalibrationThresholds, calibrate, calibrate_interleaved
-from metewand.compare.hosts import host_summaries
-from metewand.compare.html_parts import kv_table, paragraph, section, table
+from metewand.compare.html_parts import esc, kv_table, paragraph, section, table
 from metewand.compare.intersection import Intersection, all_pass_intersection
+from metewand.compare.resource_hosts import Calibrator, Row, host_levels
+from metewand.compare.resource_hosts_text import headline, host_tables
 from metewand.compare.resource_summary import summarize
 from metewand.compare.run_facts import MISSING, lookup, manifest_data, read_facts
 from metewand.compare.rundir import RunData, load_run
@@ -96,13 +97,45 @@ def resource_context(
             run.manifest,
             run.rows,
             host_summary=run.host_summary,
-            host_summaries=host_summaries(run.dask_hosts),
             calibration=calibration,
             cold_start_rows=run.cold_start,
             reference_engine=reference,
             intersection=inter,
+            hosts=host_levels(
+                run.manifest,
+                run.rows,
+                run.calibration_twins,
+                run.cold_start,
+                run.dask_hosts,
+                _place_calibrator(run, baseline),
+                stats.DEFAULT_RESAMPLES,
+                stats.DEFAULT_BOOTSTRAP_SEED,
+            ),  # fmt: skip
         )
     return ResourceContext(profiled, reference, calibration, summary, inter)
+
+
+def _place_calibrator(run: RunData, baseline: Path | None) -> Calibrator | None:
+    """Each host's own calibration: its rows with their interleaved twins, or with the
+    baseline run's same attempts (wherever those ran)."""
+    thresholds = _thresholds(run)
+    if _setting(run, "resource_profile.calibration") == "interleaved" and baseline is None:
+
+        def interleaved(rows: Sequence[Row], twins: Sequence[Row]) -> dict[str, Any]:
+            return calibrate_interleaved(run.manifest, rows, twins, thresholds)
+
+        return interleaved
+    base_path = baseline_dir(run, baseline)
+    if base_path is None or not base_path.is_dir():
+        return None
+    base = load_run(base_path)
+
+    def separate(rows: Sequence[Row], _twins: Sequence[Row]) -> dict[str, Any]:
+        keys = {(r["task_id"], r["engine"], r["attempt"]) for r in rows}
+        mine = [b for b in base.rows if (b["task_id"], b["engine"], b["attempt"]) in keys]
+        return calibrate(base.manifest, mine, run.manifest, rows, thresholds)
+
+    return separate
 
 
 def calibration_section(ctx: ResourceContext) -> str:
@@ -207,3 +240,15 @@ def paired_section(ctx: ResourceContext) -> str:
             (2, 4, 5, 6),
         ),
     )
+
+
+def hosts_section(ctx: ResourceContext) -> str | None:
+    """A profiled Dask run's per-host level (None for a local run)."""
+    hosts = (ctx.summary or {}).get("hosts")
+    if not isinstance(hosts, Mapping):
+        return None
+    parts = [paragraph(line, "" if hosts.get("pooled") else "bad") for line in headline(hosts)]
+    for t in host_tables(hosts):
+        parts += [f"<h3>{esc(t.title)}</h3>", table(list(t.header), [list(r) for r in t.rows])]
+        parts += [paragraph(t.note)] if t.note else []
+    return section("resource-hosts", "Resource comparison per host", *parts)

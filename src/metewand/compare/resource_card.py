@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from metewand.compare.resource_hosts_text import headline, host_tables
+
 MIB = 2**20
 NA = "unavailable"
 Summary = Mapping[str, Any]
@@ -56,11 +58,31 @@ def _intro(s: Summary) -> list[str]:
         "efficient).",
         "- Scope: warm attempts, engine root plus all descendants. Harness and host costs are "
         "reported apart; resource cost is never blended into the functional score.",
+        *(f"- {line}" for line in _host_headline(s)),
         f"- Medians carry a 95% bootstrap CI that resamples tasks, not attempts "
         f"({stats['resamples']} resamples, seed {stats['seed']}); p95 uses "
         f"{s['comparison_contract']['statistics']['p95']}.",
         "",
     ]
+
+
+def _host_headline(s: Summary) -> list[str]:
+    hosts = s.get("hosts")
+    return headline(hosts) if isinstance(hosts, Mapping) else []
+
+
+def _hosts(s: Summary) -> list[str]:
+    """A Dask run's per-host level: verdicts side by side, the homogeneity test, medians, cold
+    starts and fingerprints per host (``compare.resource_hosts_text``)."""
+    hosts = s.get("hosts")
+    if not isinstance(hosts, Mapping):
+        return []
+    lines = ["## Hosts (Dask)", "", *(f"- {line}" for line in headline(hosts)), ""]
+    for t in host_tables(hosts):
+        lines += [f"### {t.title}", "", *_table(t.header, [[c.replace("|", "/") for c in row]
+                                                          for row in t.rows]), ""]  # fmt: skip
+        lines += [t.note, ""] if t.note else []
+    return lines
 
 
 def _eligibility(s: Summary) -> list[str]:
@@ -462,6 +484,7 @@ def _harness_and_traffic(s: Summary) -> list[str]:
 SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (
     _intro,
     _eligibility,
+    _hosts,
     _engine_table,
     _paired,
     _leaks,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from metewand.compare.resource_metrics import (
 from metewand.compare.run_facts import latest_rows, read_facts
 from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
 
+if TYPE_CHECKING:
+    from metewand.compare.resource_hosts import HostLevels
+
 SUMMARY_SCHEMA = "abb_resource_summary/1"
 PAIRED_METRICS = ("cpu_total_ms", "pss_peak_bytes", "pss_peak_delta_bytes", "avg_cores")
 LEAK_METRICS = ("pss_end_bytes", "process_count_end")
@@ -43,22 +46,27 @@ TRAFFIC_NOT_MEASURED: Final = {
 }
 
 
-def _engine_metrics(
-    rows: Sequence[Row], columns: Columns, resamples: int, seed: int
+def describe_metrics(
+    rows: Sequence[Row], columns: Columns, names: Sequence[str], resamples: int, seed: int
 ) -> dict[str, Any]:
+    """Per metric of ``names``: n, median with its task-bootstrap CI, p95, missing, unit."""
     out: dict[str, Any] = {}
     tasks = [str(r["task_id"]) for r in rows]
-    for metric in METRICS:
-        present = [
-            (v, t) for v, t in zip(columns[metric.name], tasks, strict=True) if v is not None
-        ]
+    for name in names:
+        present = [(v, t) for v, t in zip(columns[name], tasks, strict=True) if v is not None]
         described = stats.describe(
             [v for v, _ in present], [t for _, t in present], resamples, seed
         )
         described["missing"] = len(rows) - len(present)
-        described["unit"] = metric.unit
-        out[metric.name] = described
+        described["unit"] = METRICS_BY_NAME[name].unit
+        out[name] = described
     return out
+
+
+def _engine_metrics(
+    rows: Sequence[Row], columns: Columns, resamples: int, seed: int
+) -> dict[str, Any]:
+    return describe_metrics(rows, columns, [m.name for m in METRICS], resamples, seed)
 
 
 def _memory_high_water(rows: Sequence[Row], metrics: Mapping[str, Any]) -> dict[str, Any]:
@@ -437,21 +445,28 @@ def summarize(
     host_summary: Mapping[str, Any] | None = None,
     calibration: Mapping[str, Any] | None = None,
     cold_start_rows: Sequence[Row] = (),
-    host_summaries: Mapping[str, Mapping[str, Any]] | None = None,
     reference_engine: str | None = None,
     resamples: int = stats.DEFAULT_RESAMPLES,
     bootstrap_seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
     intersection: Intersection | None = None,
+    hosts: HostLevels | None = None,
 ) -> dict[str, Any]:
     """The ``abb_resource_summary/1`` document for one run (``intersection``: the caller's
-    ``all_pass_intersection(rows, engines)``, passed in so a report builds it once)."""
+    ``all_pass_intersection(rows, engines)``, passed in so a report builds it once).
+
+    ``hosts``: a Dask run's per-host levels (``compare.resource_hosts.host_levels``): the
+    pooled verdict then takes its ``one_host`` condition (pooled only for hosts that passed the
+    homogeneity test), every host's gate instead of the client's, and the pooled calibration
+    with each host's own verdict as a check; the summary carries them under ``hosts``."""
     facts = read_facts(manifest)
     engines = facts.engines
     rows = latest_rows(rows)
     inter = intersection or all_pass_intersection(rows, engines)
-    verdict = eligibility.evaluate(
-        manifest, rows, host_summary, calibration, inter, host_summaries=host_summaries
-    )
+    one_host, gate = None, host_summary
+    if hosts is not None:
+        one_host, gate = hosts.one_host, hosts.gate
+        calibration = hosts.pooled_calibration(calibration)
+    verdict = eligibility.evaluate(manifest, rows, gate, calibration, inter, one_host)
     # each engine's metric values are read from its intersection rows once, for every use
     columns = {e: inter.metric_columns(e) for e in inter.rows_by_engine}
     by_engine = {
@@ -480,4 +495,5 @@ def summarize(
         # ours first; the peer's keys (harness_pins as an object among them) replace ours
         "provenance": {**_provenance(facts), **_peer_provenance(manifest, facts)},
         "traffic_not_measured": dict(TRAFFIC_NOT_MEASURED),
+        **({"hosts": hosts.to_json()} if hosts is not None else {}),
     }
