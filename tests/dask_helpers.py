@@ -155,9 +155,13 @@ def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
 
 
 def wait_for_workers(port: int, count: int, timeout_s: float = 30.0) -> None:
+    wait_for_workers_at(f"tcp://127.0.0.1:{port}", count, timeout_s)
+
+
+def wait_for_workers_at(address: str, count: int, timeout_s: float = 30.0) -> None:
     from distributed import Client
 
-    with Client(f"tcp://127.0.0.1:{port}", timeout="10s") as client:
+    with Client(address, timeout="10s") as client:
         client.wait_for_workers(count, timeout=timeout_s)
 
 
