@@ -351,9 +351,9 @@ def _any_failed(run_dir: str) -> bool:
 
 def _print_case_table(rows: list[dict[str, Any]]) -> None:
     """Per case x implementation: accepted, failures, median timed wall [95% CI], CPU, memory."""
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import print_table
     from metewand.compare.case_text import SHOWN_METRICS, terminal_rows
     from metewand.compare.cases import case_statistics
 
@@ -365,7 +365,7 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
         table.add_column(column)
     for row in terminal_rows(stats, SHOWN_METRICS):
         table.add_row(*row)
-    Console(stderr=True).print(table)
+    print_table(table, stderr=True)
 
 
 def _run_dir(options: Any) -> str:
