@@ -88,7 +88,11 @@ def test_piped_output_shows_every_name_whole(piped_run: PipedRun) -> None:
         for row in rows
     }  # fmt: skip
     implementations = {str(row["implementation"]) for row in rows}
-    assert len(cases) == 5 and implementations == {"c-mergesort", "python-builtin", "python-heapsort"}
+    assert len(cases) == 5 and implementations == {
+        "c-mergesort",
+        "python-builtin",
+        "python-heapsort",
+    }
     table_lines = [line for line in piped_run.output.splitlines() if line.startswith("│")]
     cells = [[cell.strip() for cell in line.strip("│").split("│")] for line in table_lines]
     case_rows = [row for row in cells if len(row) == 7]  # case, implementation, ok, ... peak RSS

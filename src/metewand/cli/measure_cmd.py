@@ -41,7 +41,6 @@ def _print_table(report: SubjectReport) -> None:
 
     from metewand.cli.tables import console as table_console
     from metewand.cli.tables import unbreakable
-
     from metewand.measure.subject import MEASUREMENT_FIELDS
 
     table = Table(title=f"metewand measure ({report.backend})", title_justify="left")

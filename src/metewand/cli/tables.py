@@ -40,4 +40,3 @@ def unbreakable(table: Table) -> Table:
 def print_table(table: Table, *, out: Console | None = None, stderr: bool = False) -> None:
     """Print ``table`` whole: on ``out`` if given, else on a fresh console (stdout or stderr)."""
     (out or console(stderr=stderr)).print(unbreakable(table))
-
