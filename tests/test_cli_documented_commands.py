@@ -236,6 +236,12 @@ def inspect_json(done: Done, repo: Path) -> None:
     assert json.loads(done.stdout)["key"] == "L1/l1.raw_cdp/own_ax_tree/lightpanda/1"
 
 
+def inspect_compute(done: Done, repo: Path) -> None:
+    """Issue #30: a compute attempt by readable selectors; fields it lacks are not shown."""
+    assert "implementation: c-mergesort" in done.stdout and "status: accepted" in done.stdout
+    assert "repetition: 1" in done.stdout and "None" not in done.stdout
+
+
 def status_text(done: Done, repo: Path) -> None:
     assert "state     complete" in done.stdout
     assert f"accepted     {planned(repo)}" in done.stdout
@@ -522,6 +528,12 @@ EXPECTED: tuple[Expect, ...] = (
         "metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json",
         0,
         inspect_json,
+    ),  # fmt: skip
+    Expect(
+        "metewand inspect sort1 --implementation c-mergesort --case 'scaling: distribution=uniform, "
+        "size=20000' --repetition 1",
+        0,
+        inspect_compute,
     ),  # fmt: skip
     Expect("metewand demo --skip-browser", 0, compute_demo),
     Expect("metewand demo", 0, full_demo, long=True),
