@@ -64,9 +64,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "metewand.cli.inspect_cmd:inspect",
         "Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.",
     ),
+    "examples": (
+        "metewand.cli.examples_cmd:examples",
+        "List the examples shipped with metewand, or copy them into a directory to run or edit.",
+    ),
     "demo": (
         "metewand.cli.demo_cmd:demo",
-        "Run metewand's main job end to end and print where the reports are.",
+        "Run metewand's main job end to end and end with a verdict per suite.",
     ),
 }
 
