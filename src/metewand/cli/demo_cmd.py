@@ -19,6 +19,7 @@ that are missing are reported by the runs themselves (their rows are ``unsupport
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -48,7 +49,7 @@ class DemoLog:
 
     def step(self, title: str, args: list[str], *, required: bool = True) -> bool:
         click.secho(f"\n== {title}", bold=True, color=_color())
-        click.echo("$ metewand " + " ".join(args))
+        click.echo("$ metewand " + shlex.join(args))
         code = subprocess.call([sys.executable, "-m", "metewand", *args])
         if code != 0 and required:
             self.failures.append(f"{title} (exit {code})")
@@ -148,7 +149,9 @@ def demo(
     out = Path(out_dir).resolve()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     log = DemoLog()
-    log.step("doctor", ["doctor", "--foreign-look-s", DOCTOR_LOOK_S], required=False)
+    engines_checked = "" if skip_browser else engines  # no browser runs: no engine to launch
+    log.step("doctor", ["doctor", "--engines", engines_checked, "--foreign-look-s", DOCTOR_LOOK_S],
+             required=False)  # fmt: skip
     if not skip_compute:
         _compute(log, out, stamp, compute_manifest or example_manifest(DEMO_EXAMPLE))
     if not skip_browser:
