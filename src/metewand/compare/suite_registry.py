@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 from metewand.errors import InvalidInput
 
 if TYPE_CHECKING:  # imported for annotations only: the registry must stay cheap to import
+    from metewand.compare.html_parts import Omitted
     from metewand.compare.report_resources import ResourceContext
     from metewand.compare.rundir import RunData
 
 Group = tuple[str, str]  # (case or task, implementation or engine)
 Rows = list[dict[str, Any]]
-Section = tuple[str, str, str]  # (anchor id, navigation title, HTML)
+# (anchor id, navigation title, HTML, or Omitted: nothing to show, said in one line at the top)
+Section = tuple[str, str, "str | Omitted"]
 
 
 class CompareError(InvalidInput, ValueError):

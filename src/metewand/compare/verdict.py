@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from metewand.compare.html_parts import bullet_list, esc
 from metewand.compare.run_facts import read_facts
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import suite_kind
@@ -165,10 +166,11 @@ def _cost_sentence(summary: Mapping[str, Any]) -> str:
     return head + " ".join(sentences)
 
 
-def browser_verdict(run: RunData) -> Verdict:
+def browser_verdict(run: RunData, summary: Mapping[str, Any] | None = None) -> Verdict:
+    """``summary``: a regenerated resource summary (another baseline) instead of the run's own."""
     rows = [r for r in run.rows if r.get("score_included", True) is not False]
     engines = read_facts(run.manifest).engines or sorted({str(r.get("engine")) for r in rows})
-    summary = run.resource_summary
+    summary = summary or run.resource_summary
     answer = []
     if summary:
         answer.append(_cost_sentence(summary))
@@ -254,8 +256,9 @@ def _compute_conditions(run: RunData, stats: Mapping[str, Any]) -> list[str]:
     return failed + _gate_words(run.host_summary)
 
 
-def compute_verdict(run: RunData) -> Verdict:
-    scores = suite_kind("compute").scores_of(run.rows, run.manifest, None)
+def compute_verdict(run: RunData, scores: Mapping[str, Any] | None = None) -> Verdict:
+    """``scores``: the run's scores when the caller has them (a report), else computed here."""
+    scores = scores or suite_kind("compute").scores_of(run.rows, run.manifest, None)
     stats = scores.get("cases") or {}
     measured = [r for r in run.rows if r.get("role") != "warmup"]
     answer = [line for line in (_ratio_sentence(stats), _fastest(stats.get("cases") or [])) if line]
@@ -275,8 +278,14 @@ def compute_verdict(run: RunData) -> Verdict:
     )
 
 
-def verdict_of(run: RunData) -> Verdict:
-    return browser_verdict(run) if run.kind == "browser" else compute_verdict(run)
+def verdict_of(
+    run: RunData,
+    scores: Mapping[str, Any] | None = None,
+    summary: Mapping[str, Any] | None = None,
+) -> Verdict:
+    if run.kind == "browser":
+        return browser_verdict(run, summary)
+    return compute_verdict(run, scores)
 
 
 def render(verdict: Verdict) -> list[str]:
@@ -297,3 +306,28 @@ def render(verdict: Verdict) -> list[str]:
         lines.append(f"  failures: none ({verdict.attempts} attempts)")
     lines += [f"  report:   {path}" for path in verdict.reports]
     return lines
+
+
+def html_block(verdict: Verdict) -> str:
+    """The same verdict at the top of report.html (the reports' paths are left out: it is one)."""
+    if verdict.eligible is None:
+        eligible = "not judged (no resource profile)"
+    else:
+        eligible = "yes" if verdict.eligible else "no"
+    parts = [
+        f"<p><b>Question:</b> {esc(verdict.question)}</p>",
+        "<p><b>Answer:</b></p>",
+        bullet_list(verdict.answer),
+        f"<p><b>Eligible:</b> {esc(eligible)}</p>",
+    ]
+    if verdict.failed_conditions:
+        parts.append(bullet_list(verdict.failed_conditions))
+    if verdict.failed_attempts:
+        parts += [
+            f"<p><b>Failures:</b> {verdict.failed_attempts} of {verdict.attempts} attempts, "
+            "by cause:</p>",
+            bullet_list(verdict.failures),
+        ]
+    else:
+        parts.append(f"<p><b>Failures:</b> none ({verdict.attempts} attempts)</p>")
+    return f'<div class="verdict" id="verdict">{"".join(parts)}</div>'
