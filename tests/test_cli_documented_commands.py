@@ -5,8 +5,8 @@ Each documented command has an expectation below (exit status and a check of its
 a documented command without one fails ``test_every_documented_command_has_an_expectation``.
 Commands run once, in the order below (later ones read the runs earlier ones made: sort1,
 base1, prof1, lex1). ``make test`` (this suite itself) and the full demo (``make demo``,
-``metewand demo``: two k=5 runs of the whole built-in suite, many minutes) run only with
-METEWAND_LONG_EXAMPLES=1.
+``metewand demo``: a compute run and two k=5 browser runs, about three minutes on a quiet host;
+``--full``: the whole built-in suite, many minutes) run only with METEWAND_LONG_EXAMPLES=1.
 """
 
 from __future__ import annotations
@@ -284,9 +284,24 @@ def compute_demo(done: Done, repo: Path) -> None:
 
 
 def full_demo(done: Done, repo: Path) -> None:
-    """Its closing list: the compute report, then the browser baseline's and profiled run's."""
-    listed = done.stdout.split("== reports", 1)[1].split()
-    assert len(listed) == 3 and all(Path(p).is_file() for p in listed), done.stdout[-2000:]
+    """It ends with a verdict per suite, each naming its reports, then its own wall time."""
+    tail = done.stdout.split("== verdict", 1)[1]
+    assert "verdict: compute example sorting" in tail and "verdict: browser engines" in tail
+    for label in ("question:", "answer:", "eligible:", "failures:"):
+        assert tail.count(f"  {label}") >= 2, (label, tail[-3000:])
+    reports = [line.split()[-1] for line in tail.splitlines() if line.startswith("  report:")]
+    assert len(reports) >= 2 and all(Path(p).is_file() for p in reports), tail[-3000:]
+    assert done.stdout.rstrip().splitlines()[-1].startswith("demo took ")
+
+
+def examples_listed(done: Done, repo: Path) -> None:
+    name, manifest = done.stdout.splitlines()[:2]
+    assert name.startswith("sorting: ") and Path(manifest.strip()).is_file()
+
+
+def examples_copied(done: Done, repo: Path) -> None:
+    assert (repo / "my-examples" / "sorting" / "metewand.toml").is_file()
+    assert "metewand run my-examples/sorting/metewand.toml" in done.stdout
 
 
 def measured_series(done: Done, repo: Path) -> None:
@@ -536,7 +551,11 @@ EXPECTED: tuple[Expect, ...] = (
         inspect_compute,
     ),  # fmt: skip
     Expect("metewand demo --skip-browser", 0, compute_demo),
+    Expect("metewand examples list", 0, examples_listed),
+    Expect("metewand examples copy my-examples", 0, examples_copied),
+    Expect("metewand plan my-examples/sorting/metewand.toml", 0, plan_lines),
     Expect("metewand demo", 0, full_demo, long=True),
+    Expect("metewand demo --full", 0, full_demo, long=True),
     Expect("make demo", 0, full_demo, long=True),
     Expect("make test", 0, suite_passes, long=True),
 )
