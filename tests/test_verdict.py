@@ -22,6 +22,7 @@ def test_compute_verdict_groups_failures_and_quotes_the_geometric_means(tmp_path
     run_dir = synthetic.write_compute_run(tmp_path / "c", attempts=8, cases=2)
     generate(run_dir, ("json",))
     verdict = verdict_of(load_run(run_dir))
+    assert verdict is not None
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
     failed = Counter(r["implementation"] for r in rows if r["status"] != "accepted")
     assert verdict.failed_attempts == sum(failed.values()) > 0 and verdict.attempts == len(rows)
@@ -42,6 +43,7 @@ def test_browser_verdict_quotes_the_resource_summary_and_each_cause(tmp_path: Pa
     generate(run_dir, ("json",), reference_engine="chrome")
     summary = json.loads((run_dir / "resource_summary.json").read_text())
     verdict = verdict_of(load_run(run_dir))
+    assert verdict is not None
     text = "\n".join(render(verdict))
     ratio = summary["paired_vs_reference"]["lightpanda"]["cpu_total_ms"]
     low, high = ratio["median_ratio_ci95"]

@@ -106,11 +106,14 @@ def _verdicts(log: DemoLog) -> None:
     for run_dir in log.verdict_runs:
         click.secho("\n== verdict", bold=True, color=_color())
         try:
-            lines = render(verdict_of(load_run(run_dir)))
+            verdict = verdict_of(load_run(run_dir))
         except RunDirError as exc:
             log.failures.append(f"verdict of {run_dir}: {exc}")
             continue
-        click.echo("\n".join(lines))
+        if verdict is None:
+            log.failures.append(f"verdict of {run_dir}: its suite has none")
+            continue
+        click.echo("\n".join(render(verdict)))
 
 
 @click.command()

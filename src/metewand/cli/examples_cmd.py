@@ -63,7 +63,12 @@ def examples() -> None:
 
 @examples.command(name="list")
 def list_cmd() -> None:
-    """Each example's name, what it compares, and its manifest inside the package."""
+    """Each example's name, what it compares, and its manifest inside the package.
+
+    \b
+    Examples:
+      metewand examples list
+    """
     names = example_names()
     if not names:
         click.echo(f"error: no examples found in {packaged_examples()}", err=True)
@@ -80,6 +85,10 @@ def copy(directory: Path, names: tuple[str, ...]) -> None:
     """Copy the examples NAMES (default: all) into DIRECTORY/NAME, ready for `metewand run`.
 
     An example already there is refused (exit 2) and nothing is copied.
+
+    \b
+    Examples:
+      metewand examples copy my-examples
     """
     known = example_names()
     unknown = sorted(set(names) - set(known))

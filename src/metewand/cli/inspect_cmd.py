@@ -147,7 +147,7 @@ def _compute_row(rows: list[dict[str, Any]], chosen: ComputeSelection) -> Mappin
         return select_compute(rows, chosen)
     except SelectionError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        sys.exit(exc.exit_code)
 
 
 def _refuse(message: str) -> NoReturn:

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand.compare.compute_rows import implementation_of, is_warmup
+from metewand.errors import InvalidInput
 
 COORDINATES = ("experiment", "case", "dataset", "problem")
 CANDIDATES_SHOWN = 12
 
 
-class SelectionError(ValueError):
-    """The selectors match no attempt, or more than one (the message says which)."""
+class SelectionError(InvalidInput, ValueError):
+    """The selectors match no attempt, or more than one (the message says which): exit 2."""
 
 
 @dataclass(frozen=True)

@@ -282,10 +282,10 @@ def verdict_of(
     run: RunData,
     scores: Mapping[str, Any] | None = None,
     summary: Mapping[str, Any] | None = None,
-) -> Verdict:
-    if run.kind == "browser":
-        return browser_verdict(run, summary)
-    return compute_verdict(run, scores)
+) -> Verdict | None:
+    """The suite's verdict of ``run`` (the suite kind says how), None for a suite without one."""
+    make = suite_kind(run.kind).verdict_of
+    return make(run, scores, summary) if make is not None else None
 
 
 def render(verdict: Verdict) -> list[str]:
@@ -308,8 +308,10 @@ def render(verdict: Verdict) -> list[str]:
     return lines
 
 
-def html_block(verdict: Verdict) -> str:
+def html_block(verdict: Verdict | None) -> str:
     """The same verdict at the top of report.html (the reports' paths are left out: it is one)."""
+    if verdict is None:
+        return ""
     if verdict.eligible is None:
         eligible = "not judged (no resource profile)"
     else:
