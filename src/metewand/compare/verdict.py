@@ -121,9 +121,9 @@ def browser_failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         tasks = Counter(str(r.get("task_id")) for r in members)
         named = ", ".join(f"{t} x{n}" for t, n in sorted(tasks.items()))
         words = f" ({CLASS_WORDS[kind]})" if kind in CLASS_WORDS else ""
-        detail = _browser_cause(members[0])[2]
-        lines.append(f"{engine}: {len(members)} {kind}{words}: {cause} on {named}"
-                     + (f' — "{_cut(detail)}"' if detail else ""))  # fmt: skip
+        detail = _browser_cause(members[0])[2]  # one example: a cause's details differ by task
+        example = f' — e.g. {members[0].get("task_id")}: "{_cut(detail)}"' if detail else ""
+        lines.append(f"{engine}: {len(members)} {kind}{words}: {cause} on {named}{example}")
     return lines
 
 
