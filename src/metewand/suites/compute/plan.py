@@ -23,6 +23,7 @@ from metewand.suites.compute.manifest import (
     ManifestError,
 )
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS, plan_size
+from metewand.suites.compute.parameters import merge
 
 SEED_DOMAIN = b"metewand-seed-v1"
 PRIORITY_DOMAIN = b"metewand-scheduling-priority-v1"
@@ -100,16 +101,6 @@ def derive_seed(role: str, fields: dict[str, Any]) -> tuple[int, str]:
         SEED_DOMAIN + b"\x00" + role.encode() + b"\x00" + canonical.dumps(fields)
     ).digest()
     return int.from_bytes(digest[:8], "big") >> 11, digest.hex()
-
-
-def merge(defaults: Any, supplied: Any) -> Any:
-    """Recursive merge only where both sides are objects; otherwise the supplied value wins."""
-    if isinstance(defaults, dict) and isinstance(supplied, dict):
-        out = dict(defaults)
-        for key, value in supplied.items():
-            out[key] = merge(defaults.get(key), value) if key in defaults else value
-        return out
-    return supplied
 
 
 def grid(axes: dict[str, list[Any]]) -> list[dict[str, Any]]:
