@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from metewand import canonical
 from metewand.measure.process import Process
 from metewand.suites.compute.manifest import Launch, Manifest
 from metewand.suites.compute.plan import Plan
@@ -103,24 +102,38 @@ def _release(accounting: Any) -> None:
             accounting.close()
 
 
-def worker_id(role: str, name: str, launch: Launch) -> str:
-    return canonical.identity(
-        "resolved-worker",
-        {"version": 1, "role": role, "name": name, "launch": launch.identity_record()},
-    )
-
-
 def launch_spec(
-    role: str, name: str, launch: Launch, cwd: str, build_dir: str, capabilities: tuple = ()
+    role: str,
+    launch: Launch,
+    cwd: str,
+    build_dir: str,
+    capabilities: tuple = (),
+    definitions: Any = None,
 ) -> LaunchSpec:
+    """How to start one worker. ``definitions`` (``definitions.Definitions``) gives the worker its
+    resolved-worker id (what the hello carries); without it (tests) the id covers the argv."""
+    from metewand.suites.compute import resolved
+    from metewand.suites.compute.session import worker_env
+
     argv = [a.replace("{build}", build_dir) for a in launch.argv]
+    if definitions is not None:
+        fields = resolved.worker(
+            definitions.source_bundle_of(launch),
+            definitions.environment_id(launch),
+            argv,
+            worker_env(dict(launch.env)),
+        )
+    else:
+        fields = resolved.worker(None, "", argv, dict(launch.env))
     return LaunchSpec(
         argv=argv,
         role=role,
-        worker_id=worker_id(role, name, launch),
+        worker_id=resolved.worker_id(fields),
         cwd=cwd,
         env=dict(launch.env),
         capabilities=capabilities,
+        transport=launch.protocol_transport or "pipes",
+        resolved=fields,
     )
 
 

@@ -81,7 +81,9 @@ class DatasetCache:
         builder: Builder,
         on_start: Callable[[WorkerSession], None] | None = None,
         containment: Containment | None = None,
+        definitions: Any = None,
     ) -> None:
+        self.definitions = definitions  # gives each materializer its resolved-worker id
         self.on_start = on_start  # told of every materializer process (the run may kill it)
         self.containment = containment or Containment()  # each materializer in its own group
         self.root = os.path.join(cache_dir, "datasets")
@@ -224,7 +226,9 @@ class DatasetCache:
             raise _MaterializeError(built.error, forms.unavailable(Reason.NOT_STARTED))
         role, method, request = _request(config, out, staging, source)
         role_name = "transformer" if source is not None else "materializer"
-        spec = launch_spec(role, definition.name, definition.materializer, staging, built.build_dir)
+        spec = launch_spec(
+            role, definition.materializer, staging, built.build_dir, definitions=self.definitions
+        )
         accounting = self.containment.open(f"gen-{definition.name}"[:24], measuring=False)[0]
         session = WorkerSession(
             spec,

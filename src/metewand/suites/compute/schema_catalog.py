@@ -190,3 +190,34 @@ def _references(value: Any, base: str, depth: int = 0) -> Iterator[tuple[str, st
 
 def _pointer(parts: Iterable[Any]) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+@dataclass(frozen=True, eq=False)
+class BoundSchema:
+    """One catalog schema, named by its repository path (what a Rust-dialect manifest gives)."""
+
+    catalog: SchemaCatalog
+    path: str
+
+    @property
+    def document(self) -> Any:
+        return self.catalog.document(self.path)
+
+    def violations(self, value: Any) -> tuple[Violation, ...]:
+        return self.catalog.violations(self.path, value)
+
+
+def schema_messages(schema: Any, value: Any) -> list[str]:
+    """``"<where>: <message>"`` per violation of ``value`` against an inline schema document or a
+    ``BoundSchema``, in a deterministic order; [] when it conforms (or ``schema`` is None)."""
+    if schema is None:
+        return []
+    if isinstance(schema, BoundSchema):
+        return [f"{v.instance_path or '$'}: {v.message}" for v in schema.violations(value)]
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(
+        Draft202012Validator(schema).iter_errors(value),
+        key=lambda e: (_pointer(e.absolute_path), e.message),
+    )
+    return [f"{'.'.join(str(p) for p in e.absolute_path) or '$'}: {e.message}" for e in errors]

@@ -102,6 +102,7 @@ class ComputeSuite:
             self.builder,
             on_start=self._started,
             containment=self.containment,
+            definitions=plan.definitions,
         )
         # Dask: the receipts a worker's cache made travel back as facts (``take_facts``); the
         # client's suite keeps them for the manifest (``merge_facts``), since a transformed
@@ -216,14 +217,18 @@ class ComputeSuite:
                 dataset=dataset,
                 implementation=launch_spec(
                     "implementation",
-                    impl_def.name,
                     impl_def.launch,
                     adir,
                     impl_build.build_dir,
                     ("one_shot",),
-                ),  # fmt: skip
+                    self.plan.definitions,
+                ),
                 evaluator=launch_spec(
-                    "problem_evaluator", problem.name, problem.evaluator, adir, eval_build.build_dir
+                    "problem_evaluator",
+                    problem.evaluator,
+                    adir,
+                    eval_build.build_dir,
+                    definitions=self.plan.definitions,
                 ),
                 attempt_dir=adir,
                 timeouts=self.timeouts,
