@@ -146,24 +146,22 @@ def _command_found(command: str, root: str) -> bool:
 
 
 def missing_commands(manifest: Manifest, plan: Plan) -> list[str]:
-    """Programs and build commands the planned attempts would start but that do not exist.
+    """Programs and build commands the planned attempts would start but that do not exist,
+    and what else of the plan this host cannot run (``runnable.refusals``).
 
     Checked before a run is created, so a typo fails the command (exit 3) instead of failing
     every attempt. ``{build}/…`` programs are made by a build step and cannot be checked here.
     """
-    launches: dict[str, Launch] = {}
-    for attempt in plan.attempts:
-        impl = manifest.implementations[attempt.implementation]
-        launches[f"implementations.{impl.name}"] = impl.launch
-        problem = manifest.problems[attempt.problem]
-        launches[f"problems.{problem.name}.evaluator"] = problem.evaluator
-        dataset = attempt.dataset.definition
-        if dataset.materializer is not None:
-            launches[f"datasets.{dataset.name}.materializer"] = dataset.materializer
-    missing = []
+    from metewand.suites.compute.runnable import planned_launches, refusals
+
+    missing = refusals(manifest, plan)
+    refused = {line.split(": ")[1].rsplit(".", 1)[0] for line in missing}
     where_file = os.path.basename(manifest.path)
-    for where, launch in sorted(launches.items()):
-        checks = [("program", launch.argv[0])] if launch.argv else []
+    for where, launch in sorted(planned_launches(manifest, plan).items()):
+        if where in refused:
+            continue
+        key = "program" if launch.runner == "command" or not launch.source_patterns else "runner"
+        checks = [(key, launch.argv[0])] if launch.argv else []
         checks += [("build", launch.build[0])] if launch.build else []
         for key, command in checks:
             if command.startswith("{build}") or _command_found(command, manifest.root):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from metewand.canonical import SAFE_INTEGER_MAX
@@ -30,6 +31,7 @@ from metewand.suites.compute.manifest import (
     DatasetDef,
     EnvironmentDef,
     ExecutionPolicy,
+    Experiment,
     ImplementationDef,
     Launch,
     Manifest,
@@ -372,9 +374,20 @@ def _observation_policy(r: RustReader, name: str, value: Any) -> ObservationPoli
     return ObservationPolicy(name, "one_shot")
 
 
-def read_rust_manifest(path: str, doc: dict[str, Any], why: str = "") -> Manifest:
-    """A Rust-dialect manifest as the typed ``Manifest``; ManifestError lists every problem."""
-    from metewand.suites.compute import manifest_rust_checks as checks
+@dataclass
+class Shapes:
+    """The shape pass's result: every definition typed, references not yet checked."""
+
+    reader: RustReader
+    name: str
+    tables: dict[str, Any]  # datasets, environments, implementations, *_policies by name
+    problems: dict[str, Any]  # name -> manifest_rust_repository.ProblemShape
+    experiments: list[Experiment]
+
+
+def parse_shapes(path: str, doc: dict[str, Any]) -> Shapes:
+    """The shape pass alone (the Rust ``parse_manifest``): no file but the manifest is read;
+    errors are collected in ``reader.errors``."""
     from metewand.suites.compute import manifest_rust_repository as repository
     from metewand.suites.compute.manifest_rust_experiments import experiments
 
@@ -382,7 +395,7 @@ def read_rust_manifest(path: str, doc: dict[str, Any], why: str = "") -> Manifes
     r.table(doc, "$", TOP_KEYS, ("version", "name"))
     r.version(doc.get("version"), "version")
     name = r.name(doc.get("name"), "name")
-    shapes: dict[str, Any] = {
+    tables: dict[str, Any] = {
         "datasets": {n: _dataset(r, n, v) for n, v in r.named(doc, "datasets").items()},
         "environments": {n: _environment(r, n, v) for n, v in r.named(doc, "environments").items()},
         "implementations": {
@@ -393,11 +406,20 @@ def read_rust_manifest(path: str, doc: dict[str, Any], why: str = "") -> Manifes
             n: _observation_policy(r, n, v) for n, v in r.named(doc, "observation_policies").items()
         },
     }  # fmt: skip
-    problems_raw = repository.problem_shapes(r, r.named(doc, "problems"))
-    exps = experiments(r, doc.get("experiments", []), shapes)
+    problems = repository.problem_shapes(r, r.named(doc, "problems"))
+    return Shapes(r, name, tables, problems, experiments(r, doc.get("experiments", []), tables))
+
+
+def read_rust_manifest(path: str, doc: dict[str, Any], why: str = "") -> Manifest:
+    """A Rust-dialect manifest as the typed ``Manifest``; ManifestError lists every problem."""
+    from metewand.suites.compute import manifest_rust_checks as checks
+    from metewand.suites.compute import manifest_rust_repository as repository
+
+    parsed = parse_shapes(path, doc)
+    r, shapes, exps = parsed.reader, parsed.tables, parsed.experiments
     if r.errors:
         raise ManifestError(r.errors)
-    repo = repository.load(r, shapes, problems_raw)
+    repo = repository.load(r, shapes, parsed.problems)
     if r.errors:
         raise ManifestError(r.errors)
     checks.relationships(r, shapes, repo.problems, exps)
@@ -408,7 +430,7 @@ def read_rust_manifest(path: str, doc: dict[str, Any], why: str = "") -> Manifes
         datasets[UNIT_KEY] = DatasetDef("unit", "unit")
     implementations = repository.bind(r, "implementations", shapes["implementations"], repo.catalog)
     return Manifest(
-        path, r.root, name, datasets, repo.problems, implementations,
+        path, r.root, parsed.name, datasets, repo.problems, implementations,
         tuple(checks.with_unit(e, UNIT_KEY) for e in exps), dialect=RUST_DIALECT,
         dialect_reason=why, environments=shapes["environments"], catalog=repo.catalog,
     )  # fmt: skip

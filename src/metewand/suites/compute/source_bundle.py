@@ -265,3 +265,35 @@ def source_bundle_id(root: str, patterns: list[str] | tuple[str, ...]) -> str:
     """``mw1-source-bundle-…`` of the entries ``patterns`` select under ``root``."""
     resource = source_bundle_resource(root, patterns)
     return canonical.identity("source-bundle", {"version": 1, "value": resource})
+
+
+def bundle_directory(root: str, patterns: tuple[str, ...] | list[str]) -> tuple[str, list[str]]:
+    """(directory, selected paths) for a fixed dataset's bundle: one selected directory is the
+    dataset itself; otherwise the deepest directory holding every selected path."""
+    paths = expand_source_bundle(root, patterns)
+    real = os.path.realpath(root)
+    if len(paths) == 1 and os.path.isdir(os.path.join(real, paths[0])):
+        return paths[0], paths
+    parents = [os.path.dirname(p) for p in paths]
+    return os.path.commonpath(parents) if all(parents) else "", paths
+
+
+def copy_bundle(root: str, patterns: tuple[str, ...] | list[str], destination: str) -> None:
+    """Copy what ``patterns`` select into ``destination``, relative to ``bundle_directory``:
+    the directory a worker sees as the fixed dataset holds exactly the declared entries."""
+    import shutil
+
+    real = os.path.realpath(root)
+    base, paths = bundle_directory(real, patterns)
+    os.makedirs(destination, exist_ok=True)
+    for rel in paths:
+        source = os.path.join(real, rel)
+        target = os.path.join(destination, os.path.relpath(rel, base) if base else rel)
+        if os.path.islink(source):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.symlink(os.readlink(source), target)
+        elif os.path.isdir(source):
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target)
