@@ -80,6 +80,7 @@ class AttemptInput:
     timeouts: Timeouts = field(default_factory=Timeouts)
     setup_error: str | None = None  # a build or materialization failure found before launch
     phase_marks: bool = True  # metewand run --no-phase-marks: no marks, the row's phases null
+    dataset_output_schema: str = ""  # its schema id (enters the resolved dataset instance)
 
 
 @dataclass

@@ -103,6 +103,7 @@ class ComputeSuite:
             on_start=self._started,
             containment=self.containment,
             definitions=plan.definitions,
+            root_dir=manifest.root,
         )
         # Dask: the receipts a worker's cache made travel back as facts (``take_facts``); the
         # client's suite keeps them for the manifest (``merge_facts``), since a transformed
@@ -234,11 +235,19 @@ class ComputeSuite:
                 timeouts=self.timeouts,
                 setup_error=setup_error,
                 phase_marks=self.phase_marks,
+                dataset_output_schema=self._output_schema(attempt),
             )
             outcome = AttemptRun(spec, worker, release_worker=last).run()
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)
-            return build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+            return build_row(outcome, spec, dataset.receipt, adir, rel, self.jobs)
+
+    def _output_schema(self, attempt: PlannedAttempt) -> str:
+        from metewand.suites.compute.definitions import dataset_output_schema
+
+        if self.plan.definitions is None:
+            return ""
+        return dataset_output_schema(self.plan.definitions, attempt.dataset.definition)
 
 
 def pairing_groups(plan: Plan) -> list[list[int]]:
