@@ -340,6 +340,25 @@ def suite_passes(done: Done, repo: Path) -> None:
     assert " passed" in done.stdout
 
 
+def explains(dialect: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        assert f"dialect: {dialect} (" in done.stdout
+        assert "runnable here: yes" in done.stdout
+
+    return check
+
+
+def reference_cases_pass(done: Done, repo: Path) -> None:
+    assert "sum case 0: ok: metrics as expected" in done.stdout
+
+
+def conformance_table(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert lines[0] == "| family | vectors | same | different |"
+    families = [line for line in lines[2:] if line.startswith("| ")]
+    assert len(families) >= 9 and all(line.endswith("| — |") for line in families), families
+
+
 @dataclass(frozen=True)
 class Expect:
     command: str  # as documented, with metewand spelled `metewand`
@@ -374,6 +393,17 @@ EXPECTED: tuple[Expect, ...] = (
         measured_marks,
     ),
     Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
+    Expect("metewand plan examples/sorting/metewand.toml --explain", 0, explains("metewand")),
+    Expect("metewand plan examples/rust-dialect/metewand.toml --explain", 0, explains("rust")),
+    Expect("metewand reference-cases examples/rust-dialect/metewand.toml", 0, reference_cases_pass),
+    Expect(
+        "metewand reference-cases examples/rust-dialect/metewand.toml --problem sum",
+        0,
+        reference_cases_pass,
+    ),
+    Expect("metewand conformance", 0, conformance_table),
+    Expect("metewand conformance --no-runs", 0, conformance_table),
+    Expect("metewand conformance --no-runs --details", 0, conformance_table),
     Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
     Expect(SORT, 0, sorting_accepts_all),
     Expect("metewand report latest", 0, reports_written("scorecard.md", "report.html")),

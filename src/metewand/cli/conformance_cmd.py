@@ -17,8 +17,8 @@ Examples:
 
 REFERENCE_EXAMPLES = """\b
 Examples:
-  metewand reference-cases path/to/metewand.toml
-  metewand reference-cases path/to/metewand.toml --problem sum
+  metewand reference-cases examples/rust-dialect/metewand.toml
+  metewand reference-cases examples/rust-dialect/metewand.toml --problem sum
 """
 
 
