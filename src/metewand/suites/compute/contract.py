@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand.errors import InvalidInput
-from metewand.suites.compute.manifest import NAME_RE, TIMING_SCOPES
-from metewand.suites.compute.schema_catalog import SchemaCatalog, repository_path_problem
+from metewand.suites.compute.manifest import TIMING_SCOPES
+from metewand.suites.compute.manifest_rust import RustReader
+from metewand.suites.compute.schema_catalog import SchemaCatalog
 from metewand.suites.compute.toml_values import domain_problem
 
 CONTRACT_KEYS = (
@@ -91,37 +92,11 @@ class ProblemContract:
         ]
 
 
-class _Envelope:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.errors: list[str] = []
-
-    def error(self, key: str, message: str) -> None:
-        self.errors.append(f"{self.path}: {key}: {message}")
-
-    def name(self, doc: dict[str, Any], key: str) -> str:
-        value = doc.get(key)
-        if not isinstance(value, str) or not NAME_RE.match(value):
-            self.error(key, "must be a name matching ^[A-Za-z0-9][A-Za-z0-9._-]*$")
-            return ""
-        return value
-
-    def repo_path(self, value: Any, key: str) -> str:
-        if not isinstance(value, str):
-            self.error(key, "must be a repository path")
-            return ""
-        if problem := repository_path_problem(value):
-            self.error(key, problem)
-        return value
-
-    def paths(self, value: Any, key: str) -> tuple[str, ...]:
-        if not isinstance(value, list):
-            self.error(key, "must be an array of repository paths")
-            return ()
-        items = tuple(self.repo_path(v, f"{key}[{i}]") for i, v in enumerate(value))
-        if len(set(items)) != len(items):
-            self.error(key, "cannot contain duplicates")
-        return items
+def _paths(e: RustReader, value: Any, key: str) -> tuple[str, ...]:
+    """``dataset_schemas``: unique repository paths, possibly none (a dataset-free problem)."""
+    if isinstance(value, list) and not value:
+        return ()
+    return e.repo_paths(value, key)
 
 
 def parse(path: str, text: str) -> ProblemContract:
@@ -130,13 +105,8 @@ def parse(path: str, text: str) -> ProblemContract:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ContractError("parse", [f"{path}: invalid TOML: {exc}"]) from exc
-    e = _Envelope(path)
-    for key in doc:
-        if key not in CONTRACT_KEYS:
-            e.error(key, "unknown field")
-    for key in CONTRACT_KEYS:
-        if key not in doc:
-            e.error(key, "missing field")
+    e = RustReader(path, label=path)
+    e.table(doc, "$", CONTRACT_KEYS, CONTRACT_KEYS)
     if e.errors:
         raise ContractError("parse", e.errors)
     if doc["version"] != 1 or isinstance(doc["version"], bool):
@@ -144,34 +114,28 @@ def parse(path: str, text: str) -> ProblemContract:
     scopes = _scopes(e, doc["allowed_timing_scopes"])
     if doc["supported_budgets"] != ["none"]:
         e.error("supported_budgets", 'version 1 requires supported_budgets = ["none"]')
+    datasets = _paths(e, doc["dataset_schemas"], "dataset_schemas")
     contract = ProblemContract(
         path=path,
         version=1,
-        name=e.name(doc, "name"),
-        family=e.name(doc, "family"),
+        name=e.name(doc["name"], "name"),
+        family=e.name(doc["family"], "family"),
         parameter_schema=e.repo_path(doc["parameter_schema"], "parameter_schema"),
-        dataset_schemas=e.paths(doc["dataset_schemas"], "dataset_schemas"),
+        dataset_schemas=datasets,
         result_schema=e.repo_path(doc["result_schema"], "result_schema"),
         metric_schema=e.repo_path(doc["metric_schema"], "metric_schema"),
         semantics_schema=e.repo_path(doc["semantics_schema"], "semantics_schema"),
         allowed_timing_scopes=scopes,
         supported_budgets=("none",),
         semantics=_semantics(e, doc["semantics"]),
-        reference_cases=(),
+        reference_cases=_reference_cases(e, doc["reference_cases"], bool(datasets)),
     )
-    cases = _reference_cases(e, doc["reference_cases"], bool(contract.dataset_schemas))
     if e.errors:
         raise ContractError("parse", e.errors)
-    return _with_cases(contract, cases)
+    return contract
 
 
-def _with_cases(contract: ProblemContract, cases: tuple[ReferenceCase, ...]) -> ProblemContract:
-    from dataclasses import replace
-
-    return replace(contract, reference_cases=cases)
-
-
-def _scopes(e: _Envelope, value: Any) -> tuple[str, ...]:
+def _scopes(e: RustReader, value: Any) -> tuple[str, ...]:
     key = "allowed_timing_scopes"
     if not isinstance(value, list) or not value:
         e.error(key, "must be a non-empty array of timing scopes")
@@ -184,7 +148,7 @@ def _scopes(e: _Envelope, value: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def _semantics(e: _Envelope, value: Any) -> dict[str, Any]:
+def _semantics(e: RustReader, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         e.error("semantics", "must be a table")
         return {}
@@ -199,7 +163,7 @@ def _semantics(e: _Envelope, value: Any) -> dict[str, Any]:
     return value
 
 
-def _reference_cases(e: _Envelope, value: Any, datasets: bool) -> tuple[ReferenceCase, ...]:
+def _reference_cases(e: RustReader, value: Any, datasets: bool) -> tuple[ReferenceCase, ...]:
     if not isinstance(value, list) or not value:
         e.error("reference_cases", "cannot be empty")
         return ()

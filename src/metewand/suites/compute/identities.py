@@ -19,6 +19,7 @@ import hashlib
 from typing import Any
 
 from metewand import canonical
+from metewand.errors import MetewandError
 
 IDENTITY_VERSION = 1  # the mw1 representation, as in the Rust project
 # Which record bodies the mw1 ids of a run were built from: 1 = metewand's own bodies before it
@@ -112,8 +113,8 @@ RECORD_FIELDS: dict[str, tuple[str, ...]] = {
 _SORTED_SETS = {"implementation-definition": ("problem_contracts", "capabilities")}
 
 
-class IdentityError(ValueError):
-    """A record body does not have its kind's field set."""
+class IdentityError(MetewandError, ValueError):
+    """A record body does not have its kind's field set (a planner bug: exit 1)."""
 
 
 def record_body(kind: str, fields: dict[str, Any]) -> dict[str, Any]:

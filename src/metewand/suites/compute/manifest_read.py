@@ -41,9 +41,12 @@ POLICY_KEYS = {
 
 
 class _Reader:
-    def __init__(self, path: str) -> None:
+    # How a key error is worded (the Rust dialect's reader says "unknown field", as Rust does).
+    UNKNOWN, MISSING = "unknown key", "missing required key"
+
+    def __init__(self, path: str, label: str | None = None) -> None:
         self.path = path
-        self.file = os.path.basename(path)
+        self.file = label or os.path.basename(path)  # what every error names
         self.root = os.path.dirname(path)
         self.errors: list[str] = []
 
@@ -57,10 +60,10 @@ class _Reader:
             return {}
         for key in value:
             if key not in keys:
-                self.error(f"{where}.{key}", "unknown key")
+                self.error(f"{where}.{key}", self.UNKNOWN)
         for key, required in keys.items():
             if required and key not in value:
-                self.error(f"{where}.{key}", "missing required key")
+                self.error(f"{where}.{key}", self.MISSING)
         return value
 
     def string(self, value: Any, where: str, choices: tuple[str, ...] = ()) -> str:

@@ -39,6 +39,7 @@ from metewand.suites.compute.manifest import (
     ObservationPolicy,
     parse_duration,
 )
+from metewand.suites.compute.manifest_read import _Reader
 from metewand.suites.compute.schema_catalog import repository_path_problem
 from metewand.suites.compute.toml_values import domain_problem
 
@@ -91,34 +92,21 @@ SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:\S+$")
 
 
-class RustReader:
+class RustReader(_Reader):
     """Collects every shape error of one manifest, each as ``file: key.path: message``."""
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.file = os.path.basename(path)
-        self.root = os.path.dirname(path)
-        self.errors: list[str] = []
+    UNKNOWN, MISSING = "unknown field", "missing field"
+
+    def __init__(self, path: str, label: str | None = None) -> None:
+        super().__init__(path, label)
         # (section, definition, field) -> repository path of a schema, bound to the catalog
         # once the repository pass has loaded it.
         self.schema_paths: dict[tuple[str, str, str], str] = {}
 
-    def error(self, where: str, message: str) -> None:
-        self.errors.append(f"{self.file}: {where}: {message}")
-
-    def table(
+    def table(  # type: ignore[override]
         self, value: Any, where: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
     ) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            self.error(where, "must be a table")
-            return {}
-        for key in value:
-            if key not in allowed:
-                self.error(f"{where}.{key}", "unknown field")
-        for key in required:
-            if key not in value:
-                self.error(f"{where}.{key}", "missing field")
-        return value
+        return super().table(value, where, {key: key in required for key in (*allowed, *required)})
 
     def name(self, value: Any, where: str) -> str:
         if not isinstance(value, str) or not NAME_RE.match(value):
@@ -126,15 +114,18 @@ class RustReader:
             return ""
         return value
 
-    def names(self, value: Any, where: str) -> tuple[str, ...]:
-        """A non-empty list of unique names."""
+    def _unique(self, value: Any, where: str, what: str, item: Any) -> tuple[str, ...]:
+        """A non-empty array of unique items, each checked by ``item(value, where)``."""
         if not isinstance(value, list) or not value:
-            self.error(where, "must be a non-empty array of names")
+            self.error(where, f"must be a non-empty array of {what}")
             return ()
-        names = tuple(self.name(v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(set(names)) != len(names):
+        items = tuple(item(v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(set(items)) != len(items):
             self.error(where, "cannot contain duplicates")
-        return names
+        return items
+
+    def name_list(self, value: Any, where: str) -> tuple[str, ...]:
+        return self._unique(value, where, "names", self.name)
 
     def repo_path(self, value: Any, where: str, root_ok: bool = False) -> str:
         if not isinstance(value, str):
@@ -147,13 +138,7 @@ class RustReader:
         return value
 
     def repo_paths(self, value: Any, where: str) -> tuple[str, ...]:
-        if not isinstance(value, list) or not value:
-            self.error(where, "must be a non-empty array of repository paths")
-            return ()
-        paths = tuple(self.repo_path(v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(set(paths)) != len(paths):
-            self.error(where, "cannot contain duplicates")
-        return paths
+        return self._unique(value, where, "repository paths", self.repo_path)
 
     def text(self, value: Any, where: str) -> str:
         if not isinstance(value, str) or not value:
@@ -308,7 +293,7 @@ def _implementation(r: RustReader, name: str, value: Any) -> ImplementationDef:
     return ImplementationDef(
         name,
         launch,
-        r.names(t.get("problem_contracts"), f"{where}.problem_contracts"),
+        r.name_list(t.get("problem_contracts"), f"{where}.problem_contracts"),
         r.json_object(defaults, f"{where}.parameter_defaults") if defaults is not None else {},
         defaults_declared=defaults is not None,
     )

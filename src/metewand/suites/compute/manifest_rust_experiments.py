@@ -111,7 +111,7 @@ def _case(r: RustReader, value: Any, where: str, base: Case) -> Case:
 
 def _experiment(r: RustReader, value: Any, where: str, shapes: dict[str, Any]) -> Experiment:
     t = r.table(value, where, EXPERIMENT_KEYS, REQUIRED)
-    datasets = r.names(t["datasets"], f"{where}.datasets") if "datasets" in t else ()
+    datasets = r.name_list(t["datasets"], f"{where}.datasets") if "datasets" in t else ()
     base = Case(
         "default",
         named_axes(r, t.get("dataset_parameters", {}), f"{where}.dataset_parameters"),
@@ -131,7 +131,7 @@ def _experiment(r: RustReader, value: Any, where: str, shapes: dict[str, Any]) -
         name=r.name(t.get("name"), f"{where}.name"),
         problem=r.name(t.get("problem"), f"{where}.problem"),
         datasets=datasets,
-        implementations=r.names(t.get("implementations"), f"{where}.implementations"),
+        implementations=r.name_list(t.get("implementations"), f"{where}.implementations"),
         repetitions=r.safe_int(t.get("implementation_repetitions", 1), f"{where}.implementation_repetitions", 1),
         seed=r.safe_int(t.get("seed", 0), f"{where}.seed", 0),
         policy=shapes["execution_policies"].get(policy_name, ExecutionPolicy(name=policy_name)),

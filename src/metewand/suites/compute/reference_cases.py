@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand import canonical
+from metewand.runtime import rundir
 from metewand.suites.compute.launch import launch_spec
 from metewand.suites.compute.manifest import Manifest
 from metewand.suites.compute.protocol import (
@@ -82,7 +83,7 @@ def _run_case(manifest: Manifest, definitions: Any, name: str, case: Any) -> str
             _copy(manifest.root, case.dataset, dataset)
         result = _copy(manifest.root, case.result, os.path.join(tmp, "result"))
         before = tree_sha256(result)
-        metrics_path = os.path.join(tmp, "metrics", "metrics.json")
+        metrics_path = os.path.join(tmp, rundir.ATTEMPT_METRICS_DIR, rundir.ATTEMPT_METRICS)
         os.makedirs(os.path.dirname(metrics_path))
         spec = launch_spec(
             "problem_evaluator", problem.evaluator, tmp, tmp, definitions=definitions

@@ -136,15 +136,20 @@ def _shared(plan: Any) -> str | None:
     return None if same and distinct else "implementation seeds are not shared per block"
 
 
-def _stable(vectors: Path, data: dict[str, Any], baseline: Any) -> str | None:
-    case = data["cases"][1]
+def _variant(vectors: Path, data: dict[str, Any], case: dict[str, Any], dataset_free: bool) -> Any:
+    """The plan of a case's edited manifest with its catalog additions."""
     text = data["manifest"]
     for old, new in case["replace"]:
         text = text.replace(old, new)
     catalog = {k: dict(v) for k, v in data["catalog"].items()}
     for kind, names in case["catalog_add"].items():
         catalog.setdefault(kind, {}).update(names)
-    plan = _plan(vectors, text, catalog, False)
+    return _plan(vectors, text, catalog, dataset_free)
+
+
+def _stable(vectors: Path, data: dict[str, Any], baseline: Any) -> str | None:
+    case = data["cases"][1]
+    plan = _variant(vectors, data, case, False)
     before = _first_candidate(baseline)
     after = _first_candidate(plan, case["expect"]["same_as_first_case"]["candidate_index"])
     pairs = {
@@ -164,13 +169,7 @@ def _stable(vectors: Path, data: dict[str, Any], baseline: Any) -> str | None:
 
 def _unit(vectors: Path, data: dict[str, Any]) -> str | None:
     case = data["cases"][2]
-    text = data["manifest"]
-    for old, new in case["replace"]:
-        text = text.replace(old, new)
-    catalog = {k: dict(v) for k, v in data["catalog"].items()}
-    for kind, names in case["catalog_add"].items():
-        catalog.setdefault(kind, {}).update(names)
-    plan = _plan(vectors, text, catalog, True)
+    plan = _variant(vectors, data, case, True)
     want = f"mw1-dataset-definition-{bytes([case['expect']['dataset_definition_byte']]).hex() * 32}"
     wrong = [
         a for a in plan.attempts if a.dataset.definition_id != want or a.dataset.parameters != {}
