@@ -52,6 +52,15 @@ class CanonicalJSONError(InvalidInput, ValueError):
         self.kind = kind
 
 
+class CanonicalSyntaxError(json.JSONDecodeError, CanonicalJSONError):
+    """Not JSON at all (``invalid_json``, or ``invalid_number`` for a leading zero): still a
+    ``json.JSONDecodeError`` with its line and column, for callers that report those."""
+
+    def __init__(self, kind: str, msg: str, doc: str, pos: int) -> None:
+        json.JSONDecodeError.__init__(self, msg, doc, pos)
+        self.kind = kind
+
+
 def dumps(value: Any) -> bytes:
     """Canonical bytes of ``value`` (no whitespace, sorted keys, no trailing newline)."""
     _check_floats(value)
@@ -143,7 +152,7 @@ def loads(data: str | bytes) -> Any:
             parse_float=_parse_float,
         )
     except json.JSONDecodeError as exc:
-        raise CanonicalJSONError(_syntax_kind(text, exc.pos), str(exc)) from exc
+        raise CanonicalSyntaxError(_syntax_kind(text, exc.pos), exc.msg, exc.doc, exc.pos) from exc
     if _SURROGATE_ESCAPE.search(text):
         _check_scalar_values(value)
     return value
