@@ -246,3 +246,23 @@ def test_the_r_runner_runs_an_r_worker(tmp_path: Path) -> None:
     assert all(row["metrics"] == {"absolute_error": 0} for row in r_rows)
     worker = r_rows[0]["record"]["provenance"]["data"]["context"]["worker"]
     assert worker["sdk"] is None and worker["capabilities"] == ["one_shot"]
+
+
+def test_a_run_of_the_older_recipe_reads_but_is_not_resumed(tmp_path: Path) -> None:
+    """A run planned before the Rust field sets has other attempt keys: resuming it would run
+    every attempt again beside the old rows, so it is refused (its rows stay readable)."""
+    runs = tmp_path / "runs"
+    args = ("--out", str(runs), "--cache-dir", str(tmp_path / "cache"), "--no-progress")
+    done = _metewand("run", "examples/rust-dialect/metewand.toml", "--run-id", "old", *args)
+    assert done.returncode == 0, done.stderr
+    manifest_path = runs / "old" / "run_manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["data"]["versions"]["identity_recipe"] == 2
+    del manifest["data"]["versions"]["identity_recipe"]  # as every run written before
+    manifest_path.write_text(json.dumps(manifest))
+    done = _metewand("run", "--resume", "old", *args)
+    assert done.returncode == 2
+    assert "planned with identity recipe 1" in done.stderr
+    assert "cannot be resumed" in done.stderr
+    done = _metewand("status", str(runs / "old"))
+    assert done.returncode == 0, done.stderr  # still readable
