@@ -81,6 +81,7 @@ async def new_page(s: Session, step: dict[str, Any], state: State) -> str:
 main(
     Driver(
         f"cdp-use {importlib.metadata.version('cdp-use')}",
+        "cdp_use",
         connect,
         live_product,
         close,

@@ -116,6 +116,7 @@ OPS = {
 main(
     Driver(
         f"pydoll-python {importlib.metadata.version('pydoll-python')}",
+        "pydoll",
         connect,
         live_product,
         close,

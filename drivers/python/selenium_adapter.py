@@ -181,4 +181,4 @@ OPS = {
     }.items()
 }  # fmt: skip
 
-main(Driver(f"selenium {selenium.__version__}", connect, live_product, close, OPS))
+main(Driver(f"selenium {selenium.__version__}", "selenium", connect, live_product, close, OPS))

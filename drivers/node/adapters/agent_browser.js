@@ -176,6 +176,6 @@ const ops = {
 };
 
 // agent_browser_tool.js (the tool-probe subset) reuses the safe CLI invocation and session.
-if (require.main === module) main({ name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops });
+if (require.main === module) main({ key: 'agent_browser', name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops });
 
 module.exports = { VERSION, ab, connect, liveProblem, close };

@@ -181,4 +181,4 @@ const ops = {
   ax_snapshot: (s) => tool(s, 'take_snapshot', {}),
 };
 
-main({ name: `chrome-devtools-mcp ${VERSION}`, connect, liveProblem, close, ops });
+main({ key: 'chrome_devtools_mcp', name: `chrome-devtools-mcp ${VERSION}`, connect, liveProblem, close, ops });

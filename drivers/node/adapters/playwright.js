@@ -79,4 +79,4 @@ const ops = commonOps({
   version: (s) => s.browser.version(),
 });
 
-main({ name: `playwright-core ${require('playwright-core/package.json').version}`, connect, liveProduct, close, ops });
+main({ key: 'playwright', name: `playwright-core ${require('playwright-core/package.json').version}`, connect, liveProduct, close, ops });

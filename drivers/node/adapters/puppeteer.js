@@ -134,4 +134,4 @@ const ops = commonOps({
   version: (s) => s.browser.version(),
 });
 
-main({ name: `puppeteer-core ${require('puppeteer-core/package.json').version}`, connect, liveProduct, close, ops });
+main({ key: 'puppeteer', name: `puppeteer-core ${require('puppeteer-core/package.json').version}`, connect, liveProduct, close, ops });

@@ -102,4 +102,4 @@ const ops = commonOps({
   version: async (s) => (await s.browserVersion()).product,
 });
 
-main({ name: `@browserbasehq/stagehand ${require('@browserbasehq/stagehand/package.json').version}`, connect, liveProduct, close, ops });
+main({ key: 'stagehand', name: `@browserbasehq/stagehand ${require('@browserbasehq/stagehand/package.json').version}`, connect, liveProduct, close, ops });

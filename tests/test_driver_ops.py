@@ -1,0 +1,132 @@
+"""The driver vocabulary proven cell by cell: every implemented (op, driver path) cell of
+``drivers/ops.json`` passes its generated probe on a real Chrome, every refused cell fails its step
+with the named refusal, and on Lightpanda each cell either passes or fails carrying the engine's
+own error (never an adapter crash or a silent pass). Each path runs in one long-lived adapter
+process, one attempt per probe family (the probes of one fixture page), engines shared."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from driver_helpers import CATALOG, Bench, engine_bench, found_or_skip
+from metewand.suites.browser import op_probes
+from metewand.suites.browser.adapter_payload import AttemptIds, build_payload
+from metewand.suites.browser.adapter_server import open_adapter
+from metewand.suites.browser.adapters import AdapterRun
+from metewand.suites.browser.driver_registry import load_binding
+
+pytestmark = [pytest.mark.engines, pytest.mark.slow]
+MATRIX = op_probes.load_matrix()
+
+
+def _implemented(key: str) -> list[str]:
+    return [o["op"] for o in MATRIX["ops"] if "call" in o["cells"][key]]
+
+
+def _refused(key: str) -> list[str]:
+    return [o["op"] for o in MATRIX["ops"] if "cannot" in o["cells"][key]]
+
+
+def _tasks(key: str) -> list[dict[str, Any]]:
+    wanted = set(_implemented(key))
+    tasks = [
+        op_probes.family_task(key, [op for op in ops if op in wanted], f"ops{i}__{key}")
+        for i, ops in enumerate(op_probes.families().values())
+        if any(op in wanted for op in ops)
+    ]
+    if _refused(key):
+        tasks.append(op_probes.refusal_task(key, _refused(key)))
+    return tasks
+
+
+def _run_all(bench: Bench, key: str, work: Path) -> list[tuple[dict[str, Any], AdapterRun]]:
+    found = found_or_skip(key)
+    binding = load_binding(CATALOG, bench.endpoint.name, key) if CATALOG.is_file() else None
+
+    async def go() -> list[tuple[dict[str, Any], AdapterRun]]:
+        runner = open_adapter(found.command, "long_lived", key, work / "served.log")
+        runs = []
+        try:
+            for attempt, task in enumerate(_tasks(key), start=1):
+                folder = work / task["task_id"]
+                folder.mkdir(parents=True, exist_ok=True)
+                ids = AttemptIds("ops", attempt, "seed0", str(folder))
+                payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
+                run = await runner.run(
+                    payload, payload["task_timeout_ms"] / 1000 + 5, folder / "stderr.txt"
+                )
+                runs.append((task, run))
+        finally:
+            await runner.close()
+        return runs
+
+    return asyncio.run(go())
+
+
+def _cells(runs: list[tuple[dict[str, Any], AdapterRun]]) -> dict[str, list[dict[str, Any]]]:
+    """Check rows per op (label op:<op>:... or refused:<op>)."""
+    cells: dict[str, list[dict[str, Any]]] = {}
+    for _task, run in runs:
+        for check in run.checks:
+            name = str(check.get("name"))
+            if name.startswith(("op:", "refused:")):
+                cells.setdefault(name.split(":")[1], []).append(check)
+    return cells
+
+
+@pytest.fixture(scope="module")
+def chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
+    yield from engine_bench("chrome", tmp_path_factory.mktemp("ops-chrome"), op_probes.FIXTURES)
+
+
+@pytest.fixture(scope="module")
+def lightpanda(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
+    yield from engine_bench("lightpanda", tmp_path_factory.mktemp("ops-lp"), op_probes.FIXTURES)
+
+
+@pytest.mark.parametrize("key", op_probes.INSTALLABLE)
+def test_every_cell_of_a_path_on_chrome(key: str, chrome: Bench, tmp_path: Path) -> None:
+    runs = _run_all(chrome, key, tmp_path)
+    for task, run in runs:
+        assert run.outcome == "result", (task["task_id"], run.detail, run.stderr_tail)
+    cells = _cells(runs)
+    failed = {op: [c for c in rows if c["status"] != "pass"] for op, rows in cells.items()}
+    failed = {op: rows for op, rows in failed.items() if rows}
+    assert failed == {}, json.dumps(failed, indent=1)
+    assert sorted(cells) == sorted(_implemented(key) + _refused(key))
+    for op in _refused(key):
+        [row] = cells[op]
+        reason = op_probes.refusal(MATRIX, op, key)
+        assert reason is not None and reason in str(row["evidence"]), row
+    assert chrome.engine.is_alive()
+
+
+@pytest.mark.parametrize("key", op_probes.INSTALLABLE)
+def test_every_cell_of_a_path_on_lightpanda_passes_or_names_the_engine_error(
+    key: str, lightpanda: Bench, tmp_path: Path
+) -> None:
+    runs = _run_all(lightpanda, key, tmp_path)
+    for task, run in runs:
+        assert run.outcome == "result", (task["task_id"], run.detail, run.stderr_tail)
+    cells = _cells(runs)
+    for op in _implemented(key):
+        for row in cells.get(op, []):
+            if row["status"] != "pass":
+                assert str(row.get("evidence") or "").strip(), (op, row)
+    assert lightpanda.engine.is_alive()
+
+
+@pytest.mark.parametrize("key", op_probes.INSTALLABLE)
+def test_the_adapter_op_table_is_the_matrix_column(key: str) -> None:
+    """An adapter lists exactly the ops its column implements (``--list-ops``)."""
+    found = found_or_skip(key)
+    listed = subprocess.run([*found.command.argv, "--list-ops"], capture_output=True, text=True,
+                            timeout=60, check=True)  # fmt: skip
+    assert sorted(json.loads(listed.stdout.strip().splitlines()[-1])) == sorted(_implemented(key))
