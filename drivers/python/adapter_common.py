@@ -265,6 +265,22 @@ async def run_steps(
     return results
 
 
+async def _wait_ms(session: Any, step: dict[str, Any], state: State) -> Any:
+    await asyncio.sleep(min(step.get("ms") or 0, state.budget.remaining() * 1000) / 1000)
+    return step.get("ms")
+
+
+async def _write_file(session: Any, step: dict[str, Any], state: State) -> str:
+    os.makedirs(os.path.dirname(step["path"]) or ".", exist_ok=True)
+    with open(step["path"], "w") as handle:
+        handle.write(step.get("content") or "")
+    return str(step["path"])
+
+
+# Ops every adapter spells alike: they touch the adapter's own state or the file system only.
+LOCAL_OPS: dict[str, Op] = {"wait_ms": _wait_ms, "write_file": _write_file}
+
+
 @dataclass
 class Driver:
     name: str

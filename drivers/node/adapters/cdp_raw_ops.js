@@ -18,13 +18,13 @@ function remoteText(arg) {
 
 // Wires the recorders a fresh page needs (console, dialogs, requests, routes, frame contexts);
 // called once per session before the first page: events carry their session id.
-function watchPage(s) {
+function watchPage(s, { console: withConsole = true } = {}) {
   s.console = s.console || [];
   s.dialogs = s.dialogs || [];
   s.requests = s.requests || [];
   s.routes = s.routes || [];
   s.frameContexts = s.frameContexts || new Map();
-  s.on('Runtime.consoleAPICalled', (e) => s.console.push(`${e.type}:${(e.args || []).map(remoteText).join(' ')}`));
+  if (withConsole) s.on('Runtime.consoleAPICalled', (e) => s.console.push(`${e.type}:${(e.args || []).map(remoteText).join(' ')}`));
   s.on('Runtime.executionContextCreated', (e) => {
     const aux = e.context.auxData || {};
     if (aux.isDefault && aux.frameId) s.frameContexts.set(aux.frameId, e.context.id);

@@ -178,7 +178,7 @@ const ops = {
     const visible = `(() => { const e = ${q(step.selector)}; if (!e) return false; const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
       return r.width > 0 && r.height > 0 && st.visibility !== 'hidden'; })()`;
     const gone = step.state === 'hidden' || step.state === 'detached';
-    const test = gone ? `!(${visible})` : step.state === 'attached' ? `!!${q(step.selector)}` : visible;
+    const test = gone ? `!(${visible})` : step.state === 'visible' ? visible : `!!${q(step.selector)}`; // present unless a state is named
     await poll(state.budget, step.timeout_ms, () => evaluate(s, test), `selector ${step.selector}`);
     return true;
   },
