@@ -219,7 +219,11 @@ async def download(s: Any, step: dict[str, Any], state: State) -> str:
     if result != "completed":
         raise RuntimeError(f"download {result}")
     os.replace(os.path.join(folder, guid), step["path"])
-    with open(step["path"], "rb") as handle:
+    return file_digest(step["path"])
+
+
+def file_digest(path: str) -> str:
+    with open(path, "rb") as handle:
         data = handle.read()
     return f"{hashlib.sha256(data).hexdigest()[:12]}:{len(data)}"
 
