@@ -144,11 +144,11 @@ PROBES: Final[dict[str, Probe]] = {
     "is_enabled": _p(FORMS, [{"op": "is_enabled", "selector": "#go", "save_as": "on"},
                              {"op": "is_enabled", "selector": "#off", "save_as": "off"}], [_eq("on", "true"), _eq("off", "false")]),
     # network
-    "route_fulfill": _p(NET, [{"op": "route_fulfill", "pattern": "**/ops/api/a.json", "status": 201,
+    "route_fulfill": _p(NET, [{"op": "route_fulfill", "pattern": "**/ops/api/a.json",
                                "content_type": "application/json", "body": '{"source":"mock"}'},
                               {"op": "click", "selector": "#fetch-a"}, _wait("document.getElementById('out-a').textContent !== ''"),
                               _ev("document.getElementById('out-a').textContent", "v")],
-                        [_ok(0), _eq("v", '201:{"source":"mock"}')]),
+                        [_ok(0), _eq("v", '200:{"source":"mock"}')]),
     "route_abort": _p(NET, [{"op": "route_abort", "pattern": "**/ops/api/b.json"}, {"op": "click", "selector": "#fetch-b"},
                             _wait("document.getElementById('out-b').textContent !== ''"),
                             _ev("document.getElementById('out-b').textContent", "v")], [_ok(0), _eq("v", "failed")]),
