@@ -179,6 +179,9 @@ const ops = {
   go_forward: value('url', () => ['forward']),
   click: async (s, step, state) => {
     for (let i = 0; i < (step.times || 1); i += 1) await ab2(s, ['click', step.selector], state.budget, step.timeout_ms);
+    // a dialog the click's own handlers open a moment later is answered before the next command
+    // (a command it blocks mid-way would wait for the CLI's timeout)
+    for (let i = 0; s.dialogPolicy && i < 4 && !(await answerDialog(s, state.budget)); i += 1) await sleep(50);
     return step.selector;
   },
   hover: async (s, step, state) => { await run((x) => ['hover', x.selector])(s, step, state); return step.selector; },

@@ -120,7 +120,19 @@ async function connect(payload) {
 // new_page op then takes it instead of opening another.
 async function liveProblem(session, payload, version) {
   // the attempt's first page is opened here (in its own context), the first new_page takes it
-  await openPage(session, true);
+  try {
+    await openPage(session, true);
+  } catch (e) {
+    // An engine with a single browser context (Lightpanda) keeps the previous attempt's context
+    // while its server lives: this attempt gets a fresh server, whose start disposes of it.
+    if (!session.metrics.mcp_server_reused || !/more than one browser context/i.test(e.message)) throw e;
+    const old = servers.get(payload.browser_ws);
+    servers.delete(payload.browser_ws);
+    if (old) old.child.kill('SIGTERM');
+    session.rpc = (await server(payload)).rpc;
+    session.metrics.mcp_server_reused = false;
+    await openPage(session, true);
+  }
   const ua = await evaluate(session, 'navigator.userAgent');
   if (version['User-Agent'] && ua !== version['User-Agent']) return `live navigator.userAgent ${JSON.stringify(ua)} != /json/version User-Agent`;
   return null;

@@ -239,7 +239,7 @@ class AttemptRunner:
         """A driver-path task: its adapter drives the engine (see ``adapter_attempt``)."""
         ids = AdapterAttempt(
             self.store.run_id, planned.attempt, seed, self.base_url,
-            self.server.context.grader_token,
+            self.server.context.grader_token, self.plan.config.score_mode,
         )  # fmt: skip
         endpoint = await engine_endpoint(planned.engine, process)
 
