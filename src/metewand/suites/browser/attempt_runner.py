@@ -285,7 +285,7 @@ class AttemptRunner:
             "browser_ws": process.ws_url,
             "http_endpoint": f"http://127.0.0.1:{port}" if port else None,
             "http_identity": dict(getattr(process, "json_version", {}) or {}),
-            "launch_command": list(getattr(process, "argv", []) or []),
+            "launch_command": _without_private_dirs(process),
         }
 
     def _manifest_identity(self, engine: str) -> dict[str, Any]:
@@ -300,3 +300,12 @@ class AttemptRunner:
             return None
         cpu_ns = self.hooks.tree_cpu(self.pool.worker, engine, process)
         return await wait_quiet(process.pid, limit_ms / 1000, cpu_ns=cpu_ns)
+
+
+def _without_private_dirs(process: Any) -> list[str]:
+    """The engine's argv with its private temporary root (profile, TMPDIR) named, not its host
+    path: a row carries no absolute path of the host's temporary files."""
+    argv = [str(a) for a in (getattr(process, "argv", []) or [])]
+    for root in getattr(process, "private_dirs", []) or []:
+        argv = [a.replace(root, "<private-dir>") for a in argv]
+    return argv

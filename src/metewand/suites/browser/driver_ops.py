@@ -14,6 +14,8 @@ from metewand.errors import InvalidInput
 from metewand.suites.browser.driver_registry import DRIVER_PATHS, REPO_ROOT
 
 OPS_FILE: Final = REPO_ROOT / "drivers" / "ops.json"
+# what each implemented cell did on Lightpanda in the last recorded test run (tests/test_driver_ops.py)
+LIGHTPANDA_FILE: Final = REPO_ROOT / "drivers" / "ops_lightpanda.json"
 INSTALLABLE: Final = tuple(k for k, p in DRIVER_PATHS.items() if p.adapter is not None)
 
 
@@ -88,8 +90,29 @@ def load_matrix(path: Path = OPS_FILE) -> Matrix:
     return Matrix(paths, ops)
 
 
+def lightpanda_record(path: Path = LIGHTPANDA_FILE) -> dict[str, dict[str, dict[str, str]]]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def _lightpanda_lines(key: str, record: dict[str, dict[str, dict[str, str]]]) -> list[str]:
+    cells = record.get(key)
+    if not cells:
+        return ["On Lightpanda: not recorded.", ""]
+    failing = {op: o for op, o in cells.items() if o.get("status") != "pass"}
+    lines = [f"On Lightpanda: {len(cells) - len(failing)} of {len(cells)} implemented cells pass"
+             + ("; the others fail with the engine's error:" if failing else ".")]  # fmt: skip
+    for op, outcome in failing.items():
+        error = " ".join(str(outcome.get("error", "")).split())
+        lines.append(f"- `{op}`: {error[:200]}{'…' if len(error) > 200 else ''}")
+    return [*lines, ""]
+
+
 def markdown(matrix: Matrix) -> str:
     """The matrix as docs/driver-ops.md holds it."""
+    record = lightpanda_record()
     done, total = matrix.coverage()
     keys = list(matrix.paths)
     lines = [
