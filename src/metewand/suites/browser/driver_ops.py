@@ -139,5 +139,5 @@ def markdown(matrix: Matrix) -> str:
             else f"- `{c.op}`: **refused**: {lib} cannot {c.cannot}"
             for c in mine
         ]
-        lines.append("")
+        lines += ["", *_lightpanda_lines(key, record)]
     return "\n".join(lines)
