@@ -274,8 +274,11 @@ def refusal_task(key: str, ops: list[str]) -> dict[str, Any]:
 
 
 def families() -> dict[str, list[str]]:
-    """Ops grouped by probe page, in vocabulary order (navigation's page closers last)."""
+    """Ops grouped by probe page, in vocabulary order (probes that open pages last)."""
     grouped: dict[str, list[str]] = {}
     for op, probe in PROBES.items():
         grouped.setdefault(probe.page, []).append(op)
-    return grouped
+    # probes that open pages go last: an engine with a single page (Lightpanda) fails the second
+    # new_page, and every later page op of the attempt with it (the adapters' failed-page guard)
+    opens = {op for op, probe in PROBES.items() if any(s["op"] == "new_page" for s in probe.steps)}
+    return {page: sorted(ops, key=lambda op: op in opens) for page, ops in grouped.items()}
