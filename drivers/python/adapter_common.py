@@ -19,8 +19,6 @@ import os
 import re
 import sys
 import time
-import traceback
-import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,8 +154,14 @@ def evaluate_check(
 
 
 def json_version(port: int, timeout: float) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=timeout) as reply:
-        return dict(json.loads(reply.read()))
+    import http.client  # here, not at start-up: lighter than urllib.request, and only once
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", "/json/version")
+        return dict(json.loads(connection.getresponse().read()))
+    finally:
+        connection.close()
 
 
 def http_identity_problem(payload: dict[str, Any], version: dict[str, Any]) -> str | None:
@@ -297,7 +301,7 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
     budget = Budget(payload)
     try:
         version = await asyncio.to_thread(json_version, payload["cdp_port"], budget.wait(5000))
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # socket, HTTP or JSON trouble: the gate cannot pass
         return harness_error("script_error", f"GET /json/version failed: {exc}")
     problem = http_identity_problem(payload, version)
     if problem:
@@ -401,5 +405,7 @@ def _guarded(driver: Driver, text: str) -> dict[str, Any]:
     try:
         return asyncio.run(attempt(driver, json.loads(text)))
     except Exception as exc:
+        import traceback
+
         traceback.print_exc()
         return harness_error("script_error", str(exc))

@@ -91,7 +91,8 @@ PROBES: Final[dict[str, Probe]] = {
     "title": _p(NAV, [ONE, {"op": "title", "save_as": "t"}], [_eq("t", "Ops nav one")]),
     "content": _p(NAV, [ONE, {"op": "content", "save_as": "c"}], [_has("c", 'id="next"')]),
     "version": _p(NAV, [{"op": "version", "save_as": "v"}], [{"kind": "saved_truthy", "name": "v"}]),
-    "user_agent": _p(NAV, [{"op": "user_agent", "save_as": "ua"}], [_has("ua", "Mozilla/5.0")]),
+    "user_agent": _p(NAV, [{"op": "user_agent", "save_as": "ua"}, _ev("navigator.userAgent", "page")],
+                     [{"kind": "saved_truthy", "name": "ua"}, _has("ua", "/")]),
     # waits and script
     "wait_ms": _p(FORMS, [_ev("Date.now()", "t0"), {"op": "wait_ms", "ms": 150}, _ev("Date.now()", "t1")], [_ok(1)]),
     "wait_for_function": _p(FORMS, [_wait("window.lateFlag === 'ready'"), _ev("window.lateFlag", "f")],
