@@ -13,15 +13,22 @@ statuses' agreement, with the load average it ran under.
 
     git clone /work/peer/lexbench /tmp/peer-lexbench
     .venv/bin/python benchmarks/driver_cost_vs_peer.py --peer /tmp/peer-lexbench --per-path 5
+
+The scratch checkout gets a node_modules link to drivers/node/node_modules and, for Selenium, a
+copy of the machine's chromedriver under build_artifacts/ (its adapter insists on both).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import importlib.metadata
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -74,6 +81,41 @@ class PeerProbe(PerAttemptAdapter):
         return await super().run(payload, deadline_s, stderr_path, marks)
 
 
+class PeerSelenium(PerAttemptAdapter):
+    """The peer's Selenium adapter wants its binding's pins (its runner adds them): the browser,
+    the Selenium client, and a chromedriver under its build_artifacts with its digest. The
+    machine's chromedriver is copied there (into the scratch checkout) once."""
+
+    def __init__(self, peer: Path, argv: tuple[str, ...]) -> None:
+        super().__init__(AdapterCommand(argv), label="peer")
+        folder = peer / "build_artifacts" / "chromedriver"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.bridge = folder / "chromedriver"
+        if not self.bridge.exists():
+            shutil.copy2(str(shutil.which("chromedriver")), self.bridge)
+        self.sha = hashlib.sha256(self.bridge.read_bytes()).hexdigest()[:12]
+        done = subprocess.run(
+            [str(self.bridge), "--version"], capture_output=True, text=True, check=True
+        )
+        self.version = done.stdout.split()[1]
+
+    async def run(
+        self, payload: Any, deadline_s: float, stderr_path: Path, marks: Any = None
+    ) -> AdapterRun:
+        engine = payload["binding"]["browser_id"]
+        selenium = importlib.metadata.version("selenium")
+        pins = {
+            "browser": {"ref_id": f"browser.{engine}", "key": engine},
+            "driver": {"ref_id": "driver.selenium", "key": "selenium",
+                       "metadata": {"version": selenium, "pip_package": "selenium"}},
+            "bridges": [{"ref_id": "bridge.chromedriver", "key": "chromedriver", "executable": str(self.bridge),
+                         "metadata": {"binary_path": "build_artifacts/chromedriver/chromedriver",
+                                      "version": self.version, "sha256_12": self.sha}}],
+        }  # fmt: skip
+        payload = {**payload, "binding": {**payload["binding"], "pins": pins}}
+        return await super().run(payload, deadline_s, stderr_path, marks)
+
+
 def peer_runner(peer: Path, key: str) -> PerAttemptAdapter:
     if key in FRAMEWORKS:
         return PeerProbe(peer, FRAMEWORKS[key])
@@ -82,7 +124,12 @@ def peer_runner(peer: Path, key: str) -> PerAttemptAdapter:
         "node" if language == "node" else sys.executable,
         str(peer / "runner/scripts/adapters" / script),
     )
-    env = {"NODE_PATH": str(node_dir() / "node_modules")} if language == "node" else {}
+    if key == "selenium":
+        return PeerSelenium(peer, argv)
+    modules = node_dir() / "node_modules"
+    # the peer's adapters resolve their clients from its root; its agent-browser adapter runs AB_BIN
+    native = modules / "agent-browser" / "bin" / "agent-browser-linux-x64"
+    env = {"NODE_PATH": str(modules), "AB_BIN": str(native)} if language == "node" else {}
     return PerAttemptAdapter(AdapterCommand(argv, env=env), label="peer")
 
 
@@ -157,6 +204,9 @@ async def main() -> None:
     parser.add_argument("--path", action="append", help="only these driver paths (repeatable)")
     parser.add_argument("--tasks", type=Path, default=DEFAULT_CORPUS)
     args = parser.parse_args()
+    linked = args.peer / "node_modules"
+    if not linked.exists():  # the peer's adapters resolve their clients from its root
+        linked.symlink_to(node_dir() / "node_modules")
     keys = args.path or [k for k, p in DRIVER_PATHS.items() if p.adapter is not None]
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="mw-driver-cost-") as tmp:
