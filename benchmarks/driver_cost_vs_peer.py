@@ -161,7 +161,7 @@ async def compare_path(b: Bench, key: str, peer: Path, per_path: int, work: Path
     for n, task_id in enumerate(ids):
         task = load_task(b.corpus, subset, task_id)
         for side in ("ours", "peer") if n % 2 == 0 else ("peer", "ours"):
-            runs[side].append(await run_task(sides[side], b, f"{key}-{side}", task, work, n + 1))
+            runs[side].append(await run_task(sides[side], b, key, task, work / side, n + 1))
     row: dict[str, Any] = {"path": key, "tasks": len(ids)}
     for side, got in runs.items():
         row[f"{side}_cpu_ms"] = _median([cpu_ms(r) for r in got])
@@ -185,7 +185,7 @@ async def mcp_modes(b: Bench, n: int, work: Path) -> dict[str, Any]:
             task = load_task(b.corpus, subset, task_id)
             for mode, runner in (("long_lived", kept), ("per_attempt", fresh)) if i % 2 == 0 else (
                 ("per_attempt", fresh), ("long_lived", kept)):  # fmt: skip
-                got[mode].append(await run_task(runner, b, f"mcp-{mode}", task, work, i + 1))
+                got[mode].append(await run_task(runner, b, "chrome_devtools_mcp", task, work / mode, i + 1))
     finally:
         await kept.close()
     # the long-lived process's first attempt carries its start-up: the median leaves it aside
