@@ -11,7 +11,7 @@ const { execFile } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { main, poll, sleep, localOps, urlMatches, digestFile } = require('./common');
+const { main, poll, sleep, localOps, urlMatches, digestFile, elementNow, elementReads } = require('./common');
 
 // Dialog ops make the attempt's daemon leave every dialog to the adapter (no auto-accepted alert):
 // the whole session must run with the same option, so it is decided from the task's ops.
@@ -156,8 +156,7 @@ const run = (args) => (s, step, state) => ab2(s, args(step), state.budget, step.
 const value = (field, args) => async (s, step, state) => (await ab2(s, args(step), state.budget, step.timeout_ms))[field];
 const evaluate = async (s, expression, budget, limitMs) => (await ab2(s, ['eval', expression], budget, limitMs)).result;
 // Reads act on the page as it is now: an element that is not there fails at once.
-const read = (expression) => (s, step, state) => evaluate(s, `(() => { const e = document.querySelector(${JSON.stringify(step.selector)});
-  if (!e) throw new Error(${JSON.stringify(`no element matches ${step.selector}`)}); return ${expression}; })()`, state.budget, step.timeout_ms);
+const read = (expression) => (s, step, state) => evaluate(s, elementNow(step.selector, expression), state.budget, step.timeout_ms);
 
 const ops = {
   ...localOps(),
@@ -197,12 +196,7 @@ const ops = {
   },
   keyboard_type: async (s, step, state) => { await ab2(s, ['keyboard', 'type', step.text], state.budget); return step.text; },
   select_option: async (s, step, state) => { await run((x) => ['select', x.selector, x.value])(s, step, state); return step.value; },
-  text_content: read('e.textContent'),
-  inner_text: read('e.innerText'),
-  input_value: read('e.value'),
-  is_checked: read('!!e.checked'),
-  is_enabled: read('!e.disabled'),
-  get_attribute: (s, step, state) => read(`e.getAttribute(${JSON.stringify(step.name)})`)(s, step, state),
+  ...elementReads(read),
   is_visible: value('visible', (step) => ['is', 'visible', step.selector]),
   count: value('count', (step) => ['get', 'count', step.selector]),
   url: value('url', () => ['get', 'url']),

@@ -7,7 +7,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { poll, urlMatches, digestFile } = require('./common');
+const { poll, urlMatches, digestFile, elementNow, elementReads } = require('./common');
 
 const q = (selector) => `document.querySelector(${JSON.stringify(selector)})`;
 
@@ -127,19 +127,14 @@ async function download(s, step, state) {
   return digestFile(step.path);
 }
 
-const read = (expression) => (s, step) => s.evaluate(`(() => { const e = ${q(step.selector)}; if (!e) throw new Error('no element matches ${step.selector.replace(/'/g, "\\'")}'); return ${expression}; })()`);
+const read = (expression) => (s, step) => s.evaluate(elementNow(step.selector, expression));
 
 const VISIBLE = `(() => { const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
   return r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && st.display !== 'none'; })()`;
 
 const rawOps = {
   content: (s) => s.evaluate('document.documentElement.outerHTML'),
-  text_content: read('e.textContent'),
-  inner_text: read('e.innerText'),
-  input_value: read('e.value'),
-  is_checked: read('!!e.checked'),
-  is_enabled: read('!e.disabled'),
-  get_attribute: (s, step) => read(`e.getAttribute(${JSON.stringify(step.name)})`)(s, step),
+  ...elementReads(read),
   is_visible: (s, step) => s.evaluate(`(() => { const e = ${q(step.selector)}; if (!e) return false; return ${VISIBLE}; })()`),
   count: (s, step) => s.evaluate(`document.querySelectorAll(${JSON.stringify(step.selector)}).length`),
   version: async (s) => (await s.browserCdp('Browser.getVersion', {})).product,

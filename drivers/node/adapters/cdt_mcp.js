@@ -7,7 +7,7 @@
 // that compares every snapshot uid's element with the selector's.
 
 const { spawn } = require('child_process');
-const { main, poll, localOps, urlMatches } = require('./common');
+const { main, poll, localOps, urlMatches, elementNow, elementReads } = require('./common');
 
 const SERVER = require.resolve('chrome-devtools-mcp/build/src/bin/chrome-devtools-mcp.js');
 const VERSION = require('chrome-devtools-mcp/package.json').version;
@@ -184,8 +184,7 @@ const navigate = (type) => async (s, step, state) => {
 };
 
 // Reads act on the page as it is now: an element that is not there fails at once.
-const read = (expression) => (s, step) => evaluate(s, `(() => { const e = document.querySelector(${JSON.stringify(step.selector)});
-  if (!e) throw new Error(${JSON.stringify(`no element matches ${step.selector}`)}); return ${expression}; })()`);
+const read = (expression) => (s, step) => evaluate(s, elementNow(step.selector, expression));
 
 async function setChecked(s, step, state, wanted) {
   const uid = await uidFor(s, step.selector, state, step.timeout_ms);
@@ -299,12 +298,7 @@ const ops = {
     return step.value ?? step.text;
   },
   keyboard_type: async (s, step) => { await tool(s, 'type_text', { text: step.text }); return step.text; },
-  text_content: read('e.textContent'),
-  inner_text: read('e.innerText'),
-  input_value: read('e.value'),
-  is_checked: read('!!e.checked'),
-  is_enabled: read('!e.disabled'),
-  get_attribute: (s, step, state) => read(`e.getAttribute(${JSON.stringify(step.name)})`)(s, step, state),
+  ...elementReads(read),
   is_visible: (s, step) => evaluate(s, `(() => { const e = document.querySelector(${JSON.stringify(step.selector)}); if (!e) return false;
     const r = e.getBoundingClientRect(); const st = getComputedStyle(e); return r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && st.display !== 'none'; })()`),
   count: (s, step) => evaluate(s, `document.querySelectorAll(${JSON.stringify(step.selector)}).length`),

@@ -354,4 +354,22 @@ function digestFile(file) {
   return `${require('crypto').createHash('sha256').update(bytes).digest('hex').slice(0, 12)}:${bytes.length}`;
 }
 
-module.exports = { main, stringify, sleep, poll, substitute, globToRegExp, urlMatches, localOps, digestFile };
+// A script reading the element as the page is now: one that is not there fails at once.
+function elementNow(selector, expression) {
+  return `(() => { const e = document.querySelector(${JSON.stringify(selector)});
+  if (!e) throw new Error(${JSON.stringify(`no element matches ${selector}`)}); return ${expression}; })()`;
+}
+
+// The element read ops over one primitive, read(expression) -> op (expression of the element `e`).
+function elementReads(read) {
+  return {
+    text_content: read('e.textContent'),
+    inner_text: read('e.innerText'),
+    input_value: read('e.value'),
+    is_checked: read('!!e.checked'),
+    is_enabled: read('!e.disabled'),
+    get_attribute: (s, step, state) => read(`e.getAttribute(${JSON.stringify(step.name)})`)(s, step, state),
+  };
+}
+
+module.exports = { main, stringify, sleep, poll, substitute, globToRegExp, urlMatches, localOps, digestFile, elementNow, elementReads };
