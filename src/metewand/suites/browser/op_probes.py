@@ -249,7 +249,7 @@ def family_task(key: str, ops: list[str], task_id: str) -> dict[str, Any]:
         "task_id": task_id,
         "scene": {"kind": "self_hosted_fixture", "url": pages.pop()},
         "driver": {"kind": path.task_kind, "steps": steps, "checks": checks},
-        "timeouts": {"task_ms": 60000},
+        "timeouts": {"task_ms": 30000},
     }
 
 
