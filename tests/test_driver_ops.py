@@ -167,3 +167,32 @@ def test_the_adapter_op_table_is_the_matrix_column(key: str) -> None:
     listed = subprocess.run([*found.command.argv, "--list-ops"], capture_output=True, text=True,
                             timeout=60, check=True)  # fmt: skip
     assert sorted(json.loads(listed.stdout.strip().splitlines()[-1])) == sorted(_implemented(key))
+
+
+@pytest.mark.parametrize("key", ["playwright", "cdp_use"])
+def test_after_a_failed_new_page_no_step_runs_on_the_previous_page(
+    key: str, lightpanda: Bench, tmp_path: Path
+) -> None:
+    """Lightpanda holds one page: the second new_page fails, and the isolation read after it must
+    fail naming that step, not read the first page (a check of isolation would pass wrongly)."""
+    found = found_or_skip(key)
+    task = op_probes.family_task(key, ["title"], f"guard__{key}")
+    task["driver"]["steps"] += [
+        {"op": "new_page"},
+        {"op": "evaluate", "expression": "document.title", "save_as": "second_title"},
+        {"op": "wait_ms", "ms": 1},
+    ]
+    steps = len(task["driver"]["steps"])
+    task["driver"]["checks"] = [
+        {"kind": "step_fails", "step": steps - 3, "label": "second_page_refused"},
+        {"kind": "saved_contains", "name": "second_title", "label": "read_refused",
+         "expected": f"no page: new_page at step {steps - 3} failed"},
+        {"kind": "step_ok", "step": steps - 1, "label": "pageless_op_runs"},
+    ]  # fmt: skip
+    binding = load_binding(CATALOG, "lightpanda", key) if CATALOG.is_file() else None
+    ids = AttemptIds("ops", 1, "seed0", str(tmp_path))
+    payload = build_payload(task, key, lightpanda.endpoint, lightpanda.base_url, ids, binding)
+    runner = open_adapter(found.command, "per_attempt", key)
+    run = asyncio.run(runner.run(payload, 40, tmp_path / "stderr.txt"))
+    assert run.outcome == "result", (run.detail, run.stderr_tail)
+    assert [c["status"] for c in run.checks[1:]] == ["pass", "pass", "pass"], run.checks
