@@ -18,22 +18,22 @@ from typing import Any
 import pytest
 
 from driver_helpers import CATALOG, REPO, Bench, engine_bench, found_or_skip
-from metewand.suites.browser import op_probes
+from metewand.suites.browser import driver_ops, op_probes
 from metewand.suites.browser.adapter_payload import AttemptIds, build_payload
 from metewand.suites.browser.adapter_server import open_adapter
 from metewand.suites.browser.adapters import AdapterRun
 from metewand.suites.browser.driver_registry import load_binding
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
-MATRIX = op_probes.load_matrix()
+MATRIX = driver_ops.load_matrix()
 
 
 def _implemented(key: str) -> list[str]:
-    return [o["op"] for o in MATRIX["ops"] if "call" in o["cells"][key]]
+    return [c.op for c in MATRIX.cells() if c.path == key and c.implemented]
 
 
 def _refused(key: str) -> list[str]:
-    return [o["op"] for o in MATRIX["ops"] if "cannot" in o["cells"][key]]
+    return [c.op for c in MATRIX.cells() if c.path == key and not c.implemented]
 
 
 def _tasks(key: str) -> list[dict[str, Any]]:
@@ -93,7 +93,7 @@ def lightpanda(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
     yield from engine_bench("lightpanda", tmp_path_factory.mktemp("ops-lp"), op_probes.FIXTURES)
 
 
-@pytest.mark.parametrize("key", op_probes.INSTALLABLE)
+@pytest.mark.parametrize("key", driver_ops.INSTALLABLE)
 def test_every_cell_of_a_path_on_chrome(key: str, chrome: Bench, tmp_path: Path) -> None:
     runs = _run_all(chrome, key, tmp_path)
     for task, run in runs:
@@ -105,7 +105,7 @@ def test_every_cell_of_a_path_on_chrome(key: str, chrome: Bench, tmp_path: Path)
     assert sorted(cells) == sorted(_implemented(key) + _refused(key))
     for op in _refused(key):
         [row] = cells[op]
-        reason = op_probes.refusal(MATRIX, op, key)
+        reason = MATRIX.refusal(op, key)
         assert reason is not None and reason in str(row["evidence"]), row
     assert chrome.engine.is_alive()
 
@@ -129,7 +129,7 @@ def _outcomes(key: str, runs: list[tuple[dict[str, Any], AdapterRun]]) -> dict[s
     return out
 
 
-@pytest.mark.parametrize("key", op_probes.INSTALLABLE)
+@pytest.mark.parametrize("key", driver_ops.INSTALLABLE)
 def test_every_cell_of_a_path_on_lightpanda_passes_or_names_the_engine_error(
     key: str, lightpanda: Bench, tmp_path: Path
 ) -> None:
@@ -162,7 +162,7 @@ def test_every_cell_of_a_path_on_lightpanda_passes_or_names_the_engine_error(
     assert lightpanda.engine.is_alive()
 
 
-@pytest.mark.parametrize("key", op_probes.INSTALLABLE)
+@pytest.mark.parametrize("key", driver_ops.INSTALLABLE)
 def test_the_adapter_op_table_is_the_matrix_column(key: str) -> None:
     """An adapter lists exactly the ops its column implements (``--list-ops``)."""
     found = found_or_skip(key)

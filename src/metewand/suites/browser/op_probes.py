@@ -16,11 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.suites.browser.driver_registry import DRIVER_PATHS, REPO_ROOT
+from metewand.suites.browser.driver_registry import DRIVER_PATHS
 
-OPS_FILE: Final = REPO_ROOT / "drivers" / "ops.json"
 FIXTURES: Final = Path(__file__).resolve().parents[2] / "data" / "driver_ops" / "fixtures"
-INSTALLABLE: Final = tuple(k for k, p in DRIVER_PATHS.items() if p.adapter is not None)
 
 Step = dict[str, Any]
 Check = dict[str, Any]
@@ -198,21 +196,6 @@ PROBES: Final[dict[str, Probe]] = {
     "aria_snapshot": _p(A11Y, [{"op": "aria_snapshot", "selector": "nav", "save_as": "s"}],
                         [_has("s", "Save draft"), _has("s", "Home link")]),
 }  # fmt: skip
-
-
-def load_matrix(path: Path = OPS_FILE) -> dict[str, Any]:
-    return dict(json.loads(path.read_text()))
-
-
-def refusal(matrix: dict[str, Any], op: str, key: str) -> str | None:
-    """The named refusal of a cell (``None``: implemented)."""
-    entry = next(o for o in matrix["ops"] if o["op"] == op)
-    why = entry["cells"][key].get("cannot")
-    return (
-        None
-        if why is None
-        else f"unsupported op: {op} ({matrix['paths'][key]['library']} cannot {why})"
-    )
 
 
 def _shifted(op: str, probe: Probe, offset: int) -> tuple[list[Step], list[Check]]:
