@@ -19,6 +19,7 @@ const DIALOG_OPS = new Set(['on_dialog', 'get_dialogs']);
 
 const VERSION = require('agent-browser/package.json').version;
 const CLI_GRACE_MS = 2000; // a CLI call may outlive its action timeout by this much, then is killed
+const RELOAD_GRACE_MS = 15000; // what a reload may take past the action limit (the reference's allowance)
 
 function nativeBinary() {
   const arch = { x64: 'x64', arm64: 'arm64' }[os.arch()];
@@ -173,7 +174,15 @@ const ops = {
     return 'closed';
   },
   goto: value('url', (step) => ['open', step.url]),
-  reload: value('url', () => ['reload']),
+  // The CLI's reload may wait long for a load event an engine sends late (Lightpanda): as the
+  // reference adapter does, it gets the action limit + 15 s, then the new document is awaited
+  // (a marker set before the reload must be gone and the document complete).
+  reload: async (s, step, state) => {
+    await evaluate(s, 'window.__mw_reload = 1', state.budget);
+    const reloaded = await ab2(s, ['reload'], state.budget, (step.timeout_ms || state.budget.actionMs) + RELOAD_GRACE_MS);
+    await poll(state.budget, step.timeout_ms, async () => !!(await evaluate(s, "document.readyState === 'complete' && !window.__mw_reload", state.budget)), 'reload to settle');
+    return reloaded.url;
+  },
   go_back: value('url', () => ['back']),
   go_forward: value('url', () => ['forward']),
   click: async (s, step, state) => {
