@@ -185,7 +185,9 @@ async def mcp_modes(b: Bench, n: int, work: Path) -> dict[str, Any]:
             task = load_task(b.corpus, subset, task_id)
             for mode, runner in (("long_lived", kept), ("per_attempt", fresh)) if i % 2 == 0 else (
                 ("per_attempt", fresh), ("long_lived", kept)):  # fmt: skip
-                got[mode].append(await run_task(runner, b, "chrome_devtools_mcp", task, work / mode, i + 1))
+                got[mode].append(
+                    await run_task(runner, b, "chrome_devtools_mcp", task, work / mode, i + 1)
+                )
     finally:
         await kept.close()
     # the long-lived process's first attempt carries its start-up: the median leaves it aside
