@@ -162,6 +162,21 @@ def listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "chrome" in done.stdout
 
 
+def ops_matrix(done: Done, repo: Path) -> None:
+    """issue #25: the 52 ops x 9 paths, every cell implemented or refused, >= 90% implemented."""
+    last = [line for line in done.stdout.splitlines() if "cells implemented" in line][0]
+    implemented, total = (int(word) for word in last.split()[0:3:2])
+    assert total == 52 * 9 and implemented >= 0.9 * total
+    assert "unsupported op: route_fulfill (selenium cannot" in done.stdout
+
+
+def ops_one_path(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert len(lines) == 52 and any(
+        "REFUSED: unsupported op: route_abort" in line for line in lines
+    )
+
+
 def corpus_listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "l1.agent_browser_tool" in done.stdout
     # issue #15: every subset of the corpus runs, each driver path listed found or missing
@@ -463,6 +478,8 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand browser doctor", 0, doctor_ready),
     Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),
     Expect("metewand browser list", 0, listing),
+    Expect("metewand browser ops", 0, ops_matrix),
+    Expect("metewand browser ops --path selenium", 0, ops_one_path),
     Expect("metewand browser list --json", 0, listing_json("browser_suite")),
     Expect(
         "metewand browser list --tasks ../shared/corpus/lexbench", 0, corpus_listing, corpus=True
