@@ -162,6 +162,21 @@ def listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "chrome" in done.stdout
 
 
+def ops_matrix(done: Done, repo: Path) -> None:
+    """issue #25: the 52 ops x 9 paths, every cell implemented or refused, >= 90% implemented."""
+    last = [line for line in done.stdout.splitlines() if "cells implemented" in line][0]
+    implemented, total = (int(word) for word in last.split()[0:3:2])
+    assert total == 52 * 9 and implemented >= 0.9 * total
+    assert "unsupported op: route_fulfill (selenium cannot" in done.stdout
+
+
+def ops_one_path(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert len(lines) == 52 and any(
+        "REFUSED: unsupported op: route_abort" in line for line in lines
+    )
+
+
 def corpus_listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "l1.agent_browser_tool" in done.stdout
     # issue #15: every subset of the corpus runs, each driver path listed found or missing
@@ -361,6 +376,25 @@ def suite_passes(done: Done, repo: Path) -> None:
     assert " passed" in done.stdout
 
 
+def explains(dialect: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        assert f"dialect: {dialect} (" in done.stdout
+        assert "runnable here: yes" in done.stdout
+
+    return check
+
+
+def reference_cases_pass(done: Done, repo: Path) -> None:
+    assert "sum case 0: ok: metrics as expected" in done.stdout
+
+
+def conformance_table(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert lines[0] == "| family | vectors | same | different |"
+    families = [line for line in lines[2:] if line.startswith("| ")]
+    assert len(families) >= 9 and all(line.endswith("| — |") for line in families), families
+
+
 @dataclass(frozen=True)
 class Expect:
     command: str  # as documented, with metewand spelled `metewand`
@@ -395,6 +429,17 @@ EXPECTED: tuple[Expect, ...] = (
         measured_marks,
     ),
     Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
+    Expect("metewand plan examples/sorting/metewand.toml --explain", 0, explains("metewand")),
+    Expect("metewand plan examples/rust-dialect/metewand.toml --explain", 0, explains("rust")),
+    Expect("metewand reference-cases examples/rust-dialect/metewand.toml", 0, reference_cases_pass),
+    Expect(
+        "metewand reference-cases examples/rust-dialect/metewand.toml --problem sum",
+        0,
+        reference_cases_pass,
+    ),
+    Expect("metewand conformance", 0, conformance_table),
+    Expect("metewand conformance --no-runs", 0, conformance_table),
+    Expect("metewand conformance --no-runs --details", 0, conformance_table),
     Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
     Expect(SORT, 0, sorting_accepts_all),
     Expect("metewand report latest", 0, reports_written("scorecard.md", "report.html")),
@@ -454,6 +499,8 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand browser doctor", 0, doctor_ready),
     Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),
     Expect("metewand browser list", 0, listing),
+    Expect("metewand browser ops", 0, ops_matrix),
+    Expect("metewand browser ops --path selenium", 0, ops_one_path),
     Expect("metewand browser list --json", 0, listing_json("browser_suite")),
     Expect(
         "metewand browser list --tasks ../shared/corpus/lexbench", 0, corpus_listing, corpus=True

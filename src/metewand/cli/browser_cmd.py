@@ -64,7 +64,9 @@ def browser() -> None:
 @click.option("--jobs", type=int, default=1, show_default=True, help="Attempts run at once.")
 @click.option(
     "--score-mode", type=click.Choice(SCORE_MODES), default="independent", show_default=True,
-    help="independent: each engine's rows scored on their own; see docs for the others.",
+    help="independent: each engine's rows scored on their own, every declared check must pass; "
+    "peer-compatible: the same, but an L1 server-graded row is the server's verdict alone "
+    "(the peer's published grading).",
 )  # fmt: skip
 @click.option(
     "--isolation",
@@ -483,3 +485,12 @@ def scenarios(do_check: bool, tasks_dir: Path | None, strict: bool, as_json: boo
                    f"generated files match, {len(failing)} differences; {len(report.missing)} "
                    f"expansions have no file, {len(report.orphaned)} files have no spec{held}")  # fmt: skip
     sys.exit(exit_codes.OK if not failing else exit_codes.BENCHMARK_FAILURES)
+
+
+def _register_ops() -> None:
+    from metewand.cli.browser_ops_cmd import ops
+
+    browser.add_command(ops)
+
+
+_register_ops()
