@@ -71,8 +71,10 @@ def test_metewand_comes_from_the_wheel(installed: Installed) -> None:
 def test_examples_are_listed_and_copied_from_the_package(installed: Installed) -> None:
     listed = installed.metewand("examples", "list")
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.startswith("sorting: A real computational comparison")
-    manifest = Path(listed.stdout.splitlines()[1].strip())
+    lines = listed.stdout.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("sorting: ")]
+    assert lines[at].startswith("sorting: A real computational comparison")
+    manifest = Path(lines[at + 1].strip())
     assert manifest.is_relative_to(installed.venv) and manifest.is_file()
     copied = installed.metewand("examples", "copy", "mine")
     assert copied.returncode == 0, copied.stderr

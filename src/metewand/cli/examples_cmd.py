@@ -47,7 +47,7 @@ def describe(name: str) -> str:
             break  # the opening paragraph ends at code, a blank comment or an indented command
         words += text.lstrip("#").split()
     paragraph = " ".join(words)
-    return paragraph.split(". ", 1)[0].rstrip(".") + "." if paragraph else ""
+    return paragraph.split(". ", 1)[0].rstrip(".:") + "." if paragraph else ""
 
 
 @click.group()
