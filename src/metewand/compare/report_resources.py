@@ -16,7 +16,7 @@ from typing import Any
 
 from metewand.compare import resource_card, stats
 from metewand.compare.calibration import CalibrationThresholds, calibrate, calibrate_interleaved
-from metewand.compare.html_parts import esc, kv_table, paragraph, section, table
+from metewand.compare.html_parts import Omitted, esc, kv_table, paragraph, section, table
 from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_hosts import Calibrator, Row, host_levels
 from metewand.compare.resource_hosts_text import headline, host_tables
@@ -79,9 +79,10 @@ def resource_context(
         return ResourceContext(False, None, None, None)
     reference = reference_engine or _setting(run, "resource_profile.reference_engine")
     reference = reference if isinstance(reference, str) else None
-    calibration = None
+    calibration, base = None, None
     base_path = baseline_dir(run, baseline)
-    if _setting(run, "resource_profile.calibration") == "interleaved" and baseline is None:
+    interleaved = _setting(run, "resource_profile.calibration") == "interleaved" and not baseline
+    if interleaved:
         calibration = calibrate_interleaved(
             run.manifest, run.rows, run.calibration_twins, _thresholds(run)
         )
@@ -107,7 +108,7 @@ def resource_context(
                 run.calibration_twins,
                 run.cold_start,
                 run.dask_hosts,
-                _place_calibrator(run, baseline),
+                _place_calibrator(run, interleaved, base),
                 stats.DEFAULT_RESAMPLES,
                 stats.DEFAULT_BOOTSTRAP_SEED,
             ),  # fmt: skip
@@ -115,41 +116,39 @@ def resource_context(
     return ResourceContext(profiled, reference, calibration, summary, inter)
 
 
-def _place_calibrator(run: RunData, baseline: Path | None) -> Calibrator | None:
+def _place_calibrator(run: RunData, interleaved: bool, base: RunData | None) -> Calibrator | None:
     """Each host's own calibration: its rows with their interleaved twins, or with the
     baseline run's same attempts (wherever those ran)."""
     thresholds = _thresholds(run)
-    if _setting(run, "resource_profile.calibration") == "interleaved" and baseline is None:
+    if interleaved:
 
-        def interleaved(rows: Sequence[Row], twins: Sequence[Row]) -> dict[str, Any]:
+        def with_twins(rows: Sequence[Row], twins: Sequence[Row]) -> dict[str, Any]:
             return calibrate_interleaved(run.manifest, rows, twins, thresholds)
 
-        return interleaved
-    base_path = baseline_dir(run, baseline)
-    if base_path is None or not base_path.is_dir():
+        return with_twins
+    if base is None:
         return None
-    base = load_run(base_path)
+    baseline = base
 
     def separate(rows: Sequence[Row], _twins: Sequence[Row]) -> dict[str, Any]:
         keys = {(r["task_id"], r["engine"], r["attempt"]) for r in rows}
-        mine = [b for b in base.rows if (b["task_id"], b["engine"], b["attempt"]) in keys]
-        return calibrate(base.manifest, mine, run.manifest, rows, thresholds)
+        mine = [b for b in baseline.rows if (b["task_id"], b["engine"], b["attempt"]) in keys]
+        return calibrate(baseline.manifest, mine, run.manifest, rows, thresholds)
 
     return separate
 
 
-def calibration_section(ctx: ResourceContext) -> str:
+NOT_PROFILED = "run not profiled (--resource-profile engine measures the engines' CPU and memory)"
+
+
+def calibration_section(ctx: ResourceContext) -> str | Omitted:
     cal = ctx.calibration
     if cal is None:
-        return section(
-            "calibration",
-            "Observer-effect calibration",
-            paragraph(
-                "unavailable (no profiler-off baseline: pass --baseline RUN, or run with "
-                "--resource-calibration-baseline)",
-                "muted",
-            ),
+        why = (
+            "no profiler-off baseline (pass --baseline RUN, or run with "
+            "--resource-calibration-baseline)"
         )
+        return Omitted("Observer-effect calibration", why if ctx.profiled else NOT_PROFILED)
     verdict = "acceptable" if cal["acceptable"] else "NOT acceptable"
     failed = ", ".join(cal["failed_checks"]) or "none"
     checks = [[c["name"], "pass" if c["passed"] else "FAIL", c["reason"]] for c in cal["checks"]]
@@ -184,13 +183,9 @@ def _split_pairs(cal: Mapping[str, Any]) -> str:
     return text
 
 
-def eligibility_section(ctx: ResourceContext) -> str:
+def eligibility_section(ctx: ResourceContext) -> str | Omitted:
     if ctx.summary is None:
-        return section(
-            "eligibility",
-            "Comparison eligibility conditions",
-            paragraph("unavailable (run not profiled: --resource-profile engine)", "muted"),
-        )
+        return Omitted("Comparison eligibility conditions", NOT_PROFILED)
     s = ctx.summary
     verdict = "eligible" if s["resource_comparison_eligible"] else "NOT eligible"
     rows = [
@@ -205,13 +200,11 @@ def eligibility_section(ctx: ResourceContext) -> str:
     )
 
 
-def paired_section(ctx: ResourceContext) -> str:
+def paired_section(ctx: ResourceContext) -> str | Omitted:
     paired = (ctx.summary or {}).get("paired_vs_reference")
     if not isinstance(paired, Mapping):
-        why = "no reference engine (--reference-engine E)" if ctx.profiled else "run not profiled"
-        return section(
-            "paired", "Paired ratios vs reference", paragraph(f"unavailable ({why})", "muted")
-        )
+        why = "no reference engine (--reference-engine E)" if ctx.profiled else NOT_PROFILED
+        return Omitted("Paired ratios vs reference", why)
     rows = []
     for engine, metrics in paired.items():
         for metric, r in metrics.items():
