@@ -5,6 +5,7 @@ compared with the same run on the local executor."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -334,3 +335,32 @@ def test_without_the_dask_extra_both_commands_exit_3_before_the_run_exists(
         assert "--executor dask needs the dask extra" in done.stderr
         assert "Traceback" not in done.stderr
     assert not out.exists()
+
+
+def test_a_profiled_run_on_two_local_workers_judges_each_as_a_place(tmp_path: Path) -> None:
+    """Acceptance 1 of issue 26, on a small selection: two LocalCluster workers share this
+    host, so each is a measuring place of its own (``host/worker``), with its own cold starts,
+    calibration twins and verdict; the card says whether they were pooled and why."""
+    out = tmp_path / "runs"
+    selection = [arg for task in TASKS[:2] for arg in ("--task", task)]
+    done = browser(out, "--engines", ENGINES, "--k", "2", *selection, "--run-id", "prof",
+                   "--no-progress", "--resource-profile", "engine", "--resource-calibration",
+                   "interleaved", "--cold-start-samples", "1", "--executor", "dask",
+                   "--dask-local", "2")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = out / "prof"
+    host = socket.gethostname()
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    places = {row["placement"]["place"] for row in rows}
+    assert places <= {f"{host}/0", f"{host}/1"} and len(rows) == 2 * 2 * 2 * 2
+    cold = [json.loads(line) for line in (run_dir / "cold_start.jsonl").read_text().splitlines()]
+    assert {c["placement"]["place"] for c in cold} == places  # each place its own launches
+    assert len(cold) == len(places) * 2
+    summary = json.loads((run_dir / "resource_summary.json").read_text())
+    assert summary["hosts"]["places"] == sorted(places)
+    for level in summary["hosts"]["per_host"].values():
+        assert level["calibration"]["mode"] == "interleaved"
+        assert level["fingerprint"]["usable_cores"] == len(os.sched_getaffinity(0))
+    assert summary["eligibility_conditions"][-1]["id"] == "one_host"
+    assert "### Per-host verdicts" in (run_dir / "resource-card.md").read_text()
+    assert run_processes(run_dir, "prof") == []

@@ -182,3 +182,27 @@ def test_workers_sharing_a_host_are_places_of_their_own() -> None:
     assert list(found.per_host) == ["vm/0", "vm/1"]
     assert found.per_host["vm/0"]["host"] == "vm"
     assert found.pooled, found.homogeneity["reasons"]
+
+
+def test_every_registered_host_fingerprint_reaches_the_manifest(tmp_path: Any) -> None:
+    from metewand.runtime.dask_run import record_fingerprints
+    from metewand.runtime.store import RunStore
+
+    def registration(worker: str, host: str, accepted: bool, reason: str | None = None) -> dict:
+        return {"worker": worker, "host": host, "worker_name": host, "accepted": accepted,
+                "reason": reason, "host_facts": {"cpu_model": "Test CPU", "cpu_count": 2,
+                                                 "cpu_affinity": (1,), "kernel": "Linux 6.1"},
+                "runner": {"metewand_version": "0.1.0", "source": {"tree_sha256": "c" * 64}}}  # fmt: skip
+
+    with RunStore.create(tmp_path, "fp", {"suite": "browser"}) as store:
+        record_fingerprints(store, [registration("tcp://a:1", "host-a", True),
+                                    registration("tcp://c:1", "host-c", False, "odd binary")],
+                            "session-1")  # fmt: skip
+        # a later session: host-a's refused second worker does not hide its accepted one
+        record_fingerprints(store, [registration("tcp://a:2", "host-a", False, "late"),
+                                    {"worker": "tcp://x:1", "accepted": False}], "session-2")  # fmt: skip
+        prints = store.manifest["data"]["host_fingerprints"]
+    assert sorted(prints) == ["host-a", "host-c"]
+    assert prints["host-a"]["accepted"] and prints["host-a"]["session"] == "session-1"
+    assert prints["host-a"]["usable_cores"] == 1 and prints["host-a"]["cpu_affinity"] == [1]
+    assert prints["host-c"] == {**prints["host-c"], "accepted": False, "reason": "odd binary"}
