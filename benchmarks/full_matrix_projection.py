@@ -1,0 +1,404 @@
+"""Issue 26, part 3: how long would the peer's whole matrix take, profiled, on N hosts?
+
+The peer's published matrix is 1,928 tasks in 18 subsets x 4 engines x k = 3 = 23,136 rows
+(``PEER_SUBSETS``, from ../shared/reference/lexbench-facts.md). This script measures on this
+machine, with real runs of the peer corpus (``../shared/corpus/lexbench``), and prints every
+input with the load average it ran under:
+
+1. the cost of one attempt per subset x engine (Chrome, Lightpanda): a sample of each runnable
+   subset (``--tasks-per-subset`` tasks x ``--k``), run once unprofiled and once profiled with
+   interleaved calibration (each attempt plus its unprofiled twin), on the local executor. An
+   attempt's cost is its *slot time*: from its start to the next attempt's start on the same
+   slot (settle wait, page cleanup and the gap included). The first attempt of each engine and
+   driver path in a run is left out (it pays the engine's launch or the adapter's start, which
+   the whole matrix pays once per host);
+2. the Dask overhead per round: the same raw-CDP selection on the local executor and on
+   ``--dask-local 1``; per-round cost = median over rounds of (next round's start - this
+   round's start), the difference being what Dask adds;
+3. the scaling efficiency at N = 1 and 2 hosts: the same profiled selection on one namespace
+   host pinned to CPU 0, then on two pinned to CPU 0 and CPU 1 (``tests/netns_hosts.py``; needs
+   root): e2 = T1 / (2 T2) over the warm rows' span.
+
+The projection for N = 1, 2, 4, 8, 16 hosts of this size (2 cores):
+
+    wall(N) = per-host fixed (cold starts) + (sum of attempt costs + rounds x Dask overhead)
+              / (N x e(N)) + one unit's wall (the tail)
+
+with e(1) = 1 and e(N) = e2 ** log2(N) (each doubling keeps losing what the first did: a
+pessimistic reading of one measured point). Assumptions, printed with the figures: Moli and
+Obscura cannot be obtained here, so each is costed as Chrome (the dearer measured engine); the
+four driver paths with no adapter here (chromedp, rod, chromiumoxide, ferrum) are costed as the
+median of the measured driver-path subsets of the same engine.
+
+    .venv/bin/python benchmarks/full_matrix_projection.py [--tasks-per-subset 2] [--k 2]
+        [--skip-scaling] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+LEXBENCH = REPO.parent / "shared" / "corpus" / "lexbench"
+sys.path.insert(0, str(REPO / "tests"))
+
+# The peer's published matrix (../shared/reference/lexbench-facts.md, section 2.1).
+PEER_SUBSETS = {
+    "l1.raw_cdp": 375, "l1.agent_browser_tool": 78, "l1.playwright": 142, "l1.puppeteer": 143,
+    "l1.chrome_remote_interface": 92, "l1.cdp_use": 92, "l1.pydoll": 92, "l1.stagehand": 92,
+    "l1.chrome_devtools_mcp": 90, "l1.chromedp": 92, "l1.rod": 92, "l1.chromiumoxide": 92,
+    "l1.ferrum": 92, "l1.agent_browser_scenarios": 89, "l1.selenium": 87,
+    "l2.web_platform": 182, "l2.playwright": 3, "l2.puppeteer": 3,
+}  # fmt: skip
+PEER_ENGINES = ("chrome", "lightpanda", "moli", "obscura")
+MEASURED_ENGINES = ("chrome", "lightpanda")
+NOT_HERE = ("l1.chromedp", "l1.rod", "l1.chromiumoxide", "l1.ferrum")  # no adapter here
+PEER_K = 3
+COLD_START_SAMPLES = 5  # the default, per engine per host
+HOSTS = (1, 2, 4, 8, 16)
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.1f} {five:.1f} {fifteen:.1f}"
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def metewand(*args: str, timeout: float = 3600) -> float:
+    """Run ``metewand browser run ...``; its wall in seconds (it must succeed)."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "metewand", "browser", "run", *args,
+                           "--no-progress"], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=_env())  # fmt: skip
+    if done.returncode not in (0, 1):  # 1: some attempt crashed; its rows are still costs
+        raise RuntimeError(f"metewand browser run {' '.join(args)}: {done.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def _env() -> dict[str, str]:
+    import dask_helpers
+
+    return dask_helpers.dask_env()
+
+
+def rows_of(run_dir: Path) -> list[dict[str, Any]]:
+    text = (run_dir / "results.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _t(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def slot_times(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """key -> seconds from the row's start to the next start on its slot (the last: its end);
+    the first row of each engine x driver path on a slot is left out (launch, adapter start)."""
+    by_slot: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        where = row.get("placement") or {}
+        by_slot[str(where.get("worker") or row.get("run_context", {}).get("worker_slot"))].append(
+            row
+        )
+    out: dict[str, float] = {}
+    for slot_rows in by_slot.values():
+        slot_rows.sort(key=lambda r: _t(r["started_at"]))
+        seen: set[tuple[str, str]] = set()
+        for i, row in enumerate(slot_rows):
+            path = (row["engine"], str(row.get("driver_path") or row["subset"]))
+            end = _t(slot_rows[i + 1]["started_at"]) if i + 1 < len(slot_rows) else None
+            if path not in seen:
+                seen.add(path)
+                continue
+            out[row["key"]] = (end if end is not None else _t(row["finished_at"])) - _t(
+                row["started_at"]
+            )
+    return out
+
+
+def sample_tasks(per_subset: int) -> dict[str, list[str]]:
+    """``per_subset`` task ids of every subset runnable here, evenly spaced through the subset
+    sorted by id (so a sample is not one family of tasks)."""
+    from metewand.suites.browser.tasks import load_corpus
+
+    corpus = load_corpus(LEXBENCH)
+    by_subset: dict[str, list[str]] = defaultdict(list)
+    for task in sorted(corpus.tasks, key=lambda t: t.task_id):
+        if task.subset_id in PEER_SUBSETS and task.subset_id not in NOT_HERE:
+            by_subset[task.subset_id].append(task.task_id)
+    return {s: spaced(ids, per_subset) for s, ids in sorted(by_subset.items())}
+
+
+def spaced(ids: Sequence[str], count: int) -> list[str]:
+    if len(ids) <= count:
+        return list(ids)
+    return [ids[(i * len(ids)) // count] for i in range(count)]
+
+
+PROFILED_FLAGS = ("--resource-profile", "engine", "--resource-calibration", "interleaved",
+                  "--cold-start-samples", "3")  # fmt: skip
+
+
+def per_attempt(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
+    """subset/engine -> {"alone": [s], "pair": [s]}: each planned attempt's own slot time, and
+    with its unprofiled twin's (a profiled run; both halves must have a slot time)."""
+    times = slot_times(rows)
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"alone": [], "pair": []})
+    for row in rows:
+        if row.get("calibration_twin") or row["key"] not in times:
+            continue
+        cell = out[f"{row['subset']}/{row['engine']}"]
+        cell["alone"].append(times[row["key"]])
+        twin = times.get(f"{row['key']}-observer-off")
+        if twin is not None:
+            cell["pair"].append(times[row["key"]] + twin)
+    return dict(sorted(out.items()))
+
+
+def _figures(wall: float, rows: int, before: str, found: dict[str, Any], kind: str) -> dict:
+    return {
+        "wall_s": wall, "rows": rows, "load_before": before, "load_after": load(),
+        "median_s": {key: median(v[kind]) for key, v in found.items() if v[kind]},
+        "samples": {key: len(v[kind]) for key, v in found.items()},
+    }  # fmt: skip
+
+
+def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, Any]:
+    """Median slot time per subset x engine: unprofiled (``off``), profiled with its twin
+    (``profiled``: interleaved calibration) and profiled alone (``profiled_alone``: what a run
+    calibrated against a separate baseline pays per attempt, the baseline being an ``off``)."""
+    selection = [a for ids in sample.values() for t in ids for a in ("--task", t)]
+    common = ["--tasks", str(LEXBENCH), "--engines", ",".join(MEASURED_ENGINES), "--k", str(k),
+              "--out", str(out), "--seed", "projection", *selection]  # fmt: skip
+    figures: dict[str, Any] = {"tasks": sum(map(len, sample.values())), "k": k}
+    before = load()
+    wall = metewand(*common, "--run-id", "cost-off")
+    rows = rows_of(out / "cost-off")
+    figures["off"] = _figures(wall, len(rows), before, per_attempt(rows), "alone")
+    before = load()
+    wall = metewand(*common, "--run-id", "cost-profiled", *PROFILED_FLAGS)
+    rows = rows_of(out / "cost-profiled")
+    found = per_attempt(rows)
+    figures["profiled"] = _figures(wall, len(rows), before, found, "pair")
+    figures["profiled_alone"] = _figures(wall, len(rows), before, found, "alone")
+    cold = [json.loads(x) for x in (out / "cost-profiled" / "cold_start.jsonl")
+            .read_text().splitlines()]  # fmt: skip
+    figures["cold_start_ready_ms"] = {
+        e: median([c["ready_ms"] for c in cold if c["engine"] == e and c.get("ready_ms")])
+        for e in MEASURED_ENGINES
+    }
+    return figures
+
+
+def round_costs(rows: Sequence[dict[str, Any]]) -> float:
+    """Median over rounds of (next round's first start - this round's first start), seconds."""
+    starts: dict[int, float] = {}
+    for row in rows:
+        index = int(row["order"]["round"])
+        starts[index] = min(starts.get(index, math.inf), _t(row["started_at"]))
+    ordered = [starts[i] for i in sorted(starts)]
+    return median(b - a for a, b in zip(ordered, ordered[1:], strict=False))
+
+
+def dask_overhead(out: Path, tasks: Sequence[str], k: int) -> dict[str, Any]:
+    selection = [a for t in tasks for a in ("--task", t)]
+    common = ["--tasks", str(LEXBENCH), "--engines", ",".join(MEASURED_ENGINES), "--k", str(k),
+              "--out", str(out), "--seed", "projection", *selection]  # fmt: skip
+    found: dict[str, Any] = {}
+    for name, extra in (("local", []), ("dask", ["--executor", "dask", "--dask-local", "1"])):
+        before = load()
+        metewand(*common, "--run-id", f"overhead-{name}", *extra)
+        found[name] = {"round_s": round_costs(rows_of(out / f"overhead-{name}")),
+                       "load_before": before, "load_after": load()}  # fmt: skip
+    found["overhead_s"] = found["dask"]["round_s"] - found["local"]["round_s"]
+    found["rounds"] = len(tasks) * k
+    return found
+
+
+def warm_span(rows: Sequence[dict[str, Any]]) -> float:
+    return max(_t(r["finished_at"]) for r in rows) - min(_t(r["started_at"]) for r in rows)
+
+
+def scaling(out: Path, tasks: Sequence[str], k: int) -> dict[str, Any]:
+    """Warm span of the same profiled selection on 1 and on 2 namespace hosts (a CPU each)."""
+    import netns_hosts
+
+    why = netns_hosts.cannot_make_hosts()
+    if why is not None:
+        return {"unavailable": why}
+    import dask_helpers
+
+    selection = [a for t in tasks for a in ("--task", t)]
+    found: dict[str, Any] = {}
+    for hosts in (1, 2):
+        lab = netns_hosts.NetnsLab()
+        try:
+            lab.start_scheduler()
+            for i in range(hosts):
+                lab.start_worker(lab.add_host(f"host-{i}", i))
+            dask_helpers.wait_for_workers_at(lab.address, hosts, timeout_s=120)
+            before = load()
+            metewand("--tasks", str(LEXBENCH), "--engines", ",".join(MEASURED_ENGINES),
+                     "--k", str(k), "--out", str(out), "--seed", "projection", *selection,
+                     "--resource-profile", "engine", "--resource-calibration", "interleaved",
+                     "--cold-start-samples", "1", "--run-id", f"scale-{hosts}",
+                     "--executor", "dask", "--scheduler", lab.address)  # fmt: skip
+        finally:
+            lab.close()
+        rows = rows_of(out / f"scale-{hosts}")
+        found[f"n{hosts}"] = {"span_s": warm_span(rows), "rows": len(rows),
+                              "load_before": before, "load_after": load()}  # fmt: skip
+    found["e2"] = found["n1"]["span_s"] / (2 * found["n2"]["span_s"])
+    return found
+
+
+def cost_table(costs: dict[str, Any], mode: str) -> dict[tuple[str, str], float]:
+    """Seconds per planned attempt for every peer subset x engine (assumptions filled in)."""
+    measured = costs[mode]["median_s"]
+    out: dict[tuple[str, str], float] = {}
+    driver_paths = [s for s in PEER_SUBSETS if s.startswith("l1.") and s not in (
+        "l1.raw_cdp", "l1.agent_browser_tool", *NOT_HERE)]  # fmt: skip
+    for engine in MEASURED_ENGINES:
+        known = [measured[f"{s}/{engine}"] for s in driver_paths if f"{s}/{engine}" in measured]
+        fallback = median(known) if known else 0.0
+        for subset in PEER_SUBSETS:
+            out[(subset, engine)] = measured.get(f"{subset}/{engine}", fallback)
+    for engine in PEER_ENGINES[2:]:  # Moli, Obscura: costed as Chrome
+        for subset in PEER_SUBSETS:
+            out[(subset, engine)] = out[(subset, "chrome")]
+    return out
+
+
+MODES = (
+    ("off", "off"),
+    ("profiled", "profiled, interleaved calibration"),
+    ("separate", "profiled + a separate off baseline"),
+)
+
+
+def work_table(costs: dict[str, Any], mode: str) -> dict[tuple[str, str], float]:
+    """Seconds per planned attempt of ``mode`` (``separate``: profiled alone + off)."""
+    if mode != "separate":
+        return cost_table(costs, mode)
+    alone, off = cost_table(costs, "profiled_alone"), cost_table(costs, "off")
+    return {key: alone[key] + off[key] for key in alone}
+
+
+def project(costs: dict[str, Any], overhead_s: float, e2: float | None,
+            engines: Sequence[str]) -> dict[str, dict[int, float]]:  # fmt: skip
+    """Projected wall (hours) per mode and host count for ``engines`` x the peer's subsets."""
+    out: dict[str, dict[int, float]] = {}
+    ready = costs["cold_start_ready_ms"]
+    # cold starts are costed at their ready time (their teardown is not measured)
+    cold_s = COLD_START_SAMPLES * sum(ready.get(e, ready["chrome"]) for e in engines) / 1000
+    rounds = sum(PEER_SUBSETS.values()) * PEER_K
+    for mode, _ in MODES:
+        table = work_table(costs, mode)
+        work = sum(n * PEER_K * table[(s, e)] for s, n in PEER_SUBSETS.items() for e in engines)
+        work += rounds * max(0.0, overhead_s) * (2 if mode == "separate" else 1)
+        tail = max(len(engines) * sum(table[(s, e)] for e in engines) for s in PEER_SUBSETS)
+        fixed = 0.0 if mode == "off" else cold_s
+        out[mode] = {}
+        for n in HOSTS:
+            eff = 1.0 if n == 1 or e2 is None else e2 ** math.log2(n)
+            out[mode][n] = (fixed + work / (n * eff) + tail) / 3600
+    return out
+
+
+def shares(costs: dict[str, Any], mode: str, engines: Sequence[str]) -> list[tuple[str, float]]:
+    """Each subset x engine's share of the matrix's attempt work in ``mode``, largest first."""
+    table = work_table(costs, mode)
+    parts = {f"{s}/{e}": n * PEER_K * table[(s, e)] for s, n in PEER_SUBSETS.items()
+             for e in engines}  # fmt: skip
+    total = sum(parts.values())
+    return sorted(((k, v / total) for k, v in parts.items()), key=lambda kv: -kv[1])
+
+
+def _print_inputs(costs: dict[str, Any], over: dict[str, Any], scale: dict[str, Any]) -> None:
+    say(f"\n1. attempt cost (s per planned attempt, median slot time), {costs['tasks']} sampled "
+        f"tasks x k={costs['k']}:")  # fmt: skip
+    for mode in ("off", "profiled"):
+        f = costs[mode]
+        say(f"  {mode}: run wall {f['wall_s']:.0f} s, {f['rows']} rows; "
+            f"{f['load_before']} -> {f['load_after']}")  # fmt: skip
+    say(f"  {'subset/engine':40s} {'off':>6s} {'prof.':>6s} {'+twin':>6s}  n off/prof")
+    for key in sorted(costs["off"]["median_s"]):
+        cells = [costs[m]["median_s"].get(key, float("nan"))
+                 for m in ("off", "profiled_alone", "profiled")]  # fmt: skip
+        counts = f"{costs['off']['samples'].get(key, 0)}/{costs['profiled']['samples'].get(key, 0)}"
+        say(f"  {key:40s} " + " ".join(f"{c:6.2f}" for c in cells) + f"  {counts}")
+    say(f"  cold start ready ms (median): {costs['cold_start_ready_ms']}")
+    say(f"\n2. Dask overhead per round: local {over['local']['round_s']:.3f} s, dask-local 1 "
+        f"{over['dask']['round_s']:.3f} s -> {over['overhead_s'] * 1000:+.0f} ms per round "
+        f"({over['rounds']} rounds each; local {over['local']['load_before']}, dask "
+        f"{over['dask']['load_before']})")  # fmt: skip
+    if "unavailable" in scale:
+        say(f"\n3. scaling efficiency: unavailable ({scale['unavailable']}); projection assumes 1")
+    else:
+        say(f"\n3. scaling (namespace hosts, one CPU each): N=1 warm span {scale['n1']['span_s']:.0f}"
+            f" s ({scale['n1']['load_before']}), N=2 {scale['n2']['span_s']:.0f} s "
+            f"({scale['n2']['load_before']}): e2 = {scale['e2']:.3f}")  # fmt: skip
+
+
+def _print_projection(name: str, found: dict[str, dict[int, float]]) -> None:
+    say(f"\n{name}:")
+    say(f"  {'hosts':36s}" + " ".join(f"{n:>8d}" for n in HOSTS))
+    for mode, label in MODES:
+        say(f"  {label:36s}" + " ".join(f"{found[mode][n]:7.2f}h" for n in HOSTS))
+
+
+def main(argv: Iterable[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks-per-subset", type=int, default=2)
+    parser.add_argument("--k", type=int, default=2)
+    parser.add_argument("--raw-tasks", type=int, default=6, help="raw CDP tasks of 2. and 3.")
+    parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    out = args.out or Path(tempfile.mkdtemp(prefix="mw-projection-"))
+    say(f"full matrix projection: {load()}, {os.cpu_count()} CPUs, runs in {out}")
+    sample = sample_tasks(args.tasks_per_subset)
+    costs = attempt_costs(out, sample, args.k)
+    raw = sample_tasks(args.raw_tasks)["l1.raw_cdp"]  # rounds enough for a median
+    over = dask_overhead(out, raw, args.k)
+    scale = {"unavailable": "--skip-scaling"} if args.skip_scaling else scaling(out, raw, args.k)
+    _print_inputs(costs, over, scale)
+    e2 = float(scale["e2"]) if "e2" in scale else None
+    say(
+        "\nassumed: moli and obscura cost what chrome costs per attempt (not obtainable here); "
+        f"{', '.join(NOT_HERE)} cost the median measured driver path of each engine"
+    )
+    _print_projection(f"peer matrix, {sum(PEER_SUBSETS.values())} tasks x 4 engines x k=3 "
+                      f"= {sum(PEER_SUBSETS.values()) * 4 * PEER_K} rows",
+                      project(costs, over["overhead_s"], e2, PEER_ENGINES))  # fmt: skip
+    _print_projection("the same tasks x chrome, lightpanda (measurable here)",
+                      project(costs, over["overhead_s"], e2, MEASURED_ENGINES))  # fmt: skip
+    say("\nwhere the profiled (interleaved) work goes, peer matrix, largest shares:")
+    for key, share in shares(costs, "profiled", PEER_ENGINES)[:8]:
+        say(f"  {key:45s} {share * 100:5.1f}%")
+    found = project(costs, over["overhead_s"], e2, PEER_ENGINES)
+    for mode in ("profiled", "separate"):
+        hours = found[mode][8]
+        say(
+            f"goal (whole matrix, profiled, under 1 h on 8 hosts), {dict(MODES)[mode]}: "
+            f"{hours:.2f} h -> {'met' if hours < 1 else 'NOT met'} ({load()})"
+        )
+
+
+if __name__ == "__main__":
+    main()
