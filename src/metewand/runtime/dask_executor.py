@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import pickle
 import secrets
 import threading
 import time
@@ -31,10 +32,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import cloudpickle
 import dask
 from distributed import Client, LocalCluster, as_completed
+from distributed.protocol import pickle as dask_pickle
 
 from metewand.errors import EnvironmentMissing
+from metewand.runtime import dask_scheduler_side as scheduler_side
 from metewand.runtime.dask_worker import (
     HOST_RESOURCE,
     REGISTRATION_TOPIC,
@@ -50,6 +54,9 @@ from metewand.runtime.dask_worker import (
     slot_owners,
 )
 from metewand.runtime.suite import Row, Suite, SuiteRef, Unit, merge_facts
+
+# the scheduler runs these as code it is sent: it needs no metewand of its own
+cloudpickle.register_pickle_by_value(scheduler_side)
 
 # A Dask worker runs beside measured attempts, so its own housekeeping must stay near zero: no
 # statistical profiler (a 10 ms sampling thread), slower event-loop health ticks and memory checks.
@@ -76,12 +83,6 @@ def quiet_worker_env() -> dict[str, str]:
     }
 
 
-def _gate_workers(resource: str, dask_scheduler: Any = None) -> int:
-    """How many live workers hold ``resource`` (the run's accepted workers)."""
-    workers = dask_scheduler.workers.values() if dask_scheduler else ()
-    return sum(1 for ws in workers if resource in ws.resources)
-
-
 class _Watchdog:
     """Stops a stream whose cluster has no accepted worker left for ``no_worker_grace_s``."""
 
@@ -98,7 +99,7 @@ class _Watchdog:
         empty_since: float | None = None
         while not self._stop.wait(1.0):
             try:
-                count = executor.client.run_on_scheduler(_gate_workers, gate)
+                count = executor.client.run_on_scheduler(scheduler_side.gate_workers, gate)
             except Exception:  # noqa: BLE001 - the scheduler is gone: the futures will say so
                 return
             now = time.monotonic()
@@ -113,10 +114,6 @@ class _Watchdog:
 
     def stop(self) -> None:
         self._stop.set()
-
-
-def _connected_clients(dask_scheduler: Any = None) -> list[str]:
-    return list(dask_scheduler.clients) if dask_scheduler else []
 
 
 class RowSink(Protocol):
@@ -244,6 +241,13 @@ class DaskExecutor:
                 raise DaskExecutorError(
                     f"cannot reach Dask scheduler {self.scheduler}: {exc}"
                 ) from exc
+        why = self._client.run_on_scheduler(scheduler_side.cannot_load, run_unit_task.__module__)
+        if why is not None:
+            raise DaskExecutorError(
+                f"the Dask scheduler {self.scheduler} cannot load metewand ({why}): it unpickles "
+                "the run's tasks, so start `dask scheduler` from a Python environment where the "
+                "client's metewand is installed"
+            )
         self._client.subscribe_topic(TRY_TOPIC, self._on_try_event)
         self.dropped_orphans = self._drop_orphaned_slots()
         self._register()
@@ -262,10 +266,14 @@ class DaskExecutor:
     def _drop_orphaned_slots(self) -> list[str]:
         """Close the slots of runs whose client is gone (``kill -9``): on a shared cluster they
         would otherwise hold their engines and workers open beside this run's attempts."""
-        live = set(self.client.run_on_scheduler(_connected_clients))
+        live = set(self.client.run_on_scheduler(scheduler_side.connected_clients))
+        # a worker that cannot import metewand (another Python, another checkout path) answers
+        # with an exception: it holds no slot of ours, and its registration says why it is refused
+        replies = self.client.run(slot_owners, on_error="return")
         orphans = {
             name
-            for owners in self.client.run(slot_owners).values()
+            for owners in replies.values()
+            if isinstance(owners, dict)
             for name, client_id in owners.items()
             if client_id not in live
         }
@@ -280,23 +288,55 @@ class DaskExecutor:
         plugin = SlotPlugin(
             self.ref, self.expected, self.run_token, client_id=self.client.id, shared_host=shared
         )
-        responses = self.client.register_plugin(plugin, name=plugin_name(self.run_token))
+        unloadable = self._workers_unable_to_load(plugin)
+        try:
+            responses = self.client.register_plugin(plugin, name=plugin_name(self.run_token))
+        except Exception:
+            # the scheduler's broadcast raises the first worker's unpickling error; it has kept
+            # the plugin and given it to every other worker (and gives it to later ones)
+            if not unloadable:
+                raise
+            responses = {a: {"status": "OK"} for a in self._worker_names() if a not in unloadable}
         failed = {
-            address: str(reply.get("exception") or reply.get("text") or reply)
+            address: f"the worker plugin failed: {reply.get('exception') or reply.get('text')}"
             for address, reply in (responses or {}).items()
             if isinstance(reply, dict) and reply.get("status") != "OK"
         }
+        failed.update(unloadable)
         wanted = set(responses or {}) - set(failed)
         self.registrations = self._wait_for_registrations(wanted)
+        names = self._worker_names()
         for address, why in sorted(failed.items()):
             self.registrations.append(
-                {"worker": address, "accepted": False, "reason": f"the worker plugin failed: {why}"}
-            )
+                {"worker": address, "worker_name": names.get(address, ""), "accepted": False,
+                 "reason": why}
+            )  # fmt: skip
         if not any(r["accepted"] for r in self.registrations):
             reasons = "; ".join(f"{r['worker']}: {r['reason']}" for r in self.registrations)
             raise DaskExecutorError(
                 f"no Dask worker was accepted for this run ({reasons or 'the cluster has no workers'})"
             )
+
+    def _workers_unable_to_load(self, plugin: SlotPlugin) -> dict[str, str]:
+        """Workers that cannot unpickle the run's plugin (no metewand on their Python's path, or
+        another metewand without this class), with why: they are refused, not the run stopped.
+
+        The probe is ``pickle.loads`` of the plugin's own bytes, a function every worker has."""
+        replies = self.client.run(pickle.loads, dask_pickle.dumps(plugin), on_error="return")
+        return {
+            address: (
+                f"the worker cannot load metewand's worker plugin ({type(reply).__name__}: "
+                f"{reply}): start it with a Python environment where the client's metewand "
+                "is installed"
+            )
+            for address, reply in replies.items()
+            if isinstance(reply, BaseException)
+        }
+
+    def _worker_names(self) -> dict[str, str]:
+        """address -> name of the cluster's workers now."""
+        workers = self.client.scheduler_info().get("workers", {})
+        return {address: str(info.get("name", "")) for address, info in workers.items()}
 
     def _wait_for_registrations(self, wanted: set[str]) -> list[dict[str, Any]]:
         """Registration events of this run, once every worker in ``wanted`` has sent one."""
@@ -410,7 +450,7 @@ class DaskExecutor:
         with contextlib.suppress(Exception):
             client.cancel(list(futures))
         with contextlib.suppress(Exception):
-            client.run(interrupt_task, self.run_token)
+            client.run(interrupt_task, self.run_token, on_error="ignore")
 
     def _late_lost_tries(
         self, by_key: dict[str, Unit], finished: dict[str, dict[str, Any]]
@@ -445,15 +485,18 @@ class DaskExecutor:
 
     def host_summaries(self) -> dict[str, Any]:
         """Each registered worker's host telemetry summary; a departed worker is unavailable."""
-        alive = self.client.run(host_summary_task, self.run_token)
+        alive = self.client.run(host_summary_task, self.run_token, on_error="return")
         self.registrations = self._merged_registrations()
         out: dict[str, Any] = {}
         for registration in self.registrations:
             worker = registration["worker"]
             if not registration["accepted"]:
                 continue
-            if worker in alive:
-                out[worker] = alive[worker] or {"unavailable": "no unit ran on this worker"}
+            reply = alive.get(worker)
+            if isinstance(reply, BaseException):
+                out[worker] = {"unavailable": f"the worker failed: {type(reply).__name__}: {reply}"}
+            elif worker in alive:
+                out[worker] = reply or {"unavailable": "no unit ran on this worker"}
             else:
                 out[worker] = {"unavailable": "the worker left the cluster before the run ended"}
         return out
