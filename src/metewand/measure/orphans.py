@@ -110,9 +110,9 @@ def find_orphans(roots: list[str] | None = None) -> list[str]:
 
 
 def _members(path: str) -> list[int]:
-    with contextlib.suppress(OSError, ValueError):
-        with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as handle:
-            return [int(p) for p in handle.read().split()]
+    procs = os.path.join(path, "cgroup.procs")
+    with contextlib.suppress(OSError, ValueError), open(procs, encoding="ascii") as handle:
+        return [int(p) for p in handle.read().split()]
     return []
 
 

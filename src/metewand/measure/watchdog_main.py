@@ -19,6 +19,7 @@ so the pipe is read meanwhile.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
@@ -92,10 +93,8 @@ def _sweep(guarded: Guarded) -> None:
 def _remove_orphans() -> None:
     from metewand.measure import orphans
 
-    try:
+    with contextlib.suppress(Exception):  # a failed sweep must never stop the watch itself
         orphans.sweep_orphans()
-    except Exception:  # noqa: BLE001 - a failed sweep must never stop the watch itself
-        pass
 
 
 def main(argv: list[str]) -> int:
