@@ -109,7 +109,7 @@ class RunView:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        if not (self.run_dir / MANIFEST_NAME).is_file():
+        if not os.path.lexists(self.run_dir / MANIFEST_NAME):  # a FIFO etc.: its reader says so
             raise StoreError(f"{self.run_dir} is not a run directory (no {MANIFEST_NAME})")
 
     @property
