@@ -151,6 +151,21 @@ def parse_result(stdout: bytes) -> tuple[str, dict[str, Any] | None, str]:
     return "result", result, ""
 
 
+def check_echo(
+    outcome: str, result: dict[str, Any] | None, detail: str, attempt_id: Any, required: bool
+) -> tuple[str, dict[str, Any] | None, str]:
+    """A parsed result counts only for the attempt whose ``attempt_id`` it echoes. A served
+    adapter must echo it (a line it wrote for another payload would otherwise be credited to
+    this one); a one-shot adapter of the plain contract may leave it out, never get it wrong."""
+    if outcome not in ("result", "adapter_error") or result is None or attempt_id is None:
+        return outcome, result, detail
+    echoed = result.get("attempt_id")
+    if echoed == attempt_id or (echoed is None and not required):
+        return outcome, result, detail
+    why = "does not echo" if echoed is None else f"echoes {str(echoed)[:80]!r}, not"
+    return "adapter_garbage", None, f"result {why} this attempt's id {attempt_id!r}"
+
+
 def _open_adapter_accounting(
     label: str, journal: OwnedJournal | None = None
 ) -> TreeAccounting | None:
@@ -340,7 +355,9 @@ async def _supervise(
         how = f"signal {exit_signal}" if exit_signal else f"exit status {exit_code}"
         outcome, result, detail = "adapter_crash", None, f"adapter ended with {how}"
     else:
-        outcome, result, detail = parse_result(stdout)
+        outcome, result, detail = check_echo(
+            *parse_result(stdout), payload.get("attempt_id"), required=False
+        )
     run = AdapterRun(
         outcome, detail, result, exit_code, exit_signal, wall_ns, _tail(stderr_path), leftovers
     )

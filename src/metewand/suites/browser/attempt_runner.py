@@ -23,6 +23,7 @@ from metewand.runtime.resource_record import peer_resources_record
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore, utc_now
 from metewand.suites.browser.adapter_attempt import (
+    NO_FIXTURE_REQUEST_NOTE,
     AdapterAttempt,
     engine_endpoint,
     is_adapter_task,
@@ -201,6 +202,9 @@ class AttemptRunner:
         row["engine_provenance"] = self._provenance(planned.engine, process)
         row["run_context"] = context
         row["traffic"] = traffic.to_json()
+        passed = driver_block is not None and row["status"] == "pass"
+        if passed and traffic.available and traffic.app.requests == 0:
+            row["notes"] = [*row["notes"], NO_FIXTURE_REQUEST_NOTE]  # the page was never loaded
         if phases is not None:  # metewand_browser_attempt_phases/1, beside the peer's fields
             row["phases"] = phases.to_json()
         if config.resource.profile != "off":
