@@ -101,6 +101,11 @@ def read_run_manifest(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: not a {MANIFEST_SCHEMA} manifest")
     if not isinstance(value.get("data"), dict) or value.get("state") not in STATES:
         raise StoreError(f"{path}: 'data' must be an object and 'state' one of {STATES}")
+    for key in ("run_id", "created_at"):
+        if not isinstance(value.get(key), str):
+            raise StoreError(f"{path}: '{key}' must be a string")
+    if not isinstance(value["data"].get("suite", ""), str):
+        raise StoreError(f"{path}: 'data.suite' must be a string")
     return value
 
 

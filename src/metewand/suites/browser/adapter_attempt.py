@@ -205,7 +205,7 @@ async def run_adapter_attempt(
     block["adapter_mode"] = mode  # None: no adapter ran
     block["adapter_served"] = _served_facts(runner) if run is not None else None
     # checks the adapter reported that the task does not declare: shown, never graded
-    block["adapter_undeclared_checks"] = graded_view(task, run)[1] if run is not None else []
+    block["adapter_undeclared_checks"] = graded_view(task.data, run)[1] if run is not None else []
     return outcome, block
 
 
@@ -251,7 +251,9 @@ NO_FIXTURE_REQUEST_NOTE: Final = "pass_without_fixture_request: the fixture serv
 CONTRACT_CHECKS: Final = frozenset({"driver_connect"})
 
 
-def graded_view(task: Task, run: AdapterRun) -> tuple[AdapterRun, list[dict[str, Any]]]:
+def graded_view(
+    task: Mapping[str, Any], run: AdapterRun
+) -> tuple[AdapterRun, list[dict[str, Any]]]:
     """The adapter's result as it is graded, and the check rows it reported that the task does
     not declare (kept apart, labelled, never graded). A server-graded task's value checks,
     whose expected values the adapter never got (``adapter_payload.adapter_checks``), are
@@ -260,7 +262,7 @@ def graded_view(task: Task, run: AdapterRun) -> tuple[AdapterRun, list[dict[str,
         return run, []
     specs = {
         str(c.get("label") or c.get("kind")): c
-        for c in task.driver.get("checks") or []
+        for c in (task.get("driver") or {}).get("checks") or []
         if isinstance(c, Mapping)
     }
     kept, extra = [], []
@@ -268,7 +270,7 @@ def graded_view(task: Task, run: AdapterRun) -> tuple[AdapterRun, list[dict[str,
         name = str(row.get("name", "?"))
         if name not in specs and name not in CONTRACT_CHECKS:
             extra.append(row)
-        elif name in specs and server_graded(task.data):
+        elif name in specs and server_graded(task):
             kept.append(_runner_graded(row, specs[name], _saved(run.result)))
         else:
             kept.append(row)
@@ -323,7 +325,7 @@ async def grade_adapter_run(
         return Classification("unsupported", "engine_unsupported", "adapter", reason), checks, None
     if run.outcome != "result":
         return run.classification(), checks, None
-    run, _ = graded_view(task, run)
+    run, _ = graded_view(task.data, run)
     checks = _adapter_checks(run)
     answer = grader_answer(run.result)
     reported = {c.name for c in checks}

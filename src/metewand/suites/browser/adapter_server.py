@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Mapping
@@ -186,6 +187,8 @@ class LongLivedAdapter:
             await self._discard()
             process = await self._start()
         accounting = self.accounting
+        if "attempt_id" not in payload:  # the exchange needs one: a result echoes it
+            payload = {**payload, "attempt_id": secrets.token_hex(8)}
         log_offset = self._log_size()
         cpu_before = _cpu_value(accounting)
         reset = accounting.reset_memory_peak() if accounting is not None else False

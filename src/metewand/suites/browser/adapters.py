@@ -363,7 +363,11 @@ async def _supervise(
     code = process.popen.returncode
     exit_code, exit_signal = (None, -code) if code is not None and code < 0 else (code, None)
     if overflow:
-        outcome, result, detail = "adapter_garbage", None, f"stdout longer than {STDOUT_LIMIT} bytes"
+        outcome, result, detail = (
+            "adapter_garbage",
+            None,
+            f"stdout longer than {STDOUT_LIMIT} bytes",
+        )
     elif hung:
         outcome, result, detail = "adapter_hang", None, f"no exit within {deadline_s:.1f} s"
     elif exit_code != 0:
