@@ -138,7 +138,7 @@ def inspect(
         click.echo("error: give --key, or --task, --engine and --attempt", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
     try:
-        data = load_run(resolve_run_dir(run))
+        data = load_run(resolve_run_dir(run, manifest=True))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -265,6 +265,6 @@ def scene_resolves(url: str, routes: dict[str, str], fixtures_dir: Path) -> bool
     if endpoint is not None and "GET" in endpoint.methods:
         return True
     if path.startswith("/fixtures/"):
-        candidate = (fixtures_dir / path[len("/fixtures/") :]).resolve()
-        return candidate.is_file() and candidate.is_relative_to(fixtures_dir.resolve())
+        # the server's own rule: a plain path to a fixture file, never a registry file
+        return route_target_problem(fixtures_dir.resolve(), path[len("/fixtures/") :]) is None
     return False
