@@ -284,3 +284,24 @@ def test_inspect_and_report_refuse_a_directory_without_a_manifest(
     (run_dir / "run_manifest.json").unlink()
     done = _metewand(reader[0], str(run_dir), *reader[1:], cwd=tmp_path)
     _refused(done, "run_manifest.json")
+
+
+@pytest.mark.engines
+@pytest.mark.timeout(180)
+def test_sigterm_of_a_browser_run_mid_attempt_leaves_no_unclosed_session(tmp_path: Path) -> None:
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "metewand", "browser", "run", "--engines", "chrome", "--task",
+         "own_slow_page", "--k", "5", "--out", str(tmp_path / "runs"), "--run-id", "s",
+         "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    results = tmp_path / "runs" / "s" / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while not (results.exists() and results.read_text().count("\n") >= 1):
+        assert runner.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.3)  # inside the next attempt (a slow page: seconds long)
+    runner.send_signal(signal.SIGTERM)
+    _out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 130, err[-2000:]
+    assert "Unclosed client session" not in err and "Traceback" not in err
