@@ -156,7 +156,7 @@ def _row(run_dir: Path, task: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(360)
 @pytest.mark.engines
-def test_a_server_graded_task_never_hands_the_adapter_its_answer(
+def test_a_cheating_adapter_gets_no_answer_to_copy_and_its_extra_checks_are_apart(
     cheated_run: tuple[Path, Path],
 ) -> None:
     run_dir, tmp = cheated_run
@@ -168,14 +168,8 @@ def test_a_server_graded_task_never_hands_the_adapter_its_answer(
     graded = {c["name"]: c for c in row["checks"]}
     runner_graded = [c for c in graded.values() if "graded by the runner" in c["evidence"]]
     assert runner_graded and all(c["status"] == "fail" for c in runner_graded)
-
-
-@pytest.mark.timeout(360)
-@pytest.mark.engines
-def test_a_pass_without_a_fixture_request_is_noted_and_undeclared_checks_kept_apart(
-    cheated_run: tuple[Path, Path],
-) -> None:
-    run_dir, _ = cheated_run
+    # the same cheat on an inline task passes (its own assertions grade it), with a note; and
+    # the check it added of its own is kept apart in both rows
     row = _row(run_dir, TASK_INLINE)  # inline: the expected values are the adapter's to check
     assert row["status"] == "pass"  # what it claimed, for a task graded by its own assertions
     assert row["traffic"]["fixture_request_count"] == 0
