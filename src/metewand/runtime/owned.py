@@ -29,7 +29,6 @@ from metewand.runtime import rundir
 
 OWNED_NAME = rundir.OWNED
 GROUP_PREFIX = "metewand-"
-GROUP_RETRY_S = 0.02  # an emptied group can be busy for a moment before rmdir succeeds
 
 
 class OwnedJournal:
