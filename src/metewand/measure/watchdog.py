@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 import threading
 from pathlib import Path
@@ -43,6 +44,7 @@ class _Registry:
         self.pid: int | None = None
         self.lines: dict[str, None] = {}  # "G path" / "P pid start session", in order
         self.failed: str | None = None  # why no watchdog could be started
+        self.ready_fd = -1  # readable once the watchdog's interpreter is up
 
     def send(self, line: str) -> None:
         self.lines[line] = None
@@ -61,8 +63,11 @@ class _Registry:
             self.fd = -1
         if self.failed is not None:
             return
+        if self.ready_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.ready_fd)
         try:
-            self.fd, self.pid = _start()
+            self.fd, self.pid, self.ready_fd = _start()
         except OSError as exc:
             self.failed = f"watchdog not started: {exc}"
             return
@@ -70,28 +75,33 @@ class _Registry:
             self.failed = "watchdog ended at once"
 
 
-def _start() -> tuple[int, int]:
-    """A watchdog in a session of its own; (the command pipe's write end, its pid)."""
+def _start() -> tuple[int, int, int]:
+    """A watchdog in a session of its own; (the command pipe's write end, its pid, the read
+    end of the pipe it writes to once started)."""
     read_end, write_end = os.pipe()
+    ready_read, ready_write = os.pipe()
     try:
         runner_fd: int | None = os.pidfd_open(os.getpid())
     except (AttributeError, OSError):
         runner_fd = None  # the pipe's end of file stands in for it
     try:
-        passed = [read_end] if runner_fd is None else [read_end, runner_fd]
+        passed = [read_end, ready_write] + ([] if runner_fd is None else [runner_fd])
         for fd in passed:
             os.set_inheritable(fd, True)
         argv = [sys.executable, "-I", "-S", watchdog_main.__file__, SRC_ROOT, str(read_end),
-                str(-1 if runner_fd is None else runner_fd), str(os.getpid())]  # fmt: skip
+                str(-1 if runner_fd is None else runner_fd), str(os.getpid()),
+                str(ready_write)]  # fmt: skip
         pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True)
     except BaseException:
         os.close(write_end)
+        os.close(ready_read)
         raise
     finally:
         os.close(read_end)
+        os.close(ready_write)
         if runner_fd is not None:
             os.close(runner_fd)
-    return write_end, pid
+    return write_end, pid, ready_read
 
 
 def _write(fd: int, text: str) -> bool:
@@ -139,6 +149,25 @@ def release_process(pid: int, starttime: int, session: int) -> None:
         _mine().forget(f"P {pid} {starttime} {session}", f"F {pid} {starttime}")
 
 
+def ready(timeout_s: float = 2.0) -> bool:
+    """Start this process's watchdog if it has none and wait (at most ``timeout_s``) until its
+    interpreter is up: its start-up then falls before what the caller measures next
+    (``measure.series``), not inside it (its orphan sweep runs at nice 19)."""
+    with _lock:
+        registry = _mine()
+        if registry.fd < 0:
+            registry._restart()
+        fd, registry.ready_fd = registry.ready_fd, -1
+    if fd < 0:
+        return registry.failed is None  # already waited for once (or none could start)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(int(timeout_s * 1000)))
+    finally:
+        os.close(fd)
+
+
 def watchdog_pid() -> int | None:
     """The pid of this process's watchdog (None: none started by this process)."""
     registry = _registry
@@ -150,9 +179,10 @@ def watchdog_pid() -> int | None:
 def _after_fork_in_child() -> None:
     global _lock, _registry
     _lock = threading.Lock()  # a thread of the parent may have held it at the fork
-    if _registry is not None and _registry.fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(_registry.fd)  # the parent's pipe: not this process's to write
+    for fd in (_registry.fd, _registry.ready_fd) if _registry is not None else ():
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # the parent's pipes: not this process's
     _registry = None
 
 

@@ -1,7 +1,7 @@
 """The watchdog process (``measure.watchdog`` starts one per metewand process that starts work).
 
-Run as ``python -I -S watchdog_main.py SRC_ROOT COMMAND_FD RUNNER_PIDFD RUNNER_PID`` in a session
-of its own, outside every accounting group. It reads what its runner guards from the command
+Run as ``python -I -S watchdog_main.py SRC_ROOT COMMAND_FD RUNNER_PIDFD RUNNER_PID READY_FD`` in a
+session of its own, outside every accounting group. It reads what its runner guards from the command
 pipe, one line each:
 
     G <path>                      an accounting group (sent before the group is made)
@@ -14,7 +14,8 @@ the kernel has it) and every live guarded process with the members of the sessio
 (``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, and exits.
 A runner that ended normally left nothing, so then there is nothing to do. On its start it also
 removes orphan groups that earlier metewand processes left (``measure.orphans``), in a thread,
-so the pipe is read meanwhile.
+so the pipe is read meanwhile, at the lowest priority; READY_FD hears a byte once it is up
+(``watchdog.ready``).
 """
 
 from __future__ import annotations
@@ -91,15 +92,27 @@ def _sweep(guarded: Guarded) -> None:
 
 
 def _remove_orphans() -> None:
+    """Earlier metewand processes' orphan groups, at the lowest priority (this thread only: the
+    watch itself keeps its own), so the sweep never competes with what the runner measures."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     from metewand.measure import orphans
 
     with contextlib.suppress(Exception):  # a failed sweep must never stop the watch itself
         orphans.sweep_orphans()
 
 
+def _started(ready_fd: int) -> None:
+    """Tell the runner the interpreter is up (``watchdog.ready``)."""
+    with contextlib.suppress(OSError):
+        os.write(ready_fd, b"1")
+        os.close(ready_fd)
+
+
 def main(argv: list[str]) -> int:
-    src_root, command_fd, runner_fd, _runner_pid = argv[1], int(argv[2]), int(argv[3]), argv[4]
+    src_root, command_fd, runner_fd, ready_fd = argv[1], int(argv[2]), int(argv[3]), int(argv[5])
     _load(src_root)
+    _started(ready_fd)
     threading.Thread(target=_remove_orphans, daemon=True).start()
     guarded = Guarded()
     poller = select.poll()
