@@ -178,7 +178,8 @@ def test_a_resumed_compute_row_without_its_record_is_refused_naming_the_line(
     ("reader", "change", "words"),
     [("status", ("run_id", None), ["'run_id' must be a string"]),
      ("report", ("selected_engines", 5), ["'selected_engines' must be a list of strings"]),
-     ("compare", ("selected_engines", [5]), ["'selected_engines' must be a list of strings"])],
+     ("compare", ("selected_engines", [5]), ["'selected_engines' must be a list of strings"]),
+     ("report", ("data", []), ["not a run manifest"])],
 )  # fmt: skip
 def test_a_malformed_run_manifest_is_named_not_a_traceback(
     tmp_path: Path, reader: str, change: tuple[str, Any], words: list[str]
@@ -189,6 +190,8 @@ def test_a_malformed_run_manifest_is_named_not_a_traceback(
     key, value = change
     if key == "run_id":
         del data[key]
+    elif key == "data":
+        data[key] = value
     else:
         data["data"][key] = value
     (run_dir / "run_manifest.json").write_bytes(canonical.dumps(data))

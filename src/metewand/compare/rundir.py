@@ -109,7 +109,11 @@ def load_run(path: str | Path) -> RunData:
     run_path = Path(path)
     if not (run_path / rundir.RESULTS).exists():
         raise RunDirError(f"{run_path}: no {rundir.RESULTS} (is this a run directory?)")
-    manifest = _settings(_read_json(run_path / rundir.MANIFEST))
+    raw = rundir.read_json(run_path / rundir.MANIFEST)  # None: a peer's run may have none
+    if raw is not None and not (isinstance(raw, dict) and isinstance(raw.get("data", {}), dict)):
+        raise RunDirError(f"{run_path / rundir.MANIFEST}: not a run manifest (an object whose "
+                          "'data', if any, is an object)")  # fmt: skip
+    manifest = _settings(raw)
     _check_settings(run_path / rundir.MANIFEST, manifest)
     read = read_results(run_path / rundir.RESULTS)  # raises RunDirError naming file and line
     telemetry = rundir.read_jsonl(run_path / rundir.HOST_TELEMETRY)
