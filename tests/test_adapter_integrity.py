@@ -173,7 +173,7 @@ def test_a_cheating_adapter_gets_no_answer_to_copy_and_its_extra_checks_are_apar
     row = _row(run_dir, TASK_INLINE)  # inline: the expected values are the adapter's to check
     assert row["status"] == "pass"  # what it claimed, for a task graded by its own assertions
     assert row["traffic"]["fixture_request_count"] == 0
-    assert any(n.startswith("pass_without_fixture_request") for n in row["notes"])
+    assert row["pass_without_fixture_request"] is True
     for task in (TASK_INLINE, TASK_SERVER):
         row = _row(run_dir, task)
         assert "bonus_speed" not in {c["name"] for c in row["checks"]}

@@ -13,8 +13,10 @@ attempt is graded from what came back:
 
 No harness CDP connection is open while the adapter runs (an engine may serve one client at a
 time, and the page is the adapter's to open and close). Whatever happens, the result is one
-``AttemptOutcome`` whose ``driver`` block says which path ran, its version, how the adapter
-ended and what the adapter's own process tree cost (harness scope, apart from the engine's).
+``AttemptResult`` whose driver fields (``row_fields``) say which path ran, its version, how the
+adapter ended and what the adapter's own process tree cost (harness scope, apart from the
+engine's). ``AdapterDriver`` is the attempt runner's ``AttemptDriver`` for every task a driver
+path claims: its adapter served by the slot (long-lived) or started for the attempt.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from metewand import canonical
 from metewand.runtime import rundir
@@ -44,7 +46,12 @@ from metewand.suites.browser.adapter_server import (
     PerAttemptAdapter,
 )
 from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun
-from metewand.suites.browser.attempt import AttemptOutcome
+from metewand.suites.browser.attempt_driver import (
+    AttemptResult,
+    DriverContext,
+    jsonable,
+    write_artifacts,
+)
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_registry import (
@@ -62,9 +69,11 @@ from metewand.suites.browser.phase_marks import AttemptPhases, no_mark
 from metewand.suites.browser.probes import grade_server_side
 from metewand.suites.browser.tasks import Task
 
+if TYPE_CHECKING:
+    from metewand.suites.browser.rows import PlannedAttempt
+
 ADAPTER_STDERR_FILE: Final = "adapter_stderr.log"
 ADAPTER_RESULT_FILE: Final = "adapter_result.json"
-GRADER_FILE: Final = rundir.ATTEMPT_GRADER
 TRACE_FILE: Final = rundir.ATTEMPT_CDP_LOG  # the adapter's own per-op trace, when it wrote one
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
@@ -82,6 +91,35 @@ def is_adapter_task(task: Task) -> bool:
 
 def driver_path_of(task: Task) -> DriverPath | None:
     return path_for_driver(task.driver)
+
+
+class AdapterDriver:
+    """A driver path's adapter drives the task; its pages are its own (``isolation`` does not
+    reach it), so the observers' collection window ends after it, with the grade."""
+
+    def handles(self, task: Task) -> bool:
+        return is_adapter_task(task)
+
+    def phase_granularity(self, task: Task) -> str:
+        return "adapter_run"  # ``driver_ops`` once the adapter marks its ops (op_marks)
+
+    async def run(
+        self, planned: PlannedAttempt, engine: EngineProcess, ctx: DriverContext
+    ) -> AttemptResult:
+        ids = AdapterAttempt(
+            ctx.run_id, planned.attempt, ctx.seed, ctx.fixture_base_url, ctx.grader_token
+        )
+        endpoint = await engine_endpoint(planned.engine, engine)
+        adapters = ctx.adapters
+        runner_for: RunnerFor | None = None
+        if adapters is not None:
+
+            async def runner_for(found: FoundDriver) -> tuple[AdapterRunner, str]:
+                return await adapters.runner(found, planned.engine, engine.generation, engine.pid)
+
+        return await run_adapter_attempt(
+            planned.task, endpoint, ctx.out_dir, ids, engine.health, runner_for, ctx.phases
+        )
 
 
 @dataclass(frozen=True)
@@ -133,10 +171,10 @@ async def run_adapter_attempt(
     engine_health: EngineHealth | None = None,
     runner_for: RunnerFor | None = None,
     phases: AttemptPhases | None = None,
-) -> tuple[AttemptOutcome, dict[str, Any]]:
-    """The attempt's outcome and the row's driver block; never raises for anything the
-    adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
-    driver (a long-lived one) and its mode; without it the adapter runs per attempt.
+) -> AttemptResult:
+    """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
+    anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
+    for the driver (a long-lived one) and its mode; without it the adapter runs per attempt.
     ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
     grade."""
@@ -194,19 +232,17 @@ async def run_adapter_attempt(
             verdict, await engine_health(run.outcome != "result")
         )
     metrics = _metrics(run)
-    outcome = AttemptOutcome(
-        verdict.status, verdict.failure_class, verdict.origin, verdict.reason,
-        verdict.secondary_status, [c.to_json() for c in checks], duration_ms, None,
-        metrics.get("cdp_call_count"), metrics.get("cdp_error_count"), answer, ADAPTER_ISOLATION,
+    result = AttemptResult.of(
+        verdict, checks=tuple(c.to_json() for c in checks), duration_ms=duration_ms,
+        cdp_wait_ms=None, cdp_commands=metrics.get("cdp_call_count"),
+        cdp_errors=metrics.get("cdp_error_count"), answer=answer, isolation=ADAPTER_ISOLATION,
+        row_fields={
+            **driver_block(path, found, run, runner, mode, cleanup),
+            # checks the adapter reported that the task does not declare: shown, never graded
+            "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
+        },
     )  # fmt: skip
-    outcome.artifacts = _write_artifacts(out_dir, run, outcome)
-    block = driver_block(path, found, run)
-    block["adapter_cleanup"] = cleanup.to_json() if cleanup is not None else None
-    block["adapter_mode"] = mode  # None: no adapter ran
-    block["adapter_served"] = _served_facts(runner) if run is not None else None
-    # checks the adapter reported that the task does not declare: shown, never graded
-    block["adapter_undeclared_checks"] = graded_view(task.data, run)[1] if run is not None else []
-    return outcome, block
+    return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
 
 
 def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:
@@ -246,7 +282,6 @@ def _adapter_checks(run: AdapterRun) -> list[CheckResult]:
     ]
 
 
-NO_FIXTURE_REQUEST_NOTE: Final = "pass_without_fixture_request: the fixture server saw no request"
 # every adapter reports its connection as a check row of its own (the contract's first row)
 CONTRACT_CHECKS: Final = frozenset({"driver_connect"})
 
@@ -377,8 +412,16 @@ async def _server_verdict(
     return _ServerVerdict(checks, infra)
 
 
-def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[str, Any]:
-    """The row's driver fields: which path, which version, how its adapter ended, its cost."""
+def driver_block(
+    path: DriverPath,
+    found: Any,
+    run: AdapterRun | None,
+    runner: AdapterRunner | None = None,
+    mode: str | None = None,
+    cleanup: adapter_targets.TargetCleanup | None = None,
+) -> dict[str, Any]:
+    """The row's driver fields: which path, which version, how its adapter ended (in which
+    mode, served by which process, leaving which pages to close), its cost."""
     version = None if isinstance(found, DriverMissing) else found.version
     return {
         # the adapter opens and closes its own pages through its library: --isolation does not
@@ -392,6 +435,9 @@ def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[s
         "driver_source": None if isinstance(found, DriverMissing) else found.source,
         "adapter": run.to_json() if run is not None else None,
         "driver_resources": driver_resources(run, found),
+        "adapter_cleanup": cleanup.to_json() if cleanup is not None else None,
+        "adapter_mode": mode,  # None: no adapter ran
+        "adapter_served": _served_facts(runner) if run is not None else None,
     }
 
 
@@ -426,28 +472,18 @@ def driver_resources(run: AdapterRun | None, found: Any) -> dict[str, Any]:
     return record
 
 
-def _write_artifacts(out_dir: Path, run: AdapterRun | None, outcome: AttemptOutcome) -> list[str]:
-    files = []
-    if run is not None:
-        files.append(ADAPTER_STDERR_FILE)
-        if run.result is not None:
-            (out_dir / ADAPTER_RESULT_FILE).write_bytes(canonical.dumps(_jsonable(run.result)))
-            files.append(ADAPTER_RESULT_FILE)
-        if (out_dir / TRACE_FILE).is_file():
-            files.append(TRACE_FILE)
-    record = {
-        "ok": outcome.status == "pass", "status": outcome.status,
-        "failure_class": outcome.failure_class, "reason": outcome.reason,
-        "checks": outcome.checks, "answer": _jsonable(outcome.answer),
-        "observations": _jsonable((run.result or {}).get("observations")) if run else None,
-    }  # fmt: skip
-    (out_dir / GRADER_FILE).write_bytes(canonical.dumps(record))
-    return [*files, GRADER_FILE]
+def _observations(run: AdapterRun | None) -> Any:
+    return (run.result or {}).get("observations") if run is not None else None
 
 
-def _jsonable(value: Any) -> Any:
-    try:
-        canonical.dumps(value)
-        return value
-    except canonical.CanonicalJSONError:
-        return {"unparsed": json.dumps(value, default=str)}
+def _adapter_files(out_dir: Path, run: AdapterRun | None) -> list[tuple[str, bytes | None]]:
+    """The adapter's files: its stderr and its per-op trace (written by the adapter, listed
+    here) and its result line, as the harness parsed it."""
+    if run is None:
+        return []
+    files: list[tuple[str, bytes | None]] = [(ADAPTER_STDERR_FILE, None)]
+    if run.result is not None:
+        files.append((ADAPTER_RESULT_FILE, canonical.dumps(jsonable(run.result))))
+    if (out_dir / TRACE_FILE).is_file():
+        files.append((TRACE_FILE, None))
+    return files

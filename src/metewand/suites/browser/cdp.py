@@ -92,7 +92,8 @@ class CdpLogRecord:
 
 
 class CdpLogRecorder:
-    """Collects log records in memory; ``write_jsonl(path)`` saves them as canonical JSON lines."""
+    """Collects log records in memory; ``jsonl()`` renders them as canonical JSON lines and
+    ``write_jsonl(path)`` saves them."""
 
     def __init__(self) -> None:
         self.records: list[CdpLogRecord] = []
@@ -100,10 +101,12 @@ class CdpLogRecorder:
     def __call__(self, record: CdpLogRecord) -> None:
         self.records.append(record)
 
+    def jsonl(self, start: int = 0) -> bytes:
+        """The records from ``start`` on (an attempt's share of a shared recorder)."""
+        return b"".join(_log_line(record) for record in self.records[start:])
+
     def write_jsonl(self, path: Path) -> None:
-        with open(path, "wb") as out:
-            for record in self.records:
-                out.write(_log_line(record))
+        Path(path).write_bytes(self.jsonl())
 
 
 def _log_line(record: CdpLogRecord) -> bytes:
