@@ -31,7 +31,7 @@ from metewand.suites.browser.adapters import AdapterCommand
 
 # A served adapter that answers each payload as told by its task_id:
 #   twice  - its result line, then a second one at once (the defect's trigger)
-#   late   - its result line, then 50 ms later another line, between payloads
+#   late   - its result line, then 0.5 s later another line, between payloads
 #   wrong  - a result echoing another attempt's id
 #   ok     - one proper result line
 SERVED = """
@@ -48,7 +48,7 @@ SERVED = """
         elif what.startswith("late"):
             sys.stdout.write(result("first"))
             sys.stdout.flush()
-            time.sleep(0.05)
+            time.sleep(0.5)
             sys.stdout.write(result("late"))
         elif what.startswith("wrong"):
             sys.stdout.write(result("first", echo="someone-else"))
@@ -73,7 +73,7 @@ def _attempts(tmp_path: Path, task_ids: list[str]) -> tuple[list[Any], int]:
         try:
             for n, task_id in enumerate(task_ids):
                 if task_id == "pause":  # time for a late line to arrive before the next payload
-                    await asyncio.sleep(0.3)
+                    await asyncio.sleep(1.5)
                     continue
                 runs.append(await adapter.run(_payload(task_id, n), 20.0, tmp_path / f"e{n}.log"))
             return runs
