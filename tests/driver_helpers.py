@@ -58,9 +58,10 @@ def chrome_bench(log_dir: Path) -> Iterator[Bench]:
     return engine_bench("chrome", log_dir)
 
 
-def engine_bench(name: str, log_dir: Path) -> Iterator[Bench]:
+def engine_bench(name: str, log_dir: Path, fixtures: Path | None = None) -> Iterator[Bench]:
+    """A running engine and a fixture server on ``fixtures`` (default: the peer corpus's)."""
     engine = EngineProcess(resolved_or_skip(name), log_dir)
-    server = ServerThread(FixtureServer(corpus_or_skip() / "fixtures"))
+    server = ServerThread(FixtureServer(fixtures or corpus_or_skip() / "fixtures"))
     asyncio.run(engine.start())
     server.start()
     try:

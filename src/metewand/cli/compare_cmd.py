@@ -35,13 +35,14 @@ def _threshold(value: str) -> float:
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import console as table_console
+    from metewand.cli.tables import print_table
     from metewand.compare import compare_render
     from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 
-    console = Console()
+    console = table_console()
     if result["provenance_differences"]:
         console.print("[bold]provenance differences (the comparison may be suspect):[/bold]")
         for row in compare_render.provenance_rows(result):
@@ -53,14 +54,14 @@ def _print_table(result: dict[str, Any]) -> None:
         table.add_column(column)
     for row in compare_render.group_rows(result, short=True):
         table.add_row(*row)
-    console.print(table)
+    print_table(table, out=console)
     for name, entries in result.get("rollups", {}).items():
         rollup = Table(title=f"per {name.replace('_', ' ')}", title_justify="left")
         for column in (name, *ROLLUP_HEAD):
             rollup.add_column(column)
         for cells in rollup_rows(entries, name):
             rollup.add_row(*cells)
-        console.print(rollup)
+        print_table(rollup, out=console)
     for row in compare_render.unmatched_rows(result):
         console.print(f"unmatched: {row[0]}: {' x '.join(row[1:])}", markup=False)
     for reason in result["regression_reasons"]:

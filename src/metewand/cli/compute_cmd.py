@@ -22,6 +22,7 @@ PLAN_EXAMPLES = """\b
 Examples:
   metewand plan examples/sorting/metewand.toml
   metewand plan examples/sorting/metewand.toml --json | head -3
+  metewand plan examples/sorting/metewand.toml --explain
 """
 
 RUN_EXAMPLES = """\b
@@ -67,12 +68,25 @@ def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any,
 @click.command(epilog=PLAN_EXAMPLES)
 @click.argument("manifest", default=DEFAULT_MANIFEST, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON line per attempt.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also say which manifest dialect was read, the definition ids and seeds, and what of "
+    "the plan cannot run on this host.",
+)
 @_max_attempts_option
-def plan(manifest: str, as_json: bool, max_attempts: int) -> None:
-    """Show the attempts MANIFEST expands to, without running anything."""
+def plan(manifest: str, as_json: bool, explain: bool, max_attempts: int) -> None:
+    """Show the attempts MANIFEST expands to, without running anything.
+
+    MANIFEST may be written in metewand's dialect or in the Rust metewand's."""
     from metewand import canonical
 
-    _, expanded = _load(manifest, max_attempts)
+    loaded, expanded = _load(manifest, max_attempts)
+    if explain:
+        from metewand.suites.compute.explain import explain as explain_lines
+
+        for line in explain_lines(loaded, expanded):
+            click.echo(line, err=as_json)
     for attempt in expanded.attempts:
         if as_json:
             click.echo(canonical.dumps_str(attempt.describe()))
@@ -351,9 +365,9 @@ def _any_failed(run_dir: str) -> bool:
 
 def _print_case_table(rows: list[dict[str, Any]]) -> None:
     """Per case x implementation: accepted, failures, median timed wall [95% CI], CPU, memory."""
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import print_table
     from metewand.compare.case_text import SHOWN_METRICS, terminal_rows
     from metewand.compare.cases import case_statistics
 
@@ -365,7 +379,7 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
         table.add_column(column)
     for row in terminal_rows(stats, SHOWN_METRICS):
         table.add_row(*row)
-    Console(stderr=True).print(table)
+    print_table(table, stderr=True)
 
 
 def _run_dir(options: Any) -> str:

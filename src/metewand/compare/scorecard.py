@@ -33,12 +33,19 @@ def _escape_cell(text: str) -> str:
     return md_cell(text)
 
 
+GRADING = {
+    "independent": "every declared check must pass",
+    "peer-compatible": "L1 server-graded rows by the server's verdict alone, as the peer grades them",
+}
+
+
 def browser_scorecard(scores: Mapping[str, Any]) -> str:
     head = ["engine", "tasks passed (all-k)", "incomplete", "attempts passed", "statuses"]
     lines = [
         f"# Scorecard: run {scores['run_id']}",
         "",
         f"k = {scores['k']}; {scores['task_rule']}. Rows: {scores['rows']}.",
+        f"Score mode: {scores.get('score_mode', 'independent')} ({GRADING.get(str(scores.get('score_mode')), GRADING['independent'])}).",
         f"Statuses: {', '.join(BROWSER_STATUSES)}.",
         "",
         "## Per engine",

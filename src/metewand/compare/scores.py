@@ -105,6 +105,7 @@ def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "run_id": str(manifest.get("run_id", "")),
         "k": k,
         "task_rule": TASK_RULE,
+        "score_mode": str(manifest.get("score_mode") or "independent"),
         "engines": engines,
         "rows": len(rows),
         "by_engine": {e: by_engine[e].block(k) for e in engines},

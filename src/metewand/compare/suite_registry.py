@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Any
 from metewand.errors import InvalidInput
 
 if TYPE_CHECKING:  # imported for annotations only: the registry must stay cheap to import
+    from metewand.compare.html_parts import Omitted
     from metewand.compare.report_resources import ResourceContext
     from metewand.compare.rundir import RunData
+    from metewand.compare.verdict import Verdict
 
 Group = tuple[str, str]  # (case or task, implementation or engine)
 Rows = list[dict[str, Any]]
-Section = tuple[str, str, str]  # (anchor id, navigation title, HTML)
+# (anchor id, navigation title, HTML, or Omitted: nothing to show, said in one line at the top)
+Section = tuple[str, str, "str | Omitted"]
 
 
 class CompareError(InvalidInput, ValueError):
@@ -55,6 +58,11 @@ class SuiteKind:
     rollups_of: Callable[[Rows], dict[str, dict[Group, Any]]] | None = None
     # metrics beyond ``metrics`` whose names come from the rows (browser phase names)
     accepts_metric: Callable[[str], bool] | None = None
+    # the run's verdict (compare.verdict): (run, its scores or None, a regenerated resource
+    # summary or None) -> Verdict; None: the suite has no verdict
+    verdict_of: (
+        Callable[[RunData, Mapping[str, Any] | None, Mapping[str, Any] | None], Verdict] | None
+    ) = None
 
 
 SUITE_KINDS: dict[str, SuiteKind] = {}

@@ -21,7 +21,9 @@ SOURCE_SCHEMA = "abb_runner_source/1"
 GIT_TIMEOUT_S = 10.0
 # Files whose content changes what metewand does: code, schemas, bundled data.
 SOURCE_SUFFIXES = (".py", ".json", ".toml", ".js", ".html", ".css", ".c", ".txt")
-SKIPPED_PARTS = frozenset({"__pycache__"})
+# data/examples holds the shipped examples (user code a compute run hashes on its own): a link in
+# a checkout, which rglob does not follow, real files in a wheel; skipped so both hash alike.
+SKIPPED_PARTS = frozenset({"__pycache__", "examples"})
 
 
 # The manifest's host facts live in ``measure.host_facts``; this name is what run manifests and

@@ -78,6 +78,7 @@ TRACE_FILE: Final = rundir.ATTEMPT_CDP_LOG  # the adapter's own per-op trace, wh
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 ADAPTER_ISOLATION: Final = "adapter_managed"
+PEER_COMPATIBLE: Final = "peer-compatible"
 # adapter endings after which it was killed, its pages possibly still open in the engine
 BROKEN_OUTCOMES: Final = frozenset({"adapter_crash", "adapter_hang", "adapter_garbage"})
 
@@ -107,8 +108,9 @@ class AdapterDriver:
         self, planned: PlannedAttempt, engine: EngineProcess, ctx: DriverContext
     ) -> AttemptResult:
         ids = AdapterAttempt(
-            ctx.run_id, planned.attempt, ctx.seed, ctx.fixture_base_url, ctx.grader_token
-        )
+            ctx.run_id, planned.attempt, ctx.seed, ctx.fixture_base_url, ctx.grader_token,
+            ctx.score_mode,
+        )  # fmt: skip
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
         runner_for: RunnerFor | None = None
@@ -131,6 +133,9 @@ class AdapterAttempt:
     seed: str
     fixture_base_url: str
     grader_token: str | None = None
+    # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
+    # historical grading); "independent" (default): every declared check must pass as well
+    score_mode: str = "independent"
 
     def session(self, task_id: str, engine: str) -> str:
         return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
@@ -374,10 +379,16 @@ async def grade_adapter_run(
         server = await _server_verdict(task, run, engine, ids, answer)
     except GraderUnavailable as exc:
         return classify.classify_exception(exc), checks, answer
+    graded = list(checks)
+    if ids.score_mode == PEER_COMPATIBLE and task.layer == "L1":
+        # the server's verdict alone (the driver's checks stay in the row, ungraded)
+        graded = [c for c in checks if c.name == "driver_connect"]
+        if verdict.status == "fail" and all(c.ok for c in graded):
+            verdict = classify.passed()
     checks += server.checks
     if server.infra is not None:
         return classify.grader_infra(f"grader: {server.infra}"), checks, answer
-    failed = [c.name for c in checks if not c.ok]
+    failed = [c.name for c in graded + server.checks if not c.ok]
     if verdict.status == "pass" and failed:
         verdict = classify.graded_fail(failed)
     return verdict, checks, answer

@@ -125,6 +125,9 @@ class DriverContext:
     # the page (the CDP driver does; an adapter closes its own pages, so the window ends after)
     work_done: BeforeCleanup | None = None
     adapters: AdapterRunners | None = None  # None: a driver path's adapter runs per attempt
+    score_mode: str = (
+        "independent"  # --score-mode (peer-compatible grades L1 server rows by the answer)
+    )
 
 
 class AttemptDriver(Protocol):

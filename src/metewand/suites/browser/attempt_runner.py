@@ -149,6 +149,7 @@ class AttemptRunner:
             phases=observers.marks,
             work_done=observers.work_done,
             adapters=self.adapters,
+            score_mode=config.score_mode,
         )
 
     def _with_grader_evidence(
@@ -196,8 +197,17 @@ class AttemptRunner:
             "browser_ws": process.ws_url,
             "http_endpoint": f"http://127.0.0.1:{port}" if port else None,
             "http_identity": dict(getattr(process, "json_version", {}) or {}),
-            "launch_command": list(getattr(process, "argv", []) or []),
+            "launch_command": _without_private_dirs(process),
         }
 
     def _manifest_identity(self, engine: str) -> dict[str, Any]:
         return dict(self.store.manifest["data"].get("engines", {}).get(engine, {}))
+
+
+def _without_private_dirs(process: Any) -> list[str]:
+    """The engine's argv with its private temporary root (profile, TMPDIR) named, not its host
+    path: a row carries no absolute path of the host's temporary files."""
+    argv = [str(a) for a in (getattr(process, "argv", []) or [])]
+    for root in getattr(process, "private_dirs", []) or []:
+        argv = [a.replace(root, "<private-dir>") for a in argv]
+    return argv

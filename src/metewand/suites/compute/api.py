@@ -64,8 +64,15 @@ class FixedDatasetFailure:
 def _spec(
     role: str, argv: list[str], cwd: str, env: dict[str, str], caps: tuple[str, ...] = ()
 ) -> LaunchSpec:
-    wid = canonical.identity("resolved-worker", {"version": 1, "role": role, "argv": argv})
-    return LaunchSpec(list(argv), role, wid, cwd, dict(env), caps)
+    """A worker in the local environment; its hello carries the Rust resolved-worker id."""
+    from metewand.suites.compute import identities, resolved
+    from metewand.suites.compute.session import worker_env
+
+    local = identities.record("environment-definition", name="local", definition={"kind": "local"})
+    fields = resolved.worker(None, local, list(argv), worker_env(dict(env)))
+    return LaunchSpec(
+        list(argv), role, resolved.worker_id(fields), cwd, dict(env), caps, resolved=fields
+    )
 
 
 def run_fixed_dataset_outcome(

@@ -80,6 +80,7 @@ class AttemptInput:
     timeouts: Timeouts = field(default_factory=Timeouts)
     setup_error: str | None = None  # a build or materialization failure found before launch
     phase_marks: bool = True  # metewand run --no-phase-marks: no marks, the row's phases null
+    dataset_output_schema: str = ""  # its schema id (enters the resolved dataset instance)
 
 
 @dataclass
@@ -270,7 +271,7 @@ class AttemptRun:
         sizes = dataset_sizes(dataset_dir)
         request = {
             "dataset_dir": dataset_dir,
-            "problem_contract_id": a.problem,
+            "problem_contract_id": a.problem_contract_id or a.problem,
             "problem_parameters": a.problem_parameters,
             "implementation_parameters": a.implementation_parameters,
             "implementation_seed": a.implementation_seed,
@@ -349,7 +350,7 @@ class AttemptRun:
         metrics_path = os.path.join(metrics_dir, rundir.ATTEMPT_METRICS)
         request = {
             "dataset_dir": str(self.spec.dataset.directory),
-            "problem_contract_id": a.problem,
+            "problem_contract_id": a.problem_contract_id or a.problem,
             "problem_parameters": a.problem_parameters,
             "result_dir": os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR),
             "metrics_path": metrics_path,

@@ -49,8 +49,9 @@ def transformed(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
     launch = _launch(r, t.get("transformer", {}), f"{where}.transformer")
     schema = r.schema(t.get("parameter_schema"), f"{where}.parameter_schema")
     return DatasetDef(
-        name, "transformed", launch, None, dict(defaults), schema, source, dict(source_parameters)
-    )
+        name, "transformed", launch, None, dict(defaults), schema, source, dict(source_parameters),
+        defaults_declared="parameter_defaults" in t,
+    )  # fmt: skip
 
 
 def acquired(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:

@@ -42,9 +42,12 @@ POLICY_KEYS = {
 
 
 class _Reader:
-    def __init__(self, path: str) -> None:
+    # How a key error is worded (the Rust dialect's reader says "unknown field", as Rust does).
+    UNKNOWN, MISSING = "unknown key", "missing required key"
+
+    def __init__(self, path: str, label: str | None = None) -> None:
         self.path = path
-        self.file = os.path.basename(path)
+        self.file = label or os.path.basename(path)  # what every error names
         self.root = os.path.dirname(path)
         self.errors: list[str] = []
 
@@ -58,10 +61,10 @@ class _Reader:
             return {}
         for key in value:
             if key not in keys:
-                self.error(f"{where}.{key}", "unknown key")
+                self.error(f"{where}.{key}", self.UNKNOWN)
         for key, required in keys.items():
             if required and key not in value:
-                self.error(f"{where}.{key}", "missing required key")
+                self.error(f"{where}.{key}", self.MISSING)
         return value
 
     def string(self, value: Any, where: str, choices: tuple[str, ...] = ()) -> str:
@@ -172,7 +175,9 @@ def _launch(r: _Reader, value: Any, where: str) -> Launch:
         if "program" in t:
             r.error(f"{where}.program", "python launchers take 'entrypoint', not 'program'")
         script = r.file_path(t.get("entrypoint"), f"{where}.entrypoint", regular=True)
-        return Launch("python", (sys.executable, script, *args), build, env, (script,))
+        return Launch(
+            "python", (sys.executable, script, *args), build, env, (script,), entrypoint=script
+        )
     if "entrypoint" in t:
         r.error(f"{where}.entrypoint", "command launchers take 'program', not 'entrypoint'")
     program = r.string(t.get("program"), f"{where}.program")
@@ -185,7 +190,7 @@ def _launch(r: _Reader, value: Any, where: str) -> Launch:
         for a in build
         if os.path.isfile(os.path.join(r.root, a))
     )
-    return Launch("command", (program, *args), build, env, sources)
+    return Launch("command", (program, *args), build, env, sources, program=program)
 
 
 def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
@@ -206,7 +211,10 @@ def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
             return DatasetDef(name, kind)
         launch = _launch(r, t["materializer"], f"{where}.materializer")
         schema = r.schema(t.get("parameter_schema"), f"{where}.parameter_schema")
-        return DatasetDef(name, kind, launch, None, dict(defaults), schema)
+        declared = "parameter_defaults" in t
+        return DatasetDef(
+            name, kind, launch, None, dict(defaults), schema, defaults_declared=declared
+        )
     for key in ("materializer", "parameter_defaults", "parameter_schema"):
         if key in t:
             r.error(f"{where}.{key}", f"a {kind} dataset takes no {key}")
@@ -230,6 +238,7 @@ def _problem(r: _Reader, name: str, value: Any) -> ProblemDef:
         r.schema(t.get("result_schema"), f"{where}.result_schema"),
         r.schema(t.get("metric_schema"), f"{where}.metric_schema"),
         r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults"),
+        defaults_declared="parameter_defaults" in t,
     )
 
 
@@ -244,6 +253,7 @@ def _implementation(r: _Reader, name: str, value: Any, problems: dict) -> Implem
         r.names(t.get("problems"), f"{where}.problems", problems, "problem"),
         r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults"),
         r.schema(t.get("parameter_schema"), f"{where}.parameter_schema"),
+        defaults_declared="parameter_defaults" in t,
     )
 
 
@@ -274,7 +284,17 @@ def _policy(r: _Reader, name: str, value: Any) -> ExecutionPolicy:
         r.error(
             f"{where}.timing_scope", "cold_end_to_end needs a fresh worker: no reuse, no warm-up"
         )
-    return ExecutionPolicy(name, scope, timeout, int(warmups or 0), bool(reuse), order, int(jobs))
+    raw_timeout = t.get("timeout")
+    text = (
+        None
+        if raw_timeout is None
+        else raw_timeout
+        if isinstance(raw_timeout, str)
+        else f"{raw_timeout} s"
+    )
+    return ExecutionPolicy(
+        name, scope, timeout, int(warmups or 0), bool(reuse), order, int(jobs), timeout_text=text
+    )
 
 
 def _axes(r: _Reader, value: Any, where: str) -> dict[str, list[Any]]:

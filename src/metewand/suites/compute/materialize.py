@@ -37,6 +37,7 @@ from metewand.suites.compute.session import WorkerSession
 from metewand.suites.compute.validate import (
     InvalidOutput,
     check_manifest_tree,
+    check_schema,
     read_document,
     safe_relative,
     tree_files,
@@ -81,7 +82,11 @@ class DatasetCache:
         builder: Builder,
         on_start: Callable[[WorkerSession], None] | None = None,
         containment: Containment | None = None,
+        definitions: Any = None,
+        root_dir: str = "",
     ) -> None:
+        self.definitions = definitions  # gives each materializer its resolved-worker id
+        self.root_dir = root_dir  # the manifest's directory: fixed datasets' sources live there
         self.on_start = on_start  # told of every materializer process (the run may kill it)
         self.containment = containment or Containment()  # each materializer in its own group
         self.root = os.path.join(cache_dir, "datasets")
@@ -129,7 +134,20 @@ class DatasetCache:
         return self._construct(config, did, final, source)
 
     def _provided(self, config: DatasetConfig, did: str) -> MaterializedDataset:
-        if config.definition.kind == "fixed":
+        if config.definition.source_patterns is not None:  # Rust dialect: a source bundle
+            directory = os.path.join(self.work_dir, "fixed", did.rsplit("-", 1)[-1][:16])
+            if not os.path.isdir(directory):
+                from metewand.suites.compute.source_bundle import SourceBundleError, copy_bundle
+
+                try:
+                    copy_bundle(self.root_dir, config.definition.source_patterns, directory)
+                except (SourceBundleError, OSError) as exc:
+                    error = f"dataset {config.definition.name}: its sources: {exc}"
+                    receipt = {"schema_version": 1, "derivation_id": did, "kind": "fixed"}
+                    receipt["origin"] = "provided"
+                    provided = forms.unavailable(Reason.PROVIDED_DATASET)
+                    return MaterializedDataset(config, did, None, provided, receipt, error)
+        elif config.definition.kind == "fixed":
             directory = str(config.definition.path)
         else:
             directory = os.path.join(self.work_dir, "unit-dataset")
@@ -224,7 +242,9 @@ class DatasetCache:
             raise _MaterializeError(built.error, forms.unavailable(Reason.NOT_STARTED))
         role, method, request = _request(config, out, staging, source)
         role_name = "transformer" if source is not None else "materializer"
-        spec = launch_spec(role, definition.name, definition.materializer, staging, built.build_dir)
+        spec = launch_spec(
+            role, definition.materializer, staging, built.build_dir, definitions=self.definitions
+        )
         accounting = self.containment.open(f"gen-{definition.name}"[:24], measuring=False)[0]
         session = WorkerSession(
             spec,
@@ -241,7 +261,7 @@ class DatasetCache:
             started = time.monotonic_ns()
             reply = session.call(method, request, MATERIALIZE_TIMEOUT_S)
             elapsed = time.monotonic_ns() - started
-            _check_dataset(out, reply)  # validation: outside the measured request
+            _check_dataset(out, reply, definition.output_schema)  # outside the measured request
             _check_source_unchanged(source)
             return elapsed, constructed_at
         except (OSError, ProtocolViolation, PhaseTimeout, WorkerGone, WorkerError) as exc:
@@ -298,7 +318,7 @@ def _check_source_unchanged(source: MaterializedDataset | None) -> None:
         raise InvalidOutput(f"the transformer modified its source dataset {source.config.name}")
 
 
-def _check_dataset(out: str, reply: dict[str, Any]) -> None:
+def _check_dataset(out: str, reply: dict[str, Any], output_schema: Any = None) -> None:
     dataset = reply.get("dataset")
     if not isinstance(dataset, dict):
         raise InvalidOutput("materialize reply has no dataset object")
@@ -308,6 +328,7 @@ def _check_dataset(out: str, reply: dict[str, Any]) -> None:
     if doc.get("complete") is not True:
         raise InvalidOutput("dataset manifest must say complete: true")
     check_manifest_tree(out, rel, doc)
+    check_schema(output_schema, doc, "dataset manifest")  # Rust dialect: the output schema
 
 
 def _utc_now() -> str:

@@ -28,6 +28,7 @@ from metewand.runtime.run import Run, open_store
 from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, SuiteRef, Unit
 from metewand.suites.compute.execute import Timeouts
+from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
 from metewand.suites.compute.manifest import Manifest, load
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
 from metewand.suites.compute.plan import Plan, build_plan
@@ -91,6 +92,14 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             f"(sha256 {str(recorded.get('manifest_sha256'))[:12]}…); {data['manifest_path']} "
             f"differs (sha256 {data['manifest_sha256'][:12]}…): refusing to mix two benchmarks "
             "in one run"
+        )
+    recipe = recorded.get("versions", {}).get("identity_recipe", LEGACY_IDENTITY_RECIPE)
+    if recipe != VERSIONS["identity_recipe"]:
+        raise StoreError(
+            f"{run_dir} was planned with identity recipe {recipe} (metewand's record bodies "
+            f"before the Rust field sets); this metewand plans with recipe "
+            f"{VERSIONS['identity_recipe']}, whose attempt keys differ: its rows stay readable, "
+            "but it cannot be resumed; start a new run"
         )
     _check_rows_resumable(view)
     marks = recorded.get("phase_marks", True)  # runs recorded before the switch took marks
