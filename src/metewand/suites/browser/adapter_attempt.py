@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 from metewand import canonical
 from metewand.runtime import rundir
 from metewand.suites.browser import adapter_targets, classify
+from metewand.suites.browser.ab_probe_tasks import is_ab_probe
 from metewand.suites.browser.adapter_payload import (
     VALUE_CHECK_KINDS,
     AttemptIds,
@@ -302,7 +303,7 @@ def graded_view(
         return run, []
     specs = {
         str(c.get("label") or c.get("kind")): c
-        for c in (task.get("driver") or {}).get("checks") or []
+        for c in declared_checks(task.get("driver") or {})
         if isinstance(c, Mapping)
     }
     kept, extra = [], []
@@ -319,6 +320,15 @@ def graded_view(
     return dataclasses.replace(
         run, result={**run.result, "observations": {**observations, "checks": kept}}
     ), extra
+
+
+def declared_checks(driver: Mapping[str, Any]) -> list[Any]:
+    """The checks a task declares: ``driver.checks``, or for an agent-browser tool probe its
+    ``driver.env.AB_CHECKS`` (that adapter grades those)."""
+    if is_ab_probe(driver):
+        env = driver.get("env")
+        return list(env.get("AB_CHECKS") or []) if isinstance(env, Mapping) else []
+    return list(driver.get("checks") or [])
 
 
 def _saved(result: Mapping[str, Any]) -> Mapping[str, Any]:
