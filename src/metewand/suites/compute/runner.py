@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand import __version__
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.runtime import run_sessions, rundir
@@ -34,6 +33,7 @@ from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
 from metewand.suites.compute.plan import Plan, build_plan
 from metewand.suites.compute.records import VERSIONS
 from metewand.suites.compute.suite import ComputeSuite, suite_config
+from metewand.version import tool_version
 
 
 @dataclass
@@ -121,7 +121,7 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool)
         "benchmark": manifest.name,
         "manifest_path": manifest.path,
         "manifest_sha256": digest,
-        "tool_version": __version__,
+        "tool_version": tool_version(),
         "versions": {**VERSIONS, "measurements_version": 2},
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),
