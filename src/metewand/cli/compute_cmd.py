@@ -53,8 +53,9 @@ def _max_attempts_option(command: Any) -> Any:
 
 def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any, Any]:
     """The manifest and its plan, or every validation error and exit 2."""
-    from metewand.suites.compute.manifest import ManifestError, load
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.manifest import ManifestError
+    from metewand.suites.compute.manifest_load import load
+    from metewand.suites.compute.plan_expand import build_plan
 
     try:
         loaded = load(manifest)

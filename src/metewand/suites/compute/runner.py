@@ -28,9 +28,11 @@ from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, SuiteRef, Unit
 from metewand.suites.compute.execute import Timeouts
 from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
-from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.manifest import Manifest
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
-from metewand.suites.compute.plan import Plan, build_plan
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan import Plan
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.records import VERSIONS
 from metewand.suites.compute.suite import ComputeSuite, suite_config
 from metewand.version import tool_version
