@@ -259,6 +259,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
 def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
     """0 when the run completed, whatever the engines' verdicts (they are the result); 1 when an
     attempt ended infra or crash (the harness or an engine process broke), or hit --fail-on."""
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.run_warnings import run_warnings
     from metewand.compare.rundir import load_run
 

@@ -350,6 +350,7 @@ def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str
 
 def _warn_at_end(run_dir: str) -> None:
     """Failed attempts by code and a failed pollution gate, where the user looks: last."""
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.run_warnings import run_warnings
     from metewand.compare.rundir import load_run
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from metewand import canonical
+from metewand.compare import compare_suites  # noqa: F401  (the edge: registers the suite kinds)
 from metewand.compare.hosts import hosts_block
 from metewand.compare.report_hosts import hosts_markdown
 from metewand.compare.report_html import render_report

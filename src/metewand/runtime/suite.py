@@ -112,7 +112,7 @@ def merge_facts(suite: Suite, facts: list[dict[str, Any]], placement: dict[str, 
 
 
 # kind -> "module:callable" taking a SuiteRef and returning a Suite. Suites register
-# themselves by import path so that runtime never imports a suite module at import time.
+# themselves by import path (``metewand.suites``' table), so runtime names none of them.
 _FACTORIES: dict[str, str] = {}
 
 
@@ -129,7 +129,3 @@ def build(ref: SuiteRef) -> Suite:
     factory = getattr(importlib.import_module(module_name), attr)
     suite: Suite = factory(ref)
     return suite
-
-
-register("compute", "metewand.suites.compute.suite:from_ref")
-register("browser", "metewand.suites.browser.suite:from_ref")
