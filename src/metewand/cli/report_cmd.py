@@ -72,7 +72,7 @@ def report(
     from metewand.compare.rundir import RunDirError, load_run
     from metewand.runtime.rundir import write_atomic
 
-    run = str(resolve_run_dir(run))
+    run = str(resolve_run_dir(run, manifest=True))
     base = resolve_run_dir(baseline, what="baseline") if baseline else None
     try:
         formats = _formats(fmt)

@@ -42,6 +42,10 @@ def run_status(view: RunView) -> dict[str, Any]:
     finished = {str(row["key"]) for row in read.rows}
     planned = view.manifest["data"].get("planned_keys")
     unfinished = sorted(set(planned) - finished) if isinstance(planned, list) else None
+    count = len(planned) if isinstance(planned, list) else None
+    recorded = view.manifest["data"].get("planned_attempts")  # a compute run's plan: a count
+    if count is None and isinstance(recorded, int) and not isinstance(recorded, bool):
+        count = recorded
     return {
         "run_id": view.run_id,
         "run_dir": str(view.run_dir),
@@ -52,8 +56,14 @@ def run_status(view: RunView) -> dict[str, Any]:
         "finished": len(finished),
         # of the rows, an interleaved calibration's unprofiled twins (browser runs; never scored)
         "calibration_twins": sum(row.get("calibration_twin") is True for row in read.rows),
-        "planned": len(planned) if isinstance(planned, list) else None,
-        "unfinished": len(unfinished) if unfinished is not None else None,
+        "planned": count,
+        "unfinished": (
+            len(unfinished)
+            if unfinished is not None
+            else max(0, count - len(finished))
+            if count is not None
+            else None
+        ),
         "unfinished_keys": unfinished,
         "torn_tail_bytes": read.torn_tail_bytes,
     }

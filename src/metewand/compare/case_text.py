@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from metewand.compare.cases import NO_SUCCESS
-from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
+from metewand.compare.fmt import bytes_text, md_cell, ns_text, rate_text, unavailable
 
 SHOWN_METRICS = ("timed_wall_time_ns", "cpu_time_ns", "peak_rss_bytes")
 PHASE_METRICS = (
@@ -177,11 +177,8 @@ def ratio_rows(summary: Mapping[str, Any]) -> list[list[str]]:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
 
 
 POOLED_CASES_NOTE = (

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
-from metewand.compare.fmt import bytes_text, ns_text
+from metewand.compare.fmt import bytes_text, md_cell, ns_text
 from metewand.compare.html_parts import page, paragraph, section, table
 
 HEADER = ("ratio NEW/BASE [95% CI]", "verdict", "BASE median (n)", "NEW median (n)", "status")
@@ -104,11 +104,8 @@ def unmatched_rows(result: Mapping[str, Any]) -> list[list[str]]:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
 
 
 def markdown(result: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from metewand.compare.fmt import md_cell
 from metewand.compare.html_parts import paragraph, section, table
 
 HOST_HEAD = ("host", "units", "attempts", "by status", "lost tries", "workers", "pollution gate")
@@ -111,5 +112,5 @@ def hosts_html(block: Mapping[str, Any] | None) -> str | None:
 
 def _md_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     return lines

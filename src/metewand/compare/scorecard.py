@@ -8,7 +8,7 @@ from typing import Any
 from metewand.compare import browser_phases, phase_costs
 from metewand.compare.case_text import OUTCOME_HEADER, cases_markdown, outcome_rows
 from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
-from metewand.compare.fmt import rate_text
+from metewand.compare.fmt import md_cell, rate_text
 from metewand.compare.scores import BROWSER_STATUSES
 
 
@@ -30,7 +30,7 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _escape_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_cell(text)
 
 
 GRADING = {

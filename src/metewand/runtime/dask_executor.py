@@ -383,6 +383,8 @@ class DaskExecutor:
             for future, result in as_completed(futures, with_results=True):
                 if watchdog.reason is not None:
                     raise DaskExecutorError(watchdog.reason)
+                if not isinstance(result, dict):  # cancelled under us: the cluster went away
+                    raise DaskExecutorError(self._lost_reason(result))
                 where = finished[future.key] = result["placement"]
                 for msg in self._tries.lost(future.key, where["try"]):
                     yield LostTry(self._lost_record(msg, by_key[future.key], where))
@@ -396,6 +398,14 @@ class DaskExecutor:
         finally:
             watchdog.stop()
         yield from self._late_lost_tries(by_key, finished)
+
+    def _lost_reason(self, result: Any) -> str:
+        what = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else result
+        return (
+            f"the Dask cluster went away mid-run (scheduler {self.scheduler}, client "
+            f"{getattr(self._client, 'status', '?')}; a unit ended with {what!s:.200}); resume "
+            "the run once the scheduler is back"
+        )
 
     def interrupt(self, futures: Sequence[Any] = ()) -> None:
         """Cancel units not started and stop the units in flight (``suite.interrupt()`` on
@@ -441,8 +451,11 @@ class DaskExecutor:
 
     def host_summaries(self) -> dict[str, Any]:
         """Each registered worker's host telemetry summary; a departed worker is unavailable."""
-        alive = self.client.run(host_summary_task, self.run_token)
-        self.registrations = self._merged_registrations()
+        try:
+            alive = self.client.run(host_summary_task, self.run_token)
+            self.registrations = self._merged_registrations()
+        except Exception:  # noqa: BLE001 - the cluster went away: no host answers (said below)
+            alive = {}
         out: dict[str, Any] = {}
         for registration in self.registrations:
             worker = registration["worker"]

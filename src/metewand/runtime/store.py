@@ -101,6 +101,11 @@ def read_run_manifest(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: not a {MANIFEST_SCHEMA} manifest")
     if not isinstance(value.get("data"), dict) or value.get("state") not in STATES:
         raise StoreError(f"{path}: 'data' must be an object and 'state' one of {STATES}")
+    for key in ("run_id", "created_at"):
+        if not isinstance(value.get(key), str):
+            raise StoreError(f"{path}: '{key}' must be a string")
+    if not isinstance(value["data"].get("suite", ""), str):
+        raise StoreError(f"{path}: 'data.suite' must be a string")
     return value
 
 
@@ -109,7 +114,7 @@ class RunView:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        if not (self.run_dir / MANIFEST_NAME).is_file():
+        if not os.path.lexists(self.run_dir / MANIFEST_NAME):  # a FIFO etc.: its reader says so
             raise StoreError(f"{self.run_dir} is not a run directory (no {MANIFEST_NAME})")
 
     @property

@@ -16,6 +16,7 @@ from metewand import canonical
 from metewand.suites.compute import manifest_guard as guard
 from metewand.suites.compute.manifest import Launch
 
+RUNNERS = ("python", "command")
 LAUNCH_KEYS = {"runner": True, "entrypoint": False, "program": False, "args": False}
 LAUNCH_KEYS |= {"build": False, "env": False}
 
@@ -139,7 +140,7 @@ class Reader:
 
 def read_launch(r: Reader, value: Any, where: str) -> Launch:
     t = r.table(value, where, LAUNCH_KEYS)
-    runner = r.string(t.get("runner"), f"{where}.runner", ("python", "command"))
+    runner = r.string(t.get("runner"), f"{where}.runner", RUNNERS)
     args = r.strings(t.get("args", []), f"{where}.args")
     build = r.strings(t.get("build", []), f"{where}.build")
     env = t.get("env", {})
@@ -148,6 +149,8 @@ def read_launch(r: Reader, value: Any, where: str) -> Launch:
         env = {}
     for key, problem in guard.env_problems(env):
         r.error(f"{where}.env.{key!r}", problem)
+    if runner not in RUNNERS:  # said once, at the runner: the other keys depend on it
+        return Launch(runner, (), build, env, ())
     if runner == "python":
         if "program" in t:
             r.error(f"{where}.program", "python launchers take 'entrypoint', not 'program'")

@@ -103,12 +103,30 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             f"{VERSIONS['identity_recipe']}, whose attempt keys differ: its rows stay readable, "
             "but it cannot be resumed; start a new run"
         )
+    _check_rows_resumable(view)
     marks = recorded.get("phase_marks", True)  # runs recorded before the switch took marks
     if marks != data["phase_marks"]:
         raise StoreError(
             f"{run_dir} was run with {_marks_flag(marks)}; resuming with "
             f"{_marks_flag(data['phase_marks'])} would mix attempts timed with and without marks"
         )
+
+
+RECEIPT_PATH = ("record", "provenance", "data", "context", "dataset_materialization")
+
+
+def _check_rows_resumable(view: RunView) -> None:
+    """Every row a resume keeps must be a compute row whole enough to finish the run with (its
+    dataset receipt is read at the end): a row without one is refused, naming its line."""
+    for number, row in enumerate(view.rows(), start=1):
+        value: Any = row
+        for key in RECEIPT_PATH:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, dict) or not isinstance(value.get("derivation_id"), str):
+            raise StoreError(
+                f"{view.run_dir / rundir.RESULTS}:{number}: not a compute row "
+                f"(no {'.'.join(RECEIPT_PATH)}.derivation_id); refusing to resume"
+            )
 
 
 def _marks_flag(on: bool) -> str:
