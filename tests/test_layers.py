@@ -48,6 +48,7 @@ RANKS = {
     "canonical": -1,
     "errors": -1,
     "version": -1,
+    "markdown": -1,
     "worker": -1,
 }
 # the facade (metewand/__init__.py) re-exports the public API: as an importer it sits on top,
@@ -56,7 +57,13 @@ FACADE = "metewand"
 FACADE_RANK = RANKS["cli"]
 # the bottom modules and what each may import: the worker SDK starts inside every worker, so it
 # takes canonical only; canonical raises the shared error base
-BOTTOM_IMPORTS = {"canonical": ("errors",), "errors": (), "version": (), "worker": ("canonical",)}
+BOTTOM_IMPORTS = {
+    "canonical": ("errors",),
+    "errors": (),
+    "markdown": (),
+    "version": (),
+    "worker": ("canonical",),
+}
 # a metewand module named in a string: "metewand.cli.main" or "metewand.cli.main:main"
 MODULE_STRING = re.compile(r"metewand(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 

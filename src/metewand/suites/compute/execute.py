@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from metewand.errors import MetewandError
 from metewand.measure import forms
+from metewand.measure.clock import utc_now
 from metewand.measure.forms import Measurement, Reason
 from metewand.runtime import rundir
 from metewand.runtime.payload import (
@@ -111,12 +112,6 @@ class AttemptOutcome:
     @property
     def accepted(self) -> bool:
         return self.code is None
-
-
-def utc_now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def classify(exc: BaseException, role: str, phase: str) -> AttemptFailure:
