@@ -96,7 +96,7 @@ def _failed_conditions(
 
 
 def _reports(run: RunData) -> list[Path]:
-    names = (rundir.REPORT, rundir.SCORECARD, "resource-card.md")
+    names = (rundir.REPORT, rundir.SCORECARD, rundir.RESOURCE_CARD)
     return [run.path / name for name in names if (run.path / name).is_file()]
 
 
