@@ -18,10 +18,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metewand.runtime import rundir
-from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
 from metewand.runtime.schedule import ROTATION_ALGORITHM
 from metewand.suites.browser.driver_provenance import run_drivers
 from metewand.suites.browser.engines import ENGINES
+from metewand.suites.browser.resource_record import (
+    CONTROL_PLANE_NOT_IMPLEMENTED,
+    WIRE_NOT_IMPLEMENTED,
+)
 from metewand.suites.browser.rows import AXIS_BY_LAYER
 from metewand.suites.browser.run_config import REUSE_POLICY
 from metewand.version import tool_version

@@ -24,15 +24,14 @@ from metewand.measure import forms
 from metewand.measure.clock import utc_now
 from metewand.measure.forms import Measurement, Reason
 from metewand.runtime import rundir
-from metewand.runtime.payload import (
+from metewand.suites.compute.manifest import ProblemDef
+from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
     AccountingBackend,
     ExecutionMeasurements,
     TimedWallInclusion,
 )
-from metewand.runtime.tree_memory import TreeMemory
-from metewand.suites.compute.manifest import ProblemDef
-from metewand.suites.compute.materialize import MaterializedDataset
 from metewand.suites.compute.phase_marks import AttemptPhases
 from metewand.suites.compute.plan import PlannedAttempt
 from metewand.suites.compute.protocol import (
@@ -42,6 +41,7 @@ from metewand.suites.compute.protocol import (
     WorkerGone,
 )
 from metewand.suites.compute.session import LaunchSpec, WorkerSession, shutdown_concurrently
+from metewand.suites.compute.tree_memory import TreeMemory
 from metewand.suites.compute.validate import (
     InvalidOutput,
     dataset_sizes,

@@ -22,11 +22,11 @@ import os
 from typing import Any
 
 from metewand.runtime import rundir
-from metewand.runtime.payload import observation_timing
 from metewand.runtime.row_head import RowHead
 from metewand.suites.compute import identities as ids
 from metewand.suites.compute import resolved
 from metewand.suites.compute.execute import AttemptInput, AttemptOutcome
+from metewand.suites.compute.payload import observation_timing
 from metewand.suites.compute.validate import file_sha256
 from metewand.version import tool_version
 
