@@ -73,7 +73,10 @@ class Slot(Protocol):
 
 
 class UnitEvents(Protocol):
-    """What an executor hears while a unit runs (each call on the slot's thread)."""
+    """The one row sink: what hears each attempt's start and each row as soon as it exists. A
+    suite's ``run_unit`` calls it (on the slot's thread); an executor's ``run`` is given one
+    (the run lifecycle's, which appends each row to the store) and calls it one event at a
+    time, whichever slot or host the row came from."""
 
     def attempt_started(self, label: str) -> None: ...
 
