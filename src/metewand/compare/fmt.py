@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -55,15 +54,3 @@ def form_text(form: Any, unit: str = "ns") -> str:
     if status == "partial":
         return f"{shown} (partial: {form.get('reason')})"
     return shown
-
-
-def md_text(text: str) -> str:
-    """Text from a run (an adapter's error, a worker's code) as Markdown shows it literally:
-    HTML-escaped as report.html escapes it, so a ``<script>`` in a row stays text in any viewer
-    that renders the card's HTML."""
-    return html.escape(str(text), quote=False)
-
-
-def md_cell(text: str) -> str:
-    """``md_text`` for one table cell: a ``|`` or a line break would end the cell."""
-    return md_text(text).replace("|", "\\|").replace("\n", " ")

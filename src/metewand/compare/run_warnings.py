@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from metewand import markdown
 from metewand.compare import hosts
-from metewand.compare.fmt import md_text
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import suite_kind
 from metewand.runtime import rundir
@@ -107,5 +107,5 @@ def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None
 
 def markdown_block(lines: Sequence[str]) -> str:
     """A scorecard's opening lines: each warning as a bold-labelled list item."""
-    text = "".join(f"- **warning:** {md_text(line)}\n" for line in lines)
+    text = "".join(f"- **warning:** {markdown.text(line)}\n" for line in lines)
     return text + ("\n" if lines else "")

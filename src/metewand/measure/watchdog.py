@@ -30,9 +30,12 @@ import threading
 from pathlib import Path
 from typing import Final
 
-from metewand.measure import procfs, watchdog_main
+from metewand.measure import procfs
 
 SRC_ROOT: Final = str(Path(__file__).resolve().parents[2])
+# the watchdog's script, run by path in an interpreter of its own: importing it here would only
+# close a circle (it sweeps through process_sweep, which needs measure.process, which needs us)
+WATCHDOG_SCRIPT: Final = str(Path(__file__).with_name("watchdog_main.py"))
 
 
 class _Registry:
@@ -88,7 +91,7 @@ def _start() -> tuple[int, int, int]:
         passed = [read_end, ready_write] + ([] if runner_fd is None else [runner_fd])
         for fd in passed:
             os.set_inheritable(fd, True)
-        argv = [sys.executable, "-I", "-S", watchdog_main.__file__, SRC_ROOT, str(read_end),
+        argv = [sys.executable, "-I", "-S", WATCHDOG_SCRIPT, SRC_ROOT, str(read_end),
                 str(-1 if runner_fd is None else runner_fd), str(os.getpid()),
                 str(ready_write)]  # fmt: skip
         pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True)

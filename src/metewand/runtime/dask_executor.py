@@ -29,7 +29,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import dask
 from distributed import Client, LocalCluster, as_completed
@@ -49,7 +49,7 @@ from metewand.runtime.dask_worker import (
     run_unit_task,
     slot_owners,
 )
-from metewand.runtime.suite import Row, Suite, SuiteRef, Unit, merge_facts
+from metewand.runtime.suite import Row, Suite, SuiteRef, Unit, UnitEvents, merge_facts
 
 # A Dask worker runs beside measured attempts, so its own housekeeping must stay near zero: no
 # statistical profiler (a 10 ms sampling thread), slower event-loop health ticks and memory checks.
@@ -117,14 +117,6 @@ class _Watchdog:
 
 def _connected_clients(dask_scheduler: Any = None) -> list[str]:
     return list(dask_scheduler.clients) if dask_scheduler else []
-
-
-class RowSink(Protocol):
-    """What the run hears: each attempt's start and its row (the run lifecycle's sink)."""
-
-    def attempt_started(self, label: str) -> None: ...
-
-    def attempt_finished(self, row: Row) -> None: ...
 
 
 class DaskExecutorError(EnvironmentMissing, RuntimeError):
@@ -318,7 +310,7 @@ class DaskExecutor:
 
     # ---- running units ----
 
-    def run(self, suite: Suite, units: Sequence[Unit], sink: RowSink) -> None:
+    def run(self, suite: Suite, units: Sequence[Unit], sink: UnitEvents) -> None:
         """The run lifecycle's executor protocol: every row to ``sink`` as its unit finishes.
 
         ``suite`` is the client's own instance; the workers build theirs from ``self.ref``, so the

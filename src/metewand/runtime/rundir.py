@@ -386,6 +386,41 @@ def write_atomic(path: Path | str, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def publish_dir(staging: Path | str, final: Path | str, *, replace: bool) -> bool:
+    """Make the staged tree ``final`` whole with one rename, then fsync its parent: a reader (or
+    a crash) sees no directory or the whole one, never a part. True when ``staging`` became it.
+
+    A directory already at ``final`` is, with ``replace``, an earlier try's (an attempt that
+    died after its artifacts but before its row): it is moved aside first and removed after,
+    so the redo wins. Without ``replace`` (a content-addressed cache), it is a concurrent
+    writer's copy of the same content: it is kept and ``staging`` removed (False). ``staging``
+    never outlives a failed publish."""
+    import shutil
+    import tempfile
+
+    staging, final = Path(staging), Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    aside: Path | None = None
+    if replace and final.exists():
+        aside = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging.parent))
+        os.rename(final, aside / "dir")
+    try:
+        os.rename(staging, final)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if replace or not final.is_dir():
+            raise
+        return False
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+    fsync_dir(final.parent)
+    return True
+
+
 def write_text_atomic(path: Path | str, text: str) -> None:
     write_atomic(path, text.encode("utf-8"))
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.measure.clock import utc_now
 from metewand.runtime import rundir
 
 # the run directory's owner keeps these; importers of the store keep finding them here
@@ -70,10 +71,6 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     """``<UTC timestamp>-<6 hex>``, sortable by creation time."""
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
     return f"{stamp}-{secrets.token_hex(3)}"
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def check_key(key: Any) -> str:
@@ -252,7 +249,7 @@ class RunStore(RunView):
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _publish_dir(staging, final, staging_root)
+        rundir.publish_dir(staging, final, replace=True)
 
     def set_state(self, state: str) -> None:
         if state not in STATES:
@@ -343,21 +340,3 @@ def _repair(run_dir: Path) -> None:
     rundir.cut_torn_tails(run_dir)  # results.jsonl and every other appended file
     shutil.rmtree(run_dir / STAGING_NAME, ignore_errors=True)
     _fsync_dir(run_dir)
-
-
-def _publish_dir(staging: Path, final: Path, staging_root: Path) -> None:
-    """Rename ``staging`` to ``final``; an earlier unfinished copy is moved aside first."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    old: Path | None = None
-    if final.exists():
-        # Left by an attempt that died after its artifacts but before its row: redo wins.
-        old = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging_root))
-        os.rename(final, old / "dir")
-    try:
-        os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _fsync_dir(final.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand import __version__
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.runtime import run_sessions, rundir
@@ -29,11 +28,14 @@ from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, SuiteRef, Unit
 from metewand.suites.compute.execute import Timeouts
 from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
-from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.manifest import Manifest
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
-from metewand.suites.compute.plan import Plan, build_plan
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan import Plan
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.records import VERSIONS
 from metewand.suites.compute.suite import ComputeSuite, suite_config
+from metewand.version import tool_version
 
 
 @dataclass
@@ -139,7 +141,7 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool)
         "benchmark": manifest.name,
         "manifest_path": manifest.path,
         "manifest_sha256": digest,
-        "tool_version": __version__,
+        "tool_version": tool_version(),
         "versions": {**VERSIONS, "measurements_version": 2},
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),
