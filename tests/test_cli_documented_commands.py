@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -281,6 +282,10 @@ def clean_all(done: Done, repo: Path) -> None:
     assert "sort1: killed 0 process(es)" in done.stdout
 
 
+def clean_orphans(done: Done, repo: Path) -> None:
+    assert re.match(r"removed \d+ orphan group\(s\)", done.stdout)
+
+
 def status_latest(done: Done, repo: Path) -> None:
     assert f"run       {_newest(repo).name}" in done.stdout
 
@@ -487,6 +492,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand clean runs/sort1", 0, clean_text),
     Expect("metewand clean sort1 --json", 0, clean_json),
     Expect("metewand clean", 0, clean_all),
+    Expect("metewand clean --orphans", 0, clean_orphans),
     Expect("metewand export runs/sort1 --format csv -o results.csv", 0, csv_export),
     Expect("metewand export sort1 --format json", 0, json_export),
     Expect("metewand report runs/sort1", 0, reports_written("report.html", "results.csv")),

@@ -23,8 +23,9 @@ import pytest
 from metewand.suites.compute.conformance import repository
 from metewand.suites.compute.conformance.core import FAMILIES, Outcome, table
 from metewand.suites.compute.conformance.runner import run
-from metewand.suites.compute.manifest import ManifestError, load
-from metewand.suites.compute.plan import build_plan
+from metewand.suites.compute.manifest import ManifestError
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan_expand import build_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT / "tests" / "vectors" / "rust"

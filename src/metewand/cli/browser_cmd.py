@@ -26,9 +26,9 @@ from metewand.suites.browser.run_config import (
     RunConfig,
     builtin_suite_dir,
 )
+from metewand.suites.browser.statuses import BROKEN
 
 Echo = Callable[[str], None]
-ALWAYS_FAIL = frozenset({"infra", "crash"})  # statuses that mean the run itself broke
 
 
 def _engine_list(text: str) -> tuple[str, ...]:
@@ -217,7 +217,7 @@ def _executor(opts: dict[str, object]) -> Any:
 
 
 def _statuses(text: str) -> frozenset[str]:
-    from metewand.suites.browser.classify import STATUSES
+    from metewand.suites.browser.statuses import STATUSES
 
     chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
     unknown = sorted(chosen - set(STATUSES))
@@ -259,6 +259,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
 def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
     """0 when the run completed, whatever the engines' verdicts (they are the result); 1 when an
     attempt ended infra or crash (the harness or an engine process broke), or hit --fail-on."""
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.run_warnings import run_warnings
     from metewand.compare.rundir import load_run
 
@@ -267,7 +268,7 @@ def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
         echo(f"warning: {line}")
     # an interleaved calibration's twins ran on the same engines: their crash is a crash too
     statuses = {str(row.get("status")) for row in [*run.rows, *run.calibration_twins]}
-    broken = statuses & ALWAYS_FAIL
+    broken = statuses & BROKEN
     hit = statuses & fail_on
     if broken or hit:
         echo(f"exit 1: attempts ended {', '.join(sorted(broken | hit))}")

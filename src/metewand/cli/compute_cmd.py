@@ -53,8 +53,9 @@ def _max_attempts_option(command: Any) -> Any:
 
 def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any, Any]:
     """The manifest and its plan, or every validation error and exit 2."""
-    from metewand.suites.compute.manifest import ManifestError, load
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.manifest import ManifestError
+    from metewand.suites.compute.manifest_load import load
+    from metewand.suites.compute.plan_expand import build_plan
 
     try:
         loaded = load(manifest)
@@ -349,6 +350,7 @@ def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str
 
 def _warn_at_end(run_dir: str) -> None:
     """Failed attempts by code and a failed pollution gate, where the user looks: last."""
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.run_warnings import run_warnings
     from metewand.compare.rundir import load_run
 

@@ -68,9 +68,10 @@ def reference_cases(manifest: str, problem: str | None) -> None:
 
     Exit 0 when every case's metrics equal the expected ones, 1 otherwise, 2 for a bad
     manifest, 3 when the evaluator cannot run here."""
-    from metewand.suites.compute import definitions
-    from metewand.suites.compute.manifest import ManifestError, load
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute import definitions_build
+    from metewand.suites.compute.manifest import ManifestError
+    from metewand.suites.compute.manifest_load import load
+    from metewand.suites.compute.plan_expand import build_plan
     from metewand.suites.compute.reference_cases import run_reference_cases
     from metewand.suites.compute.runnable import refusals
 
@@ -88,7 +89,7 @@ def reference_cases(manifest: str, problem: str | None) -> None:
         click.echo(f"error: {line}", err=True)
     if refused:
         sys.exit(exit_codes.ENVIRONMENT_MISSING)
-    results = run_reference_cases(loaded, definitions.build(loaded), problem)
+    results = run_reference_cases(loaded, definitions_build.build(loaded), problem)
     for result in results:
         verdict = "ok" if result.ok else "FAILED"
         click.echo(f"{result.problem} case {result.index}: {verdict}: {result.detail}")

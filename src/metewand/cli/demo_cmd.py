@@ -100,6 +100,7 @@ def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int, full: bo
 
 
 def _verdicts(log: DemoLog) -> None:
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.rundir import RunDirError, load_run
     from metewand.compare.verdict import render, verdict_of
 

@@ -8,6 +8,7 @@ comment line describes it.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import sys
 import tempfile
@@ -17,6 +18,7 @@ import click
 
 import metewand
 from metewand.cli import exit_codes
+from metewand.runtime import rundir
 
 MANIFEST = "metewand.toml"
 COPY_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "runs")
@@ -121,6 +123,7 @@ def _copy_whole(source: Path, target: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         shutil.copytree(source, staging / target.name, ignore=COPY_IGNORED)
-        (staging / target.name).rename(target)
+        if not rundir.publish_dir(staging / target.name, target, replace=False):
+            raise FileExistsError(errno.EEXIST, "it appeared meanwhile", str(target))
     finally:
         shutil.rmtree(staging, ignore_errors=True)

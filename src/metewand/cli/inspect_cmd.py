@@ -211,7 +211,7 @@ def inspect(
         _refuse("give --key, --task/--engine/--attempt (browser runs), or "
                 "--implementation/--case/--repetition (compute runs)")  # fmt: skip
     try:
-        data = load_run(resolve_run_dir(run))
+        data = load_run(resolve_run_dir(run, manifest=True))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)

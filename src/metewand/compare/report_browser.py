@@ -19,11 +19,11 @@ from metewand.compare.intersection import Intersection
 from metewand.compare.report_browser_phases import where_section
 from metewand.compare.report_resources import NOT_PROFILED
 from metewand.compare.rundir import RunData
+from metewand.suites.browser.statuses import STATUSES
 
 NO_MARKS = "run recorded without phase marks (--no-phase-marks, or a baseline run)"
 EXCLUDED_LISTED = 200  # non-pass attempts listed one by one; the counts cover all of them
 TASKS_LISTED = 5000
-STATUS_HEAD = ["pass", "fail", "unsupported", "timeout", "crash", "infra"]
 
 
 def _rate_row(name: list[str], block: Mapping[str, Any]) -> list[Any]:
@@ -33,12 +33,12 @@ def _rate_row(name: list[str], block: Mapping[str, Any]) -> list[Any]:
         rate_text(tasks["passed"], tasks["total"], tasks["rate"]),
         tasks["incomplete"],
         rate_text(att["passed"], att["total"], att["rate"]),
-        *[att["by_status"].get(s, 0) for s in STATUS_HEAD],
+        *[att["by_status"].get(s, 0) for s in STATUSES],
     ]
 
 
 def pass_tables(scores: Mapping[str, Any]) -> str:
-    head = ["tasks passed (all-k)", "incomplete tasks", "attempts passed", *STATUS_HEAD]
+    head = ["tasks passed (all-k)", "incomplete tasks", "attempts passed", *STATUSES]
     numeric = range(1, 12)
     parts = [
         paragraph(f"k = {scores['k']}: {scores['task_rule']}. Counts are shown beside every rate."),
@@ -210,7 +210,7 @@ def excluded_section(
 ) -> str:
     titles = task_titles(run) if titles is None else titles
     by_engine = [
-        [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUS_HEAD[1:]]]
+        [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUSES[1:]]]
         for e, b in scores["by_engine"].items()
     ]
     listed = [r for r in run.rows if r.get("status") != "pass"]
@@ -234,7 +234,7 @@ def excluded_section(
             "Attempts that did not pass keep their raw data but are excluded from the cost "
             "figures, so failing fast is never shown as efficiency."
         ),
-        table(["engine", *STATUS_HEAD[1:]], by_engine, range(1, 6)),
+        table(["engine", *STATUSES[1:]], by_engine, range(1, 6)),
         paragraph(note, "muted"),
         table(
             [

@@ -6,9 +6,10 @@ A value that was not measured prints as ``unavailable``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from metewand import markdown
 from metewand.compare.resource_hosts_text import headline, host_tables
 
 MIB = 2**20
@@ -30,12 +31,6 @@ def _with_ci(metric: Mapping[str, Any] | None, digits: int = 1, scale: float = 1
     if ci:
         text += f" [{_num(ci[0], digits, scale)}, {_num(ci[1], digits, scale)}]"
     return text
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _metric(summary: Summary, engine: str, name: str) -> Mapping[str, Any] | None:
@@ -79,18 +74,17 @@ def _hosts(s: Summary) -> list[str]:
         return []
     lines = ["## Hosts (Dask)", "", *(f"- {line}" for line in headline(hosts)), ""]
     for t in host_tables(hosts):
-        lines += [f"### {t.title}", "", *_table(t.header, [[c.replace("|", "/") for c in row]
-                                                          for row in t.rows]), ""]  # fmt: skip
+        lines += [f"### {markdown.text(t.title)}", "", *markdown.table(t.header, t.rows), ""]
         lines += [t.note, ""] if t.note else []
     return lines
 
 
 def _eligibility(s: Summary) -> list[str]:
     rows = [
-        [c["id"], "pass" if c["passed"] else "**FAIL**", c["reason"].replace("|", "/")]
+        [c["id"], "pass" if c["passed"] else "**FAIL**", c["reason"]]
         for c in s["eligibility_conditions"]
     ]
-    return ["## Eligibility", "", *_table(["condition", "result", "reason"], rows), ""]
+    return ["## Eligibility", "", *markdown.table(["condition", "result", "reason"], rows), ""]
 
 
 def _engine_table(s: Summary) -> list[str]:
@@ -135,7 +129,7 @@ def _engine_table(s: Summary) -> list[str]:
         "'peaks missed by sampler' counts attempts where the kernel saw clearly more than "
         "any sample."
     )
-    return ["## All-pass intersection, per engine", "", *_table(header, rows), "", note, ""]
+    return ["## All-pass intersection, per engine", "", *markdown.table(header, rows), "", note, ""]
 
 
 def _paired(s: Summary) -> list[str]:
@@ -167,7 +161,7 @@ def _paired(s: Summary) -> list[str]:
         "Median over tasks of (engine median ÷ reference median) on the same task-attempts; "
         "95% CI by task bootstrap."
     )
-    return [f"## Paired ratios against {ref}", "", *_table(header, rows), "", note, ""]
+    return [f"## Paired ratios against {ref}", "", *markdown.table(header, rows), "", note, ""]
 
 
 def _leaks(s: Summary) -> list[str]:
@@ -186,7 +180,12 @@ def _leaks(s: Summary) -> list[str]:
             ]
         )
     header = ["engine", "PSS end KiB per attempt", "processes at end per attempt", "attempts"]
-    return ["## Leak slopes (least squares over the run order)", "", *_table(header, rows), ""]
+    return [
+        "## Leak slopes (least squares over the run order)",
+        "",
+        *markdown.table(header, rows),
+        "",
+    ]
 
 
 def _excluded_pairs(observer: Mapping[str, Any]) -> list[str]:
@@ -229,7 +228,14 @@ def _cold_start(s: Summary) -> list[str]:
         "launch peak PSS median MiB",
     ]
     note = "Fresh launches outside the warm loop; never part of the warm figures above."
-    return ["## Cold start (separate from warm attempts)", "", *_table(header, rows), "", note, ""]
+    return [
+        "## Cold start (separate from warm attempts)",
+        "",
+        *markdown.table(header, rows),
+        "",
+        note,
+        "",
+    ]
 
 
 def _settled(settle: Mapping[str, Any]) -> str:
@@ -283,7 +289,7 @@ def _setup(s: Summary) -> list[str]:
             "(`baseline_end_only`), not a continuously sampled peak. The cgroup high-water "
             "column is the kernel's exact peak for those attempts."
         )
-    return ["## Measurement setup and observer cost", "", *_table(header, rows), "",
+    return ["## Measurement setup and observer cost", "", *markdown.table(header, rows), "",
             *notes, ""]  # fmt: skip
 
 
@@ -326,7 +332,7 @@ def _flags(s: Summary) -> list[str]:
 
 def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: str) -> list[str]:
     rows = [[e, ", ".join(f"{k} {v:,}" for k, v in c.items()) or empty] for e, c in counts.items()]
-    return [f"## {title}", "", *_table(["engine", "counts"], rows), ""]
+    return [f"## {title}", "", *markdown.table(["engine", "counts"], rows), ""]
 
 
 def _foreign_cpu_lines(foreign: Mapping[str, Any] | None) -> list[str]:
@@ -428,7 +434,7 @@ def _host_observer(s: Summary) -> list[str]:
         ]
         for name, f in scopes
     ]
-    return [*lines, "", *_table(header, rows), ""]
+    return [*lines, "", *markdown.table(header, rows), ""]
 
 
 def _order(order: Any) -> str:
@@ -475,7 +481,7 @@ def _harness_and_traffic(s: Summary) -> list[str]:
         note += " jobs > 1: the process served several attempts at once, so these overlap."
     missing = s.get("traffic_not_measured") or {}
     return [
-        "## Harness scope (not engine cost)", "", *_table(header, rows), "", note, "",
+        "## Harness scope (not engine cost)", "", *markdown.table(header, rows), "", note, "",
         f"- control-plane bytes: {missing.get('control_plane_traffic', 'not implemented')}",
         f"- wire bytes: {missing.get('wire_traffic', 'not implemented')}", "",
     ]  # fmt: skip

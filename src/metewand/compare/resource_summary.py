@@ -28,7 +28,10 @@ from metewand.compare.resource_metrics import (
     resource_of,
 )
 from metewand.compare.run_facts import latest_rows, read_facts
-from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
+from metewand.suites.browser.resource_record import (
+    CONTROL_PLANE_NOT_IMPLEMENTED,
+    WIRE_NOT_IMPLEMENTED,
+)
 
 if TYPE_CHECKING:
     from metewand.compare.resource_hosts import HostLevels

@@ -5,6 +5,11 @@ compare``, scoring, the scorecard, the failure warning, the report's sections, e
 the derived files a run gets at its end all come from the ``SuiteKind`` registered under the run's
 suite name. ``compare.compare_suites`` registers compute and browser; a new suite registers one
 more ``SuiteKind`` there.
+
+The registrations are imported at the edge, never from here: ``compare_suites`` imports the
+modules that look kinds up (report sections, warnings, verdicts), so a lookup that imported it
+would close a circle. compare's entry points (``generate``, ``run_compare``) and the commands
+that reach compare elsewhere import ``compare_suites``; nothing it imports does.
 """
 
 from __future__ import annotations
@@ -74,8 +79,7 @@ def register(kind: SuiteKind) -> SuiteKind:
 
 
 def suite_kind(name: str) -> SuiteKind:
-    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
-
     if name not in SUITE_KINDS:
-        raise CompareError(f"no comparison is defined for suite {name!r}")
+        known = ", ".join(sorted(SUITE_KINDS)) or "none: import metewand.compare.compare_suites"
+        raise CompareError(f"no comparison is defined for suite {name!r} (registered: {known})")
     return SUITE_KINDS[name]

@@ -18,6 +18,7 @@ from typing import Any
 from metewand.compare.html_parts import bullet_list, esc
 from metewand.compare.run_facts import read_facts
 from metewand.compare.rundir import RunData
+from metewand.compare.scores import compute_scores
 from metewand.compare.suite_registry import suite_kind
 from metewand.runtime import rundir
 
@@ -95,7 +96,7 @@ def _failed_conditions(
 
 
 def _reports(run: RunData) -> list[Path]:
-    names = (rundir.REPORT, rundir.SCORECARD, "resource-card.md")
+    names = (rundir.REPORT, rundir.SCORECARD, rundir.RESOURCE_CARD)
     return [run.path / name for name in names if (run.path / name).is_file()]
 
 
@@ -258,7 +259,7 @@ def _compute_conditions(run: RunData, stats: Mapping[str, Any]) -> list[str]:
 
 def compute_verdict(run: RunData, scores: Mapping[str, Any] | None = None) -> Verdict:
     """``scores``: the run's scores when the caller has them (a report), else computed here."""
-    scores = scores or suite_kind("compute").scores_of(run.rows, run.manifest, None)
+    scores = scores or compute_scores(run.rows, run.manifest, None)
     stats = scores.get("cases") or {}
     measured = [r for r in run.rows if r.get("role") != "warmup"]
     answer = [line for line in (_ratio_sentence(stats), _fastest(stats.get("cases") or [])) if line]

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import metewand
 from metewand.measure.host_facts import machine_facts, unavailable
 from metewand.measure.process import run_captured
+from metewand.version import tool_version
 
 SOURCE_SCHEMA = "abb_runner_source/1"
 GIT_TIMEOUT_S = 10.0
@@ -32,7 +32,7 @@ host_facts = machine_facts
 
 
 def package_root() -> Path:
-    return Path(metewand.__file__).resolve().parent
+    return Path(__file__).resolve().parents[1]  # src/metewand (runtime/..)
 
 
 def source_files(root: Path) -> list[Path]:
@@ -93,7 +93,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 def runner_facts(list_files: bool = False) -> dict[str, Any]:
     return {
-        "metewand_version": metewand.__version__,
+        "metewand_version": tool_version(),
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
         "executable": sys.executable,

@@ -17,13 +17,13 @@ from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
 from metewand.runtime import rundir
-from metewand.runtime.payload import ExecutionMeasurements, observation_timing
-from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.manifest import DatasetDef, ExecutionPolicy, Launch, ProblemDef
 from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.payload import ExecutionMeasurements, observation_timing
 from metewand.suites.compute.plan import DatasetConfig, PlannedAttempt
 from metewand.suites.compute.session import LaunchSpec
+from metewand.suites.compute.tree_memory import TreeMemory
 from metewand.suites.compute.workers import ImplementationWorker, Opener
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from metewand.errors import InvalidInput
 from metewand.suites.compute.manifest import TIMING_SCOPES
-from metewand.suites.compute.manifest_rust import RustReader
+from metewand.suites.compute.manifest_rust_reader import RustReader
 from metewand.suites.compute.schema_catalog import SchemaCatalog
 from metewand.suites.compute.toml_values import domain_problem
 

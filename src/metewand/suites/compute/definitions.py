@@ -163,7 +163,7 @@ class Definitions:
         env = self.environment_id(launch)
         if launch.runner == "python":
             script = str(launch.entrypoint)
-            root, rel = _bundle_root(self.manifest.root, script)
+            root, rel = bundle_root(self.manifest.root, script)
             form = ids.interpreted_launch("python", rel, self.bundle(root, (rel,)))
             return ids.worker_fields(form, list(launch.argv[2:]), env, None)
         bundle = None
@@ -175,7 +175,7 @@ class Definitions:
         return ids.worker_fields(form, list(launch.argv[1:]), env, None)
 
 
-def _bundle_root(root: str, path: str) -> tuple[str, str]:
+def bundle_root(root: str, path: str) -> tuple[str, str]:
     """(bundle root, relative path): the manifest directory when ``path`` lies inside it."""
     real_root, real = os.path.realpath(root), os.path.realpath(path)
     if real.startswith(real_root + os.sep):
@@ -203,13 +203,6 @@ def execution_policy_id(policy: ExecutionPolicy) -> str:
 
 def observation_policy_id(policy: ObservationPolicy) -> str:
     return ids.record("observation-policy", name=policy.name, kind=policy.kind)
-
-
-def build(manifest: Manifest) -> Definitions:
-    """Every definition id of ``manifest`` (reads the source bundles' files)."""
-    from metewand.suites.compute import definitions_build
-
-    return definitions_build.build(manifest, Definitions(manifest))
 
 
 def dataset_output_schema(d: Definitions, ds: DatasetDef) -> str:

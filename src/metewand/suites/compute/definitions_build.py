@@ -1,4 +1,5 @@
-"""Fill a ``definitions.Definitions``: dataset, contract, problem and implementation ids."""
+"""Every definition id of a manifest (``build``): dataset, contract, problem and implementation
+ids, filled into a ``definitions.Definitions``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from metewand.suites.compute import contract as contracts
 from metewand.suites.compute import identities as ids
 from metewand.suites.compute.definitions import (
     Definitions,
-    _bundle_root,
+    bundle_root,
     dataset_output_schema,
     unit_dataset_definition,
 )
@@ -17,7 +18,12 @@ from metewand.suites.compute.manifest import RUST_DIALECT, DatasetDef, Manifest,
 from metewand.suites.compute.parameters import merge
 
 
-def build(m: Manifest, d: Definitions) -> Definitions:
+def build(manifest: Manifest) -> Definitions:
+    """Every definition id of ``manifest`` (reads the source bundles' files)."""
+    return _fill(manifest, Definitions(manifest))
+
+
+def _fill(m: Manifest, d: Definitions) -> Definitions:
     label = os.path.basename(m.path)
     for key, ds in m.datasets.items():
         d.datasets[key] = _dataset(m, d, ds, f"{label}#/datasets/{ds.name}")
@@ -63,7 +69,7 @@ def _dataset_kind(m: Manifest, d: Definitions, ds: DatasetDef) -> dict[str, Any]
     if ds.kind == "fixed":
         if ds.source_patterns is not None:  # Rust: a repository source bundle
             return {"kind": "fixed", "source_bundle": d.bundle(m.root, ds.source_patterns)}
-        root, rel = _bundle_root(m.root, str(ds.path))
+        root, rel = bundle_root(m.root, str(ds.path))
         return {"kind": "fixed", "source_bundle": d.bundle(root, (rel,))}
     if ds.kind == "generated":
         assert ds.materializer is not None

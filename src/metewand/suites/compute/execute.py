@@ -21,17 +21,17 @@ from typing import Any, TypeVar
 
 from metewand.errors import MetewandError
 from metewand.measure import forms
+from metewand.measure.clock import utc_now
 from metewand.measure.forms import Measurement, Reason
 from metewand.runtime import rundir
-from metewand.runtime.payload import (
+from metewand.suites.compute.manifest import ProblemDef
+from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
     AccountingBackend,
     ExecutionMeasurements,
     TimedWallInclusion,
 )
-from metewand.runtime.tree_memory import TreeMemory
-from metewand.suites.compute.manifest import ProblemDef
-from metewand.suites.compute.materialize import MaterializedDataset
 from metewand.suites.compute.phase_marks import AttemptPhases
 from metewand.suites.compute.plan import PlannedAttempt
 from metewand.suites.compute.protocol import (
@@ -41,6 +41,7 @@ from metewand.suites.compute.protocol import (
     WorkerGone,
 )
 from metewand.suites.compute.session import LaunchSpec, WorkerSession, shutdown_concurrently
+from metewand.suites.compute.tree_memory import TreeMemory
 from metewand.suites.compute.validate import (
     InvalidOutput,
     dataset_sizes,
@@ -111,12 +112,6 @@ class AttemptOutcome:
     @property
     def accepted(self) -> bool:
         return self.code is None
-
-
-def utc_now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def classify(exc: BaseException, role: str, phase: str) -> AttemptFailure:

@@ -7,10 +7,8 @@ The format is documented in docs/compute-manifest.md.
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
 from metewand.canonical import SAFE_INTEGER_MAX
@@ -182,37 +180,6 @@ def parse_duration(raw: Any) -> float | None:
         value = float(m.group(1)) * _UNIT_S[m.group(2)]
         return value if value > 0 else None
     return None
-
-
-def load(path: str) -> Manifest:
-    """Read and validate a manifest; raises ManifestError listing every problem."""
-    from metewand.suites.compute.manifest_read import read_manifest
-
-    try:
-        with open(path, "rb") as fh:
-            document = tomllib.load(fh)
-    except OSError as exc:
-        raise ManifestError([f"{path}: cannot read: {exc.strerror}"]) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError([f"{path}: invalid TOML: {exc}"]) from exc
-    except UnicodeDecodeError as exc:
-        raise ManifestError([f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}"]) from exc
-    except RecursionError:
-        raise ManifestError([f"{path}: invalid TOML: nested too deeply"]) from None
-    from metewand.suites.compute.manifest_dialect import detect
-
-    try:
-        dialect, why = detect(document)
-    except ValueError as exc:
-        raise ManifestError([f"{os.path.basename(path)}: {exc}"]) from exc
-    try:
-        if dialect == RUST_DIALECT:
-            from metewand.suites.compute.manifest_rust import read_rust_manifest
-
-            return read_rust_manifest(os.path.abspath(path), document, why)
-        return replace(read_manifest(os.path.abspath(path), document), dialect_reason=why)
-    except RecursionError:
-        raise ManifestError([f"{path}: a value is nested too deeply"]) from None
 
 
 def is_safe_int(value: Any, minimum: int = 0) -> bool:

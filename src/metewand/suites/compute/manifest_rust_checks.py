@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from metewand.suites.compute.manifest import Experiment, ProblemDef
 
 if TYPE_CHECKING:
-    from metewand.suites.compute.manifest_rust import RustReader
+    from metewand.suites.compute.manifest_rust_reader import RustReader
 
 
 def with_unit(experiment: Experiment, unit_key: str) -> Experiment:

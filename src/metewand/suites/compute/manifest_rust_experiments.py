@@ -21,7 +21,7 @@ from metewand.suites.compute.manifest import (
 from metewand.suites.compute.toml_values import domain_problem
 
 if TYPE_CHECKING:
-    from metewand.suites.compute.manifest_rust import RustReader
+    from metewand.suites.compute.manifest_rust_reader import RustReader
 
 EXPERIMENT_KEYS = (
     "name",

@@ -14,17 +14,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 from metewand import canonical
 from metewand.suites.compute import contract as contracts
 from metewand.suites.compute.manifest import Launch, ProblemDef
+from metewand.suites.compute.manifest_rust_reader import WORKER_KEYS, RustReader, worker
 from metewand.suites.compute.schema_catalog import BoundSchema, SchemaCatalog, SchemaCatalogError
 from metewand.suites.compute.source_bundle import SourceBundleError, expand_source_bundle
-
-if TYPE_CHECKING:
-    from metewand.suites.compute.manifest_rust import RustReader
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -44,8 +42,6 @@ class Repository:
 
 
 def problem_shapes(r: RustReader, raw: dict[str, Any]) -> dict[str, ProblemShape]:
-    from metewand.suites.compute.manifest_rust import worker
-
     out = {}
     for name, value in raw.items():
         where = f"problems.{name}"
@@ -53,7 +49,7 @@ def problem_shapes(r: RustReader, raw: dict[str, Any]) -> dict[str, ProblemShape
             value, where, ("contract", "parameter_defaults", "evaluator"), ("contract", "evaluator")
         )
         defaults = t.get("parameter_defaults")
-        evaluator = r.table(t.get("evaluator", {}), f"{where}.evaluator", tuple(_worker_keys()))
+        evaluator = r.table(t.get("evaluator", {}), f"{where}.evaluator", WORKER_KEYS)
         out[name] = ProblemShape(
             r.repo_path(t.get("contract", ""), f"{where}.contract"),
             r.json_object(defaults, f"{where}.parameter_defaults") if defaults is not None else {},
@@ -61,12 +57,6 @@ def problem_shapes(r: RustReader, raw: dict[str, Any]) -> dict[str, ProblemShape
             worker(r, evaluator, f"{where}.evaluator"),
         )
     return out
-
-
-def _worker_keys() -> tuple[str, ...]:
-    from metewand.suites.compute.manifest_rust import WORKER_KEYS
-
-    return WORKER_KEYS
 
 
 def read_text(r: RustReader, rel: str, where: str) -> str | None:

@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from metewand import canonical
 from metewand.errors import MetewandError
 from metewand.measure import forms
+from metewand.measure.clock import utc_now
 from metewand.measure.forms import Measurement, Reason
+from metewand.runtime import rundir
 from metewand.suites.compute import staging as cache_staging
 from metewand.suites.compute.acquire import AcquisitionError, acquire_into_cache
 from metewand.suites.compute.launch import Builder, launch_spec
@@ -220,7 +221,7 @@ class DatasetCache:
             "constructed_at": constructed_at,
         }
         _write(os.path.join(staging, RECEIPT_NAME), receipt)
-        _publish(staging, final)
+        rundir.publish_dir(staging, final, replace=False)
         path = os.path.join(final, DATA_NAME)
         return MaterializedDataset(
             config, did, path, forms.complete(elapsed), {**receipt, "path": path}
@@ -257,7 +258,7 @@ class DatasetCache:
         try:
             session.start()
             session.hello(HELLO_TIMEOUT_S)
-            constructed_at = _utc_now()
+            constructed_at = utc_now()
             started = time.monotonic_ns()
             reply = session.call(method, request, MATERIALIZE_TIMEOUT_S)
             elapsed = time.monotonic_ns() - started
@@ -331,32 +332,11 @@ def _check_dataset(out: str, reply: dict[str, Any], output_schema: Any = None) -
     check_schema(output_schema, doc, "dataset manifest")  # Rust dialect: the output schema
 
 
-def _utc_now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _write(path: str, value: Any) -> None:
     with open(path, "wb") as fh:
         fh.write(canonical.dumps(value))
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _publish(staging: str, final: str) -> None:
-    """Atomic publish: rename the staged tree; a concurrent writer that won keeps its copy."""
-    try:
-        os.rename(staging, final)
-    except OSError:
-        if not os.path.isdir(final):
-            raise
-        shutil.rmtree(staging, ignore_errors=True)
-    fd = os.open(str(Path(final).parent), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _quarantine(path: str, root: str) -> None:

@@ -1,35 +1,15 @@
-"""Expand a manifest into attempts with stable keys and the Rust metewand's mw1 identities.
-
-Expansion order (the Rust ``docs/configuration-expansion.md``): experiments → cases → datasets
-(selection order) → dataset axes (parameters by name, members in declared order) → problem axes
-→ implementations → implementation axes → implementation repetitions → warm-up slots, then one
-measured slot per measurement repetition. Every record — dataset, problem and implementation
-configurations, the logical candidate, the one-shot specification (with its implementation
-seed), observation slots and attempt slots with their scheduling priorities — has the Rust field
-set (``identities.RECORD_FIELDS``), built from the definition ids of ``definitions``.
-
-A worker unit is the sequence of attempts one worker serves: one attempt without worker reuse;
-with reuse a specification's warm-ups then its measured slots (Rust dialect), or a candidate's
-warm-ups then every repetition (metewand dialect, whose warm-ups belong to the first repetition).
-"""
+"""The plan's records: dataset configurations, planned attempts in worker units, and the seeds
+(``derive_seed``, ``scheduling_seed``); ``plan_expand.build_plan`` makes them from a manifest."""
 
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from metewand import canonical
 from metewand.suites.compute.definitions import Definitions
-from metewand.suites.compute.manifest import (
-    DatasetDef,
-    ExecutionPolicy,
-    Experiment,
-    Manifest,
-    ManifestError,
-)
-from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS, plan_size
+from metewand.suites.compute.manifest import DatasetDef, ExecutionPolicy, Manifest
 
 SEED_DOMAIN = b"metewand-seed-v1"
 SCHEDULING_POLICY_VERSION = 1
@@ -136,47 +116,3 @@ def scheduling_seed(benchmark: str, experiment: str, seed: int) -> tuple[int, st
             "scheduling_policy_version": SCHEDULING_POLICY_VERSION,
         },
     )
-
-
-def build_plan(
-    manifest: Manifest,
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    definitions: Definitions | None = None,
-) -> Plan:
-    """Expand the manifest into ordered worker units; a plan of more than ``max_attempts``
-    attempts is refused before anything is expanded (it would take minutes and grow memory
-    without bound). ``definitions``: the definition ids to plan from (default: the manifest's
-    own, ``definitions.build``)."""
-    from metewand.suites.compute import definitions as defs
-    from metewand.suites.compute.plan_expand import expand_experiment
-
-    size = plan_size(manifest.experiments)
-    if size > max_attempts:
-        raise ManifestError(
-            [
-                f"{os.path.basename(manifest.path)}: experiments: the plan has {size:,} attempts, "
-                f"more than the limit of {max_attempts:,} (raise it with --max-attempts)"
-            ]
-        )
-    d = definitions or defs.build(manifest)
-    errors: list[str] = []
-    units: list[tuple[PlannedAttempt, ...]] = []
-    seeds = []
-    for exp in manifest.experiments:
-        value, digest = scheduling_seed(manifest.name, exp.name, exp.seed)
-        seeds.append((exp.name, value, digest))
-        exp_units = expand_experiment(manifest, d, exp, digest, errors)
-        units.extend(_order(exp, exp_units))
-    if errors:  # a transformed dataset's source is checked once per expansion: say it once
-        raise ManifestError(list(dict.fromkeys(errors)))
-    return Plan(manifest, tuple(units), d, tuple(seeds))
-
-
-def _order(
-    exp: Experiment, units: list[tuple[PlannedAttempt, ...]]
-) -> list[tuple[PlannedAttempt, ...]]:
-    """``randomized``: worker units by the scheduling priority of their first slot (the Rust
-    priorities; adding unrelated slots never reorders existing ones)."""
-    if exp.policy.run_order == "sequential":
-        return units
-    return sorted(units, key=lambda unit: unit[0].scheduling_priority)

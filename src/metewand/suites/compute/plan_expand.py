@@ -1,20 +1,44 @@
-"""One experiment's expansion into identified logical records and worker units (see ``plan``)."""
+"""Expand a manifest into attempts with stable keys and the Rust metewand's mw1 identities.
+
+Expansion order (the Rust ``docs/configuration-expansion.md``): experiments → cases → datasets
+(selection order) → dataset axes (parameters by name, members in declared order) → problem axes
+→ implementations → implementation axes → implementation repetitions → warm-up slots, then one
+measured slot per measurement repetition. Every record — dataset, problem and implementation
+configurations, the logical candidate, the one-shot specification (with its implementation
+seed), observation slots and attempt slots with their scheduling priorities — has the Rust field
+set (``identities.RECORD_FIELDS``), built from the definition ids of ``definitions``.
+
+A worker unit is the sequence of attempts one worker serves: one attempt without worker reuse;
+with reuse a specification's warm-ups then its measured slots (Rust dialect), or a candidate's
+warm-ups then every repetition (metewand dialect, whose warm-ups belong to the first repetition).
+
+``build_plan`` is the entry; ``expand_experiment`` expands one experiment.
+"""
 
 from __future__ import annotations
 
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
+from metewand.suites.compute import definitions_build
 from metewand.suites.compute import identities as ids
 from metewand.suites.compute.definitions import (
     Definitions,
     execution_policy_id,
     observation_policy_id,
 )
-from metewand.suites.compute.manifest import Case, Experiment, Manifest
+from metewand.suites.compute.manifest import Case, Experiment, Manifest, ManifestError
+from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS, plan_size
 from metewand.suites.compute.parameters import merge
-from metewand.suites.compute.plan import DatasetConfig, PlannedAttempt, derive_seed
+from metewand.suites.compute.plan import (
+    DatasetConfig,
+    Plan,
+    PlannedAttempt,
+    derive_seed,
+    scheduling_seed,
+)
 from metewand.suites.compute.schema_catalog import schema_messages
 
 Unit = tuple[PlannedAttempt, ...]
@@ -215,3 +239,44 @@ def _attempt(
         scheduling_priority=priority,
         problem_contract_id=d.contracts.get(exp.problem, ""),
     )  # fmt: skip
+
+
+def build_plan(
+    manifest: Manifest,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    definitions: Definitions | None = None,
+) -> Plan:
+    """Expand the manifest into ordered worker units; a plan of more than ``max_attempts``
+    attempts is refused before anything is expanded (it would take minutes and grow memory
+    without bound). ``definitions``: the definition ids to plan from (default: the manifest's
+    own, ``definitions_build.build``)."""
+    size = plan_size(manifest.experiments)
+    if size > max_attempts:
+        raise ManifestError(
+            [
+                f"{os.path.basename(manifest.path)}: experiments: the plan has {size:,} attempts, "
+                f"more than the limit of {max_attempts:,} (raise it with --max-attempts)"
+            ]
+        )
+    d = definitions or definitions_build.build(manifest)
+    errors: list[str] = []
+    units: list[tuple[PlannedAttempt, ...]] = []
+    seeds = []
+    for exp in manifest.experiments:
+        value, digest = scheduling_seed(manifest.name, exp.name, exp.seed)
+        seeds.append((exp.name, value, digest))
+        exp_units = expand_experiment(manifest, d, exp, digest, errors)
+        units.extend(_order(exp, exp_units))
+    if errors:  # a transformed dataset's source is checked once per expansion: say it once
+        raise ManifestError(list(dict.fromkeys(errors)))
+    return Plan(manifest, tuple(units), d, tuple(seeds))
+
+
+def _order(
+    exp: Experiment, units: list[tuple[PlannedAttempt, ...]]
+) -> list[tuple[PlannedAttempt, ...]]:
+    """``randomized``: worker units by the scheduling priority of their first slot (the Rust
+    priorities; adding unrelated slots never reorders existing ones)."""
+    if exp.policy.run_order == "sequential":
+        return units
+    return sorted(units, key=lambda unit: unit[0].scheduling_priority)

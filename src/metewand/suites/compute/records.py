@@ -21,14 +21,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from metewand import __version__
 from metewand.runtime import rundir
-from metewand.runtime.payload import observation_timing
 from metewand.runtime.row_head import RowHead
 from metewand.suites.compute import identities as ids
 from metewand.suites.compute import resolved
 from metewand.suites.compute.execute import AttemptInput, AttemptOutcome
+from metewand.suites.compute.payload import observation_timing
 from metewand.suites.compute.validate import file_sha256
+from metewand.version import tool_version
 
 VERSIONS = {
     "public_schema_version": 1,
@@ -96,7 +96,7 @@ def provenance(
     outcome: AttemptOutcome, receipt: dict[str, Any], jobs: int, resolution: dict[str, Any]
 ) -> dict[str, Any]:
     return {
-        "tool_version": __version__,
+        "tool_version": tool_version(),
         **VERSIONS,
         "data": {
             "measurements": outcome.measurements.to_json(),

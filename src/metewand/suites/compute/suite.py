@@ -32,9 +32,11 @@ from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
 from metewand.suites.compute.launch import Builder, launch_spec
-from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.manifest import Manifest
+from metewand.suites.compute.manifest_load import load
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
-from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
+from metewand.suites.compute.plan import Plan, PlannedAttempt
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.records import build_row
 from metewand.suites.compute.session import WorkerSession
 from metewand.suites.compute.workers import Containment, ImplementationWorker

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from metewand import markdown
+
 FAMILIES = (
     "canonical JSON",
     "identity recipes",
@@ -55,7 +57,8 @@ def table(outcomes: list[Outcome]) -> list[tuple[str, int, int, list[str]]]:
 
 
 def render(outcomes: list[Outcome]) -> Iterator[str]:
-    yield "| family | vectors | same | different |"
-    yield "|---|---|---|---|"
-    for family, count, same, diffs in table(outcomes):
-        yield f"| {family} | {count} | {same} | {'; '.join(diffs) if diffs else '—'} |"
+    rows = [
+        [family, count, same, "; ".join(diffs) if diffs else "—"]
+        for family, count, same, diffs in table(outcomes)
+    ]
+    yield from markdown.table(["family", "vectors", "same", "different"], rows)

@@ -143,7 +143,7 @@ def local_tree(vectors: Path) -> list[Outcome]:
 
 def measurements(vectors: Path) -> list[Outcome]:
     from metewand.measure import forms
-    from metewand.runtime.payload import ExecutionMeasurements, PayloadError
+    from metewand.suites.compute.payload import ExecutionMeasurements, PayloadError
 
     def verdict(case: dict[str, Any]) -> str | None:
         try:

@@ -2,7 +2,7 @@
 
 The Rust test plans a manifest with definition ids that are bytes repeated 32 times (so the
 vector pins the planner alone, not the repository loader); we read the same manifest against a
-repository, then replace the definition ids ``definitions.build`` computed with those.
+repository, then replace the definition ids ``definitions_build.build`` computed with those.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ KINDS = {
 
 
 def _plan(vectors: Path, text: str, catalog: dict[str, dict[str, int]], dataset_free: bool) -> Any:
-    from metewand.suites.compute import definitions
-    from metewand.suites.compute.manifest import load as load_manifest
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute import definitions_build
+    from metewand.suites.compute.manifest_load import load as load_manifest
+    from metewand.suites.compute.plan_expand import build_plan
 
     with tempfile.TemporaryDirectory(prefix="mw-rust-plan-") as tmp:
         manifest = load_manifest(
             str(repository.logical_plan(vectors, Path(tmp), text, dataset_free))
         )
-        d = definitions.build(manifest)
+        d = definitions_build.build(manifest)
     for kind, names in catalog.items():
         for name, byte in names.items():
             ident = f"mw1-{kind}-{bytes([byte]).hex() * 32}"

@@ -71,8 +71,8 @@ def _parse_errors(text: str, counts: dict[str, int] | None) -> list[str]:
 
 def _plan_errors(vectors: Path) -> list[str]:
     from metewand.suites.compute.manifest import ManifestError
-    from metewand.suites.compute.manifest import load as load_manifest
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.manifest_load import load as load_manifest
+    from metewand.suites.compute.plan_expand import build_plan
 
     with tempfile.TemporaryDirectory(prefix="mw-rust-") as tmp:
         manifest = repository.complete(vectors, Path(tmp))

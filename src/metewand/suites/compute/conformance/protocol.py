@@ -73,11 +73,11 @@ def _answer(run_dir: str, observation: dict[str, Any]) -> Any:
 
 
 def _reference(manifest: Path) -> str | None:
-    from metewand.suites.compute import definitions
-    from metewand.suites.compute.manifest import load
+    from metewand.suites.compute import definitions_build
+    from metewand.suites.compute.manifest_load import load
     from metewand.suites.compute.reference_cases import run_reference_cases
 
     loaded = load(str(manifest))
-    results = run_reference_cases(loaded, definitions.build(loaded))
+    results = run_reference_cases(loaded, definitions_build.build(loaded))
     bad = [r.detail for r in results if not r.ok]
     return None if results and not bad else "; ".join(bad) or "no reference case ran"
