@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import metewand
 from metewand.runtime import suite as suite_registry
 from metewand.runtime.dask_executor import quiet_worker_env
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -145,9 +146,21 @@ def dask_env(extra_path: Path | None = None) -> dict[str, str]:
     return env
 
 
-def start_scheduler(port: int) -> subprocess.Popen[bytes]:
+def dask_command(role: str, with_metewand: bool = True) -> list[str]:
+    """``dask scheduler|worker`` of this environment; ``with_metewand=False``: the same Python
+    and distributed with metewand's source directory off its path (what an operator's process
+    from another environment, or one whose path misses the checkout, looks like)."""
+    if with_metewand:
+        return [str(VENV_BIN / "dask"), role]
+    source = str(Path(metewand.__file__).resolve().parents[1])
+    code = (f"import sys; sys.path = [p for p in sys.path if p != {source!r}]; "
+            f"from distributed.cli.dask_{role} import main; main()")  # fmt: skip
+    return [sys.executable, "-c", code]
+
+
+def start_scheduler(port: int, with_metewand: bool = True) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [str(VENV_BIN / "dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port),
+        [*dask_command("scheduler", with_metewand), "--host", "127.0.0.1", "--port", str(port),
          "--no-dashboard"],
         env=dask_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
@@ -156,11 +169,12 @@ def start_scheduler(port: int) -> subprocess.Popen[bytes]:
 
 
 def start_worker(
-    port: int, name: str, extra_path: Path | None = None, host_resource: bool = True
-) -> subprocess.Popen[bytes]:
+    port: int, name: str, extra_path: Path | None = None, host_resource: bool = True,
+    with_metewand: bool = True,
+) -> subprocess.Popen[bytes]:  # fmt: skip
     """A ``dask worker`` as the docs tell an operator to start one (without a nanny, so a
     killed worker stays dead and its pid is the worker itself)."""
-    command = [str(VENV_BIN / "dask"), "worker", f"tcp://127.0.0.1:{port}", "--name", name,
+    command = [*dask_command("worker", with_metewand), f"tcp://127.0.0.1:{port}", "--name", name,
                "--nworkers", "1", "--nthreads", "1", "--no-nanny", "--no-dashboard",
                "--host", "127.0.0.1"]  # fmt: skip
     if host_resource:

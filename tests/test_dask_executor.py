@@ -218,7 +218,8 @@ def test_a_worker_running_other_source_is_refused_with_the_reason(
         DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}", registration_wait_s=20).__enter__()
     started.append(helpers.start_worker(port, "current"))
     started.append(helpers.start_worker(port, "no-host-resource", host_resource=False))
-    helpers.wait_for_workers(port, 3)
+    started.append(helpers.start_worker(port, "no-metewand", with_metewand=False))
+    helpers.wait_for_workers(port, 4)
     with RunStore.create(tmp_path, "r", {}) as store:
         helpers.run_on_dask(store, ref, scheduler=f"tcp://127.0.0.1:{port}")
     rows = result_lines(tmp_path / "r")
@@ -229,6 +230,36 @@ def test_a_worker_running_other_source_is_refused_with_the_reason(
     assert not hosts["stale"]["accepted"] and "source digest" in hosts["stale"]["reason"]
     assert not hosts["no-host-resource"]["accepted"]
     assert "--resources metewand-host=1" in hosts["no-host-resource"]["reason"]
+    # a worker whose Python cannot import metewand cannot even load the run's plugin: refused
+    # with why, while the others run (it used to stop the run at registration)
+    assert not hosts["no-metewand"]["accepted"]
+    assert "cannot load metewand's worker plugin (ModuleNotFoundError" in hosts["no-metewand"]["reason"]  # fmt: skip
+    assert hosts["no-metewand"]["host_summary"] == {"unavailable": "the worker was refused"}
+
+
+@pytest.mark.slow
+def test_a_scheduler_without_metewand_is_refused_before_any_unit(tmp_path: Path) -> None:
+    """The scheduler unpickles the run's tasks, which name metewand's functions: one from a
+    Python without metewand stops the run at its start with why (exit 3, resumable), not with
+    a deserialization error once the units are submitted."""
+    port = helpers.free_port()
+    started = [helpers.start_scheduler(port, with_metewand=False)]
+    try:
+        started.append(helpers.start_worker(port, "current"))
+        helpers.wait_for_workers(port, 1)
+        with RunStore.create(tmp_path, "r", {}) as store, pytest.raises(DaskExecutorError) as err:
+            helpers.run_on_dask(
+                store, helpers.ref(units=1, sleep_s=0.01), f"tcp://127.0.0.1:{port}"
+            )
+        assert "scheduler" in str(err.value) and "cannot load metewand" in str(err.value)
+        assert "ModuleNotFoundError" in str(err.value)
+        manifest = json.loads((tmp_path / "r" / "run_manifest.json").read_text())
+        assert manifest["state"] == "interrupted"
+        assert "cannot load metewand" in manifest["data"]["interruption_reason"]
+        assert result_lines(tmp_path / "r") == []
+    finally:
+        for process in reversed(started):
+            helpers.stop(process)
 
 
 def test_a_worker_of_another_metewand_version_is_refused_with_both_versions() -> None:
