@@ -22,12 +22,13 @@ recorded (``runtime.run_sessions``).
 
 from __future__ import annotations
 
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from metewand.runtime import run_sessions, rundir
-from metewand.runtime.dask_executor import DaskExecutor
+from metewand.runtime.dask_executor import DaskExecutor, DaskExecutorError
 from metewand.runtime.run import Run
 from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, Suite, SuiteRef, Unit
@@ -102,6 +103,9 @@ def execute_on_dask(
         executor.close()
         store.update_manifest({"interruption_reason": f"{type(exc).__name__}: {exc}"})
         store.set_state("interrupted")
+        if not isinstance(exc, DaskExecutorError | KeyboardInterrupt):  # a break: its traceback
+            error_file = rundir.side_file(store.run_dir, rundir.HARNESS_ERROR)
+            rundir.write_text_atomic(error_file, "".join(traceback.format_exception(exc)))
         raise
     record_fingerprints(store, executor.registrations, entry["started_at"])
     try:
