@@ -62,8 +62,11 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# Two test processes by default (a file stays on one, so its module fixtures start once): the
+# suite mostly waits on engines, workers and timeouts. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 pytest: install
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 test: lint typecheck pytest
 
