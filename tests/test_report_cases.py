@@ -59,11 +59,15 @@ def test_each_case_is_separate_and_builtin_beats_heapsort_at_20000(report: Path)
                 assert stat["n"] == REPETITIONS
                 assert stat["min"] <= stat["median"] <= stat["p95"]
                 assert stat["median_ci95"][0] <= stat["median"] <= stat["median_ci95"][1]
-        builtin = impls["python-builtin"]["metrics"]["timed_wall_time_ns"]["median_ci95"]
-        heap = impls["python-heapsort"]["metrics"]["timed_wall_time_ns"]["median_ci95"]
+        # CPU, not wall: at load 5 the wall CIs of the two spread over 11-68 ms and 44-98 ms
+        builtin = impls["python-builtin"]["metrics"]["cpu_time_ns"]["median_ci95"]
+        heap = impls["python-heapsort"]["metrics"]["cpu_time_ns"]["median_ci95"]
         assert builtin[1] < heap[0], (distribution, builtin, heap)  # CIs do not overlap
         ratio = case["ratios"]["python-heapsort"]
-        assert ratio["ratio"] > 1 and ratio["ratio_ci95"][0] > 1 and ratio["paired"] is True
+        # the wall ratio's interval is the host's to widen (at load 9: 2.91 with its low end
+        # at 0.69); the CPU intervals above are what prove the order
+        assert ratio["ratio"] > 1 and ratio["paired"] is True
+        assert ratio["ratio_ci95"][0] <= ratio["ratio"] <= ratio["ratio_ci95"][1]
     gm = summary["geometric_mean_ratio"]["python-heapsort"]
     assert (
         gm["cases"] == len(summary["cases"])
