@@ -1,0 +1,173 @@
+"""A metric read back from the store: per group (task x subject x driver), one point per run
+(or per commit), each the median of that run's counted attempts with a confidence interval.
+
+The interval is the distribution-free one for a median: the order statistics x(k) and
+x(n-k+1) with the largest k whose binomial coverage 1 - 2 P(Bin(n, 1/2) < k) is still >= 95%.
+It needs no resampling (1,000 runs x 100 groups are summarised inside DuckDB in well under a
+second), and its true level is kept beside it: with fewer than 6 attempts no pair of order
+statistics reaches 95%, so the interval is [min, max] at the level it has (n=2: 50%), and says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+CI_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Filters:
+    suite: str | None = None
+    task: str | None = None  # a substring of the case (compute) or task (browser) label
+    subject: str | None = None  # implementation or engine, exactly
+    driver: str | None = None  # a substring of the driver path
+    since: str | None = None  # runs started at or after this date/time
+
+
+@dataclass(frozen=True)
+class Point:
+    run_uid: str  # with --by commit: the commit's newest run
+    run_id: str
+    started_at: Any
+    commit: str | None
+    branch: str | None
+    dirty: bool | None
+    polluted: bool | None  # True when the run's pollution gate failed (None: not judged)
+    run_dir: str | None
+    n: int
+    median: float
+    ci_low: float
+    ci_high: float
+    ci_level: float
+    runs: int = 1  # with --by commit: how many runs the point pools
+
+
+@dataclass
+class Series:
+    suite: str
+    task: str
+    subject: str
+    driver: str
+    points: list[Point] = field(default_factory=list)
+
+    @property
+    def group(self) -> tuple[str, str, str]:
+        return (self.task, self.subject, self.driver)
+
+
+def _binomial_cdf(k: int, n: int) -> float:
+    """P(Bin(n, 1/2) <= k)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2.0**n
+
+
+def median_ci_ranks(n: int, level: float = CI_LEVEL) -> tuple[int, int, float]:
+    """(low rank, high rank, coverage), 1-based, of the order-statistic CI of a median."""
+    if n <= 0:
+        return 1, 1, 0.0
+    best = (1, n, 1 - 2 * 0.5**n) if n > 1 else (1, 1, 0.0)
+    for k in range(1, n // 2 + 1):
+        coverage = 1 - 2 * _binomial_cdf(k - 1, n) if n <= 1000 else _normal_coverage(k, n)
+        if coverage < level:
+            break
+        best = (k, n - k + 1, coverage)
+    return best
+
+
+def _normal_coverage(k: int, n: int) -> float:
+    z = (n / 2 - (k - 0.5)) / math.sqrt(n / 4)
+    return math.erf(z / math.sqrt(2))
+
+
+def _ranks_table(con: Any, max_n: int) -> None:
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE mw_ci_ranks (n INTEGER, lo INTEGER, hi INTEGER, level DOUBLE)"
+    )
+    rows = [[n, *median_ci_ranks(n)] for n in range(1, max_n + 1)]
+    con.executemany("INSERT INTO mw_ci_ranks VALUES (?, ?, ?, ?)", rows)
+
+
+def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
+    clauses, params = [], {}
+    if filters.suite:
+        clauses.append("r.suite = $suite")
+        params["suite"] = filters.suite
+    if filters.task:
+        clauses.append("contains(lower(a.task), lower($task))")
+        params["task"] = filters.task
+    if filters.subject:
+        clauses.append("a.subject = $subject")
+        params["subject"] = filters.subject
+    if filters.driver:
+        clauses.append("contains(lower(a.driver), lower($driver))")
+        params["driver"] = filters.driver
+    if filters.since:
+        clauses.append("r.started_at >= CAST($since AS TIMESTAMPTZ)")
+        params["since"] = filters.since
+    return "".join(f" AND {c}" for c in clauses), params
+
+
+def _point_key(by: str) -> str:
+    """What one point pools: a run, or every run of one commit (runs without a commit alone)."""
+    if by == "commit":
+        return "coalesce(r.git_commit, 'run:' || r.run_uid)"
+    return "r.run_uid"
+
+
+POINTS = """
+CREATE OR REPLACE TEMP TABLE mw_points AS
+SELECT r.suite, a.task, a.subject, a.driver, {key} AS point_key,
+       list_sort(list(a.value)) AS vals, count(DISTINCT r.run_uid) AS runs,
+       max(r.started_at) AS newest, arg_max(r.run_uid, r.started_at) AS run_uid,
+       min(coalesce(r.git_commit_time, r.started_at)) AS order_time
+FROM attempt_values a JOIN runs r USING (run_uid)
+WHERE a.metric = $metric AND a.counted AND a.value IS NOT NULL {where}
+GROUP BY ALL
+"""
+QUERY = """
+SELECT v.suite, v.task, v.subject, v.driver, v.run_uid, r.run_id, v.newest, r.git_commit,
+       r.git_branch, r.git_dirty, NOT r.pollution_passed, r.run_dir, len(v.vals),
+       list_median(v.vals), v.vals[c.lo], v.vals[c.hi], c.level, v.runs
+FROM mw_points v JOIN runs r USING (run_uid) JOIN mw_ci_ranks c ON c.n = len(v.vals)
+ORDER BY v.suite, v.task, v.subject, v.driver, {order}, r.run_id
+"""
+
+
+def read_series(
+    con: Any, metric: str, filters: Filters = Filters(), by: str = "run"
+) -> list[Series]:
+    """Every group's points for ``metric``, oldest first (``by``: ``run`` or ``date``, one point
+    per run in the order the runs started; ``commit``, one point per commit pooling its runs,
+    in the order of the commits' own times)."""
+    where, params = _where(filters)
+    con.execute(POINTS.format(key=_point_key(by), where=where), {"metric": metric, **params})
+    max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
+    _ranks_table(con, int(max_n))
+    order = "v.order_time" if by == "commit" else "v.newest"
+    out: list[Series] = []
+    for row in con.execute(QUERY.format(order=order)).fetchall():
+        suite, task, subject, driver = row[:4]
+        if not out or out[-1].group != (task, subject, driver) or out[-1].suite != suite:
+            out.append(Series(suite, task, subject, driver))
+        out[-1].points.append(Point(*row[4:17], runs=int(row[17])))
+    con.execute("DROP TABLE IF EXISTS mw_points")
+    return out
+
+
+def known_metrics(con: Any, suite: str | None = None) -> list[str]:
+    where = "WHERE r.suite = $suite" if suite else ""
+    params = {"suite": suite} if suite else {}
+    return [
+        r[0]
+        for r in con.execute(
+            f"SELECT DISTINCT a.metric FROM attempt_values a JOIN runs r USING (run_uid) "
+            f"{where} ORDER BY 1",
+            params,
+        ).fetchall()
+    ]
+
+
+def last(points: Sequence[Point], count: int | None) -> list[Point]:
+    return list(points if not count else points[-count:])
