@@ -297,3 +297,62 @@ def check(metric: str | None, suite: str | None, fail_on_change: bool, alpha: fl
     from metewand.history.show import print_check
 
     sys.exit(print_check(results, settings, fail_on_change, as_json, click.echo))
+
+
+@history.command("report")
+@click.option("--out", "site_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory of the static site (index.html, <suite>.html, compare/).")  # fmt: skip
+@click.option("--metric", default=None, help="Default: each suite's CPU metric.")
+@filter_options
+@click.option("--history", "history_path", default=None, metavar="PATH",
+              help="The history file (default: $METEWAND_HISTORY, else ./history.duckdb).")  # fmt: skip
+@click.option("--runs", "out_dir", default="runs", show_default=True,
+              help="Where runs live (for the default history location).")  # fmt: skip
+def report(site_dir: str, metric: str | None, suite: str | None, history_path: str | None,
+           out_dir: str, **opts: Any) -> None:  # fmt: skip
+    """A static site: a trend chart per group with CI bands, change points with their commits."""
+    from metewand.errors import MetewandError
+    from metewand.history.check import Settings
+    from metewand.history.report import write_report
+
+    try:
+        written = write_report(_path(history_path, out_dir), Path(site_dir).absolute(), metric,
+                               _filters(suite, opts), Settings())  # fmt: skip
+    except MetewandError as exc:
+        _fail(exc)
+    click.echo(f"{written.changes} change points, {written.compare_pages} compare reports "
+               f"linked ({written.missing_runs} without their run directories)")  # fmt: skip
+    click.echo(f"report: {Path(site_dir).absolute() / 'index.html'}")
+
+
+@history.command("export")
+@click.option("--parquet", "target", required=True, type=click.Path(file_okay=False),
+              help="Directory for the partitioned Parquet files.")  # fmt: skip
+@history_option
+def export(target: str, history_path: str | None, out_dir: str) -> None:
+    """Write the history as partitioned Parquet (runs/, attempt_values/, meta.parquet)."""
+    from metewand.errors import MetewandError
+    from metewand.history.parquet import export as export_parquet
+
+    try:
+        runs, values = export_parquet(_path(history_path, out_dir), Path(target).absolute())
+    except MetewandError as exc:
+        _fail(exc)
+    click.echo(f"exported {runs} runs, {values} values to {Path(target).absolute()}")
+
+
+@history.command("import")
+@click.option("--parquet", "source", required=True, type=click.Path(file_okay=False, exists=True),
+              help="A directory `history export --parquet` wrote.")  # fmt: skip
+@history_option
+def import_(source: str, history_path: str | None, out_dir: str) -> None:
+    """Merge another store's Parquet export into this history (adding it twice changes nothing)."""
+    from metewand.errors import MetewandError
+    from metewand.history.parquet import import_parquet
+
+    try:
+        done = import_parquet(_path(history_path, out_dir), Path(source).absolute())
+    except MetewandError as exc:
+        _fail(exc)
+    click.echo(f"imported: {done.added} runs added, {done.replaced} replaced, {done.unchanged} "
+               "unchanged")  # fmt: skip
