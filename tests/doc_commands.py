@@ -21,7 +21,7 @@ from shared_paths import REPO_ROOT, SHARED
 COMMENT = re.compile(r"\s+#\s.*$")  # a trailing "  # explanation"
 IGNORED = shutil.ignore_patterns(
     ".venv", "runs", ".git", "__pycache__", "*.egg-info", ".pytest_cache", ".mypy_cache",
-    ".ruff_cache", "build", "dist", "node_modules",  # node_modules: the driver clients (untracked, ~57 MB)
+    ".ruff_cache", "build", "dist", "node_modules", "history.duckdb*",  # node_modules: the driver clients (untracked, ~57 MB)
 )  # fmt: skip
 
 

@@ -19,9 +19,9 @@ from metewand.cli.rundirs import resolve_run_dir
 HISTORY_EXAMPLES = """\b
 Examples:
   metewand history add runs/base runs/new
-  metewand history list
-  metewand history show --metric cpu_time_ns --implementation python-heapsort --last 10
   metewand history check --fail-on-change
+  metewand history list
+  metewand history show --implementation python-heapsort --last 10
   metewand history report --out history-site
   metewand history export --parquet history-parquet
 """

@@ -77,7 +77,7 @@ def change_entry(series: Series, points: Sequence[Point], cp: changepoints.Chang
         "run_id": after.run_id,
         "commit": after.commit,
         "branch": after.branch,
-        "started_at": after.started_at.isoformat() if after.started_at else None,
+        "started_at": after.started_at,
         "position": cp.index + 1,
         "runs_before": cp.before,
         "runs_after": cp.after,

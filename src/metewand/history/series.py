@@ -31,7 +31,7 @@ class Filters:
 class Point:
     run_uid: str  # with --by commit: the commit's newest run
     run_id: str
-    started_at: Any
+    started_at: str  # ISO 8601, UTC
     commit: str | None
     branch: str | None
     dirty: bool | None
@@ -127,7 +127,8 @@ WHERE a.metric = $metric AND a.counted AND a.value IS NOT NULL {where}
 GROUP BY ALL
 """
 QUERY = """
-SELECT v.suite, v.task, v.subject, v.driver, v.run_uid, r.run_id, v.newest, r.git_commit,
+SELECT v.suite, v.task, v.subject, v.driver, v.run_uid, r.run_id,
+       strftime(v.newest, '%Y-%m-%dT%H:%M:%S.%gZ'), r.git_commit,
        r.git_branch, r.git_dirty, NOT r.pollution_passed, r.run_dir, len(v.vals),
        list_median(v.vals), v.vals[c.lo], v.vals[c.hi], c.level, v.runs
 FROM mw_points v JOIN runs r USING (run_uid) JOIN mw_ci_ranks c ON c.n = len(v.vals)

@@ -107,7 +107,9 @@ def _connect(path: Path, read_only: bool) -> Any:
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only)
+            con.execute("SET TimeZone = 'UTC'")  # every time the store shows is UTC
+            return con
         except duckdb.Error as exc:
             text = str(exc)
             if "lock" in text.lower() and time.monotonic() < deadline:

@@ -48,7 +48,7 @@ def short_commit(commit: str | None) -> str:
 def point_json(point: Point) -> dict[str, Any]:
     return {
         "run_id": point.run_id,
-        "started_at": point.started_at.isoformat() if point.started_at else None,
+        "started_at": point.started_at,
         "commit": point.commit,
         "branch": point.branch,
         "dirty": point.dirty,
