@@ -196,3 +196,31 @@ def _reindexed(point: ChangePoint, kept: np.ndarray) -> ChangePoint:
     from dataclasses import replace
 
     return replace(point, index=int(kept[point.index]))
+
+
+MIN_GROUPS_FOR_RUN_FACTOR = 4
+
+
+def run_factors(series: Sequence[Sequence[tuple[str, float]]]) -> dict[str, float]:
+    """Per run, the factor the host applied to every group alike (``run id -> factor``).
+
+    A busy hour, a slower machine or another CPU frequency moves every group of a run together;
+    a code change moves the groups it touches. Each group's values are divided by that group's
+    own median, and a run's factor is the median of those ratios over the groups it has (when it
+    has at least ``MIN_GROUPS_FOR_RUN_FACTOR``; else 1). Dividing a group's series by the factors
+    leaves what is its own: the planted change of one implementation stays, the host's shifts
+    go. A change in most groups at once moves the factor itself, so the factors are analysed as
+    a series of their own (``check`` reports it as the run-wide group)."""
+    ratios: dict[str, list[float]] = {}
+    for points in series:
+        if len(points) < MIN_RUNS:
+            continue
+        centre = float(np.median([value for _, value in points]))
+        if centre <= 0:
+            continue
+        for run, value in points:
+            ratios.setdefault(run, []).append(value / centre)
+    return {
+        run: float(np.median(found)) if len(found) >= MIN_GROUPS_FOR_RUN_FACTOR else 1.0
+        for run, found in ratios.items()
+    }

@@ -8,7 +8,7 @@ group's historical noise, 0 otherwise, and 2 when no group has enough runs to sa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from metewand.history import changepoints
@@ -21,6 +21,7 @@ DEFAULT_METRICS = {
     "browser": ("phase.total.cpu_ns", "cpu_total_ms", "duration_ms"),
 }
 DEFAULT_MIN_RUNS = 6
+RUN_WIDE = ("(every group)", "(run-wide factor)")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Settings:
     noise_multiple: float = changepoints.DEFAULT_NOISE_MULTIPLE
     recent: int = 1
     min_runs: int = DEFAULT_MIN_RUNS
+    run_factor: bool = True  # divide out what the host did to every group of a run alike
 
 
 @dataclass
@@ -91,8 +93,12 @@ def change_entry(series: Series, points: Sequence[Point], cp: changepoints.Chang
     }
 
 
-def analyse_series(series: Series, settings: Settings) -> changepoints.Analysis:
-    values = [p.median for p in series.points]
+def analyse_series(
+    series: Series, settings: Settings, factors: dict[str, float] | None = None
+) -> changepoints.Analysis:
+    """The change points of one group, its values divided by the runs' factors when given."""
+    factors = factors or {}
+    values = [p.median / factors.get(p.run_uid, 1.0) for p in series.points]
     return changepoints.analyse(values, settings.alpha, settings.min_step, settings.noise_multiple)
 
 
@@ -104,6 +110,9 @@ def check_suite(
     newest = max(
         (s.points[-1] for s in all_series if s.points), key=lambda p: p.started_at, default=None
     )
+    factors = suite_factors(all_series) if settings.run_factor else {}
+    if factors:
+        all_series = [*all_series, factor_series(suite, all_series, factors)]
     result = SuiteCheck(suite, metric, newest, groups=len(all_series))
     for series in all_series:
         points = series.points
@@ -112,13 +121,29 @@ def check_suite(
             result.too_short += 1
             continue
         result.analysed += 1
-        analysis = analyse_series(series, settings)
+        own = factors if series.task != RUN_WIDE[0] else None
+        analysis = analyse_series(series, settings, own)
         for cp in analysis.change_points:
             recent = cp.index >= len(points) - settings.recent and (
                 newest is not None and points[-1].run_uid == newest.run_uid
             )
             result.changes.append(change_entry(series, points, cp, recent))
     return result
+
+
+def suite_factors(all_series: Sequence[Series]) -> dict[str, float]:
+    return changepoints.run_factors([[(p.run_uid, p.median) for p in s.points] for s in all_series])
+
+
+def factor_series(suite: str, all_series: Sequence[Series], factors: dict[str, float]) -> Series:
+    """The runs' factors as a group of their own: a change shared by most groups shows here."""
+    newest = {p.run_uid: p for s in all_series for p in s.points}
+    points = sorted(newest.values(), key=lambda p: p.started_at)
+    out = Series(suite, RUN_WIDE[0], RUN_WIDE[1], "")
+    for p in points:
+        f = factors.get(p.run_uid, 1.0)
+        out.points.append(replace(p, median=f, ci_low=f, ci_high=f, n=1, ci_level=0.0))
+    return out
 
 
 def exit_status(results: Sequence[SuiteCheck]) -> int:
