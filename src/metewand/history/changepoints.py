@@ -65,7 +65,7 @@ class Analysis:
     reason: str | None = None  # why nothing was analysed
 
 
-def historical_noise(log_values: Sequence[float]) -> float:
+def historical_noise(log_values: Sequence[float] | np.ndarray) -> float:
     """The group's between-run noise: the standard deviation of one run's value around its
     neighbours', estimated from the median absolute successive difference (a step moves one
     difference, an outlier two, so neither inflates it the way a plain SD would). On a log
