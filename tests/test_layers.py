@@ -1,6 +1,6 @@
 """The layer rule of ARCHITECTURE.md, checked on every import statement in src/metewand.
 
-cli > compare > suites > runtime > measure: a module imports only from its own layer or the
+cli > history > compare > suites > runtime > measure: a module imports only from its own layer or the
 layers below it. ``metewand.canonical`` (the JSON canonicaliser), ``metewand.errors`` (the
 exception base and exit codes) and ``metewand.worker`` (the worker SDK, loaded inside every
 worker) sit below every layer; the package's own __init__ is the public facade. The two suites
@@ -22,6 +22,7 @@ PACKAGE = SRC / "metewand"
 RANKS = {
     "cli": 4,
     "__main__": 4,
+    "history": 3.5,  # the run history (issue #23): reads runs through compare, used by cli
     "compare": 3,
     "suites": 2,
     "runtime": 1,

@@ -108,7 +108,8 @@ def add(runs: tuple[str, ...], history_path: str | None, out_dir: str) -> None:
 
 
 @history.command("list")
-@click.option("--suite", type=click.Choice(["compute", "browser"]), default=None)
+@click.option("--suite", type=click.Choice(["compute", "browser"]), default=None,
+              help="Only this suite's runs.")  # fmt: skip
 @click.option("--since", default=None, metavar="DATE", help="Runs started at or after DATE.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
 @history_option
@@ -188,7 +189,7 @@ def _print_run_table(rows: list[dict[str, Any]]) -> None:
 @click.option("--last", type=click.IntRange(min=1), default=None, help="Only the newest N points.")
 @click.option("--json", "as_json", is_flag=True, help="Every group's points as JSON.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
-              show_default=True)  # fmt: skip
+              show_default=True, help="Terminal table, JSON, or an HTML page (--output).")  # fmt: skip
 @click.option("--output", default="history-show.html", show_default=True,
               help="Where --format html writes its page.")  # fmt: skip
 @history_option
@@ -279,7 +280,7 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
     show_default=True,
     help="Runs a group needs before it is judged.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="The check as one JSON object.")
 @history_option
 def check(metric: str | None, suite: str | None, fail_on_change: bool, alpha: float,
           min_step: float, noise_multiple: float, recent: int, min_runs: int, as_json: bool,

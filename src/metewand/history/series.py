@@ -152,7 +152,7 @@ def read_series(
         suite, task, subject, driver = row[:4]
         if not out or out[-1].group != (task, subject, driver) or out[-1].suite != suite:
             out.append(Series(suite, task, subject, driver))
-        out[-1].points.append(Point(*row[4:17], int(row[17])))
+        out[-1].points.append(Point(*row[4:18]))
     con.execute("DROP TABLE IF EXISTS mw_points")
     return out
 
