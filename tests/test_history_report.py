@@ -35,5 +35,3 @@ def test_report_renders_a_chart_per_group_in_chromium(tmp_path: Path) -> None:
     subprocess.run([*base, "--window-size=1100,1400", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120)  # fmt: skip
     assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
-    keep = Path("/tmp/metewand-history-report-shot.png")
-    shutil.copy(shot, keep)
