@@ -1,23 +1,27 @@
 """Which values the history keeps from a run's rows, and the SQL that pulls them out.
 
-A 20,000-row run is ~250 MB of JSON; Python's parser takes tens of seconds for it on this host,
-DuckDB's (C++, yyjson) about a second. So the rows are read by DuckDB and the values are pulled
-out in SQL; what the SQL reads is declared here, beside the reader in ``compare`` it mirrors,
-and ``tests/test_history_store.py`` checks the two agree value for value on real runs:
+A 20,000-row run is ~230 MB of JSON (a real row of either suite is 11-13 KB). Python's parser
+needs tens of seconds for it on this host; DuckDB's reader (C++, yyjson) parses it in a fraction
+of a second when it is told the *shape* of the few fields kept: each column below is a typed
+STRUCT reaching only the paths read, so everything else in a row is skipped by the parser
+instead of being turned into values (reading the same fields as JSON text, to be re-parsed by
+``json_extract`` per metric, cost ~10x more). What the SQL reads is declared here, beside the
+reader in ``compare`` it mirrors, and ``tests/test_history_store.py`` checks the two agree value
+for value on real runs:
 
 - compute (``compare.compute_rows``): ``measurements_of(row)``'s forms for each of
-  ``compare.cases.CASE_METRICS``, the tree's kernel memory high-water (``tree_memory``), and each
-  phase of the implementation's and the evaluator's marks (``compare.phase_costs``);
+  ``compare.cases.CASE_METRICS`` (the observation's, else the failure diagnostic's, else the
+  attempt record's), the tree's kernel memory high-water (``tree_memory``), and each phase of
+  the implementation's and the evaluator's marks (``compare.phase_costs``);
 - browser (``compare.compare_suites``): ``duration_ms``, the resource metrics of profiled runs
-  (``resource_forms`` as forms, or the peer's plain numbers with their ``unavailable`` map) and
+  (``resource_forms`` as forms, else the peer's plain numbers with their ``unavailable`` map) and
   the engine's phases (``compare.browser_phases``), with their total as ``phase.total.*``.
 
-A value is kept with its form: ``complete`` and ``partial`` with a number, ``unavailable``
-with NULL and the reason (the row's, the peer's ``unavailable`` entry, or what was there
-instead of a number). A metric a row does not have at all (an unprofiled run's resource
-figures) is not a line. Every attempt is kept with its status; ``counted`` says whether it
-enters statistics (an accepted, measured compute attempt; a passing browser attempt), as
-compare's ``value_of`` decides.
+A value is kept with its form: ``complete`` and ``partial`` with a number, ``unavailable`` with
+NULL and the reason (the form's, the peer's ``unavailable`` entry, or what stood there instead of
+a number). A metric a row does not have (an unprofiled run's resource figures; a form that is
+absent or null) is not a line. A row whose shape differs from the row schema where a value is
+read (an object where a form should be is a number) is refused naming the file and line.
 """
 
 from __future__ import annotations
@@ -35,66 +39,8 @@ BROWSER_PHASE_FIELDS = {"wall_ns": "wall_time_ns", "cpu_ns": "cpu_time_ns"}
 TOTAL = "total"  # phase.total.<field>: the engine group's whole attempt (browser)
 MAX_ROW_BYTES = 64 << 20
 
-MACROS = (
-    """CREATE OR REPLACE TEMP MACRO mw_num(x) AS
-        CASE WHEN json_type(x) IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN TRY_CAST(x AS DOUBLE) END""",
-    """CREATE OR REPLACE TEMP MACRO mw_form(x) AS CASE
-        WHEN json_type(x) = 'OBJECT' THEN CASE
-            WHEN json_extract_string(x, '$.status') IN ('complete', 'partial') AND mw_num(json_extract(x, '$.value')) IS NOT NULL
-            THEN json_extract_string(x, '$.status') ELSE 'unavailable' END
-        WHEN mw_num(x) IS NOT NULL THEN 'complete'
-        ELSE 'unavailable' END""",
-    """CREATE OR REPLACE TEMP MACRO mw_value(x) AS
-        CASE WHEN mw_form(x) = 'unavailable' THEN NULL
-             WHEN json_type(x) = 'OBJECT' THEN mw_num(json_extract(x, '$.value')) ELSE mw_num(x) END""",
-    # why a value is unavailable: the form's reason, else what stood there instead of a number
-    """CREATE OR REPLACE TEMP MACRO mw_reason(x, fallback) AS
-        CASE WHEN mw_form(x) <> 'unavailable' THEN NULL
-             ELSE coalesce(json_extract_string(x, '$.reason'), fallback,
-                           CASE json_type(x) WHEN 'NULL' THEN 'null'
-                                WHEN 'OBJECT' THEN 'form without a number'
-                                ELSE 'not a number (' || lower(json_type(x)) || ')' END) END""",
-)
-
-COMPUTE_READ = """
-SELECT row_number() OVER () AS line, key, status, role, calibration_twin,
-       implementation, implementation_parameters,
-       json_object('experiment', experiment, 'case', "case", 'dataset', dataset,
-                   'dataset_parameters', dataset_parameters, 'problem', problem,
-                   'problem_parameters', problem_parameters,
-                   'timing_scope', timing_scope)::VARCHAR AS coords,
-       coalesce(json_extract(observation, '$.provenance.data.measurements'),
-                json_extract(record, '$.outcome.diagnostic.details.measurements'),
-                json_extract(record, '$.provenance.data.measurements')) AS measurements,
-       coalesce(json_extract(observation, '$.provenance.data.tree_memory'),
-                json_extract(record, '$.provenance.data.tree_memory')) AS tree_memory,
-       json_extract(phases, '$.implementation.phases[*]') AS impl_phases,
-       json_extract(phases, '$.evaluator.phases[*]') AS eval_phases
-FROM read_json($path, format = 'newline_delimited', maximum_object_size = $max_bytes,
-     columns = {key: 'VARCHAR', status: 'VARCHAR', role: 'VARCHAR', calibration_twin: 'JSON',
-                implementation: 'VARCHAR', implementation_parameters: 'JSON',
-                experiment: 'JSON', "case": 'JSON', dataset: 'JSON', dataset_parameters: 'JSON',
-                problem: 'JSON', problem_parameters: 'JSON', timing_scope: 'JSON',
-                observation: 'JSON', record: 'JSON', phases: 'JSON'})
-"""
-
-BROWSER_READ = """
-SELECT row_number() OVER () AS line,
-       coalesce(key, artifact_dir, task_id || '/' || engine || '/' || attempt::VARCHAR) AS key,
-       status, calibration_twin, task_id, engine,
-       coalesce(driver_path, driver, 'unknown') AS driver,
-       duration_ms,
-       CASE WHEN json_type(resource_forms) = 'OBJECT' THEN resource_forms ELSE resource END
-           AS resource,
-       json_extract(resource, '$.unavailable') AS peer_unavailable,
-       json_extract(phases, '$.engine.phases[*]') AS engine_phases,
-       json_extract(phases, '$.engine.total') AS engine_total
-FROM read_json($path, format = 'newline_delimited', maximum_object_size = $max_bytes,
-     columns = {key: 'VARCHAR', artifact_dir: 'VARCHAR', attempt: 'JSON', status: 'VARCHAR',
-                calibration_twin: 'JSON', task_id: 'VARCHAR', engine: 'VARCHAR',
-                driver_path: 'VARCHAR', driver: 'VARCHAR', duration_ms: 'JSON',
-                resource: 'JSON', resource_forms: 'JSON', phases: 'JSON'})
-"""
+# A measurement form; its value stays JSON text so a non-number is told from a number.
+FORM = "STRUCT(status VARCHAR, value JSON, reason VARCHAR)"
 
 
 def _quoted(name: str) -> str:
@@ -105,69 +51,188 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _unpivoted(select_values: str, source: str, fallback: str = "NULL") -> str:
-    """Wide JSON columns (one per metric) turned into (metric, form, value, reason) lines;
-    UNPIVOT drops a SQL NULL, which is a metric the row does not have."""
+def _struct(fields: dict[str, str]) -> str:
+    return "STRUCT(" + ", ".join(f"{_quoted(k)} {v}" for k, v in fields.items()) + ")"
+
+
+def _nested(path: str, leaf: str) -> str:
+    """``a.b.c`` reaching ``leaf``: STRUCT(a STRUCT(b STRUCT(c leaf)))."""
+    for name in reversed(path.split(".")):
+        leaf = _struct({name: leaf})
+    return leaf
+
+
+MEASUREMENTS = _struct({m: FORM for m in CASE_METRICS})
+TREE_MEMORY = _struct({TREE_MEMORY_METRIC: FORM})
+COMPUTE_PHASES = _struct({"phases": _struct(
+    {"name": "VARCHAR", **{f: FORM for f in COMPUTE_PHASE_FIELDS.values()}}) + "[]"})  # fmt: skip
+DATA = _struct({"measurements": MEASUREMENTS, "tree_memory": TREE_MEMORY})
+COMPUTE_COLUMNS = {
+    "key": "VARCHAR", "status": "VARCHAR", "role": "VARCHAR", "calibration_twin": "JSON",
+    "implementation": "VARCHAR", "implementation_parameters": "JSON", "experiment": "JSON",
+    "case": "JSON", "dataset": "JSON", "dataset_parameters": "JSON", "problem": "JSON",
+    "problem_parameters": "JSON", "timing_scope": "JSON",
+    "observation": _nested("provenance.data", DATA),
+    "record": _struct({
+        "outcome": _nested("diagnostic.details.measurements", MEASUREMENTS),
+        "provenance": _struct({"data": DATA}),
+    }),
+    "phases": _struct({"implementation": COMPUTE_PHASES, "evaluator": COMPUTE_PHASES}),
+}  # fmt: skip
+
+BROWSER_PHASE = _struct({"name": "VARCHAR", **{f: FORM for f in BROWSER_PHASE_FIELDS.values()}})
+BROWSER_COLUMNS = {
+    "key": "VARCHAR", "artifact_dir": "VARCHAR", "attempt": "JSON", "status": "VARCHAR",
+    "calibration_twin": "JSON", "task_id": "VARCHAR", "engine": "VARCHAR",
+    "driver_path": "VARCHAR", "driver": "VARCHAR", "duration_ms": "JSON",
+    # the peer's layout: plain numbers, null where nothing was measured (its reason in
+    # ``unavailable``); small, so kept as JSON and read by the generic macros below
+    "resource": "JSON",
+    "resource_forms": _struct({m: FORM for m in BROWSER_RESOURCE_METRICS}),
+    "phases": _struct({"engine": _struct({
+        "phases": BROWSER_PHASE + "[]",
+        "total": _struct({f: FORM for f in BROWSER_PHASE_FIELDS.values()}),
+    })}),
+}  # fmt: skip
+
+
+def _columns(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in columns.items()) + "}"
+
+
+def _reader(columns: dict[str, str]) -> str:
+    return (f"read_json($path, format = 'newline_delimited', maximum_object_size = $max_bytes, "
+            f"columns = {_columns(columns)})")  # fmt: skip
+
+
+COMPUTE_READ = f"""
+SELECT row_number() OVER () AS line, key, status, role, calibration_twin,
+       implementation, implementation_parameters,
+       json_object('experiment', experiment, 'case', "case", 'dataset', dataset,
+                   'dataset_parameters', dataset_parameters, 'problem', problem,
+                   'problem_parameters', problem_parameters,
+                   'timing_scope', timing_scope)::VARCHAR AS coords,
+       coalesce(observation.provenance.data.measurements,
+                record.outcome.diagnostic.details.measurements,
+                record.provenance.data.measurements) AS measurements,
+       coalesce(observation.provenance.data.tree_memory,
+                record.provenance.data.tree_memory) AS tree_memory,
+       phases.implementation.phases AS phases_0, phases.evaluator.phases AS phases_1
+FROM {_reader(COMPUTE_COLUMNS)}
+"""
+
+BROWSER_READ = f"""
+SELECT row_number() OVER () AS line,
+       coalesce(key, artifact_dir, task_id || '/' || engine || '/' || attempt::VARCHAR) AS key,
+       status, calibration_twin, task_id, engine,
+       coalesce(driver_path, driver, 'unknown') AS driver,
+       resource_forms, phases.engine.total AS total, phases.engine.phases AS phases_0,
+       duration_ms, CASE WHEN resource_forms IS NULL THEN resource END AS peer_resource
+FROM {_reader(BROWSER_COLUMNS)}
+"""
+
+
+def _scalar_forms(fields: dict[str, str]) -> str:
+    """(line, metric, f, pos): one line per named form of the staged rows; UNPIVOT drops a
+    NULL form (a metric the row does not have)."""
+    columns = ", ".join(f"{sql} AS {_quoted(metric)}" for metric, sql in fields.items())
+    return f"""SELECT line, metric, f, 0 AS pos
+        FROM (UNPIVOT (SELECT line, {columns} FROM mw_rows)
+              ON COLUMNS(* EXCLUDE line) INTO NAME metric VALUE f)"""
+
+
+def _phase_forms(column: str, order: int, fields: dict[str, str]) -> str:
+    """(line, metric, f, pos): ``phase.<name>.<field>`` of each named phase in ``column``;
+    ``pos`` orders the phases (the list's ``order``, then the position in it)."""
+    columns = ", ".join(f"p.{long} AS {short}" for short, long in fields.items())
+    return f"""SELECT line, 'phase.' || name || '.' || field AS metric, f, pos
+        FROM (UNPIVOT (SELECT line, p.name AS name, {order} * 1000000 + pos AS pos, {columns}
+                       FROM (SELECT line, unnest({column}) AS p,
+                                    generate_subscripts({column}, 1) AS pos FROM mw_rows)
+                       WHERE p.name IS NOT NULL)
+              ON {", ".join(fields)} INTO NAME field VALUE f)"""
+
+
+def _forms_sql(suite: str) -> str:
+    """(line, metric, f): every form of the staged rows, a phase name marked twice keeping
+    its first (the readers in compare do the same)."""
+    if suite == "compute":
+        scalars = {m: f"measurements.{_quoted(m)}" for m in CASE_METRICS}
+        scalars[TREE_MEMORY_METRIC] = f"tree_memory.{TREE_MEMORY_METRIC}"
+        phases = [_phase_forms("phases_0", 0, COMPUTE_PHASE_FIELDS),
+                  _phase_forms("phases_1", 1, COMPUTE_PHASE_FIELDS)]  # fmt: skip
+    else:
+        scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
+        scalars.update({f"phase.{TOTAL}.{short}": f"total.{long}"
+                        for short, long in BROWSER_PHASE_FIELDS.items()})  # fmt: skip
+        phases = [_phase_forms("phases_0", 0, BROWSER_PHASE_FIELDS)]
+    return f"""SELECT line, metric, f FROM ({_scalar_forms(scalars)})
+        UNION ALL
+        SELECT line, metric, f FROM ({" UNION ALL ".join(phases)})
+        QUALIFY row_number() OVER (PARTITION BY line, metric ORDER BY pos) = 1"""
+
+
+def _form_lines(suite: str) -> str:
+    """(line, metric, form, value, reason) of every form; its number is its JSON text cast (a
+    string keeps its quotes, so it is not a number)."""
     return f"""
-    SELECT u.line, u.metric, mw_form(u.x) AS form, mw_value(u.x) AS value,
-           mw_reason(u.x, {fallback}) AS reason
-    FROM (UNPIVOT (SELECT line, {select_values}{", peer_unavailable" if fallback != "NULL" else ""}
-                   FROM {source})
-          ON COLUMNS(* EXCLUDE (line{", peer_unavailable" if fallback != "NULL" else ""}))
-          INTO NAME metric VALUE x) AS u
+    SELECT line, metric, CASE WHEN measured THEN f.status ELSE 'unavailable' END AS form,
+           CASE WHEN measured THEN number END AS value,
+           CASE WHEN NOT measured THEN coalesce(f.reason, 'form without a number') END AS reason
+    FROM (SELECT line, metric, f, TRY_CAST(f.value::VARCHAR AS DOUBLE) AS number,
+                 coalesce(f.status IN ('complete', 'partial') AND number IS NOT NULL, false)
+                     AS measured
+          FROM ({_forms_sql(suite)}))
     """
 
 
-def _phase_lines(list_column: str, fields: dict[str, str], role_order: int) -> str:
-    """One line per (phase in ``list_column``, field): ``phase.<name>.<field>``."""
-    parts = []
-    for short, long in fields.items():
-        parts.append(
-            f"""SELECT line, 'phase.' || (json_extract_string(ph, '$.name')) || '.{short}' AS metric,
-                       json_extract(ph, '$.{long}') AS x, {role_order} AS role_order, pos
-                FROM (SELECT line, unnest({list_column}) AS ph,
-                             unnest(range(1, len({list_column}) + 1)) AS pos
-                      FROM mw_rows WHERE {list_column} IS NOT NULL)
-                WHERE json_type(ph) = 'OBJECT' AND json_type(json_extract(ph, '$.name')) = 'VARCHAR'
-                      AND json_extract(ph, '$.{long}') IS NOT NULL"""
-        )
-    return " UNION ALL ".join(parts)
+# Plain JSON values (browser): the duration, and the peer's resource record (plain numbers, or
+# the forms of an older row). Few and small, so the generic JSON functions read them: a number
+# (or a measured form) is a value; anything else is unavailable with the peer's reason (its
+# ``unavailable`` entry with the longest key the metric starts with) or what stood there.
+MACROS = (
+    """CREATE OR REPLACE TEMP MACRO mw_num(x) AS
+        CASE WHEN json_type(x) IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN TRY_CAST(x AS DOUBLE) END""",
+    """CREATE OR REPLACE TEMP MACRO mw_form(x) AS CASE
+        WHEN json_type(x) = 'OBJECT' THEN CASE
+            WHEN json_extract_string(x, '$.status') IN ('complete', 'partial')
+                 AND mw_num(json_extract(x, '$.value')) IS NOT NULL
+            THEN json_extract_string(x, '$.status') ELSE 'unavailable' END
+        WHEN mw_num(x) IS NOT NULL THEN 'complete'
+        ELSE 'unavailable' END""",
+    """CREATE OR REPLACE TEMP MACRO mw_value(x) AS
+        CASE WHEN mw_form(x) = 'unavailable' THEN NULL
+             WHEN json_type(x) = 'OBJECT' THEN mw_num(json_extract(x, '$.value'))
+             ELSE mw_num(x) END""",
+    """CREATE OR REPLACE TEMP MACRO mw_reason(x, fallback) AS
+        CASE WHEN mw_form(x) <> 'unavailable' THEN NULL
+             ELSE coalesce(json_extract_string(x, '$.reason'), fallback,
+                           CASE json_type(x) WHEN 'NULL' THEN 'null'
+                                WHEN 'OBJECT' THEN 'form without a number'
+                                ELSE 'not a number (' || lower(json_type(x)) || ')' END) END""",
+)
 
 
-def _phases(lists: list[str], fields: dict[str, str]) -> str:
-    """Phase values; a name marked twice keeps its first (the reader in compare does the same)."""
-    union = " UNION ALL ".join(_phase_lines(col, fields, i) for i, col in enumerate(lists))
-    return f"""
-    SELECT line, metric, mw_form(x) AS form, mw_value(x) AS value, mw_reason(x, NULL) AS reason
-    FROM ({union})
-    QUALIFY row_number() OVER (PARTITION BY line, metric ORDER BY role_order, pos) = 1
-    """
-
-
-def compute_values_sql() -> str:
-    scalars = ", ".join(
-        f"json_extract(measurements, {_literal('$.' + m)}) AS {_quoted(m)}" for m in CASE_METRICS
-    )
-    scalars += f", json_extract(tree_memory, '$.{TREE_MEMORY_METRIC}') AS {TREE_MEMORY_METRIC}"
-    phases = _phases(["impl_phases", "eval_phases"], COMPUTE_PHASE_FIELDS)
-    return f"{_unpivoted(scalars, 'mw_rows')} UNION ALL {phases}"
-
-
-def browser_values_sql() -> str:
-    scalars = "duration_ms, " + ", ".join(
-        f"json_extract(resource, {_literal('$.' + m)}) AS {_quoted(m)}"
+def _plain_lines() -> str:
+    entries = ["{'metric': 'duration_ms', 'x': duration_ms}"] + [
+        f"{{'metric': {_literal(m)}, 'x': json_extract(peer_resource, {_literal('$.' + m)})}}"
         for m in BROWSER_RESOURCE_METRICS
-    )
-    totals = ", ".join(
-        f"json_extract(engine_total, {_literal('$.' + long)}) AS "
-        f"{_quoted(f'phase.{TOTAL}.{short}')}"
-        for short, long in BROWSER_PHASE_FIELDS.items()
-    )
-    # the peer writes null with a reason in its ``unavailable`` map, keyed by a metric family
-    # (``cgroup_memory`` for cgroup_memory_peak_bytes): the longest key the metric starts with
-    peer_reason = """(SELECT json_extract_string(u.peer_unavailable, '$."' || k || '"') FROM (SELECT unnest(json_keys(
-        u.peer_unavailable)) AS k) WHERE starts_with(u.metric, k) ORDER BY length(k) DESC
-        LIMIT 1)"""
-    scalar_sql = _unpivoted(f"{scalars}, {totals}", "mw_rows", fallback=peer_reason)
-    phases = _phases(["engine_phases"], BROWSER_PHASE_FIELDS)
-    return f"{scalar_sql} UNION ALL {phases}"
+    ]
+    peer_reason = """(SELECT json_extract_string(unavailable, '$."' || k || '"')
+        FROM (SELECT unnest(json_keys(unavailable)) AS k)
+        WHERE starts_with(metric, k) ORDER BY length(k) DESC LIMIT 1)"""
+    return f"""
+    SELECT line, metric, mw_form(x) AS form, mw_value(x) AS value,
+           mw_reason(x, {peer_reason}) AS reason
+    FROM (SELECT line, e.metric AS metric, e.x AS x,
+                 json_extract(peer_resource, '$.unavailable') AS unavailable
+          FROM (SELECT line, peer_resource, unnest([{", ".join(entries)}]) AS e FROM mw_rows))
+    WHERE x IS NOT NULL
+    """
+
+
+def values_sql(suite: str) -> str:
+    """(line, metric, form, value, reason) of every value of the staged rows ``mw_rows``."""
+    if suite == "compute":
+        return _form_lines(suite)
+    return f"{_form_lines(suite)} UNION ALL {_plain_lines()}"

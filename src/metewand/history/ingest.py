@@ -192,7 +192,7 @@ def _attempts_sql(suite: str) -> str:
 
 
 def _insert_values(con: Any, suite: str, uid: str) -> tuple[int, int]:
-    values = extract.compute_values_sql() if suite == "compute" else extract.browser_values_sql()
+    values = extract.values_sql(suite)
     con.execute(f"CREATE OR REPLACE TEMP TABLE mw_attempts AS {_attempts_sql(suite)}")
     con.execute(
         f"""INSERT INTO attempt_values

@@ -109,6 +109,7 @@ def _connect(path: Path, read_only: bool) -> Any:
         try:
             con = duckdb.connect(str(path), read_only=read_only)
             con.execute("SET TimeZone = 'UTC'")  # every time the store shows is UTC
+            con.execute("SET enable_progress_bar = false")  # our commands print their own
             return con
         except duckdb.Error as exc:
             text = str(exc)
