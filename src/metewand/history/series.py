@@ -11,11 +11,17 @@ statistics reaches 95%, so the interval is [min, max] at the level it has (n=2: 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 CI_LEVEL = 0.95
+
+# The metric a history question defaults to, per suite: CPU first (the figure a busy host
+# disturbs least; wall time is what the pollution gate warns about), then what every row has.
+DEFAULT_METRICS = {
+    "compute": ("cpu_time_ns", "timed_wall_time_ns"),
+    "browser": ("phase.total.cpu_ns", "cpu_total_ms", "duration_ms"),
+}
 
 
 @dataclass(frozen=True)
@@ -27,8 +33,9 @@ class Filters:
     since: str | None = None  # runs started at or after this date/time
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
+    """One point of a series (a NamedTuple: a report builds 100,000 of them)."""
+
     run_uid: str  # with --by commit: the commit's newest run
     run_id: str
     started_at: str  # ISO 8601, UTC
@@ -43,6 +50,7 @@ class Point:
     ci_high: float
     ci_level: float
     runs: int = 1  # with --by commit: how many runs the point pools
+    minimum: float = math.nan  # the lowest counted value (the run's floor)
 
 
 @dataclass
@@ -52,6 +60,8 @@ class Series:
     subject: str
     driver: str
     points: list[Point] = field(default_factory=list)
+    total: int = 0  # points the group has (``points`` may hold only the newest)
+    first_median: float | None = None  # the oldest point's median
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -118,43 +128,109 @@ def _point_key(by: str) -> str:
 
 POINTS = """
 CREATE OR REPLACE TEMP TABLE mw_points AS
-SELECT r.suite, a.task, a.subject, a.driver, {key} AS point_key,
-       list_sort(list(a.value)) AS vals, count(DISTINCT r.run_uid) AS runs,
-       max(r.started_at) AS newest, arg_max(r.run_uid, r.started_at) AS run_uid,
-       min(coalesce(r.git_commit_time, r.started_at)) AS order_time
-FROM attempt_values a JOIN runs r USING (run_uid)
-WHERE a.metric = $metric AND a.counted AND a.value IS NOT NULL {where}
-GROUP BY ALL
+SELECT suite, task, subject, driver, vals, runs, newest, run_uid, order_time,
+       row_number() OVER (PARTITION BY suite, task, subject, driver
+                          ORDER BY {order} DESC, run_uid DESC) AS back,
+       count(*) OVER (PARTITION BY suite, task, subject, driver) AS total,
+       first_value(list_median(vals)) OVER (PARTITION BY suite, task, subject, driver
+                                            ORDER BY {order}, run_uid) AS first_median
+FROM (SELECT r.suite, a.task, a.subject, a.driver, {key} AS point_key,
+             list_sort(list(a.value)) AS vals, count(DISTINCT r.run_uid) AS runs,
+             max(r.started_at) AS newest, arg_max(r.run_uid, r.started_at) AS run_uid,
+             min(coalesce(r.git_commit_time, r.started_at)) AS order_time
+      FROM attempt_values a JOIN runs r USING (run_uid)
+      WHERE a.metric = $metric AND a.counted AND a.value IS NOT NULL {where}
+      GROUP BY ALL)
 """
 QUERY = """
-SELECT v.suite, v.task, v.subject, v.driver, v.run_uid, r.run_id,
+SELECT v.suite, v.task, v.subject, v.driver, v.total, v.first_median, v.run_uid, r.run_id,
        strftime(v.newest, '%Y-%m-%dT%H:%M:%S.%gZ'), r.git_commit,
        r.git_branch, r.git_dirty, NOT r.pollution_passed, r.run_dir, len(v.vals),
-       list_median(v.vals), v.vals[c.lo], v.vals[c.hi], c.level, v.runs
+       list_median(v.vals), v.vals[c.lo], v.vals[c.hi], c.level, v.runs, v.vals[1]
 FROM mw_points v JOIN runs r USING (run_uid) JOIN mw_ci_ranks c ON c.n = len(v.vals)
-ORDER BY v.suite, v.task, v.subject, v.driver, {order}, r.run_id
+WHERE v.back <= $last
+ORDER BY v.suite, v.task, v.subject, v.driver, v.back DESC
 """
 
 
 def read_series(
-    con: Any, metric: str, filters: Filters = Filters(), by: str = "run"
+    con: Any, metric: str, filters: Filters = Filters(), by: str = "run", last: int | None = None
 ) -> list[Series]:
     """Every group's points for ``metric``, oldest first (``by``: ``run`` or ``date``, one point
     per run in the order the runs started; ``commit``, one point per commit pooling its runs,
-    in the order of the commits' own times)."""
+    in the order of the commits' own times); with ``last``, only each group's newest ``last``.
+    The medians and their intervals are computed by DuckDB; Python gets one tuple per point."""
     where, params = _where(filters)
-    con.execute(POINTS.format(key=_point_key(by), where=where), {"metric": metric, **params})
+    order = "order_time" if by == "commit" else "newest"
+    con.execute(POINTS.format(key=_point_key(by), where=where, order=order),
+                {"metric": metric, **params})  # fmt: skip
     max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
     _ranks_table(con, int(max_n))
-    order = "v.order_time" if by == "commit" else "v.newest"
     out: list[Series] = []
-    for row in con.execute(QUERY.format(order=order)).fetchall():
-        suite, task, subject, driver = row[:4]
+    for row in con.execute(QUERY, {"last": last or 2**62}).fetchall():
+        suite, task, subject, driver, total, first = row[:6]
         if not out or out[-1].group != (task, subject, driver) or out[-1].suite != suite:
-            out.append(Series(suite, task, subject, driver))
-        out[-1].points.append(Point(*row[4:18]))
+            out.append(Series(suite, task, subject, driver, total=total, first_median=first))
+        out[-1].points.append(Point._make(row[6:21]))
     con.execute("DROP TABLE IF EXISTS mw_points")
     return out
+
+
+POINTS_JSON = """
+SELECT v.suite, v.task, v.subject, v.driver, to_json(list({
+    'run_id': r.run_id, 'started_at': strftime(v.newest, '%Y-%m-%dT%H:%M:%S.%gZ'),
+    'commit': r.git_commit, 'branch': r.git_branch, 'dirty': r.git_dirty,
+    'polluted': NOT r.pollution_passed, 'runs': v.runs, 'n': len(v.vals),
+    'median': list_median(v.vals), 'floor': v.vals[1], 'ci': [v.vals[c.lo], v.vals[c.hi]],
+    'ci_level': round(c.level, 4)} ORDER BY v.back DESC))::VARCHAR
+FROM mw_points v JOIN runs r USING (run_uid) JOIN mw_ci_ranks c ON c.n = len(v.vals)
+WHERE v.back <= $last
+GROUP BY ALL ORDER BY ALL
+"""
+
+
+def read_series_json(
+    con: Any, metric: str, filters: Filters = Filters(), by: str = "run", last: int | None = None
+) -> list[tuple[Series, str]]:
+    """``read_series`` for ``show --json``: each group's points as one JSON array DuckDB writes
+    (100,000 points, no Python object per point)."""
+    where, params = _where(filters)
+    order = "order_time" if by == "commit" else "newest"
+    con.execute(POINTS.format(key=_point_key(by), where=where, order=order),
+                {"metric": metric, **params})  # fmt: skip
+    max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
+    _ranks_table(con, int(max_n))
+    rows = con.execute(POINTS_JSON, {"last": last or 2**62}).fetchall()
+    con.execute("DROP TABLE IF EXISTS mw_points")
+    return [(Series(suite, task, subject, driver), points)
+            for suite, task, subject, driver, points in rows]  # fmt: skip
+
+
+def suites_in(con: Any) -> list[str]:
+    return [r[0] for r in con.execute("SELECT DISTINCT suite FROM runs ORDER BY 1").fetchall()]
+
+
+def default_metric(con: Any, suite: str) -> str:
+    """The first of the suite's preferred metrics the store has counted values of."""
+    for metric in DEFAULT_METRICS.get(suite, ()):
+        found = con.execute(
+            "SELECT 1 FROM attempt_values a JOIN runs r USING (run_uid) WHERE r.suite = $s "
+            "AND a.metric = $m AND a.counted AND a.value IS NOT NULL LIMIT 1",
+            {"s": suite, "m": metric},
+        ).fetchone()
+        if found:
+            return metric
+    return DEFAULT_METRICS.get(suite, ("duration_ms",))[-1]
+
+
+def metric_kind(metric: str) -> str:
+    """``cpu``, ``wall`` (a time the host's other tenants lengthen: the pollution gate's
+    concern) or ``other`` (memory, counts)."""
+    if "cpu" in metric:
+        return "cpu"
+    if metric.endswith(("_ns", "_ms")):
+        return "wall"
+    return "other"
 
 
 def known_metrics(con: Any, suite: str | None = None) -> list[str]:
@@ -168,7 +244,3 @@ def known_metrics(con: Any, suite: str | None = None) -> list[str]:
             params,
         ).fetchall()
     ]
-
-
-def last(points: Sequence[Point], count: int | None) -> list[Point]:
-    return list(points if not count else points[-count:])
