@@ -28,8 +28,9 @@ def test_report_renders_a_chart_per_group_in_chromium(tmp_path: Path) -> None:
             f"--user-data-dir={tmp_path / 'profile'}"]  # fmt: skip
     dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout  # fmt: skip
-    # every group in "Every group", the two stepped ones again under "Groups with change points"
-    assert dom.count('<svg class="chart"') == 6 + 2, dom[:500]
+    # every group and the run-wide factor in "Every group", the two stepped ones again under
+    # "Groups with change points"
+    assert dom.count('<svg class="chart"') == 6 + 1 + 2, dom[:500]
     assert dom.count('class="change"') >= 4  # each stepped group's line, in both sections
     shot = tmp_path / "shot.png"
     subprocess.run([*base, "--window-size=1100,1400", f"--screenshot={shot}", page.as_uri()],

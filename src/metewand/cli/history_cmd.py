@@ -201,18 +201,18 @@ def show(metric: str | None, suite: str | None, by: str, last: int | None, as_js
 
     fmt = "json" if as_json else fmt
     try:
-        data = show_data(_path(history_path, out_dir), metric, _filters(suite, opts), by, last)
+        data = show_data(_path(history_path, out_dir), metric, _filters(suite, opts), by, last,
+                         fmt)  # fmt: skip
     except MetewandError as exc:
         _fail(exc)
     _print_show(data, fmt, output)
 
 
 def _print_show(data: Any, fmt: str, output: str) -> None:
-    from metewand import canonical
     from metewand.history import text
 
     if fmt == "json":
-        click.echo(canonical.dumps_str(data.as_json()))
+        click.echo(data.json_text())
         return
     if fmt == "html":
         from metewand.history.site import show_page
@@ -228,13 +228,54 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
     for block in data.blocks:
         table = Table(title=f"{block.suite}: {block.metric} per run (median, 95% CI of the median)")
         for column in ("case / task", "subject", "runs", "first", "last", "last CI", "commit",
-                       "trend"):  # fmt: skip
-            table.add_column(column)
+                       f"trend (newest {text.SPARK_WIDTH})"):  # fmt: skip
+            table.add_column(column, no_wrap=column not in ("case / task", "subject"))
         for row in text.show_rows(block.series, block.metric):
             table.add_row(*row)
         console.print(table)
     if not data.blocks:
         click.echo("no values for this metric and these filters", err=True)
+
+
+def detection_options(command: Any) -> Any:
+    """The change-point settings, shared by ``check`` and ``report`` so the two agree."""
+    options = [
+        click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+                     default=changepoint_defaults()["alpha"], show_default=True,
+                     help="Significance of a step (Bonferroni over positions)."),
+        click.option("--min-step", type=click.FloatRange(min=0),
+                     default=changepoint_defaults()["min_step"], show_default=True,
+                     help="Smallest step reported, relative (0.02: 2%)."),
+        click.option("--noise-multiple", type=click.FloatRange(min=0),
+                     default=changepoint_defaults()["noise_multiple"], show_default=True,
+                     help="A step must exceed this many times the group's historical noise."),
+        click.option("--min-runs", type=click.IntRange(min=3),
+                     default=changepoint_defaults()["min_runs"], show_default=True,
+                     help="Runs a group needs before it is judged."),
+        click.option("--statistic", type=click.Choice(["median", "floor"]),
+                     default=changepoint_defaults()["statistic"], show_default=True,
+                     help="A run's level: the median of its attempts, or their floor (the "
+                          "lowest: the cost a busy host only ever adds to)."),
+        click.option("--allow-polluted", is_flag=True,
+                     help="Judge wall times of runs whose host pollution gate failed (left "
+                          "out by default; CPU and memory metrics always keep them)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def changepoint_defaults() -> dict[str, Any]:
+    from metewand.history.settings import Settings
+
+    return Settings().__dict__
+
+
+def _settings(recent: int = 1, **opts: Any) -> Any:
+    from metewand.history.settings import Settings
+
+    names = ("alpha", "min_step", "noise_multiple", "min_runs", "statistic", "allow_polluted")
+    return Settings(recent=recent, **{name: opts.pop(name) for name in names})
 
 
 @history.command("check")
@@ -245,27 +286,7 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
     is_flag=True,
     help="Exit 1 when the newest run starts a significant step, 2 when too short.",
 )
-@click.option(
-    "--alpha",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.01,
-    show_default=True,
-    help="Significance of a step (Bonferroni over positions).",
-)
-@click.option(
-    "--min-step",
-    type=click.FloatRange(min=0),
-    default=0.02,
-    show_default=True,
-    help="Smallest step reported, relative (0.02: 2%).",
-)
-@click.option(
-    "--noise-multiple",
-    type=click.FloatRange(min=0),
-    default=2.0,
-    show_default=True,
-    help="A step must exceed this many times the group's historical noise.",
-)
+@detection_options
 @click.option(
     "--recent",
     type=click.IntRange(min=1),
@@ -273,30 +294,19 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
     show_default=True,
     help="A step starting at one of the newest N runs fails the check.",
 )
-@click.option(
-    "--min-runs",
-    type=click.IntRange(min=3),
-    default=6,
-    show_default=True,
-    help="Runs a group needs before it is judged.",
-)
 @click.option("--json", "as_json", is_flag=True, help="The check as one JSON object.")
 @history_option
-def check(metric: str | None, suite: str | None, fail_on_change: bool, alpha: float,
-          min_step: float, noise_multiple: float, recent: int, min_runs: int, as_json: bool,
-          history_path: str | None, out_dir: str, **opts: Any) -> None:  # fmt: skip
+def check(metric: str | None, suite: str | None, fail_on_change: bool, recent: int,
+          as_json: bool, history_path: str | None, out_dir: str, **opts: Any) -> None:  # fmt: skip
     """Change points per group; for CI, whether the newest run starts one."""
     from metewand.errors import MetewandError
-    from metewand.history.check import Settings
-    from metewand.history.show import run_check
+    from metewand.history.check import print_check, run_check
 
-    settings = Settings(alpha, min_step, noise_multiple, recent, min_runs)
+    settings = _settings(recent, **opts)
     try:
         results = run_check(_path(history_path, out_dir), metric, _filters(suite, opts), settings)
     except MetewandError as exc:
         _fail(exc)
-    from metewand.history.show import print_check
-
     sys.exit(print_check(results, settings, fail_on_change, as_json, click.echo))
 
 
@@ -305,20 +315,22 @@ def check(metric: str | None, suite: str | None, fail_on_change: bool, alpha: fl
               help="Directory of the static site (index.html, <suite>.html, compare/).")  # fmt: skip
 @click.option("--metric", default=None, help="Default: each suite's CPU metric.")
 @filter_options
+@detection_options
 @click.option("--history", "history_path", default=None, metavar="PATH",
               help="The history file (default: $METEWAND_HISTORY, else ./history.duckdb).")  # fmt: skip
 @click.option("--runs", "out_dir", default="runs", show_default=True,
               help="Where runs live (for the default history location).")  # fmt: skip
 def report(site_dir: str, metric: str | None, suite: str | None, history_path: str | None,
            out_dir: str, **opts: Any) -> None:  # fmt: skip
-    """A static site: a trend chart per group with CI bands, change points with their commits."""
+    """A static site: a trend chart per group with CI bands, change points with their commits
+    (found as `history check` finds them, with the same settings)."""
     from metewand.errors import MetewandError
-    from metewand.history.check import Settings
     from metewand.history.report import write_report
 
+    settings = _settings(**opts)
     try:
         written = write_report(_path(history_path, out_dir), Path(site_dir).absolute(), metric,
-                               _filters(suite, opts), Settings())  # fmt: skip
+                               _filters(suite, opts), settings)  # fmt: skip
     except MetewandError as exc:
         _fail(exc)
     click.echo(f"{written.changes} change points, {written.compare_pages} compare reports "

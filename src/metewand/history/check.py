@@ -1,37 +1,291 @@
-"""``history check``: the change points of every group, and whether the newest run starts one.
+"""The change points of a suite's groups (one function, ``detect``, for ``check`` and ``report``)
+and ``history check``: whether the newest run starts one.
 
 For CI: after a run has added itself, ``check --fail-on-change`` exits 1 when the newest run
 (or one of the newest ``recent`` runs) is the first run after a significant step beyond the
-group's historical noise, 0 otherwise, and 2 when no group has enough runs to say.
+group's historical noise, 0 otherwise, and 2 when no group has enough runs to say (or when the
+metric is a wall time and the newest run's host pollution gate failed).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from metewand.history import changepoints
-from metewand.history.series import Filters, Point, Series, read_series
+from metewand.history.series import Filters, Point, Series, default_metric, metric_kind
+from metewand.history.series import read_series as read_series
+from metewand.history.settings import Settings
 
-# The metric a history question defaults to, per suite: CPU first (the figure a busy host
-# disturbs least; wall time is what the pollution gate warns about), then what every row has.
-DEFAULT_METRICS = {
-    "compute": ("cpu_time_ns", "timed_wall_time_ns"),
-    "browser": ("phase.total.cpu_ns", "cpu_total_ms", "duration_ms"),
-}
-DEFAULT_MIN_RUNS = 6
 RUN_WIDE = ("(every group)", "(run-wide factor)")
+# degrees of freedom the suite's typical noise is worth as a prior for one group's noise
+PRIOR_DF = 4.0
 
 
-@dataclass(frozen=True)
-class Settings:
-    alpha: float = changepoints.DEFAULT_ALPHA
-    min_step: float = changepoints.DEFAULT_MIN_STEP
-    noise_multiple: float = changepoints.DEFAULT_NOISE_MULTIPLE
-    recent: int = 1
-    min_runs: int = DEFAULT_MIN_RUNS
-    run_factor: bool = True  # divide out what the host did to every group of a run alike
+def _tests(settings: Settings) -> changepoints.Settings:
+    return changepoints.Settings(settings.alpha, settings.min_step, settings.noise_multiple)
+
+
+@dataclass
+class GroupResult:
+    series: Series
+    kept: list[int]  # indices (into series.points) of the points analysed
+    analysis: changepoints.Analysis | None = None  # None: too few runs to judge
+    polluted_aside: int = 0  # wall metric: points of polluted runs left out
+
+    @property
+    def points(self) -> list[Point]:
+        return [self.series.points[i] for i in self.kept]
+
+
+@dataclass
+class Detection:
+    suite: str
+    metric: str
+    groups: list[GroupResult] = field(default_factory=list)
+    run_wide: GroupResult | None = None
+    factors: dict[str, float] = field(default_factory=dict)
+    typical_noise: float = 0.0
+
+
+def level(point: Point, statistic: str) -> float:
+    return point.minimum if statistic == "floor" else point.median
+
+
+def _kept(series: Series, metric: str, settings: Settings) -> list[int]:
+    """The points a group is judged on: all, but for a wall time without ``allow_polluted``
+    the runs whose host pollution gate failed are left out (their wall times say more about
+    the host than about the code; CPU and memory stay)."""
+    if metric_kind(metric) != "wall" or settings.allow_polluted:
+        return list(range(len(series.points)))
+    return [i for i, p in enumerate(series.points) if not p.polluted]
+
+
+def _values(group: GroupResult, statistic: str, factors: dict[str, float]) -> list[float]:
+    return [level(p, statistic) / factors.get(p.run_uid, 1.0) for p in group.points]
+
+
+def _analyse_all(groups: list[GroupResult], factors: dict[str, float],
+                 settings: Settings) -> float:  # fmt: skip
+    """Analyse every judged group, its own noise moderated by the suite's typical noise (the
+    median of the groups' own); returns that typical noise."""
+    own = []
+    for g in groups:
+        scaled = changepoints._scaled(_values(g, settings.statistic, factors))
+        if scaled is not None:
+            own.append(changepoints.historical_noise(scaled[0]))
+    typical = float(np.median(own)) if own else math.nan
+    prior = changepoints.Prior(typical, PRIOR_DF)
+    for g in groups:
+        g.analysis = changepoints.analyse(_values(g, settings.statistic, factors),
+                                          _tests(settings), prior)  # fmt: skip
+    return typical
+
+
+def _factors(groups: list[GroupResult], settings: Settings, steps: bool) -> dict[str, float]:
+    """The run factors, each group's values against its own level: its median, or with
+    ``steps`` the levels its change points fit."""
+    series = []
+    for g in groups:
+        values = [level(p, settings.statistic) for p in g.points]
+        if steps and g.analysis is not None and g.analysis.change_points:
+            levels = g.analysis.levels(values)
+        else:
+            levels = [float(np.median(values))] * len(values)
+        series.append(list(zip((p.run_uid for p in g.points), values, levels, strict=True)))
+    return changepoints.run_factors(series)
+
+
+def detect(all_series: Sequence[Series], suite: str, metric: str,
+           settings: Settings) -> Detection:  # fmt: skip
+    """Every group's change points: each group searched on its own, then asked again near the
+    runs other groups named (``_shared``), the changes several groups share placed together
+    (``_align``). With ``run_factor``, what the host did to every group of a run alike is
+    divided out first, in two passes: the first against each group's median, the second
+    against the levels the first pass's change points fit (a step in a third of the groups
+    moves the first pass's factor, and with it every other group, by a few percent); the
+    factors are then analysed as a group of their own."""
+    result = Detection(suite, metric)
+    for series in all_series:
+        result.groups.append(GroupResult(series, _kept(series, metric, settings)))
+        result.groups[-1].polluted_aside = len(series.points) - len(result.groups[-1].kept)
+    judged = [g for g in result.groups if len(g.kept) >= settings.min_runs]
+    if not judged:
+        return result
+    for steps in (False, True) if settings.run_factor else (False,):
+        result.factors = _factors(judged, settings, steps) if settings.run_factor else {}
+        result.typical_noise = _analyse_all(judged, result.factors, settings)
+        _shared(judged, result.factors, settings)
+        _align(judged, result.factors, settings)
+    if settings.run_factor:
+        result.run_wide = _run_wide(suite, judged, result.factors, settings)
+    return result
+
+
+ALIGN_REACH = 2  # runs: change points of different groups this close may be one change
+
+
+def _align(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> None:
+    """Change points of several groups within ``ALIGN_REACH`` runs of each other, all in the
+    same direction, are taken as one change (a commit moves every group it touches at the
+    same run) and placed where their summed least-squares gain is largest: one group's noise
+    can pull its own estimate a run off, five groups' together rarely. A group keeps its
+    change at the common run only when it is still significant there."""
+    order = sorted({(p.started_at, p.run_uid) for g in groups for p in g.points})
+    position = {uid: i for i, (_, uid) in enumerate(order)}
+
+    def run_of(item: tuple[GroupResult, changepoints.ChangePoint]) -> int:
+        return position[item[0].points[item[1].index].run_uid]
+
+    pending = sorted(((g, cp) for g in groups if g.analysis for cp in g.analysis.change_points),
+                     key=run_of)  # fmt: skip
+    while pending:
+        first = pending[0]
+        cluster = [item for item in pending if run_of(item) - run_of(first) <= 2 * ALIGN_REACH
+                   and (item[1].step > 0) == (first[1].step > 0)]  # fmt: skip
+        pending = [item for item in pending if item not in cluster]
+        if len({id(g) for g, _ in cluster}) > 1:
+            runs = [run_of(item) for item in cluster]
+            choices = range(max(1, min(runs) - ALIGN_REACH),
+                            min(len(order) - 1, max(runs) + ALIGN_REACH) + 1)  # fmt: skip
+            _place(cluster, [order[i][1] for i in choices], factors, settings)
+
+
+def _place(cluster: list[tuple[GroupResult, changepoints.ChangePoint]], choices: list[str],
+           factors: dict[str, float], settings: Settings) -> None:  # fmt: skip
+    """Move each change of ``cluster`` to the run (of ``choices``) with the largest summed
+    gain, where it stays significant."""
+
+    def score(run_uid: str) -> float:
+        total = 0.0
+        for g, cp in cluster:
+            index = _index_of(g, run_uid)
+            if index is None or g.analysis is None:
+                return -1.0
+            others = changepoints.Analysis(
+                [p for p in g.analysis.change_points if p != cp], g.analysis.outliers,
+                g.analysis.noise, g.analysis.own_noise, g.analysis.scale)  # fmt: skip
+            total += changepoints.gain(_values(g, settings.statistic, factors), others,
+                                       index) or 0.0  # fmt: skip
+        return total
+
+    best = max(choices, key=score)
+    for g, cp in cluster:
+        index = _index_of(g, best)
+        if g.analysis is None or index is None or index == cp.index:
+            continue
+        new = changepoints.moved(_values(g, settings.statistic, factors), g.analysis, cp, index,
+                                 _tests(settings))  # fmt: skip
+        if new is not None:
+            g.analysis.change_points = sorted(
+                [p for p in g.analysis.change_points if p != cp] + [new], key=lambda p: p.index
+            )
+
+
+def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> None:
+    """Every group asked again near each run where some group's change point is: a commit that
+    moved one group may have moved others by less than a search over every position can tell.
+    Near a run other groups named, the test corrects for the few positions looked at, not for
+    the whole series (the other groups' noise chose the run, not this group's), so a 15% step
+    the search misses at 4% noise is found there; such a step shows as shared."""
+    order = sorted({(p.started_at, p.run_uid) for g in groups for p in g.points})
+    position = {uid: i for i, (_, uid) in enumerate(order)}
+    named = sorted({position[g.points[cp.index].run_uid] for g in groups if g.analysis
+                    for cp in g.analysis.change_points})  # fmt: skip
+    for g in groups:
+        if g.analysis is None:
+            continue
+        for run in named:
+            own = [position[g.points[cp.index].run_uid] for cp in g.analysis.change_points]
+            if any(abs(run - at) <= 2 * ALIGN_REACH for at in own):
+                continue
+            near = [_index_of(g, order[r][1]) for r in range(run - ALIGN_REACH,
+                                                             run + ALIGN_REACH + 1)
+                    if 0 <= r < len(order)]  # fmt: skip
+            found = changepoints.shared_near(_values(g, settings.statistic, factors), g.analysis,
+                                             [i for i in near if i is not None],
+                                             _tests(settings))  # fmt: skip
+            if found is not None:
+                g.analysis.change_points = sorted([*g.analysis.change_points, found],
+                                                  key=lambda p: p.index)  # fmt: skip
+
+
+def _index_of(group: GroupResult, run_uid: str) -> int | None:
+    """The position of a run in the group's analysed points (None: not among them)."""
+    for i, p in enumerate(group.points):
+        if p.run_uid == run_uid:
+            return i
+    return None
+
+
+def _run_wide(suite: str, groups: list[GroupResult], factors: dict[str, float],
+              settings: Settings) -> GroupResult:  # fmt: skip
+    """The runs' factors as a group of their own: a change shared by most groups shows here
+    (judged by its own noise: the host's, which the groups' is not)."""
+    newest = {p.run_uid: p for g in groups for p in g.points}
+    points = sorted(newest.values(), key=lambda p: p.started_at)
+    series = Series(suite, RUN_WIDE[0], RUN_WIDE[1], "")
+    for p in points:
+        f = factors.get(p.run_uid, 1.0)
+        series.points.append(p._replace(median=f, ci_low=f, ci_high=f, n=1, ci_level=0.0,
+                                        minimum=f))  # fmt: skip
+    out = GroupResult(series, list(range(len(points))))
+    values = [p.median for p in series.points]
+    if len(values) >= settings.min_runs:
+        out.analysis = changepoints.analyse(values, _tests(settings))
+    return out
+
+
+def change_entry(group: GroupResult, cp: changepoints.ChangePoint, recent: bool) -> dict[str, Any]:
+    """One change point as the CLI, JSON and the report show it: its group, the first run
+    after it (id, commit, branch, start), the run before it, the step with its CI, the p-value,
+    and whether the host pollution gate failed on either run."""
+    series = group.series
+    position = group.kept[cp.index]
+    after, before = series.points[position], series.points[group.kept[cp.index - 1]]
+    return {
+        "task": series.task,
+        "subject": series.subject,
+        "driver": series.driver,
+        "run_id": after.run_id,
+        "commit": after.commit,
+        "branch": after.branch,
+        "started_at": after.started_at,
+        "position": position + 1,
+        "runs_before": cp.before,
+        "runs_after": cp.after,
+        "step": cp.step,
+        "step_ci95": list(cp.step_ci),
+        "p_value": cp.p_value,
+        "historical_noise": cp.noise,
+        "shared": cp.shared,
+        "base_run": {"run_id": before.run_id, "run_dir": before.run_dir, "commit": before.commit,
+                     "polluted": before.polluted},
+        "new_run": {"run_id": after.run_id, "run_dir": after.run_dir, "commit": after.commit,
+                    "polluted": after.polluted},
+        "recent": recent,
+    }  # fmt: skip
+
+
+def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[dict[str, Any]]:
+    """Every change point of the suite (the run-wide group's last), each marked ``recent``
+    when it starts at one of the newest ``recent`` runs of a group whose newest point is the
+    suite's newest run."""
+    out = []
+    groups = [*detection.groups, *([detection.run_wide] if detection.run_wide else [])]
+    for group in groups:
+        if group.analysis is None:
+            continue
+        points = group.points
+        for cp in group.analysis.change_points:
+            starts_now = cp.index >= len(points) - recent and newest is not None and (
+                points[-1].run_uid == newest.run_uid)  # fmt: skip
+            out.append(change_entry(group, cp, starts_now))
+    return out
 
 
 @dataclass
@@ -44,112 +298,99 @@ class SuiteCheck:
     changes: list[dict[str, Any]] = field(default_factory=list)
     too_short: int = 0
     longest: int = 0
+    typical_noise: float = 0.0
+    polluted_newest: bool = False  # a wall metric and the newest run's gate failed
 
     @property
     def starts_now(self) -> list[dict[str, Any]]:
         return [c for c in self.changes if c["recent"]]
 
 
-def suites_in(con: Any) -> list[str]:
-    return [r[0] for r in con.execute("SELECT DISTINCT suite FROM runs ORDER BY 1").fetchall()]
-
-
-def default_metric(con: Any, suite: str) -> str:
-    """The first of the suite's preferred metrics the store has counted values of."""
-    for metric in DEFAULT_METRICS.get(suite, ()):
-        found = con.execute(
-            "SELECT 1 FROM attempt_values a JOIN runs r USING (run_uid) WHERE r.suite = $s "
-            "AND a.metric = $m AND a.counted AND a.value IS NOT NULL LIMIT 1",
-            {"s": suite, "m": metric},
-        ).fetchone()
-        if found:
-            return metric
-    return DEFAULT_METRICS.get(suite, ("duration_ms",))[-1]
-
-
-def change_entry(series: Series, points: Sequence[Point], cp: changepoints.ChangePoint,
-                 recent: bool) -> dict[str, Any]:  # fmt: skip
-    """One change point as the CLI, JSON and the report show it: its group, the first run
-    after it (id, commit, branch, start), the run before it, the step with its CI, the p-value."""
-    after, before = points[cp.index], points[cp.index - 1]
-    return {
-        "task": series.task,
-        "subject": series.subject,
-        "driver": series.driver,
-        "run_id": after.run_id,
-        "commit": after.commit,
-        "branch": after.branch,
-        "started_at": after.started_at,
-        "position": cp.index + 1,
-        "runs_before": cp.before,
-        "runs_after": cp.after,
-        "step": cp.step,
-        "step_ci95": list(cp.step_ci),
-        "p_value": cp.p_value,
-        "historical_noise": cp.noise,
-        "base_run": {"run_id": before.run_id, "run_dir": before.run_dir, "commit": before.commit},
-        "new_run": {"run_id": after.run_id, "run_dir": after.run_dir, "commit": after.commit},
-        "recent": recent,
-    }
-
-
-def analyse_series(
-    series: Series, settings: Settings, factors: dict[str, float] | None = None
-) -> changepoints.Analysis:
-    """The change points of one group, its values divided by the runs' factors when given."""
-    factors = factors or {}
-    values = [p.median / factors.get(p.run_uid, 1.0) for p in series.points]
-    return changepoints.analyse(values, settings.alpha, settings.min_step, settings.noise_multiple)
-
-
-def check_suite(
-    con: Any, suite: str, metric: str | None, filters: Filters, settings: Settings
-) -> SuiteCheck:
+def check_suite(con: Any, suite: str, metric: str | None, filters: Filters,
+                settings: Settings) -> SuiteCheck:  # fmt: skip
     metric = metric or default_metric(con, suite)
     all_series = read_series(con, metric, Filters(**{**filters.__dict__, "suite": suite}))
-    newest = max(
-        (s.points[-1] for s in all_series if s.points), key=lambda p: p.started_at, default=None
-    )
-    factors = suite_factors(all_series) if settings.run_factor else {}
-    if factors:
-        all_series = [*all_series, factor_series(suite, all_series, factors)]
-    result = SuiteCheck(suite, metric, newest, groups=len(all_series))
-    for series in all_series:
-        points = series.points
-        result.longest = max(result.longest, len(points))
-        if len(points) < settings.min_runs:
+    newest = max((s.points[-1] for s in all_series if s.points), key=lambda p: p.started_at,
+                 default=None)  # fmt: skip
+    detection = detect(all_series, suite, metric, settings)
+    groups = detection.groups + ([detection.run_wide] if detection.run_wide else [])
+    result = SuiteCheck(suite, metric, newest, groups=len(groups),
+                        typical_noise=detection.typical_noise)  # fmt: skip
+    for group in groups:
+        result.longest = max(result.longest, len(group.kept))
+        if group.analysis is None:
             result.too_short += 1
-            continue
-        result.analysed += 1
-        own = factors if series.task != RUN_WIDE[0] else None
-        analysis = analyse_series(series, settings, own)
-        for cp in analysis.change_points:
-            recent = cp.index >= len(points) - settings.recent and (
-                newest is not None and points[-1].run_uid == newest.run_uid
-            )
-            result.changes.append(change_entry(series, points, cp, recent))
+        else:
+            result.analysed += 1
+    result.changes = changes_of(detection, newest, settings.recent)
+    result.polluted_newest = bool(
+        newest is not None and newest.polluted and metric_kind(metric) == "wall"
+        and not settings.allow_polluted)  # fmt: skip
     return result
 
 
-def suite_factors(all_series: Sequence[Series]) -> dict[str, float]:
-    return changepoints.run_factors([[(p.run_uid, p.median) for p in s.points] for s in all_series])
-
-
-def factor_series(suite: str, all_series: Sequence[Series], factors: dict[str, float]) -> Series:
-    """The runs' factors as a group of their own: a change shared by most groups shows here."""
-    newest = {p.run_uid: p for s in all_series for p in s.points}
-    points = sorted(newest.values(), key=lambda p: p.started_at)
-    out = Series(suite, RUN_WIDE[0], RUN_WIDE[1], "")
-    for p in points:
-        f = factors.get(p.run_uid, 1.0)
-        out.points.append(replace(p, median=f, ci_low=f, ci_high=f, n=1, ci_level=0.0))
-    return out
-
-
 def exit_status(results: Sequence[SuiteCheck]) -> int:
-    """1: a step starts at a recent run; 2: no group has enough runs; 0: otherwise."""
+    """1: a step starts at a recent run; 2: no group has enough runs, or a wall metric whose
+    newest run is polluted; 0: otherwise."""
     if any(r.starts_now for r in results):
         return 1
-    if not any(r.analysed for r in results):
+    if not any(r.analysed for r in results) or any(r.polluted_newest for r in results):
         return 2
     return 0
+
+
+def run_check(path: Any, metric: str | None, filters: Filters,
+              settings: Settings) -> list[SuiteCheck]:  # fmt: skip
+    from metewand.history.series import suites_in
+    from metewand.history.store import reading
+
+    with reading(path) as con:
+        suites = [filters.suite] if filters.suite else suites_in(con)
+        return [check_suite(con, s, metric, filters, settings) for s in suites]
+
+
+def check_json(results: Sequence[SuiteCheck], settings: Settings, status: int) -> dict[str, Any]:
+    return {
+        "schema": "metewand_history_check/1",
+        "settings": settings.__dict__,
+        "exit_status": status,
+        "suites": [
+            {
+                "suite": r.suite,
+                "metric": r.metric,
+                "newest_run": r.newest.run_id if r.newest else None,
+                "newest_commit": r.newest.commit if r.newest else None,
+                "newest_polluted": r.newest.polluted if r.newest else None,
+                "groups": r.groups,
+                "groups_analysed": r.analysed,
+                "groups_too_short": r.too_short,
+                "typical_noise": r.typical_noise,
+                "change_points": r.changes,
+            }
+            for r in results
+        ],
+    }
+
+
+def print_check(results: Sequence[SuiteCheck], settings: Settings, fail_on_change: bool,
+                as_json: bool, echo: Any) -> int:  # fmt: skip
+    """Print the check and return the exit status (0 unless ``fail_on_change``)."""
+    import json
+
+    from metewand.history import text
+
+    status = exit_status(results) if fail_on_change else 0
+    if as_json:
+        echo(json.dumps(check_json(results, settings, status), sort_keys=True))
+        return status
+    for r in results:
+        echo(text.check_header(r, settings))
+        for change in r.changes:
+            echo(
+                f"  {'NEW ' if change['recent'] else ''}change: {text.change_line(change, r.metric)}"
+            )
+        if not r.changes and r.analysed:
+            echo("  no significant change point")
+    for line in text.check_verdict(results, settings, status):
+        echo(line, err=True)
+    return status

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from metewand.history import site
-from metewand.history.check import Settings, analyse_series, change_entry, default_metric, suites_in
-from metewand.history.series import Filters, Series, read_series
+from metewand.history.check import Detection, Settings, change_entry, detect
+from metewand.history.series import Filters, default_metric, read_series, suites_in
 from metewand.history.store import reading
 
 COMPARE_DIR = "compare"
@@ -53,21 +53,25 @@ def _compare_page(
     return link
 
 
-def _charts(series: list[Series], metric: str, settings: Settings, out: Path,
-            cache: dict[str, str | None]) -> list[site.GroupChart]:  # fmt: skip
+def _charts(detection: Detection, out: Path, cache: dict[str, str | None]) -> list[site.GroupChart]:
+    """A chart per group (the run-wide factor's first, when there is one), its change points
+    and outliers as ``detect`` found them (the same function ``check`` uses)."""
     charts = []
-    for one in series:
-        analysis = analyse_series(one, settings) if len(one.points) >= 3 else None
-        changes = [change_entry(one, one.points, cp, False)
+    groups = [*([detection.run_wide] if detection.run_wide else []), *detection.groups]
+    for group in groups:
+        one, analysis = group.series, group.analysis
+        changes = [change_entry(group, cp, False)
                    for cp in (analysis.change_points if analysis else [])]  # fmt: skip
         links = {}
         for change in changes:
-            link = _compare_page(out, change, metric, cache)
+            link = _compare_page(out, change, detection.metric, cache)
             if link:
                 links[change["position"]] = link
         title = f"{one.task} x {one.subject}" + (f" [{one.driver}]" if one.driver else "")
-        charts.append(site.GroupChart(title, metric, one.points, changes,
-                                      analysis.outliers if analysis else [], links))  # fmt: skip
+        outliers = [group.kept[i] for i in analysis.outliers] if analysis else []
+        # the run-wide group's values are factors (1 = the groups' own level), not the metric
+        metric = "run factor" if group is detection.run_wide else detection.metric
+        charts.append(site.GroupChart(title, metric, one.points, changes, outliers, links))
     return charts
 
 
@@ -82,14 +86,17 @@ def write_report(path: Path, out: Path, metric: str | None, filters: Filters,
         for suite in suites:
             chosen = metric or default_metric(con, suite)
             series = read_series(con, chosen, Filters(**{**filters.__dict__, "suite": suite}))
-            charts = _charts(series, chosen, settings, out, cache)
+            detection = detect(series, suite, chosen, settings)
+            charts = _charts(detection, out, cache)
             found = sum(len(c.changes) for c in charts)
             changes += found
             runs = max((len(s.points) for s in series), default=0)
-            note = (f"{len(charts)} groups, up to {runs} runs each; change points: PELT "
-                    f"(ruptures) + a robust location test, alpha {settings.alpha}, steps of at "
-                    f"least {settings.min_step:.0%} and {settings.noise_multiple}x the group's "
-                    "historical noise")  # fmt: skip
+            note = (f"{len(series)} groups, up to {runs} runs each; change points (as "
+                    f"`history check` finds them): each run's {settings.statistic}, the run-wide "
+                    "factor divided out, PELT (ruptures) + a robust location test, alpha "
+                    f"{settings.alpha}, steps of at least {settings.min_step:.0%} and "
+                    f"{settings.noise_multiple}x the group's historical noise (typical: "
+                    f"{detection.typical_noise:.1%})")  # fmt: skip
             pages[f"{suite}.html"] = site.suite_page(suite, chosen, charts, note)
             index.append((suite, chosen, len(charts), found))
     pages["index.html"] = site.index_page(index)

@@ -55,7 +55,7 @@ def svg_chart(chart: GroupChart) -> str:
     points = chart.points
     if not points:
         return '<p class="muted">no values</p>'
-    low = min(p.ci_low for p in points)
+    low = min(min(p.ci_low, p.minimum) for p in points)
     high = max(p.ci_high for p in points)
     y_of = _scale(low, high, HEIGHT - PAD_T - PAD_B, PAD_T)
     step = (WIDTH - PAD_L - PAD_R) / max(len(points) - 1, 1)
@@ -68,6 +68,7 @@ def svg_chart(chart: GroupChart) -> str:
         f"{x_of(i):.1f},{y_of(p.ci_low):.1f}" for i, p in reversed(list(enumerate(points)))
     )
     line = " ".join(f"{x_of(i):.1f},{y_of(p.median):.1f}" for i, p in enumerate(points))
+    floor = " ".join(f"{x_of(i):.1f},{y_of(p.minimum):.1f}" for i, p in enumerate(points))
     marks = [_marker(x_of(i), y_of(p.median), p, i in chart.outliers, chart.metric)
              for i, p in enumerate(points)]  # fmt: skip
     changes = [_change_mark(x_of(c["position"] - 1) - step / 2, c, chart.links)
@@ -76,6 +77,7 @@ def svg_chart(chart: GroupChart) -> str:
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{esc(chart.title)}">{_ticks(low, high, chart.metric)}'
         f'<polygon points="{band}" class="band"/><polyline points="{line}" class="line"/>'
+        f'<polyline points="{floor}" class="floor"/>'
         f"{''.join(marks)}{''.join(changes)}</svg>"
     )
 
@@ -86,7 +88,8 @@ def _marker(x: float, y: float, point: Point, outlier: bool, metric: str) -> str
         cls += " outlier"
     label = (f"{point.run_id} commit {text.short_commit(point.commit)}: "
              f"{text.figure(point.median, metric)} [{text.figure(point.ci_low, metric)} – "
-             f"{text.figure(point.ci_high, metric)}, {point.ci_level:.0%}]"
+             f"{text.figure(point.ci_high, metric)}, {point.ci_level:.0%}], floor "
+             f"{text.figure(point.minimum, metric)}"
              + (" polluted host" if point.polluted else ""))  # fmt: skip
     radius = 2.2 if not math.isfinite(x) else 3.0
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{radius}" class="{cls}"><title>{esc(label)}</title></circle>'
@@ -105,6 +108,7 @@ SVG_CSS = """
 svg.chart{width:100%;max-width:760px;height:auto;border:1px solid var(--line);background:#fff}
 .grid{stroke:#eaeef2;stroke-width:1}.tick{font-size:10px;fill:var(--muted)}
 .band{fill:#1f77b4;fill-opacity:.15;stroke:none}.line{fill:none;stroke:#1f77b4;stroke-width:1.5}
+.floor{fill:none;stroke:#2ca02c;stroke-width:1;stroke-dasharray:3 2}
 .pt{fill:#1f77b4}.pt.polluted{fill:#fff;stroke:#b42318;stroke-width:1.5}
 .pt.outlier{fill:#fff;stroke:#8c564b;stroke-dasharray:2 1}
 .change{stroke:#d62728;stroke-width:1.5;stroke-dasharray:5 3}
@@ -114,7 +118,9 @@ svg.chart{width:100%;max-width:760px;height:auto;border:1px solid var(--line);ba
 
 def legend() -> str:
     return ('<p class="muted">Each point: one run\'s median over its counted attempts; band: the '
-            "95% order-statistic CI of that median (its true level is in the tooltip); hollow "
+            "95% order-statistic CI of that median (its true level is in the tooltip); dashed "
+            "green: each run's floor (its lowest attempt, what change points are found in by "
+            "default: a busy host only ever adds to a cost); hollow "
             "red: a run whose host pollution gate failed; hollow brown: a run set aside as an "
             "outlier; dashed red line: a change point, labelled with the commit of the first "
             "run after it (a link to the compare report of the runs around it).</p>")  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any
 from metewand.history.series import Point, Series
 
 SPARKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 40  # the terminal's trend column shows the newest this many points
 
 
 def sparkline(values: Sequence[float]) -> str:
@@ -45,32 +46,6 @@ def short_commit(commit: str | None) -> str:
     return commit[:10] if commit else "-"
 
 
-def point_json(point: Point) -> dict[str, Any]:
-    return {
-        "run_id": point.run_id,
-        "started_at": point.started_at,
-        "commit": point.commit,
-        "branch": point.branch,
-        "dirty": point.dirty,
-        "polluted": point.polluted,
-        "runs": point.runs,
-        "n": point.n,
-        "median": point.median,
-        "ci": [point.ci_low, point.ci_high],
-        "ci_level": round(point.ci_level, 4),
-    }
-
-
-def series_json(series: Series, points: Sequence[Point]) -> dict[str, Any]:
-    return {
-        "suite": series.suite,
-        "task": series.task,
-        "subject": series.subject,
-        "driver": series.driver,
-        "points": [point_json(p) for p in points],
-    }
-
-
 def show_rows(series: Sequence[tuple[Series, list[Point]]], metric: str) -> list[list[str]]:
     """Per group: runs, first and last median, last CI, and the sparkline (polluted runs red)."""
     rows = []
@@ -78,16 +53,19 @@ def show_rows(series: Sequence[tuple[Series, list[Point]]], metric: str) -> list
         if not points:
             continue
         last = points[-1]
+        newest = points[-SPARK_WIDTH:]
         spark = "".join(
             f"[red]{ch}[/red]" if p.polluted else ch
-            for ch, p in zip(sparkline([p.median for p in points]), points, strict=True)
+            for ch, p in zip(sparkline([p.median for p in newest]), newest, strict=True)
         )
         rows.append(
             [
                 one.task,
                 one.subject + (f" [{one.driver}]" if one.driver else ""),
-                str(len(points)),
-                figure(points[0].median, metric),
+                str(one.total or len(points)),
+                figure(
+                    one.first_median if one.first_median is not None else points[0].median, metric
+                ),
                 figure(last.median, metric),
                 f"{figure(last.ci_low, metric)} – {figure(last.ci_high, metric)} "
                 f"({last.ci_level:.0%}, n={last.n})",
@@ -109,3 +87,31 @@ def change_line(change: dict[str, Any], metric: str) -> str:
         f"{change['run_id']} (run {change['position']} of this group, commit "
         f"{short_commit(change['commit'])})"
     )
+
+
+def check_header(r: Any, settings: Any) -> str:
+    newest = r.newest
+    where = (f"newest run {newest.run_id} (commit {short_commit(newest.commit)}"
+             + (", host polluted" if newest.polluted else "") + ")") if newest else "no runs"  # fmt: skip
+    lines = [f"{r.suite}: {r.metric} (each run's {settings.statistic}), {r.analysed} of "
+             f"{r.groups} groups analysed, {where}; typical noise {r.typical_noise:.1%}"]  # fmt: skip
+    if r.too_short:
+        lines.append(f"  {r.too_short} groups have fewer than {settings.min_runs} runs "
+                     f"(the longest has {r.longest}): not judged")  # fmt: skip
+    return "\n".join(lines)
+
+
+def check_verdict(results: Sequence[Any], settings: Any, status: int) -> list[str]:
+    if status == 1:
+        starts = [c for r in results for c in r.starts_now]
+        return [f"check failed: the newest run starts {len(starts)} significant step(s)"]
+    if status != 2:
+        return []
+    polluted = [r for r in results if r.polluted_newest]
+    if polluted:
+        return [f"check cannot judge {r.metric}: the newest run {r.newest.run_id}'s host "
+                "pollution gate failed (a wall time then says more about the host than the "
+                "code); judge a CPU metric, or pass --allow-polluted" for r in polluted]  # fmt: skip
+    longest = max((r.longest for r in results), default=0)
+    return [f"check cannot judge: the longest group has {longest} runs, a check needs "
+            f"{settings.min_runs} (run {settings.min_runs - longest} more)"]  # fmt: skip
