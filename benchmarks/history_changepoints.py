@@ -217,7 +217,8 @@ def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> boo
     every group of the target (implementation, or browser task) at the planted run, nothing
     else (for A/A: nothing at all; a step only the newest runs show counts too)."""
     suites = one.final["suites"]
-    changes = [c for s in suites for c in s["change_points"]]
+    shifts = [c for s in suites for c in s["change_points"] if c["host_shift"]]
+    changes = [c for s in suites for c in s["change_points"] if not c["host_shift"]]
     metric = ",".join(f"{s['metric']} (typical noise {s['typical_noise']:.1%})" for s in suites)
     print(f"{one.name}: {len(changes)} change point(s) over the whole history; {metric}")
     for c in changes:
@@ -225,6 +226,10 @@ def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> boo
               f"{c['position']}, commit {str(c['commit'])[:10]}) step {c['step']:+.1%} "
               f"[{c['step_ci95'][0]:+.1%}, {c['step_ci95'][1]:+.1%}] p={c['p_value']:.2g} "
               f"noise {c['historical_noise']:.1%}, {c['runs_after']} runs after")  # fmt: skip
+    for c in shifts:
+        print(f"  host shift (the run-wide factor across polluted runs, not judged): from run "
+              f"{c['run_id']} {c['step']:+.1%} [{c['step_ci95'][0]:+.1%}, "
+              f"{c['step_ci95'][1]:+.1%}]")  # fmt: skip
     flagged = [r["run"] for r in one.runs if r["check_exit"] == 1]
     print(f"  CI-style checks after each run that exited 1: {flagged or 'none'}")
     if one.planted_at is None:

@@ -274,7 +274,9 @@ def change_entry(group: GroupResult, cp: changepoints.ChangePoint, recent: bool)
 def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[dict[str, Any]]:
     """Every change point of the suite (the run-wide group's last), each marked ``recent``
     when it starts at one of the newest ``recent`` runs of a group whose newest point is the
-    suite's newest run."""
+    suite's newest run. A step of the run-wide factor across a run whose host pollution gate
+    failed is a ``host_shift``: every group moved at once on a disturbed host, which the host's
+    other tenants explain as well as the code (it is listed, and fails no check)."""
     out = []
     groups = [*detection.groups, *([detection.run_wide] if detection.run_wide else [])]
     for group in groups:
@@ -284,7 +286,10 @@ def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[
         for cp in group.analysis.change_points:
             starts_now = cp.index >= len(points) - recent and newest is not None and (
                 points[-1].run_uid == newest.run_uid)  # fmt: skip
-            out.append(change_entry(group, cp, starts_now))
+            entry = change_entry(group, cp, starts_now)
+            entry["host_shift"] = group is detection.run_wide and bool(
+                entry["base_run"]["polluted"] or entry["new_run"]["polluted"])  # fmt: skip
+            out.append(entry)
     return out
 
 
@@ -303,7 +308,7 @@ class SuiteCheck:
 
     @property
     def starts_now(self) -> list[dict[str, Any]]:
-        return [c for c in self.changes if c["recent"]]
+        return [c for c in self.changes if c["recent"] and not c["host_shift"]]
 
 
 def check_suite(con: Any, suite: str, metric: str | None, filters: Filters,
