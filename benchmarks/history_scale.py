@@ -118,6 +118,9 @@ def scan_baseline(path: Path) -> tuple[float, float]:
 
 
 def add_figures(work: Path, runs: dict[str, Path], rows: int) -> None:
+    start = timed([METEWAND, "history", "add", "--help"], work)
+    print(f"CLI start (history add --help, imports included): wall {start[0]:.2f} s, CPU "
+          f"{start[1]:.2f} s; load {load()}", flush=True)  # fmt: skip
     for suite, seed in runs.items():
         real_rows, per_row = row_sizes(seed)
         big = big_run(seed, rows)
