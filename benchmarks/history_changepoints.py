@@ -16,8 +16,8 @@ example itself has fewer; on this host a run's floor over 10 attempts scatters ~
 runs, over 2 attempts 5-15%); the browser suite runs ``--k`` attempts per task and engine.
 
 A niced CPU burner runs during some runs (``--burn-runs``). After every run ``history check
---fail-on-change`` runs as CI would; at the end the whole history is checked (default settings,
-or ``--check-args``). Every figure is printed with the load average it ran under.
+--fail-on-change --recent 3`` runs as CI would; at the end the whole history is checked (default
+settings, or ``--check-args``). Every figure is printed with the load average it ran under.
 
     .venv/bin/python benchmarks/history_changepoints.py
     .venv/bin/python benchmarks/history_changepoints.py --suite browser
@@ -144,8 +144,8 @@ def run_once(args: argparse.Namespace, work: Path, repo: Path, store: Path, labe
     started = time.monotonic()
     done = metewand(*cmd, "--out", str(work / "runs"), "--run-id", label, "--history",
                     str(store), "--no-progress", "--quiet", cwd=repo)  # fmt: skip
-    checked = metewand("history", "check", "--fail-on-change", "--json", "--history", str(store),
-                       *args.check_args, cwd=work)  # fmt: skip
+    checked = metewand("history", "check", "--fail-on-change", "--recent", str(args.recent),
+                       "--json", "--history", str(store), *args.check_args, cwd=work)  # fmt: skip
     if checked.returncode not in (0, 1, 2):
         raise SystemExit(f"history check failed: {checked.stderr[-2000:]}")
     report = json.loads(checked.stdout) if checked.stdout.strip() else {}
@@ -262,6 +262,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2, help="Browser: attempts per task and engine.")
     parser.add_argument("--burn-runs", default=None, help="Runs with the burner (1-based).")
     parser.add_argument("--check-args", default="", help="Extra `history check` arguments.")
+    parser.add_argument("--recent", type=int, default=3, help="The CI-style check after each run "
+                        "fails on a step starting at one of the newest N runs (a step the newest "
+                        "run alone cannot establish is named once more runs show it).")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="Keep the scratch directory.")
     args = parser.parse_args()
     args.runs = args.runs or (16 if args.suite == "compute" else 12)
