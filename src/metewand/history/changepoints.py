@@ -351,23 +351,15 @@ def _segment_of(values: Sequence[float], analysis: Analysis,
 MIN_GROUPS_FOR_RUN_FACTOR = 4
 
 
-def running_median(values: Sequence[float], width: int = 5) -> list[float]:
-    """Each value's local level: the median of the ``width`` values around it (fewer at the
-    ends). A step shifts it within ``width // 2`` runs, a lone wild run not at all."""
-    data = np.asarray(values, dtype=float)
-    half = width // 2
-    return [float(np.median(data[max(0, i - half) : i + half + 1])) for i in range(data.size)]
-
-
 def run_factors(series: Sequence[Sequence[tuple[str, float, float]]]) -> dict[str, float]:
     """Per run, the factor the host applied to every group alike (``run id -> factor``), from
     each group's ``(run, value, level)``: a run's factor is the median over its groups of
     value / level (when it has at least ``MIN_GROUPS_FOR_RUN_FACTOR`` groups; else 1).
 
     A busy hour, a slower machine or another CPU frequency moves every group of a run together;
-    a code change moves the groups it touches. The level is the group's own (its steps taken
-    out, or a running median before any is known), so a change in a third of the groups does
-    not move the factor, and with it every other group. Dividing a group's series by the
+    a code change moves the groups it touches. The level is the group's own (its median, or
+    once its steps are known, the levels they fit: then a change in a third of the groups does
+    not move the factor, and with it every other group). Dividing a group's series by the
     factors leaves what is its own: the planted change of one implementation stays, the host's
     run-to-run shifts go."""
     ratios: dict[str, list[float]] = {}

@@ -99,23 +99,22 @@ def _ranks_table(con: Any, max_n: int) -> None:
     con.executemany("INSERT INTO mw_ci_ranks VALUES (?, ?, ?, ?)", rows)
 
 
+WHERE_CLAUSES = (
+    ("suite", "r.suite = $suite"),
+    ("task", "contains(lower(a.task), lower($task))"),
+    ("subject", "a.subject = $subject"),
+    ("driver", "contains(lower(a.driver), lower($driver))"),
+    ("since", "r.started_at >= CAST($since AS TIMESTAMPTZ)"),
+)
+
+
 def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
     clauses, params = [], {}
-    if filters.suite:
-        clauses.append("r.suite = $suite")
-        params["suite"] = filters.suite
-    if filters.task:
-        clauses.append("contains(lower(a.task), lower($task))")
-        params["task"] = filters.task
-    if filters.subject:
-        clauses.append("a.subject = $subject")
-        params["subject"] = filters.subject
-    if filters.driver:
-        clauses.append("contains(lower(a.driver), lower($driver))")
-        params["driver"] = filters.driver
-    if filters.since:
-        clauses.append("r.started_at >= CAST($since AS TIMESTAMPTZ)")
-        params["since"] = filters.since
+    for name, clause in WHERE_CLAUSES:
+        value = getattr(filters, name)
+        if value:
+            clauses.append(clause)
+            params[name] = value
     return "".join(f" AND {c}" for c in clauses), params
 
 
@@ -153,6 +152,16 @@ ORDER BY v.suite, v.task, v.subject, v.driver, v.back DESC
 """
 
 
+def _points(con: Any, metric: str, filters: Filters, by: str) -> None:
+    """The temp tables ``mw_points`` (a row per group and point) and ``mw_ci_ranks``."""
+    where, params = _where(filters)
+    order = "order_time" if by == "commit" else "newest"
+    con.execute(POINTS.format(key=_point_key(by), where=where, order=order),
+                {"metric": metric, **params})  # fmt: skip
+    max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
+    _ranks_table(con, int(max_n))
+
+
 def read_series(
     con: Any, metric: str, filters: Filters = Filters(), by: str = "run", last: int | None = None
 ) -> list[Series]:
@@ -160,12 +169,7 @@ def read_series(
     per run in the order the runs started; ``commit``, one point per commit pooling its runs,
     in the order of the commits' own times); with ``last``, only each group's newest ``last``.
     The medians and their intervals are computed by DuckDB; Python gets one tuple per point."""
-    where, params = _where(filters)
-    order = "order_time" if by == "commit" else "newest"
-    con.execute(POINTS.format(key=_point_key(by), where=where, order=order),
-                {"metric": metric, **params})  # fmt: skip
-    max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
-    _ranks_table(con, int(max_n))
+    _points(con, metric, filters, by)
     out: list[Series] = []
     for row in con.execute(QUERY, {"last": last or 2**62}).fetchall():
         suite, task, subject, driver, total, first = row[:6]
@@ -194,12 +198,7 @@ def read_series_json(
 ) -> list[tuple[Series, str]]:
     """``read_series`` for ``show --json``: each group's points as one JSON array DuckDB writes
     (100,000 points, no Python object per point)."""
-    where, params = _where(filters)
-    order = "order_time" if by == "commit" else "newest"
-    con.execute(POINTS.format(key=_point_key(by), where=where, order=order),
-                {"metric": metric, **params})  # fmt: skip
-    max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
-    _ranks_table(con, int(max_n))
+    _points(con, metric, filters, by)
     rows = con.execute(POINTS_JSON, {"last": last or 2**62}).fetchall()
     con.execute("DROP TABLE IF EXISTS mw_points")
     return [(Series(suite, task, subject, driver), points)
