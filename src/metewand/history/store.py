@@ -188,14 +188,14 @@ def migrate(con: Any, version: int) -> None:
 
 
 def open_for_write(path: Path) -> Any:
-    """The store at ``path``, created when absent, migrated when old."""
+    """The store at ``path``, created when absent (or a DuckDB file without a table: a writer
+    killed while it created the store leaves one), migrated when old."""
     import duckdb
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    existed = path.exists() and path.stat().st_size > 0
     con = _connect(path, read_only=False)
     try:
-        if not existed:
+        if not con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0]:
             _create(con)
         version = _check_ours(con, path)
         migrate(con, version)
