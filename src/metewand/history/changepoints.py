@@ -351,6 +351,14 @@ def _segment_of(values: Sequence[float], analysis: Analysis,
 MIN_GROUPS_FOR_RUN_FACTOR = 4
 
 
+def running_median(values: Sequence[float], width: int = 5) -> list[float]:
+    """Each value's local level: the median of the ``width`` values around it (fewer at the
+    ends). A step shifts it within ``width // 2`` runs, a lone wild run not at all."""
+    data = np.asarray(values, dtype=float)
+    half = width // 2
+    return [float(np.median(data[max(0, i - half) : i + half + 1])) for i in range(data.size)]
+
+
 def run_factors(series: Sequence[Sequence[tuple[str, float, float]]]) -> dict[str, float]:
     """Per run, the factor the host applied to every group alike (``run id -> factor``), from
     each group's ``(run, value, level)``: a run's factor is the median over its groups of

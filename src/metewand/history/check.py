@@ -86,18 +86,32 @@ def _analyse_all(groups: list[GroupResult], factors: dict[str, float],
     return typical
 
 
-def _factors(groups: list[GroupResult], settings: Settings, steps: bool) -> dict[str, float]:
-    """The run factors, each group's values against its own level: its median, or with
-    ``steps`` the levels its change points fit."""
-    series = []
-    for g in groups:
-        values = [level(p, settings.statistic) for p in g.points]
-        if steps and g.analysis is not None and g.analysis.change_points:
-            levels = g.analysis.levels(values)
-        else:
-            levels = [float(np.median(values))] * len(values)
-        series.append(list(zip((p.run_uid for p in g.points), values, levels, strict=True)))
-    return changepoints.run_factors(series)
+FACTOR_ROUNDS = 3
+
+
+def _factors(groups: list[GroupResult], settings: Settings, fitted: bool) -> dict[str, float]:
+    """The run factors, each group's values against its own level. First pass (``fitted``
+    false): its running median, of the values the previous round's factors divided (a level
+    that follows a step within two runs without knowing where it is, so a step in a third of
+    the groups cannot lean on the factor). Second pass: the levels the first pass's change
+    points fit, else the group's median (errors independent from run to run, which the noise
+    estimate from successive differences assumes)."""
+    values = {id(g): [level(p, settings.statistic) for p in g.points] for g in groups}
+    factors: dict[str, float] = {}
+    for _ in range(1 if fitted else FACTOR_ROUNDS):
+        series = []
+        for g in groups:
+            mine = values[id(g)]
+            if fitted:
+                found = g.analysis is not None and g.analysis.change_points
+                levels = g.analysis.levels(mine) if found and g.analysis else [
+                    float(np.median(mine))] * len(mine)  # fmt: skip
+            else:
+                levels = changepoints.running_median(
+                    [v / factors.get(p.run_uid, 1.0) for v, p in zip(mine, g.points, strict=True)])  # fmt: skip
+            series.append(list(zip((p.run_uid for p in g.points), mine, levels, strict=True)))
+        factors = changepoints.run_factors(series)
+    return factors
 
 
 def detect(all_series: Sequence[Series], suite: str, metric: str,
@@ -105,10 +119,8 @@ def detect(all_series: Sequence[Series], suite: str, metric: str,
     """Every group's change points: each group searched on its own, then asked again near the
     runs other groups named (``_shared``), the changes several groups share placed together
     (``_align``). With ``run_factor``, what the host did to every group of a run alike is
-    divided out first, in two passes: the first against each group's median, the second
-    against the levels the first pass's change points fit (a step in a third of the groups
-    moves the first pass's factor, and with it every other group, by a few percent); the
-    factors are then analysed as a group of their own."""
+    divided out first, in two passes (``_factors``: local levels, then the levels the first
+    pass's change points fit); the factors are then analysed as a group of their own."""
     result = Detection(suite, metric)
     for series in all_series:
         result.groups.append(GroupResult(series, _kept(series, metric, settings)))
@@ -116,8 +128,8 @@ def detect(all_series: Sequence[Series], suite: str, metric: str,
     judged = [g for g in result.groups if len(g.kept) >= settings.min_runs]
     if not judged:
         return result
-    for steps in (False, True) if settings.run_factor else (False,):
-        result.factors = _factors(judged, settings, steps) if settings.run_factor else {}
+    for fitted in (False, True) if settings.run_factor else (False,):
+        result.factors = _factors(judged, settings, fitted) if settings.run_factor else {}
         result.typical_noise = _analyse_all(judged, result.factors, settings)
         _shared(judged, result.factors, settings)
         _align(judged, result.factors, settings)
