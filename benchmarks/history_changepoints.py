@@ -249,6 +249,18 @@ def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> boo
     return passed
 
 
+def rejudge(args: argparse.Namespace, work: Path, planted_at: int, target: str) -> None:
+    """Check and judge the histories an earlier ``--keep`` run left (the runs' CI-style
+    checks are not repeated: only the whole history's)."""
+    verdicts = []
+    print(f"rejudging {work} (load {load()})")
+    for name, at in (("planted", planted_at), ("aa", None)):
+        one = Series(name, at, work / name / "tree", work / name, work / name / "history.duckdb")
+        finish(args, work, one)
+        verdicts.append(judge(args, work, one, target))
+    print(f"acceptance: {'PASS' if all(verdicts) else 'FAIL'}; load {load()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--suite", choices=["compute", "browser"], default="compute")
@@ -266,6 +278,9 @@ def main() -> None:
                         "fails on a step starting at one of the newest N runs (a step the newest "
                         "run alone cannot establish is named once more runs show it).")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="Keep the scratch directory.")
+    parser.add_argument("--rejudge", type=Path, default=None, metavar="SCRATCH",
+                        help="No runs: check the histories a --keep run left in SCRATCH again "
+                             "(with this tree's metewand) and judge them.")  # fmt: skip
     args = parser.parse_args()
     args.runs = args.runs or (16 if args.suite == "compute" else 12)
     planted_at = 9 if args.suite == "compute" else 7
@@ -273,6 +288,9 @@ def main() -> None:
         args.burn_runs = "3,4,11,12" if args.suite == "compute" else "3,4,9"
     args.check_args = args.check_args.split()
     target = args.implementation if args.suite == "compute" else args.task
+    if args.rejudge is not None:
+        rejudge(args, args.rejudge, planted_at, target)
+        return
     work = Path(tempfile.mkdtemp(prefix="metewand-hcp-"))
     burn = {int(x) for x in args.burn_runs.split(",") if x}
     print(f"history_changepoints ({args.suite}): {args.runs} runs per series, planted at run "

@@ -130,11 +130,12 @@ def test_a_step_a_third_of_the_groups_share_is_named_in_each_and_nowhere_else() 
         others += bool(named - expected)
         quiet = detect(_suite(rng, 0.0), "compute", "cpu_time_ns", Settings())
         aa_alarms += bool(changes_of(quiet, None, 1))
-    # measured over 100 suites (two seeds): every stepped group found in 73-77%, a stepped
-    # group found 89-94%, another group named in 2-5%, an A/A suite with any change 0-2%
+    # measured over 100 suites (two seeds): every stepped group found in 86-89%, a stepped
+    # group found 98%, another group named in 9-12% (each unchanged group is asked at run 9 at
+    # alpha 0.01), an A/A suite with any change 1-2%
     assert found / (len(SHARED) * trials) >= 0.8, found
     assert exact / trials >= 0.6, exact
-    assert others / trials <= 0.12, others
+    assert others / trials <= 0.2, others
     assert aa_alarms / trials <= 0.06, aa_alarms
 
 

@@ -76,6 +76,7 @@ class ChangePoint:
     p_raw: float
     noise: float  # the noise the step was judged against (relative sd between runs)
     shared: bool = False  # tested at a run where other groups' change points are
+    positions: int = 0  # the positions its p-value is corrected for (Bonferroni)
 
 
 @dataclass
@@ -188,7 +189,8 @@ def judge(
         return None
     half = float(stats.t.ppf(0.975, df)) * se
     ci = (_step(diff - half, scale), _step(diff + half, scale))
-    return ChangePoint(cut, cut - start, end - cut, step, ci, p_value, p_raw, noise, not searched)
+    return ChangePoint(cut, cut - start, end - cut, step, ci, p_value, p_raw, noise, not searched,
+                       len(y) - 1 if positions is None else positions)  # fmt: skip
 
 
 def _merged(cuts: list[int], y: np.ndarray, noise: float) -> list[int]:
@@ -295,26 +297,17 @@ def gain(values: Sequence[float], analysis: Analysis, index: int) -> float | Non
 def moved(values: Sequence[float], analysis: Analysis, old: ChangePoint, index: int,
           settings: Settings) -> ChangePoint | None:  # fmt: skip
     """``old`` judged again with its cut before run ``index`` instead (None: not significant
-    there); a shared step stays one (``SHARED_POSITIONS``)."""
+    there), corrected for as many positions as before."""
     others = replace(analysis, change_points=[p for p in analysis.change_points if p != old])
-    return _judged_at(values, others, index, settings, SHARED_POSITIONS if old.shared else None)
+    return _judged_at(values, others, index, settings, old.positions if old.shared else None)
 
 
-SHARED_POSITIONS = 5  # a shared step is looked for within 2 runs of the run others named
-
-
-def shared_near(values: Sequence[float], analysis: Analysis, indices: Sequence[int],
-                settings: Settings) -> ChangePoint | None:  # fmt: skip
-    """A step before one of ``indices`` (the runs within reach of a run other groups' change
-    points named), at the one whose segments differ most by least squares, judged with
-    Bonferroni over ``SHARED_POSITIONS`` instead of the whole series: the position was chosen
-    by other groups' data, not this series'. None when not significant."""
-    gains = {i: gain(values, analysis, i) for i in indices}
-    scored = {i: g for i, g in gains.items() if g is not None}
-    if not scored:
-        return None
-    return _judged_at(values, analysis, max(scored, key=scored.__getitem__), settings,
-                      SHARED_POSITIONS)  # fmt: skip
+def shared_at(values: Sequence[float], analysis: Analysis, index: int, positions: int,
+              settings: Settings) -> ChangePoint | None:  # fmt: skip
+    """A step before run ``index``, a run other groups' change points named, judged with
+    Bonferroni over the ``positions`` so named near it instead of the whole series: the run
+    was chosen by other groups' data, not this series'. None when not significant."""
+    return _judged_at(values, analysis, index, settings, positions)
 
 
 def _judged_at(values: Sequence[float], analysis: Analysis, index: int, settings: Settings,
@@ -351,12 +344,17 @@ def _segment_of(values: Sequence[float], analysis: Analysis,
 MIN_GROUPS_FOR_RUN_FACTOR = 4
 
 
-def running_median(values: Sequence[float], width: int = 5) -> list[float]:
-    """Each value's local level: the median of the ``width`` values around it (fewer at the
-    ends). A step shifts it within ``width // 2`` runs, a lone wild run not at all."""
-    data = np.asarray(values, dtype=float)
-    half = width // 2
-    return [float(np.median(data[max(0, i - half) : i + half + 1])) for i in range(data.size)]
+def rank_cusum(values: Sequence[float]) -> float:
+    """How much a series looks like it stepped, whatever its noise: the largest standardized
+    rank sum of the runs before a split over every split (Pettitt's statistic, standardized:
+    about N(0, 1) at each split for a series without a change)."""
+    ranks = np.argsort(np.argsort(np.asarray(values, dtype=float))) + 1.0
+    n = ranks.size
+    if n < 2:
+        return 0.0
+    k = np.arange(1, n)
+    excess = np.cumsum(ranks)[:-1] - k * (n + 1) / 2
+    return float(np.max(np.abs(excess) / np.sqrt(k * (n - k) * (n + 1) / 12)))
 
 
 def run_factors(series: Sequence[Sequence[tuple[str, float, float]]]) -> dict[str, float]:

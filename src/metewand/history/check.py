@@ -86,32 +86,39 @@ def _analyse_all(groups: list[GroupResult], factors: dict[str, float],
     return typical
 
 
-FACTOR_ROUNDS = 3
+STATIONARY_SHARE = 2 / 3  # of the groups without a known step, the run factor reads these
 
 
 def _factors(groups: list[GroupResult], settings: Settings, fitted: bool) -> dict[str, float]:
-    """The run factors, each group's values against its own level. First pass (``fitted``
-    false): its running median, of the values the previous round's factors divided (a level
-    that follows a step within two runs without knowing where it is, so a step in a third of
-    the groups cannot lean on the factor). Second pass: the levels the first pass's change
-    points fit, else the group's median (errors independent from run to run, which the noise
-    estimate from successive differences assumes)."""
+    """The run factors: per run, the median over groups of each group's value against its own
+    level (its median; with ``fitted``, the levels its change points fit, when it has any).
+    A code change moves a minority of the groups, and a step in a third of them would move the
+    median, and with it every other group, by a few percent: so of the groups without a known
+    step, the factor reads only the most stationary two thirds (the smallest rank-CUSUM
+    against a first factor from every group)."""
     values = {id(g): [level(p, settings.statistic) for p in g.points] for g in groups}
-    factors: dict[str, float] = {}
-    for _ in range(1 if fitted else FACTOR_ROUNDS):
+
+    def factors_of(chosen: list[GroupResult]) -> dict[str, float]:
         series = []
-        for g in groups:
+        for g in chosen:
             mine = values[id(g)]
-            if fitted:
-                found = g.analysis is not None and g.analysis.change_points
-                levels = g.analysis.levels(mine) if found and g.analysis else [
-                    float(np.median(mine))] * len(mine)  # fmt: skip
-            else:
-                levels = changepoints.running_median(
-                    [v / factors.get(p.run_uid, 1.0) for v, p in zip(mine, g.points, strict=True)])  # fmt: skip
+            found = fitted and g.analysis is not None and g.analysis.change_points
+            levels = g.analysis.levels(mine) if found and g.analysis else [
+                float(np.median(mine))] * len(mine)  # fmt: skip
             series.append(list(zip((p.run_uid for p in g.points), mine, levels, strict=True)))
-        factors = changepoints.run_factors(series)
-    return factors
+        return changepoints.run_factors(series)
+
+    first = factors_of(groups)
+    stepped = [g for g in groups if fitted and g.analysis and g.analysis.change_points]
+    others = [g for g in groups if g not in stepped]
+
+    def unrest(g: GroupResult) -> float:
+        return changepoints.rank_cusum(
+            [v / first.get(p.run_uid, 1.0) for v, p in zip(values[id(g)], g.points, strict=True)])  # fmt: skip
+
+    calm = sorted(others, key=unrest)[: max(changepoints.MIN_GROUPS_FOR_RUN_FACTOR,
+                                            math.ceil(len(others) * STATIONARY_SHARE))]  # fmt: skip
+    return factors_of(stepped + calm)
 
 
 def detect(all_series: Sequence[Series], suite: str, metric: str,
@@ -119,8 +126,8 @@ def detect(all_series: Sequence[Series], suite: str, metric: str,
     """Every group's change points: each group searched on its own, then asked again near the
     runs other groups named (``_shared``), the changes several groups share placed together
     (``_align``). With ``run_factor``, what the host did to every group of a run alike is
-    divided out first, in two passes (``_factors``: local levels, then the levels the first
-    pass's change points fit); the factors are then analysed as a group of their own."""
+    divided out first, in two passes (``_factors``; the second knows the first's steps); the
+    factors are then analysed as a group of their own."""
     result = Detection(suite, metric)
     for series in all_series:
         result.groups.append(GroupResult(series, _kept(series, metric, settings)))
@@ -199,11 +206,11 @@ def _place(cluster: list[tuple[GroupResult, changepoints.ChangePoint]], choices:
 
 
 def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> None:
-    """Every group asked again near each run where some group's change point is: a commit that
+    """Every group asked again at each run where some group's change point is: a commit that
     moved one group may have moved others by less than a search over every position can tell.
-    Near a run other groups named, the test corrects for the few positions looked at, not for
-    the whole series (the other groups' noise chose the run, not this group's), so a 15% step
-    the search misses at 4% noise is found there; such a step shows as shared."""
+    At a run other groups named, the test corrects for the runs so named near it (usually one),
+    not for the whole series (the other groups' noise chose the run, not this group's), so a
+    15% step the search misses at 4% noise is found there; such a step shows as shared."""
     order = sorted({(p.started_at, p.run_uid) for g in groups for p in g.points})
     position = {uid: i for i, (_, uid) in enumerate(order)}
     named = sorted({position[g.points[cp.index].run_uid] for g in groups if g.analysis
@@ -215,12 +222,12 @@ def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Sett
             own = [position[g.points[cp.index].run_uid] for cp in g.analysis.change_points]
             if any(abs(run - at) <= 2 * ALIGN_REACH for at in own):
                 continue
-            near = [_index_of(g, order[r][1]) for r in range(run - ALIGN_REACH,
-                                                             run + ALIGN_REACH + 1)
-                    if 0 <= r < len(order)]  # fmt: skip
-            found = changepoints.shared_near(_values(g, settings.statistic, factors), g.analysis,
-                                             [i for i in near if i is not None],
-                                             _tests(settings))  # fmt: skip
+            index = _index_of(g, order[run][1])
+            if index is None:
+                continue
+            near = sum(1 for other in named if abs(other - run) <= ALIGN_REACH)
+            found = changepoints.shared_at(_values(g, settings.statistic, factors), g.analysis,
+                                           index, near, _tests(settings))  # fmt: skip
             if found is not None:
                 g.analysis.change_points = sorted([*g.analysis.change_points, found],
                                                   key=lambda p: p.index)  # fmt: skip
