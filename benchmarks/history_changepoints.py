@@ -107,12 +107,13 @@ def plant(args: argparse.Namespace, repo: Path, source: Path) -> str:
         plant_slowdown(source, args.implementation, args.fraction, scratch)
         shutil.copytree(scratch, repo, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
         return f"{args.implementation}: +{args.fraction:.0%} execute CPU"
-    page = heavier_page(repo, args.task)
+    page = heavier_page(repo, args.task, args.page_rows)
     return f"task {args.task}: heavier page {page.name}"
 
 
-def heavier_page(suite: Path, task_id: str) -> Path:
-    """The task's scene page gets a script that builds and lays out a large table on load."""
+def heavier_page(suite: Path, task_id: str, rows: int = 400) -> Path:
+    """The task's scene page gets a script that builds and lays out a table of ``rows`` x 8
+    cells on load (outside the element the task reads, so its answer stays right)."""
     task = next(p for p in (suite / "tasks").rglob("*.json") if json.loads(p.read_text()).get(
         "task_id") == task_id)  # fmt: skip
     spec = json.loads(task.read_text())
@@ -120,7 +121,7 @@ def heavier_page(suite: Path, task_id: str) -> Path:
     url = scene.get("url") if isinstance(scene, dict) else None
     name = Path(str(url or "")).name
     page = next(p for p in (suite / "fixtures").rglob("*.html") if p.name == name)
-    extra = ("<script>(function(){var t=document.createElement('table');for(var i=0;i<4000;i++)"
+    extra = ("<script>(function(){var t=document.createElement('table');for(var i=0;i<" + str(rows) + ";i++)"
              "{var r=t.insertRow();for(var j=0;j<8;j++){r.insertCell().textContent=i*j;}}"
              "document.body.appendChild(t);void document.body.offsetHeight;})();</script>")  # fmt: skip
     page.write_text(page.read_text().replace("</body>", extra + "</body>"))
@@ -271,6 +272,8 @@ def main() -> None:
                         "case and implementation in the copy of the example.")  # fmt: skip
     parser.add_argument("--task", default="own_l2_inner_text")
     parser.add_argument("--engines", default="chrome,lightpanda")
+    parser.add_argument("--page-rows", type=int, default=400, help="Browser: rows of the table "
+                        "the heavier page builds (x 8 cells).")  # fmt: skip
     parser.add_argument("--k", type=int, default=2, help="Browser: attempts per task and engine.")
     parser.add_argument("--burn-runs", default=None, help="Runs with the burner (1-based).")
     parser.add_argument("--check-args", default="", help="Extra `history check` arguments.")
