@@ -229,7 +229,7 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
         table = Table(title=f"{block.suite}: {block.metric} per run (median, 95% CI of the median)")
         for column in ("case / task", "subject", "runs", "first", "last", "last CI", "commit",
                        f"trend (newest {text.SPARK_WIDTH})"):  # fmt: skip
-            table.add_column(column, no_wrap=column not in ("case / task", "subject"))
+            table.add_column(column)
         for row in text.show_rows(block.series, block.metric):
             table.add_row(*row)
         console.print(table)
