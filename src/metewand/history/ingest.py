@@ -209,7 +209,7 @@ def _insert_values(con: Any, suite: str, uid: str) -> tuple[int, int]:
 
 
 def _run_line(facts: dict[str, Any], uid: str, digest: str, rows: int) -> list[Any]:
-    from metewand.runtime.store import utc_now
+    from metewand.measure.clock import utc_now
 
     line = {**facts, "run_uid": uid, "content_sha256": digest, "rows_total": rows,
             "added_at": utc_now()}  # fmt: skip

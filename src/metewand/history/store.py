@@ -153,14 +153,14 @@ def _check_ours(con: Any, path: Path) -> int:
 
 
 def _create(con: Any) -> None:
-    from metewand import __version__
+    from metewand.version import tool_version
 
     con.execute("BEGIN TRANSACTION")
     for statement in SCHEMA_V1:
         con.execute(statement)
     con.executemany(
         "INSERT INTO meta VALUES (?, ?)",
-        [["format", FORMAT], ["schema_version", "1"], ["created_by", f"metewand {__version__}"]],
+        [["format", FORMAT], ["schema_version", "1"], ["created_by", f"metewand {tool_version()}"]],
     )
     _migrate_in_transaction(con, 1)
     con.execute("COMMIT")
