@@ -95,6 +95,7 @@ def run_in(repo: Path, command: str, timeout: float = 600) -> subprocess.Complet
     env = dict(os.environ)
     env["PATH"] = f"{repo / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env.pop("NO_COLOR", None)
+    env.pop("METEWAND_HISTORY", None)  # a new user's runs add to history.duckdb beside runs/
     return subprocess.run(
         ["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
         timeout=timeout, check=False,

@@ -30,8 +30,10 @@ PEER = SHARED / "reference" / "lexbench-run-sample"
 def metewand(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    # without the suite's METEWAND_HISTORY (conftest): the default location is under test here
+    base = {k: v for k, v in os.environ.items() if k != "METEWAND_HISTORY"}
     return subprocess.run([*METEWAND, *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)  # fmt: skip
+                          env={**base, **(env or {})}, timeout=600)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
