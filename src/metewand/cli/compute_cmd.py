@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -219,8 +220,8 @@ def run(
         phase_marks=_phase_marks(phase_marks, resume_dir),
     )
     summary = _run_or_exit(loaded, options, resume_dir, no_progress, quiet)
-    _conclude(summary, executor, quiet)
-    add_to_history(summary.run_dir, out_dir, history_path, no_history, _echo_unless(quiet))
+    _conclude(summary, executor, quiet, lambda: add_to_history(
+        summary.run_dir, out_dir, history_path, no_history, _echo_unless(quiet)))  # fmt: skip
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
 
 
@@ -297,10 +298,12 @@ def _echo_unless(quiet: bool) -> Any:
     return echo
 
 
-def _conclude(summary: Any, executor: str, quiet: bool) -> None:
-    """Derived files, the case table and counts, warnings last."""
+def _conclude(summary: Any, executor: str, quiet: bool, remember: Callable[[], None]) -> None:
+    """Derived files, the run added to the history (``remember``), the case table and counts,
+    warnings last (where the user looks)."""
     if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
+    remember()  # after the derived files: the history hashes the run directory as it stays
     if not quiet:
         _print_case_table(summary.rows)
         click.echo(
