@@ -1,5 +1,34 @@
 """Fixtures every test file may use (helpers live in plain modules beside the tests)."""
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 from shared_paths import lexbench
 
 __all__ = ["lexbench"]
+
+HISTORY_ENV = "METEWAND_HISTORY"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``run`` and ``browser run`` add themselves to a history at their end, by default beside
+    their ``--out``: with ``--out tmp_path`` that is the shared pytest base directory. Runs made
+    by module and session fixtures go to one file of the session's own instead."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("session-history") / "history.duckdb"
+        patch.setenv(HISTORY_ENV, str(path))
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _test_history(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each test's runs add themselves to a history in a directory of that test's own (a small
+    file, removed with pytest's temporary directories, never in the repository). Tests of the
+    default location remove the variable from their subprocesses' environment."""
+    path: Path = tmp_path_factory.mktemp("history") / "history.duckdb"
+    monkeypatch.setenv(HISTORY_ENV, str(path))

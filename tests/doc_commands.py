@@ -21,7 +21,7 @@ from shared_paths import REPO_ROOT, SHARED
 COMMENT = re.compile(r"\s+#\s.*$")  # a trailing "  # explanation"
 IGNORED = shutil.ignore_patterns(
     ".venv", "runs", ".git", "__pycache__", "*.egg-info", ".pytest_cache", ".mypy_cache",
-    ".ruff_cache", "build", "dist", "node_modules",  # node_modules: the driver clients (untracked, ~57 MB)
+    ".ruff_cache", "build", "dist", "node_modules", "history.duckdb*",  # node_modules: the driver clients (untracked, ~57 MB)
 )  # fmt: skip
 
 
@@ -95,6 +95,7 @@ def run_in(repo: Path, command: str, timeout: float = 600) -> subprocess.Complet
     env = dict(os.environ)
     env["PATH"] = f"{repo / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env.pop("NO_COLOR", None)
+    env.pop("METEWAND_HISTORY", None)  # a new user's runs add to history.duckdb beside runs/
     return subprocess.run(
         ["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
         timeout=timeout, check=False,

@@ -382,12 +382,63 @@ def suite_passes(done: Done, repo: Path) -> None:
     assert " passed" in done.stdout
 
 
+def remembered(run: str) -> Check:
+    """The run is complete and added itself to history.duckdb beside runs/."""
+
+    def check(done: Done, repo: Path) -> None:
+        sorting_accepts_all(done, repo)
+        assert f"history: added {run} " in done.stderr, done.stderr[-1000:]
+        assert (repo / "history.duckdb").is_file()
+
+    return check
+
+
 def explains(dialect: str) -> Check:
     def check(done: Done, repo: Path) -> None:
         assert f"dialect: {dialect} (" in done.stdout
         assert "runnable here: yes" in done.stdout
 
     return check
+
+
+def history_unchanged(*runs: str) -> Check:
+    """Runs that added themselves at their end are already there: adding them changes nothing."""
+
+    def check(done: Done, repo: Path) -> None:
+        for run in runs:
+            assert f"unchanged: {run} (compute" in done.stdout, done.stdout
+
+    return check
+
+
+def history_checked(done: Done, repo: Path) -> None:
+    """Either verdict may be right on real runs, but 1 comes with the step named, 0 without."""
+    assert (done.returncode == 1) == ("check failed" in done.stderr), done.stderr
+    assert "compute: cpu_time_ns" in done.stdout, done.stdout
+    assert "groups analysed" in done.stdout
+
+
+def history_listed(*runs: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        for run in runs:
+            assert f" {run} " in done.stdout, done.stdout
+
+    return check
+
+
+def history_shown(done: Done, repo: Path) -> None:
+    assert "compute: cpu_time_ns per run" in " ".join(done.stdout.split()), done.stdout[:600]
+
+
+def history_site(done: Done, repo: Path) -> None:
+    for name in ("index.html", "compute.html"):
+        assert (repo / "history-site" / name).stat().st_size > 0, name
+    assert (repo / "history-site" / "compute.html").read_text().count('class="chart"') >= 5
+
+
+def history_exported(done: Done, repo: Path) -> None:
+    assert list((repo / "history-parquet" / "attempt_values").rglob("*.parquet"))
+    assert (repo / "history-parquet" / "meta.parquet").is_file()
 
 
 def reference_cases_pass(done: Done, repo: Path) -> None:
@@ -485,6 +536,15 @@ EXPECTED: tuple[Expect, ...] = (
         (0, 1),
         gate_consistent("compare.md", "compare.json", "compare.html"),
     ),  # fmt: skip
+    Expect(f"{SORT} --run-id ci1 --no-progress", 0, remembered("ci1")),
+    Expect("metewand history add runs/base runs/new", 0, history_unchanged("base", "new")),
+    Expect("metewand history check --fail-on-change", (0, 1), history_checked),
+    Expect("metewand history list", 0, history_listed("base", "new", "ci1")),
+    Expect(
+        "metewand history show --implementation python-heapsort --last 10", 0, history_shown
+    ),  # fmt: skip
+    Expect("metewand history report --out history-site", 0, history_site),
+    Expect("metewand history export --parquet history-parquet", 0, history_exported),
     Expect("cd examples/sorting && metewand run --quiet", 0, quiet_in_example_dir),
     Expect("metewand status runs/sort1", 0, status_text),
     Expect("metewand status sort1 --json", 0, status_json),

@@ -14,6 +14,7 @@ from metewand import canonical
 from metewand.cli import exit_codes
 from metewand.cli.derived import write_derived
 from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
+from metewand.cli.history_hook import add_to_history, history_flags
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
@@ -144,6 +145,7 @@ def browser() -> None:
 @click.option("--allow-missing-engines", is_flag=True,
               help="Record a missing engine's attempts as unsupported instead of exiting 3.")  # fmt: skip
 @executor_options("--jobs slots on this machine, each with its own engines")
+@history_flags
 def run(**opts: object) -> None:  # fmt: skip
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
 
@@ -202,6 +204,7 @@ def run(**opts: object) -> None:  # fmt: skip
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if executor.kind == "dask":
         print_hosts(result.run_dir, echo)
+    add_to_history(result.run_dir, out_dir, opts["history_path"], bool(opts["no_history"]), echo)  # type: ignore[arg-type]
     sys.exit(_outcome(result.run_dir, fail_on, echo))
 
 

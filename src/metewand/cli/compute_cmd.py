@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import click
 from metewand.cli import exit_codes
 from metewand.cli.derived import write_derived
 from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
+from metewand.cli.history_hook import add_to_history, history_flags
 from metewand.cli.rundirs import resolve_run_dir
 from metewand.runtime import rundir
 
@@ -166,6 +168,7 @@ def _resumed_manifest(run_dir: Path) -> str:
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
+@history_flags
 def run(
     manifest: str | None,
     jobs: int | None,
@@ -184,6 +187,8 @@ def run(
     scheduler: str | None,
     dask_local: int | None,
     phase_marks: bool | None,
+    history_path: str | None,
+    no_history: bool,
 ) -> None:
     """Run every attempt of MANIFEST (default metewand.toml) into OUT/RUN_ID/results.jsonl.
 
@@ -215,7 +220,9 @@ def run(
         phase_marks=_phase_marks(phase_marks, resume_dir),
     )
     summary = _run_or_exit(loaded, options, resume_dir, no_progress, quiet)
-    _conclude(summary, executor, quiet)
+    _conclude(summary, executor, quiet, lambda: add_to_history(
+        summary.run_dir, out_dir, history_path, no_history, _echo_unless(quiet)))  # fmt: skip
+    sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
 
 
 def _checked_manifest(
@@ -281,10 +288,22 @@ def _run_or_exit(
         sys.exit(exit_codes.BENCHMARK_FAILURES)
 
 
-def _conclude(summary: Any, executor: str, quiet: bool) -> None:
-    """Derived files, the case table and counts, warnings last; the exit code."""
+def _echo_unless(quiet: bool) -> Any:
+    """Echo to stderr; with --quiet only warnings and errors."""
+
+    def echo(text: str) -> None:
+        if not quiet or text.startswith(("warning", "error")):
+            click.echo(text, err=True)
+
+    return echo
+
+
+def _conclude(summary: Any, executor: str, quiet: bool, remember: Callable[[], None]) -> None:
+    """Derived files, the run added to the history (``remember``), the case table and counts,
+    warnings last (where the user looks)."""
     if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
+    remember()  # after the derived files: the history hashes the run directory as it stays
     if not quiet:
         _print_case_table(summary.rows)
         click.echo(
@@ -295,7 +314,6 @@ def _conclude(summary: Any, executor: str, quiet: bool) -> None:
             print_hosts(summary.run_dir)
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
-    sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
 
 
 def _cluster_errors(executor: str) -> tuple[type[Exception], ...]:

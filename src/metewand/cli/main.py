@@ -64,6 +64,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "metewand.cli.inspect_cmd:inspect",
         "Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.",
     ),
+    "history": (
+        "metewand.cli.history_cmd:history",
+        "Every run kept in one DuckDB file; a metric over commits per group; change points.",
+    ),
     "examples": (
         "metewand.cli.examples_cmd:examples",
         "List the examples shipped with metewand, or copy them into a directory to run or edit.",

@@ -91,6 +91,38 @@ def _git(cwd: Path, *args: str) -> str:
     return done.stdout.decode("utf-8", "replace").strip()
 
 
+def benchmarked_tree(directory: Path | str) -> dict[str, Any]:
+    """The git state of the tree a run benchmarks (the history's commit axis, issue #23).
+
+    ``directory`` is what the run benchmarks: a compute manifest's directory, a browser run's
+    task corpus. The built-in browser suite lives inside metewand itself, so for a directory
+    inside the installed package the working directory the run started from stands in (a CI
+    job runs metewand from the checkout it benchmarks). Outside a git checkout every field is
+    ``unavailable`` with the reason, never a guess.
+    """
+    path = Path(directory).resolve()
+    if path == package_root() or package_root() in path.parents:
+        path = Path.cwd()
+    try:
+        top = _git(path, "rev-parse", "--show-toplevel")
+        commit = _git(path, "rev-parse", "HEAD")
+        branch = _git(path, "rev-parse", "--abbrev-ref", "HEAD")
+        dirty = bool(_git(path, "status", "--porcelain", "--untracked-files=no"))
+        commit_time = _git(path, "log", "-1", "--format=%cI", "HEAD")
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return {
+            "path": str(path),
+            **unavailable(f"{path} is not in a git checkout (or git missing)"),
+        }
+    return {
+        "path": top,
+        "commit": commit,
+        "branch": None if branch == "HEAD" else branch,  # a detached HEAD names no branch
+        "dirty": dirty,
+        "commit_time": commit_time,
+    }
+
+
 def runner_facts(list_files: bool = False) -> dict[str, Any]:
     return {
         "metewand_version": tool_version(),

@@ -115,6 +115,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
         "engine_reuse": REUSE_POLICY,
         "reuse": REUSE_POLICY,
         "host": facts["host"],
+        "benchmarked_tree": provenance.benchmarked_tree(config.tasks_dir),
         "runner": facts["runner"],
         "cdp_connection": CONNECTION_POLICY,
         "corpus": corpus_digest(plan.corpus.root),

@@ -19,7 +19,7 @@ from typing import Any
 
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
-from metewand.runtime import run_sessions, rundir
+from metewand.runtime import provenance, run_sessions, rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.interrupts import sigterm_as_interrupt
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -148,6 +148,9 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool)
         "reference_implementation": manifest.reference_implementation,
         # whether attempts took phase marks (their reads are inside the timed envelope)
         "phase_marks": phase_marks,
+        # what ran it and on what, and the commit of the benchmarked tree (the history's axis)
+        **provenance.collect(),
+        "benchmarked_tree": provenance.benchmarked_tree(os.path.dirname(manifest.path)),
     }
 
 

@@ -1,0 +1,238 @@
+"""Which values the history keeps from a run's rows, and the SQL that pulls them out.
+
+A 20,000-row run is ~230 MB of JSON (a real row of either suite is 11-13 KB). Python's parser
+needs tens of seconds for it on this host; DuckDB's reader (C++, yyjson) parses it in a fraction
+of a second when it is told the *shape* of the few fields kept: each column below is a typed
+STRUCT reaching only the paths read, so everything else in a row is skipped by the parser
+instead of being turned into values (reading the same fields as JSON text, to be re-parsed by
+``json_extract`` per metric, cost ~10x more). What the SQL reads is declared here, beside the
+reader in ``compare`` it mirrors, and ``tests/test_history_store.py`` checks the two agree value
+for value on real runs:
+
+- compute (``compare.compute_rows``): ``measurements_of(row)``'s forms for each of
+  ``compare.cases.CASE_METRICS`` (the observation's, else the failure diagnostic's, else the
+  attempt record's), the tree's kernel memory high-water (``tree_memory``), and each phase of
+  the implementation's and the evaluator's marks (``compare.phase_costs``);
+- browser (``compare.compare_suites``): ``duration_ms``, the resource metrics of profiled runs
+  (``resource_forms`` as forms, else the peer's plain numbers with their ``unavailable`` map) and
+  the engine's phases (``compare.browser_phases``), with their total as ``phase.total.*``.
+
+A value is kept with its form: ``complete`` and ``partial`` with a number, ``unavailable`` with
+NULL and the reason (the form's, the peer's ``unavailable`` entry, or what stood there instead of
+a number). A metric a row does not have (an unprofiled run's resource figures; a form that is
+absent or null) is not a line. A row whose shape differs from the row schema where a value is
+read (an object where a form should be is a number) is refused naming the file and line.
+"""
+
+from __future__ import annotations
+
+from metewand.compare.cases import CASE_METRICS
+from metewand.compare.compare_suites import BROWSER_RESOURCE_METRICS
+
+TREE_MEMORY_METRIC = "kernel_tree_memory_high_water_bytes"
+COMPUTE_PHASE_FIELDS = {
+    "wall_ns": "wall_time_ns",
+    "cpu_ns": "cpu_time_ns",
+    "memory_peak_bytes": "memory_peak_bytes",
+}
+BROWSER_PHASE_FIELDS = {"wall_ns": "wall_time_ns", "cpu_ns": "cpu_time_ns"}
+TOTAL = "total"  # phase.total.<field>: the engine group's whole attempt (browser)
+MAX_ROW_BYTES = 64 << 20
+
+# A measurement form; its value stays JSON text so a non-number is told from a number.
+FORM = "STRUCT(status VARCHAR, value JSON, reason VARCHAR)"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _struct(fields: dict[str, str]) -> str:
+    return "STRUCT(" + ", ".join(f"{_quoted(k)} {v}" for k, v in fields.items()) + ")"
+
+
+def _nested(path: str, leaf: str) -> str:
+    """``a.b.c`` reaching ``leaf``: STRUCT(a STRUCT(b STRUCT(c leaf)))."""
+    for name in reversed(path.split(".")):
+        leaf = _struct({name: leaf})
+    return leaf
+
+
+MEASUREMENTS = _struct({m: FORM for m in CASE_METRICS})
+TREE_MEMORY = _struct({TREE_MEMORY_METRIC: FORM})
+COMPUTE_PHASES = _struct({"phases": _struct(
+    {"name": "VARCHAR", **{f: FORM for f in COMPUTE_PHASE_FIELDS.values()}}) + "[]"})  # fmt: skip
+DATA = _struct({"measurements": MEASUREMENTS, "tree_memory": TREE_MEMORY})
+COMPUTE_COLUMNS = {
+    "key": "VARCHAR", "status": "VARCHAR", "role": "VARCHAR", "calibration_twin": "JSON",
+    "implementation": "VARCHAR", "implementation_parameters": "JSON", "experiment": "JSON",
+    "case": "JSON", "dataset": "JSON", "dataset_parameters": "JSON", "problem": "JSON",
+    "problem_parameters": "JSON", "timing_scope": "JSON",
+    "observation": _nested("provenance.data", DATA),
+    "record": _struct({
+        "outcome": _nested("diagnostic.details.measurements", MEASUREMENTS),
+        "provenance": _struct({"data": DATA}),
+    }),
+    "phases": _struct({"implementation": COMPUTE_PHASES, "evaluator": COMPUTE_PHASES}),
+}  # fmt: skip
+
+BROWSER_PHASE = _struct({"name": "VARCHAR", **{f: FORM for f in BROWSER_PHASE_FIELDS.values()}})
+BROWSER_COLUMNS = {
+    "key": "VARCHAR", "artifact_dir": "VARCHAR", "attempt": "JSON", "status": "VARCHAR",
+    "calibration_twin": "JSON", "task_id": "VARCHAR", "engine": "VARCHAR",
+    "driver_path": "VARCHAR", "driver": "VARCHAR", "duration_ms": "JSON",
+    # the peer's layout: plain numbers, null where nothing was measured (its reason in
+    # ``unavailable``); small, so kept as JSON and read by the generic macros below
+    "resource": "JSON",
+    "resource_forms": _struct({m: FORM for m in BROWSER_RESOURCE_METRICS}),
+    "phases": _struct({"engine": _struct({
+        "phases": BROWSER_PHASE + "[]",
+        "total": _struct({f: FORM for f in BROWSER_PHASE_FIELDS.values()}),
+    })}),
+}  # fmt: skip
+
+
+def _columns(columns: dict[str, str]) -> str:
+    return "{" + ", ".join(f"{_literal(k)}: {_literal(v)}" for k, v in columns.items()) + "}"
+
+
+def _reader(columns: dict[str, str]) -> str:
+    return (f"read_json($path, format = 'newline_delimited', maximum_object_size = $max_bytes, "
+            f"columns = {_columns(columns)})")  # fmt: skip
+
+
+COMPUTE_READ = f"""
+SELECT row_number() OVER () AS line, key, status, role, calibration_twin,
+       implementation, implementation_parameters,
+       json_object('experiment', experiment, 'case', "case", 'dataset', dataset,
+                   'dataset_parameters', dataset_parameters, 'problem', problem,
+                   'problem_parameters', problem_parameters,
+                   'timing_scope', timing_scope)::VARCHAR AS coords,
+       coalesce(observation.provenance.data.measurements,
+                record.outcome.diagnostic.details.measurements,
+                record.provenance.data.measurements) AS measurements,
+       coalesce(observation.provenance.data.tree_memory,
+                record.provenance.data.tree_memory) AS tree_memory,
+       phases.implementation.phases AS phases_0, phases.evaluator.phases AS phases_1
+FROM {_reader(COMPUTE_COLUMNS)}
+"""
+
+BROWSER_READ = f"""
+SELECT row_number() OVER () AS line,
+       coalesce(key, artifact_dir, task_id || '/' || engine || '/' || attempt::VARCHAR) AS key,
+       status, calibration_twin, task_id, engine,
+       coalesce(driver_path, driver, 'unknown') AS driver,
+       resource_forms, phases.engine.total AS total, phases.engine.phases AS phases_0,
+       duration_ms, CASE WHEN resource_forms IS NULL THEN resource END AS peer_resource
+FROM {_reader(BROWSER_COLUMNS)}
+"""
+
+
+def _scalar_forms(fields: dict[str, str]) -> str:
+    """(line, metric, f, pos): one line per named form of the staged rows; UNPIVOT drops a
+    NULL form (a metric the row does not have)."""
+    columns = ", ".join(f"{sql} AS {_quoted(metric)}" for metric, sql in fields.items())
+    return f"""SELECT line, metric, f, 0 AS pos
+        FROM (UNPIVOT (SELECT line, {columns} FROM mw_rows)
+              ON COLUMNS(* EXCLUDE line) INTO NAME metric VALUE f)"""
+
+
+def _phase_forms(column: str, order: int, fields: dict[str, str]) -> str:
+    """(line, metric, f, pos): ``phase.<name>.<field>`` of each named phase in ``column``;
+    ``pos`` orders the phases (the list's ``order``, then the position in it)."""
+    columns = ", ".join(f"p.{long} AS {short}" for short, long in fields.items())
+    return f"""SELECT line, 'phase.' || name || '.' || field AS metric, f, pos
+        FROM (UNPIVOT (SELECT line, p.name AS name, {order} * 1000000 + pos AS pos, {columns}
+                       FROM (SELECT line, unnest({column}) AS p,
+                                    generate_subscripts({column}, 1) AS pos FROM mw_rows)
+                       WHERE p.name IS NOT NULL)
+              ON {", ".join(fields)} INTO NAME field VALUE f)"""
+
+
+def _forms_sql(suite: str) -> str:
+    """(line, metric, f): every form of the staged rows, a phase name marked twice keeping
+    its first (the readers in compare do the same)."""
+    if suite == "compute":
+        scalars = {m: f"measurements.{_quoted(m)}" for m in CASE_METRICS}
+        scalars[TREE_MEMORY_METRIC] = f"tree_memory.{TREE_MEMORY_METRIC}"
+        phases = [_phase_forms("phases_0", 0, COMPUTE_PHASE_FIELDS),
+                  _phase_forms("phases_1", 1, COMPUTE_PHASE_FIELDS)]  # fmt: skip
+    else:
+        scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
+        scalars.update({f"phase.{TOTAL}.{short}": f"total.{long}"
+                        for short, long in BROWSER_PHASE_FIELDS.items()})  # fmt: skip
+        phases = [_phase_forms("phases_0", 0, BROWSER_PHASE_FIELDS)]
+    return f"""SELECT line, metric, f FROM ({_scalar_forms(scalars)})
+        UNION ALL
+        SELECT line, metric, f FROM ({" UNION ALL ".join(phases)})
+        QUALIFY row_number() OVER (PARTITION BY line, metric ORDER BY pos) = 1"""
+
+
+def _form_lines(suite: str) -> str:
+    """(line, metric, form, value, reason) of every form; its number is its JSON text cast (a
+    string keeps its quotes, so it is not a number)."""
+    return f"""
+    SELECT line, metric, CASE WHEN measured THEN f.status ELSE 'unavailable' END AS form,
+           CASE WHEN measured THEN number END AS value,
+           CASE WHEN NOT measured THEN coalesce(f.reason, 'form without a number') END AS reason
+    FROM (SELECT line, metric, f, TRY_CAST(f.value::VARCHAR AS DOUBLE) AS number,
+                 coalesce(f.status IN ('complete', 'partial') AND number IS NOT NULL, false)
+                     AS measured
+          FROM ({_forms_sql(suite)}))
+    """
+
+
+# Plain JSON values (browser): the duration, and the peer's resource record (plain numbers, or
+# the forms of an older row). Few and small, so the generic JSON functions read them: a number
+# (or a measured form) is a value; anything else is unavailable with the peer's reason (its
+# ``unavailable`` entry with the longest key the metric starts with) or what stood there.
+MACROS = (
+    """CREATE OR REPLACE TEMP MACRO mw_num(x) AS
+        CASE WHEN json_type(x) IN ('BIGINT', 'UBIGINT', 'DOUBLE') THEN TRY_CAST(x AS DOUBLE) END""",
+    """CREATE OR REPLACE TEMP MACRO mw_form(x) AS CASE
+        WHEN json_type(x) = 'OBJECT' THEN CASE
+            WHEN json_extract_string(x, '$.status') IN ('complete', 'partial')
+                 AND mw_num(json_extract(x, '$.value')) IS NOT NULL
+            THEN json_extract_string(x, '$.status') ELSE 'unavailable' END
+        WHEN mw_num(x) IS NOT NULL THEN 'complete'
+        ELSE 'unavailable' END""",
+    """CREATE OR REPLACE TEMP MACRO mw_value(x) AS
+        CASE WHEN mw_form(x) = 'unavailable' THEN NULL
+             WHEN json_type(x) = 'OBJECT' THEN mw_num(json_extract(x, '$.value'))
+             ELSE mw_num(x) END""",
+    """CREATE OR REPLACE TEMP MACRO mw_reason(x, fallback) AS
+        CASE WHEN mw_form(x) <> 'unavailable' THEN NULL
+             ELSE coalesce(json_extract_string(x, '$.reason'), fallback,
+                           CASE json_type(x) WHEN 'NULL' THEN 'null'
+                                WHEN 'OBJECT' THEN 'form without a number'
+                                ELSE 'not a number (' || lower(json_type(x)) || ')' END) END""",
+)
+
+
+def _plain_lines() -> str:
+    entries = ["{'metric': 'duration_ms', 'x': duration_ms}"] + [
+        f"{{'metric': {_literal(m)}, 'x': json_extract(peer_resource, {_literal('$.' + m)})}}"
+        for m in BROWSER_RESOURCE_METRICS
+    ]
+    peer_reason = """(SELECT json_extract_string(unavailable, '$."' || k || '"')
+        FROM (SELECT unnest(json_keys(unavailable)) AS k)
+        WHERE starts_with(metric, k) ORDER BY length(k) DESC LIMIT 1)"""
+    return f"""
+    SELECT line, metric, mw_form(x) AS form, mw_value(x) AS value,
+           mw_reason(x, {peer_reason}) AS reason
+    FROM (SELECT line, e.metric AS metric, e.x AS x,
+                 json_extract(peer_resource, '$.unavailable') AS unavailable
+          FROM (SELECT line, peer_resource, unnest([{", ".join(entries)}]) AS e FROM mw_rows))
+    WHERE x IS NOT NULL
+    """
+
+
+def values_sql(suite: str) -> str:
+    """(line, metric, form, value, reason) of every value of the staged rows ``mw_rows``."""
+    if suite == "compute":
+        return _form_lines(suite)
+    return f"{_form_lines(suite)} UNION ALL {_plain_lines()}"

@@ -1,0 +1,62 @@
+"""Synthetic histories with known properties, written straight into a store: for the error-rate
+tests and ``benchmarks/history_scale.py`` (1,000 runs x 100 groups would take days as real runs).
+Every value is generated in DuckDB; nothing here is used by a real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from metewand.history.store import writing
+
+RUNS_SQL = """
+INSERT INTO runs (run_uid, run_id, suite, layout, state, started_at, ended_at, metewand_version,
+                  git_commit, git_branch, git_dirty, git_commit_time, tree_path, host_fingerprint,
+                  host, identities, pollution_passed, pollution, rows_total, content_sha256,
+                  run_dir, added_at)
+SELECT 'syn' || i, 'syn' || lpad(i::VARCHAR, 5, '0'), $suite, 'metewand', 'complete',
+       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(i::BIGINT),
+       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(i::BIGINT) + to_seconds(30),
+       'synthetic', md5('commit' || i), 'main', false,
+       TIMESTAMPTZ '2026-01-01 00:00:00+00' + to_minutes(i::BIGINT), NULL, 'synthetic',
+       '{}', '{}', i % 7 <> 3, '[]', $groups * $attempts, md5('content' || i), NULL, now()
+FROM range($runs) t(i)
+"""
+
+# log-normal noise around 1e6 (Box-Muller from DuckDB's uniform random()), times a step factor
+VALUES_SQL = """
+INSERT INTO attempt_values
+SELECT 'syn' || r, 'case ' || lpad(g::VARCHAR, 3, '0'), 'impl ' || (g % 5)::VARCHAR, '',
+       'syn' || r || '/' || g || '/' || a, 'accepted', true, $metric, 'complete',
+       1e6 * exp($sigma * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()))
+           * CASE WHEN g < $step_groups AND r >= $step_at THEN 1 + $step ELSE 1 END,
+       NULL
+FROM range($runs) t1(r), range($groups) t2(g), range($attempts) t3(a)
+"""
+
+
+def build(
+    path: Path,
+    runs: int,
+    groups: int,
+    attempts: int = 3,
+    metric: str = "cpu_time_ns",
+    sigma: float = 0.03,
+    step: float = 0.0,
+    step_at: int = 0,
+    step_groups: int = 0,
+    seed: float = 0.5,
+) -> None:
+    """A compute history of ``runs`` runs x ``groups`` groups, ``attempts`` values each; groups
+    below ``step_groups`` step by ``step`` from run ``step_at`` on; runs with i % 7 == 3 are
+    marked polluted."""
+    params: dict[str, Any] = {"runs": runs, "groups": groups, "attempts": attempts,
+                              "suite": "compute"}  # fmt: skip
+    with writing(path) as con:
+        con.execute("SELECT setseed($seed)", {"seed": seed})
+        con.execute("BEGIN TRANSACTION")
+        con.execute(RUNS_SQL, params)
+        con.execute(VALUES_SQL, {"runs": runs, "groups": groups, "attempts": attempts,
+                                 "metric": metric, "sigma": sigma, "step": step,
+                                 "step_at": step_at, "step_groups": step_groups})  # fmt: skip
+        con.execute("COMMIT")

@@ -1,0 +1,238 @@
+"""The history store on a real DuckDB file and real runs: a run adds itself at its end, adding
+is idempotent, a resumed run replaces its entry, kill -9 during add leaves the run absent or
+whole, a peer run directory imports, unavailable values are NULL with a reason (never 0), the
+values agree with compare's own readers, damaged or foreign files exit 2, v1 files migrate."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from metewand.compare.rundir import load_run
+from metewand.compare.suite_registry import suite_kind
+from metewand.history import store
+from metewand.history.ingest import ADDED, REPLACED, UNCHANGED, add_runs
+from shared_paths import REPO_ROOT, SHARED, in_ci
+
+METEWAND = [sys.executable, "-m", "metewand"]
+PEER = SHARED / "reference" / "lexbench-run-sample"
+
+
+def metewand(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    # without the suite's METEWAND_HISTORY (conftest): the default location is under test here
+    base = {k: v for k, v in os.environ.items() if k != "METEWAND_HISTORY"}
+    return subprocess.run([*METEWAND, *args], cwd=cwd, capture_output=True, text=True,
+                          env={**base, **(env or {})}, timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def sorted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One real run of the sorting example; it adds itself to history.duckdb beside runs/."""
+    work = tmp_path_factory.mktemp("history")
+    done = metewand("run", str(REPO_ROOT / "examples/sorting/metewand.toml"), "--run-id", "s1",
+                    "--no-progress", cwd=work)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "history: added s1 " in done.stderr
+    return work / "runs" / "s1"
+
+
+def peer_dir(name: str) -> Path:
+    path = PEER / name
+    if not (path / "results.jsonl").is_file():
+        if in_ci():
+            pytest.fail(f"CI=true: peer sample missing at {path}")
+        pytest.skip(f"peer sample missing at {path}")
+    return path
+
+
+def count(path: Path, sql: str) -> int:
+    with store.reading(path) as con:
+        return int(con.execute(sql).fetchone()[0])
+
+
+def test_run_adds_itself_and_adding_again_changes_nothing(sorted_run: Path) -> None:
+    history = sorted_run.parent.parent / "history.duckdb"
+    rows = len((sorted_run / "results.jsonl").read_text().splitlines())
+    values = count(history, "SELECT count(*) FROM attempt_values")
+    assert count(history, "SELECT count(DISTINCT attempt_key) FROM attempt_values") == rows
+    again = add_runs(history, [sorted_run])[0]
+    assert again.outcome == UNCHANGED
+    assert count(history, "SELECT count(*) FROM attempt_values") == values
+    assert count(history, "SELECT count(*) FROM runs") == 1
+
+
+def test_values_agree_with_compares_readers(sorted_run: Path, tmp_path: Path) -> None:
+    history = tmp_path / "h.duckdb"
+    runs = [sorted_run, peer_dir("profiled_on"), peer_dir("functional")]
+    add_runs(history, runs)
+    with store.reading(history) as con:
+        stored = {
+            (key, metric): value
+            for key, metric, value in con.execute(
+                "SELECT attempt_key, metric, value FROM attempt_values WHERE counted"
+            ).fetchall()
+        }
+    checked = 0
+    for run_dir in runs:
+        run = load_run(run_dir)
+        kind = suite_kind(run.kind)
+        for row in run.rows:
+            key = row.get("key") or row.get("artifact_dir")
+            for metric in kind.metrics:
+                value = kind.value_of(row, metric)
+                if value is not None:
+                    assert stored[(key, metric)] == pytest.approx(value), (key, metric)
+                    checked += 1
+                elif (key, metric) in stored:
+                    assert stored[(key, metric)] is None, (key, metric)
+    assert checked > 300
+
+
+def test_unavailable_is_null_with_its_reason_never_zero(tmp_path: Path) -> None:
+    history = tmp_path / "h.duckdb"
+    add_runs(history, [peer_dir("profiled_on")])
+    with store.reading(history) as con:
+        found = con.execute(
+            "SELECT form, value, reason FROM attempt_values WHERE metric = "
+            "'cgroup_memory_peak_bytes'"
+        ).fetchall()
+    assert found and all(f == ("unavailable", None, "cgroup v2 backend unavailable") for f in found)
+    with store.writing(history) as con, pytest.raises(duckdb.ConstraintException):
+        con.execute("INSERT INTO attempt_values VALUES ('x', 't', 's', '', 'k', 'pass', true, "
+                    "'m', 'unavailable', 0, 'no')")  # fmt: skip
+
+
+def test_peer_run_directory_imports(tmp_path: Path) -> None:
+    history = tmp_path / "h.duckdb"
+    added = add_runs(history, [peer_dir("functional")])[0]
+    assert (added.outcome, added.suite, added.attempts) == (ADDED, "browser", 10)
+    with store.reading(history) as con:
+        layout, commit, state = con.execute("SELECT layout, git_commit, state FROM runs").fetchone()
+        engines = {
+            r[0] for r in con.execute("SELECT DISTINCT subject FROM attempt_values").fetchall()
+        }
+    assert (layout, commit, state) == ("peer", None, "completed")
+    assert engines == {"chrome", "lightpanda"}
+
+
+def test_resumed_run_replaces_its_entry(sorted_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "s1"
+    shutil.copytree(sorted_run, run)
+    lines = (sorted_run / "results.jsonl").read_bytes().splitlines(keepends=True)
+    (run / "results.jsonl").write_bytes(b"".join(lines[:7]) + lines[7][:40])  # killed mid-row
+    history = tmp_path / "h.duckdb"
+    first = add_runs(history, [run])[0]
+    assert (first.outcome, first.attempts) == (ADDED, 7) and first.torn_tail_bytes == 40
+    (run / "results.jsonl").write_bytes(b"".join(lines))  # as `run --resume` finishes it
+    second = add_runs(history, [run])[0]
+    assert (second.outcome, second.attempts) == (REPLACED, len(lines))
+    assert count(history, "SELECT count(*) FROM runs") == 1
+    assert count(history, "SELECT count(DISTINCT attempt_key) FROM attempt_values") == len(lines)
+
+
+def _big_run(sorted_run: Path, dest: Path, copies: int) -> int:
+    """The real run's rows repeated under new keys: a run large enough to kill mid-add."""
+    shutil.copytree(sorted_run, dest)
+    lines = (sorted_run / "results.jsonl").read_text().splitlines()
+    out = []
+    for i in range(copies):
+        for line in lines:
+            row = json.loads(line)
+            row["key"] = f"c{i}/{row['key']}"
+            out.append(json.dumps(row))
+    (dest / "results.jsonl").write_text("\n".join(out) + "\n")
+    return len(out)
+
+
+def test_kill_9_during_add_leaves_the_run_absent_or_whole(sorted_run: Path, tmp_path: Path) -> None:
+    """Killed at moments counted from the store file's appearing (an event, not a guess of how
+    long an import takes): the next writer finds the run absent or whole, never in part."""
+    rows = _big_run(sorted_run, tmp_path / "big", 60)
+    history = tmp_path / "h.duckdb"
+    outcomes = []
+    for delay in (0.0, 0.05, 0.3, 2.0):
+        for leftover in (history, Path(f"{history}.wal")):
+            leftover.unlink(missing_ok=True)
+        proc = subprocess.Popen([*METEWAND, "history", "add", str(tmp_path / "big"), "--history",
+                                 str(history)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        while not history.exists() and proc.poll() is None:
+            time.sleep(0.005)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with store.writing(history) as con:  # as the next `add` would open it
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+            keys = con.execute("SELECT count(DISTINCT attempt_key) FROM attempt_values").fetchone()[
+                0
+            ]
+        assert (runs, keys) in ((0, 0), (1, rows)), (delay, runs, keys)
+        outcomes.append("whole" if runs else "absent")
+    assert "absent" in outcomes, outcomes  # the kill at the file's appearing hit mid-add
+
+
+def test_damaged_row_and_foreign_or_corrupt_files_exit_2(sorted_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "runs" / "bad"
+    shutil.copytree(sorted_run, run)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    (run / "results.jsonl").write_text("\n".join([lines[0], "{not json", *lines[1:]]) + "\n")
+    done = metewand("history", "add", str(run), "--history", "h.duckdb", cwd=tmp_path)
+    assert done.returncode == 2 and "results.jsonl:2:" in done.stderr, done.stderr
+    text_file = tmp_path / "notes.duckdb"
+    text_file.write_text("hello\n" * 100)
+    foreign = tmp_path / "foreign.duckdb"
+    duckdb.connect(str(foreign)).execute("CREATE TABLE t (x INT)").close()
+    truncated = tmp_path / "truncated.duckdb"
+    add_runs(truncated, [sorted_run])
+    data = truncated.read_bytes()
+    truncated.write_bytes(data[: len(data) // 3])
+    for path in (text_file, foreign, truncated):
+        done = metewand("history", "list", "--history", str(path), cwd=tmp_path)
+        assert done.returncode == 2, (path, done.stderr)
+        assert str(path) in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_version_1_file_migrates(sorted_run: Path, tmp_path: Path) -> None:
+    old = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(old))
+    for statement in store.SCHEMA_V1:
+        con.execute(statement)
+    con.execute("INSERT INTO meta VALUES ('format', 'metewand-history'), ('schema_version', '1')")
+    con.close()
+    added = add_runs(old, [sorted_run])[0]  # opening for write migrates first
+    assert added.outcome == ADDED
+    with store.reading(old) as con:
+        assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
+            "2",
+        )
+        assert con.execute("SELECT count(git_commit_time) FROM runs").fetchone() == (1,)
+    with store.writing(old) as con:
+        con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    done = metewand("history", "list", "--history", str(old), cwd=tmp_path)
+    assert done.returncode == 2 and "newer metewand" in done.stderr
+
+
+def test_env_names_the_store_and_parquet_round_trips(sorted_run: Path, tmp_path: Path) -> None:
+    env = {"METEWAND_HISTORY": str(tmp_path / "env.duckdb")}
+    done = metewand("history", "add", str(sorted_run), cwd=tmp_path, env=env)
+    assert done.returncode == 0 and (tmp_path / "env.duckdb").is_file(), done.stderr
+    done = metewand("history", "export", "--parquet", "pq", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    for _ in range(2):
+        done = metewand("history", "import", "--parquet", "pq", "--history", "copy.duckdb",
+                        cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    assert "0 runs added, 0 replaced, 1 unchanged" in done.stdout
+    assert count(tmp_path / "copy.duckdb", "SELECT count(*) FROM attempt_values") == count(
+        tmp_path / "env.duckdb", "SELECT count(*) FROM attempt_values")  # fmt: skip
