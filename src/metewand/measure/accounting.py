@@ -160,10 +160,7 @@ class CgroupAccounting(TreeAccounting):
         return join
 
     def join_paths(self) -> list[tuple[str, str]]:
-        return [
-            (g.procs_path, os.path.join(os.path.dirname(g.path), "cgroup.procs"))
-            for g in self.groups
-        ]
+        return [(g.procs_path, g.path.rpartition("/")[0] + "/cgroup.procs") for g in self.groups]
 
     def attach(self, pid: int, joined: bool = False) -> None:
         super().attach(pid)

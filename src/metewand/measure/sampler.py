@@ -93,16 +93,20 @@ class Sampler:
         pss_reuse: bool = False,
         pss_rise_bytes: int = 4 << 20,
         pss_max_interval_ms: int | None = None,
+        pss: bool = True,
     ) -> None:
         """``pss_every``: under ``changes``, the longest gap between PSS scans in ticks (unless
         ``pss_max_interval_ms`` is given); under ``fixed``, the exact gap. ``pss_rise_bytes``: the
-        rise of the tree's memory counter since the last scan that triggers a scan."""
+        rise of the tree's memory counter since the last scan that triggers a scan. ``pss``:
+        False takes no PSS scan at all (counters only; the PSS figures are then unavailable
+        and no PSS quality flag is raised): ``measure``'s repeated runs record no PSS."""
         if interval_ms <= 0 or pss_every <= 0:
             raise ValueError("interval_ms and pss_every must be positive")
         self.accounting = accounting
         self.interval_ms = interval_ms
         self.pss_every = pss_every
         self.pss_reuse = pss_reuse
+        self.pss = pss
         max_interval_ms = pss_max_interval_ms or pss_every * interval_ms
         self.trigger = ScanTrigger(
             pss_policy, pss_every, max_interval_ms * 1_000_000, pss_rise_bytes
@@ -140,6 +144,8 @@ class Sampler:
         }
         members, level = frozenset(pids), memory.current.value
         trigger = self.trigger.due(self._ticks, now, members, level) if pss is True else pss
+        if not self.pss:
+            trigger = None
         scan = None
         if trigger:
             # The end scan walks every member: the end value is exact, not carried over.
@@ -224,6 +230,10 @@ class Sampler:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+        if not self._t0:  # never started: nothing was sampled, nothing to stop
+            if self._own_scanner:
+                self.scanner.close()
+            return self._summary()
         if end_scan:
             self._caller_side("end", pss="end")
         self._cpu_ns += self.scanner.pool_threads_cpu_ns() - self._pool_cpu_start
@@ -241,7 +251,7 @@ class Sampler:
             if not (scan.process_count or scan.unreadable_pids):
                 continue  # an empty scan (before launch, after exit) flags nothing
             flags.extend(f for f in scan.quality_flags if f not in flags)
-        if len(pss) <= 2:
+        if len(pss) <= 2 and self.pss:
             flags.append(QualityFlag.BASELINE_END_ONLY)
         if self.fault is not None:
             flags.append(QualityFlag.SAMPLER_FAULT)

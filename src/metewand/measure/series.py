@@ -203,6 +203,7 @@ def _one(command: Command, options: SeriesOptions, tools: _Tools) -> SubjectRepo
         options.interval_ms,
         options.pss_every,
         discard_output=not options.show_output,
+        pss=False,
         events=tools.events,
         scanner=tools.scanner,
         marks=tools.marks,

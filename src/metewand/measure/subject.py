@@ -154,35 +154,47 @@ def _start(
         raise SubjectStartError(argv, exc) from exc
 
 
-def _exit_moment(proc: Process, watched: bool, sampler: Sampler) -> int:
+def _exit_moment(proc: Process, watched: bool, sampler: Sampler, start: bool) -> int:
     """When the command exited (it is left unreaped: /proc and the groups stay readable). The
-    sampler's ticks start only if the command outlives the first tick's due time."""
+    sampler's ticks start only if the command outlives the first tick's due time (``start``:
+    the sampler itself is started then, baseline included)."""
     first_tick_s = sampler.interval_ms / 1000
+
+    def outlived() -> None:
+        if start:
+            sampler.start(ticking=True)
+        else:
+            sampler.start_ticking()
+
     if watched:
         seen = proc.exit_seen(first_tick_s)
         if seen is None:
-            sampler.start_ticking()
+            outlived()
             seen = proc.exit_seen()
         assert seen is not None
         return seen
     if not proc.wait_exited(first_tick_s):
-        sampler.start_ticking()
+        outlived()
         proc.wait_exited(None)
     return time.monotonic_ns()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM stops a measurement the way Ctrl-C does (main thread only): the subject is
-    killed and the groups removed, instead of metewand dying and leaving both behind."""
-    if threading.current_thread() is not threading.main_thread():
+    killed and the groups removed, instead of metewand dying and leaving both behind. Nested
+    (a series around its runs) it changes nothing: one handler for all the runs."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is _interrupt
+    ):
         yield
         return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     finally:
@@ -211,18 +223,26 @@ def _run_to_exit(
     argv: Sequence[str],
     launch: _Launch,
     events: ProcEvents | None,
-    start_sampler: Callable[[TreeAccounting], Sampler],
+    make_sampler: Callable[[TreeAccounting], Sampler],
+    pss: bool,
 ) -> tuple[Measurement, Measurement | None]:
     """Start the command, sample its tree until it exits. Its wall time: the kernel's own exec
     and exit times when ``events`` has them (the tightest bound), else this process's stamps.
     The tree's process peak when the kernel reported every fork and exit (else None: the
-    sampler's count stands)."""
+    sampler's count stands).
+
+    Without ``pss`` (repeated runs record no PSS), when the kernel's events give the process
+    peak and the groups give CPU and memory, the sampler has nothing to add to a command that
+    ends before its first tick: it is started only if the command outlives that."""
     watched = events is None
     run.proc = proc = _start(argv, run.accounting, launch, watched)
     run.accounting.attach(proc.pid, joined=launch.spawner is not None)
-    run.sampler = start_sampler(run.accounting)
+    run.sampler = sampler = make_sampler(run.accounting)
+    eager = pss or events is None or run.accounting.backend == "proc"
+    if eager:
+        sampler.start(ticking=False)  # the baseline now; ticks from the first one due
     assert proc.exec_ns is not None
-    run.span = (proc.exec_ns, _exit_moment(proc, watched, run.sampler))
+    run.span = (proc.exec_ns, _exit_moment(proc, watched, sampler, start=not eager))
     tree = events.tree(proc.pid) if events is not None else None
     if tree is None or tree.span is None:
         return complete(run.span[1] - run.span[0], "monotonic"), None
@@ -273,6 +293,7 @@ def run_measured(
     marks: MarkReader | None = None,
     layout: CgroupLayout | None = None,
     spawner: Spawner | None = None,
+    pss: bool = True,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
@@ -283,7 +304,8 @@ def run_measured(
     (``measure.mark_fifo``), read against this run's group; the report then has ``phases``.
     ``layout``: the cgroup layout detected once for repeated runs (~0.4 ms a detection here).
     ``spawner``: start the command through this spawn server (``measure.spawner``), else by a
-    fork with a pre-exec join.
+    fork with a pre-exec join. ``pss``: False takes no PSS scan (the PSS fields are then
+    unavailable; ``measure``'s repeated runs keep none).
     """
     if not argv:
         raise ValueError("empty command")
@@ -293,16 +315,14 @@ def run_measured(
     launch = _Launch(env, cwd, discard_output, spawner)
     run = _Run(open_accounting(backend, label=os.path.basename(argv[0]), layout=layout))
 
-    def start_sampler(accounting: TreeAccounting) -> Sampler:
-        sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
-        sampler.start(ticking=False)  # ticks from the first one due (_exit_moment)
-        return sampler
+    def make_sampler(accounting: TreeAccounting) -> Sampler:
+        return Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook, pss=pss)
 
     try:
         if marks is not None:
             marks.begin(run.accounting)  # the start reading: the fresh group, before the command
-        with _terminate_as_interrupt():
-            wall, processes = _run_to_exit(run, argv, launch, events, start_sampler)
+        with terminate_as_interrupt():
+            wall, processes = _run_to_exit(run, argv, launch, events, make_sampler, pss)
         return _finish(run, argv, wall, processes, marks)
     except KeyboardInterrupt:
         _abandon(run)
