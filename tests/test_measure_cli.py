@@ -55,7 +55,8 @@ def test_table_goes_to_stderr_and_leaves_stdout_to_the_command() -> None:
     done = measure("--backend", "proc", "--", "echo", "hello")
     assert done.returncode == 0
     assert done.stdout == b"hello\n"
-    assert b"cpu_time_ns" in done.stderr and b"process_only" in done.stderr
+    assert b"CPU, user + system (whole tree)" in done.stderr and b"process_only" in done.stderr
+    assert b"cpu_time_ns" not in done.stderr  # readable labels, not field names
 
 
 def test_no_subject_groups_are_left_behind() -> None:
