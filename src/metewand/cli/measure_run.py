@@ -300,7 +300,7 @@ def _command_record(series: Any) -> dict[str, Any]:
         "command": command.text,
         "name": command.name,
         "argv": list(command.argv),
-        "parameters": command.parameters,
+        "parameters": dict(command.parameters),
         "setup": list(command.setup) if command.setup else None,
         "prepare": list(command.prepare) if command.prepare else None,
         "cleanup": list(command.cleanup) if command.cleanup else None,

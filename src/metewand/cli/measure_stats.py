@@ -1,12 +1,8 @@
 """Statistics of ``metewand measure`` series, in plain Python (no numpy on measure's path).
 
-Per command and metric: mean ± standard deviation (n - 1), median, min, max, and a
-distribution-free confidence interval of the median from two order statistics of the runs:
-``[x(k), x(n-k+1)]`` covers the true median with probability ``1 - 2·P(B <= k-1)``,
-``B ~ Binomial(n, 1/2)``, for any continuous distribution of i.i.d. runs (the interval behind
-the sign test; conservative for tied values). ``k`` is the largest rank whose coverage is at least
-95%; that exact coverage is recorded as the interval's level. Fewer than 6 runs reach no 95%
-interval (5 runs give at most 93.75%): the interval is then unavailable, never made up.
+Per command and metric: mean ± standard deviation (n - 1), median, min, max, and the
+distribution-free order-statistic interval of the median (``measure.order_stats``: its exact
+coverage is recorded as its level; none below 6 runs, never made up).
 
 Against the first command, per metric:
 - **paired** (interleaved rounds, the default with several commands): per round the ratio
@@ -25,10 +21,11 @@ run much slower than the rest, runs that exited non-zero.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from metewand.measure.order_stats import LEVEL, binomial_half_cdf, median, median_ci
 
 METRICS = (
     "wall_time_ns",
@@ -39,7 +36,6 @@ METRICS = (
     "process_count_peak",
 )
 RATIO_METRICS = ("wall_time_ns", "cpu_time_ns", "peak_memory_bytes")
-LEVEL = 0.95
 OUTLIER_Z = 3.5
 SLOW_FIRST_FACTOR = 1.5
 METHOD = {
@@ -52,54 +48,6 @@ METHOD = {
     "intervals (Bonferroni: at least 0.95); drift between the two series is not in it",
     "level": LEVEL,
 }
-
-
-def median(values: Sequence[float]) -> float | None:
-    ordered = sorted(values)
-    n = len(ordered)
-    if not n:
-        return None
-    middle = n // 2
-    return float(ordered[middle]) if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def _log_binomial_half(n: int, i: int) -> float:
-    """log P(B = i) for B ~ Binomial(n, 1/2)."""
-    return math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2)
-
-
-def binomial_half_cdf(n: int, k: int) -> float:
-    """P(B <= k) for B ~ Binomial(n, 1/2) (0 for k < 0)."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    return min(1.0, math.fsum(math.exp(_log_binomial_half(n, i)) for i in range(k + 1)))
-
-
-@functools.lru_cache(maxsize=256)
-def order_statistic_rank(n: int, level: float = LEVEL) -> tuple[int, float] | None:
-    """(k, coverage): the largest 1-based rank k with ``[x(k), x(n-k+1)]`` covering the median
-    with probability >= ``level``, and that probability; None when no k reaches it."""
-    tail = (1 - level) / 2
-    below = 0.0  # P(B <= k - 1) for the k being tried
-    best = None
-    for k in range(1, n // 2 + 1):
-        below += math.exp(_log_binomial_half(n, k - 1))
-        if below > tail + 1e-12:
-            break
-        best = (k, 1 - 2 * min(below, 0.5))
-    return best
-
-
-def median_ci(values: Sequence[float], level: float = LEVEL) -> tuple[list[float], float] | None:
-    """The order-statistic interval of the median and its exact coverage, or None (too few)."""
-    found = order_statistic_rank(len(values), level)
-    if found is None:
-        return None
-    k, coverage = found
-    ordered = sorted(values)
-    return [float(ordered[k - 1]), float(ordered[len(ordered) - k])], coverage
 
 
 def describe(values: Sequence[float]) -> dict[str, Any]:

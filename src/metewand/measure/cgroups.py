@@ -16,8 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
-from metewand.measure import process_sweep
-
 V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
 REMOVE_RETRY_S = 0.01  # an emptied group can be busy for a moment before rmdir succeeds
 
@@ -263,6 +261,8 @@ class Group:
         except OSError as exc:
             if exc.errno != errno.EBUSY:
                 raise
+        from metewand.measure import process_sweep  # members left: the slow path only
+
         deadline = time.monotonic() + timeout_s
 
         def members() -> list[int]:

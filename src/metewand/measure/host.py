@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from metewand.measure.host_gate import (
     foreign_cpu_outcome,
     top_foreign_over,
 )
+from metewand.measure.order_stats import middle
 
 HOST_TELEMETRY_SCHEMA = "abb_host_telemetry/1"
 HOST_SUMMARY_SCHEMA = "abb_host_summary/1"
@@ -341,11 +341,11 @@ def foreign_summary(
         "threshold_cores": th.foreign_cpu_max_cores,
         "sustained_samples": th.sustained_samples,
         "sample_count": len(values),
-        "median_cores": round(statistics.median(values), 4) if values else None,
+        "median_cores": round(middle(values), 4) if values else None,
         "max_cores": max(values) if values else None,
         # what processes seen by two scans spent; the rest went to processes born and gone
         # between samples, to interrupts, or to processes this /proc does not show
-        "median_visible_cores": round(statistics.median(visible), 4) if visible else None,
+        "median_visible_cores": round(middle(visible), 4) if visible else None,
         "gate": {
             "evaluated": gate.triggered is not None,
             "triggered": bool(gate.triggered),

@@ -9,7 +9,6 @@ above ``measure``.
 from __future__ import annotations
 
 import os
-import platform
 import socket
 from pathlib import Path
 from typing import Any
@@ -135,7 +134,7 @@ def machine_facts() -> dict[str, Any]:
         "cpu_governor": folded_governors(),
         "clock_source": clock_source() or unavailable(f"{CLOCKSOURCE} unreadable"),
         "cgroup_layout": _cgroup_hierarchies(),
-        "libc": " ".join(platform.libc_ver()) or unavailable("libc unknown"),
+        "libc": _libc(),
     }
 
 
@@ -188,12 +187,20 @@ def cgroup_mounts(proc: Path = PROC) -> dict[str, Any]:
     }
 
 
+def _libc() -> Any:
+    import platform  # here: ~5 ms to load, and only a run manifest asks for the libc
+
+    return " ".join(platform.libc_ver()) or unavailable("libc unknown")
+
+
 def summary_facts() -> dict[str, Any]:
-    """The ``host`` of ``abb_host_summary/1``."""
+    """The ``host`` of ``abb_host_summary/1`` (``platform``'s release, system and machine are
+    os.uname()'s fields: read there, without loading ``platform``)."""
+    uname = os.uname()
     facts: dict[str, Any] = {
-        "kernel": platform.release(),
-        "platform": platform.system(),
-        "machine": platform.machine(),
+        "kernel": uname.release,
+        "platform": uname.sysname,
+        "machine": uname.machine,
         "cpu_count": os.cpu_count(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
         "cpu_governor": cpu_governors(),

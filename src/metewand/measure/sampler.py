@@ -25,6 +25,9 @@ from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, p
 from metewand.measure.pss import PssScan, PssScanner
 from metewand.measure.scan_trigger import ScanTrigger
 
+# a measurement is immutable: these two are shared, not made anew for every summary
+MISSING_NOT_STARTED = unavailable(Reason.NOT_STARTED, "sampler")
+MISSING_BY_FAULT = unavailable(Reason.SAMPLER_FAULT, "sampler")
 FaultHook = Callable[[int], None]  # called with the tick index; raising simulates a sampler fault
 
 
@@ -284,8 +287,7 @@ class Sampler:
         )
 
     def _missing(self) -> Measurement:
-        reason = Reason.SAMPLER_FAULT if self.fault is not None else Reason.NOT_STARTED
-        return unavailable(reason, "sampler")
+        return MISSING_BY_FAULT if self.fault is not None else MISSING_NOT_STARTED
 
     def _peak(self, pss: list[Measurement]) -> Measurement:
         if not pss:

@@ -26,8 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.errors import MetewandError
 from metewand.measure.cgroups import CgroupLayout, detect_layout
@@ -70,13 +69,16 @@ class CommandFailed(MetewandError, RuntimeError):
         self.status = status
 
 
-@dataclass(frozen=True)
-class Command:
+# The records below are NamedTuples, not dataclasses: a dataclass costs ~0.4 ms to create (its
+# methods are compiled from source), and measure's start-up is timed against hyperfine.
+
+
+class Command(NamedTuple):
     """One command as given (``text``), the argv that runs it, and its unmeasured helpers."""
 
     text: str
     argv: tuple[str, ...]
-    parameters: dict[str, str] = field(default_factory=dict)
+    parameters: dict[str, str] = {}  # noqa: RUF012 - never changed: a run's values of {NAME}
     name: str | None = None  # --command-name: shown instead of the text
     setup: tuple[str, ...] | None = None  # argv run once before the command's runs
     prepare: tuple[str, ...] | None = None  # argv run before every run
@@ -96,8 +98,7 @@ def to_argv(words: Sequence[str], shell: str) -> tuple[str, ...]:
     return tuple(words)
 
 
-@dataclass(frozen=True)
-class Helpers:
+class Helpers(NamedTuple):
     """--setup/--prepare/--cleanup as given: empty, one for every command, or one per command."""
 
     setup: Sequence[str] = ()
@@ -118,11 +119,12 @@ def build_commands(
     shell: str,
     parameters: Sequence[dict[str, str]],
     names: Sequence[str] = (),
-    helpers: Helpers = Helpers(),
+    helpers: Helpers | None = None,
 ) -> list[Command]:
     """Each command group once per parameter setting, ``{NAME}`` replaced by its value (in the
     command, its name and its helpers). ``names`` and the helpers given once per command
     follow the groups' order."""
+    helpers = helpers or Helpers()
     commands = []
     for setting in parameters or [{}]:
         for index, words in enumerate(groups):
@@ -143,8 +145,7 @@ def _fill(word: str, setting: dict[str, str]) -> str:
     return word
 
 
-@dataclass
-class SeriesOptions:
+class SeriesOptions(NamedTuple):
     runs: int | None = None  # exactly this many measured runs; else min_runs/max_time decide
     warmup: int = 0
     min_runs: int = 10
@@ -163,15 +164,13 @@ class SeriesOptions:
     seed: int = 20240607  # of the interleaved rounds' order
 
 
-@dataclass
-class Series:
+class Series(NamedTuple):
     command: Command
     runs: list[dict[str, Any]]  # one per measured run, raw integers (see run_record)
     warmups: int
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     """Every command's series, the host's record, and the design they ran in."""
 
     series: list[Series]
@@ -233,8 +232,7 @@ def run_record(report: SubjectReport, round_index: int | None = None) -> dict[st
     return record
 
 
-@dataclass
-class _Tools:
+class _Tools(NamedTuple):
     """What every run shares: set up once, not once a run."""
 
     events: ProcEvents | None

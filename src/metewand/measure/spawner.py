@@ -264,6 +264,11 @@ class SpawnedChild:
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
+            status = zombie_status(self.pid)  # already exited (the usual case): no wait at all
+            if status is not None:
+                self.spawner.reap(self.pid)
+                self.returncode = status
+                return status
             fd, _ = open_exit_fd(self.pid)
             if fd is not None:
                 try:
