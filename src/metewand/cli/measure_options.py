@@ -31,17 +31,22 @@ class BadValue(ValueError):
 Convert = Callable[[str], Any]
 
 
+def _in_range(value: Any, low: Any, high: Any) -> Any:
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    if low is not None and value < low:
+        raise BadValue(f"{shown} is not in the range x>={low}.")
+    if high is not None and value > high:
+        raise BadValue(f"{shown} is not in the range x<={high}.")
+    return value
+
+
 def integer(low: int | None = None, high: int | None = None) -> Convert:
     def convert(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise BadValue(f"{text!r} is not a valid integer.") from None
-        if low is not None and value < low:
-            raise BadValue(f"{value} is not in the range x>={low}.")
-        if high is not None and value > high:
-            raise BadValue(f"{value} is not in the range x<={high}.")
-        return value
+        return _in_range(value, low, high)  # type: ignore[no-any-return]
 
     convert.metavar = "INTEGER"  # type: ignore[attr-defined]
     return convert
@@ -57,11 +62,7 @@ def number(low: float | None = None, high: float | None = None) -> Convert:
             raise BadValue(f"{text!r} is not a valid number.") from None
         if not math.isfinite(value):
             raise BadValue(f"{text!r} is not a finite number.")
-        if low is not None and value < low:
-            raise BadValue(f"{value:g} is not in the range x>={low:g}.")
-        if high is not None and value > high:
-            raise BadValue(f"{value:g} is not in the range x<={high:g}.")
-        return value
+        return _in_range(value, low, high)  # type: ignore[no-any-return]
 
     convert.metavar = "FLOAT"  # type: ignore[attr-defined]
     return convert

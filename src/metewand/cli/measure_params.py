@@ -10,19 +10,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from metewand.cli.measure_options import MAX_RUNS_CAP
+from metewand.cli.measure_options import MAX_RUNS_CAP, BadValue, number
 
 SCAN_EPSILON = 1e-9  # (HIGH - LOW) / STEP a hair under an integer still reaches HIGH
 
 
 def _finite(text: str, what: str, name: str) -> float:
     try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"--parameter-scan {name}: {what} {text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise ValueError(f"--parameter-scan {name}: {what} {text!r} is not a finite number")
-    return value
+        return float(number()(text))
+    except BadValue as exc:
+        raise ValueError(f"--parameter-scan {name}: {what} {exc}") from None
 
 
 def scan_values(scan: tuple[str, str, str] | None, step: str | None) -> list[dict[str, str]]:

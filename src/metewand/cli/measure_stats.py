@@ -26,15 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from metewand.measure.order_stats import LEVEL, binomial_half_cdf, median, median_ci
+from metewand.measure.series import RUN_FIELDS as METRICS  # every figure of a run
 
-METRICS = (
-    "wall_time_ns",
-    "cpu_time_ns",
-    "cpu_user_time_ns",
-    "cpu_system_time_ns",
-    "peak_memory_bytes",
-    "process_count_peak",
-)
 RATIO_METRICS = ("wall_time_ns", "cpu_time_ns", "peak_memory_bytes")
 OUTLIER_Z = 3.5
 SLOW_FIRST_FACTOR = 1.5

@@ -253,14 +253,8 @@ class Group:
     def remove(self, timeout_s: float = 5.0) -> None:
         """Kill the members, wait until the group is empty, then remove it. The members'
         exits wake the wait (pidfds); the short retry is for the kernel's own removal."""
-        try:  # the usual case: the members are gone and the group goes at once
-            os.rmdir(self.path)
+        if self._removed():  # the usual case: the members are gone and the group goes at once
             return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:
-                raise
         from metewand.measure import process_sweep  # members left: the slow path only
 
         deadline = time.monotonic() + timeout_s
@@ -275,17 +269,25 @@ class Group:
             try:
                 if self.procs():
                     self.kill()
-                else:
-                    os.rmdir(self.path)
+                elif self._removed():
                     return
             except FileNotFoundError:
                 return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    raise
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cgroup {self.path} still busy after {timeout_s}s")
             time.sleep(REMOVE_RETRY_S)
+
+    def _removed(self) -> bool:
+        """rmdir: True once the group is gone, False while it is busy (members or the kernel)."""
+        try:
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            return False
+        return True
 
 
 class V2Group(Group):
