@@ -18,12 +18,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting
 from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, partial, unavailable
-from metewand.measure.pss import PssScan, PssScanner
 from metewand.measure.scan_trigger import ScanTrigger
+
+if TYPE_CHECKING:  # loaded only by a sampler that scans (measure's repeated runs do not)
+    from metewand.measure.pss import PssScan, PssScanner
 
 # a measurement is immutable: these two are shared, not made anew for every summary
 MISSING_NOT_STARTED = unavailable(Reason.NOT_STARTED, "sampler")
@@ -114,8 +116,12 @@ class Sampler:
         self.trigger = ScanTrigger(
             pss_policy, pss_every, max_interval_ms * 1_000_000, pss_rise_bytes
         )
-        self._own_scanner = scanner is None
-        self.scanner = scanner or PssScanner()
+        self._own_scanner = scanner is None and pss
+        if scanner is None and pss:
+            from metewand.measure.pss import PssScanner
+
+            scanner = PssScanner()
+        self.scanner = scanner  # None only without PSS
         self.fault_hook = fault_hook
         self.samples: list[dict[str, Any]] = []
         self._pss: list[PssScan] = []
@@ -171,6 +177,7 @@ class Sampler:
         def lister() -> list[int]:
             return listings.pop() if listings else self.accounting.pids()
 
+        assert self.scanner is not None  # a scan is due only with PSS on
         return self.scanner.scan(lister, reuse=reuse)
 
     def _guarded(self, action: Callable[[], None]) -> None:
@@ -194,7 +201,7 @@ class Sampler:
         first tick is due (``true`` takes 0.4 ms) needs no thread, whose start costs ~0.1-0.5 ms
         a run."""
         self._t0 = time.monotonic_ns()
-        self._pool_cpu_start = self.scanner.pool_threads_cpu_ns()
+        self._pool_cpu_start = self._pool_cpu()
         self._caller_side("baseline", pss="baseline")
         if ticking:
             self.start_ticking()
@@ -234,15 +241,20 @@ class Sampler:
         if self._thread is not None:
             self._thread.join()
         if not self._t0:  # never started: nothing was sampled, nothing to stop
-            if self._own_scanner:
-                self.scanner.close()
+            self._close_scanner()
             return self._summary()
         if end_scan:
             self._caller_side("end", pss="end")
-        self._cpu_ns += self.scanner.pool_threads_cpu_ns() - self._pool_cpu_start
-        if self._own_scanner:
-            self.scanner.close()
+        self._cpu_ns += self._pool_cpu() - self._pool_cpu_start
+        self._close_scanner()
         return self._summary()
+
+    def _pool_cpu(self) -> int:
+        return self.scanner.pool_threads_cpu_ns() if self.scanner is not None else 0
+
+    def _close_scanner(self) -> None:
+        if self._own_scanner and self.scanner is not None:
+            self.scanner.close()
 
     # -- summary ----------------------------------------------------------------------------
     def _summary(self) -> SamplerSummary:

@@ -34,7 +34,6 @@ from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
-from metewand.measure.pss import PssScanner
 from metewand.measure.spawner import Spawner, open_spawner
 from metewand.measure.subject import SubjectReport, run_measured, terminate_as_interrupt
 
@@ -233,10 +232,9 @@ def run_record(report: SubjectReport, round_index: int | None = None) -> dict[st
 
 
 class _Tools(NamedTuple):
-    """What every run shares: set up once, not once a run."""
+    """What every run shares: set up once, not once a run (no PSS scanner: runs take no PSS)."""
 
     events: ProcEvents | None
-    scanner: PssScanner
     marks: MarkReader | None
     layout: CgroupLayout
     spawner: Spawner | None
@@ -266,7 +264,6 @@ def _one(command: Command, options: SeriesOptions, tools: _Tools) -> SubjectRepo
         options.pss_every,
         discard_output=not options.show_output,
         events=tools.events,
-        scanner=tools.scanner,
         marks=tools.marks,
         layout=tools.layout,
         spawner=tools.spawner,
@@ -378,7 +375,6 @@ def run_all(
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     tools = _Tools(
         events=open_events(),
-        scanner=PssScanner(),  # one set of reader threads for every run
         marks=_marks(options),
         layout=detect_layout(),  # once: the groups' parents do not move between runs
         spawner=spawner,
@@ -395,7 +391,6 @@ def run_all(
             host.sample_now()
     finally:
         sys.setswitchinterval(previous)
-        tools.scanner.close()
         if tools.events is not None:
             tools.events.close()
         record = host_record(host)

@@ -18,12 +18,12 @@ from metewand.measure.accounting import CpuReading, TreeAccounting, open_account
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
-from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 if TYPE_CHECKING:
     from metewand.measure.cgroups import CgroupLayout
     from metewand.measure.mark_fifo import MarkReader
+    from metewand.measure.pss import PssScanner
     from metewand.measure.spawner import Spawner
 
 MEASUREMENT_FIELDS = (
