@@ -8,10 +8,10 @@ other (hyperfine's design) and compares medians, whose intervals cannot see that
 Conditions, each `--trials` independent `metewand measure --runs R -- A -- B` invocations:
 - A/A: B is A (the same CPU burn, spelled differently): a "slower"/"faster" verdict on wall time
   (the interval wholly beyond 1) is a false alarm; nominal rate <= 5%.
-- A/A, drift: the host "gets slower" by a known amount during each invocation: both commands
-  burn (1 + `--drift` x t/T) times their CPU, t the time since the invocation started and T its
-  expected length (read by the commands from the environment). This is the drift the designs
-  differ on, planted so its size is known rather than left to the neighbours.
+- A/A, drift: the host "gets slower" by a known amount during each invocation: the i-th run of
+  either command (warm-ups included, counted in a file under a lock) burns 1 + `--drift` x i / N
+  times its CPU, N the invocation's runs. This is the drift the designs differ on, planted so
+  its size is known (and independent of how loaded the host is) rather than left to neighbours.
 - A/A, burner: one CPU hog per core (nice 10) starts halfway through each invocation (a real
   neighbour; on a host already loaded by others its effect is small).
 - planted: B burns `--planted` more CPU than A (e.g. +20%): the share of invocations whose
@@ -35,15 +35,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 METEWAND = str(Path(sys.executable).with_name("metewand"))
-# the burn grows by a factor of 1 + DRIFT x (time since T0) / SPAN (both from the environment)
+# the burn grows by a factor of 1 + DRIFT x i / SPAN, i the runs before this one (a counter file
+# under a lock), SPAN the invocation's runs: both from the environment
 BURN = (
-    "import os, time\nk = 1 + float(os.environ.get('DRIFT', 0)) * min(1, (time.monotonic() - "
-    "float(os.environ.get('T0', 0))) / float(os.environ.get('SPAN', 1)))\n"
+    "import fcntl, os, time\nk = 1.0\nif os.environ.get('COUNTER'):\n"
+    "    with open(os.environ['COUNTER'], 'a+') as f:\n"
+    "        fcntl.flock(f, fcntl.LOCK_EX); f.seek(0); i = len(f.read()); f.write('x')\n"
+    "    k = 1 + float(os.environ['DRIFT']) * i / float(os.environ['SPAN'])\n"
     "t = time.process_time()\nwhile time.process_time() - t < {s} * k: pass\n"
 )
 
@@ -89,8 +91,11 @@ def one_trial(args: argparse.Namespace, planted: float, drift: str | None, inter
             "none", "--seed", str(args.seed_base + args.trial_index), "--export-json", str(out),
             "--", *a, "--", *b]  # fmt: skip
     expected_s = 2 * args.runs * (base_s + 0.02)  # both commands' runs, plus a start each
-    env = dict(os.environ, T0=str(time.monotonic()), SPAN=str(expected_s),
-               DRIFT=str(args.drift if drift == "planted" else 0))  # fmt: skip
+    env = dict(os.environ)
+    if drift == "planted":
+        counter = out.with_suffix(".count")
+        counter.write_text("")
+        env.update(COUNTER=str(counter), DRIFT=str(args.drift), SPAN=str(2 * (args.runs + 1)))
     with burners_after(expected_s / 2 if drift == "burner" else None):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env)
     if done.returncode != 0:
