@@ -18,7 +18,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from metewand import canonical
@@ -26,7 +25,10 @@ from metewand.measure import procfs
 from metewand.measure.foreign import ForeignCpuTracker, MemberPids
 from metewand.measure.forms import Reason
 from metewand.measure.host_facts import (
+    PROC,
+    PathArg,
     meminfo_bytes,
+    read_text,
     reason_for,
     summary_facts,
     unavailable_reason,
@@ -44,7 +46,6 @@ HOST_SUMMARY_SCHEMA = "abb_host_summary/1"
 PSI_RESOURCES = ("cpu", "memory", "io")
 MIN_INTERVAL_S = 0.1
 
-PROC = Path("/proc")
 Sample = dict[str, Any]
 SampleSink = Callable[[Sample], None]
 
@@ -56,12 +57,12 @@ def utc_now() -> str:
 # ---- readers (each returns a value, or raises OSError/ValueError for the caller to record) ----
 
 
-def read_loadavg(proc: Path = PROC) -> dict[str, float]:
-    one, five, fifteen = (proc / "loadavg").read_text().split()[:3]
+def read_loadavg(proc: PathArg = PROC) -> dict[str, float]:
+    one, five, fifteen = read_text(proc, "loadavg").split()[:3]
     return {"one": float(one), "five": float(five), "fifteen": float(fifteen)}
 
 
-def read_meminfo(proc: Path = PROC) -> dict[str, int]:
+def read_meminfo(proc: PathArg = PROC) -> dict[str, int]:
     """Memory and swap in bytes (meminfo reports kB)."""
     fields = meminfo_bytes(proc)
     swap_total, swap_free = fields["SwapTotal"], fields["SwapFree"]
@@ -74,11 +75,11 @@ def read_meminfo(proc: Path = PROC) -> dict[str, int]:
     }
 
 
-def read_swap_counters(proc: Path = PROC) -> dict[str, int]:
+def read_swap_counters(proc: PathArg = PROC) -> dict[str, int]:
     """Cumulative pages swapped in/out since boot (``/proc/vmstat``)."""
     wanted = {"pswpin": "pswpin_pages", "pswpout": "pswpout_pages"}
     out: dict[str, int] = {}
-    for line in (proc / "vmstat").read_text().splitlines():
+    for line in read_text(proc, "vmstat").splitlines():
         name, _, value = line.partition(" ")
         if name in wanted:
             out[wanted[name]] = int(value)
@@ -102,11 +103,11 @@ def parse_psi(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def read_psi(resource: str, proc: Path = PROC) -> dict[str, dict[str, float]]:
-    return parse_psi((proc / "pressure" / resource).read_text())
+def read_psi(resource: str, proc: PathArg = PROC) -> dict[str, dict[str, float]]:
+    return parse_psi(read_text(proc, "pressure", resource))
 
 
-def descendant_pids(root_pid: int, proc: Path = PROC) -> list[int]:
+def descendant_pids(root_pid: int, proc: PathArg = PROC) -> list[int]:
     """Every live descendant of ``root_pid`` (root excluded), sorted."""
     return sorted(procfs.descendants(root_pid, str(proc))[1:])
 
@@ -118,7 +119,7 @@ def take_sample(
     root_pid: int,
     seq: int,
     previous: Sample | None,
-    proc: Path = PROC,
+    proc: PathArg = PROC,
     foreign: ForeignCpuTracker | None = None,
 ) -> Sample:
     """One ``abb_host_telemetry/1`` sample; unreadable parts are null with a reason.
@@ -162,7 +163,7 @@ def take_sample(
     return sample
 
 
-def _psi_reader(resource: str, proc: Path) -> Callable[[], Any]:
+def _psi_reader(resource: str, proc: PathArg) -> Callable[[], Any]:
     return lambda: read_psi(resource, proc)
 
 
