@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.errors import MetewandError
+from metewand.measure import watchdog
 from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
@@ -370,6 +371,7 @@ def run_all(
     own_spawner = spawner is None
     if own_spawner:
         spawner = open_spawner()  # first: the server starts while the host telemetry does
+    watchdog.ready()  # its start-up before the first run, not inside it
     host = start_host(options)
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
