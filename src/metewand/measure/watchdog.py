@@ -27,15 +27,16 @@ import os
 import select
 import sys
 import threading
-from pathlib import Path
 from typing import Final
 
 from metewand.measure import procfs
 
-SRC_ROOT: Final = str(Path(__file__).resolve().parents[2])
+# os.path, not pathlib: this module is on `measure`'s start-up path, which loads no pathlib
+_HERE: Final = os.path.dirname(os.path.realpath(__file__))
+SRC_ROOT: Final = os.path.dirname(os.path.dirname(_HERE))
 # the watchdog's script, run by path in an interpreter of its own: importing it here would only
 # close a circle (it sweeps through process_sweep, which needs measure.process, which needs us)
-WATCHDOG_SCRIPT: Final = str(Path(__file__).with_name("watchdog_main.py"))
+WATCHDOG_SCRIPT: Final = os.path.join(os.path.dirname(__file__), "watchdog_main.py")
 
 
 class _Registry:
