@@ -61,6 +61,9 @@ def main(values: dict[str, Any], words: tuple[str, ...] | list[str]) -> None:
         created_fifo = _prepare_fifo(values["mark_fifo"])
         if not _repeated(groups, values):
             _single_run(groups[0], values, spawner)
+        from metewand.measure import watchdog
+
+        watchdog.start()  # a series waits for it (measure.series): its start overlaps ours
         targets = _open_exports(values)
         _measure_series(groups, values, targets, spawner)
     finally:

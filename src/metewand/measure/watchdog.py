@@ -153,6 +153,15 @@ def release_process(pid: int, starttime: int, session: int) -> None:
         _mine().forget(f"P {pid} {starttime} {session}", f"F {pid} {starttime}")
 
 
+def start() -> None:
+    """Start this process's watchdog now if it has none, without waiting (``ready`` waits): a
+    caller sure to need one starts it early, so its interpreter starts while the caller works."""
+    with _lock:
+        registry = _mine()
+        if registry.fd < 0:
+            registry._restart()
+
+
 def ready(timeout_s: float = 2.0) -> bool:
     """Start this process's watchdog if it has none and wait (at most ``timeout_s``) until its
     interpreter is up: its start-up then falls before what the caller measures next
