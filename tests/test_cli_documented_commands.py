@@ -91,14 +91,16 @@ def browser_on_dask(done: Done, repo: Path) -> None:
 
 
 def measured_200_mib(done: Done, repo: Path) -> None:
-    peak = next(line for line in done.stderr.splitlines() if "peak_memory_bytes" in line)
-    assert float(peak.split()[3]) >= 200, peak  # "│ peak_memory_bytes │ 207.3 MiB │ ..."
+    label = "peak memory (whole tree)"
+    peak = next(line for line in done.stderr.splitlines() if label in line)
+    assert float(peak.split(label)[1].split()[0]) >= 200, peak  # "  peak memory ... 207.3 MiB"
     assert "command ended with exit status 0" in done.stderr
 
 
 def measured_table(done: Done, repo: Path) -> None:
     assert done.stdout == "1\n"  # the command's own stdout, untouched
-    assert "wall_time_ns" in done.stderr and "command ended with exit status 0" in done.stderr
+    assert "  wall time " in done.stderr and "command ended with exit status 0" in done.stderr
+    assert "wall_time_ns" not in done.stderr  # readable labels, not field names
 
 
 def json_measure(done: Done, repo: Path) -> None:
@@ -339,6 +341,26 @@ def measured_exports(done: Done, repo: Path) -> None:
     assert json.loads((repo / "runs.json").read_text())
 
 
+def measured_names(done: Done, repo: Path) -> None:
+    """Named, interleaved, with the paired ratio of the second against the first."""
+    assert "Command 1: grep  (grep -r measure src)" in done.stdout
+    assert "Command 2: rg  (grep -rF measure src)" in done.stdout
+    assert "paired per round (12 interleaved rounds" in done.stdout and " ms [" in done.stdout
+
+
+def measured_helpers(done: Done, repo: Path) -> None:
+    assert "Command 1: touch scratch/x" in done.stdout and not (repo / "scratch").exists()
+
+
+def measured_pretty(done: Done, repo: Path) -> None:
+    result = json.loads(done.stdout)
+    assert len(done.stdout.splitlines()) > 20 and len(result["commands"][0]["runs"]) == 3
+
+
+def measured_sequential(done: Done, repo: Path) -> None:
+    assert "the commands ran one after the other" in done.stdout and " µs [" in done.stdout
+
+
 def measured_marks(done: Done, repo: Path) -> None:
     """Both phases of the documented --mark-fifo example are shown; the FIFO it made is gone."""
     assert "phases (2 marks):" in done.stderr, done.stderr
@@ -474,6 +496,24 @@ EXPECTED: tuple[Expect, ...] = (
     ),  # fmt: skip
     Expect(
         "metewand measure --runs 5 --parameter-list n 1,2 -- 'sleep 0.0{n}'", 0, measured_parameters
+    ),
+    Expect(
+        "metewand measure --runs 12 --command-name grep --command-name rg --time-unit millisecond "
+        "-- 'grep -r measure src' -- 'grep -rF measure src'",
+        0,
+        measured_names,
+    ),
+    Expect(
+        "metewand measure --runs 6 --setup 'mkdir -p scratch' --prepare 'rm -f scratch/x' "
+        "--cleanup 'rm -r scratch' -- 'touch scratch/x'",
+        0,
+        measured_helpers,
+    ),
+    Expect("metewand measure --runs 3 --json --pretty -- true", 0, measured_pretty),
+    Expect(
+        "metewand measure --runs 8 --no-interleave --time-unit microsecond -- true -- /bin/true",
+        0,
+        measured_sequential,
     ),  # fmt: skip
     Expect(
         "metewand measure --runs 5 --export-json runs.json --export-csv runs.csv -- true",

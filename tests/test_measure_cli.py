@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from metewand import canonical
+from metewand.measure import orphans
 from metewand.measure.cgroups import detect_layout
 from metewand.measure.forms import from_json
 from metewand.measure.subject import MEASUREMENT_FIELDS
@@ -55,7 +56,8 @@ def test_table_goes_to_stderr_and_leaves_stdout_to_the_command() -> None:
     done = measure("--backend", "proc", "--", "echo", "hello")
     assert done.returncode == 0
     assert done.stdout == b"hello\n"
-    assert b"cpu_time_ns" in done.stderr and b"process_only" in done.stderr
+    assert b"CPU, user + system (whole tree)" in done.stderr and b"process_only" in done.stderr
+    assert b"cpu_time_ns" not in done.stderr  # readable labels, not field names
 
 
 def test_no_subject_groups_are_left_behind() -> None:
@@ -64,6 +66,7 @@ def test_no_subject_groups_are_left_behind() -> None:
     dirs = [h.own_dir for h in [layout.v2, *layout.v1.values()] if h and h.own_dir]
     for directory in dirs:
         leftovers = [n for n in os.listdir(directory) if n.startswith("metewand-")]
-        # Names end in -<creator pid>-<random>; a group whose creator is gone was leaked.
-        orphaned = [n for n in leftovers if not os.path.exists(f"/proc/{n.split('-')[-2]}")]
+        # The name says who made it (measure.orphans); a group whose creator is gone was leaked
+        # (another metewand's live groups on this shared host are not)
+        orphaned = [n for n in leftovers if orphans.creator_gone(n)]
         assert not orphaned, (directory, orphaned)

@@ -36,7 +36,7 @@ def _measure(tmp_path: Path, watch: RunProcesses) -> tuple[subprocess.CompletedP
     done = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     assert done.returncode == 0, stderr
     result = canonical.loads(out.read_bytes())
-    assert schemas.violations("metewand_measure_series-1", result) == []
+    assert schemas.violations("metewand_measure_series-2", result) == []
     return done, result
 
 

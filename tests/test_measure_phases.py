@@ -102,7 +102,7 @@ def test_terminal_and_series_show_the_phases(tmp_path: Path) -> None:
     assert "phases (medians over 2 marked runs):" in series.stdout
     assert "    heavy: wall " in series.stdout and "    between marks: wall " in series.stdout
     result = canonical.loads(exported.read_bytes())
-    assert schemas.violations("metewand_measure_series-1", result) == []
+    assert schemas.violations("metewand_measure_series-2", result) == []
     runs = result["commands"][0]["runs"]
     assert [[p["name"] for p in r["phases"]["phases"]] for r in runs] == [["heavy", "light"]] * 2
 

@@ -160,8 +160,8 @@ def test_a_server_that_cannot_start_falls_back_to_the_fork(
     method = spawner_module.start_method(None)
     assert method["method"] == "fork_preexec"
     assert "could not start" in str(method["reason"])
-    series, _ = run_all([Command("true", ("true",))], SeriesOptions(runs=3))
-    assert [run["exit_status"] for run in series[0].runs] == [0, 0, 0]
+    outcome = run_all([Command("true", ("true",))], SeriesOptions(runs=3))
+    assert [run["exit_status"] for run in outcome.series[0].runs] == [0, 0, 0]
 
 
 def test_without_env_the_command_gets_metewands_environment(

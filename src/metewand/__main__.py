@@ -1,3 +1,3 @@
-from metewand.cli.main import main
+from metewand.cli.entry import main
 
 main()

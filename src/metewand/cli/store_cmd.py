@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.export_target import Target, TargetRefused
 from metewand.cli.rundirs import resolve_run_dir
 from metewand.compare.results_csv import rows_to_csv
 from metewand.runtime.store import RunView, StoreError
@@ -117,7 +117,9 @@ def status(run: str, as_json: bool) -> None:
     show_default=True,
     help="json: one array of rows; jsonl: canonical JSON Lines; csv: one row per attempt.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here, not stdout.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write here, not stdout: a file is replaced whole, a character device or FIFO "
+              "written through (never replaced); anything else is refused.")  # fmt: skip
 def export(run: str, fmt: str, output: str | None) -> None:
     """Export the attempt rows of run RUN (a run directory or an id under ./runs).
 
@@ -126,9 +128,12 @@ def export(run: str, fmt: str, output: str | None) -> None:
       metewand export runs/sort1 --format csv -o results.csv
       metewand export sort1 --format json
     """
+    target = _export_target(output)
     try:
         rows = open_run(run).rows()
     except StoreError as exc:
+        if target is not None:
+            target.discard()
         _fail(str(exc))
     if fmt == "csv":
         text = rows_to_csv(rows)
@@ -136,10 +141,21 @@ def export(run: str, fmt: str, output: str | None) -> None:
         text = "".join(canonical.line(row).decode("utf-8") for row in rows)
     else:
         text = canonical.dumps_str(rows) + "\n"
-    if output is None:
+    if target is None:
         sys.stdout.write(text)
-    else:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            _fail(f"-o {output}: cannot be written ({exc.strerror or exc})")
+        return
+    try:
+        target.write(text.encode("utf-8"))
+    except TargetRefused as exc:
+        _fail(str(exc))
+
+
+def _export_target(output: str | None) -> Target | None:
+    """-o as ``cli.export_target`` writes it: a file replaced whole, a device or FIFO written
+    through, never replaced; refused (exit 2) before the run is read when it cannot be."""
+    if output is None:
+        return None
+    try:
+        return Target("-o", output)
+    except TargetRefused as exc:
+        _fail(str(exc))

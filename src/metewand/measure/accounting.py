@@ -99,6 +99,10 @@ class TreeAccounting:
         """The current memory alone (a phase mark needs no high-water: one read fewer)."""
         return self.memory().current
 
+    def memory_peak(self) -> Measurement:
+        """The high-water alone (an exited subject's report needs no current: one read fewer)."""
+        return self.memory().peak
+
     def kill(self) -> None:
         raise NotImplementedError
 
@@ -160,10 +164,7 @@ class CgroupAccounting(TreeAccounting):
         return join
 
     def join_paths(self) -> list[tuple[str, str]]:
-        return [
-            (g.procs_path, os.path.join(os.path.dirname(g.path), "cgroup.procs"))
-            for g in self.groups
-        ]
+        return [(g.procs_path, g.path.rpartition("/")[0] + "/cgroup.procs") for g in self.groups]
 
     def attach(self, pid: int, joined: bool = False) -> None:
         super().attach(pid)
@@ -194,10 +195,18 @@ class CgroupAccounting(TreeAccounting):
             gone = unavailable(Reason.UNSUPPORTED, f"{self.backend}:no-memory-controller")
             return MemoryReading(gone, gone)
         source = self._source(group, "memory")
-        peak = _bytes_or_unavailable(group.memory_peak, source)
+        return MemoryReading(
+            _bytes_or_unavailable(group.memory_current, source), self.memory_peak()
+        )
+
+    def memory_peak(self) -> Measurement:
+        if self.memory_group is None:
+            return unavailable(Reason.UNSUPPORTED, f"{self.backend}:no-memory-controller")
+        source = self._source(self.memory_group, "memory")
+        peak = _bytes_or_unavailable(self.memory_group.memory_peak, source)
         if self._peak_floor is not None and peak.value is not None:
             peak = complete(max(peak.value, self._peak_floor), source)
-        return MemoryReading(_bytes_or_unavailable(group.memory_current, source), peak)
+        return peak
 
     def fold_window_peak(self, peak: int) -> None:
         """A high-water read just before a phase mark restarts it: keep it for memory().peak."""

@@ -12,12 +12,11 @@ import errno
 import os
 import signal
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
-from metewand.measure import orphans, process_sweep, watchdog
+from metewand.measure import orphans, watchdog
 
 V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
 REMOVE_RETRY_S = 0.01  # an emptied group can be busy for a moment before rmdir succeeds
@@ -71,8 +70,16 @@ class _Mount:
 
 
 def _read_text(path: str) -> str:
-    with open(path, encoding="utf-8") as handle:
-        return handle.read()
+    """The whole file (a cgroup or /proc file: small, read in one go without a text wrapper,
+    which costs more than the read on a run's hot path)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8")
 
 
 def _parse_mountinfo(text: str) -> list[_Mount]:
@@ -134,7 +141,7 @@ def _remove_dead_probes(directory: str) -> None:
 def _probe_writable(directory: str) -> str | None:
     """None if a child group can be created (and removed) here, else the reason."""
     _remove_dead_probes(directory)
-    probe = os.path.join(directory, f"{PROBE_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    probe = os.path.join(directory, f"{PROBE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}")
     try:
         os.mkdir(probe)
     except OSError as exc:
@@ -218,7 +225,7 @@ class Group:
         a record of groups to remove after a crash never misses one."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:40]
         # the name says who made it, so a later metewand can tell an orphan (measure.orphans)
-        path = os.path.join(parent_dir, orphans.group_name(safe, uuid.uuid4().hex[:8]))
+        path = os.path.join(parent_dir, orphans.group_name(safe, os.urandom(4).hex()))
         if announce is not None:
             announce(path)
         watchdog.guard_group(path)  # removed by the watchdog if metewand dies with it
@@ -250,6 +257,10 @@ class Group:
     def remove(self, timeout_s: float = 5.0) -> None:
         """Kill the members, wait until the group is empty, then remove it. The members'
         exits wake the wait (pidfds); the short retry is for the kernel's own removal."""
+        if self._removed():  # the usual case: the members are gone and the group goes at once
+            return
+        from metewand.measure import process_sweep  # members left: the slow path only
+
         deadline = time.monotonic() + timeout_s
 
         def members() -> list[int]:
@@ -262,17 +273,25 @@ class Group:
             try:
                 if self.procs():
                     self.kill()
-                else:
-                    os.rmdir(self.path)
+                elif self._removed():
                     return
             except FileNotFoundError:
                 return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY:
-                    raise
             if time.monotonic() > deadline:
                 raise TimeoutError(f"cgroup {self.path} still busy after {timeout_s}s")
             time.sleep(REMOVE_RETRY_S)
+
+    def _removed(self) -> bool:
+        """rmdir: True once the group is gone, False while it is busy (members or the kernel)."""
+        try:
+            os.rmdir(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            return False
+        return True
 
 
 class V2Group(Group):

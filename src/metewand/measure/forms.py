@@ -124,11 +124,16 @@ def complete(value: int, source: str | None = None) -> Measurement:
 
 def partial(value: int, reason: Reason, source: str | None = None) -> Measurement:
     v = int(value)
-    return _ranged(v, lambda: Measurement(Status.PARTIAL, v, Reason(reason), source))
+    return _ranged(v, lambda: Measurement(Status.PARTIAL, v, _reason(reason), source))
 
 
 def unavailable(reason: Reason, source: str | None = None) -> Measurement:
-    return Measurement(Status.UNAVAILABLE, None, Reason(reason), source)
+    return Measurement(Status.UNAVAILABLE, None, _reason(reason), source)
+
+
+def _reason(reason: Reason | str) -> Reason:
+    # a Reason as it is (the common case: an enum call costs more than the rest of a form)
+    return reason if isinstance(reason, Reason) else Reason(reason)
 
 
 def from_json(obj: Any) -> Measurement:

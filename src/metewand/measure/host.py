@@ -14,11 +14,9 @@ the reason (never 0). This module imports nothing above ``measure``.
 from __future__ import annotations
 
 import os
-import statistics
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from metewand import canonical
@@ -27,7 +25,10 @@ from metewand.measure.clock import utc_now
 from metewand.measure.foreign import ForeignCpuTracker, MemberPids
 from metewand.measure.forms import Reason
 from metewand.measure.host_facts import (
+    PROC,
+    PathArg,
     meminfo_bytes,
+    read_text,
     reason_for,
     summary_facts,
     unavailable_reason,
@@ -38,13 +39,13 @@ from metewand.measure.host_gate import (
     foreign_cpu_outcome,
     top_foreign_over,
 )
+from metewand.measure.order_stats import middle
 
 HOST_TELEMETRY_SCHEMA = "abb_host_telemetry/1"
 HOST_SUMMARY_SCHEMA = "abb_host_summary/1"
 PSI_RESOURCES = ("cpu", "memory", "io")
 MIN_INTERVAL_S = 0.1
 
-PROC = Path("/proc")
 Sample = dict[str, Any]
 SampleSink = Callable[[Sample], None]
 
@@ -52,12 +53,12 @@ SampleSink = Callable[[Sample], None]
 # ---- readers (each returns a value, or raises OSError/ValueError for the caller to record) ----
 
 
-def read_loadavg(proc: Path = PROC) -> dict[str, float]:
-    one, five, fifteen = (proc / "loadavg").read_text().split()[:3]
+def read_loadavg(proc: PathArg = PROC) -> dict[str, float]:
+    one, five, fifteen = read_text(proc, "loadavg").split()[:3]
     return {"one": float(one), "five": float(five), "fifteen": float(fifteen)}
 
 
-def read_meminfo(proc: Path = PROC) -> dict[str, int]:
+def read_meminfo(proc: PathArg = PROC) -> dict[str, int]:
     """Memory and swap in bytes (meminfo reports kB)."""
     fields = meminfo_bytes(proc)
     swap_total, swap_free = fields["SwapTotal"], fields["SwapFree"]
@@ -70,11 +71,11 @@ def read_meminfo(proc: Path = PROC) -> dict[str, int]:
     }
 
 
-def read_swap_counters(proc: Path = PROC) -> dict[str, int]:
+def read_swap_counters(proc: PathArg = PROC) -> dict[str, int]:
     """Cumulative pages swapped in/out since boot (``/proc/vmstat``)."""
     wanted = {"pswpin": "pswpin_pages", "pswpout": "pswpout_pages"}
     out: dict[str, int] = {}
-    for line in (proc / "vmstat").read_text().splitlines():
+    for line in read_text(proc, "vmstat").splitlines():
         name, _, value = line.partition(" ")
         if name in wanted:
             out[wanted[name]] = int(value)
@@ -98,11 +99,11 @@ def parse_psi(text: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def read_psi(resource: str, proc: Path = PROC) -> dict[str, dict[str, float]]:
-    return parse_psi((proc / "pressure" / resource).read_text())
+def read_psi(resource: str, proc: PathArg = PROC) -> dict[str, dict[str, float]]:
+    return parse_psi(read_text(proc, "pressure", resource))
 
 
-def descendant_pids(root_pid: int, proc: Path = PROC) -> list[int]:
+def descendant_pids(root_pid: int, proc: PathArg = PROC) -> list[int]:
     """Every live descendant of ``root_pid`` (root excluded), sorted."""
     return sorted(procfs.descendants(root_pid, str(proc))[1:])
 
@@ -114,7 +115,7 @@ def take_sample(
     root_pid: int,
     seq: int,
     previous: Sample | None,
-    proc: Path = PROC,
+    proc: PathArg = PROC,
     foreign: ForeignCpuTracker | None = None,
 ) -> Sample:
     """One ``abb_host_telemetry/1`` sample; unreadable parts are null with a reason.
@@ -158,7 +159,7 @@ def take_sample(
     return sample
 
 
-def _psi_reader(resource: str, proc: Path) -> Callable[[], Any]:
+def _psi_reader(resource: str, proc: PathArg) -> Callable[[], Any]:
     return lambda: read_psi(resource, proc)
 
 
@@ -337,11 +338,11 @@ def foreign_summary(
         "threshold_cores": th.foreign_cpu_max_cores,
         "sustained_samples": th.sustained_samples,
         "sample_count": len(values),
-        "median_cores": round(statistics.median(values), 4) if values else None,
+        "median_cores": round(middle(values), 4) if values else None,
         "max_cores": max(values) if values else None,
         # what processes seen by two scans spent; the rest went to processes born and gone
         # between samples, to interrupts, or to processes this /proc does not show
-        "median_visible_cores": round(statistics.median(visible), 4) if visible else None,
+        "median_visible_cores": round(middle(visible), 4) if visible else None,
         "gate": {
             "evaluated": gate.triggered is not None,
             "triggered": bool(gate.triggered),

@@ -9,17 +9,17 @@ above ``measure``.
 from __future__ import annotations
 
 import os
-import platform
-import socket
-from pathlib import Path
 from typing import Any
 
 from metewand.measure.cgroups import detect_layout
 from metewand.measure.forms import Reason
 
-PROC = Path("/proc")
-SYS_CPU = Path("/sys/devices/system/cpu")
-CLOCKSOURCE = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+# Paths as strings: pathlib costs measure's start-up ~3 ms to load (benchmarks/measure_vs_hyperfine.py),
+# and every reader here takes a str or any os.PathLike alike.
+PROC = "/proc"
+SYS_CPU = "/sys/devices/system/cpu"
+CLOCKSOURCE = "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+PathArg = str | os.PathLike[str]
 
 
 def unavailable_reason(reason: Reason, detail: str) -> dict[str, str]:
@@ -40,7 +40,13 @@ def unavailable(reason: str) -> dict[str, str]:
     return {"unavailable": reason}
 
 
-def read_text_or_none(path: str | Path) -> str | None:
+def read_text(*parts: PathArg) -> str:
+    """The text of the file ``os.path.join(*parts)`` (OSError when it cannot be read)."""
+    with open(os.path.join(*parts), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def read_text_or_none(path: PathArg) -> str | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read().strip()
@@ -48,10 +54,10 @@ def read_text_or_none(path: str | Path) -> str | None:
         return None
 
 
-def meminfo_bytes(proc: Path = PROC) -> dict[str, int]:
+def meminfo_bytes(proc: PathArg = PROC) -> dict[str, int]:
     """Every ``/proc/meminfo`` field with a number, in bytes (meminfo reports kB)."""
     fields: dict[str, int] = {}
-    for line in (proc / "meminfo").read_text().splitlines():
+    for line in read_text(proc, "meminfo").splitlines():
         name, _, rest = line.partition(":")
         parts = rest.split()
         if parts:
@@ -59,17 +65,21 @@ def meminfo_bytes(proc: Path = PROC) -> dict[str, int]:
     return fields
 
 
-def read_governors(sys_cpu: Path = SYS_CPU) -> dict[str, str]:
+def read_governors(sys_cpu: PathArg = SYS_CPU) -> dict[str, str]:
     """Scaling governor per CPU (``cpu0`` → ``performance``); empty without cpufreq."""
     found: dict[str, str] = {}
-    for cpu_dir in sorted(sys_cpu.glob("cpu[0-9]*")):
-        value = read_text_or_none(cpu_dir / "cpufreq" / "scaling_governor")
+    try:
+        names = sorted(n for n in os.listdir(sys_cpu) if n[:3] == "cpu" and n[3:4].isdigit())
+    except OSError:
+        return found
+    for name in names:
+        value = read_text_or_none(os.path.join(sys_cpu, name, "cpufreq", "scaling_governor"))
         if value is not None:
-            found[cpu_dir.name] = value
+            found[name] = value
     return found
 
 
-def cpu_governors(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
+def cpu_governors(sys_cpu: PathArg = SYS_CPU) -> dict[str, Any]:
     """Host-summary view: every CPU's governor and the distinct values."""
     governors = read_governors(sys_cpu)
     if not governors:
@@ -82,7 +92,7 @@ def cpu_governors(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
     return {"governors": governors, "distinct": sorted(set(governors.values()))}
 
 
-def folded_governors(sys_cpu: Path = SYS_CPU) -> dict[str, Any]:
+def folded_governors(sys_cpu: PathArg = SYS_CPU) -> dict[str, Any]:
     """Manifest view: the governor per CPU, folded to one value when all agree."""
     found = read_governors(sys_cpu)
     if not found:
@@ -96,7 +106,7 @@ def clock_source() -> str | None:
 
 
 def cpu_model() -> str | dict[str, str]:
-    text = read_text_or_none(PROC / "cpuinfo")
+    text = read_text_or_none(os.path.join(PROC, "cpuinfo"))
     if text is None:
         return unavailable("/proc/cpuinfo unreadable")
     for line in text.splitlines():
@@ -124,7 +134,7 @@ def machine_facts() -> dict[str, Any]:
     """The ``host`` of a run manifest: what a run ran on, each fact or why it is missing."""
     uname = os.uname()
     return {
-        "hostname": socket.gethostname(),
+        "hostname": _hostname(),
         "kernel": f"{uname.sysname} {uname.release}",
         "kernel_version": uname.version,
         "arch": uname.machine,
@@ -135,7 +145,7 @@ def machine_facts() -> dict[str, Any]:
         "cpu_governor": folded_governors(),
         "clock_source": clock_source() or unavailable(f"{CLOCKSOURCE} unreadable"),
         "cgroup_layout": _cgroup_hierarchies(),
-        "libc": " ".join(platform.libc_ver()) or unavailable("libc unknown"),
+        "libc": _libc(),
     }
 
 
@@ -159,11 +169,11 @@ _V1_CONTROLLERS = frozenset(
 )
 
 
-def cgroup_mounts(proc: Path = PROC) -> dict[str, Any]:
+def cgroup_mounts(proc: PathArg = PROC) -> dict[str, Any]:
     """Which cgroup hierarchies are mounted, and this process's group in each (no probing)."""
     v2_mounts: list[str] = []
     v1_controllers: dict[str, str] = {}
-    for line in (proc / "self" / "mounts").read_text().splitlines():
+    for line in read_text(proc, "self", "mounts").splitlines():
         parts = line.split()
         if len(parts) < 4:
             continue
@@ -174,7 +184,7 @@ def cgroup_mounts(proc: Path = PROC) -> dict[str, Any]:
                 if opt in _V1_CONTROLLERS or opt.startswith("name="):
                     v1_controllers[opt] = parts[1]
     own = {}
-    for line in (proc / "self" / "cgroup").read_text().splitlines():
+    for line in read_text(proc, "self", "cgroup").splitlines():
         _, controllers, path = line.split(":", 2)
         own[controllers or "unified"] = path
     version = "hybrid" if v2_mounts and v1_controllers else ("v2" if v2_mounts else "v1")
@@ -188,12 +198,26 @@ def cgroup_mounts(proc: Path = PROC) -> dict[str, Any]:
     }
 
 
+def _hostname() -> str:
+    import socket  # here: a manifest's fact; measure's start-up need not convert socket's enums
+
+    return socket.gethostname()
+
+
+def _libc() -> Any:
+    import platform  # here: ~5 ms to load, and only a run manifest asks for the libc
+
+    return " ".join(platform.libc_ver()) or unavailable("libc unknown")
+
+
 def summary_facts() -> dict[str, Any]:
-    """The ``host`` of ``abb_host_summary/1``."""
+    """The ``host`` of ``abb_host_summary/1`` (``platform``'s release, system and machine are
+    os.uname()'s fields: read there, without loading ``platform``)."""
+    uname = os.uname()
     facts: dict[str, Any] = {
-        "kernel": platform.release(),
-        "platform": platform.system(),
-        "machine": platform.machine(),
+        "kernel": uname.release,
+        "platform": uname.sysname,
+        "machine": uname.machine,
         "cpu_count": os.cpu_count(),
         "cpu_affinity": sorted(os.sched_getaffinity(0)),
         "cpu_governor": cpu_governors(),

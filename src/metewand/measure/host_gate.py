@@ -9,10 +9,11 @@ The verdict is comparability evidence only; it never rewrites a functional resul
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from metewand.measure.order_stats import middle
 
 Sample = dict[str, Any]
 
@@ -155,7 +156,7 @@ def foreign_cpu_outcome(samples: Sequence[Sample], th: GateThresholds) -> Outcom
     figures = {
         "threshold_cores": limit,
         "max_cores": max(values),
-        "median_cores": round(statistics.median(values), 4),
+        "median_cores": round(middle(values), 4),
         "samples_over": len(busy),
         "longest_run_samples": run,
         "top_foreign": top,

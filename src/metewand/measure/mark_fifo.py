@@ -27,6 +27,9 @@ from metewand.measure.phases import PhaseClock
 
 SOURCE = "mark_fifo"
 READ_CHUNK = 4096
+# a mark's name is cut at 200 characters (measure.phases); bytes of a line past this are dropped
+# as they arrive, so a writer that never ends its line cannot grow the reader's buffer
+MAX_LINE_BYTES = 4096
 MARK_THREAD_NICE = -20
 SWITCH_INTERVAL_S = 0.0001
 
@@ -54,8 +57,9 @@ def ensure_fifo(path: str | os.PathLike[str]) -> bool:
 class MarkReader:
     """Reads marks from the FIFO for one run and puts them on a ``PhaseClock``."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], mark_limit: int | None = None) -> None:
         self.path = os.fspath(path)
+        self.mark_limit = mark_limit  # marks kept per run; later ones are counted
         self.clock: PhaseClock | None = None
         self._probe: MarkProbe | None = None
         self._fds: list[int] = []
@@ -68,7 +72,7 @@ class MarkReader:
         """Open the FIFO, take the start reading and listen (before the subject starts)."""
         # descriptors kept open on the group's counters: a mark is a few preads
         self._probe = probe_of(accounting)
-        self.clock = PhaseClock.of_probe(self._probe, SOURCE)
+        self.clock = PhaseClock.of_probe(self._probe, SOURCE, self.mark_limit)
         read_fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         keep_open = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
         self._stop_r, self._stop_w = os.pipe()
@@ -103,10 +107,10 @@ class MarkReader:
         assert self.clock is not None
         with contextlib.suppress(BlockingIOError):
             while chunk := os.read(read_fd, READ_CHUNK):
-                self._pending += chunk
-                *lines, self._pending = self._pending.split(b"\n")
+                *lines, rest = (self._pending + chunk).split(b"\n")
+                self._pending = rest[:MAX_LINE_BYTES]
                 for line in lines:
-                    name = line.decode("utf-8", "replace").strip()
+                    name = line[:MAX_LINE_BYTES].decode("utf-8", "replace").strip()
                     self.clock.mark(name or None)
 
     def finish(self, origin_ns: int | None, end_ns: int | None) -> dict[str, object]:

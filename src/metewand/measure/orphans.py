@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from metewand.measure import process_sweep, procfs
+from metewand.measure import procfs
 
 PREFIX: Final = "metewand-"
 WALK_DEPTH: Final = 6
@@ -128,6 +128,8 @@ def kill_group(path: str) -> None:
 
 def remove_group(path: str, timeout_s: float) -> str | None:
     """Kill the group's members until it is empty, then remove it; None, or why it stayed."""
+    from metewand.measure import process_sweep  # only here: measure's start-up never sweeps
+
     deadline = time.monotonic() + timeout_s
     kill_group(path)
     while True:

@@ -93,9 +93,14 @@ class PhaseClock:
     raw snapshot and decodes them all in ``record()``, so a mark costs only its reads.
     """
 
-    def __init__(self, read: Callable[[], Counters], source: str) -> None:
+    def __init__(
+        self, read: Callable[[], Counters], source: str, mark_limit: int | None = None
+    ) -> None:
         self.read = read
         self.source = source  # how the marks arrived, e.g. "mark_fifo"
+        # at most this many marks are kept (each holds a snapshot); later ones are only counted
+        self.mark_limit = mark_limit
+        self.dropped_marks = 0
         self._snap: Callable[[], Any] = read
         self._decode: Callable[[Any], Counters] = _same
         self.peak_method = PLAIN_READER_PEAK_METHOD
@@ -108,9 +113,9 @@ class PhaseClock:
         self.late_marks = 0  # marks that arrived after the subject had ended
 
     @classmethod
-    def of_probe(cls, probe: Any, source: str) -> PhaseClock:
+    def of_probe(cls, probe: Any, source: str, mark_limit: int | None = None) -> PhaseClock:
         """A clock on a ``measure.mark_probe`` probe: ``snap()`` at marks, ``decode()`` later."""
-        clock = cls(lambda: probe.decode(probe.snap()), source)
+        clock = cls(lambda: probe.decode(probe.snap()), source, mark_limit)
         clock._snap, clock._decode = probe.snap, probe.decode
         clock.peak_method = probe.peak_method
         return clock
@@ -119,7 +124,13 @@ class PhaseClock:
         self._start = self._snap()
 
     def mark(self, name: str | None) -> None:
-        """A boundary now. After ``finish()`` (a mark read late) it lands at the end."""
+        """A boundary now. After ``finish()`` (a mark read late) it lands at the end. Past
+        ``mark_limit`` a mark is counted (``dropped_marks``), not read: the last kept phase then
+        runs on to the end."""
+        if self.mark_limit is not None and len(self._marks) >= self.mark_limit:
+            with self._lock:
+                self.dropped_marks += 1
+            return
         raw = self._snap() if self._end is None else None
         if name is not None and len(name) > MAX_NAME_CHARS:
             name = name[:MAX_NAME_CHARS]
@@ -162,6 +173,8 @@ class PhaseClock:
             marks = [_Mark(m.name, end) if m.counters is late else m for m in marks]
         record = build_record(start, marks, end, self.source, self.late_marks)
         record["memory_peak_method"] = self.peak_method
+        if self.mark_limit is not None:
+            record.update(mark_limit=self.mark_limit, dropped_marks=self.dropped_marks)
         return record
 
 

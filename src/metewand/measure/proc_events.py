@@ -9,9 +9,9 @@ root, not built, buffer overrun on a busy host) the caller keeps its own stamps 
 
 from __future__ import annotations
 
+import _socket  # socket.py's enum conversions cost measure's start-up ~2 ms; the C type suffices
 import contextlib
 import os
-import socket
 import struct
 
 NETLINK_CONNECTOR = 11
@@ -33,10 +33,10 @@ class ProcEvents:
     """One subscription; ``span(pid)`` after the pid has exited, ``close()`` when done."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
+        self.sock = _socket.socket(_socket.AF_NETLINK, _socket.SOCK_DGRAM, NETLINK_CONNECTOR)
         try:
             with contextlib.suppress(OSError):  # SO_RCVBUFFORCE: root may exceed rmem_max
-                self.sock.setsockopt(socket.SOL_SOCKET, 33, RECEIVE_BUFFER)
+                self.sock.setsockopt(_socket.SOL_SOCKET, 33, RECEIVE_BUFFER)
             self.sock.bind((0, CN_IDX_PROC))
             self._control(LISTEN)
             self.sock.setblocking(False)

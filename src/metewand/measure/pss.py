@@ -25,12 +25,15 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from metewand.measure import procfs
 from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, unavailable
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 SOURCE = "proc:smaps_rollup"
 _READ_SIZE = 1024  # one read holds Pss (3rd line) and Shared_Clean/Shared_Dirty (8th, 9th)
@@ -236,6 +239,10 @@ class PssScanner:
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
+            # loaded with the first pool: concurrent.futures pulls in logging (~10 ms), which
+            # measure's repeated runs (no PSS) never need
+            from concurrent.futures import ThreadPoolExecutor
+
             self._pool = ThreadPoolExecutor(
                 self.workers - 1,
                 thread_name_prefix="metewand-pss",

@@ -18,13 +18,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting
 from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, partial, unavailable
-from metewand.measure.pss import PssScan, PssScanner
 from metewand.measure.scan_trigger import ScanTrigger
 
+if TYPE_CHECKING:  # loaded only by a sampler that scans (measure's repeated runs do not)
+    from metewand.measure.pss import PssScan, PssScanner
+
+# a measurement is immutable: these two are shared, not made anew for every summary
+MISSING_NOT_STARTED = unavailable(Reason.NOT_STARTED, "sampler")
+MISSING_BY_FAULT = unavailable(Reason.SAMPLER_FAULT, "sampler")
 FaultHook = Callable[[int], None]  # called with the tick index; raising simulates a sampler fault
 
 
@@ -93,22 +98,30 @@ class Sampler:
         pss_reuse: bool = False,
         pss_rise_bytes: int = 4 << 20,
         pss_max_interval_ms: int | None = None,
+        pss: bool = True,
     ) -> None:
         """``pss_every``: under ``changes``, the longest gap between PSS scans in ticks (unless
         ``pss_max_interval_ms`` is given); under ``fixed``, the exact gap. ``pss_rise_bytes``: the
-        rise of the tree's memory counter since the last scan that triggers a scan."""
+        rise of the tree's memory counter since the last scan that triggers a scan. ``pss``:
+        False takes no PSS scan at all (counters only; the PSS figures are then unavailable
+        and no PSS quality flag is raised): ``measure``'s repeated runs record no PSS."""
         if interval_ms <= 0 or pss_every <= 0:
             raise ValueError("interval_ms and pss_every must be positive")
         self.accounting = accounting
         self.interval_ms = interval_ms
         self.pss_every = pss_every
         self.pss_reuse = pss_reuse
+        self.pss = pss
         max_interval_ms = pss_max_interval_ms or pss_every * interval_ms
         self.trigger = ScanTrigger(
             pss_policy, pss_every, max_interval_ms * 1_000_000, pss_rise_bytes
         )
-        self._own_scanner = scanner is None
-        self.scanner = scanner or PssScanner()
+        self._own_scanner = scanner is None and pss
+        if scanner is None and pss:
+            from metewand.measure.pss import PssScanner
+
+            scanner = PssScanner()
+        self.scanner = scanner  # None only without PSS
         self.fault_hook = fault_hook
         self.samples: list[dict[str, Any]] = []
         self._pss: list[PssScan] = []
@@ -140,6 +153,8 @@ class Sampler:
         }
         members, level = frozenset(pids), memory.current.value
         trigger = self.trigger.due(self._ticks, now, members, level) if pss is True else pss
+        if not self.pss:
+            trigger = None
         scan = None
         if trigger:
             # The end scan walks every member: the end value is exact, not carried over.
@@ -162,6 +177,7 @@ class Sampler:
         def lister() -> list[int]:
             return listings.pop() if listings else self.accounting.pids()
 
+        assert self.scanner is not None  # a scan is due only with PSS on
         return self.scanner.scan(lister, reuse=reuse)
 
     def _guarded(self, action: Callable[[], None]) -> None:
@@ -185,7 +201,7 @@ class Sampler:
         first tick is due (``true`` takes 0.4 ms) needs no thread, whose start costs ~0.1-0.5 ms
         a run."""
         self._t0 = time.monotonic_ns()
-        self._pool_cpu_start = self.scanner.pool_threads_cpu_ns()
+        self._pool_cpu_start = self._pool_cpu()
         self._caller_side("baseline", pss="baseline")
         if ticking:
             self.start_ticking()
@@ -224,12 +240,21 @@ class Sampler:
         self._stopping.set()
         if self._thread is not None:
             self._thread.join()
+        if not self._t0:  # never started: nothing was sampled, nothing to stop
+            self._close_scanner()
+            return self._summary()
         if end_scan:
             self._caller_side("end", pss="end")
-        self._cpu_ns += self.scanner.pool_threads_cpu_ns() - self._pool_cpu_start
-        if self._own_scanner:
-            self.scanner.close()
+        self._cpu_ns += self._pool_cpu() - self._pool_cpu_start
+        self._close_scanner()
         return self._summary()
+
+    def _pool_cpu(self) -> int:
+        return self.scanner.pool_threads_cpu_ns() if self.scanner is not None else 0
+
+    def _close_scanner(self) -> None:
+        if self._own_scanner and self.scanner is not None:
+            self.scanner.close()
 
     # -- summary ----------------------------------------------------------------------------
     def _summary(self) -> SamplerSummary:
@@ -241,7 +266,7 @@ class Sampler:
             if not (scan.process_count or scan.unreadable_pids):
                 continue  # an empty scan (before launch, after exit) flags nothing
             flags.extend(f for f in scan.quality_flags if f not in flags)
-        if len(pss) <= 2:
+        if len(pss) <= 2 and self.pss:
             flags.append(QualityFlag.BASELINE_END_ONLY)
         if self.fault is not None:
             flags.append(QualityFlag.SAMPLER_FAULT)
@@ -274,8 +299,7 @@ class Sampler:
         )
 
     def _missing(self) -> Measurement:
-        reason = Reason.SAMPLER_FAULT if self.fault is not None else Reason.NOT_STARTED
-        return unavailable(reason, "sampler")
+        return MISSING_BY_FAULT if self.fault is not None else MISSING_NOT_STARTED
 
     def _peak(self, pss: list[Measurement]) -> Measurement:
         if not pss:

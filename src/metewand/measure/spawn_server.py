@@ -16,6 +16,8 @@ length and a ``marshal``-ed tuple:
     ("spawn", path, argv, env, cwd, quiet) -> ("ok", pid, started_ns) | ("err", errno, text)
         (env None: the server's own environment, inherited from metewand at its start)
     ("wait", pid, block)                   -> ("ok", returncode or None) | ("err", errno, text)
+    ("reap", pid)                          -> no reply (the caller knows the child has exited
+                                              and has read its status from /proc/PID/stat)
 ``started_ns`` is CLOCK_MONOTONIC just before ``posix_spawn``; ``returncode`` follows
 ``subprocess`` (negative: the signal that ended it). End of file on the request pipe ends the
 server. The children lead their own sessions; the server only spawns and reaps them.
@@ -95,6 +97,12 @@ def serve(requests: int, replies: int) -> None:
         message = _receive(requests)
         if message is None:
             return
+        if message[0] == "reap":  # no reply: the caller does not wait for it
+            try:  # noqa: SIM105 - contextlib is not loaded here: the server imports built-ins only
+                os.waitpid(message[1], 0)
+            except ChildProcessError:
+                pass
+            continue
         try:
             if message[0] == "spawn":
                 _, path, argv, env, cwd, quiet = message

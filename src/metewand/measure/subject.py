@@ -11,19 +11,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.errors import MetewandError
-from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting, open_accounting
+from metewand.measure.accounting import CpuReading, TreeAccounting, open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import Process
-from metewand.measure.pss import PssScanner
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 if TYPE_CHECKING:
     from metewand.measure.cgroups import CgroupLayout
     from metewand.measure.mark_fifo import MarkReader
+    from metewand.measure.pss import PssScanner
     from metewand.measure.spawner import Spawner
 
 MEASUREMENT_FIELDS = (
@@ -105,8 +105,7 @@ class SubjectReport:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class _Launch:
+class _Launch(NamedTuple):
     """How the command is started: its environment, directory, output and starter."""
 
     env: Mapping[str, str] | None
@@ -115,14 +114,17 @@ class _Launch:
     spawner: Spawner | None  # None: ``Process.start`` with a pre-exec join
 
 
-@dataclass(slots=True)
 class _Run:
-    """What one run holds so far: what to report from, or to clean up after an interrupt."""
+    """What one run holds so far: what to report from, or to clean up after an interrupt (a
+    plain class: a dataclass costs ~0.4 ms of measure's start-up to create)."""
 
-    accounting: TreeAccounting
-    proc: Process | None = None
-    sampler: Sampler | None = None
-    span: tuple[int, int] | None = None  # monotonic ns the wall time spans (phase marks' frame)
+    __slots__ = ("accounting", "proc", "sampler", "span")
+
+    def __init__(self, accounting: TreeAccounting) -> None:
+        self.accounting = accounting
+        self.proc: Process | None = None
+        self.sampler: Sampler | None = None
+        self.span: tuple[int, int] | None = None  # monotonic ns the wall spans (marks' frame)
 
 
 def _start(
@@ -154,35 +156,47 @@ def _start(
         raise SubjectStartError(argv, exc) from exc
 
 
-def _exit_moment(proc: Process, watched: bool, sampler: Sampler) -> int:
+def _exit_moment(proc: Process, watched: bool, sampler: Sampler, start: bool) -> int:
     """When the command exited (it is left unreaped: /proc and the groups stay readable). The
-    sampler's ticks start only if the command outlives the first tick's due time."""
+    sampler's ticks start only if the command outlives the first tick's due time (``start``:
+    the sampler itself is started then, baseline included)."""
     first_tick_s = sampler.interval_ms / 1000
+
+    def outlived() -> None:
+        if start:
+            sampler.start(ticking=True)
+        else:
+            sampler.start_ticking()
+
     if watched:
         seen = proc.exit_seen(first_tick_s)
         if seen is None:
-            sampler.start_ticking()
+            outlived()
             seen = proc.exit_seen()
         assert seen is not None
         return seen
     if not proc.wait_exited(first_tick_s):
-        sampler.start_ticking()
+        outlived()
         proc.wait_exited(None)
     return time.monotonic_ns()
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM stops a measurement the way Ctrl-C does (main thread only): the subject is
-    killed and the groups removed, instead of metewand dying and leaving both behind."""
-    if threading.current_thread() is not threading.main_thread():
+    killed and the groups removed, instead of metewand dying and leaving both behind. Nested
+    (a series around its runs) it changes nothing: one handler for all the runs."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is _interrupt
+    ):
         yield
         return
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         yield
     finally:
@@ -211,18 +225,26 @@ def _run_to_exit(
     argv: Sequence[str],
     launch: _Launch,
     events: ProcEvents | None,
-    start_sampler: Callable[[TreeAccounting], Sampler],
+    make_sampler: Callable[[TreeAccounting], Sampler],
+    pss: bool,
 ) -> tuple[Measurement, Measurement | None]:
     """Start the command, sample its tree until it exits. Its wall time: the kernel's own exec
     and exit times when ``events`` has them (the tightest bound), else this process's stamps.
     The tree's process peak when the kernel reported every fork and exit (else None: the
-    sampler's count stands)."""
+    sampler's count stands).
+
+    Without ``pss`` (repeated runs record no PSS), when the kernel's events give the process
+    peak and the groups give CPU and memory, the sampler has nothing to add to a command that
+    ends before its first tick: it is started only if the command outlives that."""
     watched = events is None
     run.proc = proc = _start(argv, run.accounting, launch, watched)
     run.accounting.attach(proc.pid, joined=launch.spawner is not None)
-    run.sampler = start_sampler(run.accounting)
+    run.sampler = sampler = make_sampler(run.accounting)
+    eager = pss or events is None or run.accounting.backend == "proc"
+    if eager:
+        sampler.start(ticking=False)  # the baseline now; ticks from the first one due
     assert proc.exec_ns is not None
-    run.span = (proc.exec_ns, _exit_moment(proc, watched, run.sampler))
+    run.span = (proc.exec_ns, _exit_moment(proc, watched, sampler, start=not eager))
     tree = events.tree(proc.pid) if events is not None else None
     if tree is None or tree.span is None:
         return complete(run.span[1] - run.span[0], "monotonic"), None
@@ -237,7 +259,7 @@ def _measurements(
     wall: Measurement,
     processes: Measurement | None,
     cpu: CpuReading,
-    memory: MemoryReading,
+    memory_peak: Measurement,
     summary: SamplerSummary,
 ) -> dict[str, Measurement]:
     return {
@@ -245,7 +267,7 @@ def _measurements(
         "cpu_time_ns": cpu.total,
         "cpu_user_time_ns": cpu.user,
         "cpu_system_time_ns": cpu.system,
-        "peak_memory_bytes": memory.peak,
+        "peak_memory_bytes": memory_peak,
         "pss_baseline_bytes": summary.pss_baseline,
         "pss_peak_bytes": summary.pss_peak,
         "pss_end_bytes": summary.pss_end,
@@ -273,6 +295,7 @@ def run_measured(
     marks: MarkReader | None = None,
     layout: CgroupLayout | None = None,
     spawner: Spawner | None = None,
+    pss: bool = True,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
@@ -283,7 +306,8 @@ def run_measured(
     (``measure.mark_fifo``), read against this run's group; the report then has ``phases``.
     ``layout``: the cgroup layout detected once for repeated runs (~0.4 ms a detection here).
     ``spawner``: start the command through this spawn server (``measure.spawner``), else by a
-    fork with a pre-exec join.
+    fork with a pre-exec join. ``pss``: False takes no PSS scan (the PSS fields are then
+    unavailable; ``measure``'s repeated runs keep none).
     """
     if not argv:
         raise ValueError("empty command")
@@ -293,16 +317,14 @@ def run_measured(
     launch = _Launch(env, cwd, discard_output, spawner)
     run = _Run(open_accounting(backend, label=os.path.basename(argv[0]), layout=layout))
 
-    def start_sampler(accounting: TreeAccounting) -> Sampler:
-        sampler = Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook)
-        sampler.start(ticking=False)  # ticks from the first one due (_exit_moment)
-        return sampler
+    def make_sampler(accounting: TreeAccounting) -> Sampler:
+        return Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook, pss=pss)
 
     try:
         if marks is not None:
             marks.begin(run.accounting)  # the start reading: the fresh group, before the command
-        with _terminate_as_interrupt():
-            wall, processes = _run_to_exit(run, argv, launch, events, start_sampler)
+        with terminate_as_interrupt():
+            wall, processes = _run_to_exit(run, argv, launch, events, make_sampler, pss)
         return _finish(run, argv, wall, processes, marks)
     except KeyboardInterrupt:
         _abandon(run)
@@ -327,14 +349,14 @@ def _finish(
     assert proc is not None and sampler is not None and run.span is not None
     summary = sampler.stop(end_scan=False)
     phases = marks.finish(*run.span) if marks is not None else None
-    cpu, memory = accounting.cpu(), accounting.memory()
+    cpu, memory_peak = accounting.cpu(), accounting.memory_peak()
     code = proc.reap()
     proc.close()
     return SubjectReport(
         argv=list(argv),
         backend=accounting.backend,
         fallback_reasons=list(accounting.fallback_reasons),
-        measurements=_measurements(wall, processes, cpu, memory, summary),
+        measurements=_measurements(wall, processes, cpu, memory_peak, summary),
         exit_status=code if code >= 0 else None,
         signal=-code if code < 0 else None,
         quality_flags=_quality_flags(accounting, summary),

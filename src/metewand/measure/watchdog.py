@@ -27,15 +27,16 @@ import os
 import select
 import sys
 import threading
-from pathlib import Path
 from typing import Final
 
 from metewand.measure import procfs
 
-SRC_ROOT: Final = str(Path(__file__).resolve().parents[2])
+# os.path, not pathlib: this module is on `measure`'s start-up path, which loads no pathlib
+_HERE: Final = os.path.dirname(os.path.realpath(__file__))
+SRC_ROOT: Final = os.path.dirname(os.path.dirname(_HERE))
 # the watchdog's script, run by path in an interpreter of its own: importing it here would only
 # close a circle (it sweeps through process_sweep, which needs measure.process, which needs us)
-WATCHDOG_SCRIPT: Final = str(Path(__file__).with_name("watchdog_main.py"))
+WATCHDOG_SCRIPT: Final = os.path.join(os.path.dirname(__file__), "watchdog_main.py")
 
 
 class _Registry:
@@ -150,6 +151,15 @@ def release_process(pid: int, starttime: int, session: int) -> None:
     """The process was reaped: its number may be reused; the watchdog forgets it."""
     with _lock:
         _mine().forget(f"P {pid} {starttime} {session}", f"F {pid} {starttime}")
+
+
+def start() -> None:
+    """Start this process's watchdog now if it has none, without waiting (``ready`` waits): a
+    caller sure to need one starts it early, so its interpreter starts while the caller works."""
+    with _lock:
+        registry = _mine()
+        if registry.fd < 0:
+            registry._restart()
 
 
 def ready(timeout_s: float = 2.0) -> bool:

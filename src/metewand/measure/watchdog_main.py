@@ -113,7 +113,8 @@ def main(argv: list[str]) -> int:
     src_root, command_fd, runner_fd, ready_fd = argv[1], int(argv[2]), int(argv[3]), int(argv[5])
     _load(src_root)
     _started(ready_fd)
-    threading.Thread(target=_remove_orphans, daemon=True).start()
+    orphan_sweep = threading.Thread(target=_remove_orphans, daemon=True)
+    orphan_sweep.start()
     guarded = Guarded()
     poller = select.poll()
     poller.register(command_fd, select.POLLIN)
@@ -134,6 +135,8 @@ def main(argv: list[str]) -> int:
         _drain(command_fd, guarded)
     if guarded.groups or guarded.processes:
         _sweep(guarded)
+    # a runner done in milliseconds (`measure -- true`) must not end the orphan sweep it started
+    orphan_sweep.join(2 * SWEEP_WAIT_S)
     return 0
 
 
