@@ -29,9 +29,11 @@ scalars = (
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=5)
-    | st.lists(inner, max_size=3).map(tuple)
-    | st.dictionaries(keys, inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(keys, inner, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -57,7 +59,7 @@ def test_the_fast_path_takes_a_typical_record() -> None:
     assert canonical._fast_dumps(row) == rfc8785.dumps(row)
 
 
-class _Word(str, enum.Enum):
+class _Word(enum.StrEnum):
     A = "a"
 
 
