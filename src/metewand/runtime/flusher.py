@@ -11,7 +11,7 @@ last pass, then the results file, and then rests ``interval_s`` before the next 
 burst of attempts costs one pass. ``flush()`` does a pass at once and returns when it is done
 (the store calls it before a state change and at close, so ``complete`` is never on disk ahead
 of the rows). The price: after a power cut, rows and artifact renames of the last
-``interval_s`` may be missing (a resumed run runs those attempts again). A failed ``fsync`` is
+``interval_s`` (1 s) may be missing (a resumed run runs those attempts again). A failed ``fsync`` is
 kept and raised by the next ``check()`` (every append calls it), as an ``fsync`` error in the
 append itself was before.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from metewand.runtime.rundir import StoreError, fsync_dir
 
-FLUSH_INTERVAL_S = 0.5
+FLUSH_INTERVAL_S = 1.0
 
 
 class Flusher:

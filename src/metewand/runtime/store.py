@@ -14,7 +14,7 @@ whole lines only; a final line without its newline is a torn write, ignored on r
 when the run is resumed. Artifacts are written before their row, so a row never points at
 artifacts that do not exist. Durability against a power cut is a group commit
 (``runtime.flusher``): the results file and the directories artifacts were renamed into are
-fsynced by a thread of the store's within ~0.5 s, and before every state change and at close.
+fsynced by a thread of the store's within ~1 s, and before every state change and at close.
 """
 
 from __future__ import annotations
