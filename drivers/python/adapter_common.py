@@ -402,10 +402,15 @@ def main(driver: Driver) -> None:
 
 
 def _guarded(driver: Driver, text: str) -> dict[str, Any]:
+    payload: Any = None
     try:
-        return asyncio.run(attempt(driver, json.loads(text)))
+        payload = json.loads(text)
+        result = asyncio.run(attempt(driver, payload))
     except Exception as exc:
         import traceback
 
         traceback.print_exc()
-        return harness_error("script_error", str(exc))
+        result = harness_error("script_error", str(exc))
+    if isinstance(payload, dict) and "attempt_id" in payload:
+        result["attempt_id"] = payload["attempt_id"]  # a result counts only for its own attempt
+    return result

@@ -293,12 +293,18 @@ async function main(driver) {
 }
 
 async function guarded(driver, payloadOf) {
+  let payload = null;
+  let result;
   try {
-    return await attempt(driver, payloadOf());
+    payload = payloadOf();
+    result = await attempt(driver, payload);
   } catch (e) {
     process.stderr.write(`${(e && e.stack) || e}\n`);
-    return harnessError('script_error', String((e && e.message) || e));
+    result = harnessError('script_error', String((e && e.message) || e));
   }
+  // the runner credits a result only to the attempt whose id it echoes
+  if (payload && typeof payload === 'object' && 'attempt_id' in payload) result.attempt_id = payload.attempt_id;
+  return result;
 }
 
 async function serve(driver) {

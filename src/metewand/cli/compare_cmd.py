@@ -35,13 +35,14 @@ def _threshold(value: str) -> float:
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import console as table_console
+    from metewand.cli.tables import print_table
     from metewand.compare import compare_render
     from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 
-    console = Console()
+    console = table_console()
     if result["provenance_differences"]:
         console.print("[bold]provenance differences (the comparison may be suspect):[/bold]")
         for row in compare_render.provenance_rows(result):
@@ -53,14 +54,14 @@ def _print_table(result: dict[str, Any]) -> None:
         table.add_column(column)
     for row in compare_render.group_rows(result, short=True):
         table.add_row(*row)
-    console.print(table)
+    print_table(table, out=console)
     for name, entries in result.get("rollups", {}).items():
         rollup = Table(title=f"per {name.replace('_', ' ')}", title_justify="left")
         for column in (name, *ROLLUP_HEAD):
             rollup.add_column(column)
         for cells in rollup_rows(entries, name):
             rollup.add_row(*cells)
-        console.print(rollup)
+        print_table(rollup, out=console)
     for row in compare_render.unmatched_rows(result):
         console.print(f"unmatched: {row[0]}: {' x '.join(row[1:])}", markup=False)
     for reason in result["regression_reasons"]:
@@ -83,6 +84,11 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
         written[fmt] = out_dir / f"compare.{fmt}"
         write_atomic(written[fmt], render[fmt]())
     return written
+
+
+# as the compute planner caps attempts: past this a CI's Monte Carlo error is far below what the
+# repetitions themselves allow, and the time and memory grow without bound
+MAX_RESAMPLES = 100_000
 
 
 @click.command("compare")
@@ -114,8 +120,9 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
     help="Exit 1 when a group is slower beyond the threshold or a pass turned into a non-pass.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
-@click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True,
-              help="Bootstrap resamples of each confidence interval.")  # fmt: skip
+@click.option("--resamples", type=click.IntRange(min=100, max=MAX_RESAMPLES), default=2000,
+              show_default=True,
+              help=f"Bootstrap resamples of each confidence interval (at most {MAX_RESAMPLES}).")  # fmt: skip
 @click.option("--seed", type=int, default=20240607, show_default=True,
               help="Seed of the bootstrap (the same seed gives the same intervals).")  # fmt: skip
 def compare(

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from metewand.compare.case_text import short_label
-from metewand.compare.plots import COLOURS, _figure, _legend_or_note
+from metewand.compare.plots import COLOURS, LEGEND_COLUMNS, LEGEND_ROW_IN, _figure, legend_outside
 
 MAX_PANELS = 6
 
@@ -53,7 +53,9 @@ def scaling_chart(summary: Mapping[str, Any], axis: str, metric: str) -> Figure:
         if axis in case["axes"]:
             panels.setdefault(_panel_title(summary, case, axis), []).append(case)
     chosen = sorted(panels)[:MAX_PANELS]
-    fig = _figure(4.2 * max(1, len(chosen)), 3.6, (0.75, 0.2, 0.55, 0.45))
+    rows = -(-max(1, len(summary["implementations"])) // LEGEND_COLUMNS)
+    extra = LEGEND_ROW_IN * rows
+    fig = _figure(4.2 * max(1, len(chosen)), 3.6 + extra, (0.75, 0.2, 0.55 + extra, 0.45))
     fig.subplots_adjust(wspace=0.35)
     axes = fig.subplots(1, max(1, len(chosen)), squeeze=False)[0]
     for ax, title in zip(axes, chosen, strict=False):
@@ -71,7 +73,9 @@ def scaling_chart(summary: Mapping[str, Any], axis: str, metric: str) -> Figure:
         ax.set_ylabel(f"median {metric.removesuffix('_ns').replace('_', ' ')} (ms, log)")
         ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        _legend_or_note(ax, "no implementation has an accepted attempt", "best")
+    legend_outside(
+        fig, axes[: len(chosen)] if chosen else axes, "no implementation has an accepted attempt"
+    )
     return fig
 
 
@@ -84,7 +88,8 @@ def phase_chart(summary: Mapping[str, Any]) -> Figure:
     impls = summary["implementations"]
     labels = [short_label(c) for c in cases]
     width = 0.8 / max(1, len(impls))
-    fig = _figure(max(9.0, 1.6 * len(cases) * 2), 4.2, (1.2, 0.2, 1.3, 0.4))
+    extra = LEGEND_ROW_IN * -(-max(1, len(impls)) // LEGEND_COLUMNS)
+    fig = _figure(max(9.0, 1.6 * len(cases) * 2), 4.2 + extra, (1.2, 0.2, 1.3, 0.4 + extra))
     fig.subplots_adjust(wspace=0.25)
     left, right = fig.subplots(1, 2)
     x = np.arange(len(cases))
@@ -106,5 +111,5 @@ def phase_chart(summary: Mapping[str, Any]) -> Figure:
         ax.set_ylabel("median (ms)")
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-        _legend_or_note(ax, "no accepted attempt measured this phase")
+    legend_outside(fig, (left, right), "no accepted attempt measured this phase", where="top")
     return fig

@@ -21,6 +21,7 @@ path claims: its adapter served by the slot (long-lived) or started for the atte
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -32,7 +33,14 @@ from typing import TYPE_CHECKING, Any, Final
 from metewand import canonical
 from metewand.runtime import rundir
 from metewand.suites.browser import adapter_targets, classify
-from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+from metewand.suites.browser.ab_probe_tasks import is_ab_probe
+from metewand.suites.browser.adapter_payload import (
+    VALUE_CHECK_KINDS,
+    AttemptIds,
+    EngineEndpoint,
+    build_payload,
+    server_graded,
+)
 from metewand.suites.browser.adapter_server import (
     AdapterRunner,
     LongLivedAdapter,
@@ -234,7 +242,11 @@ async def run_adapter_attempt(
         verdict, checks=tuple(c.to_json() for c in checks), duration_ms=duration_ms,
         cdp_wait_ms=None, cdp_commands=metrics.get("cdp_call_count"),
         cdp_errors=metrics.get("cdp_error_count"), answer=answer, isolation=ADAPTER_ISOLATION,
-        row_fields=driver_block(path, found, run, runner, mode, cleanup),
+        row_fields={
+            **driver_block(path, found, run, runner, mode, cleanup),
+            # checks the adapter reported that the task does not declare: shown, never graded
+            "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
+        },
     )  # fmt: skip
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
 
@@ -245,7 +257,7 @@ def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:
     if not isinstance(runner, LongLivedAdapter):
         return None
     pid = runner.process.pid if runner.process is not None else None
-    return {"pid": pid, "starts": runner.starts}
+    return {"pid": pid, "starts": runner.starts, "stray_output_restarts": runner.stray_restarts}
 
 
 def _metrics(run: AdapterRun | None) -> dict[str, int]:
@@ -276,6 +288,71 @@ def _adapter_checks(run: AdapterRun) -> list[CheckResult]:
     ]
 
 
+# every adapter reports its connection as a check row of its own (the contract's first row)
+CONTRACT_CHECKS: Final = frozenset({"driver_connect"})
+
+
+def graded_view(
+    task: Mapping[str, Any], run: AdapterRun
+) -> tuple[AdapterRun, list[dict[str, Any]]]:
+    """The adapter's result as it is graded, and the check rows it reported that the task does
+    not declare (kept apart, labelled, never graded). A server-graded task's value checks,
+    whose expected values the adapter never got (``adapter_payload.adapter_checks``), are
+    graded here from what it saved; the task's own expected value is the reference."""
+    if run.result is None:
+        return run, []
+    specs = {
+        str(c.get("label") or c.get("kind")): c
+        for c in declared_checks(task.get("driver") or {})
+        if isinstance(c, Mapping)
+    }
+    kept, extra = [], []
+    for row in run.checks:
+        name = str(row.get("name", "?"))
+        if name not in specs and name not in CONTRACT_CHECKS:
+            extra.append(row)
+        elif name in specs and server_graded(task):
+            kept.append(_runner_graded(row, specs[name], _saved(run.result)))
+        else:
+            kept.append(row)
+    observations = run.result.get("observations")
+    observations = dict(observations) if isinstance(observations, Mapping) else {}
+    return dataclasses.replace(
+        run, result={**run.result, "observations": {**observations, "checks": kept}}
+    ), extra
+
+
+def declared_checks(driver: Mapping[str, Any]) -> list[Any]:
+    """The checks a task declares: ``driver.checks``, or for an agent-browser tool probe its
+    ``driver.env.AB_CHECKS`` (that adapter grades those)."""
+    if is_ab_probe(driver):
+        env = driver.get("env")
+        return list(env.get("AB_CHECKS") or []) if isinstance(env, Mapping) else []
+    return list(driver.get("checks") or [])
+
+
+def _saved(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    observations = result.get("observations")
+    saved = observations.get("saved") if isinstance(observations, Mapping) else None
+    return saved if isinstance(saved, Mapping) else {}
+
+
+def _runner_graded(
+    row: dict[str, Any], spec: Mapping[str, Any], saved: Mapping[str, Any]
+) -> dict[str, Any]:
+    kind, expected = spec.get("kind"), spec.get("expected")
+    if kind not in VALUE_CHECK_KINDS or "expected" not in spec:
+        return row
+    value = saved.get(str(spec.get("name", "")))
+    if kind == "saved_equals":
+        ok = value == expected
+    else:
+        found = isinstance(value, str) and isinstance(expected, str) and expected in value
+        ok = found if kind == "saved_contains" else isinstance(value, str) and not found
+    evidence = f"graded by the runner: saved {spec.get('name')}={json.dumps(value)[:200]}"
+    return {**row, "status": "pass" if ok else "fail", "evidence": evidence}
+
+
 def grader_answer(result: Mapping[str, Any] | None) -> Any:
     """What a server-side grader is given: the step saved as ``answer`` (the corpus's expected
     answers are those values), else the adapter's own ``answer``."""
@@ -298,6 +375,8 @@ async def grade_adapter_run(
         return Classification("unsupported", "engine_unsupported", "adapter", reason), checks, None
     if run.outcome != "result":
         return run.classification(), checks, None
+    run, _ = graded_view(task.data, run)
+    checks = _adapter_checks(run)
     answer = grader_answer(run.result)
     reported = {c.name for c in checks}
     missing = [label for label in _declared_labels(task) if label not in reported]

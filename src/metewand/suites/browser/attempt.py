@@ -148,6 +148,10 @@ async def run_task_attempt(
         outcome = verdict.classification
     except Exception as exc:  # every failure becomes a classified outcome
         outcome = classify.classify_exception(exc)
+    except BaseException:  # cancelled (SIGTERM, Ctrl-C): close the socket opened here, then stop
+        if client is not None and not isinstance(cdp, CdpClient):
+            await asyncio.shield(client.close())
+        raise
     after = _Counters.of(client) if client is not None else None
     # Suspect engine: it dropped our connection (we have not closed it yet) or the cleanup met
     # trouble (e.g. "No target with given id": the page went away with a closing browser).

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from metewand import canonical
+from metewand.measure.clock import utc_now
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.shared_run import SharedRunView
-from metewand.runtime.store import RunStore, utc_now
+from metewand.runtime.store import RunStore
 from metewand.suites.browser.adapter_slot import SlotAdapters
 from metewand.suites.browser.attempt_driver import (
     AttemptDriver,

@@ -245,6 +245,9 @@ class CdpClient:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             await http.close()
             raise CdpDisconnected(f"cannot connect to {ws_url}: {exc!r}") from exc
+        except BaseException:  # cancelled (SIGTERM, Ctrl-C): no session is left unclosed
+            await asyncio.shield(http.close())
+            raise
         client = cls(http, ws, log, event_buffer)
         client.ws_url = ws_url
         return client
@@ -336,11 +339,13 @@ class CdpClient:
         """Close the socket; pending commands and waits fail with ``CdpDisconnected``."""
         if self._closed_reason is None:
             self._closed_reason = "closed by client"
-        await self._ws.close()
-        self._reader.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
-        self._fail_all()
-        await self._http.close()
+        try:
+            await self._ws.close()
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+            self._fail_all()
+        finally:  # even when the close itself is cancelled (SIGTERM, Ctrl-C)
+            await asyncio.shield(self._http.close())
 
     async def __aenter__(self) -> CdpClient:
         return self

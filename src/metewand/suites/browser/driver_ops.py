@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from metewand import markdown as md
 from metewand.errors import InvalidInput
 from metewand.suites.browser.driver_registry import DRIVER_PATHS, REPO_ROOT
 
@@ -122,12 +123,12 @@ def markdown(matrix: Matrix) -> str:
         f"{done} of {total} cells implemented ({100 * done / total:.1f}%); ✓ implemented, ✗ refused.",
         "A refused op fails its step with `unsupported op: <op> (<library> cannot <why>)`.",
         "",
-        "| op | family | " + " | ".join(keys) + " |",
-        "|---|---|" + "---|" * len(keys),
     ]
-    for o in matrix.ops:
-        marks = ["✓" if "call" in o["cells"][k] else "✗" for k in keys]
-        lines.append(f"| `{o['op']}` | {o['family']} | " + " | ".join(marks) + " |")
+    rows = [
+        [f"`{o['op']}`", o["family"], *("✓" if "call" in o["cells"][k] else "✗" for k in keys)]
+        for o in matrix.ops
+    ]
+    lines += md.table(["op", "family", *keys], rows)
     lines += ["", "## Per path", ""]
     for key in keys:
         lib = matrix.paths[key]

@@ -17,14 +17,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import metewand
 from metewand.runtime import rundir
-from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
 from metewand.runtime.schedule import ROTATION_ALGORITHM
 from metewand.suites.browser.driver_provenance import run_drivers
 from metewand.suites.browser.engines import ENGINES
+from metewand.suites.browser.resource_record import (
+    CONTROL_PLANE_NOT_IMPLEMENTED,
+    WIRE_NOT_IMPLEMENTED,
+)
 from metewand.suites.browser.rows import AXIS_BY_LAYER
 from metewand.suites.browser.run_config import REUSE_POLICY
+from metewand.version import tool_version
 
 BENCH_ID = "metewand_browser"
 RESOURCE_SCHEMA = "abb_engine_resources/1"
@@ -97,7 +100,7 @@ def start_fields(
         "run_id": run_id,
         "bench_id": BENCH_ID,
         "bench_version": plan.corpus.manifest.bench_version if plan.corpus.manifest else None,
-        "harness_version": metewand.__version__,
+        "harness_version": tool_version(),
         "argv": list(sys.argv),
         "started_at": now,
         "completion_status": "running",
@@ -124,7 +127,7 @@ def start_fields(
             # metewand's own source tree, and every driver path the run's tasks use
             "harness_pins": {
                 "manifest": None,
-                "metewand": metewand.__version__,
+                "metewand": tool_version(),
                 "drivers": run_drivers(dict(t.driver) for t in tasks),
             },  # fmt: skip
         },

@@ -25,13 +25,13 @@ from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
-from metewand.runtime.resource_record import cold_start_record
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
 from metewand.suites.browser.leftovers import record_pid
 from metewand.suites.browser.observers.base import EngineGroups
+from metewand.suites.browser.resource_record import cold_start_record
 from metewand.suites.browser.run_config import RunConfig
 
 COLD_START_FILE = rundir.COLD_START

@@ -26,6 +26,7 @@ from metewand.errors import (
     OK,
     EnvironmentMissing,
 )
+from metewand.measure.clock import utc_now
 from metewand.runtime import provenance, run_sessions, rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -35,7 +36,6 @@ from metewand.runtime.store import (
     RunStore,
     RunView,
     StoreError,
-    utc_now,
 )
 from metewand.runtime.suite import SuiteRef, Unit
 from metewand.suites.browser import peer_manifest

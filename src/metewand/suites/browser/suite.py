@@ -32,9 +32,10 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from metewand.measure.clock import utc_now
 from metewand.runtime import rundir
 from metewand.runtime.shared_run import SharedRunView
-from metewand.runtime.store import RunStore, utc_now
+from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.browser import classify, peer_manifest
 from metewand.suites.browser.attempt_registry import AttemptRegistry

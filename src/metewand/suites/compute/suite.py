@@ -32,9 +32,11 @@ from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
 from metewand.suites.compute.launch import Builder, launch_spec
-from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.manifest import Manifest
+from metewand.suites.compute.manifest_load import load
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
-from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
+from metewand.suites.compute.plan import Plan, PlannedAttempt
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.records import build_row
 from metewand.suites.compute.session import WorkerSession
 from metewand.suites.compute.workers import Containment, ImplementationWorker
@@ -102,6 +104,8 @@ class ComputeSuite:
             self.builder,
             on_start=self._started,
             containment=self.containment,
+            definitions=plan.definitions,
+            root_dir=manifest.root,
         )
         # Dask: the receipts a worker's cache made travel back as facts (``take_facts``); the
         # client's suite keeps them for the manifest (``merge_facts``), since a transformed
@@ -216,24 +220,36 @@ class ComputeSuite:
                 dataset=dataset,
                 implementation=launch_spec(
                     "implementation",
-                    impl_def.name,
                     impl_def.launch,
                     adir,
                     impl_build.build_dir,
                     ("one_shot",),
-                ),  # fmt: skip
+                    self.plan.definitions,
+                ),
                 evaluator=launch_spec(
-                    "problem_evaluator", problem.name, problem.evaluator, adir, eval_build.build_dir
+                    "problem_evaluator",
+                    problem.evaluator,
+                    adir,
+                    eval_build.build_dir,
+                    definitions=self.plan.definitions,
                 ),
                 attempt_dir=adir,
                 timeouts=self.timeouts,
                 setup_error=setup_error,
                 phase_marks=self.phase_marks,
+                dataset_output_schema=self._output_schema(attempt),
             )
             outcome = AttemptRun(spec, worker, release_worker=last).run()
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)
-            return build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+            return build_row(outcome, spec, dataset.receipt, adir, rel, self.jobs)
+
+    def _output_schema(self, attempt: PlannedAttempt) -> str:
+        from metewand.suites.compute.definitions import dataset_output_schema
+
+        if self.plan.definitions is None:
+            return ""
+        return dataset_output_schema(self.plan.definitions, attempt.dataset.definition)
 
 
 def pairing_groups(plan: Plan) -> list[list[int]]:

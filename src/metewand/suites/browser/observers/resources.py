@@ -27,14 +27,14 @@ from metewand import canonical
 from metewand.measure.accounting import TreeAccounting
 from metewand.measure.sampler import Sampler, SamplerSummary
 from metewand.runtime import rundir
-from metewand.runtime.resource_record import (
+from metewand.suites.browser.observers.base import AttemptEnd, Observed, Observer, ObserverSetup
+from metewand.suites.browser.profiler import ResourceProfiler
+from metewand.suites.browser.resource_record import (
     cpu_delta,
     engine_resources_record,
     peer_resources_record,
     peer_sample_line,
 )
-from metewand.suites.browser.observers.base import AttemptEnd, Observed, Observer, ObserverSetup
-from metewand.suites.browser.profiler import ResourceProfiler
 
 RESOURCE_FILE = rundir.ATTEMPT_RESOURCE_SAMPLES
 

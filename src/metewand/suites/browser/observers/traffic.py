@@ -7,16 +7,20 @@ from __future__ import annotations
 from metewand.suites.browser.fixtures.traffic import TrafficCounters, TrafficTracker
 from metewand.suites.browser.observers.base import AttemptEnd, Observed, Observer, ObserverSetup
 
+FIXTURE_SCENE = "self_hosted_fixture"
+
 
 class FixtureTraffic(Observer):
-    def __init__(self, tracker: TrafficTracker, key: str) -> None:
+    def __init__(self, tracker: TrafficTracker, key: str, fixture_scene: bool = False) -> None:
         self.tracker = tracker
         self.key = key
+        self.fixture_scene = fixture_scene  # the task's page is one of the fixture server's
         self.counters: TrafficCounters | None = None
 
     @classmethod
     def of(cls, setup: ObserverSetup) -> FixtureTraffic:
-        return cls(setup.traffic, setup.planned.key)
+        scene = setup.planned.task.data.get("scene") or {}
+        return cls(setup.traffic, setup.planned.key, scene.get("kind") == FIXTURE_SCENE)
 
     def begin(self) -> None:
         self.tracker.begin_attempt(self.key)
@@ -26,4 +30,12 @@ class FixtureTraffic(Observer):
 
     def end(self, ended: AttemptEnd) -> Observed:
         assert self.counters is not None
-        return Observed("traffic", {"traffic": self.counters.to_json()})
+        # a pass on a fixture page the server never served: the page was not loaded (an adapter
+        # answering from what it was told); flagged, the status is the driver's and grader's
+        unvisited = None
+        if self.counters.available and self.fixture_scene:
+            unvisited = ended.result.status == "pass" and self.counters.app.requests == 0
+        return Observed(
+            "traffic",
+            {"traffic": self.counters.to_json(), "pass_without_fixture_request": unvisited},
+        )
