@@ -244,20 +244,9 @@ class RunStore(RunView):
         with self._mutex:
             return set(self._keys)
 
-    @contextlib.contextmanager
-    def artifact_dir(self, key: str) -> Iterator[Path]:
+    def artifact_dir(self, key: str) -> contextlib.AbstractContextManager[Path]:
         """Yield a private staging dir; on success it becomes ``artifacts/<key>`` whole."""
-        final = self.artifact_path(key)
-        staging_root = self.run_dir / STAGING_NAME
-        staging_root.mkdir(exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="artifact-", dir=staging_root))
-        try:
-            yield staging
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        rundir.publish_dir(staging, final, replace=True, sync_parent=False)
-        self._flusher.note(final.parent)
+        return staged_artifact_dir(self, key, self._flusher)
 
     def set_state(self, state: str) -> None:
         if state not in STATES:
@@ -344,6 +333,25 @@ def writer_active(run_dir: Path) -> bool:
     finally:
         os.close(fd)  # closing also releases the probe's own shared lock
     return False
+
+
+@contextlib.contextmanager
+def staged_artifact_dir(view: RunView, key: str, flusher: Flusher | None) -> Iterator[Path]:
+    """A private staging dir that becomes ``artifacts/<key>`` whole on success. The rename's
+    parent reaches the disk with ``flusher``'s next group commit, or at once without one (a
+    process that shares the run but not its store: a Dask worker)."""
+    final = view.artifact_path(key)
+    staging_root = view.run_dir / STAGING_NAME
+    staging_root.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="artifact-", dir=staging_root))
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    rundir.publish_dir(staging, final, replace=True, sync_parent=flusher is None)
+    if flusher is not None:
+        flusher.note(final.parent)
 
 
 def _repair(run_dir: Path) -> None:
