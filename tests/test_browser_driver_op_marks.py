@@ -321,3 +321,37 @@ def test_a_runaway_adapter_is_cut_at_the_mark_limit() -> None:
     channel.close()
     assert counts == {"received": op_marks.MAX_MARKS, "refused": extra}
     assert seen[-1] == f"op{op_marks.MAX_MARKS - 1}:evaluate"
+
+
+def test_the_listener_rests_once_the_adapter_has_gone() -> None:
+    """After the last writer exits, the pipe's read end reads as ready (end of file) for ever: the
+    listener must stop watching it instead of spinning until its attempt ends."""
+    import threading
+
+    from metewand.suites.browser import op_marks
+
+    channel = op_marks.MarkChannel()
+    reads = []
+    real_lines = channel.lines
+
+    def counted() -> list[bytes]:
+        reads.append(threading.get_ident())
+        return real_lines()
+
+    channel.lines = counted  # type: ignore[method-assign]
+    seen: list[str | None] = []
+    listener = channel.listen(seen.append)
+    writer = os.fork()
+    if writer == 0:  # a real adapter's last words, then its exit
+        os.write(channel.child_fd, b"driver_close\n")
+        os._exit(0)
+    channel.started()
+    os.waitpid(writer, 0)
+    deadline = threading.Event()
+    while not channel.at_eof and not deadline.wait(0.01):
+        pass
+    settled = len(reads)
+    deadline.wait(0.3)  # a spinning listener would read thousands of times meanwhile
+    assert len(reads) == settled <= 3
+    assert listener.finish() == {"received": 1, "refused": 0} and seen == ["driver_close"]
+    channel.close()

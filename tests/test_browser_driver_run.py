@@ -231,7 +231,8 @@ def test_a_profiled_run_puts_the_driver_cost_beside_the_engine_cost(tmp_path: Pa
     if isinstance(resolve_driver("chrome_remote_interface"), DriverMissing):
         pytest.skip("chrome-remote-interface not installed")
     done = cli("browser", "run", "--tasks", str(corpus), "--task", "sc_nav_title_read__cri",
-               "--engines", "chrome", "--resource-profile", "engine", "--out", str(tmp_path),
+               "--engines", "chrome", "--resource-profile", "engine", "--resource-calibration",
+               "peer-ab", "--out", str(tmp_path),
                "--run-id", "prof", "--no-progress")  # fmt: skip
     assert done.returncode == 0, done.stderr
     (row,) = rows_of(tmp_path / "prof")

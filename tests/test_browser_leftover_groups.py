@@ -35,6 +35,7 @@ def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path)
     proc = subprocess.Popen(
         [sys.executable, "-m", "metewand", "browser", "run", "--engines", "lightpanda",
          "--k", "3", "--resource-profile", "engine", "--cold-start-samples", "1",
+         "--resource-calibration", "peer-ab",
          "--host-telemetry", "off", "--no-progress", "--quiet",
          "--out", str(tmp_path / "runs"), "--run-id", run_id],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -160,7 +160,7 @@ def test_a_driver_path_is_marked_op_by_op(tmp_path: Path) -> None:
 
 def test_a_profiled_run_leaves_the_end_scan_between_marks(corpus: Path) -> None:
     run_dir = _run(corpus, corpus.parent / "runs", "profiled", "--resource-profile", "engine",
-                   "--cold-start-samples", "0")  # fmt: skip
+                   "--cold-start-samples", "0", "--resource-calibration", "peer-ab")  # fmt: skip
     for row in rows_of(run_dir):
         assert row["resource_forms"]["scope"] == "engine_scope"  # the sampler ran beside marks
         for scope in ("engine", "harness"):

@@ -166,6 +166,14 @@ def test_a_never_eligible_profiled_run_is_warned_up_front_or_refused(tmp_path: P
     assert warned.returncode == 0, warned.stderr
     first = warned.stderr.splitlines()[0]
     assert first.startswith("warning: the resource comparison of this run cannot be eligible")
+    assert "observer calibrated against a separate profiler-off run" in warned.stderr
     one_engine = metewand(*COMMON, "--engines", "moli", "--allow-missing-engines", "--k", "5",
                           "--resource-profile", "engine", "--require-eligible", cwd=tmp_path)  # fmt: skip
-    refused(one_engine, 2, "1 engine selected", "no --resource-calibration-baseline")
+    refused(one_engine, 2, "1 engine selected")
+    assert "calibration" not in one_engine.stderr  # interleaved, the default, calibrates itself
+    no_baseline = metewand(*COMMON, "--engines", "moli,obscura", "--allow-missing-engines",
+                           "--k", "5", "--resource-profile", "engine", "--resource-calibration",
+                           "peer-ab", "--require-eligible", cwd=tmp_path)  # fmt: skip
+    refused(
+        no_baseline, 2, "--resource-calibration peer-ab without --resource-calibration-baseline"
+    )

@@ -72,8 +72,8 @@ def test_an_interleaved_run_is_its_own_calibration_before_it_starts(tmp_path: Pa
     calibration: no baseline run is asked for."""
     assert never_eligible(_config(5)) == []
     assert never_eligible(_config(5, calibration="separate")) == [
-        "no --resource-calibration-baseline (nor --resource-calibration interleaved); "
-        "eligibility needs a calibration"
+        "--resource-calibration peer-ab without --resource-calibration-baseline; "
+        "eligibility needs a calibration (interleaved, the default, needs none)"
     ]
     done = cli("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
                "--resource-profile", "engine", "--resource-calibration", "interleaved",
@@ -82,6 +82,11 @@ def test_an_interleaved_run_is_its_own_calibration_before_it_starts(tmp_path: Pa
     assert "--k 1; eligibility needs k >= 5" in done.stderr
     assert "calibration" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists()
+    # a profiled run with no calibration asked for calibrates interleaved
+    unasked = cli("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
+                  "--resource-profile", "engine", "--require-eligible", "--out",
+                  str(tmp_path / "runs"))  # fmt: skip
+    assert unasked.returncode == 2 and "calibration" not in unasked.stderr, unasked.stderr
 
 
 def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path) -> None:

@@ -123,7 +123,9 @@ def test_report_in_headless_chromium(report: Path, tmp_path: Path) -> None:
 def test_report_of_a_real_chrome_lightpanda_run(tmp_path: Path) -> None:
     """Acceptance 1 on a real run: both engines on a few built-in tasks, then the report."""
     # profiled, so the efficiency map has memory and CPU to place the engines by
-    resource = ResourceOptions(profile="engine", cold_start_samples=1, host_sample_interval_s=0.5)
+    resource = ResourceOptions(
+        profile="engine", calibration="separate", cold_start_samples=1, host_sample_interval_s=0.5
+    )
     config = RunConfig(
         str(builtin_suite_dir()), ("chrome", "lightpanda"), k=1, seed="t", task_ids=REAL_TASKS,
         resource=resource,

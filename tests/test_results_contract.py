@@ -19,6 +19,7 @@ def test_a_profiled_browser_run_leaves_what_report_regenerates(tmp_path: Path) -
     runs = tmp_path / "runs"
     done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", "2",
                "--resource-profile", "engine", "--cold-start-samples", "0", "--out", str(runs),
+               "--resource-calibration", "peer-ab",
                "--run-id", "prof", "--no-progress")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "resource summary: resource_comparison_eligible=False" in done.stderr

@@ -19,7 +19,7 @@ from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import (
-    CALIBRATION_MODES,
+    CALIBRATION_CHOICES,
     ISOLATIONS,
     RESOURCE_PROFILES,
     SCORE_MODES,
@@ -109,11 +109,12 @@ def browser() -> None:
 @click.option("--resource-calibration-baseline", default=None, metavar="RUN",
               help="Profiler-off run (directory or id under --out) to calibrate against.")  # fmt: skip
 @click.option(
-    "--resource-calibration", type=click.Choice(CALIBRATION_MODES), default="separate",
-    show_default=True,
-    help="separate: calibrate against a profiler-off run (--resource-calibration-baseline); "
-    "interleaved: every attempt also runs once unprofiled beside it on the same engine process "
-    "(its row is marked calibration_twin and kept out of scores and resource medians).",
+    "--resource-calibration", type=click.Choice(list(CALIBRATION_CHOICES)), default=None,
+    help="interleaved (the default of a profiled run): every attempt also runs once unprofiled "
+    "beside it on the same engine process (its row is marked calibration_twin and kept out of "
+    "scores and resource medians); peer-ab (alias separate; the default with "
+    "--resource-calibration-baseline): the peer's A/B against a separate profiler-off run, whose "
+    "figure also holds whatever drifted on the host between the two runs.",
 )  # fmt: skip
 @click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True,
               help="Largest acceptable profiler overhead (duration, collection wall).")  # fmt: skip
@@ -279,13 +280,26 @@ def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
     return exit_codes.OK
 
 
+def _calibration(opts: dict[str, object]) -> str:
+    """The calibration mode the run records: the one asked for (``peer-ab`` is ``separate``),
+    else ``ResourceOptions.calibration_mode``'s choice."""
+    asked = opts["resource_calibration"]
+    if asked is not None:
+        return CALIBRATION_CHOICES[str(asked)]
+    unasked = ResourceOptions(
+        profile=str(opts["resource_profile"]),
+        calibration_baseline=opts["resource_calibration_baseline"],  # type: ignore[arg-type]
+    )
+    return unasked.calibration_mode
+
+
 def _config(opts: dict[str, object]) -> RunConfig:
     tasks_dir = opts["tasks_dir"] or builtin_suite_dir()
     resource = ResourceOptions(
         profile=str(opts["resource_profile"]),
         sample_interval_ms=int(opts["resource_sample_interval_ms"]),  # type: ignore[call-overload]
         calibration_baseline=opts["resource_calibration_baseline"],  # type: ignore[arg-type]
-        calibration=str(opts["resource_calibration"]),
+        calibration=_calibration(opts),
         max_observer_effect_pct=float(opts["resource_max_observer_effect_pct"]),  # type: ignore[arg-type]
         reference_engine=opts["reference_engine"],  # type: ignore[arg-type]
         host_telemetry=opts["host_telemetry"] == "on",

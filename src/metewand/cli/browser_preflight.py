@@ -53,10 +53,10 @@ def never_eligible(config: Any) -> list[str]:
     # an interleaved run calibrates itself (its unprofiled twins); a separate one needs a baseline
     if (
         config.resource.calibration_baseline is None
-        and config.resource.calibration != "interleaved"
+        and config.resource.calibration_mode != "interleaved"
     ):
-        reasons.append("no --resource-calibration-baseline (nor --resource-calibration "
-                       "interleaved); eligibility needs a calibration")  # fmt: skip
+        reasons.append("--resource-calibration peer-ab without --resource-calibration-baseline; "
+                       "eligibility needs a calibration (interleaved, the default, needs none)")  # fmt: skip
     return reasons
 
 
@@ -66,11 +66,19 @@ def check_eligibility(config: Any, require: bool, echo: Echo) -> None:
             refuse(echo, ["--require-eligible needs --resource-profile engine"], 2)
         return
     reasons = never_eligible(config)
-    if not reasons:
-        return
-    if require:
+    if reasons and require:
         refuse(echo, ["the resource comparison could never be eligible:", *reasons], 2)
-    echo("warning: the resource comparison of this run cannot be eligible: " + "; ".join(reasons))
+    if reasons:
+        echo("warning: the resource comparison of this run cannot be eligible: "
+             + "; ".join(reasons))  # fmt: skip
+    _warn_separate(config, echo)
+
+
+def _warn_separate(config: Any, echo: Echo) -> None:
+    if config.resource.calibration_mode == "separate":
+        from metewand.compare.run_warnings import SEPARATE_DRIFT_WARNING
+
+        echo(f"warning: {SEPARATE_DRIFT_WARNING}")
 
 
 def check_baseline(plan: Any, baseline_dir: Path, echo: Echo) -> None:

@@ -59,6 +59,23 @@ def eligibility(summary: Mapping[str, Any] | None) -> str | None:
     return "resource comparison not eligible: " + "; ".join(reasons)
 
 
+# said the same way at a run's start (cli.browser_preflight) and in its reports
+SEPARATE_DRIFT_WARNING = (
+    "observer calibrated against a separate profiler-off run (the peer's A/B): its overhead "
+    "figure includes whatever changed on the host between the two runs, so its verdict can flip "
+    "from one pair of runs to the next; --resource-calibration interleaved (the default) pairs "
+    "each attempt with an unprofiled twin on the same engine process"
+)
+
+
+def calibration_drift(summary: Mapping[str, Any] | None) -> str | None:
+    """A separate A/B's figure carries the drift between its two runs: say so beside it."""
+    observer = (summary or {}).get("observer_effect")
+    if not isinstance(observer, Mapping) or observer.get("calibration_mode") != "separate":
+        return None
+    return SEPARATE_DRIFT_WARNING
+
+
 def torn_side_files(torn_tails: Mapping[str, int]) -> str | None:
     torn = [f"{name} ({size} bytes)" for name, size in sorted(torn_tails.items())
             if name != rundir.RESULTS]  # fmt: skip
@@ -98,6 +115,7 @@ def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None
         suite_kind(run.kind).failed_attempts(run.rows),
         host_gate(run.host_summary),
         eligibility(resource_summary or run.resource_summary),
+        calibration_drift(resource_summary or run.resource_summary),
         torn_side_files(run.torn_tails),
         pooled_hosts(run.rows),
         worker_gates(run.dask_hosts),

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from metewand.measure import procfs
-from metewand.measure.procfs import ProcStat
+from metewand.measure.procfs import CpuStat
 
 PROC = "/proc"
 TOP_FOREIGN = 8  # per sample: enough to name a modest consumer on a crowded host
@@ -60,15 +60,15 @@ class _Snapshot:
     monotonic_ns: int
     boot_ticks: int
     machine_busy_ticks: int
-    stats: dict[Key, ProcStat]
+    stats: dict[Key, CpuStat]
     bench: set[Key]
 
 
-def _keyed(stats: dict[int, ProcStat]) -> dict[Key, ProcStat]:
+def _keyed(stats: dict[int, CpuStat]) -> dict[Key, CpuStat]:
     return {(pid, st.starttime_ticks): st for pid, st in stats.items()}
 
 
-def _tree_keys(root_pid: int, stats: dict[Key, ProcStat]) -> set[Key]:
+def _tree_keys(root_pid: int, stats: dict[Key, CpuStat]) -> set[Key]:
     """The root and its descendants, by the parent links of one scan."""
     children: dict[int, list[Key]] = {}
     root: Key | None = None
@@ -101,13 +101,15 @@ class ForeignCpuTracker:
     _ever_bench: set[Key] = field(default_factory=set)
     _bench_sessions: set[int] = field(default_factory=set)
     _started_foreign: dict[Key, tuple[str, bool]] = field(default_factory=dict)
+    # descendants of the root in the last scan (root excluded): the host sample's process count
+    tree_size: int | None = None
 
     def observe(self) -> dict[str, Any] | None:
         """The figures of the interval since the previous call (None on the first call)."""
         busy = read_machine_busy_ticks(self.proc)
         now_ns = time.monotonic_ns()
         boot = boot_ticks_now()
-        stats = _keyed(procfs.read_all_stats(self.proc))
+        stats = _keyed(procfs.read_all_cpu(self.proc))
         bench = self._bench_keys(stats)
         self._ever_bench |= bench
         snapshot = _Snapshot(now_ns, boot, busy, stats, bench)
@@ -115,8 +117,9 @@ class ForeignCpuTracker:
         self._note_started(snapshot)
         return None if previous is None else self._interval(previous, snapshot)
 
-    def _bench_keys(self, stats: dict[Key, ProcStat]) -> set[Key]:
+    def _bench_keys(self, stats: dict[Key, CpuStat]) -> set[Key]:
         bench = _tree_keys(self.root_pid, stats)
+        self.tree_size = max(0, len(bench) - 1)  # the root's descendants, by this scan
         members = set(self._members())
         bench |= {key for key in stats if key[0] in members}
         # a session the benchmark started is the benchmark's: an engine launched in its own
@@ -143,9 +146,10 @@ class ForeignCpuTracker:
             return []
 
     def _note_started(self, snap: _Snapshot) -> None:
+        started, since = self._started_foreign, self._start_boot_ticks
         for key, st in snap.stats.items():
-            if key[1] >= self._start_boot_ticks and key not in snap.bench:
-                self._started_foreign.setdefault(key, (st.comm, st.kernel_thread))
+            if key[1] >= since and key not in started and key not in snap.bench:
+                started[key] = (st.comm, st.kernel_thread)
 
     def _interval(self, prev: _Snapshot, now: _Snapshot) -> dict[str, Any]:
         wall_ns = max(1, now.monotonic_ns - prev.monotonic_ns)

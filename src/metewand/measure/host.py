@@ -135,11 +135,15 @@ def take_sample(
         ("loadavg", lambda: read_loadavg(proc)),
         ("memory", lambda: read_meminfo(proc)),
         ("vmstat", lambda: read_swap_counters(proc)),
-        ("bench_descendant_process_count", lambda: len(descendant_pids(root_pid, proc))),
     ]
     readers += [(f"psi_{r}", _psi_reader(r, proc)) for r in PSI_RESOURCES]
     if foreign is not None:
+        foreign.tree_size = None
         readers.append(("foreign_cpu", foreign.observe))
+    # the foreign scan has just read every process's parent: the tree is counted from it
+    readers.append(
+        ("bench_descendant_process_count", lambda: _descendant_count(root_pid, proc, foreign))
+    )
     for field, read in readers:
         try:
             sample[field] = read()
@@ -157,6 +161,17 @@ def take_sample(
         unavailable["foreign_cpu"] = unavailable_reason(Reason.NOT_STARTED, detail)
     sample["unavailable"] = unavailable
     return sample
+
+
+def _descendant_count(root_pid: int, proc: PathArg, foreign: ForeignCpuTracker | None) -> int:
+    if (
+        foreign is not None
+        and foreign.tree_size is not None
+        and foreign.root_pid == root_pid
+        and foreign.proc == str(proc)
+    ):
+        return foreign.tree_size
+    return len(descendant_pids(root_pid, proc))
 
 
 def _psi_reader(resource: str, proc: PathArg) -> Callable[[], Any]:

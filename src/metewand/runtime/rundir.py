@@ -386,7 +386,9 @@ def write_atomic(path: Path | str, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def publish_dir(staging: Path | str, final: Path | str, *, replace: bool) -> bool:
+def publish_dir(
+    staging: Path | str, final: Path | str, *, replace: bool, sync_parent: bool = True
+) -> bool:
     """Make the staged tree ``final`` whole with one rename, then fsync its parent: a reader (or
     a crash) sees no directory or the whole one, never a part. True when ``staging`` became it.
 
@@ -394,7 +396,8 @@ def publish_dir(staging: Path | str, final: Path | str, *, replace: bool) -> boo
     died after its artifacts but before its row): it is moved aside first and removed after,
     so the redo wins. Without ``replace`` (a content-addressed cache), it is a concurrent
     writer's copy of the same content: it is kept and ``staging`` removed (False). ``staging``
-    never outlives a failed publish."""
+    never outlives a failed publish. ``sync_parent=False`` leaves the parent's fsync to the
+    caller (the run store's group commit syncs it with the next batch of rows)."""
     import shutil
     import tempfile
 
@@ -417,7 +420,8 @@ def publish_dir(staging: Path | str, final: Path | str, *, replace: bool) -> boo
     finally:
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
-    fsync_dir(final.parent)
+    if sync_parent:
+        fsync_dir(final.parent)
     return True
 
 

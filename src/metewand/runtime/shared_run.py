@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from metewand.runtime.store import RunStore, RunView
+from metewand.runtime.store import RunView, staged_artifact_dir
 
 
 class SharedRunView(RunView):
     def artifact_dir(self, key: str) -> contextlib.AbstractContextManager[Path]:
-        # the very routine the store uses: it needs only the directory, not the lock
-        return RunStore.artifact_dir(self, key)  # type: ignore[arg-type]
+        # the very routine the store uses: it needs only the directory, not the lock nor the
+        # store's group commit (the rename's parent is synced at once)
+        return staged_artifact_dir(self, key, None)

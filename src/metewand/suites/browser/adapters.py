@@ -54,6 +54,7 @@ KILL_WAIT_S: Final = 30.0  # KILL is not ignorable; this only bounds an uninterr
 EXITING_GRACE_S: Final = 0.05
 SWEEP_WAIT_S: Final = 5.0  # killed members take a moment to leave; the group goes once empty
 STDERR_TAIL: Final = 2000
+CGROUP_BACKENDS: Final = ("cgroup2", "cgroup1")
 # The deadline beyond the payload's task budget: the adapter clamps its own waits to the budget,
 # so only an adapter that ignores it (or is stuck starting) meets this margin.
 DEADLINE_MARGIN_S: Final = 5.0
@@ -188,13 +189,24 @@ def _record_process(journal: OwnedJournal | None, process: Process) -> None:
         journal.process(process.pid)
 
 
+def _group_members(process: Process) -> set[int]:
+    return {m.pid for m in process_sweep.members(pgid=process.pgid) if m.state != "Z"}
+
+
 def _left_behind(process: Process, accounting: TreeAccounting | None) -> list[int]:
     """Live members of the adapter's process group and of its accounting group, the adapter
-    itself (exited, not yet reaped) apart."""
-    found = {m.pid for m in process_sweep.members(pgid=process.pgid) if m.state != "Z"}
+    itself (exited, not yet reaped) apart. A cgroup holds every process the adapter started
+    (they are born in it, whatever group or session they make for themselves), so the process
+    group is walked (every /proc/PID/stat on the host: ~3 ms an attempt here) only when there
+    is no cgroup to ask."""
+    in_cgroup = accounting is not None and accounting.backend in CGROUP_BACKENDS
+    found = set() if in_cgroup else _group_members(process)
     if accounting is not None:
-        with contextlib.suppress(OSError):
+        try:
             found.update(accounting.pids())
+        except OSError:
+            if in_cgroup:  # the group cannot be asked after all: walk the process group
+                found = _group_members(process)
     found.discard(process.pid)
     return sorted(found)
 

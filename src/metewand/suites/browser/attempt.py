@@ -49,8 +49,9 @@ CLEANUP_TIMEOUT_S: Final = 3.0
 # Beyond the per-command timeout, a whole attempt is bounded by the task's hard-kill budget.
 DEFAULT_HARD_KILL_MS: Final = 30000
 
-# Asked after the attempt, with "the engine looks suspect": ok / exited / unresponsive.
-EngineHealth = Callable[[bool], Awaitable[str]]
+# Asked after the attempt, with "the engine looks suspect" (and, when the harness's own client
+# saw it, when the endpoint last answered): ok / exited / unresponsive.
+EngineHealth = Callable[..., Awaitable[str]]
 
 
 class CdpStepsDriver:
@@ -161,7 +162,9 @@ async def run_task_attempt(
     if phases is not None:
         phases.finish()  # before the health check: the harness's question, not the task's
     health_started = time.monotonic()
-    outcome = await _engine_checked(outcome, suspect, engine_health, engine_alive)
+    # the page's closing reply is proof the endpoint served this attempt to its end
+    answered = client.last_reply_ns if client is not None and not suspect else None
+    outcome = await _engine_checked(outcome, suspect, engine_health, engine_alive, answered)
     health_s = time.monotonic() - health_started  # the harness's check, not the task's time
     duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
     result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
@@ -175,11 +178,14 @@ async def _engine_checked(
     suspect: bool,
     engine_health: EngineHealth | None,
     engine_alive: Callable[[], bool] | None,
+    answered_ns: int | None = None,
 ) -> classify.Classification:
     """The outcome after asking whether the engine survived the attempt (a dead or unanswering
     engine is charged to the attempt that caused it)."""
     if engine_health is not None:
-        return classify.promote_engine_trouble(outcome, await engine_health(suspect))
+        health = await (engine_health(suspect, answered_ns) if answered_ns is not None
+                        else engine_health(suspect))  # fmt: skip
+        return classify.promote_engine_trouble(outcome, health)
     if engine_alive is not None:
         return classify.promote_dead_engine(outcome, engine_alive())
     return outcome

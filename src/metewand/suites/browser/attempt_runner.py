@@ -74,6 +74,8 @@ class AttemptRunner:
             OwnedJournal(store.run_dir),
         )
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
+        # engine -> (launch id, its recorded identity): looked up once per launched process
+        self._identities: dict[str, tuple[str | None, dict[str, Any]]] = {}
 
     async def run(self, planned: PlannedAttempt) -> dict[str, Any]:
         config = self.plan.config
@@ -188,7 +190,7 @@ class AttemptRunner:
     def _provenance(self, engine: str, process: EngineProcess) -> dict[str, Any]:
         """The peer's ``engine_provenance``: binary, its sha256 (hashed once at launch and kept
         in the manifest), the endpoint and the command line the attempt ran against."""
-        identity = self.identity_of(engine)
+        identity = self._identity(engine, process)
         port = getattr(process, "port", None)
         return {
             "engine": engine,
@@ -200,6 +202,17 @@ class AttemptRunner:
             "http_identity": dict(getattr(process, "json_version", {}) or {}),
             "launch_command": _without_private_dirs(process),
         }
+
+    def _identity(self, engine: str, process: EngineProcess) -> dict[str, Any]:
+        """The engine's recorded identity, asked again only when a new process was launched
+        (the manifest is on disk: reading it for every attempt cost more than the attempt's
+        own row)."""
+        launch = getattr(process, "launch_id", None)
+        known = self._identities.get(engine)
+        if known is None or known[0] != launch or launch is None:
+            known = (launch, self.identity_of(engine))
+            self._identities[engine] = known
+        return known[1]
 
     def _manifest_identity(self, engine: str) -> dict[str, Any]:
         return dict(self.store.manifest["data"].get("engines", {}).get(engine, {}))

@@ -219,6 +219,8 @@ class CdpClient:
         self._closed_reason: str | None = None
         self.timing = CdpTiming()
         self.ws_url = ""
+        # when the endpoint last answered a command (monotonic ns): proof it was serving then
+        self.last_reply_ns: int | None = None
         self._reader = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
@@ -395,6 +397,7 @@ class CdpClient:
             self._on_event(message)
 
     def _on_reply(self, message: dict[str, Any]) -> None:
+        self.last_reply_ns = time.monotonic_ns()
         pending = self._pending.get(message["id"]) if isinstance(message["id"], int) else None
         if pending is not None and not pending[1].done():
             pending[1].set_result(message)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand.runtime import rundir
-from metewand.suites.browser.engine_process import EngineProcess, PreexecFn
+from metewand.suites.browser.engine_process import HEALTH_FRESH_S, EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
 from metewand.suites.browser.leftovers import record_pid, run_markers
 
@@ -77,6 +77,8 @@ class EnginePool:
         process = self._processes[engine]
         if process.generation == 0:
             await process.start()
+        elif process.answered_within(HEALTH_FRESH_S):
+            return process
         else:
             health = await process.health()
             if health == "ok":

@@ -16,6 +16,7 @@ body names ``Browser: Lightpanda/1.0`` plus ``Lightpanda-Version`` while its CDP
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import signal
 import socket
@@ -48,6 +49,11 @@ PORT_RETRIES: Final = 3
 # an attempt handed such an engine fails in a millisecond for a crash it did not cause.
 HEALTH_LIMIT_S: Final = 5.0  # no answer for this long: unresponsive
 HEALTH_POLL_S: Final = 0.05
+# The engine pool hands an engine to the next attempt on the previous attempt's closing health
+# verdict when it is this fresh and the process still lives (its pidfd says so); older, it asks
+# again. One /json/version question per attempt instead of two: Chromium answers it on its
+# browser thread, 5-15 ms of wall on a loaded host.
+HEALTH_FRESH_S: Final = 1.0  # see docs/DESIGN.md, "health between attempts"
 # A suspect engine (it dropped the attempt's CDP connection) must keep answering this long.
 SUSPECT_GRACE_S: Final = 1.0
 
@@ -162,6 +168,7 @@ class EngineProcess:
         self._user_data_dir: Path | None = None
         self._logs: list[IO[bytes]] = []
         self._cdp_version: dict[str, Any] | None = None
+        self._answered_ns: int | None = None  # when health last found this generation answering
 
     @property
     def pid(self) -> int | None:
@@ -187,6 +194,16 @@ class EngineProcess:
 
     def is_alive(self) -> bool:
         return self._process is not None and not self._process.has_exited()
+
+    def answered_within(self, seconds: float) -> bool:
+        """Alive, and ``health`` found it answering with this generation's URL that recently
+        (the engine pool's pre-attempt check takes the previous attempt's closing verdict)."""
+        answered = self._answered_ns
+        return (
+            answered is not None
+            and time.monotonic_ns() - answered <= seconds * 1e9
+            and self.is_alive()
+        )
 
     def exit_info(self) -> ExitInfo | None:
         if self._process is None:
@@ -237,29 +254,40 @@ class EngineProcess:
         await self.stop()
         await self.start()
 
-    async def health(self, suspect: bool = False) -> str:
+    async def health(self, suspect: bool = False, answered_ns: int | None = None) -> str:
         """``ok``, ``exited`` or ``unresponsive`` (alive, CDP endpoint silent for
         ``HEALTH_LIMIT_S``). A ``suspect`` engine must also stay alive and answering for
-        ``SUSPECT_GRACE_S``: one shutting down still answers for a few tens of ms."""
+        ``SUSPECT_GRACE_S``: one shutting down still answers for a few tens of ms.
+        ``answered_ns``: when this generation's CDP endpoint last answered the caller (an
+        attempt's closing command); within ``HEALTH_FRESH_S`` and with the process alive, a
+        non-suspect engine is ``ok`` on that evidence, without asking /json/version again."""
         if self.port is None or self.ws_url is None:
             return "exited" if self.generation else "ok"
-        url = f"http://{LOOPBACK}:{self.port}/json/version"
+        fresh = (
+            answered_ns is not None and time.monotonic_ns() - answered_ns <= HEALTH_FRESH_S * 1e9
+        )
+        if not suspect and fresh and self.is_alive():
+            assert answered_ns is not None
+            self._answered_ns = max(answered_ns, self._answered_ns or 0)
+            return "ok"
         started = time.monotonic()
-        timeout = aiohttp.ClientTimeout(total=HTTP_PROBE_TIMEOUT_S)
-        async with aiohttp.ClientSession(timeout=timeout) as http:
-            while True:
+        while True:
+            if not self.is_alive():
+                return "exited"
+            body = await _quick_json_version(self.port, HTTP_PROBE_TIMEOUT_S)
+            answered = body is not None and body.get("webSocketDebuggerUrl") == self.ws_url
+            waited = time.monotonic() - started
+            if answered and (not suspect or waited >= SUSPECT_GRACE_S):
                 if not self.is_alive():
                     return "exited"
-                body = await _probe_json_version(http, url)
-                answered = body is not None and body.get("webSocketDebuggerUrl") == self.ws_url
-                waited = time.monotonic() - started
-                if answered and (not suspect or waited >= SUSPECT_GRACE_S):
-                    return "ok" if self.is_alive() else "exited"
-                if not answered and waited >= HEALTH_LIMIT_S:
-                    return "unresponsive"
-                await self.wait_exited(HEALTH_POLL_S)  # a death ends the pause at once
+                self._answered_ns = time.monotonic_ns()
+                return "ok"
+            if not answered and waited >= HEALTH_LIMIT_S:
+                return "unresponsive"
+            await self.wait_exited(HEALTH_POLL_S)  # a death ends the pause at once
 
     async def _launch_once(self) -> None:
+        self._answered_ns = None
         self.generation += 1
         self.launch_id = uuid.uuid4().hex
         self.port = free_loopback_port()
@@ -378,6 +406,41 @@ async def _probe_json_version(http: aiohttp.ClientSession, url: str) -> dict[str
     if isinstance(body, dict) and body.get("webSocketDebuggerUrl"):
         return body
     return None
+
+
+async def _quick_json_version(port: int, timeout_s: float) -> dict[str, Any] | None:
+    """``GET /json/version`` on one plain loopback connection: what the health check asks twice
+    an attempt. An aiohttp session per question cost ~2 ms of harness CPU each (a connector, a
+    session, their teardown); this costs a connect, a write and a read. A body not framed by
+    Content-Length (chunked) is asked again through aiohttp."""
+    head_end = b"\r\n\r\n"
+    request = (f"GET /json/version HTTP/1.1\r\nHost: {LOOPBACK}:{port}\r\n"
+               "Connection: close\r\nAccept: application/json\r\n\r\n").encode()  # fmt: skip
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(LOOPBACK, port)
+            try:
+                writer.write(request)
+                head = (await reader.readuntil(head_end)).decode("latin-1").lower().split("\r\n")
+                length = next((int(h.split(":", 1)[1]) for h in head
+                               if h.startswith("content-length:")), None)  # fmt: skip
+                if length is None:
+                    return await _slow_json_version(port, timeout_s)
+                if head[0].split()[1:2] != ["200"]:
+                    return None
+                body = json.loads(await reader.readexactly(length))
+            finally:
+                writer.close()
+    except (OSError, TimeoutError, ValueError, IndexError, asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError):  # fmt: skip
+        return None
+    return body if isinstance(body, dict) and body.get("webSocketDebuggerUrl") else None
+
+
+async def _slow_json_version(port: int, timeout_s: float) -> dict[str, Any] | None:
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as http:
+        return await _probe_json_version(http, f"http://{LOOPBACK}:{port}/json/version")
 
 
 async def _terminate_session(process: Process) -> TeardownReport:

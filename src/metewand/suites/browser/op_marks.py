@@ -52,6 +52,9 @@ class MarkChannel:
         self.read_fd, self._write_fd = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.child_fd = self._write_fd  # the number the adapter sees (pass_fds keeps it)
         self._pending = b""
+        # every writer closed its end (the adapter exited): poll would report the read end
+        # ready for ever, so the listener stops watching it
+        self.at_eof = False
 
     def started(self) -> None:
         """The adapter holds its copy of the write end: close ours."""
@@ -65,6 +68,7 @@ class MarkChannel:
             while os.read(self.read_fd, READ_CHUNK):
                 pass
         self._pending = b""
+        self.at_eof = False
         listener = OpListener(self, mark)
         listener.start()
         return listener
@@ -74,6 +78,7 @@ class MarkChannel:
         with contextlib.suppress(BlockingIOError):
             while chunk := os.read(self.read_fd, READ_CHUNK):
                 self._pending += chunk
+            self.at_eof = True  # a read of nothing that did not block: no writer is left
         *complete, self._pending = self._pending.split(b"\n")
         return complete
 
@@ -109,6 +114,8 @@ class OpListener:
             ready = {fd for fd, _ in poller.poll()}
             if self.channel.read_fd in ready:
                 self._take(self.channel.lines())
+                if self.channel.at_eof:  # the adapter is gone: only the stop is left to wait for
+                    poller.unregister(self.channel.read_fd)
             if self._stop_r in ready:
                 return
 

@@ -137,7 +137,7 @@ def start_fields(
             "sample_interval_ms": res.sample_interval_ms,
             "calibration_baseline": baseline_dir or res.calibration_baseline,
             # ours: "interleaved" pairs each attempt with an unprofiled twin in this run
-            "calibration": res.calibration,
+            "calibration": res.calibration_mode,
             "max_observer_effect_pct": res.max_observer_effect_pct,
             "cold_start_samples": res.cold_start_samples if res.profile == "engine" else 0,
             "cold_start_artifact": rundir.COLD_START if res.profile == "engine" else None,

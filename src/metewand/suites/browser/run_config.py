@@ -16,10 +16,15 @@ ISOLATIONS: Final = ("shared", "context")
 # as the peer's published numbers were (opt-in, to reproduce them)
 SCORE_MODES: Final = ("independent", "peer-compatible")
 RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
-# separate: the observer is calibrated against a separate profiler-off run (the document's A/B);
-# interleaved: each task-attempt x engine also runs once unprofiled, beside its profiled twin,
-# on the same engine process, so a host drifting through the run cancels out of the pairs.
-CALIBRATION_MODES: Final = ("separate", "interleaved")
+# interleaved (the default of a profiled run): each task-attempt x engine also runs once
+# unprofiled, beside its profiled twin, on the same engine process, so a host drifting through
+# the run cancels out of the pairs; separate: against a separate profiler-off run (the document's
+# and the peer's A/B), whose figure also holds whatever drifted between the two runs (three runs
+# on one quiet host gave Chrome +11.07%, +11.41% and +5.32%: the verdict flipped, issue 24).
+CALIBRATION_MODES: Final = ("interleaved", "separate")
+# what the command line calls them: the separate A/B is named as the peer's mode
+CALIBRATION_CHOICES: Final = {"interleaved": "interleaved", "peer-ab": "separate",
+                              "separate": "separate"}  # fmt: skip
 # How driver-path adapters run: a process per attempt, or one served (long-lived) adapter per
 # driver path × engine process in each slot. Long-lived is the default: the same pass counts
 # at 1.45-4.28x the attempts per minute (benchmarks/README.md, adapter_startup.py).
@@ -46,7 +51,7 @@ class ResourceOptions:
     profile: str = "off"
     sample_interval_ms: int = 500
     calibration_baseline: str | None = None
-    calibration: str = "separate"
+    calibration: str | None = None  # None: ``calibration_mode`` decides
     max_observer_effect_pct: float = 10.0
     reference_engine: str | None = None
     host_telemetry: bool = True
@@ -57,6 +62,16 @@ class ResourceOptions:
     # After each attempt's cleanup, wait up to this long for the engine's tree to go quiet
     # (resource profiles only; 0 = no wait). See measure/quiet.py for why.
     settle_limit_ms: int = 1000
+
+    @property
+    def calibration_mode(self) -> str:
+        """The asked mode; unasked, ``interleaved`` for a profiled run with no baseline to
+        calibrate against, else ``separate`` (a baseline was named, or nothing is profiled)."""
+        if self.calibration is not None:
+            return self.calibration
+        if self.profile == "engine" and self.calibration_baseline is None:
+            return "interleaved"
+        return "separate"
 
     def float_problems(self) -> list[str]:
         """NaN passes every ``<``/``>`` test and inf overflows later: refuse both by name."""
@@ -164,9 +179,9 @@ def marks_default(profile: str) -> bool:
 
 
 def _calibration_problems(resource: ResourceOptions) -> list[str]:
-    if resource.calibration not in CALIBRATION_MODES:
+    if resource.calibration_mode not in CALIBRATION_MODES:
         return [f"--resource-calibration must be one of {CALIBRATION_MODES}"]
-    if resource.calibration != "interleaved":
+    if resource.calibration_mode != "interleaved":
         return []
     out = []
     if resource.profile != "engine":

@@ -100,7 +100,7 @@ def build_plan(config: RunConfig) -> Plan:
                        slot.position)
         for slot in schedule(rotation, task_attempts)
     ]  # fmt: skip
-    if config.resource.calibration == "interleaved":
+    if config.resource.calibration_mode == "interleaved":
         attempts = interleave_twins(attempts)
     return Plan(config, corpus, tasks, engines, rotation, attempts, skipped)
 

@@ -103,7 +103,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
             "mode": config.resource.profile,
             "sample_interval_ms": config.resource.sample_interval_ms,
             "calibration_baseline": config.resource.calibration_baseline,
-            "calibration": config.resource.calibration,
+            "calibration": config.resource.calibration_mode,
             "max_observer_effect_pct": config.resource.max_observer_effect_pct,
             "reference_engine": config.resource.reference_engine,
             "cold_start_samples": config.resource.cold_start_samples,

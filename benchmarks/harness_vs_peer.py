@@ -1,0 +1,310 @@
+"""The harness's own cost per attempt, metewand against the peer's harness, side by side (issue 24).
+
+    git clone /work/peer/lexbench /tmp/scratch/peer-lexbench      # outside any repository
+    .venv/bin/python benchmarks/harness_vs_peer.py --peer /tmp/scratch/peer-lexbench --per-subset 25
+    .venv/bin/python benchmarks/harness_vs_peer.py --peer /tmp/scratch/peer-lexbench --quick
+
+For each subset (raw CDP and the nine installable driver paths' L1 subsets) x engine, the first
+``--per-subset`` tasks both corpora hold run once (k=1, one job) under the peer's ``runner.run``
+and under ``metewand browser run`` in both adapter modes (raw CDP: one metewand run), each a
+whole run of its own with its defaults (host telemetry on, resource profile off; metewand's phase
+marks, traffic accounting and rich rows on), the order of the runs rotating from one subset x
+engine to the next. Each run is watched from outside, the same way for both tools: the harness
+process's own CPU (utime + stime of every thread, /proc/PID/stat), the CPU of the processes it
+reaped (cutime + cstime: per-attempt adapters and probes; engines live to the end of the run) and
+the moment each row lands in results.jsonl (polled every ``--poll-ms``). From the first row to
+the last:
+
+- harness own CPU per attempt = its CPU over that span / (rows - 1);
+- wall between attempts = (span - the later rows' duration_ms) / (rows - 1): what each tool
+  spends around an attempt (grading, rows, artifacts, engine checks, start of the next one);
+- driver CPU per attempt: per-attempt adapters' CPU reaped over the span / (rows - 1) (the same
+  kernel counter for both tools); metewand's long-lived adapters are never reaped mid-run, so
+  that mode's figure is the median of the rows' ``driver_resources.cpu_total_ms`` (its accounting
+  group; per-attempt rows give both, printed side by side as a check of the two methods);
+- duration: median duration_ms; statuses: tasks whose status agrees with the peer's.
+
+Ratios are ours/peer (<= 1.00 is the goal). The 1-minute load average is printed beside every
+subset's figures; on a loaded host judge by the CPU columns and the same-run ratios. ``--quick``:
+5 tasks, Chrome only, raw CDP and three driver paths. ``--json FILE`` writes every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import peer_harness
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+METEWAND = Path(sys.executable).parent / "metewand"
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+SUBSETS = {  # subset id -> its L1 directory (the peer's and the corpus's)
+    "l1.raw_cdp": "L1/raw_cdp",
+    "l1.playwright": "L1/playwright",
+    "l1.puppeteer": "L1/puppeteer",
+    "l1.chrome_remote_interface": "L1/chrome_remote_interface",
+    "l1.chrome_devtools_mcp": "L1/chrome_devtools_mcp",
+    "l1.agent_browser_scenarios": "L1/agent_browser_scenarios",
+    "l1.stagehand": "L1/stagehand",
+    "l1.selenium": "L1/selenium",
+    "l1.pydoll": "L1/pydoll",
+    "l1.cdp_use": "L1/cdp_use",
+}
+QUICK_SUBSETS = ["l1.raw_cdp", "l1.chrome_remote_interface", "l1.playwright", "l1.cdp_use"]
+MODES = ("per-attempt", "long-lived")
+
+
+@dataclass
+class Watched:
+    """One run as seen from outside: per row, when it landed and the harness's counters then."""
+
+    tool: str
+    mode: str
+    exit_code: int
+    wall_s: float
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    seen: list[tuple[float, float, float]] = field(default_factory=list)  # (t, own ms, reaped ms)
+    load: float = 0.0
+    stderr_tail: str = ""
+
+    def span(self) -> tuple[float, float, float] | None:
+        if len(self.seen) < 2:
+            return None
+        (t0, own0, reaped0), (t1, own1, reaped1) = self.seen[0], self.seen[-1]
+        return t1 - t0, own1 - own0, reaped1 - reaped0
+
+    def figures(self) -> dict[str, Any]:
+        n = len(self.rows)
+        out: dict[str, Any] = {"tool": self.tool, "mode": self.mode, "rows": n,
+                               "exit": self.exit_code, "load": round(self.load, 2)}  # fmt: skip
+        durations = [r.get("duration_ms") for r in self.rows]
+        known = [d for d in durations if isinstance(d, (int, float))]
+        out["duration_ms"] = statistics.median(known) if known else None
+        span = self.span()
+        if span is not None and len(known) == n:
+            wall_s, own_ms, reaped_ms = span
+            later = sum(known[1:])
+            out["harness_cpu_ms"] = own_ms / (n - 1)
+            out["between_ms"] = (wall_s * 1000 - later) / (n - 1)
+            out["reaped_cpu_ms"] = reaped_ms / (n - 1)
+        driver = [
+            r["driver_resources"].get("cpu_total_ms")
+            for r in self.rows
+            if isinstance(r.get("driver_resources"), dict)
+        ]
+        driver = [d for d in driver if isinstance(d, (int, float))]
+        out["driver_rows_cpu_ms"] = statistics.median(driver) if driver else None
+        out["statuses"] = {r.get("task_id"): r.get("status") for r in self.rows}
+        return out
+
+
+def _proc_cpu_ms(pid: int) -> tuple[float, float] | None:
+    """(own utime + stime, reaped children's cutime + cstime) of ``pid`` in ms."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            text = handle.read().decode()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime) * TICK_MS, (cutime + cstime) * TICK_MS
+
+
+def watch(tool: str, mode: str, argv: list[str], results: Path, env: dict[str, str],
+          cwd: Path, poll_s: float, timeout_s: float) -> Watched:  # fmt: skip
+    """Run ``argv``, noting each row of ``results`` as it lands with the process's CPU then."""
+    load = os.getloadavg()[0]
+    started = time.monotonic()
+    results.parent.parent.mkdir(parents=True, exist_ok=True)
+    with open(results.parent.parent / f"{results.parent.name}.stderr", "w+b") as err:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        seen: list[tuple[float, float, float]] = []
+        size = 0
+        while proc.poll() is None:
+            if time.monotonic() - started > timeout_s:
+                proc.kill()
+                break
+            time.sleep(poll_s)
+            try:
+                now_size = results.stat().st_size
+            except FileNotFoundError:
+                continue
+            if now_size == size:
+                continue
+            cpu = _proc_cpu_ms(proc.pid)
+            stamp = time.monotonic()
+            lines = results.read_bytes()[:now_size].count(b"\n")
+            size = now_size
+            if cpu is not None:  # one reading for every row that landed since the last look
+                seen.extend([(stamp, *cpu)] * (lines - len(seen)))
+        code = proc.wait()
+        err.seek(0)
+        tail = err.read()[-1500:].decode(errors="replace")
+    rows = (
+        [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    )
+    return Watched(
+        tool, mode, code, time.monotonic() - started, rows, seen[: len(rows)], load, tail
+    )
+
+
+def select_tasks(peer: Path, subset_dir: str, n: int) -> list[str]:
+    ours = {p.stem for p in (CORPUS / "tasks" / subset_dir).glob("*.json")}
+    theirs = {p.stem for p in (peer / "tasks" / subset_dir).glob("*.json")}
+    return sorted(ours & theirs)[:n]
+
+
+def ours_argv(subset: str, tasks: list[str], engine: str, mode: str, out: Path, run_id: str,
+              seed: str) -> list[str]:  # fmt: skip
+    argv = [str(METEWAND), "browser", "run", "--tasks", str(CORPUS), "--subset", subset]
+    for task in tasks:
+        argv += ["--task", task]
+    argv += ["--engines", engine, "--k", "1", "--jobs", "1", "--seed", seed]
+    argv += ["--adapter-mode", mode, "--out", str(out), "--run-id", run_id]
+    return [*argv, "--no-progress", "--quiet"]
+
+
+def runs_for(subset: str, baseline: bool) -> list[tuple[str, str]]:
+    """(tool, mode) of the runs of one subset x engine: raw CDP has no adapter, one run of ours
+    (and of the baseline sources when given)."""
+    modes = ("per-attempt",) if subset == "l1.raw_cdp" else MODES
+    tools = ("ours", "base") if baseline else ("ours",)
+    return [("peer", "per-attempt"), *((tool, m) for tool in tools for m in modes)]
+
+
+def measure_cell(args: argparse.Namespace, subset: str, engine: str, turn: int,
+                 work: Path) -> dict[str, Any]:  # fmt: skip
+    tasks = select_tasks(args.peer, SUBSETS[subset], args.per_subset)
+    plan = runs_for(subset, args.baseline_src is not None)
+    plan = plan[turn % len(plan) :] + plan[: turn % len(plan)]  # who goes first rotates
+    env = peer_harness.environment()
+    got: dict[str, dict[str, Any]] = {}
+    for tool, mode in plan:
+        run_id = f"{subset.replace('.', '_')}_{engine}_{tool}_{mode.replace('-', '_')}"
+        out = work / "runs"
+        if tool == "peer":
+            argv = peer_harness.command(subset, tasks, engine, out, run_id, args.seed)
+            cwd = args.peer
+        else:
+            argv = ours_argv(subset, tasks, engine, mode, out, run_id, args.seed)
+            cwd = REPO if tool == "ours" else args.baseline_src
+        tool_env = env
+        if tool == "base":  # the baseline's sources before the installed (editable) package
+            tool_env = {**env, "PYTHONPATH": str(args.baseline_src / "src")}
+        seen = watch(tool, mode, argv, out / run_id / "results.jsonl", tool_env, cwd,
+                     args.poll_ms / 1000, args.timeout_s)  # fmt: skip
+        got[f"{tool}:{mode}"] = seen.figures()
+        if seen.exit_code not in (0, 1) or len(seen.rows) != len(tasks):
+            got[f"{tool}:{mode}"]["problem"] = seen.stderr_tail
+    return {"subset": subset, "engine": engine, "tasks": tasks, "runs": got,
+            "load_after": round(os.getloadavg()[0], 2)}  # fmt: skip
+
+
+def _ratio(ours: float | None, peer: float | None) -> str:
+    return f"{ours / peer:.2f}" if ours is not None and peer else "n/a"
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def agreement(ours: dict[str, Any], peer: dict[str, Any]) -> str:
+    a, b = ours.get("statuses", {}), peer.get("statuses", {})
+    both = set(a) & set(b)
+    return f"{sum(a[t] == b[t] for t in both)}/{len(both)}"
+
+
+def print_cell(cell: dict[str, Any]) -> None:
+    runs = cell["runs"]
+    peer = runs["peer:per-attempt"]
+    loads = ", ".join(f"{name} {fig['load']}" for name, fig in runs.items())
+    print(
+        f"\n{cell['subset']} x {cell['engine']}: {len(cell['tasks'])} tasks; load average "
+        f"at each run's start {loads}, after {cell['load_after']}"
+    )
+    head = ("run", "harness CPU/att ms", "x peer", "between ms", "x peer", "driver CPU/att ms",
+            "x peer", "rows' driver ms", "duration ms", "x peer", "statuses")  # fmt: skip
+    print("  " + " | ".join(head))
+    for name, fig in runs.items():
+        driver = (
+            fig.get("reaped_cpu_ms") if fig["mode"] == "per-attempt" else fig["driver_rows_cpu_ms"]
+        )
+        cells = (
+            name, _ms(fig.get("harness_cpu_ms")), _ratio(fig.get("harness_cpu_ms"), peer.get("harness_cpu_ms")),
+            _ms(fig.get("between_ms")), _ratio(fig.get("between_ms"), peer.get("between_ms")),
+            _ms(driver), _ratio(driver, peer.get("reaped_cpu_ms")), _ms(fig.get("driver_rows_cpu_ms")),
+            _ms(fig.get("duration_ms")), _ratio(fig.get("duration_ms"), peer.get("duration_ms")),
+            agreement(fig, peer),
+        )  # fmt: skip
+        print("  " + " | ".join(cells))
+        if "problem" in fig:
+            print(f"    {name}: exit {fig['exit']}, {fig['rows']} rows: {fig['problem'][-400:]!r}")
+
+
+def cells_of(args: argparse.Namespace) -> Iterable[tuple[str, str]]:
+    for subset in args.subset:
+        for engine in args.engines:
+            yield subset, engine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--peer", type=Path, required=True, help="a scratch checkout of the peer")
+    parser.add_argument("--per-subset", type=int, default=25)
+    parser.add_argument("--engines", default="chrome,lightpanda")
+    parser.add_argument("--subset", action="append", choices=sorted(SUBSETS))
+    parser.add_argument("--quick", action="store_true", help="5 tasks, Chrome, four subsets")
+    parser.add_argument("--seed", default="harness-vs-peer")
+    parser.add_argument("--poll-ms", type=float, default=5.0)
+    parser.add_argument("--timeout-s", type=float, default=1800.0, help="per run")
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument(
+        "--baseline-src", type=Path, default=None,
+        help="also run the metewand whose tree is here (git archive COMMIT src drivers data | "
+             "tar -x -C DIR; drivers/node/node_modules linked to ours) in the same rounds",
+    )  # fmt: skip
+    parser.add_argument("--keep", type=Path, help="keep the runs here (default: a temp dir)")
+    args = parser.parse_args()
+    args.peer = args.peer.resolve()
+    if args.baseline_src is not None:
+        args.baseline_src = args.baseline_src.resolve()
+        linked = args.baseline_src / "drivers" / "node" / "node_modules"
+        if not linked.exists():
+            linked.symlink_to(REPO / "drivers" / "node" / "node_modules")
+    args.engines = args.engines.split(",")
+    if args.quick:
+        args.per_subset, args.engines = 5, ["chrome"]
+        args.subset = args.subset or QUICK_SUBSETS
+    args.subset = args.subset or list(SUBSETS)
+    peer_harness.prepare(args.peer, args.engines)
+    cells = []
+    with tempfile.TemporaryDirectory(prefix="mw-harness-vs-peer-") as tmp:
+        work = args.keep.resolve() if args.keep else Path(tmp)
+        for turn, (subset, engine) in enumerate(cells_of(args)):
+            cell = measure_cell(args, subset, engine, turn, work)
+            print_cell(cell)
+            cells.append(cell)
+    if args.json:
+        args.json.write_text(json.dumps({"cells": cells, "args": asdict_args(args)}, indent=1))
+
+
+def asdict_args(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+
+
+if __name__ == "__main__":
+    main()
