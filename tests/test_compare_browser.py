@@ -42,7 +42,7 @@ def test_a_status_change_is_listed_and_fails_the_gate(tmp_path: Path) -> None:
                "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
-    assert schemas.violations("metewand_compare-1", result) == []
+    assert schemas.violations("metewand_compare-2", result) == []
     assert result["suite"] == "browser" and result["metric"] == "duration_ms"
     changes = {(c["task"], c["engine"]): (c["base_status"], c["new_status"])
                for c in result["status_changes"]}  # fmt: skip

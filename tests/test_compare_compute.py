@@ -39,11 +39,11 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
 ) -> None:
     done = metewand(
         "compare", runs["base"], runs["slow"], "--fail-on-regression", "--threshold", "5%", "--format",
-        "md,json,html", "--out", tmp_path, check=False,
+        "md,json,html", "--out", tmp_path, "--allow-polluted", check=False,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
-    assert schemas.violations("metewand_compare-1", result) == []
+    assert schemas.violations("metewand_compare-2", result) == []
     verdicts = {(g["case"], g["implementation"]): g["verdict"] for g in result["groups"]}
     assert len(verdicts) == 4 and not result["unmatched"]["only_in_base"]
     for (case, impl), verdict in verdicts.items():
@@ -62,7 +62,9 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
 
 
 def test_a_a_is_no_change_everywhere(runs: dict[str, Path]) -> None:
-    done = metewand("compare", runs["base"], runs["again"], "--fail-on-regression", "--json")
+    done = metewand(
+        "compare", runs["base"], runs["again"], "--fail-on-regression", "--json", "--allow-polluted"
+    )
     result = canonical.loads(done.stdout.encode())
     assert [g["verdict"] for g in result["groups"]] == ["no change"] * 4, result["groups"]
     assert result["provenance_differences"] == [] or all(
@@ -91,7 +93,9 @@ def test_groups_in_one_run_only_are_listed(runs: dict[str, Path], tmp_path: Path
     lines = (narrower / "results.jsonl").read_bytes().splitlines(keepends=True)
     kept = [line for line in lines if canonical.loads(line)["implementation"] != "slow"]
     (narrower / "results.jsonl").write_bytes(b"".join(kept))
-    done = metewand("compare", runs["base"], narrower, "--json", "--fail-on-regression")
+    done = metewand(
+        "compare", runs["base"], narrower, "--json", "--fail-on-regression", "--allow-polluted"
+    )
     result = canonical.loads(done.stdout.encode())
     only = result["unmatched"]["only_in_base"]
     assert len(only) == 2 and {impl for _, impl in only} == {"slow"}
