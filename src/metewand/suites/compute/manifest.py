@@ -159,8 +159,9 @@ def _file_digest(path: str) -> dict[str, str]:
         return {"path": os.path.basename(path), "sha256": "missing"}
 
 
-def load(path: str) -> Manifest:
-    """Read and validate a manifest; raises ManifestError listing every problem."""
+def load(path: str, root: str | None = None) -> Manifest:
+    """Read and validate a manifest; raises ManifestError listing every problem. ``root``: the
+    directory its relative paths resolve against (default: the manifest's own)."""
     from metewand.suites.compute.manifest_read import read_manifest
 
     try:
@@ -175,7 +176,7 @@ def load(path: str) -> Manifest:
     except RecursionError:
         raise ManifestError([f"{path}: invalid TOML: nested too deeply"]) from None
     try:
-        return read_manifest(os.path.abspath(path), document)
+        return read_manifest(os.path.abspath(path), document, root)
     except RecursionError:
         raise ManifestError([f"{path}: a value is nested too deeply"]) from None
 

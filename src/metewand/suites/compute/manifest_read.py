@@ -41,10 +41,10 @@ POLICY_KEYS = {
 
 
 class _Reader:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, root: str | None = None) -> None:
         self.path = path
         self.file = os.path.basename(path)
-        self.root = os.path.dirname(path)
+        self.root = root or os.path.dirname(path)
         self.errors: list[str] = []
 
     def error(self, where: str, message: str) -> None:
@@ -413,8 +413,10 @@ TOP_KEYS |= {"implementations": False, "execution_policies": False, "experiments
 TOP_KEYS |= {"reference_implementation": False}
 
 
-def read_manifest(path: str, doc: dict[str, Any]) -> Manifest:
-    r = _Reader(path)
+def read_manifest(path: str, doc: dict[str, Any], root: str | None = None) -> Manifest:
+    """The manifest at ``path``; its relative paths resolve against ``root`` (default: the
+    manifest's own directory; an A/B run's baseline side reads it against the baseline tree)."""
+    r = _Reader(path, root)
     r.table(doc, "$", TOP_KEYS)
     if doc.get("version") != MANIFEST_VERSION:
         r.error("version", f"must be {MANIFEST_VERSION}")

@@ -58,8 +58,14 @@ class PlannedAttempt:
     role: str  # "measured" | "warmup"
     warmup_index: int | None
     policy: ExecutionPolicy
+    # an interleaved A/B run (suites.compute.ab): which tree this attempt runs, the pair it
+    # belongs to (the same repetition of the other side) and which side of the pair runs first
+    ab_side: str | None = None
+    ab_pair: str | None = None
+    ab_first: str | None = None
 
     def describe(self) -> dict[str, Any]:
+        ab = {"ab": {"side": self.ab_side, "pair": self.ab_pair, "first": self.ab_first}}
         return {
             "key": self.key,
             "slot_id": self.slot_id,
@@ -75,6 +81,7 @@ class PlannedAttempt:
             "repetition": self.repetition,
             "role": self.role,
             "timing_scope": self.policy.timing_scope,
+            **(ab if self.ab_side else {}),
         }
 
 
