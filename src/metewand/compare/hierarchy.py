@@ -253,7 +253,7 @@ def unit_level(*sides: Nested) -> str:
     return REPETITION
 
 
-def _satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
+def satterthwaite(parts: Sequence[tuple[float, float]]) -> float:
     """Welch–Satterthwaite degrees of freedom of a sum of variance estimates (variance, df)."""
     total = sum(v for v, _ in parts)
     denominator = sum(v * v / df for v, df in parts if df > 0 and math.isfinite(df))
@@ -367,7 +367,7 @@ def _bootstrap_quantiles(
     return float(low), float(high)
 
 
-def _student_quantile(df: float) -> float:
+def student_quantile(df: float) -> float:
     from scipy.special import stdtrit  # the t distribution's inverse CDF (scipy.special is light)
 
     return float(stdtrit(df, 0.5 + CI_LEVEL / 2)) if math.isfinite(df) else 1.959963984540054
@@ -392,7 +392,7 @@ def _interval(
             parts.append((extra.variance / side.n_runs, extra.df))
     total = sum(v for v, _ in parts)
     se = math.sqrt(total) if total > 0 else 0.0
-    df = _satterthwaite(parts)
+    df = satterthwaite(parts)
     units = [side.units(level) for side, level in zip(sides, levels, strict=True)]
     if min(units) < 2 or not math.isfinite(se):
         return estimate, se, df, None, "none"
@@ -403,7 +403,7 @@ def _interval(
         if quantiles is not None:
             low, high = quantiles
             return estimate, se, df, (estimate - high * se, estimate - low * se), "bootstrap_t"
-    q = _student_quantile(df)
+    q = student_quantile(df)
     return estimate, se, df, (estimate - q * se, estimate + q * se), "student_t"
 
 
@@ -472,6 +472,20 @@ def paired(items: Iterable[tuple[Hashable, Hashable, float, float]]) -> Nested:
             raise NotPositive(f"pair {pair!r}: a value <= 0 has no logarithm")
         ratios.append((run, pair, new_value / base_value))
     return nested(ratios)
+
+
+def median_interval(
+    sample: Nested, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile 95% CI of the median of the values, resampled hierarchically from the
+    sample's highest repeated level down (None with a single value)."""
+    level = side_level(sample)
+    if sample.units(level) < 2:
+        return None
+    drawn = _resample(sample, level, resamples, np.random.default_rng(seed))
+    medians = np.nanmedian(drawn.reshape(resamples, -1), axis=1)
+    low, high = np.percentile(np.exp(medians), [2.5, 97.5])
+    return float(low), float(high)
 
 
 def describe(estimate: Estimate) -> dict[str, Any]:
