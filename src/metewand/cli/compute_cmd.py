@@ -329,6 +329,9 @@ def _conclude(summary: Any, executor: str, quiet: bool) -> None:
         )
         if executor == "dask":
             print_hosts(summary.run_dir)
+        if any("ab" in row for row in summary.rows):
+            click.echo(f"interleaved A/B: NEW/BASE from the pairs with "
+                       f"`metewand compare --ab {summary.run_dir}`")  # fmt: skip
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)

@@ -266,6 +266,8 @@ def case_statistics(
     """Everything per case x implementation, plus ratios against ``reference`` if named."""
     cases, groups = group_rows(rows)
     implementations = sorted({name for per in groups.values() for name in per})
+    if reference and reference not in implementations and f"{reference} [new]" in implementations:
+        reference = f"{reference} [new]"  # an A/B run: the reference as the current tree runs it
     out_cases = []
     per_implementation: dict[str, list[dict[str, Any]]] = {}
     case_rows: dict[str, list[Mapping[str, Any]]] = {}

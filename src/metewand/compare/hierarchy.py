@@ -348,10 +348,10 @@ def _bootstrap_quantiles(
         drawn = _resample(side, level, resamples, rng)
         mean, var = _statistics(drawn, (~np.isnan(drawn)).astype(float), level, 0.0)
         estimate += sign * mean
-        variance += var
+        variance += sign * sign * var
         observed += sign * mean_and_variance(side, level)[0]
         if external.variance > 0:  # the runs this side cannot show, drawn as the model has them
-            share = external.variance / side.n_runs
+            share = sign * sign * external.variance / side.n_runs
             estimate += rng.normal(0.0, math.sqrt(share), resamples)
             # the estimate of that variance is itself uncertain with few degrees of freedom
             if math.isfinite(external.df):
@@ -386,10 +386,10 @@ def _interval(
     estimate, parts = 0.0, []
     for side, sign, level, extra in zip(sides, signs, levels, externals, strict=True):
         mean, variance = mean_and_variance(side, level)
-        estimate += sign * mean
-        parts.append((variance, float(max(degrees_of_freedom(side, level), 0))))
+        estimate += sign * mean  # a weighted sum of the sides' means: variances scale by sign²
+        parts.append((sign * sign * variance, float(max(degrees_of_freedom(side, level), 0))))
         if extra.variance > 0:
-            parts.append((extra.variance / side.n_runs, extra.df))
+            parts.append((sign * sign * extra.variance / side.n_runs, extra.df))
     total = sum(v for v, _ in parts)
     se = math.sqrt(total) if total > 0 else 0.0
     df = satterthwaite(parts)
