@@ -73,3 +73,33 @@ def test_resource_metrics_of_profiled_runs_are_comparable(tmp_path: Path) -> Non
     assert measured and all(g["ratio"] == 1.0 for g in measured)
     assert {g["verdict"] for g in measured} == {"no change"}
     assert result["regression"] is False
+
+
+def test_two_engines_of_one_run_are_compared_from_paired_rounds(tmp_path: Path) -> None:
+    """--ab-engines A,B: per task, the k-th attempts of both engines (one round) make a pair."""
+    corpus = tiny_corpus(
+        tmp_path / "corpus",
+        {"sum.json": _task("tiny_sum", "1+1", 2), "mul.json": _task("tiny_mul", "2*3", 6)},
+    )
+    done = cli(
+        "browser", "run", "--tasks", str(corpus), "--engines", "chrome,lightpanda", "--k", "5",
+        "--out", str(tmp_path / "runs"), "--run-id", "two", "--no-progress", "--host-telemetry", "off",
+    )  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr
+    run = tmp_path / "runs" / "two"
+    compared = cli("compare", "--ab-engines", "chrome,lightpanda", str(run), "--json")
+    assert compared.returncode == 0, compared.stderr
+    result = canonical.loads(compared.stdout.encode())
+    assert schemas.violations("metewand_compare-2", result) == []
+    assert result["design"] == "paired_engines" and result["group_names"] == ["task", "engines"]
+    rows = [canonical.loads(line) for line in (run / "results.jsonl").read_bytes().splitlines()]
+    for group in result["groups"]:
+        assert group["engines"] == "lightpanda vs chrome" and group["test"] == "signed_rank"
+        passed = {
+            engine: {r["attempt"] for r in rows
+                     if r["task_id"] == group["task"] and r["engine"] == engine and r["status"] == "pass"}
+            for engine in ("chrome", "lightpanda")
+        }  # fmt: skip
+        assert group["pairs"] == len(passed["chrome"] & passed["lightpanda"])
+    bad = cli("compare", "--ab-engines", "chrome,moli", str(run))
+    assert bad.returncode == 2 and "no attempt of moli" in bad.stderr

@@ -482,6 +482,14 @@ def median_interval(
     level = side_level(sample)
     if sample.units(level) < 2:
         return None
+    if sample.n_runs == 1 and (sample.n_launches == 1 or (sample.reps <= 1).all()):
+        # one level varies: the plain bootstrap of the values, whose sorted draws
+        # compare.stats shares between every metric and case of a report
+        from metewand.compare import stats
+
+        values = np.exp(sample.values[~np.isnan(sample.values)])
+        ci = stats.percentile_ci(stats.iid_median_replicates(values, resamples, seed))
+        return (ci[0], ci[1]) if ci else None
     drawn = _resample(sample, level, resamples, np.random.default_rng(seed))
     medians = np.nanmedian(drawn.reshape(resamples, -1), axis=1)
     low, high = np.percentile(np.exp(medians), [2.5, 97.5])
