@@ -71,7 +71,12 @@ def test_resource_metrics_of_profiled_runs_are_comparable(tmp_path: Path) -> Non
     assert result["metric"] == "pss_peak_bytes" and len(result["groups"]) == 12
     measured = [g for g in result["groups"] if g["ratio"] is not None]
     assert measured and all(g["ratio"] == 1.0 for g in measured)
-    assert {g["verdict"] for g in measured} == {"no change"}
+    for group in measured:  # some tasks have fewer than 5 passing attempts: too few to judge
+        if group["units"][0] >= 5:
+            assert group["verdict"] == "no change", group
+        else:
+            assert group["verdict"] == "not comparable", group
+            assert group["verdict_reason"] == f"n={group['units'][0]} < 5"
     assert result["regression"] is False
 
 
