@@ -381,6 +381,7 @@ class Expect:
     check: Check
     long: bool = False  # only with METEWAND_LONG_EXAMPLES=1
     corpus: bool = False  # needs ../shared/corpus/lexbench
+    timeout_s: int = 300  # pytest-timeout's limit for the command (a long example: 3600)
 
 
 SORT = "metewand run examples/sorting/metewand.toml"
@@ -452,8 +453,11 @@ EXPECTED: tuple[Expect, ...] = (
         (0, 1, 2),
         gate_consistent("compare.md", "compare.json", "compare.html"),
     ),  # fmt: skip
-    Expect(
-        f"{SORT} --ab-baseline examples/sorting --run-id ab --no-progress", 0, sorting_ab
+    Expect(  # every attempt twice: 240 of them (5.5 min at load 20 on 2 cores)
+        f"{SORT} --ab-baseline examples/sorting --run-id ab --no-progress",
+        0,
+        sorting_ab,
+        timeout_s=900,
     ),  # fmt: skip
     Expect(
         "metewand compare --ab ab --metric cpu_time_ns --fail-on-regression", 0, ab_gate_passes
@@ -604,7 +608,7 @@ def _literal(expect: Expect) -> str:
 
 
 CASES = [
-    pytest.param(e, id=e.command[:70], marks=[pytest.mark.timeout(3600)] if e.long else [])
+    pytest.param(e, id=e.command[:70], marks=[pytest.mark.timeout(3600 if e.long else e.timeout_s)])
     for e in EXPECTED
 ]
 
