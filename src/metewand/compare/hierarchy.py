@@ -146,7 +146,15 @@ def _statistics(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The hierarchical mean (each run, and each launch inside its run, weighs the same) and the
     estimated variance of that mean from ``level`` down, plus ``external`` (between-run variance
-    known from elsewhere, divided by the number of runs)."""
+    known from elsewhere, divided by the number of runs). A level with one member has no
+    variance: NaN, which the callers read as "no interval"."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return _statistics_of(values, weight, level, external)
+
+
+def _statistics_of(
+    values: np.ndarray, weight: np.ndarray, level: str, external: float
+) -> tuple[np.ndarray, np.ndarray]:
     launch_mean, reps = _launch_means(values, weight)
     launch_real = reps > 0
     run_mean = _run_means(launch_mean, launch_real)
@@ -391,11 +399,11 @@ def _interval(
         if extra.variance > 0:
             parts.append((sign * sign * extra.variance / side.n_runs, extra.df))
     total = sum(v for v, _ in parts)
-    se = math.sqrt(total) if total > 0 else 0.0
+    se = math.sqrt(total) if total > 0 else (0.0 if total == 0 else math.nan)
     df = satterthwaite(parts)
     units = [side.units(level) for side, level in zip(sides, levels, strict=True)]
     if min(units) < 2 or not math.isfinite(se):
-        return estimate, se, df, None, "none"
+        return estimate, math.nan, df, None, "none"
     if se == 0:
         return estimate, se, df, (estimate, estimate), "no spread"
     if min(units) >= BOOTSTRAP_MIN_UNITS:
@@ -418,7 +426,7 @@ def _estimate(
     externals, status, source = _externals(sides, between_run)
     log_ratio, se, df, log_ci, method = _interval(sides, signs, externals, resamples, seed)
     notes = []
-    if status == "not estimable":
+    if status == "not estimable" and len(sides) == 2:  # pairs ran back to back: it cancels
         notes.append("between-run noise could not be estimated (one run per side)")
     if level == REPETITION and any(side.n_values > side.n_launches for side in sides):
         notes.append("one process served every repetition: its launch noise could not be seen")
@@ -503,7 +511,9 @@ def describe(estimate: Estimate) -> dict[str, Any]:
         "ratio_ci95": list(estimate.ci) if estimate.ci is not None else None,
         "unit_level": estimate.level,
         "units": list(estimate.units),
-        "log_standard_error": estimate.standard_error,
+        "log_standard_error": (
+            estimate.standard_error if math.isfinite(estimate.standard_error) else None
+        ),
         "df": estimate.df if math.isfinite(estimate.df) else None,
         "ci_method": estimate.method,
         "between_run": estimate.between_run,
