@@ -29,6 +29,10 @@ have been polluted by others, and the figures say so rather than hide it.
     .venv/bin/python benchmarks/compare_false_alarms.py            # the full acceptance run
     .venv/bin/python benchmarks/compare_false_alarms.py --quick    # 1 of each: does it work?
     .venv/bin/python benchmarks/compare_false_alarms.py --keep --out /tmp/cfa   # keep the runs
+    .venv/bin/python benchmarks/compare_false_alarms.py --reanalyze /tmp/cfa  # judge them again
+
+Runs are recorded in ``WORK/runs.json`` as they finish; ``--out`` on a kept work dir reuses its
+runs and makes only the missing ones.
 """
 
 from __future__ import annotations
@@ -64,13 +68,29 @@ def load() -> str:
 @dataclass
 class Run:
     run_id: str
-    path: Path
-    burner: bool
-    load_before: str
+    kind: str  # aa | ab | planted | planted_ab | browser
+    burner: bool = False
+    load_before: str = ""
     load_after: str = ""
     seconds: float = 0.0
     gate_passed: bool | None = None
     conditions: list[str] = field(default_factory=list)
+
+
+class Ledger:
+    """The runs made so far, in ``work/runs.json`` after each one: the figures are judged from
+    it (``--reanalyze`` judges a kept work dir again without running anything)."""
+
+    def __init__(self, work: Path) -> None:
+        self.path = work / "runs.json"
+        self.runs: dict[str, Run] = {}
+        if self.path.exists():
+            self.runs = {r["run_id"]: Run(**r) for r in json.loads(self.path.read_text())}
+
+    def add(self, run: Run) -> Run:
+        self.runs[run.run_id] = run
+        self.path.write_text(json.dumps([r.__dict__ for r in self.runs.values()], indent=1))
+        return run
 
 
 def metewand(*args: Any, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -83,17 +103,28 @@ def metewand(*args: Any, check: bool = True) -> subprocess.CompletedProcess[str]
     return done
 
 
-def run_tree(tree: Path, run_id: str, work: Path, burner: bool = False,
-             ab_baseline: Path | None = None) -> Run:  # fmt: skip
-    """One run of ``tree``'s manifest (a niced CPU burner beside it when asked)."""
-    record = Run(run_id, work / "runs" / run_id, burner, load())
+def _gate(run: Run, run_dir: Path) -> None:
+    summary = json.loads((run_dir / "host_summary.json").read_text())
+    gate = summary.get("gate") or {}
+    run.gate_passed = gate.get("passed")
+    run.conditions = [t["condition"] for t in gate.get("triggered") or []]
+
+
+def run_tree(
+    ledger: Ledger, work: Path, tree: Path, run: Run, ab_baseline: Path | None = None
+) -> Run:
+    """One run of ``tree``'s manifest (a niced CPU burner beside it when asked); kept runs are
+    not run again."""
+    if run.run_id in ledger.runs:
+        return ledger.runs[run.run_id]
+    run.load_before = load()
     hog = None
-    if burner:
+    if run.burner:
         hog = subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"],
                                start_new_session=True)  # fmt: skip
     started = time.monotonic()
     try:
-        args = ["run", tree / "metewand.toml", "--run-id", run_id, "--out", work / "runs",
+        args = ["run", tree / "metewand.toml", "--run-id", run.run_id, "--out", work / "runs",
                 "--cache-dir", work / "cache", "--quiet"]  # fmt: skip
         if ab_baseline is not None:
             args += ["--ab-baseline", ab_baseline]
@@ -102,21 +133,17 @@ def run_tree(tree: Path, run_id: str, work: Path, burner: bool = False,
         if hog is not None:
             os.killpg(hog.pid, signal.SIGKILL)
             hog.wait()
-    record.seconds = time.monotonic() - started
-    record.load_after = load()
-    summary = json.loads((record.path / "host_summary.json").read_text())
-    gate = summary.get("gate") or {}
-    record.gate_passed = gate.get("passed")
-    record.conditions = [t["condition"] for t in gate.get("triggered") or []]
-    print(f"  run {run_id:12} {record.seconds:6.0f} s  burner={'yes' if burner else 'no ':3}  "
-          f"host gate {'passed' if record.gate_passed else 'FAILED'} "
-          f"{','.join(record.conditions)}  load {record.load_before} -> {record.load_after}",
-          flush=True)  # fmt: skip
-    return record
+    run.seconds, run.load_after = time.monotonic() - started, load()
+    _gate(run, work / "runs" / run.run_id)
+    print(f"  run {run.run_id:12} {run.seconds:6.0f} s  burner={'yes' if run.burner else 'no ':3}  "
+          f"host gate {'passed' if run.gate_passed else 'FAILED'} {','.join(run.conditions)}  "
+          f"load {run.load_before} -> {run.load_after}", flush=True)  # fmt: skip
+    return ledger.add(run)
 
 
 def verdicts(result: dict[str, Any]) -> dict[tuple[str, str], str]:
-    return {(g["case"], g["implementation"]): g["verdict"] for g in result["groups"]}
+    first, second = result["group_names"]
+    return {(g[first], g[second]): g["verdict"] for g in result["groups"]}
 
 
 def compared(*args: Any) -> dict[str, Any]:
@@ -127,89 +154,104 @@ def gate_exit(*args: Any) -> int:
     return metewand("compare", *args, "--fail-on-regression", check=False).returncode
 
 
-def alarms(found: dict[tuple[str, str], str]) -> int:
+def alarms(found: dict[Any, str]) -> int:
     return sum(v in ("slower", "faster") for v in found.values())
 
 
-def separate_aa(tree: Path, work: Path, pairs: int, polluted: int) -> dict[str, Any]:
-    print(f"== A/A of separate runs: {pairs} pairs, a burner beside one run of {polluted}",
+def collect_compute(ledger: Ledger, work: Path, args: argparse.Namespace) -> None:
+    """Every compute run the figures need (the A/A pairs, the A/B runs, the planted runs)."""
+    tree, twin = work / "tree", work / "twin"
+    for copy in (tree, twin):
+        if not copy.exists():
+            shutil.copytree(EXAMPLE, copy, ignore=shutil.ignore_patterns("runs"))
+    planted = work / "planted"
+    if not planted.exists():
+        plant_slowdown(EXAMPLE, PLANTED_IMPLEMENTATION, PLANTED_FRACTION, planted)
+    print(f"== A/A of separate runs: {args.pairs} pairs, a burner beside one run of "
+          f"{args.polluted}; interleaved A/A: {args.ab_runs} runs", flush=True)  # fmt: skip
+    for i in range(args.pairs):
+        burn = i < args.polluted
+        run_tree(ledger, work, tree, Run(f"aa{i}a", "aa", burner=burn and i % 2 == 0))
+        run_tree(ledger, work, tree, Run(f"aa{i}b", "aa", burner=burn and i % 2 == 1))
+    for i in range(args.ab_runs):
+        run_tree(ledger, work, tree, Run(f"ab{i}", "ab"), ab_baseline=twin)
+    print(f"== planted: {PLANTED_IMPLEMENTATION} +{PLANTED_FRACTION:.0%} of its execute CPU",
           flush=True)  # fmt: skip
-    out: list[dict[str, Any]] = []
-    for i in range(pairs):
-        burn = i < polluted
-        a = run_tree(tree, f"aa{i}a", work, burner=burn and i % 2 == 0)
-        b = run_tree(tree, f"aa{i}b", work, burner=burn and i % 2 == 1)
-        wall, cpu = compared(a.path, b.path), compared(a.path, b.path, "--metric", CPU)
+    for i in range(args.planted_pairs):
+        run_tree(ledger, work, planted, Run(f"pl{i}", "planted"))
+    for i in range(args.planted_ab_runs):
+        run_tree(ledger, work, planted, Run(f"plab{i}", "planted_ab"), ab_baseline=tree)
+
+
+def judge_aa(ledger: Ledger, work: Path) -> list[dict[str, Any]]:
+    """Per A/A pair: both gates' exit codes and the group false alarms of both metrics."""
+    out = []
+    for i in range(sum(1 for r in ledger.runs.values() if r.kind == "aa") // 2):
+        a, b = ledger.runs[f"aa{i}a"], ledger.runs[f"aa{i}b"]
+        pa, pb = work / "runs" / a.run_id, work / "runs" / b.run_id
+        wall, cpu = compared(pa, pb), compared(pa, pb, "--metric", CPU)
         entry = {
-            "pair": i, "burner": burn, "runs": [a.__dict__, b.__dict__],
-            "wall_exit": gate_exit(a.path, b.path),
-            "cpu_exit": gate_exit(a.path, b.path, "--metric", CPU),
+            "pair": i, "burner": a.burner or b.burner, "gates_passed": [a.gate_passed, b.gate_passed],
+            "wall_exit": gate_exit(pa, pb), "cpu_exit": gate_exit(pa, pb, "--metric", CPU),
             "wall_alarms": alarms(verdicts(wall)), "cpu_alarms": alarms(verdicts(cpu)),
-            "groups": len(wall["groups"]), "wall_counts": wall["counts"], "cpu_counts": cpu["counts"],
-            "load": f"{a.load_before} -> {b.load_after}",
+            "groups": len(wall["groups"]), "load": f"{a.load_before} -> {b.load_after}",
         }  # fmt: skip
         out.append(entry)
-        print(f"  pair {i}: burner={burn}  wall gate exit {entry['wall_exit']}, CPU gate exit "
-              f"{entry['cpu_exit']}; false alarms wall {entry['wall_alarms']}, CPU "
+        print(f"  A/A pair {i}: burner={entry['burner']}  wall gate exit {entry['wall_exit']}, CPU "
+              f"gate exit {entry['cpu_exit']}; false alarms wall {entry['wall_alarms']}, CPU "
               f"{entry['cpu_alarms']} of {entry['groups']} groups  (load {entry['load']})",
               flush=True)  # fmt: skip
-    return {"pairs": out}
+    return out
 
 
-def interleaved_aa(tree: Path, twin: Path, work: Path, runs: int) -> dict[str, Any]:
-    print(f"== A/A interleaved: {runs} runs, --ab-baseline an identical copy", flush=True)
+def judge_ab(ledger: Ledger, work: Path) -> list[dict[str, Any]]:
     out = []
-    for i in range(runs):
-        r = run_tree(tree, f"ab{i}", work, ab_baseline=twin)
-        wall, cpu = compared("--ab", r.path), compared("--ab", r.path, "--metric", CPU)
+    for run in (r for r in ledger.runs.values() if r.kind == "ab"):
+        path = work / "runs" / run.run_id
+        wall, cpu = compared("--ab", path), compared("--ab", path, "--metric", CPU)
         entry = {
-            "run": r.__dict__, "wall_alarms": alarms(verdicts(wall)),
+            "run": run.run_id, "wall_alarms": alarms(verdicts(wall)),
             "cpu_alarms": alarms(verdicts(cpu)), "groups": len(wall["groups"]),
-            "wall_exit": gate_exit("--ab", r.path),
-            "cpu_exit": gate_exit("--ab", r.path, "--metric", CPU),
+            "wall_exit": gate_exit("--ab", path), "cpu_exit": gate_exit("--ab", path, "--metric", CPU),
             "not_comparable": wall["counts"].get("not comparable", 0),
+            "load": f"{run.load_before} -> {run.load_after}",
         }  # fmt: skip
         out.append(entry)
-        print(f"  run {i}: false alarms wall {entry['wall_alarms']}, CPU {entry['cpu_alarms']} "
-              f"of {entry['groups']}; gate exits wall {entry['wall_exit']}, CPU "
-              f"{entry['cpu_exit']}  (load {r.load_before} -> {r.load_after})", flush=True)  # fmt: skip
-    return {"runs": out}
+        print(f"  interleaved A/A {run.run_id}: false alarms wall {entry['wall_alarms']}, CPU "
+              f"{entry['cpu_alarms']} of {entry['groups']}; gate exits wall {entry['wall_exit']}, "
+              f"CPU {entry['cpu_exit']}  (load {entry['load']})", flush=True)  # fmt: skip
+    return out
 
 
 def detection(result: dict[str, Any]) -> tuple[int, int, int]:
     """(planted groups called slower, planted groups, other groups flagged)."""
     found = verdicts(result)
     planted = [v for (_, impl), v in found.items() if impl == PLANTED_IMPLEMENTATION]
-    others = [v for (_, impl), v in found.items() if impl != PLANTED_IMPLEMENTATION]
-    return planted.count("slower"), len(planted), alarms(dict(enumerate(others)))  # type: ignore[arg-type]
+    others = {key: v for key, v in found.items() if key[1] != PLANTED_IMPLEMENTATION}
+    return planted.count("slower"), len(planted), alarms(others)
 
 
-def planted_runs(
-    tree: Path, planted: Path, work: Path, bases: list[Path], ab_runs: int
-) -> dict[str, Any]:
-    print(f"== planted: {PLANTED_IMPLEMENTATION} +{PLANTED_FRACTION:.0%} of its execute CPU",
-          flush=True)  # fmt: skip
-    separate = []
-    for i, base in enumerate(bases):
-        r = run_tree(planted, f"pl{i}", work)
+def judge_planted(ledger: Ledger, work: Path) -> dict[str, list[dict[str, Any]]]:
+    """Separate: each planted run against the A/A pair's first run of the same index;
+    interleaved: each A/B run of the planted tree."""
+    out: dict[str, list[dict[str, Any]]] = {"separate": [], "interleaved": []}
+    for run in ledger.runs.values():
+        if run.kind not in ("planted", "planted_ab"):
+            continue
+        path = work / "runs" / run.run_id
+        design = "separate" if run.kind == "planted" else "interleaved"
+        base = ["--ab", path] if design == "interleaved" else [
+            work / "runs" / f"aa{run.run_id.removeprefix('pl')}a", path
+        ]  # fmt: skip
         for metric in (WALL, CPU):
-            hit, total, other = detection(compared(base, r.path, "--metric", metric))
-            separate.append({"pair": i, "metric": metric, "detected": hit, "groups": total,
-                             "others_flagged": other, "load": f"{r.load_before} -> {r.load_after}"})  # fmt: skip
-            print(f"  separate {i} {metric}: slower in {hit}/{total} planted groups, "
-                  f"{other} other groups flagged  (load {r.load_before} -> {r.load_after})",
-                  flush=True)  # fmt: skip
-    interleaved = []
-    for i in range(ab_runs):
-        r = run_tree(planted, f"plab{i}", work, ab_baseline=tree)
-        for metric in (WALL, CPU):
-            hit, total, other = detection(compared("--ab", r.path, "--metric", metric))
-            interleaved.append({"run": i, "metric": metric, "detected": hit, "groups": total,
-                                "others_flagged": other, "load": f"{r.load_before} -> {r.load_after}"})  # fmt: skip
-            print(f"  interleaved {i} {metric}: slower in {hit}/{total} planted groups, "
-                  f"{other} other groups flagged  (load {r.load_before} -> {r.load_after})",
-                  flush=True)  # fmt: skip
-    return {"separate": separate, "interleaved": interleaved}
+            hit, total, other = detection(compared(*base, "--metric", metric))
+            out[design].append({"run": run.run_id, "metric": metric, "detected": hit,
+                                "groups": total, "others_flagged": other,
+                                "load": f"{run.load_before} -> {run.load_after}"})  # fmt: skip
+            print(f"  planted {design} {run.run_id} {metric}: slower in {hit}/{total} planted "
+                  f"groups, {other} other groups flagged  (load {run.load_before} -> "
+                  f"{run.load_after})", flush=True)  # fmt: skip
+    return out
 
 
 # ---- the browser suite -------------------------------------------------------------------------
@@ -249,24 +291,25 @@ def loop_corpus(root: Path, heavier: float) -> Path:
     return root
 
 
-def browser_run(work: Path, run_id: str, engines: str, k: int, tasks: Path | None) -> Run:
-    record = Run(run_id, work / "runs" / run_id, False, load())
+def browser_run(ledger: Ledger, work: Path, run: Run, engines: str, k: int,
+                tasks: Path | None) -> Run:  # fmt: skip
+    if run.run_id in ledger.runs:
+        return ledger.runs[run.run_id]
+    run.load_before = load()
     started = time.monotonic()
-    args = ["browser", "run", "--engines", engines, "--k", k, "--seed", "7", "--run-id", run_id,
-            "--out", work / "runs", "--no-progress"]  # fmt: skip
+    args = ["browser", "run", "--engines", engines, "--k", k, "--seed", "7", "--run-id",
+            run.run_id, "--out", work / "runs", "--no-progress"]  # fmt: skip
     if tasks is not None:
         args += ["--tasks", tasks]
     done = metewand(*args, check=False)
     if done.returncode not in (0, 1):  # 1: some attempt ended infra/crash (counted, not judged)
-        raise SystemExit(f"browser run {run_id}: exit {done.returncode}\n{done.stderr[-3000:]}")
-    record.seconds, record.load_after = time.monotonic() - started, load()
-    gate = (json.loads((record.path / "host_summary.json").read_text()).get("gate")) or {}
-    record.gate_passed = gate.get("passed")
-    record.conditions = [t["condition"] for t in gate.get("triggered") or []]
-    print(f"  browser run {run_id:10} {record.seconds:6.0f} s  host gate "
-          f"{'passed' if record.gate_passed else 'FAILED'} {','.join(record.conditions)}  "
-          f"load {record.load_before} -> {record.load_after}", flush=True)  # fmt: skip
-    return record
+        raise SystemExit(f"browser run {run.run_id}: exit {done.returncode}\n{done.stderr[-3000:]}")
+    run.seconds, run.load_after = time.monotonic() - started, load()
+    _gate(run, work / "runs" / run.run_id)
+    print(f"  browser run {run.run_id:16} {run.seconds:6.0f} s  host gate "
+          f"{'passed' if run.gate_passed else 'FAILED'} {','.join(run.conditions)}  "
+          f"load {run.load_before} -> {run.load_after}", flush=True)  # fmt: skip
+    return ledger.add(run)
 
 
 def _browser_counts(result: dict[str, Any], slowed: str | None) -> dict[str, Any]:
@@ -277,57 +320,65 @@ def _browser_counts(result: dict[str, Any], slowed: str | None) -> dict[str, Any
             "slowed_groups": len(hit), "not_comparable": list(found.values()).count("not comparable")}  # fmt: skip
 
 
-def browser_figures(work: Path, k: int, builtin: bool) -> dict[str, Any]:
+def collect_browser(ledger: Ledger, work: Path, k: int, builtin: bool) -> None:
     """A/A of two browser runs (the built-in suite, or the loop corpus with --quick), and the
-    loop corpus with chrome's pages 20% heavier."""
+    loop corpus with chrome's pages 20% heavier (lightpanda's from a run of their own)."""
     print(f"== browser: A/A of two runs (k={k}) and chrome slowed by a 20% heavier page",
           flush=True)  # fmt: skip
-    loops, heavy = loop_corpus(work / "loops", 1.0), loop_corpus(work / "loops-heavy", 1.2)
+    loops, heavy = work / "loops", work / "loops-heavy"
+    if not loops.exists():
+        loop_corpus(loops, 1.0)
+        loop_corpus(heavy, 1.2)
     corpus = None if builtin else loops
-    a = browser_run(work, "br_a", "chrome,lightpanda", k, corpus)
-    b = browser_run(work, "br_b", "chrome,lightpanda", k, corpus)
-    out: dict[str, Any] = {"aa_corpus": "built-in" if builtin else "loops", "aa": {}}
+    for run_id in ("br_a", "br_b"):
+        browser_run(ledger, work, Run(run_id, "browser"), "chrome,lightpanda", k, corpus)
+    browser_run(ledger, work, Run("br_base", "browser"), "chrome,lightpanda", k, loops)
+    browser_run(ledger, work, Run("br_chrome_heavy", "browser"), "chrome", k, heavy)
+    browser_run(ledger, work, Run("br_lp_same", "browser"), "lightpanda", k, loops)
+
+
+def judge_browser(ledger: Ledger, work: Path) -> dict[str, Any] | None:
+    if "br_lp_same" not in ledger.runs:
+        return None
+    runs = {
+        r: work / "runs" / r for r in ("br_a", "br_b", "br_base", "br_chrome_heavy", "br_lp_same")
+    }
+    out: dict[str, Any] = {"aa": {}, "planted": {}}
+    span = f"{ledger.runs['br_a'].load_before} -> {ledger.runs['br_b'].load_after}"
+    planted_span = f"{ledger.runs['br_base'].load_before} -> {ledger.runs['br_lp_same'].load_after}"
     for metric in ("duration_ms", "engine_cpu_ns"):
-        counts = _browser_counts(compared(a.path, b.path, "--metric", metric), None)
-        out["aa"][metric] = {**counts, "load": f"{a.load_before} -> {b.load_after}"}
-        print(f"  A/A {metric}: {counts['alarms']} false alarms of {counts['groups']} groups "
-              f"({counts['not_comparable']} not comparable)  (load {a.load_before} -> "
-              f"{b.load_after})", flush=True)  # fmt: skip
-    base = browser_run(work, "br_base", "chrome,lightpanda", k, loops)
-    slow = browser_run(work, "br_chrome_heavy", "chrome", k, heavy)
-    rest = browser_run(work, "br_lp_same", "lightpanda", k, loops)
-    out["planted"] = {}
-    for metric in ("duration_ms", "engine_cpu_ns"):
-        result = compared("--base", base.path, "--new", slow.path, "--new", rest.path,
-                          "--metric", metric)  # fmt: skip
+        counts = _browser_counts(compared(runs["br_a"], runs["br_b"], "--metric", metric), None)
+        out["aa"][metric] = {**counts, "load": span}
+        print(f"  browser A/A {metric}: {counts['alarms']} false alarms of {counts['groups']} "
+              f"groups ({counts['not_comparable']} not comparable)  (load {span})", flush=True)  # fmt: skip
+        result = compared("--base", runs["br_base"], "--new", runs["br_chrome_heavy"], "--new",
+                          runs["br_lp_same"], "--metric", metric)  # fmt: skip
         counts = _browser_counts(result, "chrome")
-        out["planted"][metric] = {**counts, "load": f"{base.load_before} -> {rest.load_after}"}
-        print(f"  planted {metric}: chrome slower in {counts['detected']}/"
+        out["planted"][metric] = {**counts, "load": planted_span}
+        print(f"  browser planted {metric}: chrome slower in {counts['detected']}/"
               f"{counts['slowed_groups']} groups, {counts['alarms']} lightpanda groups flagged  "
-              f"(load {base.load_before} -> {rest.load_after})", flush=True)  # fmt: skip
+              f"(load {planted_span})", flush=True)  # fmt: skip
     return out
 
 
-def summary(aa: dict, ab: dict, planted: dict) -> list[str]:
+def summary(aa: list, ab: list, planted: dict) -> list[str]:
     """The acceptance figures, one line each."""
-    pairs = aa["pairs"]
-    quiet = [p for p in pairs if not p["burner"]]
-    dirty = [p for p in pairs if p["burner"]]
-    groups = sum(p["groups"] for p in pairs)
+    quiet = [p for p in aa if not p["burner"]]
+    dirty = [p for p in aa if p["burner"]]
+    groups = sum(p["groups"] for p in aa)
     counted = sum(p["wall_alarms"] for p in quiet) + sum(p["cpu_alarms"] for p in dirty)
     lines = [
-        f"separate A/A: {len(pairs)} pairs, gate exit 1 in "
-        f"{sum(p['wall_exit'] == 1 or p['cpu_exit'] == 1 for p in pairs)} pairs; wall gate exits "
-        f"{[p['wall_exit'] for p in pairs]}, CPU gate exits {[p['cpu_exit'] for p in pairs]}",
+        f"separate A/A: {len(aa)} pairs, gate exit 1 in "
+        f"{sum(p['wall_exit'] == 1 or p['cpu_exit'] == 1 for p in aa)} pairs; wall gate exits "
+        f"{[p['wall_exit'] for p in aa]}, CPU gate exits {[p['cpu_exit'] for p in aa]}",
         f"separate A/A: {counted} group false alarms of {groups} (quiet pairs on wall, burner "
-        f"pairs on CPU); all pairs on wall {sum(p['wall_alarms'] for p in pairs)}, on CPU "
-        f"{sum(p['cpu_alarms'] for p in pairs)}",
-        f"separate A/A: host gate failed in {sum(not r['gate_passed'] for p in pairs for r in p['runs'])}"
-        f" of {2 * len(pairs)} runs (burner runs: {sum(p['burner'] for p in pairs)})",
-        f"interleaved A/A: {len(ab['runs'])} runs, false alarms wall "
-        f"{sum(r['wall_alarms'] for r in ab['runs'])}, CPU {sum(r['cpu_alarms'] for r in ab['runs'])}"
-        f" of {sum(r['groups'] for r in ab['runs'])} groups; gate exits wall "
-        f"{[r['wall_exit'] for r in ab['runs']]}, CPU {[r['cpu_exit'] for r in ab['runs']]}",
+        f"pairs on CPU); all pairs on wall {sum(p['wall_alarms'] for p in aa)}, on CPU "
+        f"{sum(p['cpu_alarms'] for p in aa)}",
+        f"separate A/A: host gate failed in {sum(g is False for p in aa for g in p['gates_passed'])}"
+        f" of {2 * len(aa)} runs (runs with our burner: {len(dirty)})",
+        f"interleaved A/A: {len(ab)} runs, false alarms wall {sum(r['wall_alarms'] for r in ab)}, "
+        f"CPU {sum(r['cpu_alarms'] for r in ab)} of {sum(r['groups'] for r in ab)} groups; gate "
+        f"exits wall {[r['wall_exit'] for r in ab]}, CPU {[r['cpu_exit'] for r in ab]}",
     ]
     for design in ("separate", "interleaved"):
         for metric in (WALL, CPU):
@@ -338,6 +389,26 @@ def summary(aa: dict, ab: dict, planted: dict) -> list[str]:
             lines.append(f"planted {design} {metric}: detected {hit}/{total} ({rate}), other "
                          f"groups flagged {other}")  # fmt: skip
     return lines
+
+
+def judge(work: Path) -> None:
+    """Every figure from the runs in ``work/runs.json``, printed and kept in summary.json."""
+    ledger = Ledger(work)
+    print(f"== judging the runs of {work} (host load now {load()})", flush=True)
+    aa, ab = judge_aa(ledger, work), judge_ab(ledger, work)
+    planted = judge_planted(ledger, work)
+    browser = judge_browser(ledger, work)
+    lines = summary(aa, ab, planted)
+    for name, block in (browser or {}).items():
+        for metric, counts in block.items():
+            lines.append(f"browser {name} {metric}: {counts}")
+    print(f"== summary (host load now {load()})")
+    for line in lines:
+        print(f"  {line}")
+    document = {"separate_aa": aa, "interleaved_aa": ab, "planted": planted, "browser": browser,
+                "runs": [r.__dict__ for r in ledger.runs.values()], "summary": lines}  # fmt: skip
+    (work / "summary.json").write_text(json.dumps(document, indent=1, default=str))
+    print(f"figures: {work / 'summary.json'}")
 
 
 def main() -> None:
@@ -352,7 +423,12 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="compute figures only")
     parser.add_argument("--out", type=Path, default=None, help="work dir (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the runs (default: removed)")
+    parser.add_argument("--reanalyze", type=Path, default=None, metavar="DIR",
+                        help="judge the runs of a kept work dir again; run nothing")  # fmt: skip
     args = parser.parse_args()
+    if args.reanalyze:
+        judge(args.reanalyze)
+        return
     if args.quick:
         args.pairs, args.polluted, args.ab_runs = 2, 1, 1
         args.planted_pairs, args.planted_ab_runs, args.browser_k = 1, 1, 5
@@ -360,32 +436,11 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     print(f"work dir {work}; host load {load()} (1/5/15 min); {os.cpu_count()} CPUs", flush=True)
     try:
-        tree = work / "tree"
-        shutil.copytree(EXAMPLE, tree, ignore=shutil.ignore_patterns("runs"))
-        twin = work / "twin"
-        shutil.copytree(EXAMPLE, twin, ignore=shutil.ignore_patterns("runs"))
-        planted = plant_slowdown(
-            EXAMPLE, PLANTED_IMPLEMENTATION, PLANTED_FRACTION, work / "planted"
-        )
-        aa = separate_aa(tree, work, args.pairs, args.polluted)
-        ab = interleaved_aa(tree, twin, work, args.ab_runs)
-        quiet_bases = [work / "runs" / f"aa{i}a" for i in range(args.pairs)][: args.planted_pairs]
-        found = planted_runs(tree, planted, work, quiet_bases, args.planted_ab_runs)
-        lines = summary(aa, ab, found)
-        browser = None
+        ledger = Ledger(work)  # a kept work dir's runs are reused, not run again
+        collect_compute(ledger, work, args)
         if not args.no_browser:
-            browser = browser_figures(work, args.browser_k, builtin=not args.quick)
-            for name, block in (("A/A", browser["aa"]), ("planted", browser["planted"])):
-                for metric, counts in block.items():
-                    lines.append(f"browser {name} {metric}: {counts}")
-        print(f"== summary (host load now {load()})")
-        for line in lines:
-            print(f"  {line}")
-        (work / "summary.json").write_text(json.dumps(
-            {"separate_aa": aa, "interleaved_aa": ab, "planted": found, "browser": browser,
-             "summary": lines},
-            indent=1, default=str))  # fmt: skip
-        print(f"figures: {work / 'summary.json'}")
+            collect_browser(ledger, work, args.browser_k, builtin=not args.quick)
+        judge(work)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
