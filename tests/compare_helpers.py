@@ -27,15 +27,22 @@ def sorting_copy(directory: Path, repetitions: int = 2) -> Path:
 
 
 def sorting_manifest(
-    directory: Path, slowdown: float = 1.0, repetitions: int = 5, delay_ms: int = 40
+    directory: Path,
+    slowdown: float = 1.0,
+    repetitions: int = 5,
+    delay_ms: int = 40,
+    burn: bool = False,
 ) -> Path:
     """The sorting example's datasets and evaluator with two delayed built-in-sort workers.
 
-    ``slow`` sleeps ``delay_ms * slowdown`` per execute; ``steady`` always sleeps ``delay_ms``.
+    ``slow`` sleeps ``delay_ms * slowdown`` per execute; ``steady`` always sleeps ``delay_ms``;
+    with ``burn`` they spend that time on the CPU instead of asleep.
     """
     env = (
         f'METEWAND_SORTING_WORKERS = "{SORTING / "workers"}", METEWAND_TEST_DELAY_MS = "{delay_ms}"'
     )
+    if burn:
+        env += ', METEWAND_TEST_BURN = "1"'
     body = f"""version = 1
 name = "sorting-delay"
 

@@ -66,17 +66,19 @@ def _burning_run(manifest: Path, tmp: Path, run_id: str) -> Path:
 
 
 def test_a_polluted_pair_refuses_a_wall_time_gate_and_allows_cpu(tmp_path: Path) -> None:
-    manifest = sorting_manifest(tmp_path, 1.0, 5, 60)
+    manifest = sorting_manifest(tmp_path, 1.0, 5, 60, burn=True)
     base, new = _burning_run(manifest, tmp_path, "b"), _burning_run(manifest, tmp_path, "n")
     refused = metewand("compare", base, new, "--fail-on-regression", check=False)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "refuses to judge wall time (timed_wall_time_ns) over a polluted host" in refused.stderr
     assert "BASE run b: " in refused.stderr and "foreign_cpu_load (foreign CPU" in refused.stderr
     assert "--allow-polluted" in refused.stderr and "--metric cpu_time_ns" in refused.stderr
-    allowed = metewand("compare", base, new, "--fail-on-regression", "--allow-polluted", "--json")
-    result = _json(allowed)  # exit 0: an A/A, judged
+    allowed = metewand("compare", base, new, "--fail-on-regression", "--allow-polluted", "--json",
+                       check=False)  # fmt: skip
+    assert allowed.returncode in (0, 1), allowed.stderr  # judged, not refused: wall may drift
+    result = _json(allowed)
     assert result["pollution"]["unreliable"][0] == "wall"
-    assert {g["verdict"] for g in result["groups"]} == {"no change"}
+    assert (allowed.returncode == 1) == result["regression"]
     assert all(g["companion"]["ratio"] is not None for g in result["groups"])  # CPU beside wall
     cpu = metewand("compare", base, new, "--fail-on-regression", "--metric", "cpu_time_ns",
                    "--format", "md", "--out", tmp_path / "cmp")  # fmt: skip
