@@ -170,8 +170,8 @@ def notes(result: Mapping[str, Any]) -> list[str]:
 def method_text(result: Mapping[str, Any]) -> str:
     gate, stats = result["gate"], result["statistics"]
     return (
-        f"A group is slower/faster only when the whole 95% CI of NEW/BASE (ratio of geometric "
-        f"means; hierarchical bootstrap-t over runs ⊃ process launches ⊃ repetitions, "
+        f"A group is slower/faster only when the whole 95% CI of NEW/BASE (ratio of 20%-trimmed "
+        f"geometric means; hierarchical bootstrap-t over runs ⊃ process launches ⊃ repetitions, "
         f"{stats['resamples']} resamples, seed {stats['seed']}) lies beyond "
         f"±{result['threshold'] * 100:g}% and a rank test over the independent units is "
         f"significant after Benjamini–Hochberg over the {gate['family_size']} comparable groups "

@@ -13,6 +13,8 @@ the log of a ratio of geometric means and a level's standard deviation reads as 
 spread (0.05 ≈ 5%).
 
 - A ``Nested`` sample keeps, per run, its launches, and per launch its repetitions.
+- A side's own units are summarised by their 20%-trimmed mean (``_trimmed``): on a loaded host
+  one attempt in a dozen can come out 2x its neighbours, and a plain mean follows it.
 - The *unit level* of a comparison is the highest level with at least two members on each
   side: runs when both sides have several runs, else process launches, else repetitions (one
   process served them all, so its launch's noise cannot be seen). Its members are the
@@ -497,7 +499,8 @@ def two_sample(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
 ) -> Estimate:
-    """NEW/BASE as a ratio of hierarchical geometric means, with its CI.
+    """NEW/BASE as a ratio of hierarchical geometric means (each side's units 20%-trimmed), with
+    its CI.
 
     ``between_run``: a per-group between-run variance known from elsewhere (the run history of
     earlier runs); it is added to each side judged below the run level, and it replaces the

@@ -6,7 +6,7 @@ A group is judged "slower" (or "faster") only when all of these hold:
    level (runs when both sides have several; else process launches; else repetitions, see
    ``hierarchy``): fewer is "not comparable (n=2 < 5)", whatever the numbers say, and the gate
    does not count it;
-2. the 95% CI of NEW/BASE (a hierarchical bootstrap-t of the ratio of geometric means) lies wholly
+2. the 95% CI of NEW/BASE (a hierarchical bootstrap-t of the ratio of trimmed geometric means) lies wholly
    beyond ``threshold`` (above 1 + threshold, or below 1 - threshold);
 3. a rank test over the units (rank-sum for separate runs, signed-rank for pairs) is significant
    after Benjamini–Hochberg over every comparable group of the comparison (q <= ``alpha``).
