@@ -128,6 +128,12 @@ def test_rank_tests_give_the_exact_smallest_p() -> None:
     assert significance.smallest_p((5, 5), paired=False) == pytest.approx(2 / 252)
     assert significance.signed_rank_test([0.1] * 8) == pytest.approx(2 / 256)
     assert significance.signed_rank_test([0.1, -0.1] * 4) == pytest.approx(1.0)
+    # tied units take the permutation path: the same extremes, exactly
+    assert significance.rank_sum_test([1, 1, 2, 3, 4], [6, 7, 8, 9, 10]) == pytest.approx(2 / 252)
+    # one unit a side (a run compared with itself, one attempt a group): no test, no crash
+    assert significance.rank_sum_test([5.0], [5.0]) is None
+    assert significance.rank_sum_test([5.0], [5.0, 5.0]) == pytest.approx(1.0)
+    assert significance.signed_rank_test([0.0]) is None
 
 
 def test_rank_tests_hold_their_level_under_the_null() -> None:
