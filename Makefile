@@ -28,6 +28,15 @@ $(SYSTEM_STAMP): | $(PY)
 	      chromium chromium-driver hyperfine >/dev/null; \
 	  else echo "warning: cannot install chromium/chromedriver/hyperfine here (need root and apt-get)"; fi; \
 	fi
+	@# R and jsonlite for the Rust dialect's "r" runner (examples/rust-dialect/metewand-r.toml and
+	@# its test); without recommends: six packages, ~25 s here. Julia has no Debian package.
+	@if ! command -v Rscript >/dev/null 2>&1 || ! Rscript -e 'library(jsonlite)' >/dev/null 2>&1; then \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends r-base-core r-cran-jsonlite >/dev/null \
+	      || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	        --no-install-recommends r-base-core r-cran-jsonlite >/dev/null)); \
+	  else echo "warning: cannot install r-base-core/r-cran-jsonlite here (need root and apt-get)"; fi; \
+	fi
 	touch $@
 
 # The Node driver clients, exactly as locked, into drivers/node/node_modules (never globally).

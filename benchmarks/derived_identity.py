@@ -16,8 +16,9 @@ resource_summary.json and resource-card.md) and host_summary.json. Each file is 
 - JSON is compared as data (keys, value types, masked values), text line by line, CSV lines
   sorted (a row's place follows the seeded order, which hashes the source tree).
 
-Beyond the derived files: the per-key status (and failure code) of every row, the manifest's key
-set (top level and ``data``), and the list of files in the run directory. Exit 0 when every
+Beyond the derived files: the per-key status (and failure code) of every row, every row's field
+paths (its keys, nested, list items taken together: the layout the peer's readers rely on), the
+manifest's key set (top level and ``data``), and the list of files in the run directory. Exit 0 when every
 comparison holds, 1 when one differs (each difference is printed), 2 on bad arguments.
 """
 
@@ -168,6 +169,24 @@ def _rows(run_dir: Path) -> list[tuple[str, Any, Any]]:
     return sorted(statuses, key=str)
 
 
+def _field_paths(value: Any, prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            paths |= {f"{prefix}/{key}", *_field_paths(item, f"{prefix}/{key}")}
+    elif isinstance(value, list):
+        for item in value:
+            paths |= _field_paths(item, f"{prefix}[]")
+    return paths
+
+
+def _row_fields(run_dir: Path) -> dict[str, list[str]]:
+    """Each row's field paths, by key (ids masked)."""
+    rows = (json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()
+            if line.strip())  # fmt: skip
+    return {KEY_ID.sub("@<id>", row["key"]): sorted(_field_paths(row)) for row in rows}
+
+
 def _manifest_keys(run_dir: Path) -> tuple[list[str], list[str]]:
     manifest = json.loads((run_dir / "run_manifest.json").read_bytes())
     return sorted(manifest), sorted(manifest.get("data", {}))
@@ -210,6 +229,7 @@ def compare(before: Path, after: Path, scratch: Path) -> list[str]:
             print(f"same: {label}")
     checks = {
         "row statuses per key": (_rows(before), _rows(after)),
+        "row field paths per key": (_row_fields(before), _row_fields(after)),
         "manifest keys (top level, data)": (_manifest_keys(before), _manifest_keys(after)),
         "files in the run directory": (_listing(before), _listing(after)),
     }

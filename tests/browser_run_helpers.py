@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 from metewand.suites.browser.driver_registry import DRIVER_PATHS
 from shared_paths import LEXBENCH, lexbench_or_skip
+from watchdog_helpers import kill_runner_and_watchdog
 
 REPO = Path(__file__).resolve().parents[1]
 __all__ = ["LEXBENCH", "lexbench_or_skip"]
@@ -42,7 +42,7 @@ def run_killed_after_rows(run_args: list[str], out: Path, run_id: str, rows: int
             assert proc.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "the run produced no rows in time"
             time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
+        kill_runner_and_watchdog(proc.pid)  # else the watchdog leaves nothing to sweep
         proc.wait(10)
     finally:
         if proc.poll() is None:

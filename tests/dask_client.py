@@ -9,10 +9,7 @@ import argparse
 import sys
 
 import dask_helpers
-from metewand.runtime.dask_executor import DaskExecutor
-from metewand.runtime.dask_run import run_into_store
 from metewand.runtime.store import RunStore
-from metewand.runtime.suite import build
 
 
 def main() -> int:
@@ -30,10 +27,9 @@ def main() -> int:
         store = RunStore.open(f"{args.out}/{args.run_id}")
     else:
         store = RunStore.create(args.out, args.run_id, {"suite": ref.kind})
-    with store, DaskExecutor(ref, scheduler=args.scheduler, local_workers=args.dask_local) as ex:
-        tally = run_into_store(ex, build(ref).units(), store)
-        store.set_state("complete")
-    print(f"written {tally.rows_written} skipped {tally.rows_skipped} lost {tally.lost_tries}")
+    with store:
+        rows = dask_helpers.run_on_dask(store, ref, args.scheduler, args.dask_local)
+    print(f"written {len(rows)} ")
     return 0
 
 

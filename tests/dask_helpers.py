@@ -21,7 +21,10 @@ from typing import Any
 
 from metewand.runtime import suite as suite_registry
 from metewand.runtime.dask_executor import quiet_worker_env
-from metewand.runtime.suite import Row, SuiteRef, Unit
+from metewand.runtime.progress import ReporterFactory, null_reporter
+from metewand.runtime.run import Run
+from metewand.runtime.store import RunStore
+from metewand.runtime.suite import Row, SuiteRef, Unit, build
 
 KIND = "test-pair-sleep"
 HERE = Path(__file__).resolve().parent
@@ -100,6 +103,30 @@ def from_ref(ref: SuiteRef) -> PairSleepSuite:
 def ref(units: int, sleep_s: float) -> SuiteRef:
     suite_registry.register(KIND, "dask_helpers:from_ref")
     return SuiteRef(KIND, {"units": units, "sleep_s": sleep_s})
+
+
+def run_on_dask(
+    store: RunStore,
+    ref: SuiteRef,
+    scheduler: str | None = None,
+    local_workers: int | None = None,
+    reporter: ReporterFactory = null_reporter,
+) -> list[Row]:
+    """The suite's units the store lacks, on the path both suites' runners take for
+    ``--executor dask`` (the run lifecycle over a DaskExecutor); this session's rows.
+
+    As a real suite's ``units()`` does, a unit cut short by a client kill keeps only its keys
+    without a row."""
+    from metewand.runtime.dask_run import execute_on_dask
+
+    suite = build(ref)
+    done = store.finished_keys()
+    units = [
+        Unit(tuple(key for key in unit.keys if key not in done), unit.payload)
+        for unit in suite.units()
+        if not set(unit.keys) <= done
+    ]
+    return execute_on_dask(Run(store, None, reporter), suite, ref, units, scheduler, local_workers)
 
 
 def free_port() -> int:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from browser_engine_fixtures import resolved_or_skip
+from metewand.suites.browser.adapter_attempt import graded_view
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
 from metewand.suites.browser.driver_registry import (
@@ -58,9 +59,10 @@ def chrome_bench(log_dir: Path) -> Iterator[Bench]:
     return engine_bench("chrome", log_dir)
 
 
-def engine_bench(name: str, log_dir: Path) -> Iterator[Bench]:
+def engine_bench(name: str, log_dir: Path, fixtures: Path | None = None) -> Iterator[Bench]:
+    """A running engine and a fixture server on ``fixtures`` (default: the peer corpus's)."""
     engine = EngineProcess(resolved_or_skip(name), log_dir)
-    server = ServerThread(FixtureServer(corpus_or_skip() / "fixtures"))
+    server = ServerThread(FixtureServer(fixtures or corpus_or_skip() / "fixtures"))
     asyncio.run(engine.start())
     server.start()
     try:
@@ -99,7 +101,10 @@ def run_task(
     binding = load_binding(CATALOG, engine, key) if CATALOG.is_file() else None
     payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
     deadline = payload["task_timeout_ms"] / 1000 + 5.0
-    return asyncio.run(run_adapter(command, payload, deadline, artifact_dir / "stderr.txt"))
+    run = asyncio.run(run_adapter(command, payload, deadline, artifact_dir / "stderr.txt"))
+    # graded as the attempt runner grades it: a server-graded task's value checks, whose
+    # expected values the adapter never got, are graded here from what it saved
+    return graded_view(task, run)[0]
 
 
 def failed_checks(run: AdapterRun) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from driver_helpers import CATALOG, Bench, chrome_bench, found_or_skip, load_task
+from metewand.suites.browser.adapter_attempt import graded_view
 from metewand.suites.browser.adapter_payload import AttemptIds, build_payload
 from metewand.suites.browser.adapter_server import LongLivedAdapter, open_adapter
 from metewand.suites.browser.adapters import AdapterCommand
@@ -40,7 +41,7 @@ SERVED = """
         if what == "garbage":
             print("this is not json", flush=True)
             continue
-        result = {{"ok": True, "answer": "1/1", "observations": {{"checks": [
+        result = {{"ok": True, "answer": "1/1", "attempt_id": payload["attempt_id"], "observations": {{"checks": [
             {{"name": "served_by", "status": "pass", "evidence": str(os.getpid())}}]}}}}
         print(json.dumps(result), flush=True)
 """
@@ -146,12 +147,13 @@ def test_a_served_shipped_adapter_passes_attempt_after_attempt_with_its_own_page
                 artifact_dir = tmp_path / f"{n}-{task_id}"
                 ids = AttemptIds("served", n + 1, "seed0", str(artifact_dir))
                 binding = load_binding(CATALOG, "chrome", key)
-                payload = build_payload(
-                    load_task(subset, task_id), key, bench.endpoint, bench.base_url, ids, binding
-                )
+                task = load_task(subset, task_id)
+                payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
                 run = await runner.run(payload, 35.0, artifact_dir / "stderr.txt")
                 cpu = run.cpu_ns.value if run.cpu_ns is not None else None
-                out.append((run.outcome, run.classification().status, cpu))
+                # graded as a row is: the withheld expected values checked by the runner
+                status = graded_view(task, run)[0].classification().status
+                out.append((run.outcome, status, cpu))
             assert isinstance(runner, LongLivedAdapter) and runner.starts == 1
         finally:
             await runner.close()

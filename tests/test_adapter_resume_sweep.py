@@ -20,6 +20,7 @@ from browser_run_helpers import REPO, alive, configured_adapters, lexbench_or_sk
 from metewand.runtime.owned import OWNED_NAME, sweep
 from metewand.suites.browser.driver_registry import DRIVER_PATHS
 from metewand.suites.browser.leftovers import kill_leftovers
+from watchdog_helpers import kill_runner_and_watchdog
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -77,7 +78,7 @@ def test_a_served_adapter_stuck_when_the_runner_is_killed_is_swept_by_resume(
     )  # fmt: skip
     try:
         grandchild, adapter = _wait_stuck(pid_file, runner)
-        os.kill(runner.pid, signal.SIGKILL)
+        kill_runner_and_watchdog(runner.pid)  # else the watchdog leaves nothing to sweep
         runner.wait(10)
         assert alive(adapter) and alive(grandchild), "the kill must leave the adapter stuck"
         records = _owned(run_dir)

@@ -53,3 +53,34 @@ def test_every_runnable_driver_kind_has_a_runner() -> None:
     # metewand's own CDP drivers, and every driver path's adapter through adapter_attempt.
     assert set(RUNNABLE_PATHS) == set(DRIVERS) | set(BY_TASK_KIND)
     assert not set(DRIVERS) & set(BY_TASK_KIND)
+
+
+def test_browser_list_shows_each_subsets_tags_with_counts() -> None:
+    """Issue #30: which tags exist where, so a --tag never has to be guessed."""
+    corpus = lexbench_or_skip()
+    data = json.loads(cli("browser", "list", "--tasks", str(corpus), "--json").stdout)
+    tags = {s["subset_id"]: s["tags"] for s in data["subsets"]}
+    on_disk: dict[str, dict[str, int]] = {}
+    for path in corpus.glob("tasks/L[12]/*/*.json"):
+        task = json.loads(path.read_text())
+        for tag in task["tags"]:
+            counts = on_disk.setdefault(task["subset_id"], {})
+            counts[tag] = counts.get(tag, 0) + 1
+    assert tags == on_disk
+    assert tags["l1.raw_cdp"]["purpose.smoke"] == 4 and "purpose.smoke" not in tags["l1.playwright"]
+    text = cli("browser", "list", "--tasks", str(corpus)).stdout
+    shown = text.split("  l1.raw_cdp ", 1)[1].split("\n  l1.", 1)[0]  # its tags lines
+    assert "purpose.smoke 4" in " ".join(shown.split())
+
+
+def test_an_empty_selection_says_which_filter_removed_what() -> None:
+    corpus = lexbench_or_skip()
+    done = cli("browser", "run", "--tasks", str(corpus), "--subset", "l1.playwright",
+               "--tag", "purpose.smoke", "--engines", "chrome")  # fmt: skip
+    assert done.returncode == 2
+    assert "--tag purpose.smoke: 4 tasks, all in l1.raw_cdp" in done.stderr, done.stderr
+    assert "--subset l1.playwright: 0 of them (on its own 112 tasks)" in done.stderr
+    done = cli("browser", "run", "--tasks", str(corpus), "--tag", "purpose.smok",
+               "--engines", "chrome")  # fmt: skip
+    assert done.returncode == 2 and "--tag purpose.smok: no task has this tag" in done.stderr
+    assert "did you mean purpose.smoke" in done.stderr

@@ -147,12 +147,12 @@ async def _attempts(
         for attempt in (1, 2):
             phases = Witnessed(group)
             ids = AdapterAttempt("op-marks", attempt, "s0", "http://127.0.0.1:9")
-            outcome, block = await run_attempt(
+            outcome = await run_attempt(
                 task, endpoint, work / f"{mode}-{attempt}", ids, runner_for=runner_for,
                 phases=phases,
             )  # fmt: skip
             assert outcome.status == "pass", (outcome.reason, outcome.checks)
-            out.append((phases, outcome, block))
+            out.append((phases, outcome, outcome.row_fields))
     finally:
         await runner.close()
     return out
@@ -262,11 +262,11 @@ def test_an_attempt_without_marks_gets_no_channel_key_and_an_unmarking_adapter_o
             task, endpoint, tmp_path / "out", ids, runner_for=runner_for, phases=phases
         )
 
-    outcome, _block = asyncio.run(attempt(None))
+    outcome = asyncio.run(attempt(None))
     assert outcome.status == "pass", outcome.reason
     assert "metewand_mark_fd" not in outcome.answer
     phases = AttemptPhases(group, "adapter_run", concurrent=False)
-    outcome, _block = asyncio.run(attempt(phases))
+    outcome = asyncio.run(attempt(phases))
     assert "metewand_mark_fd" in outcome.answer  # offered; this adapter does not use it
     record = phases.to_json()
     assert record["granularity"] == "adapter_run"

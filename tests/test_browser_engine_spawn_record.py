@@ -19,6 +19,7 @@ from pathlib import Path
 from browser_run_helpers import ABOUT_BLANK_TASK, REPO, tiny_corpus
 from metewand.runtime.owned import sweep
 from metewand.suites.browser.leftovers import PID_FILE, kill_leftovers, run_processes
+from watchdog_helpers import kill_runner_and_watchdog
 
 
 def _children(pid: int) -> list[int]:
@@ -58,7 +59,7 @@ def test_engine_killed_runner_left_during_startup_is_found_and_killed(tmp_path: 
             time.sleep(0.05)
         assert engine_pid is not None, "the stand-in engine never started"
         time.sleep(0.5)  # well inside the 20 s readiness wait
-        runner.send_signal(signal.SIGKILL)
+        kill_runner_and_watchdog(runner.pid)  # else the watchdog leaves nothing to sweep
         runner.wait()
         run_dir = out / "r"
         assert (run_dir / PID_FILE).is_file(), "the spawned engine was not recorded"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from browser_engine_fixtures import resolved_or_skip
 from metewand.runtime.owned import OWNED_NAME
 from metewand.suites.browser.leftovers import marked_processes
+from watchdog_helpers import kill_runner_and_watchdog
 
 
 def _recorded_groups(run_dir: Path) -> list[str]:
@@ -49,7 +49,7 @@ def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path)
             time.sleep(0.05)
         else:
             pytest.fail("the profiled run never had a live engine in a recorded group")
-        os.kill(proc.pid, signal.SIGKILL)
+        kill_runner_and_watchdog(proc.pid)  # else the watchdog leaves nothing to sweep
         proc.wait(10)
     finally:
         if proc.poll() is None:

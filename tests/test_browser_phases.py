@@ -148,7 +148,10 @@ def test_a_busy_step_is_charged_to_that_step(engine_in_group: Any, tmp_path: Pat
           f"{all_ns / 1e6:.1f} ms, step's engine CPU {step_ns / 1e6:.1f} ms")  # fmt: skip
     assert burn_ns >= 150e6, "the loop hardly ran: no burn to attribute"
     assert step_ns >= 0.98 * burn_ns
-    assert step_ns <= 1.02 * all_ns + 5e6
+    # above the witnessed threads only by what they cannot see: threads that ended within the
+    # step (absent from its end sample) and the engine's other processes (at load 20 in CI:
+    # 809 ms against 782 ms witnessed)
+    assert step_ns <= 1.05 * all_ns + 30e6
     for neighbour in ("step0:Runtime.evaluate", "step2:Runtime.evaluate"):
         # the burning thread did next to nothing there (1+1 and 2+2), and the group less
         # than in the burn step (what it did do is the engine's own background work)

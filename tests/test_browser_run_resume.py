@@ -12,6 +12,7 @@ from pathlib import Path
 
 from browser_run_helpers import REPO, cli, lexbench_or_skip, manifest_of, rows_of
 from metewand.suites.browser.leftovers import marked_processes, run_processes
+from watchdog_helpers import kill_runner_and_watchdog
 
 TASKS = (
     "pw_raw_runtime_evaluateprimitives", "pw_raw_dom_describenode", "pw_raw_dom_getboxmodel",
@@ -48,7 +49,7 @@ def test_kill_9_then_resume_finishes_and_leaves_no_engine(tmp_path: Path) -> Non
     )  # fmt: skip
     try:
         _wait_rows(run_dir / "results.jsonl", 5, proc)
-        os.kill(proc.pid, signal.SIGKILL)
+        kill_runner_and_watchdog(proc.pid)  # else the watchdog leaves nothing to sweep
         proc.wait(10)
     finally:
         if proc.poll() is None:

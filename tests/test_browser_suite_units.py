@@ -126,7 +126,6 @@ def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: 
     import socket
 
     from metewand.runtime.store import RunStore
-    from metewand.suites.browser.attempt_runner import RunHooks
     from metewand.suites.browser.suite import BrowserSuite
 
     plan = _plan(tmp_path)
@@ -144,5 +143,5 @@ def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: 
     ]  # fmt: skip
     for index, (data, expected) in enumerate(cases):
         with RunStore.create(tmp_path / "runs", f"r{index}", {"suite": "browser", **data}) as store:
-            suite = BrowserSuite(plan, store, None, RunHooks())
+            suite = BrowserSuite(plan, store, None)
             assert suite.identity_of("chrome") == expected, data

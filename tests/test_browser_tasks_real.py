@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from browser_engine_fixtures import running_engine
-from metewand.suites.browser.attempt import AttemptOutcome, run_task_attempt
+from metewand.suites.browser.attempt import AttemptResult, run_task_attempt
 from metewand.suites.browser.cdp import CdpLogRecorder
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures.server import FixtureServer
@@ -36,8 +36,8 @@ def chrome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
 
 def run_tasks(
     engine: EngineProcess, root: Path, tasks: list[Task], out: Path, **kw: Any
-) -> dict[str, AttemptOutcome]:
-    async def go() -> dict[str, AttemptOutcome]:
+) -> dict[str, AttemptResult]:
+    async def go() -> dict[str, AttemptResult]:
         results = {}
         async with FixtureServer(root / "fixtures") as server:
             assert server.base_url is not None and engine.ws_url is not None
@@ -124,7 +124,7 @@ def test_before_cleanup_runs_once_after_grading_before_the_page_closes(
     }  # fmt: skip
     seen: dict[str, list[list[str]]] = {}
 
-    async def go() -> dict[str, AttemptOutcome]:
+    async def go() -> dict[str, AttemptResult]:
         results = {}
         async with FixtureServer(OWN_SUITE / "fixtures") as server:
             assert server.base_url is not None and chrome.ws_url is not None
@@ -200,7 +200,7 @@ def test_engine_killed_mid_attempt_is_crash(tmp_path: Path) -> None:
         "killed", driver=_steps({"sleep_ms": 3000}, {"method": "DOM.enable"}), grader=NO_ERROR
     )
 
-    async def go() -> AttemptOutcome:
+    async def go() -> AttemptResult:
         async with FixtureServer(OWN_SUITE / "fixtures") as server:
             assert server.base_url is not None and engine.ws_url is not None and engine.pid
             asyncio.get_running_loop().call_later(0.8, _kill_group, engine.pid)

@@ -5,8 +5,8 @@ Each documented command has an expectation below (exit status and a check of its
 a documented command without one fails ``test_every_documented_command_has_an_expectation``.
 Commands run once, in the order below (later ones read the runs earlier ones made: sort1,
 base1, prof1, lex1). ``make test`` (this suite itself) and the full demo (``make demo``,
-``metewand demo``: two k=5 runs of the whole built-in suite, many minutes) run only with
-METEWAND_LONG_EXAMPLES=1.
+``metewand demo``: a compute run and two k=5 browser runs, about three minutes on a quiet host;
+``--full``: the whole built-in suite, many minutes) run only with METEWAND_LONG_EXAMPLES=1.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -162,6 +163,21 @@ def listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "chrome" in done.stdout
 
 
+def ops_matrix(done: Done, repo: Path) -> None:
+    """issue #25: the 52 ops x 9 paths, every cell implemented or refused, >= 90% implemented."""
+    last = [line for line in done.stdout.splitlines() if "cells implemented" in line][0]
+    implemented, total = (int(word) for word in last.split()[0:3:2])
+    assert total == 52 * 9 and implemented >= 0.9 * total
+    assert "unsupported op: route_fulfill (selenium cannot" in done.stdout
+
+
+def ops_one_path(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert len(lines) == 52 and any(
+        "REFUSED: unsupported op: route_abort" in line for line in lines
+    )
+
+
 def corpus_listing(done: Done, repo: Path) -> None:
     assert "l1.raw_cdp" in done.stdout and "l1.agent_browser_tool" in done.stdout
     # issue #15: every subset of the corpus runs, each driver path listed found or missing
@@ -236,6 +252,12 @@ def inspect_json(done: Done, repo: Path) -> None:
     assert json.loads(done.stdout)["key"] == "L1/l1.raw_cdp/own_ax_tree/lightpanda/1"
 
 
+def inspect_compute(done: Done, repo: Path) -> None:
+    """Issue #30: a compute attempt by readable selectors; fields it lacks are not shown."""
+    assert "implementation: c-mergesort" in done.stdout and "status: accepted" in done.stdout
+    assert "repetition: 1" in done.stdout and "None" not in done.stdout
+
+
 def status_text(done: Done, repo: Path) -> None:
     assert "state     complete" in done.stdout
     assert f"accepted     {planned(repo)}" in done.stdout
@@ -260,6 +282,10 @@ def clean_all(done: Done, repo: Path) -> None:
     assert "sort1: killed 0 process(es)" in done.stdout
 
 
+def clean_orphans(done: Done, repo: Path) -> None:
+    assert re.match(r"removed \d+ orphan group\(s\)", done.stdout)
+
+
 def status_latest(done: Done, repo: Path) -> None:
     assert f"run       {_newest(repo).name}" in done.stdout
 
@@ -278,9 +304,25 @@ def compute_demo(done: Done, repo: Path) -> None:
 
 
 def full_demo(done: Done, repo: Path) -> None:
-    """Its closing list: the compute report, then the browser baseline's and profiled run's."""
-    listed = done.stdout.split("== reports", 1)[1].split()
-    assert len(listed) == 3 and all(Path(p).is_file() for p in listed), done.stdout[-2000:]
+    """It ends with a verdict per suite, each naming its reports, then its own wall time."""
+    tail = done.stdout.split("== verdict", 1)[1]
+    assert "verdict: compute example sorting" in tail and "verdict: browser engines" in tail
+    for label in ("question:", "answer:", "eligible:", "failures:"):
+        assert tail.count(f"  {label}") >= 2, (label, tail[-3000:])
+    reports = [line.split()[-1] for line in tail.splitlines() if line.startswith("  report:")]
+    assert len(reports) >= 2 and all(Path(p).is_file() for p in reports), tail[-3000:]
+    assert done.stdout.rstrip().splitlines()[-1].startswith("demo took ")
+
+
+def examples_listed(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    names = [line.split(":")[0] for line in lines[::2]]
+    assert "sorting" in names and all(Path(m.strip()).is_file() for m in lines[1::2]), lines
+
+
+def examples_copied(done: Done, repo: Path) -> None:
+    assert (repo / "my-examples" / "sorting" / "metewand.toml").is_file()
+    assert "metewand run my-examples/sorting/metewand.toml" in done.stdout
 
 
 def measured_series(done: Done, repo: Path) -> None:
@@ -374,6 +416,25 @@ def suite_passes(done: Done, repo: Path) -> None:
     assert " passed" in done.stdout
 
 
+def explains(dialect: str) -> Check:
+    def check(done: Done, repo: Path) -> None:
+        assert f"dialect: {dialect} (" in done.stdout
+        assert "runnable here: yes" in done.stdout
+
+    return check
+
+
+def reference_cases_pass(done: Done, repo: Path) -> None:
+    assert "sum case 0: ok: metrics as expected" in done.stdout
+
+
+def conformance_table(done: Done, repo: Path) -> None:
+    lines = done.stdout.splitlines()
+    assert lines[0] == "| family | vectors | same | different |"
+    families = [line for line in lines[2:] if line.startswith("| ")]
+    assert len(families) >= 9 and all(line.endswith("| — |") for line in families), families
+
+
 @dataclass(frozen=True)
 class Expect:
     command: str  # as documented, with metewand spelled `metewand`
@@ -409,6 +470,17 @@ EXPECTED: tuple[Expect, ...] = (
         measured_marks,
     ),
     Expect("metewand plan examples/sorting/metewand.toml", 0, plan_lines),
+    Expect("metewand plan examples/sorting/metewand.toml --explain", 0, explains("metewand")),
+    Expect("metewand plan examples/rust-dialect/metewand.toml --explain", 0, explains("rust")),
+    Expect("metewand reference-cases examples/rust-dialect/metewand.toml", 0, reference_cases_pass),
+    Expect(
+        "metewand reference-cases examples/rust-dialect/metewand.toml --problem sum",
+        0,
+        reference_cases_pass,
+    ),
+    Expect("metewand conformance", 0, conformance_table),
+    Expect("metewand conformance --no-runs", 0, conformance_table),
+    Expect("metewand conformance --no-runs --details", 0, conformance_table),
     Expect("metewand plan examples/sorting/metewand.toml --json | head -3", 0, plan_json_head),
     Expect(SORT, 0, sorting_accepts_all),
     Expect("metewand report latest", 0, reports_written("scorecard.md", "report.html")),
@@ -469,6 +541,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand clean runs/sort1", 0, clean_text),
     Expect("metewand clean sort1 --json", 0, clean_json),
     Expect("metewand clean", 0, clean_all),
+    Expect("metewand clean --orphans", 0, clean_orphans),
     Expect("metewand export runs/sort1 --format csv -o results.csv", 0, csv_export),
     Expect("metewand export sort1 --format json", 0, json_export),
     Expect("metewand report runs/sort1", 0, reports_written("report.html", "results.csv")),
@@ -482,6 +555,8 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand browser doctor", 0, doctor_ready),
     Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),
     Expect("metewand browser list", 0, listing),
+    Expect("metewand browser ops", 0, ops_matrix),
+    Expect("metewand browser ops --path selenium", 0, ops_one_path),
     Expect("metewand browser list --json", 0, listing_json("browser_suite")),
     Expect(
         "metewand browser list --tasks ../shared/corpus/lexbench", 0, corpus_listing, corpus=True
@@ -573,8 +648,18 @@ EXPECTED: tuple[Expect, ...] = (
         0,
         inspect_json,
     ),  # fmt: skip
+    Expect(
+        "metewand inspect sort1 --implementation c-mergesort --case 'scaling: distribution=uniform, "
+        "size=20000' --repetition 1",
+        0,
+        inspect_compute,
+    ),  # fmt: skip
     Expect("metewand demo --skip-browser", 0, compute_demo),
+    Expect("metewand examples list", 0, examples_listed),
+    Expect("metewand examples copy my-examples", 0, examples_copied),
+    Expect("metewand plan my-examples/sorting/metewand.toml", 0, plan_lines),
     Expect("metewand demo", 0, full_demo, long=True),
+    Expect("metewand demo --full", 0, full_demo, long=True),
     Expect("make demo", 0, full_demo, long=True),
     Expect("make test", 0, suite_passes, long=True),
 )

@@ -260,20 +260,25 @@ def test_browser_run_exits_1_when_the_engine_crashes(tmp_path: Path) -> None:
 def test_a_harness_failure_exits_1_and_marks_the_run_interrupted_with_the_reason(
     tmp_path: Path,
 ) -> None:
-    """Fault injection: a run hook that raises stands for a bug in the harness itself."""
+    """Fault injection: an attempt observer that raises stands for a bug in the harness itself."""
     from metewand.runtime.store import RunView
-    from metewand.suites.browser.attempt_runner import RunHooks
+    from metewand.suites.browser.attempt_registry import ATTEMPT_OBSERVERS, AttemptRegistry
+    from metewand.suites.browser.observers.base import AttemptEnd, Observed, Observer
     from metewand.suites.browser.run_config import RunConfig
     from metewand.suites.browser.runner import HARNESS_ERROR_FILE, run_browser
 
-    class Broken(RunHooks):
-        def attempt_finished(self, token: object, artifact_dir: Path) -> None:
+    class Broken(Observer):
+        async def stop(self) -> None:
             raise RuntimeError("injected harness fault")
+
+        def end(self, ended: AttemptEnd) -> Observed:
+            return Observed("broken")
 
     said: list[str] = []
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     config = RunConfig(str(corpus), ("chrome",))
-    result = run_browser(config, tmp_path / "runs", "h", echo=said.append, hooks=Broken())
+    registry = AttemptRegistry(observers=(*ATTEMPT_OBSERVERS, lambda setup: Broken()))
+    result = run_browser(config, tmp_path / "runs", "h", echo=said.append, registry=registry)
     assert result.exit_code == 1
     view = RunView(tmp_path / "runs" / "h")
     assert view.state == "interrupted"

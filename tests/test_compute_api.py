@@ -4,12 +4,12 @@ import sys
 from pathlib import Path
 
 from compute_helpers import FAULT
-from metewand.runtime.payload import ExecutionMeasurements
 from metewand.suites.compute.api import (
     FixedDatasetFailure,
     FixedDatasetResult,
     run_fixed_dataset_outcome,
 )
+from metewand.suites.compute.payload import ExecutionMeasurements
 
 
 def _run(tmp_path: Path, mode: str) -> FixedDatasetResult | FixedDatasetFailure:

@@ -86,8 +86,8 @@ def test_a_transformation_is_derived_cached_and_reused(tmp_path: Path) -> None:
 
 
 def test_other_source_parameters_are_another_derivation(tmp_path: Path) -> None:
-    from metewand.suites.compute.manifest import load
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.manifest_load import load
+    from metewand.suites.compute.plan_expand import build_plan
 
     manifest = _transformed_manifest(tmp_path)
     first = build_plan(load(str(manifest))).dataset_configs()[0]
@@ -182,7 +182,8 @@ def test_an_acquired_source_is_copied_verified_and_reused(tmp_path: Path) -> Non
 
 
 def _errors(tmp_path: Path, datasets: str) -> list[str]:
-    from metewand.suites.compute.manifest import ManifestError, load
+    from metewand.suites.compute.manifest import ManifestError
+    from metewand.suites.compute.manifest_load import load
 
     manifest = write_manifest(tmp_path, datasets + problem() + python_impl("a", "ok") + _experiment("x"))  # fmt: skip
     try:

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from compute_helpers import write_manifest
-from metewand.suites.compute.manifest import load
-from metewand.suites.compute.plan import build_plan
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan_expand import build_plan
 
 # A worker whose execute sleeps as long as a file of the test says (so the same manifest hangs
 # in the first run and is quick on resume) and keeps a child process that must die with it.

@@ -17,6 +17,7 @@ import pytest
 from compute_helpers import alive
 from metewand.runtime.owned import OWNED_NAME
 from test_compute_hostile import daemons, hostile_manifest
+from watchdog_helpers import kill_runner_and_watchdog
 
 
 def _metewand(*args: str, cwd: Path) -> subprocess.Popen[str]:
@@ -46,7 +47,7 @@ def killed_run(tmp_path: Path) -> tuple[Path, Path]:
     while not daemons(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert daemons(tmp_path), proc.communicate(timeout=5)
-    proc.send_signal(signal.SIGKILL)
+    kill_runner_and_watchdog(proc.pid)  # the watchdog too: else it leaves nothing to sweep
     proc.wait()
     return manifest, tmp_path / "runs" / "r1"
 

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from compute_helpers import problem, python_impl, write_manifest
-from metewand.suites.compute.manifest import ManifestError, load
-from metewand.suites.compute.plan import build_plan
+from metewand.suites.compute.manifest import ManifestError
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan_expand import build_plan
 
 
 def _errors(tmp_path: Path, body: str) -> list[str]:

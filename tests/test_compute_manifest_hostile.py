@@ -213,9 +213,9 @@ def test_fixed_dataset_holding_a_named_pipe_is_refused(tmp_path: Path) -> None:
 
 def test_fixed_dataset_spoiled_after_validation_fails_its_attempts(tmp_path: Path) -> None:
     """A pipe that appears after validation: the dataset's attempts fail, the run goes on."""
-    from metewand.suites.compute.manifest import load
+    from metewand.suites.compute.manifest_load import load
     from metewand.suites.compute.materialize import DatasetCache
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.plan_expand import build_plan
 
     plan = build_plan(load(str(_fixed_dataset_manifest(tmp_path))))
     os.mkfifo(tmp_path / "data" / "pipe")

@@ -12,13 +12,13 @@ import pytest
 from compute_helpers import FAULT, WORKERS
 from metewand.measure.cgroups import detect_layout
 from metewand.runtime import schemas
-from metewand.runtime.payload import observation_timing
 from metewand.suites.compute import workers
 from metewand.suites.compute.api import (
     FixedDatasetFailure,
     FixedDatasetResult,
     run_fixed_dataset_outcome,
 )
+from metewand.suites.compute.payload import observation_timing
 
 SCRATCH = WORKERS / "scratch_worker.py"
 MiB = 1 << 20

@@ -7,8 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 from compare_helpers import sorting_copy
-from metewand.suites.compute.manifest import load
-from metewand.suites.compute.plan import Plan, build_plan
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan import Plan
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.suite import _group_units, pairing_groups
 
 

@@ -6,8 +6,9 @@ import pytest
 
 from compute_helpers import alive, measurements, problem, python_impl, run, write_manifest
 from metewand import canonical
-from metewand.suites.compute.manifest import ManifestError, load
-from metewand.suites.compute.plan import build_plan
+from metewand.suites.compute.manifest import ManifestError
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan_expand import build_plan
 
 UNIT = """
 [datasets.fixed]

@@ -26,7 +26,7 @@ import pytest
 import dask_helpers as helpers
 from metewand.runtime import provenance
 from metewand.runtime.dask_executor import DaskExecutor, DaskExecutorError, quiet_worker_env
-from metewand.runtime.dask_run import HOSTS_NAME, LOST_TRIES_NAME, run_into_store
+from metewand.runtime.dask_run import HOSTS_NAME, LOST_TRIES_NAME
 from metewand.runtime.dask_worker import expected_identity, refusal_reason
 from metewand.runtime.store import RunStore
 from metewand.runtime.suite import build
@@ -98,13 +98,12 @@ def alive(pid: int) -> bool:
 def test_local_cluster_runs_whole_units_on_reused_slots_one_at_a_time(tmp_path: Path) -> None:
     ref = helpers.ref(units=6, sleep_s=0.1)
     progress = RecordingReporter()
-    with (
-        DaskExecutor(ref, local_workers=2) as executor,
-        RunStore.create(tmp_path, "r", {}) as store,
-    ):
-        assert [r["accepted"] for r in executor.registrations] == [True, True]
-        tally = run_into_store(executor, build(ref).units(), store, progress.factory)
+    with RunStore.create(tmp_path, "r", {}) as store:
+        written = helpers.run_on_dask(store, ref, local_workers=2, reporter=progress.factory)
+        assert store.manifest["state"] == "complete"
     rows = result_lines(tmp_path / "r")
+    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
+    assert [w["accepted"] for w in hosts["workers"]] == [True, True]
     assert_every_key_once(rows, 6)
     # progress names where each attempt ran, as it is written
     assert progress.total == 12 and progress.finished == ["passed"] * 12
@@ -113,7 +112,7 @@ def test_local_cluster_runs_whole_units_on_reused_slots_one_at_a_time(tmp_path: 
         for row in rows
     )
     assert_units_whole(rows)
-    assert tally.rows_written == 12 and tally.lost_tries == 0
+    assert written == rows and hosts["lost_tries"] == 0
     assert {row["placement"]["host"] for row in rows} == {socket.gethostname()}
     workers = {row["placement"]["worker"] for row in rows}
     assert len(workers) == 2  # both workers took units
@@ -130,11 +129,10 @@ def test_local_cluster_runs_whole_units_on_reused_slots_one_at_a_time(tmp_path: 
     while any(alive(pid) for pid in slot_pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(alive(pid) for pid in slot_pids), "slots are closed when the cluster closes"
-    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
     assert hosts["rows_by_host"] == {socket.gethostname(): 12}
     for worker in hosts["workers"]:
         assert worker["accepted"] and worker["rows"] == 6
-        assert worker["runner"]["source"]["tree_sha256"] == executor.expected["tree_sha256"]
+        assert worker["runner"]["source"]["tree_sha256"] == hosts["client_identity"]["tree_sha256"]
         assert "gate" in worker["host_summary"]  # each worker's own pollution verdict
 
 
@@ -170,30 +168,29 @@ def test_worker_killed_mid_unit_its_try_is_recorded_and_every_key_lands_once(
 
     units = 8
     ref = helpers.ref(units=units, sleep_s=0.3)
-    with (
-        DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}") as executor,
-        RunStore.create(tmp_path, "r", {}) as store,
-    ):
+    address = f"tcp://127.0.0.1:{port}"
+    with DaskExecutor(ref, scheduler=address) as executor:
         # the documented environment reaches a real `dask worker`: its profiler is off
         profiling = executor.client.run(dask.config.get, "distributed.worker.profile.enabled")
         assert set(profiling.values()) == {False}
+    with RunStore.create(tmp_path, "r", {}) as store:
         killer = threading.Thread(target=kill_doomed_once_it_runs_an_attempt)
         killer.start()
-        tally = run_into_store(executor, build(ref).units(), store)
+        helpers.run_on_dask(store, ref, scheduler=address)
         killer.join()
     assert killed.is_set()
     rows = result_lines(tmp_path / "r")
     assert_every_key_once(rows, units)
     assert_units_whole(rows)
     lost = lost_tries(tmp_path / "r")
-    assert lost and tally.lost_tries == len(lost)
+    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
+    assert lost and hosts["lost_tries"] == len(lost)
     assert {record["worker_name"] for record in lost} == {"doomed"}
     by_key = {row["key"]: row for row in rows}
     for record in lost:
         retried = by_key[record["keys"][0]]["placement"]
         assert retried["worker_name"] == "survivor"
         assert record["retried_as"] == retried["try"] != record["try"]
-    hosts = json.loads((tmp_path / "r" / HOSTS_NAME).read_text())
     doomed_entry = [w for w in hosts["workers"] if w["worker_name"] == "doomed"]
     assert doomed_entry[0]["host_summary"] == {
         "unavailable": "the worker left the cluster before the run ended"
@@ -222,11 +219,8 @@ def test_a_worker_running_other_source_is_refused_with_the_reason(
     started.append(helpers.start_worker(port, "current"))
     started.append(helpers.start_worker(port, "no-host-resource", host_resource=False))
     helpers.wait_for_workers(port, 3)
-    with (
-        DaskExecutor(ref, scheduler=f"tcp://127.0.0.1:{port}") as executor,
-        RunStore.create(tmp_path, "r", {}) as store,
-    ):
-        run_into_store(executor, build(ref).units(), store)
+    with RunStore.create(tmp_path, "r", {}) as store:
+        helpers.run_on_dask(store, ref, scheduler=f"tcp://127.0.0.1:{port}")
     rows = result_lines(tmp_path / "r")
     assert_every_key_once(rows, 2)
     assert {row["placement"]["worker_name"] for row in rows} == {"current"}

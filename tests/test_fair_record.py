@@ -14,7 +14,7 @@ from fair_runs import resource
 from metewand.measure.accounting import open_accounting
 from metewand.measure.forms import Reason, complete, partial, unavailable
 from metewand.measure.sampler import Sampler
-from metewand.runtime.resource_record import (
+from metewand.suites.browser.resource_record import (
     cpu_delta,
     engine_resources_record,
     ns_to_ms,

@@ -129,7 +129,8 @@ def test_card_of_an_ineligible_run_without_host_or_baseline() -> None:
     summary = summarize(man, rows(k=3), None, None, (), resamples=50)
     validate("abb_resource_summary/1", summary)
     card = resource_card.render(summary)
-    assert "**not eligible**" in card and "k=3, needs k>=5" in card
+    # a reason is table text: "k>=5" is written as Markdown shows it literally (k&gt;=5)
+    assert "**not eligible**" in card and "k=3, needs k&gt;=5" in card
     assert "Host telemetry: unavailable" in card
     assert "Observer effect: unavailable" in card
     assert card.count("**FAIL**") == 3  # profile_jobs_k, host_gate, calibration

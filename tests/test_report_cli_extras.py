@@ -79,3 +79,56 @@ def test_inspect_compute_attempt_by_key(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "measurement materialization_time_ns: unavailable (provided_dataset)" in result.output
     assert "(partial: process_only)" in result.output
+
+
+def _inspect(*args: str) -> tuple[int, str, str]:
+    done = CliRunner().invoke(cli, ["inspect", *args])
+    return done.exit_code, done.stdout, done.stderr
+
+
+def test_inspect_compute_attempt_by_readable_selectors(tmp_path: Path) -> None:
+    """Issue #30: --implementation/--case/--repetition instead of hash keys; the case as the
+    run's table spells it, or part of it; a failed attempt shows code and message, an accepted
+    one no null fields."""
+    run = synthetic.write_compute_run(tmp_path / "run_c", attempts=3, warmups=1, cases=2)
+    rows = [canonical.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    code, out, _ = _inspect(str(run), "--implementation", "numpy", "--case", "sorting: size=2000",
+                            "--repetition", "2")  # fmt: skip
+    assert code == 0, out
+    (wanted,) = [r for r in rows if r["implementation"] == "numpy" and r["role"] == "measured"
+                 and r["dataset_parameters"]["size"] == 2000 and r["repetition"] == 2]  # fmt: skip
+    assert f"key: {wanted['key']}" in out
+    assert "select_with: --implementation numpy --case 'sorting: size=2000' --repetition 2" in out
+    assert "None" not in out and "failure_class" not in out
+    # the same attempt by a part of its case; the warm-up of that case only with --warmup
+    assert _inspect(str(run), "--implementation", "numpy", "--case", "size=2000",
+                    "--repetition", "2")[1] == out  # fmt: skip
+    code, out, _ = _inspect(
+        str(run), "--implementation", "numpy", "--case", "size=2000", "--warmup"
+    )
+    assert (
+        code == 0
+        and out.startswith("key: sorting/default/integers@0000002000/numpy@")
+        and "/w0" in out
+    )
+    failed = next(r for r in rows if r["status"] == "failed")
+    code, out, _ = _inspect(str(run), "--key", failed["key"])
+    assert (
+        code == 0 and "code: result_invalid" in out and "message: synthetic invalid result" in out
+    )
+
+
+def test_inspect_compute_selection_that_is_not_one_attempt_is_refused(tmp_path: Path) -> None:
+    run = synthetic.write_compute_run(tmp_path / "run_c", attempts=2, cases=2)
+    code, _, err = _inspect(str(run), "--implementation", "python", "--repetition", "1")
+    assert code == 2 and "2 attempts match; pick one:" in err
+    assert "--implementation python --case 'sorting: size=1000' --repetition 1" in err
+    assert "--implementation python --case 'sorting: size=2000' --repetition 1" in err
+    code, _, err = _inspect(str(run), "--implementation", "rust")
+    assert code == 2 and "no implementation 'rust' in this run; it has: numpy, python" in err
+    code, _, err = _inspect(str(run), "--case", "size=3000")
+    assert code == 2 and "no case matches --case" in err and "  sorting: size=2000" in err
+    code, _, err = _inspect(str(run), "--case", "size")
+    assert code == 2  # a bare word names an experiment or case; none is called "size"
+    code, _, err = _inspect(str(run), "--task", "t1", "--engine", "chrome", "--attempt", "1")
+    assert code == 2 and "this is a compute run" in err

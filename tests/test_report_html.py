@@ -55,7 +55,10 @@ def test_missing_values_show_as_unavailable(tmp_path: Path) -> None:
     rows = (run / "results.jsonl").read_bytes().replace(b'"resource":{', b'"resource_x":{')
     (run / "results.jsonl").write_bytes(rows)
     text = generate(run, ["html"])["html"].read_text()
-    assert "unavailable (run not profiled" in text
+    # sections with nothing to show are left out, each named in one line saying why
+    assert "Not shown: Efficiency map — run not profiled" in text
+    assert 'id="efficiency"' not in text and 'href="#efficiency"' not in text
+    assert "unavailable (not_profiled x" in text  # a passing attempt's CPU: never shown as 0
     assert "unavailable (no host_telemetry.jsonl in the run)" in text
 
 
@@ -86,6 +89,8 @@ async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
     async def evaluate(expr: str) -> Any:
         return await page_evaluate(client, sid, expr)
 
+    # the verdict is on the first screen, before anything is scrolled
+    verdict_top = await evaluate("document.getElementById('verdict').getBoundingClientRect().top")
     rect = await evaluate(
         "(() => { const e = document.getElementById('efficiency-map'); e.scrollIntoView();"
         " const r = e.getBoundingClientRect();"
@@ -95,6 +100,7 @@ async def _load_and_capture(client: CdpClient, url: str) -> dict[str, Any]:
     shot = await client.send("Page.captureScreenshot", {"format": "png"}, session_id=sid)
     return {
         "events": client.events(sid),
+        "verdict_top": verdict_top,
         "rect": rect,
         "screenshot": base64.b64decode(shot["data"]),
         "body_text": await evaluate("document.body.innerText"),
@@ -149,6 +155,7 @@ def _assert_clean_page_with_map(seen: dict[str, Any]) -> None:
     assert any(u.startswith("file:") for u in requests)  # the page load itself was observed
     assert all(u.startswith(("file:", "data:")) for u in requests), requests
     assert seen["script_count"] == 0
+    assert 0 < seen["verdict_top"] < 400, seen["verdict_top"]  # issue #30: the answer comes first
     # the map image decodes to a non-blank figure
     rect = seen["rect"]
     assert rect["done"] and rect["natural"] > 300 and rect["w"] > 300

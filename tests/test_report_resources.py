@@ -56,6 +56,8 @@ def test_unprofiled_run_says_why_instead_of_blank(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["report", str(run), "--format", "html"])
     assert result.exit_code == 0, result.output
     html = (run / "report.html").read_text()
-    assert "unavailable (run not profiled" in _section(html, "eligibility")
-    assert "unavailable (no profiler-off baseline" in _section(html, "calibration")
+    # nothing to show: left out of the page, each named in one line with the reason (issue #30)
+    assert '<section id="eligibility">' not in html and '<section id="calibration">' not in html
+    assert "Not shown: Efficiency map, Paired ratios vs reference, Observer-effect calibration, " \
+           "Comparison eligibility conditions — run not profiled" in html  # fmt: skip
     assert not (run / "resource_summary.json").exists()

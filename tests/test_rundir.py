@@ -344,6 +344,29 @@ def test_an_atomic_write_replaces_whole_with_a_normal_mode(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", rundir.SCORES]
 
 
+def _staged(root: Path, name: str, content: str) -> Path:
+    staging = root / ".staging" / name
+    (staging / "sub").mkdir(parents=True)
+    (staging / "sub" / "f").write_text(content)
+    return staging
+
+
+def test_a_published_directory_is_the_redo_or_the_first_copy(tmp_path: Path) -> None:
+    """replace: an earlier try's directory gives way to the redo; keep (a content-addressed
+    cache): a concurrent writer's copy stays and ours goes. No staging or aside dir is left."""
+    final = tmp_path / "artifacts" / "k"
+    assert rundir.publish_dir(_staged(tmp_path, "a", "first"), final, replace=True)
+    assert rundir.publish_dir(_staged(tmp_path, "b", "redo"), final, replace=True)
+    assert (final / "sub" / "f").read_text() == "redo"
+    assert not rundir.publish_dir(_staged(tmp_path, "c", "late"), final, replace=False)
+    assert (final / "sub" / "f").read_text() == "redo"
+    assert list((tmp_path / ".staging").iterdir()) == []
+    (tmp_path / "file").write_text("x")  # a file in the way is no copy of ours: refused
+    with pytest.raises(OSError):
+        rundir.publish_dir(_staged(tmp_path, "d", "x"), tmp_path / "file", replace=False)
+    assert list((tmp_path / ".staging").iterdir()) == []
+
+
 def test_side_files_live_at_the_top_of_the_run(tmp_path: Path) -> None:
     assert rundir.side_file(tmp_path, rundir.HARNESS_ERROR) == tmp_path / rundir.HARNESS_ERROR
     with pytest.raises(ValueError, match="not a run side file"):

@@ -11,8 +11,8 @@ import pytest
 from metewand import canonical
 from metewand.measure import forms
 from metewand.runtime import schemas
-from metewand.runtime.payload import ExecutionMeasurements, PayloadError
-from metewand.runtime.tree_memory import TreeMemory
+from metewand.suites.compute.payload import ExecutionMeasurements, PayloadError
+from metewand.suites.compute.tree_memory import TreeMemory
 
 VECTOR_DIR = Path(__file__).parent / "vectors" / "measurements"
 VECTORS = sorted(VECTOR_DIR.glob("*.json"))

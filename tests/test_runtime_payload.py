@@ -10,7 +10,7 @@ from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
 from metewand.runtime import schemas
-from metewand.runtime.payload import (
+from metewand.suites.compute.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
     AccountingBackend,
     CpuTimeScope,

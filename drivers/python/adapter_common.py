@@ -19,8 +19,6 @@ import os
 import re
 import sys
 import time
-import traceback
-import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +47,12 @@ class OpMarks:
 
     def __init__(self, payload: dict[str, Any]) -> None:
         fd = payload.get("metewand_mark_fd")
-        self.fd = fd if isinstance(fd, int) and not isinstance(fd, bool) and fd > 2 else None
+        self.fd = fd if self.wanted(payload) else None
+
+    @staticmethod
+    def wanted(payload: dict[str, Any]) -> bool:
+        fd = payload.get("metewand_mark_fd")
+        return isinstance(fd, int) and not isinstance(fd, bool) and fd > 2
 
     def __call__(self, name: str) -> None:
         if self.fd is None:
@@ -151,8 +154,14 @@ def evaluate_check(
 
 
 def json_version(port: int, timeout: float) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/version", timeout=timeout) as reply:
-        return dict(json.loads(reply.read()))
+    import http.client  # here, not at start-up: lighter than urllib.request, and only once
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request("GET", "/json/version")
+        return dict(json.loads(connection.getresponse().read()))
+    finally:
+        connection.close()
 
 
 def http_identity_problem(payload: dict[str, Any], version: dict[str, Any]) -> str | None:
@@ -166,16 +175,53 @@ def http_identity_problem(payload: dict[str, Any], version: dict[str, Any]) -> s
     return None
 
 
-def trace(payload: dict[str, Any], record: dict[str, Any]) -> None:
-    folder = payload.get("artifact_dir")
-    if not folder:
-        return
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "cdp.jsonl"), "a") as handle:
-            handle.write(json.dumps(record) + "\n")
-    except OSError:
-        pass  # tracing is best effort by contract
+class OpTrace:
+    """The op trace (cdp.jsonl beside the attempt's artifacts, best effort by contract): records
+    are kept in memory and written once when the attempt ends, not opened and appended per op."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.folder = payload.get("artifact_dir") or None
+        self.records: list[str] = []
+
+    def add(self, record: dict[str, Any]) -> None:
+        if self.folder:
+            self.records.append(json.dumps(record))
+
+    def flush(self) -> None:
+        if not self.records or not self.folder:
+            return
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            with open(os.path.join(self.folder, "cdp.jsonl"), "a") as handle:
+                handle.write("\n".join(self.records) + "\n")
+        except OSError:
+            pass  # tracing is best effort by contract
+
+
+# Ops that need no page: they run even after a new_page failed.
+PAGELESS = frozenset(
+    {"new_page", "wait_ms", "version", "user_agent", "contexts_count", "write_file"}
+    | {"get_console", "get_dialogs", "get_recorded_requests"}
+)
+_VOCABULARY: dict[str, Any] | None = None
+
+
+def missing_op(driver_key: str, op: str) -> str:
+    """The step error for an op this driver's table lacks: the vocabulary's named refusal
+    (drivers/ops.json, read only on this path), or ``unknown op`` outside the vocabulary."""
+    global _VOCABULARY
+    if _VOCABULARY is None:
+        try:
+            with open(os.path.join(os.path.dirname(__file__), "..", "ops.json")) as handle:
+                _VOCABULARY = json.load(handle)
+        except (OSError, ValueError):
+            _VOCABULARY = {}
+    entry = next((o for o in _VOCABULARY.get("ops", []) if o.get("op") == op), None)
+    if entry is None:
+        return f"unknown op {op}"
+    why = (entry.get("cells") or {}).get(driver_key, {}).get("cannot") or "do this in this adapter"
+    library = (_VOCABULARY.get("paths") or {}).get(driver_key, {}).get("library") or driver_key
+    return f"unsupported op: {op} ({library} cannot {why})"
 
 
 def harness_error(cls: str, message: str) -> dict[str, Any]:
@@ -183,16 +229,20 @@ def harness_error(cls: str, message: str) -> dict[str, Any]:
 
 
 async def run_steps(
-    ops: dict[str, Op], session: Any, steps: list[dict[str, Any]], state: State
+    driver: Driver, session: Any, steps: list[dict[str, Any]], state: State
 ) -> list[dict[str, Any]]:
     results = []
+    tracer = OpTrace(state.payload)
+    page_lost: str | None = None  # a failed new_page: later page ops must not use the old page
     for index, step in enumerate(steps):
         if state.mark is not None:
             state.mark(f"op{index}:{step.get('op')}")
         started = time.monotonic()
-        op = ops.get(step.get("op", ""))
+        op = driver.ops.get(step.get("op", ""))
         if op is None:
-            record: dict[str, Any] = {"ok": False, "error": f"unknown op {step.get('op')}"}
+            record: dict[str, Any] = {"ok": False, "error": missing_op(driver.key, str(step.get("op")))}
+        elif page_lost and step.get("op") not in PAGELESS:
+            record = {"ok": False, "error": page_lost}
         elif state.budget.remaining() <= 0.001:
             record = {"ok": False, "error": "task budget exhausted before this op"}
         else:
@@ -203,28 +253,42 @@ async def run_steps(
                 record = {"ok": True, "value": value}
             except Exception as exc:  # an op's failure is the step's result, never the adapter's
                 record = {"ok": False, "error": (str(exc) or type(exc).__name__).splitlines()[0]}
+        if step.get("op") == "new_page":
+            page_lost = None if record["ok"] else f"no page: new_page at step {index} failed ({record['error']})"
         if step.get("save_as"):
             state.saved[step["save_as"]] = (
                 stringify(record["value"]) if record["ok"] else f"ERROR: {record['error']}"
             )
         results.append(record)
         elapsed_ms = int((time.monotonic() - started) * 1000)
-        trace(
-            state.payload,
-            {
-                "step": index,
-                "op": step.get("op"),
-                "ok": record["ok"],
-                "ms": elapsed_ms,
-                "error": record.get("error"),
-            },
-        )
+        tracer.add(
+            {"step": index, "op": step.get("op"), "ok": record["ok"], "ms": elapsed_ms,
+             "error": record.get("error")}
+        )  # fmt: skip
+    tracer.flush()
     return results
+
+
+async def _wait_ms(session: Any, step: dict[str, Any], state: State) -> Any:
+    await asyncio.sleep(min(step.get("ms") or 0, state.budget.remaining() * 1000) / 1000)
+    return step.get("ms")
+
+
+async def _write_file(session: Any, step: dict[str, Any], state: State) -> str:
+    os.makedirs(os.path.dirname(step["path"]) or ".", exist_ok=True)
+    with open(step["path"], "w") as handle:
+        handle.write(step.get("content") or "")
+    return str(step["path"])
+
+
+# Ops every adapter spells alike: they touch the adapter's own state or the file system only.
+LOCAL_OPS: dict[str, Op] = {"wait_ms": _wait_ms, "write_file": _write_file}
 
 
 @dataclass
 class Driver:
     name: str
+    key: str  # the driver path's key in drivers/ops.json
     connect: Callable[[dict[str, Any], Budget], Awaitable[Any]]
     live_product: Callable[[Any], Awaitable[str]]
     close: Callable[[Any], Awaitable[None]]
@@ -237,7 +301,7 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
     budget = Budget(payload)
     try:
         version = await asyncio.to_thread(json_version, payload["cdp_port"], budget.wait(5000))
-    except (OSError, ValueError) as exc:
+    except Exception as exc:  # socket, HTTP or JSON trouble: the gate cannot pass
         return harness_error("script_error", f"GET /json/version failed: {exc}")
     problem = http_identity_problem(payload, version)
     if problem:
@@ -246,8 +310,9 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
     steps = substitute(payload.get("steps") or [], tokens)
     checks = substitute(payload.get("checks") or [], tokens)
     connect_row = {"name": "driver_connect", "status": "pass", "evidence": driver.name}
-    mark = OpMarks(payload)
-    mark("driver_connect")
+    mark = OpMarks(payload) if OpMarks.wanted(payload) else None  # no listener: no machinery
+    if mark is not None:
+        mark("driver_connect")
     try:
         session = await asyncio.wait_for(
             driver.connect(payload, budget), budget.wait(payload.get("connect_timeout_ms"))
@@ -275,8 +340,9 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
                 f"binding gate: live product {live!r} != {payload['expect_product_live']!r}",
             )
         state = State(payload, budget, mark=mark)
-        results = await run_steps(driver.ops, session, steps, state)
-        mark("driver_close")  # the checks, the session's close, the result
+        results = await run_steps(driver, session, steps, state)
+        if mark is not None:
+            mark("driver_close")  # the checks, the session's close, the result
         rows = [connect_row]
         for check in checks:
             ok, evidence = evaluate_check(check, results, state.saved)
@@ -320,6 +386,10 @@ def main(driver: Driver) -> None:
     every attempt still connects and opens its own page, only the process is shared."""
     real_stdout = sys.stdout
     sys.stdout = sys.stderr  # a library's stray print must not corrupt the result
+    if "--list-ops" in sys.argv[1:]:
+        real_stdout.write(json.dumps(sorted(driver.ops)) + "\n")
+        real_stdout.flush()
+        os._exit(0)
     if "--serve" in sys.argv[1:]:
         for line in sys.stdin:
             if line.strip():
@@ -332,8 +402,15 @@ def main(driver: Driver) -> None:
 
 
 def _guarded(driver: Driver, text: str) -> dict[str, Any]:
+    payload: Any = None
     try:
-        return asyncio.run(attempt(driver, json.loads(text)))
+        payload = json.loads(text)
+        result = asyncio.run(attempt(driver, payload))
     except Exception as exc:
+        import traceback
+
         traceback.print_exc()
-        return harness_error("script_error", str(exc))
+        result = harness_error("script_error", str(exc))
+    if isinstance(payload, dict) and "attempt_id" in payload:
+        result["attempt_id"] = payload["attempt_id"]  # a result counts only for its own attempt
+    return result

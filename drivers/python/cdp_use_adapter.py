@@ -1,16 +1,20 @@
 """cdp-use path: the browser-use ecosystem's typed CDP client, over the browser websocket, with
-flat sessions on a fresh browser context per attempt (``send_raw`` for every call)."""
+flat sessions on a fresh browser context per attempt (``send_raw`` for every call, the client's
+event registry for events)."""
 
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from typing import Any
 
+import raw_cdp_more
 import raw_cdp_ops
-from adapter_common import Budget, Driver, State, main
+from adapter_common import LOCAL_OPS, Budget, Driver, State, main
 from cdp_use.client import CDPClient
 
-PAGE_EVENTS = ("loadEventFired", "navigatedWithinDocument", "frameNavigated")
+PAGE_EVENTS = ("Page.loadEventFired", "Page.navigatedWithinDocument", "Page.frameNavigated")
+Handler = Callable[[dict[str, Any]], None]
 
 
 class Session:
@@ -18,32 +22,57 @@ class Session:
         self.client = client
         self.session_id: str | None = None
         self.context_id: str | None = None
+        self.pages: list[tuple[str, str]] = []  # (targetId, sessionId), newest last
         self.events: list[str] = []
+        self.recorders = raw_cdp_more.Recorders()
+        self.handlers: dict[str, list[tuple[bool, Handler]]] = {}
         self.metrics = {"cdp_call_count": 0, "cdp_error_count": 0}
+        self.click = raw_cdp_ops.click
 
     async def send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.send_to(self.session_id, method, params)
+
+    async def browser_send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await self.send_to(None, method, params)
+
+    async def send_to(self, session_id: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
         self.metrics["cdp_call_count"] += 1
         try:
-            return await self.client.send_raw(method, params, self.session_id)
+            return await self.client.send_raw(method, params, session_id)
         except Exception:
             self.metrics["cdp_error_count"] += 1
             raise
 
-    def watch(self) -> None:
-        for name in PAGE_EVENTS:
-            register = getattr(self.client.register.Page, name)
-            register(lambda params, session_id, name=name: self._seen(f"Page.{name}", session_id))
+    async def on(self, method: str, handler: Handler) -> None:
+        self._add(method, handler, page=True)
 
-    def _seen(self, method: str, session_id: str | None) -> None:
-        if session_id == self.session_id:
+    async def on_browser(self, method: str, handler: Handler) -> None:
+        self._add(method, handler, page=False)
+
+    def _add(self, method: str, handler: Handler, page: bool) -> None:
+        """One dispatcher per event in the client's registry; a page handler hears only the
+        current page's session."""
+        if method not in self.handlers:
+            self.handlers[method] = []
+            domain, name = method.split(".")
+            register = getattr(getattr(self.client.register, domain), name)
+            register(lambda params, session_id, method=method: self._dispatch(method, params, session_id))
+        self.handlers[method].append((page, handler))
+
+    def _dispatch(self, method: str, params: Any, session_id: str | None) -> None:
+        if method in PAGE_EVENTS and session_id == self.session_id:
             self.events.append(method)
+        for page, handler in self.handlers.get(method, []):
+            if not page or session_id == self.session_id:
+                handler(dict(params or {}))
 
 
 async def connect(payload: dict[str, Any], budget: Budget) -> Session:
     client = CDPClient(payload["browser_ws"])
     await client.start()
     session = Session(client)
-    session.watch()
+    for name in PAGE_EVENTS:
+        await session.on(name, lambda params: None)  # counted by the dispatcher
     return session
 
 
@@ -62,28 +91,41 @@ async def close(session: Session) -> None:
 async def new_page(s: Session, step: dict[str, Any], state: State) -> str:
     # One context per attempt: a second page shares the first one's storage, like a second tab.
     if s.context_id is None:
-        s.context_id = (await s.client.send_raw("Target.createBrowserContext", {}))[
-            "browserContextId"
-        ]
+        s.context_id = (await s.browser_send("Target.createBrowserContext", {}))["browserContextId"]
     target = (
-        await s.client.send_raw(
+        await s.browser_send(
             "Target.createTarget", {"url": "about:blank", "browserContextId": s.context_id}
         )
     )["targetId"]
     s.session_id = (
-        await s.client.send_raw("Target.attachToTarget", {"targetId": target, "flatten": True})
+        await s.browser_send("Target.attachToTarget", {"targetId": target, "flatten": True})
     )["sessionId"]
+    s.pages.append((target, s.session_id))
     await s.send("Page.enable", {})
     await s.send("Runtime.enable", {})
+    if len(s.pages) == 1:
+        await raw_cdp_more.watch_page(s)
+    elif s.recorders.fetching:
+        await s.send("Fetch.enable", {"patterns": [{"urlPattern": "*"}]})
     return str(target)
+
+
+async def close_page(s: Session, step: dict[str, Any], state: State) -> str:
+    if not s.pages:
+        raise RuntimeError("no page to close")
+    target, _ = s.pages.pop()
+    await s.browser_send("Target.closeTarget", {"targetId": target})
+    s.session_id = s.pages[-1][1] if s.pages else None
+    return "closed"
 
 
 main(
     Driver(
         f"cdp-use {importlib.metadata.version('cdp-use')}",
+        "cdp_use",
         connect,
         live_product,
         close,
-        {**raw_cdp_ops.OPS, "new_page": new_page},
+        {**raw_cdp_ops.OPS, **raw_cdp_more.OPS, **LOCAL_OPS, "new_page": new_page, "close_page": close_page},
     )
 )

@@ -83,12 +83,7 @@ async def wait_element(s: Any, step: dict[str, Any], state: State) -> None:
 
 
 async def click(s: Any, step: dict[str, Any], state: State) -> str:
-    await wait_element(s, step, state)
-    point = await evaluate(
-        s,
-        f"""(() => {{ const e = {q(step["selector"])}; e.scrollIntoView({{block: 'center', inline: 'center'}});
-        const r = e.getBoundingClientRect(); return {{x: r.left + r.width / 2, y: r.top + r.height / 2}}; }})()""",
-    )
+    point = await center(s, step, state)
     x, y = point["x"], point["y"]
     for _ in range(step.get("times") or 1):
         await s.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": x, "y": y})
@@ -111,6 +106,28 @@ async def press_key(s: Any, key: str) -> None:
     )
     up = {k: v for k, v in known.items() if k != "text"}
     await s.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": key, **up})
+
+
+async def type_text(s: Any, text: str) -> None:
+    for char in text:
+        await s.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": char, "text": char})
+        await s.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": char})
+
+
+async def hover(s: Any, step: dict[str, Any], state: State) -> str:
+    point = await center(s, step, state)
+    await s.send("Input.dispatchMouseEvent", {"type": "mouseMoved", **point})
+    return str(step["selector"])
+
+
+async def center(s: Any, step: dict[str, Any], state: State) -> dict[str, float]:
+    await wait_element(s, step, state)
+    point = await evaluate(
+        s,
+        f"""(() => {{ const e = {q(step["selector"])}; e.scrollIntoView({{block: 'center', inline: 'center'}});
+        const r = e.getBoundingClientRect(); return {{x: r.left + r.width / 2, y: r.top + r.height / 2}}; }})()""",
+    )
+    return {"x": point["x"], "y": point["y"]}
 
 
 async def focus(s: Any, step: dict[str, Any], state: State) -> None:
@@ -158,7 +175,8 @@ async def wait_for_selector(s: Any, step: dict[str, Any], state: State) -> bool:
     sel = q(step["selector"])
     visible = f"""(() => {{ const e = {sel}; if (!e) return false; const r = e.getBoundingClientRect();
         return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; }})()"""
-    test = visible if step.get("state") == "visible" else f"!!{sel}"
+    wanted = step.get("state") or "attached"  # as before: present unless a state is named
+    test = {"hidden": f"!({visible})", "detached": f"!({visible})", "attached": f"!!{sel}"}.get(wanted, visible)
     await poll(
         state, step.get("timeout_ms"), lambda: evaluate(s, test), f"selector {step['selector']}"
     )
@@ -175,11 +193,11 @@ async def fill(s: Any, step: dict[str, Any], state: State) -> str:
     return str(step["value"])
 
 
-async def check(s: Any, step: dict[str, Any], state: State) -> bool:
+async def set_checked(s: Any, step: dict[str, Any], state: State, wanted: bool) -> bool:
     await wait_element(s, step, state)
-    if not await evaluate(s, f"{q(step['selector'])}.checked"):
+    if bool(await evaluate(s, f"!!{q(step['selector'])}.checked")) != wanted:
         await click(s, step, state)
-    return True
+    return wanted
 
 
 async def select_option(s: Any, step: dict[str, Any], state: State) -> Any:
@@ -282,8 +300,13 @@ async def _focus(s: Any, step: dict[str, Any], state: State) -> str:
 async def _type(s: Any, step: dict[str, Any], state: State) -> str:
     await focus(s, step, state)
     text = step.get("value", step.get("text", ""))
-    await s.send("Input.insertText", {"text": text})
+    await type_text(s, str(text))
     return str(text)
+
+
+async def _keyboard_type(s: Any, step: dict[str, Any], state: State) -> str:
+    await type_text(s, str(step["text"]))
+    return str(step["text"])
 
 
 async def _get_attribute(s: Any, step: dict[str, Any], state: State) -> Any:
@@ -314,7 +337,9 @@ OPS: dict[str, Any] = {
     "go_back": lambda s, step, state: history_move(s, step, state, -1),
     "go_forward": lambda s, step, state: history_move(s, step, state, +1),
     "evaluate": _evaluate, "wait_for_function": wait_for_function, "wait_for_selector": wait_for_selector,
-    "click": click, "check": check, "focus": _focus, "fill": fill, "type": _type, "press": _press,
+    "click": click, "hover": hover, "keyboard_type": _keyboard_type,
+    "check": lambda s, step, state: set_checked(s, step, state, True),
+    "uncheck": lambda s, step, state: set_checked(s, step, state, False), "focus": _focus, "fill": fill, "type": _type, "press": _press,
     "select_option": select_option, "text_content": read("textContent"), "input_value": read("value"),
     "is_checked": read("checked"), "get_attribute": _get_attribute, "count": _count,
     "url": simple("location.href"), "title": simple("document.title"), "user_agent": _user_agent,

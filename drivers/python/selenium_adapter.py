@@ -11,9 +11,11 @@ import shutil
 from typing import Any
 
 import selenium
-from adapter_common import Budget, Driver, State, main
+import selenium_more
+from adapter_common import LOCAL_OPS, Budget, Driver, State, main
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import UnexpectedAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
@@ -30,6 +32,7 @@ class Session:
     def __init__(self, driver: webdriver.Chrome) -> None:
         self.driver = driver
         self.original_handles = set(driver.window_handles)
+        self.extras = selenium_more.Extras()
         self.metrics: dict[str, int] = {}
 
 
@@ -47,6 +50,8 @@ def _binding_bridge(payload: dict[str, Any]) -> str:
 def _start(payload: dict[str, Any]) -> Session:
     options = webdriver.ChromeOptions()
     options.debugger_address = f"127.0.0.1:{payload['cdp_port']}"
+    for name, value in selenium_more.capabilities(payload).items():
+        options.set_capability(name, value)
     service = Service(executable_path=_binding_bridge(payload))
     return Session(webdriver.Chrome(service=service, options=options))
 
@@ -72,13 +77,28 @@ async def close(session: Session) -> None:
     await asyncio.to_thread(_stop, session)
 
 
-def sync_op(fn: Any) -> Any:
+def sync_op(fn: Any, with_session: bool = False) -> Any:
     async def op(s: Session, step: dict[str, Any], state: State) -> Any:
         s.driver.set_script_timeout(state.budget.wait(step.get("timeout_ms")))
         s.driver.set_page_load_timeout(state.budget.wait(step.get("timeout_ms")))
-        return await asyncio.to_thread(fn, s.driver, step, state)
+        return await asyncio.to_thread(_answering, s, fn, s if with_session else s.driver, step, state)
 
     return op
+
+
+def _answering(s: Session, fn: Any, target: Any, step: dict[str, Any], state: State) -> Any:
+    """The op, with the dialogs it meets answered by the task's policy once the task set one
+    (an open dialog interrupts a WebDriver command: answer it and run the op again)."""
+    while True:
+        try:
+            value = fn(target, step, state)
+        except UnexpectedAlertPresentException:
+            if not s.extras.watch_dialogs or not selenium_more.answer_dialog(s):
+                raise
+            continue
+        if s.extras.watch_dialogs:
+            selenium_more.answer_dialog(s)
+        return value
 
 
 def _wait(driver: Any, step: dict[str, Any], state: State, condition: Any) -> Any:
@@ -93,9 +113,10 @@ def _element(driver: Any, step: dict[str, Any], state: State) -> Any:
     )
 
 
-def _new_page(driver: Any, step: dict[str, Any], state: State) -> str:
-    driver.switch_to.new_window("tab")
-    return str(driver.current_window_handle)
+def _new_page(s: Session, step: dict[str, Any], state: State) -> str:
+    s.driver.switch_to.new_window("tab")
+    s.extras.handles.append(s.driver.current_window_handle)
+    return str(s.driver.current_window_handle)
 
 
 def _click(driver: Any, step: dict[str, Any], state: State) -> str:
@@ -114,11 +135,14 @@ def _fill(driver: Any, step: dict[str, Any], state: State) -> str:
     return str(step["value"])
 
 
-def _check(driver: Any, step: dict[str, Any], state: State) -> bool:
-    target = _element(driver, step, state)
-    if not target.is_selected():
-        target.click()
-    return True
+def _set_checked(wanted: bool) -> Any:
+    def op(driver: Any, step: dict[str, Any], state: State) -> bool:
+        target = _element(driver, step, state)
+        if target.is_selected() != wanted:
+            target.click()
+        return wanted
+
+    return op
 
 
 def _press(driver: Any, step: dict[str, Any], state: State) -> str:
@@ -160,25 +184,22 @@ def _history(move: str) -> Any:
 OPS = {
     name: sync_op(fn)
     for name, fn in {
-        "new_page": _new_page,
         "goto": lambda d, step, state: (d.get(step["url"]), d.current_url)[1],
         "reload": lambda d, step, state: (d.refresh(), d.current_url)[1],
         "go_back": _history("back"), "go_forward": _history("forward"),
         "evaluate": lambda d, step, state: d.execute_script(EVAL, step["expression"]),
         "wait_for_function": _wait_for_function, "wait_for_selector": _wait_for_selector,
-        "click": _click, "fill": _fill, "check": _check, "press": _press,
+        "click": _click, "fill": _fill, "check": _set_checked(True), "uncheck": _set_checked(False), "press": _press,
         "type": lambda d, step, state: (_element(d, step, state).send_keys(step.get("value", step.get("text", ""))), step.get("value", step.get("text")))[1],
         "focus": lambda d, step, state: (d.execute_script("arguments[0].focus()", _element(d, step, state)), step["selector"])[1],
         "select_option": lambda d, step, state: (Select(_element(d, step, state)).select_by_value(step["value"]), step["value"])[1],
-        "text_content": lambda d, step, state: _element(d, step, state).get_property("textContent"),
-        "input_value": lambda d, step, state: _element(d, step, state).get_property("value"),
-        "is_checked": lambda d, step, state: _element(d, step, state).is_selected(),
-        "get_attribute": lambda d, step, state: _element(d, step, state).get_attribute(step["name"]),
         "count": lambda d, step, state: len(d.find_elements(By.CSS_SELECTOR, step["selector"])),
         "url": lambda d, step, state: d.current_url,
         "title": lambda d, step, state: d.title,
         "user_agent": lambda d, step, state: d.execute_script("return navigator.userAgent"),
     }.items()
 }  # fmt: skip
+OPS |= {name: sync_op(fn, with_session=True) for name, fn in {**selenium_more.SYNC_OPS, "new_page": _new_page}.items()}
+OPS |= selenium_more.CDP_OPS | LOCAL_OPS
 
-main(Driver(f"selenium {selenium.__version__}", connect, live_product, close, OPS))
+main(Driver(f"selenium {selenium.__version__}", "selenium", connect, live_product, close, OPS))

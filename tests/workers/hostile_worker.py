@@ -14,6 +14,7 @@ Modes:
   ok               the normal answer
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -69,6 +70,11 @@ def implementation() -> Implementation:
             os.rename(result_dir, elsewhere)
             os.symlink(elsewhere, result_dir)
             return plain(request)
+        if MODE == "close_protocol_live":  # ends its protocol stream, runs on
+            for key in [k for k in os.environ if k.startswith("METEWAND_PROTOCOL")]:
+                with contextlib.suppress(OSError, ValueError):
+                    os.close(int(os.environ[key]))
+            time.sleep(600)
         if MODE == "daemon_exit":
             fds = tuple(int(os.environ[k]) for k in os.environ if k.startswith("METEWAND_PROTOCOL"))
             leave_daemon(fds)

@@ -98,15 +98,19 @@ function evaluateCheck(check, steps, saved, extra) {
   }
 }
 
-async function fetchJsonVersion(port, budget) {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), budget.wait(5000));
-  try {
-    const reply = await fetch(`http://127.0.0.1:${port}/json/version`, { signal: controller.signal });
-    return await reply.json();
-  } finally {
-    clearTimeout(timer);
-  }
+// node:http, not the global fetch: fetch loads undici on first use (~25 ms of CPU per adapter
+// process, measured), which a per-attempt adapter would pay on every attempt.
+function fetchJsonVersion(port, budget) {
+  return new Promise((resolve, reject) => {
+    const request = require('http').get({ host: '127.0.0.1', port, path: '/json/version', timeout: budget.wait(5000) }, (reply) => {
+      let body = '';
+      reply.setEncoding('utf8');
+      reply.on('data', (chunk) => { body += chunk; });
+      reply.on('end', () => { try { resolve(JSON.parse(body)); } catch (e) { reject(new Error(`invalid JSON from /json/version: ${e.message}`)); } });
+    });
+    request.on('timeout', () => request.destroy(new Error('timed out')));
+    request.on('error', reject);
+  });
 }
 
 // The binding gate: the endpoint is the engine the runner named, or the adapter refuses to run.
@@ -123,18 +127,26 @@ function httpIdentityProblem(payload, version) {
   return null;
 }
 
-function trace(payload, record) {
-  if (!payload.artifact_dir) return;
-  try {
-    fs.mkdirSync(payload.artifact_dir, { recursive: true });
-    fs.appendFileSync(path.join(payload.artifact_dir, 'cdp.jsonl'), JSON.stringify(record) + '\n');
-  } catch (e) { /* tracing is best effort by contract */ }
+// The op trace (cdp.jsonl beside the attempt's artifacts, best effort by contract): records are
+// kept in memory and written once when the attempt ends, not opened and appended per op.
+function opTrace(payload) {
+  const records = [];
+  return {
+    add: (record) => { if (payload.artifact_dir) records.push(record); },
+    flush: () => {
+      if (!records.length) return;
+      try {
+        fs.mkdirSync(payload.artifact_dir, { recursive: true });
+        fs.appendFileSync(path.join(payload.artifact_dir, 'cdp.jsonl'), records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+      } catch (e) { /* tracing is best effort by contract */ }
+    },
+  };
 }
 
 // The harness's mark channel for this payload, or a no-op when it asked for no marks.
 function opMarks(payload) {
   const fd = payload.metewand_mark_fd;
-  if (!Number.isInteger(fd) || fd <= 2) return () => {};
+  if (!Number.isInteger(fd) || fd <= 2) return null; // no one listens: no mark machinery
   return (name) => {
     // one write per line (atomic on a pipe); a full pipe drops the mark, never blocks the op
     // the harness takes plain names only: any other character becomes "_"
@@ -147,17 +159,43 @@ function harnessError(cls, message) {
   return { ok: false, error: { class: cls, message } };
 }
 
-async function runSteps(driver, session, steps, payload, budget, mark = () => {}) {
+// The op vocabulary's refusals (drivers/ops.json), read only when a step names an op this
+// driver's table lacks: an op the library cannot express fails with its named reason.
+let vocabulary = null;
+function opsMatrix() {
+  if (vocabulary === null) {
+    try { vocabulary = JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', 'ops.json'), 'utf8')); } catch (e) { vocabulary = {}; }
+  }
+  return vocabulary;
+}
+
+function missingOp(driver, op) {
+  const matrix = opsMatrix();
+  const entry = (matrix.ops || []).find((o) => o.op === op);
+  if (!entry) return `unknown op ${op}`;
+  const cell = (entry.cells || {})[driver.key] || {};
+  const library = ((matrix.paths || {})[driver.key] || {}).library || driver.key;
+  return `unsupported op: ${op} (${library} cannot ${cell.cannot || 'do this in this adapter'})`;
+}
+
+// Ops that need no page: they run even after a new_page failed.
+const PAGELESS = new Set(['new_page', 'wait_ms', 'version', 'user_agent', 'contexts_count', 'write_file', 'get_console', 'get_dialogs', 'get_recorded_requests']);
+
+async function runSteps(driver, session, steps, payload, budget, mark = null) {
   const results = [];
   const saved = {};
   const state = { saved, payload, budget };
+  const tracer = opTrace(payload);
+  let pageLost = null; // the failed new_page later page ops would otherwise run on the old page of
   for (const [index, step] of steps.entries()) {
-    mark(`op${index}:${step.op}`);
+    if (mark) mark(`op${index}:${step.op}`);
     const started = Date.now();
     const op = driver.ops[step.op];
     let record;
     if (!op) {
-      record = { ok: false, error: `unknown op ${step.op}` };
+      record = { ok: false, error: missingOp(driver, step.op) };
+    } else if (pageLost && !PAGELESS.has(step.op)) {
+      record = { ok: false, error: pageLost };
     } else if (budget.remaining() <= 1) {
       record = { ok: false, error: 'task budget exhausted before this op' };
     } else {
@@ -167,10 +205,12 @@ async function runSteps(driver, session, steps, payload, budget, mark = () => {}
         record = { ok: false, error: String((e && e.message) || e).split('\n')[0] };
       }
     }
+    if (step.op === 'new_page') pageLost = record.ok ? null : `no page: new_page at step ${index} failed (${record.error})`;
     if (step.save_as) saved[step.save_as] = record.ok ? stringify(record.value) : `ERROR: ${record.error}`;
     results.push(record);
-    trace(payload, { step: index, op: step.op, ok: record.ok, ms: Date.now() - started, error: record.error });
+    tracer.add({ step: index, op: step.op, ok: record.ok, ms: Date.now() - started, error: record.error });
   }
+  tracer.flush();
   return { results, saved };
 }
 
@@ -201,7 +241,7 @@ async function attempt(driver, payload) {
   const checks = substitute(planned.checks || [], tokens);
   const connectRow = { name: 'driver_connect', status: 'pass', evidence: driver.name };
   const mark = opMarks(payload);
-  mark('driver_connect');
+  if (mark) mark('driver_connect');
   let session;
   try {
     session = await driver.connect(payload, budget);
@@ -226,7 +266,7 @@ async function attempt(driver, payload) {
       }
     }
     const { results, saved } = await runSteps(driver, session, steps, payload, budget, mark);
-    mark('driver_close'); // the checks, the session's close, the result
+    if (mark) mark('driver_close'); // the checks, the session's close, the result
     const rows = [connectRow, ...grade(checks, results, saved, driver.checkKinds)];
     const passed = rows.filter((r) => r.status === 'pass').length;
     const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live, live_check: driver.liveProblem ? 'navigator.userAgent' : 'Browser.getVersion' } };
@@ -243,18 +283,28 @@ async function attempt(driver, payload) {
 // order, until stdin closes. Every attempt still connects, opens its own context/page and
 // closes them again; only the process and the loaded client library are shared.
 async function main(driver) {
+  if (process.argv.includes('--list-ops')) {
+    process.stdout.write(JSON.stringify(Object.keys(driver.ops).sort()) + '\n', () => process.exit(0));
+    return undefined;
+  }
   if (process.argv.includes('--serve')) return serve(driver);
   const result = await guarded(driver, () => readPayload());
   process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0));
 }
 
 async function guarded(driver, payloadOf) {
+  let payload = null;
+  let result;
   try {
-    return await attempt(driver, payloadOf());
+    payload = payloadOf();
+    result = await attempt(driver, payload);
   } catch (e) {
     process.stderr.write(`${(e && e.stack) || e}\n`);
-    return harnessError('script_error', String((e && e.message) || e));
+    result = harnessError('script_error', String((e && e.message) || e));
   }
+  // the runner credits a result only to the attempt whose id it echoes
+  if (payload && typeof payload === 'object' && 'attempt_id' in payload) result.attempt_id = payload.attempt_id;
+  return result;
 }
 
 async function serve(driver) {
@@ -280,4 +330,52 @@ async function poll(budget, limitMs, probe, what) {
   }
 }
 
-module.exports = { main, stringify, sleep, poll, substitute };
+// Playwright-style URL globs, as the corpus writes them: ** crosses '/', * does not, ? is one char.
+function globToRegExp(glob) {
+  let out = '';
+  for (let i = 0; i < glob.length; i += 1) {
+    if (glob[i] === '*' && glob[i + 1] === '*') { out += '.*'; i += 1; } else if (glob[i] === '*') out += '[^/]*';
+    else if (glob[i] === '?') out += '.';
+    else out += glob[i].replace(/[.+^${}()|[\]\\]/g, '\\$&');
+  }
+  return new RegExp(`^${out}$`);
+}
+
+// A route or recording pattern matches a URL: a glob when it has wildcards, else a substring.
+function urlMatches(url, pattern) {
+  if (!pattern) return true;
+  return /[*?]/.test(pattern) ? globToRegExp(pattern).test(url) : url.includes(pattern);
+}
+
+// Ops every adapter spells alike: they touch the adapter's own state or the file system only.
+function localOps() {
+  return {
+    wait_ms: async (s, step, state) => { await sleep(Math.min(step.ms || 0, state.budget.remaining())); return step.ms; },
+    write_file: (s, step) => { fs.mkdirSync(path.dirname(step.path), { recursive: true }); fs.writeFileSync(step.path, step.content || ''); return step.path; },
+  };
+}
+
+function digestFile(file) {
+  const bytes = fs.readFileSync(file);
+  return `${require('crypto').createHash('sha256').update(bytes).digest('hex').slice(0, 12)}:${bytes.length}`;
+}
+
+// A script reading the element as the page is now: one that is not there fails at once.
+function elementNow(selector, expression) {
+  return `(() => { const e = document.querySelector(${JSON.stringify(selector)});
+  if (!e) throw new Error(${JSON.stringify(`no element matches ${selector}`)}); return ${expression}; })()`;
+}
+
+// The element read ops over one primitive, read(expression) -> op (expression of the element `e`).
+function elementReads(read) {
+  return {
+    text_content: read('e.textContent'),
+    inner_text: read('e.innerText'),
+    input_value: read('e.value'),
+    is_checked: read('!!e.checked'),
+    is_enabled: read('!e.disabled'),
+    get_attribute: (s, step, state) => read(`e.getAttribute(${JSON.stringify(step.name)})`)(s, step, state),
+  };
+}
+
+module.exports = { main, stringify, sleep, poll, substitute, globToRegExp, urlMatches, localOps, digestFile, elementNow, elementReads };

@@ -6,8 +6,9 @@
 // reads are Runtime.evaluate, as a protocol-direct client does them.
 
 const CDP = require('chrome-remote-interface');
-const { main, poll } = require('./common');
+const { main, poll, localOps } = require('./common');
 const cdpOps = require('./cdp_ops');
+const { rawOps, watchPage } = require('./cdp_raw_ops');
 
 const KEYS = {
   Enter: { code: 'Enter', windowsVirtualKeyCode: 13, text: '\r' },
@@ -18,14 +19,25 @@ const KEYS = {
 
 async function connect(payload) {
   const client = await CDP({ target: payload.browser_ws, local: true });
-  const session = { client, events: [], metrics: { cdp_call_count: 0, cdp_error_count: 0 } };
+  const session = { client, events: [], pages: [], listeners: new Map(), browserListeners: new Map(), metrics: { cdp_call_count: 0, cdp_error_count: 0 } };
   client.on('event', (message) => {
+    const handlers = message.sessionId ? session.listeners.get(message.method) : session.browserListeners.get(message.method);
     if (message.sessionId && message.sessionId === session.sessionId) session.events.push(message.method);
+    for (const handler of handlers || []) if (!message.sessionId || message.sessionId === session.sessionId) handler(message.params);
   });
-  session.cdp = async (method, params) => {
+  const counted = async (sent) => {
     session.metrics.cdp_call_count += 1;
-    try { return await client.send(method, params || {}, session.sessionId); } catch (e) { session.metrics.cdp_error_count += 1; throw e; }
+    try { return await sent; } catch (e) { session.metrics.cdp_error_count += 1; throw e; }
   };
+  session.cdp = (method, params) => counted(client.send(method, params || {}, session.sessionId));
+  session.browserCdp = (method, params) => counted(client.send(method, params || {}));
+  session.sendTo = (sessionId, method, params) => counted(client.send(method, params || {}, sessionId));
+  const add = (map) => (method, handler) => map.set(method, [...(map.get(method) || []), handler]);
+  session.on = add(session.listeners);
+  session.onBrowser = add(session.browserListeners);
+  session.evaluate = (expression) => evaluate(session, expression);
+  session.click = (s, step, state) => click(s, step, state);
+  watchPage(session);
   return session;
 }
 
@@ -103,23 +115,51 @@ async function pressKey(s, key) {
   await s.cdp('Input.dispatchKeyEvent', { type: 'keyUp', key, code: known.code, windowsVirtualKeyCode: known.windowsVirtualKeyCode });
 }
 
+async function typeText(s, text) {
+  for (const ch of text) {
+    await s.cdp('Input.dispatchKeyEvent', { type: 'keyDown', key: ch, text: ch });
+    await s.cdp('Input.dispatchKeyEvent', { type: 'keyUp', key: ch });
+  }
+}
+
+async function hover(s, step, state) {
+  const { x, y } = await elementCenter(s, step, state);
+  await s.cdp('Input.dispatchMouseEvent', { type: 'mouseMoved', x, y });
+  return step.selector;
+}
+
+async function setChecked(s, step, state, wanted) {
+  await waitElement(s, step, state);
+  if ((await evaluate(s, `!!${q(step.selector)}.checked`)) !== wanted) await click(s, step, state);
+  return wanted;
+}
+
 async function focus(s, step, state) {
   await waitElement(s, step, state);
   await evaluate(s, `${q(step.selector)}.focus()`);
 }
 
-const read = (field) => async (s, step, state) => { await waitElement(s, step, state); return evaluate(s, `${q(step.selector)}.${field}`); };
-
 const ops = {
   ...cdpOps,
+  ...rawOps,
+  ...localOps(),
   new_page: async (s) => {
     // One context per attempt: a second page shares the first one's storage, like a second tab.
     s.contextId = s.contextId || (await s.client.send('Target.createBrowserContext', {})).browserContextId;
     const { targetId } = await s.client.send('Target.createTarget', { url: 'about:blank', browserContextId: s.contextId });
     s.sessionId = (await s.client.send('Target.attachToTarget', { targetId, flatten: true })).sessionId;
+    s.pages.push({ targetId, sessionId: s.sessionId });
     await s.cdp('Page.enable', {});
     await s.cdp('Runtime.enable', {});
+    if (s.fetching) await s.cdp('Fetch.enable', { patterns: [{ urlPattern: '*' }] });
     return targetId;
+  },
+  close_page: async (s) => {
+    const page = s.pages.pop();
+    if (!page) throw new Error('no page to close');
+    await s.client.send('Target.closeTarget', { targetId: page.targetId });
+    s.sessionId = s.pages.length ? s.pages[s.pages.length - 1].sessionId : undefined;
+    return 'closed';
   },
   goto: async (s, step, state) => {
     await navigation(s, state, async () => {
@@ -137,12 +177,15 @@ const ops = {
   wait_for_selector: async (s, step, state) => {
     const visible = `(() => { const e = ${q(step.selector)}; if (!e) return false; const r = e.getBoundingClientRect(); const st = getComputedStyle(e);
       return r.width > 0 && r.height > 0 && st.visibility !== 'hidden'; })()`;
-    const test = step.state === 'visible' ? visible : `!!${q(step.selector)}`;
+    const gone = step.state === 'hidden' || step.state === 'detached';
+    const test = gone ? `!(${visible})` : step.state === 'visible' ? visible : `!!${q(step.selector)}`; // present unless a state is named
     await poll(state.budget, step.timeout_ms, () => evaluate(s, test), `selector ${step.selector}`);
     return true;
   },
   click,
-  check: async (s, step, state) => { await waitElement(s, step, state); if (!(await evaluate(s, `${q(step.selector)}.checked`))) await click(s, step, state); return true; },
+  hover,
+  check: (s, step, state) => setChecked(s, step, state, true),
+  uncheck: (s, step, state) => setChecked(s, step, state, false),
   focus: async (s, step, state) => { await focus(s, step, state); return step.selector; },
   fill: async (s, step, state) => {
     await focus(s, step, state);
@@ -150,21 +193,17 @@ const ops = {
     if (step.value === '') await pressKey(s, 'Backspace'); else await s.cdp('Input.insertText', { text: step.value });
     return step.value;
   },
-  type: async (s, step, state) => { await focus(s, step, state); await s.cdp('Input.insertText', { text: step.value ?? step.text }); return step.value ?? step.text; },
+  type: async (s, step, state) => { await focus(s, step, state); await typeText(s, step.value ?? step.text); return step.value ?? step.text; },
+  keyboard_type: async (s, step) => { await typeText(s, step.text); return step.text; },
   press: async (s, step, state) => { if (step.selector) await focus(s, step, state); await pressKey(s, step.key); return step.key; },
   select_option: async (s, step, state) => {
     await waitElement(s, step, state);
     return evaluate(s, `(() => { const e = ${q(step.selector)}; e.value = ${JSON.stringify(step.value)};
       e.dispatchEvent(new Event('input', {bubbles: true})); e.dispatchEvent(new Event('change', {bubbles: true})); return e.value; })()`);
   },
-  text_content: read('textContent'),
-  input_value: read('value'),
-  is_checked: read('checked'),
-  get_attribute: async (s, step, state) => { await waitElement(s, step, state); return evaluate(s, `${q(step.selector)}.getAttribute(${JSON.stringify(step.name)})`); },
-  count: (s, step) => evaluate(s, `document.querySelectorAll(${JSON.stringify(step.selector)}).length`),
   url: (s) => evaluate(s, 'location.href'),
   title: (s) => evaluate(s, 'document.title'),
   user_agent: async (s) => (s.sessionId ? evaluate(s, 'navigator.userAgent') : (await s.client.send('Browser.getVersion')).userAgent),
 };
 
-main({ name: `chrome-remote-interface ${require('chrome-remote-interface/package.json').version}`, connect, liveProduct, close, ops });
+main({ key: 'chrome_remote_interface', name: `chrome-remote-interface ${require('chrome-remote-interface/package.json').version}`, connect, liveProduct, close, ops });

@@ -4,10 +4,8 @@
 // ops in its own file. Console messages and dialogs are recorded from `new_page` on, so a
 // load-time console line is seen like the peer's probe sees it.
 
-const crypto = require('crypto');
-const fs = require('fs');
 const cdpOps = require('./cdp_ops');
-const { poll, sleep } = require('./common');
+const { poll, localOps, digestFile } = require('./common');
 
 // Runs an expression string in the page; a promise result is awaited (as the corpus expects).
 function pageExpression(expression) {
@@ -17,12 +15,12 @@ function pageExpression(expression) {
 function commonOps(driverOps) {
   return {
     ...cdpOps,
+    ...localOps(),
     evaluate: (s, step) => s.evaluate(step.expression),
     wait_for_function: async (s, step, state) => {
       await poll(state.budget, step.timeout_ms, async () => !!(await s.evaluate(step.expression)), step.expression);
       return true;
     },
-    wait_ms: async (s, step, state) => { await sleep(Math.min(step.ms || 0, state.budget.remaining())); return step.ms; },
     url: (s) => s.page.url(),
     title: (s) => s.page.title(),
     content: (s) => s.page.content(),
@@ -32,7 +30,6 @@ function commonOps(driverOps) {
     get_recorded_requests: (s) => s.requests.join('\n'),
     record_requests: (s) => { s.recording = true; return 'recording'; },
     on_dialog: (s, step) => { s.dialogPolicy = { action: step.action || 'accept', text: step.text }; return step.action; },
-    write_file: (s, step) => { fs.writeFileSync(step.path, step.content || ''); return step.path; },
     count: (s, step) => s.evaluate(`document.querySelectorAll(${JSON.stringify(step.selector)}).length`),
     get_attribute: (s, step) => s.evaluate(
       `(() => { const e = document.querySelector(${JSON.stringify(step.selector)}); if (!e) throw new Error('no element ${step.selector}'); return e.getAttribute(${JSON.stringify(step.name)}); })()`),
@@ -50,10 +47,17 @@ function navigationOps(newContext, historyWait) {
     new_page: async (s) => {
       s.context = s.context || await newContext(s); // a second page is a second tab
       s.page = await s.context.newPage();
+      s.pages = [...(s.pages || []), s.page];
       s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
       s.page.on('dialog', (d) => recordDialog(s, d));
       s.page.on('request', (r) => { if (s.recording) s.requests.push(`${r.method()} ${r.url()}`); });
       return 'page';
+    },
+    close_page: async (s) => {
+      await s.page.close();
+      s.pages = s.pages.filter((p) => p !== s.page);
+      s.page = s.pages[s.pages.length - 1];
+      return 'closed';
     },
     goto: async (s, step, state) => status(await s.page.goto(step.url, t(state, step))),
     reload: async (s, step, state) => status(await s.page.reload(t(state, step))),
@@ -69,11 +73,6 @@ function recordDialog(session, dialog) {
   const answered = policy.action === 'accept' ? dialog.accept(policy.text) : dialog.dismiss();
   // An engine that cannot answer a dialog fails the task's later steps, not the adapter.
   return Promise.resolve(answered).catch((e) => { session.dialogs.push(`answer-failed:${e.message}`); });
-}
-
-function digestFile(file) {
-  const bytes = fs.readFileSync(file);
-  return `${crypto.createHash('sha256').update(bytes).digest('hex').slice(0, 12)}:${bytes.length}`;
 }
 
 function framesMatching(frames, urlPart) {

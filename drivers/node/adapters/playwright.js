@@ -36,6 +36,15 @@ async function close(session) {
 const HISTORY_WAIT = 'commit';
 const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
 
+// A read acts on the page as it is now: an element that is not there fails at once (Playwright's
+// locator reads would wait for it up to the action timeout).
+async function now(s, selector) {
+  const locator = s.page.locator(selector).first();
+  if ((await locator.count()) === 0) throw new Error(`no element matches ${selector}`);
+  return locator;
+}
+const NOW = { timeout: 1000 }; // the element is there: the read itself gets a short limit
+
 const ops = commonOps({
   ...navigationOps((s) => s.browser.newContext(), HISTORY_WAIT),
   click: async (s, step, state) => {
@@ -45,6 +54,8 @@ const ops = commonOps({
   fill: async (s, step, state) => { await s.page.fill(step.selector, step.value, t(state, step)); return step.value; },
   type: async (s, step, state) => { await s.page.locator(step.selector).pressSequentially(step.value ?? step.text, t(state, step)); return step.value ?? step.text; },
   check: async (s, step, state) => { await s.page.check(step.selector, t(state, step)); return true; },
+  uncheck: async (s, step, state) => { await s.page.uncheck(step.selector, t(state, step)); return false; },
+  hover: async (s, step, state) => { await s.page.hover(step.selector, t(state, step)); return step.selector; },
   focus: async (s, step, state) => { await s.page.focus(step.selector, t(state, step)); return step.selector; },
   press: async (s, step, state) => {
     if (step.selector) await s.page.press(step.selector, step.key, t(state, step));
@@ -53,9 +64,15 @@ const ops = commonOps({
   },
   keyboard_type: async (s, step) => { await s.page.keyboard.type(step.text); return step.text; },
   select_option: async (s, step, state) => (await s.page.selectOption(step.selector, step.value, t(state, step))).join(','),
-  text_content: (s, step, state) => s.page.textContent(step.selector, t(state, step)),
-  input_value: (s, step, state) => s.page.inputValue(step.selector, t(state, step)),
-  is_checked: (s, step, state) => s.page.isChecked(step.selector, t(state, step)),
+  text_content: async (s, step) => (await now(s, step.selector)).textContent(NOW),
+  inner_text: async (s, step) => (await now(s, step.selector)).innerText(NOW),
+  input_value: async (s, step) => (await now(s, step.selector)).inputValue(NOW),
+  is_checked: async (s, step) => (await now(s, step.selector)).isChecked(NOW),
+  is_enabled: async (s, step) => (await now(s, step.selector)).isEnabled(NOW),
+  get_attribute: async (s, step) => (await now(s, step.selector)).getAttribute(step.name, NOW),
+  is_visible: (s, step) => s.page.locator(step.selector).first().isVisible(),
+  count: (s, step) => s.page.locator(step.selector).count(),
+  contexts_count: (s) => s.browser.contexts().length,
   wait_for_selector: async (s, step, state) => {
     await s.page.waitForSelector(step.selector, { state: step.state || 'visible', ...t(state, step) });
     return true;
@@ -79,4 +96,4 @@ const ops = commonOps({
   version: (s) => s.browser.version(),
 });
 
-main({ name: `playwright-core ${require('playwright-core/package.json').version}`, connect, liveProduct, close, ops });
+main({ key: 'playwright', name: `playwright-core ${require('playwright-core/package.json').version}`, connect, liveProduct, close, ops });

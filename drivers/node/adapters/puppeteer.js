@@ -6,8 +6,8 @@
 const fs = require('fs');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
-const { main, poll } = require('./common');
-const { commonOps, navigationOps, digestFile, framesMatching } = require('./page_ops');
+const { main, poll, globToRegExp, digestFile } = require('./common');
+const { commonOps, navigationOps, framesMatching } = require('./page_ops');
 
 async function connect(payload, budget) {
   const browser = await puppeteer.connect({
@@ -35,16 +35,6 @@ const liveProduct = async (session) => (await browserVersion(session)).product;
 async function close(session) {
   if (session.context) await session.context.close();
   await session.browser.disconnect(); // the engine belongs to the runner
-}
-
-// Playwright-style URL globs, as the corpus writes them: ** crosses '/', * does not.
-function globToRegExp(glob) {
-  let out = '';
-  for (let i = 0; i < glob.length; i += 1) {
-    if (glob[i] === '*' && glob[i + 1] === '*') { out += '.*'; i += 1; } else if (glob[i] === '*') out += '[^/]*';
-    else out += glob[i].replace(/[.+?^${}()|[\]\\]/g, '\\$&');
-  }
-  return new RegExp(`^${out}$`);
 }
 
 async function addRoute(s, step, handle) {
@@ -82,6 +72,12 @@ async function download(s, step, state) {
 const HISTORY_WAIT = 'domcontentloaded';
 const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
 
+async function setChecked(s, step, state, wanted) {
+  const handle = await element(s, step, state);
+  if ((await handle.evaluate((e) => e.checked)) !== wanted) await handle.click();
+  return wanted;
+}
+
 async function element(s, step, state) {
   const handle = await s.page.waitForSelector(step.selector, t(state, step));
   if (!handle) throw new Error(`no element ${step.selector}`);
@@ -102,11 +98,9 @@ const ops = commonOps({
     return step.value;
   },
   type: async (s, step, state) => { await (await element(s, step, state)).type(step.value ?? step.text); return step.value ?? step.text; },
-  check: async (s, step, state) => {
-    const handle = await element(s, step, state);
-    if (!(await handle.evaluate((e) => e.checked))) await handle.click();
-    return true;
-  },
+  check: (s, step, state) => setChecked(s, step, state, true),
+  uncheck: (s, step, state) => setChecked(s, step, state, false),
+  hover: async (s, step, state) => { await (await element(s, step, state)).hover(); return step.selector; },
   focus: async (s, step, state) => { await (await element(s, step, state)).focus(); return step.selector; },
   press: async (s, step, state) => {
     if (step.selector) await (await element(s, step, state)).press(step.key);
@@ -115,9 +109,17 @@ const ops = commonOps({
   },
   keyboard_type: async (s, step) => { await s.page.keyboard.type(step.text); return step.text; },
   select_option: async (s, step, state) => { await element(s, step, state); return (await s.page.select(step.selector, step.value)).join(','); },
-  text_content: async (s, step, state) => (await element(s, step, state)).evaluate((e) => e.textContent),
-  input_value: async (s, step, state) => (await element(s, step, state)).evaluate((e) => e.value),
-  is_checked: async (s, step, state) => (await element(s, step, state)).evaluate((e) => !!e.checked),
+  // reads act on the page as it is now ($eval fails at once when nothing matches)
+  text_content: (s, step) => s.page.$eval(step.selector, (e) => e.textContent),
+  inner_text: (s, step) => s.page.$eval(step.selector, (e) => e.innerText),
+  input_value: (s, step) => s.page.$eval(step.selector, (e) => e.value),
+  is_checked: (s, step) => s.page.$eval(step.selector, (e) => !!e.checked),
+  is_enabled: (s, step) => s.page.$eval(step.selector, (e) => !e.disabled),
+  get_attribute: (s, step) => s.page.$eval(step.selector, (e, name) => e.getAttribute(name), step.name),
+  is_visible: async (s, step) => { const handle = await s.page.$(step.selector); return handle ? handle.isVisible() : false; },
+  count: async (s, step) => (await s.page.$$(step.selector)).length,
+  contexts_count: (s) => s.browser.browserContexts().length,
+  set_input_files: async (s, step, state) => { await (await element(s, step, state)).uploadFile(step.path); return step.path; },
   wait_for_selector: async (s, step, state) => {
     const visibility = { visible: { visible: true }, hidden: { hidden: true } }[step.state] || {};
     await s.page.waitForSelector(step.selector, { ...visibility, ...t(state, step) });
@@ -134,4 +136,4 @@ const ops = commonOps({
   version: (s) => s.browser.version(),
 });
 
-main({ name: `puppeteer-core ${require('puppeteer-core/package.json').version}`, connect, liveProduct, close, ops });
+main({ key: 'puppeteer', name: `puppeteer-core ${require('puppeteer-core/package.json').version}`, connect, liveProduct, close, ops });

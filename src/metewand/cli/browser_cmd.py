@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ from metewand.suites.browser.run_config import (
     RunConfig,
     builtin_suite_dir,
 )
+from metewand.suites.browser.statuses import BROKEN
 
 Echo = Callable[[str], None]
-ALWAYS_FAIL = frozenset({"infra", "crash"})  # statuses that mean the run itself broke
 
 
 def _engine_list(text: str) -> tuple[str, ...]:
@@ -63,7 +64,9 @@ def browser() -> None:
 @click.option("--jobs", type=int, default=1, show_default=True, help="Attempts run at once.")
 @click.option(
     "--score-mode", type=click.Choice(SCORE_MODES), default="independent", show_default=True,
-    help="independent: each engine's rows scored on their own; see docs for the others.",
+    help="independent: each engine's rows scored on their own, every declared check must pass; "
+    "peer-compatible: the same, but an L1 server-graded row is the server's verdict alone "
+    "(the peer's published grading).",
 )  # fmt: skip
 @click.option(
     "--isolation",
@@ -214,7 +217,7 @@ def _executor(opts: dict[str, object]) -> Any:
 
 
 def _statuses(text: str) -> frozenset[str]:
-    from metewand.suites.browser.classify import STATUSES
+    from metewand.suites.browser.statuses import STATUSES
 
     chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
     unknown = sorted(chosen - set(STATUSES))
@@ -256,6 +259,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
 def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
     """0 when the run completed, whatever the engines' verdicts (they are the result); 1 when an
     attempt ended infra or crash (the harness or an engine process broke), or hit --fail-on."""
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.run_warnings import run_warnings
     from metewand.compare.rundir import load_run
 
@@ -264,7 +268,7 @@ def _outcome(run_dir: Path, fail_on: frozenset[str], echo: Echo) -> int:
         echo(f"warning: {line}")
     # an interleaved calibration's twins ran on the same engines: their crash is a crash too
     statuses = {str(row.get("status")) for row in [*run.rows, *run.calibration_twins]}
-    broken = statuses & ALWAYS_FAIL
+    broken = statuses & BROKEN
     hit = statuses & fail_on
     if broken or hit:
         echo(f"exit 1: attempts ended {', '.join(sorted(broken | hit))}")
@@ -318,16 +322,19 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
       metewand browser list
       metewand browser list --tasks ../shared/corpus/lexbench --json
     """
+    from metewand.suites.browser.selection import tag_counts
     from metewand.suites.browser.tasks import load_corpus
 
     corpus = load_corpus(tasks_dir or builtin_suite_dir())
     subsets = []
     for subset in corpus.manifest.subsets if corpus.manifest else []:
         status = corpus.subset_status(subset)
+        tags = tag_counts(t for t in corpus.tasks if t.subset_id == subset.subset_id)
         subsets.append({"subset_id": subset.subset_id, "layer": subset.layer_id,
                         "driver": subset.driver, "tasks": len(status.task_ids),
                         "task_ids": status.task_ids, "not_run_yet": len(status.pending),
-                        "why_no_runnable_task": status.why_not_runnable})  # fmt: skip
+                        "why_no_runnable_task": status.why_not_runnable,
+                        "tags": tags})  # fmt: skip
     engines = []
     for name in ENGINES:
         found = resolve(name)
@@ -349,6 +356,7 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
         why = f"  ({s['not_run_yet']} not run yet)" if s["not_run_yet"] and s["tasks"] else ""
         why = f"  no runnable task: {s['why_no_runnable_task']}" if not s["tasks"] else why
         click.echo(f"  {s['subset_id']:<28} {s['driver']:<28} {s['tasks']:>4} tasks{why}")
+        _echo_tags(s["tags"])  # type: ignore[arg-type]
     click.echo("engines:")
     for e in engines:
         click.echo(f"  {e['engine']:<12} {'found' if e['found'] else 'missing':<8} {e['detail']}")
@@ -356,6 +364,16 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     for d in drivers:
         state = "found" if d["found"] else "missing"
         click.echo(f"  {d['driver_path']:<24} {state:<8} {d['detail']}")
+
+
+def _echo_tags(tags: dict[str, int]) -> None:
+    """``tags: version.v0_1 23, family.own 21, ...`` under a subset, wrapped (names whole)."""
+    if not tags:
+        return
+    text = ", ".join(f"{tag}\N{NO-BREAK SPACE}{count}" for tag, count in tags.items())
+    for line in textwrap.wrap(text, width=96, initial_indent="      tags: ",
+                              subsequent_indent="            ", break_on_hyphens=False):  # fmt: skip
+        click.echo(line.replace("\N{NO-BREAK SPACE}", " "))  # a tag and its count stay together
 
 
 def _driver_listing() -> list[dict[str, object]]:
@@ -468,3 +486,12 @@ def scenarios(do_check: bool, tasks_dir: Path | None, strict: bool, as_json: boo
                    f"generated files match, {len(failing)} differences; {len(report.missing)} "
                    f"expansions have no file, {len(report.orphaned)} files have no spec{held}")  # fmt: skip
     sys.exit(exit_codes.OK if not failing else exit_codes.BENCHMARK_FAILURES)
+
+
+def _register_ops() -> None:
+    from metewand.cli.browser_ops_cmd import ops
+
+    browser.add_command(ops)
+
+
+_register_ops()

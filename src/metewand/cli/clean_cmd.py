@@ -28,23 +28,35 @@ RUN_TEMP_DIRS = (rundir.STAGING, rundir.WORK)
 @click.command("clean")
 @click.argument("run", required=False)
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON object on stdout.")
-def clean(run: str | None, as_json: bool) -> None:
+@click.option(
+    "--orphans",
+    is_flag=True,
+    help="Instead: remove every metewand accounting group whose creator is gone, run or not.",
+)
+def clean(run: str | None, as_json: bool, orphans: bool) -> None:
     """Remove what killed runs left behind: processes, accounting groups, temporary dirs.
 
     RUN is a run directory or an id under ./runs; without RUN, every run under ./runs that no
-    live metewand holds open. Only what a run recorded (owned.jsonl) is touched.
+    live metewand holds open. Only what a run recorded (owned.jsonl) is touched. With
+    --orphans (no RUN): the groups any earlier metewand left (`metewand measure` included),
+    found by name in every cgroup hierarchy, their members killed; a group whose creator is
+    alive is never touched.
 
     \b
     Examples:
       metewand clean runs/sort1
       metewand clean sort1 --json
       metewand clean
+      metewand clean --orphans
 
     \b
     Exit status: 0 when everything is gone; 1 when a group could not be removed;
     2 when RUN is not a run or a live metewand holds it open (without RUN, such runs are
     skipped and listed).
     """
+    if orphans:
+        _clean_orphans(run, as_json)
+        return
     if run is not None:
         report = _clean_one(open_run(run))
         if isinstance(report, str):
@@ -60,6 +72,23 @@ def clean(run: str | None, as_json: bool) -> None:
     if not as_json:
         _print(reports)
     if any(isinstance(r, dict) and r["groups_failed"] for r in reports.values()):
+        raise SystemExit(exit_codes.BENCHMARK_FAILURES)
+
+
+def _clean_orphans(run: str | None, as_json: bool) -> None:
+    if run is not None:
+        click.echo("error: --orphans takes no RUN (it looks at every group)", err=True)
+        raise SystemExit(exit_codes.INVALID_INPUT)
+    from metewand.measure.orphans import sweep_orphans
+
+    report = sweep_orphans()
+    if as_json:
+        click.echo(canonical.dumps_str(report.to_json()))
+    else:
+        click.echo(f"removed {len(report.removed)} orphan group(s)")
+    for failure in report.failed:
+        click.echo(f"could not remove group {failure}", err=True)
+    if report.failed:
         raise SystemExit(exit_codes.BENCHMARK_FAILURES)
 
 

@@ -35,13 +35,14 @@ def _threshold(value: str) -> float:
 
 
 def _print_table(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import console as table_console
+    from metewand.cli.tables import print_table
     from metewand.compare import compare_render
     from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 
-    console = Console()
+    console = table_console()
     if result["provenance_differences"]:
         console.print("[bold]provenance differences (the comparison may be suspect):[/bold]")
         for row in compare_render.provenance_rows(result):
@@ -55,14 +56,14 @@ def _print_table(result: dict[str, Any]) -> None:
         table.add_column(column)
     for row in compare_render.group_rows(result, short=True):
         table.add_row(*row)
-    console.print(table)
+    print_table(table, out=console)
     for name, entries in result.get("rollups", {}).items():
         rollup = Table(title=f"per {name.replace('_', ' ')}", title_justify="left")
         for column in (name, *ROLLUP_HEAD):
             rollup.add_column(column)
         for cells in rollup_rows(entries, name):
             rollup.add_row(*cells)
-        console.print(rollup)
+        print_table(rollup, out=console)
     for row in compare_render.unmatched_rows(result):
         console.print(f"unmatched: {row[0]}: {' x '.join(row[1:])}", markup=False)
     for reason in result["regression_reasons"]:
@@ -166,6 +167,11 @@ def _refuse_polluted(result: dict[str, Any]) -> None:
     sys.exit(exit_codes.INVALID_INPUT)
 
 
+# as the compute planner caps attempts: past this a CI's Monte Carlo error is far below what the
+# repetitions themselves allow, and the time and memory grow without bound
+MAX_RESAMPLES = 100_000
+
+
 @click.command("compare")
 @click.argument("runs", nargs=-1)
 @click.option("--base", "base_runs", multiple=True, metavar="RUN",
@@ -212,8 +218,9 @@ def _refuse_polluted(result: dict[str, Any]) -> None:
               help="Let --fail-on-regression judge a wall-time metric although a run's host "
               "pollution gate failed (refused with exit 2 otherwise).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
-@click.option("--resamples", type=click.IntRange(min=100), default=2000, show_default=True,
-              help="Bootstrap resamples of each confidence interval.")  # fmt: skip
+@click.option("--resamples", type=click.IntRange(min=100, max=MAX_RESAMPLES), default=2000,
+              show_default=True,
+              help=f"Bootstrap resamples of each confidence interval (at most {MAX_RESAMPLES}).")  # fmt: skip
 @click.option("--seed", type=int, default=20240607, show_default=True,
               help="Seed of the bootstrap (the same seed gives the same intervals).")  # fmt: skip
 def compare(**options: Any) -> None:

@@ -22,6 +22,7 @@ PLAN_EXAMPLES = """\b
 Examples:
   metewand plan examples/sorting/metewand.toml
   metewand plan examples/sorting/metewand.toml --json | head -3
+  metewand plan examples/sorting/metewand.toml --explain
 """
 
 RUN_EXAMPLES = """\b
@@ -52,8 +53,9 @@ def _max_attempts_option(command: Any) -> Any:
 
 def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any, Any]:
     """The manifest and its plan, or every validation error and exit 2."""
-    from metewand.suites.compute.manifest import ManifestError, load
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.manifest import ManifestError
+    from metewand.suites.compute.manifest_load import load
+    from metewand.suites.compute.plan_expand import build_plan
 
     try:
         loaded = load(manifest)
@@ -67,12 +69,25 @@ def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any,
 @click.command(epilog=PLAN_EXAMPLES)
 @click.argument("manifest", default=DEFAULT_MANIFEST, type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One canonical JSON line per attempt.")
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also say which manifest dialect was read, the definition ids and seeds, and what of "
+    "the plan cannot run on this host.",
+)
 @_max_attempts_option
-def plan(manifest: str, as_json: bool, max_attempts: int) -> None:
-    """Show the attempts MANIFEST expands to, without running anything."""
+def plan(manifest: str, as_json: bool, explain: bool, max_attempts: int) -> None:
+    """Show the attempts MANIFEST expands to, without running anything.
+
+    MANIFEST may be written in metewand's dialect or in the Rust metewand's."""
     from metewand import canonical
 
-    _, expanded = _load(manifest, max_attempts)
+    loaded, expanded = _load(manifest, max_attempts)
+    if explain:
+        from metewand.suites.compute.explain import explain as explain_lines
+
+        for line in explain_lines(loaded, expanded):
+            click.echo(line, err=as_json)
     for attempt in expanded.attempts:
         if as_json:
             click.echo(canonical.dumps_str(attempt.describe()))
@@ -236,7 +251,7 @@ def _checked_baseline(
     from metewand.suites.compute.ab import ab_plan, load_baseline
     from metewand.suites.compute.launch import missing_commands
     from metewand.suites.compute.manifest import ManifestError
-    from metewand.suites.compute.plan import build_plan
+    from metewand.suites.compute.plan_expand import build_plan
 
     if path is None and resume_dir is not None:
         path = _recorded_baseline(resume_dir)
@@ -389,6 +404,7 @@ def _refuse_before_running(loaded: Any, expanded: Any, out_dir: str, run_id: str
 
 def _warn_at_end(run_dir: str) -> None:
     """Failed attempts by code and a failed pollution gate, where the user looks: last."""
+    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
     from metewand.compare.run_warnings import run_warnings
     from metewand.compare.rundir import load_run
 
@@ -405,9 +421,9 @@ def _any_failed(run_dir: str) -> bool:
 
 def _print_case_table(rows: list[dict[str, Any]]) -> None:
     """Per case x implementation: accepted, failures, median timed wall [95% CI], CPU, memory."""
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import print_table
     from metewand.compare.case_text import SHOWN_METRICS, terminal_rows
     from metewand.compare.cases import case_statistics
 
@@ -419,7 +435,7 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
         table.add_column(column)
     for row in terminal_rows(stats, SHOWN_METRICS):
         table.add_row(*row)
-    Console(stderr=True).print(table)
+    print_table(table, stderr=True)
 
 
 def _run_dir(options: Any) -> str:

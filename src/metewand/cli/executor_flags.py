@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -24,10 +25,11 @@ def executor_options(local_help: str) -> Callable[[Any], Any]:
     def decorate(command: Any) -> Any:
         command = click.option(
             "--dask-local",
-            type=click.IntRange(min=1),
+            type=click.IntRange(min=1, max=MAX_LOCAL_WORKERS),
             default=None,
             metavar="N",
-            help="Start a local Dask cluster of N single-threaded worker processes for this run.",
+            help="Start a local Dask cluster of N single-threaded worker processes for this run "
+            f"(at most {MAX_LOCAL_WORKERS}).",
         )(command)
         command = click.option(
             "--scheduler", default=None, metavar="tcp://HOST:PORT", help="Running Dask scheduler."
@@ -42,6 +44,28 @@ def executor_options(local_help: str) -> Callable[[Any], Any]:
         )(command)
 
     return decorate
+
+
+# a worker is a whole Python process (~100 MB) running one unit at a time: more than this on one
+# machine measures nothing but the machine's contention
+MAX_LOCAL_WORKERS = 64
+
+
+def scheduler_problem(address: str) -> str | None:
+    """Why ``address`` is not a ``tcp://HOST:PORT`` a client can connect to (None: it is)."""
+    expected = f"--scheduler {address}: expected tcp://HOST:PORT"
+    if not address.startswith("tcp://"):
+        return expected
+    try:
+        parts = urlsplit(address)
+        port = parts.port
+    except ValueError as exc:  # a port that is no number, an unclosed [IPv6
+        return f"{expected} ({exc})"
+    if not parts.hostname or not port:
+        return f"{expected} (no {'host' if not parts.hostname else 'port'})"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"{expected} (nothing may follow the port)"
+    return None
 
 
 def check_executor(
@@ -61,8 +85,8 @@ def check_executor(
             "--jobs is the local executor's; with --executor dask each worker runs one unit "
             "at a time"
         )
-    elif scheduler is not None and not scheduler.startswith("tcp://"):
-        problem = f"--scheduler {scheduler}: expected tcp://HOST:PORT"
+    elif scheduler is not None:
+        problem = scheduler_problem(scheduler)
     if problem:
         click.echo(f"error: {problem}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)

@@ -5,12 +5,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from metewand import canonical
 from metewand.cli import exit_codes
+from metewand.cli.inspect_select import (
+    ComputeSelection,
+    SelectionError,
+    select_compute,
+    selectors_of,
+)
 from metewand.cli.rundirs import resolve_run_dir
 from metewand.compare.compute_rows import diagnostic_of, measurements_of
 from metewand.compare.fmt import form_text
@@ -64,30 +70,58 @@ def last_cdp_errors(paths: Mapping[str, str]) -> list[dict[str, Any]]:
 
 
 def describe(run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``inspect`` shows of one row: the fields its suite has (none invented as null)."""
     paths = _artifact_paths(run_dir, row)
-    info: dict[str, Any] = {
-        "key": row.get("key"),
-        "status": row.get("status", row.get("outcome")),
-        "failure_class": row.get("failure_class"),
-        "origin": row.get("origin"),
-        "secondary_status": row.get("secondary_status"),
-        "reason": row.get("reason"),
-        "duration_ms": row.get("duration_ms"),
-        "checks": row.get("checks"),
-        "artifacts": paths,
-    }
     if "engine" in row:
-        info["last_cdp_errors"] = last_cdp_errors(paths)
-        info["measurements"] = row.get("resource_forms") or row.get("resource")
-    else:
-        info["diagnostic"] = diagnostic_of(row)
-        info["measurements"] = measurements_of(row)
-    return info
+        return {
+            "key": row.get("key"),
+            "status": row.get("status", row.get("outcome")),
+            "failure_class": row.get("failure_class"),
+            "origin": row.get("origin"),
+            "secondary_status": row.get("secondary_status"),
+            "reason": row.get("reason"),
+            "duration_ms": row.get("duration_ms"),
+            "checks": row.get("checks"),
+            "artifacts": paths,
+            "last_cdp_errors": last_cdp_errors(paths),
+            "measurements": row.get("resource_forms") or row.get("resource"),
+        }
+    from metewand.compare.cases import case_label, case_of, implementation_label  # numpy: lazily
+
+    return {
+        "key": row.get("key"),
+        "status": row.get("status"),
+        "code": row.get("code"),
+        "message": row.get("message"),
+        "implementation": implementation_label(row),
+        "case": case_label(case_of(row)),
+        "repetition": row.get("repetition"),
+        "attempt": row.get("attempt"),
+        "role": row.get("role"),
+        "select_with": selectors_of(row),
+        "artifacts": paths,
+        "diagnostic": diagnostic_of(row),
+        "measurements": measurements_of(row),
+    }
+
+
+HEAD_FIELDS = (
+    "key", "status", "failure_class", "origin", "secondary_status", "reason", "code", "message",
+    "implementation", "case", "repetition", "attempt", "role", "select_with",
+)  # fmt: skip
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def _print_text(info: Mapping[str, Any]) -> None:
-    for field in ("key", "status", "failure_class", "origin", "secondary_status", "reason"):
-        click.echo(f"{field}: {info.get(field)}")
+    """Fields this attempt does not have (a passing attempt's failure class) are left out."""
+    for field in HEAD_FIELDS:
+        if info.get(field) not in (None, ""):
+            click.echo(f"{field}: {_value_text(info[field])}")
     for check in info.get("checks") or []:
         click.echo(f"check: {canonical.dumps_str(check)}")
     for error in info.get("last_cdp_errors", []):
@@ -100,12 +134,25 @@ def _print_text(info: Mapping[str, Any]) -> None:
             if isinstance(value, Mapping) and "status" in value:
                 unit = "bytes" if name.endswith("_bytes") else "ns" if name.endswith("_ns") else ""
                 click.echo(f"measurement {name}: {form_text(value, unit)}")
-            else:
-                click.echo(f"measurement {name}: {value}")
+            elif value is not None:
+                click.echo(f"measurement {name}: {_value_text(value)}")
     else:
         click.echo("measurements: unavailable (not recorded for this attempt)")
     for name, path in info["artifacts"].items():
         click.echo(f"artifact {name}: {path}")
+
+
+def _compute_row(rows: list[dict[str, Any]], chosen: ComputeSelection) -> Mapping[str, Any]:
+    try:
+        return select_compute(rows, chosen)
+    except SelectionError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def _refuse(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(exit_codes.INVALID_INPUT)
 
 
 @click.command("inspect")
@@ -113,41 +160,74 @@ def _print_text(info: Mapping[str, Any]) -> None:
 @click.option("--task", help="Task id (browser runs).")
 @click.option("--engine", help="Engine (browser runs).")
 @click.option(
-    "--attempt", type=int, help="Attempt number as its row records it (browser runs count from 1)."
+    "--attempt",
+    type=int,
+    help="Browser runs: the attempt number as its row records it (from 1). Compute runs: the "
+    "retry index (from 0).",
 )
-@click.option("--key", help="Attempt key (any run; compute runs use this).")
+@click.option("--implementation", help="Implementation name (compute runs).")
+@click.option(
+    "--case",
+    "cases",
+    multiple=True,
+    metavar="TEXT",
+    help="Compute runs: the case as the run's table shows it ('scaling: distribution=uniform, "
+    "size=20000') or part of it ('size=20000'); repeatable.",
+)
+@click.option(
+    "--repetition", type=int, help="Repetition index (compute runs, from 0, as in the key's rN)."
+)
+@click.option("--warmup", is_flag=True, help="Compute runs: a warm-up attempt, not a measured one.")
+@click.option("--key", help="Attempt key (any run).")
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def inspect(
     run: str,
     task: str | None,
     engine: str | None,
     attempt: int | None,
+    implementation: str | None,
+    cases: tuple[str, ...],
+    repetition: int | None,
+    warmup: bool,
     key: str | None,
     as_json: bool,
 ) -> None:
     """Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.
 
-    RUN is a run directory, a run id under ./runs, or latest (the newest run there).
+    RUN is a run directory, a run id under ./runs, or latest (the newest run there). Name the
+    attempt by --key, by --task/--engine/--attempt (browser runs), or by any of
+    --implementation/--case/--repetition/--attempt that leave one attempt (compute runs; a
+    selection matching several lists each with the selectors that pick it).
 
     \b
     Examples:
       metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1
       metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json
+      metewand inspect sort1 --implementation c-mergesort --case 'scaling: distribution=uniform, size=20000' --repetition 1
     """
-    if key is None and (task is None or engine is None or attempt is None):
-        click.echo("error: give --key, or --task, --engine and --attempt", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+    chosen = ComputeSelection(implementation, cases, repetition, attempt, warmup)
+    browser_given = task is not None or engine is not None
+    if key is None and not browser_given and not chosen.given():
+        _refuse("give --key, --task/--engine/--attempt (browser runs), or "
+                "--implementation/--case/--repetition (compute runs)")  # fmt: skip
     try:
-        data = load_run(resolve_run_dir(run))
+        data = load_run(resolve_run_dir(run, manifest=True))
     except RunDirError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    # an interleaved calibration's unprofiled twins are rows of the run too (found by their
-    # key); --task/--engine/--attempt name the profiled attempt, which comes first
-    row = find_row([*data.rows, *data.calibration_twins], key, task, engine, attempt)
+    if key is None and data.kind == "compute":
+        if browser_given:
+            _refuse("--task/--engine select browser attempts; this is a compute run "
+                    "(use --implementation, --case, --repetition)")  # fmt: skip
+        row: Mapping[str, Any] | None = _compute_row(data.rows, chosen)
+    else:
+        if key is None and (task is None or engine is None or attempt is None):
+            _refuse("give --key, or --task, --engine and --attempt")
+        # an interleaved calibration's unprofiled twins are rows of the run too (found by their
+        # key); --task/--engine/--attempt name the profiled attempt, which comes first
+        row = find_row([*data.rows, *data.calibration_twins], key, task, engine, attempt)
     if row is None:
-        click.echo("error: no such attempt in this run", err=True)
-        sys.exit(exit_codes.INVALID_INPUT)
+        _refuse("no such attempt in this run")
     info = describe(data.path, row)
     if as_json:
         sys.stdout.write(canonical.dumps_str(info) + "\n")

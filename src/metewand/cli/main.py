@@ -64,9 +64,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "metewand.cli.inspect_cmd:inspect",
         "Show one attempt: status, failure class, origin, checks, errors, measurements, artifacts.",
     ),
+    "examples": (
+        "metewand.cli.examples_cmd:examples",
+        "List the examples shipped with metewand, or copy them into a directory to run or edit.",
+    ),
+    "conformance": (
+        "metewand.cli.conformance_cmd:conformance",
+        "Check every vector of the Rust metewand's fixtures; print the per-family table.",
+    ),
+    "reference-cases": (
+        "metewand.cli.conformance_cmd:reference_cases",
+        "Run the reference cases of MANIFEST's problem contracts through their evaluators.",
+    ),
     "demo": (
         "metewand.cli.demo_cmd:demo",
-        "Run metewand's main job end to end and print where the reports are.",
+        "Run metewand's main job end to end and end with a verdict per suite.",
     ),
 }
 

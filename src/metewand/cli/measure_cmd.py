@@ -37,9 +37,10 @@ def _format_value(name: str, m: Measurement) -> str:
 
 
 def _print_table(report: SubjectReport) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from metewand.cli.tables import console as table_console
+    from metewand.cli.tables import unbreakable
     from metewand.measure.subject import MEASUREMENT_FIELDS
 
     table = Table(title=f"metewand measure ({report.backend})", title_justify="left")
@@ -49,8 +50,8 @@ def _print_table(report: SubjectReport) -> None:
         m = report.measurements[name]
         status = m.status.value + (f" ({m.reason.value})" if m.reason else "")
         table.add_row(name, _format_value(name, m), status, m.source or "")
-    console = Console(stderr=True)
-    console.print(table)
+    console = table_console(stderr=True)
+    console.print(unbreakable(table))
     ended = f"signal {report.signal}" if report.signal else f"exit status {report.exit_status}"
     console.print(f"command ended with {ended}")
     console.print("quality flags: " + (", ".join(f.value for f in report.quality_flags) or "none"))

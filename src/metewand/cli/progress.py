@@ -29,6 +29,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemaini
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 
+from metewand.cli.tables import console, print_table
+
 MODES = ("auto", "rich", "plain", "summary", "quiet")
 PLAIN_EVERY_S = 10.0  # plain mode: at most one line per interval, plus the last attempt
 
@@ -142,7 +144,7 @@ class Progress:
         if self.mode == "quiet":
             return
         # Rich writes no colour codes when the stream is not a terminal or NO_COLOR is set.
-        Console(file=self.stream).print(self.summary_table())
+        print_table(self.summary_table(), out=console(file=self.stream))
         if self.mode == "plain":  # the last line a log reader sees
             self._write(f"done {self.done}/{self.total} in {elapsed:.1f}s: {self.counts_text()}\n")
 

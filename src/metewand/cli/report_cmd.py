@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
-from metewand.runtime import rundir
-
-CSV_NAME = rundir.RESULTS_CSV
 
 
 def _formats(value: str) -> list[str]:
@@ -67,20 +63,14 @@ def report(
       metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html
     """
     from metewand import canonical
-    from metewand.cli.store_cmd import rows_to_csv
     from metewand.compare.generate import generate
-    from metewand.compare.rundir import RunDirError, load_run
-    from metewand.runtime.rundir import write_atomic
+    from metewand.compare.rundir import RunDirError
 
-    run = str(resolve_run_dir(run))
+    run = str(resolve_run_dir(run, manifest=True))
     base = resolve_run_dir(baseline, what="baseline") if baseline else None
     try:
         formats = _formats(fmt)
         written = generate(run, formats, out_dir, base, reference_engine, reference_implementation)
-        if "csv" in formats:
-            target = Path(out_dir) if out_dir else Path(run)
-            written["csv"] = target / CSV_NAME
-            write_atomic(written["csv"], rows_to_csv(load_run(run).rows).encode("utf-8"))
     except (RunDirError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)  # 2: invalid input, for click's refusals too

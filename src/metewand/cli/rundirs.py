@@ -10,6 +10,7 @@ CLI's exit 2.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,9 +31,15 @@ class RunNotFound(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
-def resolve_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR, what: str = "run") -> Path:
-    """The absolute run directory RUN names, or a clear error (exit 2)."""
+def resolve_run_dir(
+    run: str, out_dir: str | Path = DEFAULT_RUNS_DIR, what: str = "run", manifest: bool = False
+) -> Path:
+    """The absolute run directory RUN names, or a clear error (exit 2). ``manifest``: the
+    command reads a metewand run, so a directory of results alone (a peer's) is refused."""
     try:
-        return rundir.resolve_run_dir(run, out_dir, what)
+        found = rundir.resolve_run_dir(run, out_dir, what)
     except rundir.RunDirError as exc:
         raise RunNotFound(str(exc)) from None
+    if manifest and not os.path.lexists(found / rundir.MANIFEST):
+        raise RunNotFound(f"{what} {run!r}: {found} has no {rundir.MANIFEST} (not a metewand run)")
+    return found

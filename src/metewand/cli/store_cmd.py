@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 from collections import Counter
 from pathlib import Path
@@ -14,12 +12,8 @@ import click
 from metewand import canonical
 from metewand.cli import exit_codes
 from metewand.cli.rundirs import resolve_run_dir
-from metewand.compare.csv_safe import safe_cell
+from metewand.compare.results_csv import rows_to_csv
 from metewand.runtime.store import RunView, StoreError
-
-FORM_STATUSES = frozenset({"complete", "partial", "unavailable"})
-FORM_KEYS = ("status", "value", "reason")
-LEADING_COLUMNS = ("key", "status", "attempt")
 
 
 def open_run(run: str) -> RunView:
@@ -42,6 +36,10 @@ def run_status(view: RunView) -> dict[str, Any]:
     finished = {str(row["key"]) for row in read.rows}
     planned = view.manifest["data"].get("planned_keys")
     unfinished = sorted(set(planned) - finished) if isinstance(planned, list) else None
+    count = len(planned) if isinstance(planned, list) else None
+    recorded = view.manifest["data"].get("planned_attempts")  # a compute run's plan: a count
+    if count is None and isinstance(recorded, int) and not isinstance(recorded, bool):
+        count = recorded
     return {
         "run_id": view.run_id,
         "run_dir": str(view.run_dir),
@@ -52,8 +50,14 @@ def run_status(view: RunView) -> dict[str, Any]:
         "finished": len(finished),
         # of the rows, an interleaved calibration's unprofiled twins (browser runs; never scored)
         "calibration_twins": sum(row.get("calibration_twin") is True for row in read.rows),
-        "planned": len(planned) if isinstance(planned, list) else None,
-        "unfinished": len(unfinished) if unfinished is not None else None,
+        "planned": count,
+        "unfinished": (
+            len(unfinished)
+            if unfinished is not None
+            else max(0, count - len(finished))
+            if count is not None
+            else None
+        ),
         "unfinished_keys": unfinished,
         "torn_tail_bytes": read.torn_tail_bytes,
     }
@@ -101,47 +105,6 @@ def status(run: str, as_json: bool) -> None:
         click.echo(f"  {name:<12} {count}")
     if summary["torn_tail_bytes"]:
         click.echo(f"note      a torn final line ({summary['torn_tail_bytes']} bytes) is ignored")
-
-
-def _is_form(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and value.get("status") in FORM_STATUSES
-        and set(value) <= {*FORM_KEYS, "source"}
-    )
-
-
-def flatten(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested objects become dotted columns; measurement forms always get all three columns."""
-    flat: dict[str, Any] = {}
-    for name, value in row.items():
-        column = f"{prefix}{name}"
-        if _is_form(value):
-            for key in FORM_KEYS:
-                flat[f"{column}.{key}"] = value.get(key)
-            if "source" in value:
-                flat[f"{column}.source"] = value["source"]
-        elif isinstance(value, dict) and value:
-            flat.update(flatten(value, prefix=f"{column}."))
-        elif isinstance(value, (dict, list)):
-            flat[column] = canonical.dumps_str(value)
-        else:
-            flat[column] = value
-    return flat
-
-
-def rows_to_csv(rows: list[dict[str, Any]]) -> str:
-    flat_rows = [flatten(row) for row in rows]
-    seen = {column for flat in flat_rows for column in flat}
-    columns = [c for c in LEADING_COLUMNS if c in seen]
-    columns += sorted(seen - set(columns))
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    # Column names come from row keys (a page's observations too): neutralised like cells.
-    writer.writerow([safe_cell(c) for c in columns])
-    for flat in flat_rows:
-        writer.writerow([safe_cell(flat.get(c)) for c in columns])
-    return buffer.getvalue()
 
 
 @click.command("export")

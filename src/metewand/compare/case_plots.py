@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from metewand.compare.case_text import short_label
-from metewand.compare.plots import COLOURS, _figure, _legend_or_note
+from metewand.compare.plots import COLOURS, LEGEND_COLUMNS, LEGEND_ROW_IN, _figure, legend_outside
 
 MAX_PANELS = 6
 
@@ -60,7 +60,11 @@ def scaling_chart(
         if axis in case["axes"]:
             panels.setdefault(_panel_title(summary, case, axis), []).append(case)
     chosen = sorted(panels)[:MAX_PANELS]
-    fig = _figure(4.2 * max(1, len(chosen)), 3.4 * len(metrics), (0.75, 0.2, 0.55, 0.45))
+    rows = -(-max(1, len(summary["implementations"])) // LEGEND_COLUMNS)
+    extra = LEGEND_ROW_IN * rows
+    fig = _figure(
+        4.2 * max(1, len(chosen)), 3.4 * len(metrics) + extra, (0.75, 0.2, 0.55 + extra, 0.45)
+    )
     fig.subplots_adjust(wspace=0.35, hspace=0.5)
     grid = fig.subplots(len(metrics), max(1, len(chosen)), squeeze=False)
     for row, metric in zip(grid, metrics, strict=True):
@@ -69,6 +73,8 @@ def scaling_chart(
             _scaling_panel(ax, summary, panels[title], axis, metric)
             ax.set_title(f"{title}\n{note}" if note else title, fontsize=9,
                          color="#b00020" if note else "black")  # fmt: skip
+    drawn = [ax for row in grid for ax in row[: len(chosen)]] or list(grid[0])
+    legend_outside(fig, drawn, "no implementation has an accepted attempt")
     return fig
 
 
@@ -88,7 +94,6 @@ def _scaling_panel(
     ax.set_xlabel(axis)
     ax.set_ylabel(f"median {metric.removesuffix('_ns').replace('_', ' ')} (ms, log)")
     ax.grid(True, which="both", alpha=0.3)
-    _legend_or_note(ax, "no implementation has an accepted attempt", "best")
 
 
 def phase_chart(summary: Mapping[str, Any]) -> Figure:
@@ -100,7 +105,8 @@ def phase_chart(summary: Mapping[str, Any]) -> Figure:
     impls = summary["implementations"]
     labels = [short_label(c) for c in cases]
     width = 0.8 / max(1, len(impls))
-    fig = _figure(max(9.0, 1.6 * len(cases) * 2), 4.2, (1.2, 0.2, 1.3, 0.4))
+    extra = LEGEND_ROW_IN * -(-max(1, len(impls)) // LEGEND_COLUMNS)
+    fig = _figure(max(9.0, 1.6 * len(cases) * 2), 4.2 + extra, (1.2, 0.2, 1.3, 0.4 + extra))
     fig.subplots_adjust(wspace=0.25)
     left, right = fig.subplots(1, 2)
     x = np.arange(len(cases))
@@ -122,5 +128,5 @@ def phase_chart(summary: Mapping[str, Any]) -> Figure:
         ax.set_ylabel("median (ms)")
         ax.set_title(title, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-        _legend_or_note(ax, "no accepted attempt measured this phase")
+    legend_outside(fig, (left, right), "no accepted attempt measured this phase", where="top")
     return fig

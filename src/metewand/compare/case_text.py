@@ -11,6 +11,7 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from metewand import markdown
 from metewand.compare.cases import NO_SUCCESS
 from metewand.compare.fmt import bytes_text, ns_text, rate_text, unavailable
 
@@ -180,14 +181,6 @@ def ratio_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-
-
 POOLED_CASES_NOTE = (
     "Cases whose measured rows ran on more than one Dask host: their medians pool those hosts "
     "(their paired ratios pair rows of one host):"
@@ -215,12 +208,12 @@ def cases_markdown(summary: Mapping[str, Any]) -> list[str]:
         "",
     ]
     head = ["case", "implementation", "accepted", "failures by code"]
-    lines += _md_table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS))
+    lines += markdown.table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS))
     pooled = pooled_case_lines(summary)
     if pooled:
         lines += ["", POOLED_CASES_NOTE, "", *(f"- {line}" for line in pooled)]
     lines += ["", "## Phases per case", ""]
-    lines += _md_table(head + list(PHASE_METRICS), case_rows(summary, PHASE_METRICS))
+    lines += markdown.table(head + list(PHASE_METRICS), case_rows(summary, PHASE_METRICS))
     if summary.get("reference"):
         lines += [
             "",
@@ -231,7 +224,7 @@ def cases_markdown(summary: Mapping[str, Any]) -> list[str]:
             "two attempts, resampled together (hierarchical bootstrap-t CI).",
             "",
         ]
-        lines += _md_table(["case", "implementation", "ratio [95% CI]"], ratio_rows(summary))
+        lines += markdown.table(["case", "implementation", "ratio [95% CI]"], ratio_rows(summary))
     return lines
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from metewand import markdown as md
 from metewand.compare import pollution, verdicts
 from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 from metewand.compare.fmt import bytes_text, ns_text
@@ -189,22 +190,14 @@ def unmatched_rows(result: Mapping[str, Any]) -> list[list[str]]:
     return rows + [["only in NEW", *key] for key in result["unmatched"]["only_in_new"]]
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-
-
 def markdown(result: Mapping[str, Any]) -> str:
     names = list(result["group_names"])
     lines = [f"# Comparison: {result['base']['run_id']} → {result['new']['run_id']}", ""]
     lines += [headline(result), ""]
-    lines += [f"**Note:** {note}" for note in notes(result)]
+    lines += [f"**Note:** {md.text(note)}" for note in notes(result)]
     lines += ["", "## Provenance differences", ""]
     lines += (
-        _md_table(["fact", "BASE", "NEW"], provenance_rows(result))
+        md.table(["fact", "BASE", "NEW"], provenance_rows(result))
         if result["provenance_differences"]
         else ["None of the recorded provenance facts differ."]
     )
@@ -213,13 +206,13 @@ def markdown(result: Mapping[str, Any]) -> str:
     if result["regression_reasons"]:
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in result["regression_reasons"]]
     lines += ["", "## Groups", ""]
-    lines += _md_table(header(result), group_rows(result))
+    lines += md.table(header(result), group_rows(result))
     for name, entries in result.get("rollups", {}).items():
         lines += ["", f"## Per {name.replace('_', ' ')}", ""]
-        lines += _md_table([name, *ROLLUP_HEAD], rollup_rows(entries, name))
+        lines += md.table([name, *ROLLUP_HEAD], rollup_rows(entries, name))
     if unmatched_rows(result):
         lines += ["", "## Unmatched groups", ""]
-        lines += _md_table(["side", *names], unmatched_rows(result))
+        lines += md.table(["side", *names], unmatched_rows(result))
     lines += ["", method_text(result)]
     return "\n".join(lines) + "\n"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metewand.compare import browser_phases, cases, compute_rows, hosts, pollution
+from metewand.compare import browser_phases, cases, compute_rows, hosts, pollution, verdict
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
@@ -171,6 +171,7 @@ register(
         report_sections=_compute_sections,
         resource_sections=lambda _ctx: [],  # no engine comparison in a compute run
         has_resources=False,
+        verdict_of=lambda run, scores, _summary: verdict.compute_verdict(run, scores),
         csv_files=_compute_csv_files,
         run_end_formats=(),  # a compute run ends with rows and raw files; `report` derives
         launches_of=compute_rows.launches_of,
@@ -328,6 +329,7 @@ register(
         report_sections=_browser_sections,
         resource_sections=_browser_resource_sections,
         has_resources=True,
+        verdict_of=lambda run, _scores, summary: verdict.browser_verdict(run, summary),
         csv_files=lambda _scores: {},
         # scores.json, and for a profiled run resource_summary.json + resource-card.md
         run_end_formats=("json",),

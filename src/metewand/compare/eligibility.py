@@ -95,8 +95,8 @@ def _independent_balanced(inp: EligibilityInputs) -> Verdict:
     order, algorithm = inp.facts.get("engine_order"), inp.facts.get("engine_order_algorithm")
     imbalance = _order_imbalance(inp.rows, inp.facts.engines)
     problems = []
-    if mode != "independent":
-        problems.append(f"score mode is {mode!r}, needs 'independent'")
+    if mode not in ("independent", "peer-compatible"):  # both score engines independently
+        problems.append(f"score mode is {mode!r}, needs 'independent' or 'peer-compatible'")
     if order != ENGINE_ORDER_BALANCED or algorithm != ROTATION_ALGORITHM:
         problems.append(f"engine order {order!r}/{algorithm!r}, needs {ENGINE_ORDER_BALANCED}")
     if imbalance is not None and imbalance > 1:

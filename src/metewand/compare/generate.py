@@ -1,9 +1,10 @@
 """The one writer of a run's derived files, from its directory alone: scores.json, scorecard.md,
-report.html, the suite's CSV files, and a profiled run's resource_summary.json + resource-card.md.
+report.html, results.csv and the suite's CSV files, and a profiled run's resource_summary.json + resource-card.md.
 
 ``metewand report`` calls ``generate``; ``run`` and ``browser run`` call ``write_after_run`` once
 the run has finished (a suite writes rows and raw files only, and never imports ``compare``).
-What differs between suites comes from ``compare.suite_registry``.
+What differs between suites comes from ``compare.suite_registry``; each output format is an
+``Exporter`` in ``EXPORTERS`` (a new format is a function and a line there).
 
 scores.json and scorecard.md carry no timestamps and no paths, so regenerating them from the same
 rows gives byte-identical files. Files are replaced atomically (temp file + rename).
@@ -11,25 +12,81 @@ rows gives byte-identical files. Files are replaced atomically (temp file + rena
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from metewand import canonical
+from metewand.compare import compare_suites  # noqa: F401  (the edge: registers the suite kinds)
 from metewand.compare.hosts import hosts_block
 from metewand.compare.report_hosts import hosts_markdown
 from metewand.compare.report_html import render_report
-from metewand.compare.report_resources import RESOURCE_CARD, RESOURCE_SUMMARY, resource_context
+from metewand.compare.report_resources import (
+    RESOURCE_CARD,
+    RESOURCE_SUMMARY,
+    ResourceContext,
+    resource_context,
+)
+from metewand.compare.results_csv import rows_to_csv
 from metewand.compare.run_warnings import markdown_block, run_warnings
 from metewand.compare.rundir import RunData, load_run
 from metewand.compare.scores import scores_bytes
-from metewand.compare.suite_registry import suite_kind
+from metewand.compare.suite_registry import SuiteKind, suite_kind
 from metewand.runtime import rundir
 from metewand.runtime.rundir import write_atomic as write_atomic
 
 SCORES = rundir.SCORES
 SCORECARD = rundir.SCORECARD
 REPORT = rundir.REPORT
-FORMATS = ("md", "json", "html", "csv")
+
+
+@dataclass(frozen=True)
+class Derived:
+    """What every exporter reads: the run, its suite kind, its scores (with the per-host block
+    of a Dask run) and its resource context (summary and card of a profiled run, or none)."""
+
+    run: RunData
+    kind: SuiteKind
+    scores: dict[str, Any]
+    hosts: dict[str, Any] | None
+    resources: ResourceContext
+
+
+# An output format (as hyperfine's ExportType): Derived -> {written key: (file name, bytes)}.
+Exporter = Callable[[Derived], dict[str, tuple[str, bytes]]]
+
+
+def _scores_json(d: Derived) -> dict[str, tuple[str, bytes]]:
+    return {"json": (SCORES, scores_bytes(d.scores))}
+
+
+def _scorecard_md(d: Derived) -> dict[str, tuple[str, bytes]]:
+    text = d.kind.scorecard_of(d.scores)
+    if d.hosts is not None:
+        text += "\n".join(hosts_markdown(d.hosts)) + "\n"
+    card = _with_warnings(text, run_warnings(d.run, d.resources.summary))
+    return {"md": (SCORECARD, card.encode("utf-8"))}
+
+
+def _csv(d: Derived) -> dict[str, tuple[str, bytes]]:
+    """results.csv (every row) and the suite's own CSV files (a compute run's cases.csv)."""
+    files = {"csv": (rundir.RESULTS_CSV, rows_to_csv(d.run.rows))}
+    files.update(d.kind.csv_files(d.scores))
+    return {key: (name, text.encode("utf-8")) for key, (name, text) in files.items()}
+
+
+def _report_html(d: Derived) -> dict[str, tuple[str, bytes]]:
+    return {"html": (REPORT, render_report(d.run, d.scores, d.resources).encode("utf-8"))}
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "md": _scorecard_md,
+    "json": _scores_json,
+    "html": _report_html,
+    "csv": _csv,
+}
+FORMATS = tuple(EXPORTERS)
 
 
 def generate(
@@ -45,8 +102,8 @@ def generate(
     A profiled browser run also gets ``resource_summary.json`` and ``resource-card.md``
     (regenerated with the given baseline and reference engine) whatever the formats.
     """
-    return _write(load_run(run_dir), formats, out_dir, baseline, reference_engine,
-                  reference_implementation)  # fmt: skip
+    run = load_run(run_dir)
+    return _write(run, formats, out_dir, baseline, reference_engine, reference_implementation)
 
 
 def _write(
@@ -59,37 +116,32 @@ def _write(
 ) -> dict[str, Path]:
     target = Path(out_dir) if out_dir is not None else run.path
     target.mkdir(parents=True, exist_ok=True)
-    wanted = set(formats)
     kind = suite_kind(run.kind)
     scores = kind.scores_of(run.rows, run.manifest, reference_implementation)
     hosts = hosts_block(run.rows, run.dask_hosts, run.lost_tries)
     if hosts is not None:  # a Dask run: per host; a local run's files stay as they were
         scores["hosts"] = hosts
-    written: dict[str, Path] = {}
-    if "json" in wanted:
-        written["json"] = target / SCORES
-        write_atomic(written["json"], scores_bytes(scores))
-    ctx = resource_context(run, baseline, reference_engine)
-    if "md" in wanted:
-        written["md"] = target / SCORECARD
-        text = kind.scorecard_of(scores)
-        if hosts is not None:
-            text += "\n".join(hosts_markdown(hosts)) + "\n"
-        card_md = _with_warnings(text, run_warnings(run, ctx.summary))
-        write_atomic(written["md"], card_md.encode("utf-8"))
-    card = ctx.card()
-    if ctx.summary is not None and card is not None:
-        written["resource_summary"] = target / RESOURCE_SUMMARY
-        write_atomic(written["resource_summary"], canonical.line(ctx.summary))
-        written["resource_card"] = target / RESOURCE_CARD
-        write_atomic(written["resource_card"], card.encode("utf-8"))
-    for key, (name, text) in (kind.csv_files(scores) if "csv" in wanted else {}).items():
+    derived = Derived(run, kind, scores, hosts, resource_context(run, baseline, reference_engine))
+    files: dict[str, tuple[str, bytes]] = {}
+    for name in (f for f in FORMATS if f in set(formats)):
+        files.update(EXPORTERS[name](derived))
+    files.update(_resource_files(derived.resources))
+    written = {}
+    for key, (name, data) in files.items():
         written[key] = target / name
-        write_atomic(written[key], text.encode("utf-8"))
-    if "html" in wanted:
-        written["html"] = target / REPORT
-        write_atomic(written["html"], render_report(run, scores, ctx).encode("utf-8"))
+        write_atomic(written[key], data)
     return written
+
+
+def _resource_files(ctx: ResourceContext) -> dict[str, tuple[str, bytes]]:
+    """A profiled run's summary and card, whatever the formats (they are its run-end files)."""
+    card = ctx.card()
+    if ctx.summary is None or card is None:
+        return {}
+    return {
+        "resource_summary": (RESOURCE_SUMMARY, canonical.line(ctx.summary)),
+        "resource_card": (RESOURCE_CARD, card.encode("utf-8")),
+    }
 
 
 def write_after_run(run_dir: str | Path) -> dict[str, Path]:

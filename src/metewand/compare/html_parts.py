@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from metewand.compare.fmt import unavailable
@@ -31,8 +32,20 @@ figure{margin:.6em 0}figure img{max-width:100%;height:auto;border:1px solid var(
 figcaption{font-size:.88em;color:var(--muted)}
 code{font-size:.9em;word-break:break-all}
 nav a{margin-right:.8em}
+details{margin:.3em 0}summary{cursor:pointer;font-weight:600}
+.verdict{border:1px solid var(--line);background:var(--band);padding:.3em .9em;margin:.6em 0}
+.verdict ul{margin:.2em 0 .4em;padding-left:1.3em}
 @media (max-width:600px){body{font-size:14px}main{padding:6px}th,td{padding:2px 4px}}
 """
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """A section with nothing to show: left out of the page and its navigation, and said in one
+    line at the top (``reason``) so its absence is never a silent one."""
+
+    title: str
+    reason: str
 
 
 def esc(value: Any) -> str:
@@ -94,6 +107,15 @@ def figure(data_uri: str, alt: str, caption: str, ident: str) -> str:
         f'<figure><img id="{esc(ident)}" src="{esc(data_uri)}" alt="{esc(alt)}">'
         f"<figcaption>{esc(caption)}</figcaption></figure>"
     )
+
+
+def details(summary: str, body: str, is_open: bool = False) -> str:
+    """A collapsible block (HTML's own, no script)."""
+    return f"<details{' open' if is_open else ''}><summary>{esc(summary)}</summary>{body}</details>"
+
+
+def bullet_list(items: Iterable[str]) -> str:
+    return "<ul>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>"
 
 
 def section(ident: str, title: str, *parts: str) -> str:

@@ -21,6 +21,7 @@ from metewand.compare.plots import COLOURS, _figure
 BAR_HEIGHT_IN = 0.32
 LABEL_CHARS = 48  # a case label longer than this is shortened (the table has it whole)
 GREY = "#b0b0b0"
+LEGEND_ENTRY_IN = 0.17  # one legend entry at fontsize 7, spacing included
 
 
 def _bars(costs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[tuple[str, float]]]]:
@@ -52,7 +53,9 @@ def cost_chart(costs: Sequence[Mapping[str, Any]]) -> Figure:
     palette = COLOURS if len(coloured) <= len(COLOURS) else _distinct(len(coloured))
     colour = {n: palette[i % len(palette)] for i, n in enumerate(coloured)}
     colour["between marks"] = GREY
-    height = 1.2 + BAR_HEIGHT_IN * 1.6 * max(1, len(bars))
+    # tall enough for the bars, and for the legend beside them (a few bars with many phases
+    # would otherwise push the legend past the figure's bottom edge)
+    height = max(1.2 + BAR_HEIGHT_IN * 1.6 * max(1, len(bars)), 0.9 + LEGEND_ENTRY_IN * len(names))
     fig = _figure(11.0, height, (3.4, 1.9, 0.6, 0.3))
     ax = fig.subplots()
     labelled: set[str] = set()

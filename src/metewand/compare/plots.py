@@ -26,6 +26,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from metewand.compare.efficiency import EnginePoint  # noqa: E402
 
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+LEGEND_COLUMNS = 4
+LEGEND_ROW_IN = 0.3  # inches of figure margin per row of a legend_outside legend
 METRIC_LABELS = {
     "pss_peak_bytes": ("median peak PSS (MiB)", 1 / 2**20),
     "cpu_total_ms": ("median CPU (ms)", 1.0),
@@ -55,7 +57,10 @@ def _figure(width: float, height: float, margins: tuple[float, float, float, flo
 
 
 def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Figure:
-    fig = _figure(5 * len(metrics), 4, (0.75, 0.15, 0.6, 0.55))
+    rows = -(-max(1, len(points)) // LEGEND_COLUMNS)
+    fig = _figure(
+        5 * len(metrics), 4 + LEGEND_ROW_IN * rows, (0.75, 0.15, 0.6 + LEGEND_ROW_IN * rows, 0.55)
+    )
     fig.subplots_adjust(wspace=0.3)
     axes = fig.subplots(1, len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
@@ -81,26 +86,32 @@ def efficiency_map(points: Sequence[EnginePoint], metrics: Sequence[str]) -> Fig
         ax.set_ylabel("task success rate, all-k (%)")
         ax.set_ylim(-5, 105)
         ax.grid(True, alpha=0.3)
-        _legend_or_note(ax, "no engine has a measured median here", "best")
+    legend_outside(fig, axes[0], "no engine has a measured median here")
     fig.suptitle("Efficiency map (95% CIs: Wilson for rate, task-clustered bootstrap for median)")
     return fig
 
 
 def distributions(columns: Mapping[str, Any], metrics: Sequence[str]) -> Figure:
-    """One boxplot panel per metric, one box per engine (fliers hidden: 20k points are noise)."""
+    """One boxplot panel per metric, one box per engine over its *passing* attempts (a failure
+    that ends fast would pull a box down); each box's label counts the attempts left out."""
     names = list(columns)
-    fig = _figure(4.5 * len(metrics), 3.6, (0.6, 0.25, 0.55, 0.35))
+    fig = _figure(4.5 * len(metrics), 3.8, (0.6, 0.25, 0.75, 0.35))
     fig.subplots_adjust(wspace=0.3)
     axes = fig.subplots(1, len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=True):
         label, scale = METRIC_LABELS.get(metric, (metric, 1.0))
         data, labels = [], []
         for name in names:
+            passed = columns[name].pass_mask()
             values = columns[name].array(metric)
-            finite = values[np.isfinite(values)] * scale
+            finite = values[passed & np.isfinite(values)] * scale
             if finite.size:
                 data.append(finite)
-                labels.append(f"{name}\nn={finite.size}")
+                left_out = int((~passed).sum())
+                labels.append(
+                    f"{name}\nn={finite.size} passing"
+                    + (f"\n+{left_out} not passing" if left_out else "")
+                )
         if data:
             ax.boxplot(data, showfliers=False)
             ax.set_xticks(range(1, len(labels) + 1), labels, fontsize=8)
@@ -111,12 +122,26 @@ def distributions(columns: Mapping[str, Any], metrics: Sequence[str]) -> Figure:
     return fig
 
 
-def _legend_or_note(ax: Any, empty: str, where: str = "upper right") -> None:
-    """A legend when something labelled was drawn, else a note saying why the axes are empty."""
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc=where)
+def legend_outside(fig: Figure, axes: Sequence[Any], empty: str, where: str = "bottom") -> None:
+    """One legend for all panels, in the figure's margin (``bottom`` or ``top``), never inside
+    the axes where it could cover data; a panel with nothing drawn says why. The caller leaves
+    ``LEGEND_ROW_IN`` of margin per legend row on that side."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        drawn = ax.get_legend_handles_labels()
+        if not drawn[0]:
+            ax.text(0.5, 0.5, f"unavailable ({empty})", ha="center", transform=ax.transAxes)
+        for handle, label in zip(*drawn, strict=True):
+            handles.setdefault(label, handle)
+    if not handles:
+        return
+    style = {"ncol": min(len(handles), LEGEND_COLUMNS), "fontsize": 8, "frameon": False}
+    if where == "bottom":
+        fig.legend(list(handles.values()), list(handles), loc="lower center",
+                   bbox_to_anchor=(0.5, 0.0), **style)  # fmt: skip
     else:
-        ax.text(0.5, 0.5, f"unavailable ({empty})", ha="center", transform=ax.transAxes)
+        fig.legend(list(handles.values()), list(handles), loc="upper center",
+                   bbox_to_anchor=(0.5, 1.0), **style)  # fmt: skip
 
 
 def _polluted_spans(seconds: np.ndarray, polluted: np.ndarray) -> list[tuple[float, float]]:

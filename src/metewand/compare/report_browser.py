@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,14 +14,16 @@ from metewand.compare.columns import BROWSER_METRICS, GroupColumns
 from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.efficiency import EnginePoint, engine_points
 from metewand.compare.fmt import bytes_text, ms_text, rate_text, unavailable
-from metewand.compare.html_parts import esc, figure, paragraph, section, table
+from metewand.compare.html_parts import Omitted, esc, figure, paragraph, section, table
 from metewand.compare.intersection import Intersection
 from metewand.compare.report_browser_phases import where_section
+from metewand.compare.report_resources import NOT_PROFILED
 from metewand.compare.rundir import RunData
+from metewand.suites.browser.statuses import STATUSES
 
+NO_MARKS = "run recorded without phase marks (--no-phase-marks, or a baseline run)"
 EXCLUDED_LISTED = 200  # non-pass attempts listed one by one; the counts cover all of them
 TASKS_LISTED = 5000
-STATUS_HEAD = ["pass", "fail", "unsupported", "timeout", "crash", "infra"]
 
 
 def _rate_row(name: list[str], block: Mapping[str, Any]) -> list[Any]:
@@ -32,12 +33,12 @@ def _rate_row(name: list[str], block: Mapping[str, Any]) -> list[Any]:
         rate_text(tasks["passed"], tasks["total"], tasks["rate"]),
         tasks["incomplete"],
         rate_text(att["passed"], att["total"], att["rate"]),
-        *[att["by_status"].get(s, 0) for s in STATUS_HEAD],
+        *[att["by_status"].get(s, 0) for s in STATUSES],
     ]
 
 
 def pass_tables(scores: Mapping[str, Any]) -> str:
-    head = ["tasks passed (all-k)", "incomplete tasks", "attempts passed", *STATUS_HEAD]
+    head = ["tasks passed (all-k)", "incomplete tasks", "attempts passed", *STATUSES]
     numeric = range(1, 12)
     parts = [
         paragraph(f"k = {scores['k']}: {scores['task_rule']}. Counts are shown beside every rate."),
@@ -73,13 +74,9 @@ def _has_resource(columns: Mapping[str, GroupColumns]) -> bool:
     )
 
 
-def efficiency_section(points: list[EnginePoint], profiled: bool) -> str:
+def efficiency_section(points: list[EnginePoint], profiled: bool) -> str | Omitted:
     if not profiled:
-        return section(
-            "efficiency",
-            "Efficiency map",
-            paragraph(unavailable("run not profiled: no engine resource measurements"), "muted"),
-        )
+        return Omitted("Efficiency map", NOT_PROFILED)
     uri = plots.to_data_uri(plots.efficiency_map(points, BROWSER_METRICS))
     rows = []
     for p in points:
@@ -126,8 +123,11 @@ def efficiency_section(points: list[EnginePoint], profiled: bool) -> str:
 
 
 def _metric_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
+    """Per engine x metric over passing attempts; the not-passing ones are counted, not mixed in."""
     rows = []
     for engine, group in columns.items():
+        passed = group.pass_mask()
+        left_out = int((~passed).sum())
         for metric, show in (
             ("duration_ms", ms_text),
             ("cpu_total_ms", ms_text),
@@ -135,46 +135,36 @@ def _metric_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
             ("fixture_app_bytes", bytes_text),
         ):
             values = group.array(metric)
-            finite = values[np.isfinite(values)]
-            missing = group.missing.get(metric, Counter())
+            finite = values[passed & np.isfinite(values)]
+            missing = group.missing_where(metric, passed)
             missing_text = ", ".join(f"{r} x{n}" for r, n in sorted(missing.items())) or "none"
             if finite.size == 0:
-                rows.append([engine, metric, 0, unavailable(missing_text), "", missing_text])
+                rows.append(
+                    [engine, metric, 0, unavailable(missing_text), "", left_out, missing_text]
+                )
                 continue
-            rows.append(
-                [
-                    engine,
-                    metric,
-                    int(finite.size),
-                    show(stats.median(finite)),
-                    show(stats.p95(finite)),
-                    missing_text,
-                ]
-            )
+            median, p95 = show(stats.median(finite)), show(stats.p95(finite))
+            rows.append([engine, metric, int(finite.size), median, p95, left_out, missing_text])
     return rows
 
 
 def distribution_section(columns: Mapping[str, GroupColumns], profiled: bool) -> str:
     metrics = ("cpu_total_ms", "pss_peak_bytes", "duration_ms") if profiled else ("duration_ms",)
     uri = plots.to_data_uri(plots.distributions(columns, metrics))
-    head = [
-        "engine",
-        "metric",
-        "n",
-        "median",
-        "p95",
-        "unavailable (reason x count)",
-    ]
+    head = ["engine", "metric", "n passing", "median", "p95", "not passing (left out)",
+            "unavailable on passing (reason x count)"]  # fmt: skip
     return section(
         "distributions",
-        "Distributions per engine (all attempts)",
+        "Distributions per engine (passing attempts)",
         figure(
             uri,
-            "boxplots of CPU, peak memory and duration per engine",
-            "Boxes: quartiles; whiskers: 1.5 IQR; fliers hidden.",
+            "boxplots of CPU, peak memory and duration per engine, passing attempts",
+            "Passing attempts only (a failure that ends early would look cheap); the attempts "
+            "left out are counted under each box. Boxes: quartiles; whiskers: 1.5 IQR; fliers "
+            "hidden.",
             "distributions",
         ),
-        table(head, _metric_rows(columns), (2,)),
+        table(head, _metric_rows(columns), (2, 5)),
     )
 
 
@@ -220,7 +210,7 @@ def excluded_section(
 ) -> str:
     titles = task_titles(run) if titles is None else titles
     by_engine = [
-        [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUS_HEAD[1:]]]
+        [e, *[b["attempts"]["by_status"].get(s, 0) for s in STATUSES[1:]]]
         for e, b in scores["by_engine"].items()
     ]
     listed = [r for r in run.rows if r.get("status") != "pass"]
@@ -244,7 +234,7 @@ def excluded_section(
             "Attempts that did not pass keep their raw data but are excluded from the cost "
             "figures, so failing fast is never shown as efficiency."
         ),
-        table(["engine", *STATUS_HEAD[1:]], by_engine, range(1, 6)),
+        table(["engine", *STATUSES[1:]], by_engine, range(1, 6)),
         paragraph(note, "muted"),
         table(
             [
@@ -293,14 +283,15 @@ def task_section(
     )
 
 
-def flags_section(columns: Mapping[str, GroupColumns]) -> str:
+def flags_section(columns: Mapping[str, GroupColumns]) -> str | Omitted:
     rows = [[e, f, n] for e, g in columns.items() for f, n in sorted(g.flags.items())]
-    body = (
-        table(["engine", "quality flag", "attempts"], rows, (2,))
-        if rows
-        else paragraph("No quality flags recorded.", "muted")
+    if not rows:
+        return Omitted("Measurement quality flags", "no attempt recorded a quality flag")
+    return section(
+        "flags",
+        "Measurement quality flags",
+        table(["engine", "quality flag", "attempts"], rows, (2,)),
     )
-    return section("flags", "Measurement quality flags", body)
 
 
 def browser_sections(
@@ -308,7 +299,7 @@ def browser_sections(
     scores: Mapping[str, Any],
     columns: Mapping[str, GroupColumns],
     intersection: Intersection | None = None,
-) -> list[tuple[str, str, str]]:
+) -> list[tuple[str, str, str | Omitted]]:
     """``intersection``: the resource summary's all-pass intersection, when one was built."""
     profiled = _has_resource(columns)
     points = (
@@ -322,6 +313,10 @@ def browser_sections(
         ("distributions", "Distributions", distribution_section(columns, profiled)),
         ("excluded", "Excluded", excluded_section(run, scores, titles)),
         ("tasks", "Tasks", task_section(run, scores, titles)),
-        *([("where-cost", "Where the CPU goes", where)] if where else []),
+        (
+            "where-cost",
+            "Where the CPU goes",
+            where or Omitted("Where the time and CPU go", NO_MARKS),
+        ),
         ("flags", "Flags", flags_section(columns)),
     ]

@@ -7,9 +7,10 @@ pool rows of several hosts says so here and in the warnings at the top. Absent f
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
+from metewand import markdown
 from metewand.compare.html_parts import paragraph, section, table
 
 HOST_HEAD = ("host", "units", "attempts", "by status", "lost tries", "workers", "pollution gate")
@@ -90,8 +91,8 @@ def hosts_markdown(block: Mapping[str, Any] | None) -> list[str]:
     if not block:
         return []
     lines = ["", "## Per host (Dask)", "", NOTE, "", pooled_sentence(block), ""]
-    lines += _md_table(HOST_HEAD, host_rows(block))
-    lines += ["", *_md_table(WORKER_HEAD, worker_rows(block))]
+    lines += markdown.table(HOST_HEAD, host_rows(block))
+    lines += ["", *markdown.table(WORKER_HEAD, worker_rows(block))]
     return lines
 
 
@@ -107,9 +108,3 @@ def hosts_html(block: Mapping[str, Any] | None) -> str | None:
         table(list(HOST_HEAD), host_rows(block), (1, 2, 4)),
         table(list(WORKER_HEAD), worker_rows(block), (3, 4, 5)),
     )
-
-
-def _md_table(header: Sequence[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
-    return lines

@@ -12,7 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import case_plots, compute_rows, phase_costs, phase_plots, plots, pollution
+from metewand.compare import (
+    case_plots,
+    compute_rows,
+    phase_costs,
+    phase_plots,
+    plots,
+    pollution,
+    report_provenance,
+    verdict,
+)
+from metewand.compare import run_warnings as run_warnings_module
 from metewand.compare.case_text import (
     OUTCOME_HEADER,
     POOLED_CASES_NOTE,
@@ -25,15 +35,23 @@ from metewand.compare.case_text import (
 )
 from metewand.compare.cases import TIME_METRIC
 from metewand.compare.fmt import unavailable
-from metewand.compare.html_parts import figure, kv_table, page, paragraph, section, table
+from metewand.compare.html_parts import (
+    Omitted,
+    figure,
+    page,
+    paragraph,
+    section,
+    table,
+)
 from metewand.compare.report_hosts import hosts_html
 from metewand.compare.report_resources import ResourceContext, resource_context
 from metewand.compare.run_warnings import run_warnings
 from metewand.compare.rundir import RunData
-from metewand.compare.suite_registry import suite_kind
+from metewand.compare.suite_registry import Section, suite_kind
 from metewand.measure.host_gate import GateThresholds, evaluate_gate
 
 FOREIGN_SERIES = "foreign CPU (cores)"
+NO_MARKS = "run recorded without phase marks (--no-phase-marks)"
 
 
 def _foreign_limit(summary: Mapping[str, Any] | None) -> float:
@@ -132,13 +150,12 @@ def host_section(run: RunData) -> str:
     return section("host", "Host pollution timeline", *parts)
 
 
-def comparability_sections(run: RunData, ctx: ResourceContext) -> list[tuple[str, str, str]]:
+def comparability_sections(run: RunData, ctx: ResourceContext) -> list[Section]:
     return [("host", "Host", host_section(run)), *suite_kind(run.kind).resource_sections(ctx)]
 
 
 def provenance_section(run: RunData) -> str:
-    settings = {k: v for k, v in run.manifest.items() if k != "tasks"}
-    return section("provenance", "Provenance", kv_table(settings, "no run manifest"))
+    return report_provenance.provenance_section(run.manifest)
 
 
 def _phase_rows(summary: Mapping[str, Any]) -> list[list[Any]]:
@@ -225,9 +242,7 @@ def _pooled_cases(summary: Mapping[str, Any]) -> list[str]:
     return [paragraph(POOLED_CASES_NOTE, "bad"), table(["case: pooled rows"], [[x] for x in lines])]
 
 
-def _case_sections(
-    summary: Mapping[str, Any], unreliable: Mapping[str, str]
-) -> list[tuple[str, str, str]]:
+def _case_sections(summary: Mapping[str, Any], unreliable: Mapping[str, str]) -> list[Section]:
     boot = summary["bootstrap"]
     head = ["case", "implementation", "accepted", "failures by code"]
     per_case = section(
@@ -243,7 +258,7 @@ def _case_sections(
         table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS)),
         *_pooled_cases(summary),
     )
-    out = [("cases", "Cases", per_case)]
+    out: list[Section] = [("cases", "Cases", per_case)]
     if summary.get("reference"):
         ratios = section(
             "case-ratios",
@@ -260,7 +275,7 @@ def _case_sections(
     return out
 
 
-def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[Section]:
     summary = scores["cases"]
     uri = plots.to_data_uri(case_plots.phase_chart(summary))
     phases = section(
@@ -313,8 +328,12 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[tuple[str,
         ("scores", "Scores", outcomes),
         *_case_sections(summary, unreliable_metrics(run)),
         ("phases", "Phases", phases),
-        *([("where-cost", "Where the CPU goes", where)] if where else []),
-        ("excluded", "Failed", excluded),
+        ("where-cost", "Where the CPU goes", where or Omitted("Where the CPU goes", NO_MARKS)),
+        (
+            "excluded",
+            "Failed",
+            excluded if failed else Omitted("Failed attempts", "no attempt failed"),
+        ),
     ]
 
 
@@ -343,6 +362,17 @@ def _where_section(costs: list[dict[str, Any]] | None) -> str | None:
     )
 
 
+def _not_shown(omitted: list[Omitted]) -> str:
+    """One line per reason naming the sections left out for it."""
+    by_reason: dict[str, list[str]] = {}
+    for item in omitted:
+        by_reason.setdefault(item.reason, []).append(item.title)
+    return "".join(
+        paragraph(f"Not shown: {', '.join(titles)} — {reason}.", "muted")
+        for reason, titles in by_reason.items()
+    )
+
+
 def render_report(
     run: RunData, scores: Mapping[str, Any], ctx: ResourceContext | None = None
 ) -> str:
@@ -354,13 +384,22 @@ def render_report(
     if per_host is not None:  # a Dask run: each host's counts, workers and telemetry
         parts.append(("hosts", "Hosts", per_host))
     parts.append(("provenance", "Provenance", provenance_section(run)))
+    shown = [(i, t, html) for i, t, html in parts if not isinstance(html, Omitted)]
+    omitted = [html for _, _, html in parts if isinstance(html, Omitted)]
     intro = paragraph(
         f"{run.kind} run, state {run.manifest.get('state', 'unknown')}, {len(run.rows)} attempt rows"
         + (f", {run.torn_lines} torn tail line ignored" if run.torn_lines else "")
         + ". Regenerate with: metewand report "
         + str(run.path)
     )
-    warnings = run_warnings(run, ctx.summary)  # at the top, not thousands of pixels down
-    body = intro + "".join(paragraph(f"warning: {w}", "bad") for w in warnings)
-    body += "".join(html for _, _, html in parts)
-    return page(f"metewand report: {run.run_id}", [(i, t) for i, t, _ in parts], body)
+    answer = verdict.html_block(verdict.verdict_of(run, scores, ctx.summary))
+    # at the top, not thousands of pixels down; those the verdict box already says are not repeated
+    said = {
+        suite_kind(run.kind).failed_attempts(run.rows),
+        run_warnings_module.host_gate(run.host_summary),
+        run_warnings_module.eligibility(ctx.summary or run.resource_summary),
+    }
+    warnings = [w for w in run_warnings(run, ctx.summary) if w not in said]
+    body = intro + answer + "".join(paragraph(f"warning: {w}", "bad") for w in warnings)
+    body += _not_shown(omitted) + "".join(str(html) for _, _, html in shown)
+    return page(f"metewand report: {run.run_id}", [(i, t) for i, t, _ in shown], body)

@@ -17,7 +17,7 @@ from typing import Any
 from metewand.compare import resource_card
 from metewand.compare.calibration import CalibrationThresholds, calibrate, calibrate_interleaved
 from metewand.compare.hosts import host_summaries
-from metewand.compare.html_parts import kv_table, paragraph, section, table
+from metewand.compare.html_parts import Omitted, kv_table, paragraph, section, table
 from metewand.compare.intersection import Intersection, all_pass_intersection
 from metewand.compare.resource_summary import summarize
 from metewand.compare.run_facts import MISSING, lookup, manifest_data, read_facts
@@ -105,18 +105,17 @@ def resource_context(
     return ResourceContext(profiled, reference, calibration, summary, inter)
 
 
-def calibration_section(ctx: ResourceContext) -> str:
+NOT_PROFILED = "run not profiled (--resource-profile engine measures the engines' CPU and memory)"
+
+
+def calibration_section(ctx: ResourceContext) -> str | Omitted:
     cal = ctx.calibration
     if cal is None:
-        return section(
-            "calibration",
-            "Observer-effect calibration",
-            paragraph(
-                "unavailable (no profiler-off baseline: pass --baseline RUN, or run with "
-                "--resource-calibration-baseline)",
-                "muted",
-            ),
+        why = (
+            "no profiler-off baseline (pass --baseline RUN, or run with "
+            "--resource-calibration-baseline)"
         )
+        return Omitted("Observer-effect calibration", why if ctx.profiled else NOT_PROFILED)
     verdict = "acceptable" if cal["acceptable"] else "NOT acceptable"
     failed = ", ".join(cal["failed_checks"]) or "none"
     checks = [[c["name"], "pass" if c["passed"] else "FAIL", c["reason"]] for c in cal["checks"]]
@@ -151,13 +150,9 @@ def _split_pairs(cal: Mapping[str, Any]) -> str:
     return text
 
 
-def eligibility_section(ctx: ResourceContext) -> str:
+def eligibility_section(ctx: ResourceContext) -> str | Omitted:
     if ctx.summary is None:
-        return section(
-            "eligibility",
-            "Comparison eligibility conditions",
-            paragraph("unavailable (run not profiled: --resource-profile engine)", "muted"),
-        )
+        return Omitted("Comparison eligibility conditions", NOT_PROFILED)
     s = ctx.summary
     verdict = "eligible" if s["resource_comparison_eligible"] else "NOT eligible"
     rows = [
@@ -172,13 +167,11 @@ def eligibility_section(ctx: ResourceContext) -> str:
     )
 
 
-def paired_section(ctx: ResourceContext) -> str:
+def paired_section(ctx: ResourceContext) -> str | Omitted:
     paired = (ctx.summary or {}).get("paired_vs_reference")
     if not isinstance(paired, Mapping):
-        why = "no reference engine (--reference-engine E)" if ctx.profiled else "run not profiled"
-        return section(
-            "paired", "Paired ratios vs reference", paragraph(f"unavailable ({why})", "muted")
-        )
+        why = "no reference engine (--reference-engine E)" if ctx.profiled else NOT_PROFILED
+        return Omitted("Paired ratios vs reference", why)
     rows = []
     for engine, metrics in paired.items():
         for metric, r in metrics.items():

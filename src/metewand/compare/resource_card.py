@@ -6,8 +6,10 @@ A value that was not measured prints as ``unavailable``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from metewand import markdown
 
 MIB = 2**20
 NA = "unavailable"
@@ -28,12 +30,6 @@ def _with_ci(metric: Mapping[str, Any] | None, digits: int = 1, scale: float = 1
     if ci:
         text += f" [{_num(ci[0], digits, scale)}, {_num(ci[1], digits, scale)}]"
     return text
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _metric(summary: Summary, engine: str, name: str) -> Mapping[str, Any] | None:
@@ -65,10 +61,10 @@ def _intro(s: Summary) -> list[str]:
 
 def _eligibility(s: Summary) -> list[str]:
     rows = [
-        [c["id"], "pass" if c["passed"] else "**FAIL**", c["reason"].replace("|", "/")]
+        [c["id"], "pass" if c["passed"] else "**FAIL**", c["reason"]]
         for c in s["eligibility_conditions"]
     ]
-    return ["## Eligibility", "", *_table(["condition", "result", "reason"], rows), ""]
+    return ["## Eligibility", "", *markdown.table(["condition", "result", "reason"], rows), ""]
 
 
 def _engine_table(s: Summary) -> list[str]:
@@ -113,7 +109,7 @@ def _engine_table(s: Summary) -> list[str]:
         "'peaks missed by sampler' counts attempts where the kernel saw clearly more than "
         "any sample."
     )
-    return ["## All-pass intersection, per engine", "", *_table(header, rows), "", note, ""]
+    return ["## All-pass intersection, per engine", "", *markdown.table(header, rows), "", note, ""]
 
 
 def _paired(s: Summary) -> list[str]:
@@ -145,7 +141,7 @@ def _paired(s: Summary) -> list[str]:
         "Median over tasks of (engine median ÷ reference median) on the same task-attempts; "
         "95% CI by task bootstrap."
     )
-    return [f"## Paired ratios against {ref}", "", *_table(header, rows), "", note, ""]
+    return [f"## Paired ratios against {ref}", "", *markdown.table(header, rows), "", note, ""]
 
 
 def _leaks(s: Summary) -> list[str]:
@@ -164,7 +160,12 @@ def _leaks(s: Summary) -> list[str]:
             ]
         )
     header = ["engine", "PSS end KiB per attempt", "processes at end per attempt", "attempts"]
-    return ["## Leak slopes (least squares over the run order)", "", *_table(header, rows), ""]
+    return [
+        "## Leak slopes (least squares over the run order)",
+        "",
+        *markdown.table(header, rows),
+        "",
+    ]
 
 
 def _excluded_pairs(observer: Mapping[str, Any]) -> list[str]:
@@ -207,7 +208,14 @@ def _cold_start(s: Summary) -> list[str]:
         "launch peak PSS median MiB",
     ]
     note = "Fresh launches outside the warm loop; never part of the warm figures above."
-    return ["## Cold start (separate from warm attempts)", "", *_table(header, rows), "", note, ""]
+    return [
+        "## Cold start (separate from warm attempts)",
+        "",
+        *markdown.table(header, rows),
+        "",
+        note,
+        "",
+    ]
 
 
 def _settled(settle: Mapping[str, Any]) -> str:
@@ -261,7 +269,7 @@ def _setup(s: Summary) -> list[str]:
             "(`baseline_end_only`), not a continuously sampled peak. The cgroup high-water "
             "column is the kernel's exact peak for those attempts."
         )
-    return ["## Measurement setup and observer cost", "", *_table(header, rows), "",
+    return ["## Measurement setup and observer cost", "", *markdown.table(header, rows), "",
             *notes, ""]  # fmt: skip
 
 
@@ -304,7 +312,7 @@ def _flags(s: Summary) -> list[str]:
 
 def _counts_section(title: str, counts: Mapping[str, Mapping[str, int]], empty: str) -> list[str]:
     rows = [[e, ", ".join(f"{k} {v:,}" for k, v in c.items()) or empty] for e, c in counts.items()]
-    return [f"## {title}", "", *_table(["engine", "counts"], rows), ""]
+    return [f"## {title}", "", *markdown.table(["engine", "counts"], rows), ""]
 
 
 def _foreign_cpu_lines(foreign: Mapping[str, Any] | None) -> list[str]:
@@ -406,7 +414,7 @@ def _host_observer(s: Summary) -> list[str]:
         ]
         for name, f in scopes
     ]
-    return [*lines, "", *_table(header, rows), ""]
+    return [*lines, "", *markdown.table(header, rows), ""]
 
 
 def _order(order: Any) -> str:
@@ -453,7 +461,7 @@ def _harness_and_traffic(s: Summary) -> list[str]:
         note += " jobs > 1: the process served several attempts at once, so these overlap."
     missing = s.get("traffic_not_measured") or {}
     return [
-        "## Harness scope (not engine cost)", "", *_table(header, rows), "", note, "",
+        "## Harness scope (not engine cost)", "", *markdown.table(header, rows), "", note, "",
         f"- control-plane bytes: {missing.get('control_plane_traffic', 'not implemented')}",
         f"- wire bytes: {missing.get('wire_traffic', 'not implemented')}", "",
     ]  # fmt: skip

@@ -28,7 +28,10 @@ from metewand.compare.resource_metrics import (
     resource_of,
 )
 from metewand.compare.run_facts import latest_rows, read_facts
-from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
+from metewand.suites.browser.resource_record import (
+    CONTROL_PLANE_NOT_IMPLEMENTED,
+    WIRE_NOT_IMPLEMENTED,
+)
 
 SUMMARY_SCHEMA = "abb_resource_summary/1"
 PAIRED_METRICS = ("cpu_total_ms", "pss_peak_bytes", "pss_peak_delta_bytes", "avg_cores")

@@ -18,7 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metewand.compare import hierarchy, hosts, pollution, stats, verdicts
+from metewand.compare import (
+    compare_suites,  # noqa: F401  (the edge: registers the suite kinds)
+    hierarchy,
+    hosts,
+    pollution,
+    stats,
+    verdicts,
+)
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import CompareError, Group, SuiteKind, suite_kind
 

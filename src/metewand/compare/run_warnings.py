@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from metewand import markdown
 from metewand.compare import hosts
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import suite_kind
@@ -106,4 +107,5 @@ def run_warnings(run: RunData, resource_summary: Mapping[str, Any] | None = None
 
 def markdown_block(lines: Sequence[str]) -> str:
     """A scorecard's opening lines: each warning as a bold-labelled list item."""
-    return "".join(f"- **warning:** {line}\n" for line in lines) + ("\n" if lines else "")
+    text = "".join(f"- **warning:** {markdown.text(line)}\n" for line in lines)
+    return text + ("\n" if lines else "")

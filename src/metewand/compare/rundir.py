@@ -8,6 +8,7 @@ file (a run killed mid-write) is ignored and counted in ``torn_tails``; any othe
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,11 +75,46 @@ def _settings(raw: dict[str, Any] | None) -> dict[str, Any]:
     return settings
 
 
+# The settings reports read, with the JSON type each must have when present (a list's items:
+# strings). A hand-edited or damaged manifest is named here, not met as a traceback mid-report.
+SETTING_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,), "suite": (str,), "benchmark": (str,), "seed": (str, int),
+    "k": (int,), "jobs": (int,), "planned_attempts": (int,), "selected_engines": (list,),
+    "planned_keys": (list,), "engines": (dict,), "tasks": (dict,), "host": (dict,),
+    "versions": (dict,), "resource_profile": (str, dict), "score_mode": (str,),
+    "reference_implementation": (str,), "phase_marks": (bool,),
+}  # fmt: skip
+STRING_LISTS = ("selected_engines", "planned_keys")
+
+
+def _check_settings(path: Path, settings: dict[str, Any]) -> None:
+    for key, types in SETTING_TYPES.items():
+        value = settings.get(key)
+        if value is None:
+            continue
+        wrong = not isinstance(value, types) or (
+            isinstance(value, bool) and bool not in types  # True is an int to Python
+        )
+        if not wrong and key in STRING_LISTS:
+            wrong = not all(isinstance(item, str) for item in value)
+        if wrong:
+            want = "a list of strings" if key in STRING_LISTS else " or ".join(
+                {str: "a string", int: "an integer", list: "a list", dict: "an object",
+                 bool: "true or false"}[t] for t in types
+            )  # fmt: skip
+            raise RunDirError(f"{path}: '{key}' must be {want}, not {json.dumps(value)[:80]}")
+
+
 def load_run(path: str | Path) -> RunData:
     run_path = Path(path)
     if not (run_path / rundir.RESULTS).exists():
         raise RunDirError(f"{run_path}: no {rundir.RESULTS} (is this a run directory?)")
-    manifest = _settings(_read_json(run_path / rundir.MANIFEST))
+    raw = rundir.read_json(run_path / rundir.MANIFEST)  # None: a peer's run may have none
+    if raw is not None and not (isinstance(raw, dict) and isinstance(raw.get("data", {}), dict)):
+        raise RunDirError(f"{run_path / rundir.MANIFEST}: not a run manifest (an object whose "
+                          "'data', if any, is an object)")  # fmt: skip
+    manifest = _settings(raw)
+    _check_settings(run_path / rundir.MANIFEST, manifest)
     read = read_results(run_path / rundir.RESULTS)  # raises RunDirError naming file and line
     telemetry = rundir.read_jsonl(run_path / rundir.HOST_TELEMETRY)
     cold = rundir.read_jsonl(run_path / rundir.COLD_START)

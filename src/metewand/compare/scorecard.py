@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from metewand import markdown
 from metewand.compare import browser_phases, phase_costs
 from metewand.compare.case_text import OUTCOME_HEADER, cases_markdown, outcome_rows
 from metewand.compare.driver_costs import DRIVER_NOTE, TABLE_HEAD, table_rows
 from metewand.compare.fmt import rate_text
-from metewand.compare.scores import BROWSER_STATUSES
+from metewand.suites.browser.statuses import STATUSES
 
 
 def _rate_cells(block: Mapping[str, Any]) -> list[str]:
@@ -23,14 +24,10 @@ def _rate_cells(block: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_escape_cell(c) for c in row) + " |" for row in rows]
-    return lines
-
-
-def _escape_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+GRADING = {
+    "independent": "every declared check must pass",
+    "peer-compatible": "L1 server-graded rows by the server's verdict alone, as the peer grades them",
+}
 
 
 def browser_scorecard(scores: Mapping[str, Any]) -> str:
@@ -39,12 +36,13 @@ def browser_scorecard(scores: Mapping[str, Any]) -> str:
         f"# Scorecard: run {scores['run_id']}",
         "",
         f"k = {scores['k']}; {scores['task_rule']}. Rows: {scores['rows']}.",
-        f"Statuses: {', '.join(BROWSER_STATUSES)}.",
+        f"Score mode: {scores.get('score_mode', 'independent')} ({GRADING.get(str(scores.get('score_mode')), GRADING['independent'])}).",
+        f"Statuses: {', '.join(STATUSES)}.",
         "",
         "## Per engine",
         "",
     ]
-    lines += _table(head, [[e, *_rate_cells(b)] for e, b in scores["by_engine"].items()])
+    lines += markdown.table(head, [[e, *_rate_cells(b)] for e, b in scores["by_engine"].items()])
     for title, key, label in (
         ("Per layer", "by_engine_layer", "layer"),
         ("Per subset", "by_engine_subset", "subset"),
@@ -55,10 +53,10 @@ def browser_scorecard(scores: Mapping[str, Any]) -> str:
             for engine, groups in scores[key].items()
             for name, block in groups.items()
         ]
-        lines += _table(["engine", label, *head[1:]], rows)
+        lines += markdown.table(["engine", label, *head[1:]], rows)
     if scores.get("by_driver_engine"):
         lines += ["", "## Per driver path", "", DRIVER_NOTE, ""]
-        lines += _table(TABLE_HEAD, table_rows(scores["by_driver_engine"]))
+        lines += markdown.table(TABLE_HEAD, table_rows(scores["by_driver_engine"]))
     if scores.get("phase_costs"):
         lines += _browser_phases(scores)
     return "\n".join(lines) + "\n"
@@ -76,10 +74,10 @@ def _browser_phases(scores: Mapping[str, Any]) -> list[str]:
     top = scores.get("phase_top_steps") or {}
     lines = ["", "## Top steps by engine CPU", ""]
     lines += [f"- {line}" for line in browser_phases.top_sentences(top)]
-    lines += [""] + _table(list(browser_phases.TOP_HEADER), browser_phases.top_rows(top))
+    lines += [""] + markdown.table(list(browser_phases.TOP_HEADER), browser_phases.top_rows(top))
     lines += ["", "## Where the time and CPU go", "", BROWSER_PHASES_NOTE, ""]
     costs = scores["phase_costs"]
-    lines += _table(list(browser_phases.TABLE_HEADER), phase_costs.table_rows(costs))
+    lines += markdown.table(list(browser_phases.TABLE_HEADER), phase_costs.table_rows(costs))
     return lines
 
 
@@ -102,7 +100,7 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
     if scores.get("cases"):  # outcome counts per case x implementation, never summed over cases
         lines += ["## Outcomes per case × implementation", ""]
         rows = [[str(cell) for cell in row] for row in outcome_rows(scores["cases"])]
-        lines += _table(list(OUTCOME_HEADER), rows)
+        lines += markdown.table(list(OUTCOME_HEADER), rows)
         lines += ["", *cases_markdown(scores["cases"])]
     if scores.get("phase_costs"):
         lines += [
@@ -112,7 +110,7 @@ def compute_scorecard(scores: Mapping[str, Any]) -> str:
             PHASES_NOTE,
             "",
         ]
-        lines += _table(
+        lines += markdown.table(
             list(phase_costs.TABLE_HEADER), phase_costs.table_rows(scores["phase_costs"])
         )
     return "\n".join(lines) + "\n"

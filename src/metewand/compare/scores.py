@@ -20,9 +20,9 @@ from metewand.compare import browser_phases, cases, compute_rows
 from metewand.compare.driver_costs import driver_engine_table
 from metewand.compare.phase_costs import phase_costs
 from metewand.runtime import rundir
+from metewand.suites.browser.statuses import STATUSES
 
 SCORES_SCHEMA = "metewand_scores/1"
-BROWSER_STATUSES = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
 TASK_RULE = "a task passes only when all of its k attempts pass"
 
 
@@ -45,8 +45,8 @@ class _Tally:
     def block(self, k: int) -> dict[str, Any]:
         total = sum(self.statuses.values())
         passed = self.statuses.get("pass", 0)
-        by_status = {s: self.statuses.get(s, 0) for s in BROWSER_STATUSES}
-        for other in sorted(set(self.statuses) - set(BROWSER_STATUSES)):
+        by_status = {s: self.statuses.get(s, 0) for s in STATUSES}
+        for other in sorted(set(self.statuses) - set(STATUSES)):
             by_status[other] = self.statuses[other]
         tasks_passed = incomplete = 0
         for statuses in self.tasks.values():
@@ -105,6 +105,7 @@ def browser_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> d
         "run_id": str(manifest.get("run_id", "")),
         "k": k,
         "task_rule": TASK_RULE,
+        "score_mode": str(manifest.get("score_mode") or "independent"),
         "engines": engines,
         "rows": len(rows),
         "by_engine": {e: by_engine[e].block(k) for e in engines},

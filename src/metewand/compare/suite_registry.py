@@ -5,6 +5,11 @@ compare``, scoring, the scorecard, the failure warning, the report's sections, e
 the derived files a run gets at its end all come from the ``SuiteKind`` registered under the run's
 suite name. ``compare.compare_suites`` registers compute and browser; a new suite registers one
 more ``SuiteKind`` there.
+
+The registrations are imported at the edge, never from here: ``compare_suites`` imports the
+modules that look kinds up (report sections, warnings, verdicts), so a lookup that imported it
+would close a circle. compare's entry points (``generate``, ``run_compare``) and the commands
+that reach compare elsewhere import ``compare_suites``; nothing it imports does.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ from typing import TYPE_CHECKING, Any
 from metewand.errors import InvalidInput
 
 if TYPE_CHECKING:  # imported for annotations only: the registry must stay cheap to import
+    from metewand.compare.html_parts import Omitted
     from metewand.compare.report_resources import ResourceContext
     from metewand.compare.rundir import RunData
+    from metewand.compare.verdict import Verdict
 
 Group = tuple[str, str]  # (case or task, implementation or engine)
 Rows = list[dict[str, Any]]
-Section = tuple[str, str, str]  # (anchor id, navigation title, HTML)
+# (anchor id, navigation title, HTML, or Omitted: nothing to show, said in one line at the top)
+Section = tuple[str, str, "str | Omitted"]
 
 
 class CompareError(InvalidInput, ValueError):
@@ -68,6 +76,11 @@ class SuiteKind:
     # interleaved A/B inside one run: the side ("base"/"new") and the pair of a row (None: not
     # an A/B row) — compute runs made with ``run --ab-baseline``
     ab_of: Callable[[Mapping[str, Any]], tuple[str, str, int] | None] | None = None
+    # the run's verdict (compare.verdict): (run, its scores or None, a regenerated resource
+    # summary or None) -> Verdict; None: the suite has no verdict
+    verdict_of: (
+        Callable[[RunData, Mapping[str, Any] | None, Mapping[str, Any] | None], Verdict] | None
+    ) = None
 
 
 SUITE_KINDS: dict[str, SuiteKind] = {}
@@ -79,8 +92,7 @@ def register(kind: SuiteKind) -> SuiteKind:
 
 
 def suite_kind(name: str) -> SuiteKind:
-    from metewand.compare import compare_suites  # noqa: F401  (registers the suite kinds)
-
     if name not in SUITE_KINDS:
-        raise CompareError(f"no comparison is defined for suite {name!r}")
+        known = ", ".join(sorted(SUITE_KINDS)) or "none: import metewand.compare.compare_suites"
+        raise CompareError(f"no comparison is defined for suite {name!r} (registered: {known})")
     return SUITE_KINDS[name]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Self
 
-from metewand.measure import process_sweep
+from metewand.measure import orphans, process_sweep, watchdog
 
 V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
 REMOVE_RETRY_S = 0.01  # an emptied group can be busy for a moment before rmdir succeeds
@@ -217,9 +217,11 @@ class Group:
         """Make a new group; ``announce`` hears its path *before* it exists, so whoever keeps
         a record of groups to remove after a crash never misses one."""
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)[:40]
-        path = os.path.join(parent_dir, f"metewand-{safe}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        # the name says who made it, so a later metewand can tell an orphan (measure.orphans)
+        path = os.path.join(parent_dir, orphans.group_name(safe, uuid.uuid4().hex[:8]))
         if announce is not None:
             announce(path)
+        watchdog.guard_group(path)  # removed by the watchdog if metewand dies with it
         os.mkdir(path)
         return cls(path)
 

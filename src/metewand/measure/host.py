@@ -13,7 +13,6 @@ the reason (never 0). This module imports nothing above ``measure``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import statistics
 import threading
@@ -24,6 +23,7 @@ from typing import Any
 
 from metewand import canonical
 from metewand.measure import procfs
+from metewand.measure.clock import utc_now
 from metewand.measure.foreign import ForeignCpuTracker, MemberPids
 from metewand.measure.forms import Reason
 from metewand.measure.host_facts import (
@@ -47,10 +47,6 @@ MIN_INTERVAL_S = 0.1
 PROC = Path("/proc")
 Sample = dict[str, Any]
 SampleSink = Callable[[Sample], None]
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # ---- readers (each returns a value, or raises OSError/ValueError for the caller to record) ----

@@ -35,6 +35,8 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Final
 
+from metewand.measure import watchdog
+
 WAITER_PIDFD: Final = "pidfd"
 WAITER_THREAD: Final = "waitid-thread"
 
@@ -125,6 +127,8 @@ class Process:
             self.exit_fd, self.waiter, self.waiter_reason = pidfd, WAITER_PIDFD, None
         else:
             self.exit_fd, self.waiter, self.waiter_reason = self._exit_pipe(), WAITER_THREAD, reason
+        # guarded until reaped: a kill -9 of metewand leaves its watchdog to end it (watchdog)
+        self._guard = watchdog.guard_process(popen.pid)
         if watcher is not None:
             watcher.watch(self)
 
@@ -360,6 +364,9 @@ class Process:
     def close(self) -> None:
         """Release the exit descriptor (once: a closed number may already be another file's)."""
         fd, self.exit_fd = self.exit_fd, -1
+        guard, self._guard = getattr(self, "_guard", None), None
+        if guard is not None and self.popen.returncode is not None:
+            watchdog.release_process(self.pid, *guard)
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from metewand.errors import MetewandError
+from metewand.measure import watchdog
 from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
@@ -276,6 +277,7 @@ def run_all(
     own_spawner = spawner is None
     if own_spawner:
         spawner = open_spawner()  # first: the server starts while the host telemetry does
+    watchdog.ready()  # its start-up before the first run, not inside it
     host = start_host(options)
     series = []
     try:

@@ -29,7 +29,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import dask
 from distributed import Client, LocalCluster, as_completed
@@ -49,7 +49,7 @@ from metewand.runtime.dask_worker import (
     run_unit_task,
     slot_owners,
 )
-from metewand.runtime.suite import Row, Suite, SuiteRef, Unit, merge_facts
+from metewand.runtime.suite import Row, Suite, SuiteRef, Unit, UnitEvents, merge_facts
 
 # A Dask worker runs beside measured attempts, so its own housekeeping must stay near zero: no
 # statistical profiler (a 10 ms sampling thread), slower event-loop health ticks and memory checks.
@@ -117,14 +117,6 @@ class _Watchdog:
 
 def _connected_clients(dask_scheduler: Any = None) -> list[str]:
     return list(dask_scheduler.clients) if dask_scheduler else []
-
-
-class RowSink(Protocol):
-    """What the run hears: each attempt's start and its row (the run lifecycle's sink)."""
-
-    def attempt_started(self, label: str) -> None: ...
-
-    def attempt_finished(self, row: Row) -> None: ...
 
 
 class DaskExecutorError(EnvironmentMissing, RuntimeError):
@@ -318,7 +310,7 @@ class DaskExecutor:
 
     # ---- running units ----
 
-    def run(self, suite: Suite, units: Sequence[Unit], sink: RowSink) -> None:
+    def run(self, suite: Suite, units: Sequence[Unit], sink: UnitEvents) -> None:
         """The run lifecycle's executor protocol: every row to ``sink`` as its unit finishes.
 
         ``suite`` is the client's own instance; the workers build theirs from ``self.ref``, so the
@@ -383,6 +375,8 @@ class DaskExecutor:
             for future, result in as_completed(futures, with_results=True):
                 if watchdog.reason is not None:
                     raise DaskExecutorError(watchdog.reason)
+                if not isinstance(result, dict):  # cancelled under us: the cluster went away
+                    raise DaskExecutorError(self._lost_reason(result))
                 where = finished[future.key] = result["placement"]
                 for msg in self._tries.lost(future.key, where["try"]):
                     yield LostTry(self._lost_record(msg, by_key[future.key], where))
@@ -396,6 +390,14 @@ class DaskExecutor:
         finally:
             watchdog.stop()
         yield from self._late_lost_tries(by_key, finished)
+
+    def _lost_reason(self, result: Any) -> str:
+        what = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else result
+        return (
+            f"the Dask cluster went away mid-run (scheduler {self.scheduler}, client "
+            f"{getattr(self._client, 'status', '?')}; a unit ended with {what!s:.200}); resume "
+            "the run once the scheduler is back"
+        )
 
     def interrupt(self, futures: Sequence[Any] = ()) -> None:
         """Cancel units not started and stop the units in flight (``suite.interrupt()`` on
@@ -441,8 +443,11 @@ class DaskExecutor:
 
     def host_summaries(self) -> dict[str, Any]:
         """Each registered worker's host telemetry summary; a departed worker is unavailable."""
-        alive = self.client.run(host_summary_task, self.run_token)
-        self.registrations = self._merged_registrations()
+        try:
+            alive = self.client.run(host_summary_task, self.run_token)
+            self.registrations = self._merged_registrations()
+        except Exception:  # noqa: BLE001 - the cluster went away: no host answers (said below)
+            alive = {}
         out: dict[str, Any] = {}
         for registration in self.registrations:
             worker = registration["worker"]

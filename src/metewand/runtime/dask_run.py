@@ -1,9 +1,9 @@
-"""Drive a ``DaskExecutor`` into a run store: rows one by one, lost tries, per-host records.
+"""A run's Dask session: the run lifecycle over a ``DaskExecutor``, and the side files it keeps.
 
 What the client writes, as outcomes arrive:
 
-- each finished unit's rows go to ``results.jsonl`` through ``RunStore.append`` (one fsynced line
-  each), skipping any key the store already holds, so a resumed run never writes a key twice;
+- each finished unit's rows go to ``results.jsonl`` through the run lifecycle's sink
+  (``runtime.run.Run``, one fsynced line each), as on the local executor;
 - each lost try goes to ``lost_tries.jsonl`` (one fsynced ``O_APPEND`` line each): a try that a
   worker took with it when it died is a record, never silently gone;
 - at the end, ``dask_hosts.json``: every worker's registration (accepted or refused, with the
@@ -20,15 +20,12 @@ recorded (``runtime.run_sessions``).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from metewand.runtime import run_sessions, rundir
-from metewand.runtime.dask_executor import DaskExecutor, LostTry, UnitDone
-from metewand.runtime.progress import ReporterFactory, RunReporter, null_reporter
+from metewand.runtime.dask_executor import DaskExecutor
 from metewand.runtime.run import Run
-from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, Suite, SuiteRef, Unit
 
 LOST_TRIES_NAME = rundir.LOST_TRIES
@@ -39,75 +36,10 @@ HOSTS_SCHEMA = "metewand_dask_hosts/1"
 @dataclass
 class DaskRunTally:
     rows_written: int = 0
-    rows_skipped: int = 0  # keys the store already held (a unit cut short by a client kill)
-    units_done: int = 0
     lost_tries: int = 0
     rows_by_host: Counter[str] = field(default_factory=Counter)
     rows_by_worker: Counter[str] = field(default_factory=Counter)
     lost_by_worker: Counter[str] = field(default_factory=Counter)
-
-
-def pending_units(units: Iterable[Unit], finished: set[str]) -> list[Unit]:
-    """Units with at least one key the store does not hold yet."""
-    return [unit for unit in units if not set(unit.keys) <= finished]
-
-
-def run_into_store(
-    executor: DaskExecutor,
-    units: Iterable[Unit],
-    store: RunStore,
-    reporter_factory: ReporterFactory = null_reporter,
-) -> DaskRunTally:
-    """Run every unit the store lacks and write what comes back as it comes back.
-
-    The reporter hears of each row as it is written, labelled with the host and worker it ran
-    on, so progress shows which host is doing what."""
-    tally = DaskRunTally()
-    finished = store.finished_keys()
-    pending = pending_units(units, finished)
-    reporter = reporter_factory(sum(len(set(u.keys) - finished) for u in pending))
-    reporter.start()
-    try:
-        _drain(executor, pending, store, finished, tally, reporter)
-    finally:
-        reporter.close()
-    rundir.write_json_atomic(store.run_dir / HOSTS_NAME, hosts_record(executor, tally))
-    return tally
-
-
-def _drain(
-    executor: DaskExecutor,
-    pending: list[Unit],
-    store: RunStore,
-    finished: set[str],
-    tally: DaskRunTally,
-    reporter: RunReporter,
-) -> None:
-    for outcome in executor.stream(pending):
-        if isinstance(outcome, LostTry):
-            rundir.append_line(store.run_dir / LOST_TRIES_NAME, outcome.record)
-            tally.lost_tries += 1
-            tally.lost_by_worker[outcome.record["worker"]] += 1
-            continue
-        _write_unit(outcome, store, finished, tally, reporter)
-
-
-def _write_unit(
-    done: UnitDone, store: RunStore, finished: set[str], tally: DaskRunTally, reporter: RunReporter
-) -> None:
-    tally.units_done += 1
-    where = f"{done.placement['host']}/{done.placement['worker_name']}"
-    for row in done.rows:
-        if row["key"] in finished:
-            tally.rows_skipped += 1
-            continue
-        reporter.attempt_started(f"{row['key']} on {where}")
-        store.append(row)
-        reporter.attempt_finished(row["status"])
-        finished.add(row["key"])
-        tally.rows_written += 1
-        tally.rows_by_host[done.placement["host"]] += 1
-        tally.rows_by_worker[done.placement["worker"]] += 1
 
 
 def hosts_record(executor: DaskExecutor, tally: DaskRunTally) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The interface is one method, so a distributed executor (Dask, #14 step 2) is a drop-in::
 
     class Executor(Protocol):
-        def run(self, suite: Suite, units: Sequence[Unit], sink: RowSink) -> None: ...
+        def run(self, suite: Suite, units: Sequence[Unit], sink: UnitEvents) -> None: ...
 
 ``run`` returns once every unit ran; ``sink`` hears each attempt's start and each row as soon as
 it exists (the run appends the row to its store and advances its progress there), always from
@@ -28,26 +28,20 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from metewand.runtime.interrupts import ignoring_interrupts
-from metewand.runtime.suite import Row, Slot, Suite, Unit
+from metewand.runtime.suite import Row, Slot, Suite, Unit, UnitEvents
 
 # How often the waiting main thread wakes, so Ctrl-C is seen while every slot is busy.
 _WAIT_S = 0.1
 
 
-class RowSink(Protocol):
-    def attempt_started(self, label: str) -> None: ...
-
-    def attempt_finished(self, row: Row) -> None: ...
-
-
 class Executor(Protocol):
-    def run(self, suite: Suite, units: Sequence[Unit], sink: RowSink) -> None: ...
+    def run(self, suite: Suite, units: Sequence[Unit], sink: UnitEvents) -> None: ...
 
 
 class _SerialSink:
     """Hands the slots' events to the sink one at a time."""
 
-    def __init__(self, sink: RowSink) -> None:
+    def __init__(self, sink: UnitEvents) -> None:
         self._sink = sink
         self._lock = threading.Lock()
 
@@ -68,7 +62,7 @@ class LocalExecutor:
             raise ValueError("jobs must be >= 1")
         self.jobs = jobs
 
-    def run(self, suite: Suite, units: Sequence[Unit], sink: RowSink) -> None:
+    def run(self, suite: Suite, units: Sequence[Unit], sink: UnitEvents) -> None:
         if not units:
             return
         queue = deque(units)

@@ -18,20 +18,17 @@ removes it — only what this run recorded:
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand.measure import process_sweep
+from metewand.measure import orphans, process_sweep
 from metewand.runtime import rundir
 
 OWNED_NAME = rundir.OWNED
 GROUP_PREFIX = "metewand-"
-GROUP_RETRY_S = 0.02  # an emptied group can be busy for a moment before rmdir succeeds
 
 
 class OwnedJournal:
@@ -102,32 +99,6 @@ def _owned_group(path: Any) -> bool:
     )
 
 
-def _remove_group(path: str, timeout_s: float) -> str | None:
-    """Kill the group's members until it is empty, then remove it; None or why it stayed."""
-    deadline = time.monotonic() + timeout_s
-
-    def members() -> list[int]:
-        with contextlib.suppress(OSError, ValueError):
-            return [int(p) for p in Path(path, "cgroup.procs").read_text().split()]
-        return []
-
-    while True:
-        # The members' exits wake this (pidfds); what remains is the kernel's own removal.
-        process_sweep.kill_until_gone(members, max(0.0, deadline - time.monotonic()))
-        try:
-            if not Path(path, "cgroup.procs").read_text().split():
-                os.rmdir(path)
-                return None
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:
-                return exc.strerror or str(exc)
-        if time.monotonic() > deadline:
-            return f"still busy after {timeout_s:g} s"
-        time.sleep(GROUP_RETRY_S)
-
-
 def sweep(run_dir: Path | str, wait_s: float = 5.0) -> SweepReport:
     """Kill what is left of the run's processes and remove its groups; forget what is gone."""
     records = read_records(run_dir)
@@ -140,7 +111,7 @@ def sweep(run_dir: Path | str, wait_s: float = 5.0) -> SweepReport:
     for path in paths:
         if not _owned_group(path):
             continue  # gone already, or not a group metewand makes: never touched
-        problem = _remove_group(path, wait_s)
+        problem = orphans.remove_group(path, wait_s)
         if problem is None:
             report.groups_removed.append(path)
         else:

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from metewand.errors import InvalidInput
 
@@ -84,6 +86,11 @@ ATTEMPT_RESULT_DIR = "result"
 DEFAULT_RUNS_DIR = "runs"
 LATEST = "latest"
 
+# What a reader takes from a run file: a line of a JSON-Lines file (a row is a few KB; the
+# worker protocol's 1 MiB line is the model, with room for a large answer) and a whole JSON file.
+LINE_LIMIT = 4 * 1024 * 1024
+JSON_FILE_LIMIT = 64 * 1024 * 1024
+
 
 class StoreError(InvalidInput, RuntimeError):
     """The run directory cannot be used as asked."""
@@ -111,8 +118,9 @@ def candidates(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> list[Path]:
 
 
 def is_run_dir(path: Path) -> bool:
-    """A run directory has a manifest, or at least results (a peer's run has only those)."""
-    return (path / MANIFEST).is_file() or (path / RESULTS).is_file()
+    """A run directory has a manifest, or at least results (a peer's run has only those).
+    Any kind of file under those names counts: its reader then says what is wrong with it."""
+    return path.is_dir() and any(os.path.lexists(path / name) for name in (MANIFEST, RESULTS))
 
 
 def find_run_dir(run: str, out_dir: str | Path = DEFAULT_RUNS_DIR) -> Path | None:
@@ -207,23 +215,73 @@ def journal_warnings(run_dir: Path | str) -> list[str]:
     return [f"{where} (skipped: it names nothing to clean up)" for where in found]
 
 
-def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> JsonlRead:
-    from metewand import canonical
-
+@contextlib.contextmanager
+def open_run_file(path: Path | str) -> Iterator[BinaryIO | None]:
+    """A run file opened for reading, None when it does not exist. Only a regular file is
+    read (a FIFO would block the reader for good, a device would never end), and a symbolic
+    link only when it stays inside the file's own directory; anything else is ``RunDirError``
+    naming the file. Opened without blocking, then checked again on the open descriptor."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        info = os.lstat(path)
     except FileNotFoundError:
-        return JsonlRead([], 0, 0)
+        yield None
+        return
     except OSError as exc:
         raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
-    end = data.rfind(b"\n") + 1
+    target = path
+    if stat.S_ISLNK(info.st_mode):
+        target = path.resolve()
+        if not target.is_relative_to(path.parent.resolve()):
+            raise RunDirError(f"{path}: a symbolic link out of the run directory ({target})")
+    elif not stat.S_ISREG(info.st_mode):
+        raise RunDirError(f"{path}: not a regular file ({_file_kind(info.st_mode)})")
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield None
+        return
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise RunDirError(f"{path}: not a regular file ({_file_kind(mode)})")
+        yield handle
+
+
+def _file_kind(mode: int) -> str:
+    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket", stat.S_ISDIR: "a directory",
+             stat.S_ISLNK: "a symbolic link"}  # fmt: skip
+    return next((name for test, name in kinds.items() if test(mode)), "not a file")
+
+
+def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> JsonlRead:
+    path = Path(path)
+    with open_run_file(path) as handle:
+        if handle is None:
+            return JsonlRead([], 0, 0)
+        return _parse_lines(path, handle, unique, skip_damaged)
+
+
+def _parse_lines(path: Path, handle: BinaryIO, unique: str | None, skip_damaged: bool) -> JsonlRead:
+    from metewand import canonical
+
     rows = []
     damaged: list[str] = []
     first_line: dict[Any, int] = {}
-    for number, raw in enumerate(data[:end].split(b"\n")[:-1], start=1):
+    end = number = torn = 0
+    while raw := handle.readline(LINE_LIMIT + 1):
+        if len(raw) > LINE_LIMIT:
+            raise RunDirError(f"{path}:{number + 1}: a line longer than {LINE_LIMIT} bytes")
+        if not raw.endswith(b"\n"):
+            torn = len(raw)  # a final line cut short by a kill
+            break
+        number += 1
+        end += len(raw)
         try:
-            row = canonical.loads(raw)
+            row = canonical.loads(raw[:-1])
             problem = None if isinstance(row, dict) else "row is not an object"
         except (ValueError, RecursionError) as exc:
             problem = f"not a JSON row ({str(exc)[:120]})"
@@ -241,20 +299,26 @@ def _read_lines(path: Path | str, unique: str | None, skip_damaged: bool) -> Jso
                 )
             first_line[value] = number
         rows.append(row)
-    return JsonlRead(rows, len(data) - end, end, tuple(damaged))
+    return JsonlRead(rows, torn, end, tuple(damaged))
 
 
 def read_json(path: Path | str) -> Any:
-    """A run's JSON file, None when absent; damage is ``RunDirError`` naming the file."""
+    """A run's JSON file, None when absent; damage (not a regular file, larger than
+    ``JSON_FILE_LIMIT``, not JSON) is ``RunDirError`` naming the file."""
     from metewand import canonical
 
     path = Path(path)
+    with open_run_file(path) as handle:
+        if handle is None:
+            return None
+        try:
+            data = handle.read(JSON_FILE_LIMIT + 1)
+        except OSError as exc:
+            raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if len(data) > JSON_FILE_LIMIT:
+        raise RunDirError(f"{path}: larger than {JSON_FILE_LIMIT} bytes")
     try:
-        return canonical.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise RunDirError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+        return canonical.loads(data)
     except (ValueError, RecursionError) as exc:
         raise RunDirError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
 
@@ -320,6 +384,41 @@ def write_atomic(path: Path | str, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def publish_dir(staging: Path | str, final: Path | str, *, replace: bool) -> bool:
+    """Make the staged tree ``final`` whole with one rename, then fsync its parent: a reader (or
+    a crash) sees no directory or the whole one, never a part. True when ``staging`` became it.
+
+    A directory already at ``final`` is, with ``replace``, an earlier try's (an attempt that
+    died after its artifacts but before its row): it is moved aside first and removed after,
+    so the redo wins. Without ``replace`` (a content-addressed cache), it is a concurrent
+    writer's copy of the same content: it is kept and ``staging`` removed (False). ``staging``
+    never outlives a failed publish."""
+    import shutil
+    import tempfile
+
+    staging, final = Path(staging), Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    aside: Path | None = None
+    if replace and final.exists():
+        aside = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging.parent))
+        os.rename(final, aside / "dir")
+    try:
+        os.rename(staging, final)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        if replace or not final.is_dir():
+            raise
+        return False
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+    fsync_dir(final.parent)
+    return True
 
 
 def write_text_atomic(path: Path | str, text: str) -> None:

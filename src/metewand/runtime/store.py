@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.measure.clock import utc_now
 from metewand.runtime import rundir
 
 # the run directory's owner keeps these; importers of the store keep finding them here
@@ -72,10 +73,6 @@ def new_run_id(now: dt.datetime | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def check_key(key: Any) -> str:
     """Attempt keys are '/'-separated segments of safe characters (they name artifact dirs)."""
     if not isinstance(key, str) or not key:
@@ -101,6 +98,11 @@ def read_run_manifest(path: Path) -> dict[str, Any]:
         raise StoreError(f"{path}: not a {MANIFEST_SCHEMA} manifest")
     if not isinstance(value.get("data"), dict) or value.get("state") not in STATES:
         raise StoreError(f"{path}: 'data' must be an object and 'state' one of {STATES}")
+    for key in ("run_id", "created_at"):
+        if not isinstance(value.get(key), str):
+            raise StoreError(f"{path}: '{key}' must be a string")
+    if not isinstance(value["data"].get("suite", ""), str):
+        raise StoreError(f"{path}: 'data.suite' must be a string")
     return value
 
 
@@ -109,7 +111,7 @@ class RunView:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        if not (self.run_dir / MANIFEST_NAME).is_file():
+        if not os.path.lexists(self.run_dir / MANIFEST_NAME):  # a FIFO etc.: its reader says so
             raise StoreError(f"{self.run_dir} is not a run directory (no {MANIFEST_NAME})")
 
     @property
@@ -247,7 +249,7 @@ class RunStore(RunView):
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _publish_dir(staging, final, staging_root)
+        rundir.publish_dir(staging, final, replace=True)
 
     def set_state(self, state: str) -> None:
         if state not in STATES:
@@ -338,21 +340,3 @@ def _repair(run_dir: Path) -> None:
     rundir.cut_torn_tails(run_dir)  # results.jsonl and every other appended file
     shutil.rmtree(run_dir / STAGING_NAME, ignore_errors=True)
     _fsync_dir(run_dir)
-
-
-def _publish_dir(staging: Path, final: Path, staging_root: Path) -> None:
-    """Rename ``staging`` to ``final``; an earlier unfinished copy is moved aside first."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    old: Path | None = None
-    if final.exists():
-        # Left by an attempt that died after its artifacts but before its row: redo wins.
-        old = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging_root))
-        os.rename(final, old / "dir")
-    try:
-        os.rename(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    _fsync_dir(final.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -73,7 +73,10 @@ class Slot(Protocol):
 
 
 class UnitEvents(Protocol):
-    """What an executor hears while a unit runs (each call on the slot's thread)."""
+    """The one row sink: what hears each attempt's start and each row as soon as it exists. A
+    suite's ``run_unit`` calls it (on the slot's thread); an executor's ``run`` is given one
+    (the run lifecycle's, which appends each row to the store) and calls it one event at a
+    time, whichever slot or host the row came from."""
 
     def attempt_started(self, label: str) -> None: ...
 
@@ -112,7 +115,7 @@ def merge_facts(suite: Suite, facts: list[dict[str, Any]], placement: dict[str, 
 
 
 # kind -> "module:callable" taking a SuiteRef and returning a Suite. Suites register
-# themselves by import path so that runtime never imports a suite module at import time.
+# themselves by import path (``metewand.suites``' table), so runtime names none of them.
 _FACTORIES: dict[str, str] = {}
 
 
@@ -129,7 +132,3 @@ def build(ref: SuiteRef) -> Suite:
     factory = getattr(importlib.import_module(module_name), attr)
     suite: Suite = factory(ref)
     return suite
-
-
-register("compute", "metewand.suites.compute.suite:from_ref")
-register("browser", "metewand.suites.browser.suite:from_ref")

@@ -13,31 +13,46 @@ attempt is graded from what came back:
 
 No harness CDP connection is open while the adapter runs (an engine may serve one client at a
 time, and the page is the adapter's to open and close). Whatever happens, the result is one
-``AttemptOutcome`` whose ``driver`` block says which path ran, its version, how the adapter
-ended and what the adapter's own process tree cost (harness scope, apart from the engine's).
+``AttemptResult`` whose driver fields (``row_fields``) say which path ran, its version, how the
+adapter ended and what the adapter's own process tree cost (harness scope, apart from the
+engine's). ``AdapterDriver`` is the attempt runner's ``AttemptDriver`` for every task a driver
+path claims: its adapter served by the slot (long-lived) or started for the attempt.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from metewand import canonical
 from metewand.runtime import rundir
 from metewand.suites.browser import adapter_targets, classify
-from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+from metewand.suites.browser.ab_probe_tasks import is_ab_probe
+from metewand.suites.browser.adapter_payload import (
+    VALUE_CHECK_KINDS,
+    AttemptIds,
+    EngineEndpoint,
+    build_payload,
+    server_graded,
+)
 from metewand.suites.browser.adapter_server import (
     AdapterRunner,
     LongLivedAdapter,
     PerAttemptAdapter,
 )
 from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun
-from metewand.suites.browser.attempt import AttemptOutcome
+from metewand.suites.browser.attempt_driver import (
+    AttemptResult,
+    DriverContext,
+    jsonable,
+    write_artifacts,
+)
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_registry import (
@@ -55,13 +70,16 @@ from metewand.suites.browser.phase_marks import AttemptPhases, no_mark
 from metewand.suites.browser.probes import grade_server_side
 from metewand.suites.browser.tasks import Task
 
+if TYPE_CHECKING:
+    from metewand.suites.browser.rows import PlannedAttempt
+
 ADAPTER_STDERR_FILE: Final = "adapter_stderr.log"
 ADAPTER_RESULT_FILE: Final = "adapter_result.json"
-GRADER_FILE: Final = rundir.ATTEMPT_GRADER
 TRACE_FILE: Final = rundir.ATTEMPT_CDP_LOG  # the adapter's own per-op trace, when it wrote one
 CATALOG_FILE: Final = Path("config") / "browser_driver_bindings.json"
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 ADAPTER_ISOLATION: Final = "adapter_managed"
+PEER_COMPATIBLE: Final = "peer-compatible"
 # adapter endings after which it was killed, its pages possibly still open in the engine
 BROKEN_OUTCOMES: Final = frozenset({"adapter_crash", "adapter_hang", "adapter_garbage"})
 
@@ -77,6 +95,36 @@ def driver_path_of(task: Task) -> DriverPath | None:
     return path_for_driver(task.driver)
 
 
+class AdapterDriver:
+    """A driver path's adapter drives the task; its pages are its own (``isolation`` does not
+    reach it), so the observers' collection window ends after it, with the grade."""
+
+    def handles(self, task: Task) -> bool:
+        return is_adapter_task(task)
+
+    def phase_granularity(self, task: Task) -> str:
+        return "adapter_run"  # ``driver_ops`` once the adapter marks its ops (op_marks)
+
+    async def run(
+        self, planned: PlannedAttempt, engine: EngineProcess, ctx: DriverContext
+    ) -> AttemptResult:
+        ids = AdapterAttempt(
+            ctx.run_id, planned.attempt, ctx.seed, ctx.fixture_base_url, ctx.grader_token,
+            ctx.score_mode,
+        )  # fmt: skip
+        endpoint = await engine_endpoint(planned.engine, engine)
+        adapters = ctx.adapters
+        runner_for: RunnerFor | None = None
+        if adapters is not None:
+
+            async def runner_for(found: FoundDriver) -> tuple[AdapterRunner, str]:
+                return await adapters.runner(found, planned.engine, engine.generation, engine.pid)
+
+        return await run_adapter_attempt(
+            planned.task, endpoint, ctx.out_dir, ids, engine.health, runner_for, ctx.phases
+        )
+
+
 @dataclass(frozen=True)
 class AdapterAttempt:
     """One attempt's identity and surroundings (what ``run_task_attempt`` gets as keywords)."""
@@ -86,6 +134,9 @@ class AdapterAttempt:
     seed: str
     fixture_base_url: str
     grader_token: str | None = None
+    # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
+    # historical grading); "independent" (default): every declared check must pass as well
+    score_mode: str = "independent"
 
     def session(self, task_id: str, engine: str) -> str:
         return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
@@ -126,10 +177,10 @@ async def run_adapter_attempt(
     engine_health: EngineHealth | None = None,
     runner_for: RunnerFor | None = None,
     phases: AttemptPhases | None = None,
-) -> tuple[AttemptOutcome, dict[str, Any]]:
-    """The attempt's outcome and the row's driver block; never raises for anything the
-    adapter, the engine or the grader does. ``runner_for`` gives the slot's runner for the
-    driver (a long-lived one) and its mode; without it the adapter runs per attempt.
+) -> AttemptResult:
+    """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
+    anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
+    for the driver (a long-lived one) and its mode; without it the adapter runs per attempt.
     ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
     grade."""
@@ -187,17 +238,17 @@ async def run_adapter_attempt(
             verdict, await engine_health(run.outcome != "result")
         )
     metrics = _metrics(run)
-    outcome = AttemptOutcome(
-        verdict.status, verdict.failure_class, verdict.origin, verdict.reason,
-        verdict.secondary_status, [c.to_json() for c in checks], duration_ms, None,
-        metrics.get("cdp_call_count"), metrics.get("cdp_error_count"), answer, ADAPTER_ISOLATION,
+    result = AttemptResult.of(
+        verdict, checks=tuple(c.to_json() for c in checks), duration_ms=duration_ms,
+        cdp_wait_ms=None, cdp_commands=metrics.get("cdp_call_count"),
+        cdp_errors=metrics.get("cdp_error_count"), answer=answer, isolation=ADAPTER_ISOLATION,
+        row_fields={
+            **driver_block(path, found, run, runner, mode, cleanup),
+            # checks the adapter reported that the task does not declare: shown, never graded
+            "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
+        },
     )  # fmt: skip
-    outcome.artifacts = _write_artifacts(out_dir, run, outcome)
-    block = driver_block(path, found, run)
-    block["adapter_cleanup"] = cleanup.to_json() if cleanup is not None else None
-    block["adapter_mode"] = mode  # None: no adapter ran
-    block["adapter_served"] = _served_facts(runner) if run is not None else None
-    return outcome, block
+    return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
 
 
 def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:
@@ -206,7 +257,7 @@ def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:
     if not isinstance(runner, LongLivedAdapter):
         return None
     pid = runner.process.pid if runner.process is not None else None
-    return {"pid": pid, "starts": runner.starts}
+    return {"pid": pid, "starts": runner.starts, "stray_output_restarts": runner.stray_restarts}
 
 
 def _metrics(run: AdapterRun | None) -> dict[str, int]:
@@ -237,6 +288,71 @@ def _adapter_checks(run: AdapterRun) -> list[CheckResult]:
     ]
 
 
+# every adapter reports its connection as a check row of its own (the contract's first row)
+CONTRACT_CHECKS: Final = frozenset({"driver_connect"})
+
+
+def graded_view(
+    task: Mapping[str, Any], run: AdapterRun
+) -> tuple[AdapterRun, list[dict[str, Any]]]:
+    """The adapter's result as it is graded, and the check rows it reported that the task does
+    not declare (kept apart, labelled, never graded). A server-graded task's value checks,
+    whose expected values the adapter never got (``adapter_payload.adapter_checks``), are
+    graded here from what it saved; the task's own expected value is the reference."""
+    if run.result is None:
+        return run, []
+    specs = {
+        str(c.get("label") or c.get("kind")): c
+        for c in declared_checks(task.get("driver") or {})
+        if isinstance(c, Mapping)
+    }
+    kept, extra = [], []
+    for row in run.checks:
+        name = str(row.get("name", "?"))
+        if name not in specs and name not in CONTRACT_CHECKS:
+            extra.append(row)
+        elif name in specs and server_graded(task):
+            kept.append(_runner_graded(row, specs[name], _saved(run.result)))
+        else:
+            kept.append(row)
+    observations = run.result.get("observations")
+    observations = dict(observations) if isinstance(observations, Mapping) else {}
+    return dataclasses.replace(
+        run, result={**run.result, "observations": {**observations, "checks": kept}}
+    ), extra
+
+
+def declared_checks(driver: Mapping[str, Any]) -> list[Any]:
+    """The checks a task declares: ``driver.checks``, or for an agent-browser tool probe its
+    ``driver.env.AB_CHECKS`` (that adapter grades those)."""
+    if is_ab_probe(driver):
+        env = driver.get("env")
+        return list(env.get("AB_CHECKS") or []) if isinstance(env, Mapping) else []
+    return list(driver.get("checks") or [])
+
+
+def _saved(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    observations = result.get("observations")
+    saved = observations.get("saved") if isinstance(observations, Mapping) else None
+    return saved if isinstance(saved, Mapping) else {}
+
+
+def _runner_graded(
+    row: dict[str, Any], spec: Mapping[str, Any], saved: Mapping[str, Any]
+) -> dict[str, Any]:
+    kind, expected = spec.get("kind"), spec.get("expected")
+    if kind not in VALUE_CHECK_KINDS or "expected" not in spec:
+        return row
+    value = saved.get(str(spec.get("name", "")))
+    if kind == "saved_equals":
+        ok = value == expected
+    else:
+        found = isinstance(value, str) and isinstance(expected, str) and expected in value
+        ok = found if kind == "saved_contains" else isinstance(value, str) and not found
+    evidence = f"graded by the runner: saved {spec.get('name')}={json.dumps(value)[:200]}"
+    return {**row, "status": "pass" if ok else "fail", "evidence": evidence}
+
+
 def grader_answer(result: Mapping[str, Any] | None) -> Any:
     """What a server-side grader is given: the step saved as ``answer`` (the corpus's expected
     answers are those values), else the adapter's own ``answer``."""
@@ -259,6 +375,8 @@ async def grade_adapter_run(
         return Classification("unsupported", "engine_unsupported", "adapter", reason), checks, None
     if run.outcome != "result":
         return run.classification(), checks, None
+    run, _ = graded_view(task.data, run)
+    checks = _adapter_checks(run)
     answer = grader_answer(run.result)
     reported = {c.name for c in checks}
     missing = [label for label in _declared_labels(task) if label not in reported]
@@ -271,10 +389,16 @@ async def grade_adapter_run(
         server = await _server_verdict(task, run, engine, ids, answer)
     except GraderUnavailable as exc:
         return classify.classify_exception(exc), checks, answer
+    graded = list(checks)
+    if ids.score_mode == PEER_COMPATIBLE and task.layer == "L1":
+        # the server's verdict alone (the driver's checks stay in the row, ungraded)
+        graded = [c for c in checks if c.name == "driver_connect"]
+        if verdict.status == "fail" and all(c.ok for c in graded):
+            verdict = classify.passed()
     checks += server.checks
     if server.infra is not None:
         return classify.grader_infra(f"grader: {server.infra}"), checks, answer
-    failed = [c.name for c in checks if not c.ok]
+    failed = [c.name for c in graded + server.checks if not c.ok]
     if verdict.status == "pass" and failed:
         verdict = classify.graded_fail(failed)
     return verdict, checks, answer
@@ -309,8 +433,16 @@ async def _server_verdict(
     return _ServerVerdict(checks, infra)
 
 
-def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[str, Any]:
-    """The row's driver fields: which path, which version, how its adapter ended, its cost."""
+def driver_block(
+    path: DriverPath,
+    found: Any,
+    run: AdapterRun | None,
+    runner: AdapterRunner | None = None,
+    mode: str | None = None,
+    cleanup: adapter_targets.TargetCleanup | None = None,
+) -> dict[str, Any]:
+    """The row's driver fields: which path, which version, how its adapter ended (in which
+    mode, served by which process, leaving which pages to close), its cost."""
     version = None if isinstance(found, DriverMissing) else found.version
     return {
         # the adapter opens and closes its own pages through its library: --isolation does not
@@ -324,6 +456,9 @@ def driver_block(path: DriverPath, found: Any, run: AdapterRun | None) -> dict[s
         "driver_source": None if isinstance(found, DriverMissing) else found.source,
         "adapter": run.to_json() if run is not None else None,
         "driver_resources": driver_resources(run, found),
+        "adapter_cleanup": cleanup.to_json() if cleanup is not None else None,
+        "adapter_mode": mode,  # None: no adapter ran
+        "adapter_served": _served_facts(runner) if run is not None else None,
     }
 
 
@@ -358,28 +493,18 @@ def driver_resources(run: AdapterRun | None, found: Any) -> dict[str, Any]:
     return record
 
 
-def _write_artifacts(out_dir: Path, run: AdapterRun | None, outcome: AttemptOutcome) -> list[str]:
-    files = []
-    if run is not None:
-        files.append(ADAPTER_STDERR_FILE)
-        if run.result is not None:
-            (out_dir / ADAPTER_RESULT_FILE).write_bytes(canonical.dumps(_jsonable(run.result)))
-            files.append(ADAPTER_RESULT_FILE)
-        if (out_dir / TRACE_FILE).is_file():
-            files.append(TRACE_FILE)
-    record = {
-        "ok": outcome.status == "pass", "status": outcome.status,
-        "failure_class": outcome.failure_class, "reason": outcome.reason,
-        "checks": outcome.checks, "answer": _jsonable(outcome.answer),
-        "observations": _jsonable((run.result or {}).get("observations")) if run else None,
-    }  # fmt: skip
-    (out_dir / GRADER_FILE).write_bytes(canonical.dumps(record))
-    return [*files, GRADER_FILE]
+def _observations(run: AdapterRun | None) -> Any:
+    return (run.result or {}).get("observations") if run is not None else None
 
 
-def _jsonable(value: Any) -> Any:
-    try:
-        canonical.dumps(value)
-        return value
-    except canonical.CanonicalJSONError:
-        return {"unparsed": json.dumps(value, default=str)}
+def _adapter_files(out_dir: Path, run: AdapterRun | None) -> list[tuple[str, bytes | None]]:
+    """The adapter's files: its stderr and its per-op trace (written by the adapter, listed
+    here) and its result line, as the harness parsed it."""
+    if run is None:
+        return []
+    files: list[tuple[str, bytes | None]] = [(ADAPTER_STDERR_FILE, None)]
+    if run.result is not None:
+        files.append((ADAPTER_RESULT_FILE, canonical.dumps(jsonable(run.result))))
+    if (out_dir / TRACE_FILE).is_file():
+        files.append((TRACE_FILE, None))
+    return files

@@ -7,6 +7,7 @@ are substituted here; the page-level ones (``{fixture_url}``, ``{fixture_origin}
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -56,6 +57,34 @@ def task_url(task: Mapping[str, Any], fixture_base_url: str, tokens: Mapping[str
     return fixture_base_url + _replace(path, tokens)
 
 
+# check kinds that carry the value to find; for a server-graded task it is the answer itself
+VALUE_CHECK_KINDS: Final = frozenset({"saved_equals", "saved_contains", "saved_not_contains"})
+
+
+def server_graded(task: Mapping[str, Any]) -> bool:
+    return (task.get("grader") or {}).get("kind") == "server_side"
+
+
+def adapter_checks(task: Mapping[str, Any]) -> list[Any]:
+    """The task's checks as the adapter gets them. A server-graded task's expected values are
+    withheld (an adapter could answer with them without loading the page); the runner grades
+    those checks itself from what the adapter saved (``adapter_attempt``)."""
+    checks = list(task["driver"].get("checks") or [])
+    return [_withheld(c) for c in checks] if server_graded(task) else checks
+
+
+def _withheld(check: Any) -> Any:
+    if not isinstance(check, Mapping):
+        return check
+    kept = {k: v for k, v in check.items() if k != "expected"}
+    if check.get("kind") in VALUE_CHECK_KINDS and "expected" in check:
+        kept["expected_withheld"] = True
+    for key in ("any_of", "checks"):
+        if isinstance(check.get(key), list):
+            kept[key] = [_withheld(c) for c in check[key]]
+    return kept
+
+
 def build_payload(
     task: Mapping[str, Any],
     driver_key: str,
@@ -85,7 +114,7 @@ def build_payload(
         "transport_policy": driver.get("transport_policy"),
         "task_url": task_url(task, fixture_base_url, tokens),
         "steps": _replace(list(driver.get("steps") or []), tokens),
-        "checks": _replace(list(driver.get("checks") or []), tokens),
+        "checks": _replace(adapter_checks(task), tokens),
         # a probe-script path's steps and checks live in its env (AB_STEPS, AB_CHECKS)
         "driver_env": _replace(dict(driver.get("env") or {}), tokens),
         "connect_timeout_ms": CONNECT_TIMEOUT_MS,
@@ -97,6 +126,8 @@ def build_payload(
         "engine": engine.name,
         "attempt": ids.attempt,
         "seed": ids.seed,
+        # echoed in the result: a line without it (or with another's) is no attempt's result
+        "attempt_id": f"{session}-{secrets.token_hex(4)}",
     }
     if binding is not None:
         payload["binding"] = dict(binding)

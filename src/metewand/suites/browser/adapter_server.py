@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Mapping
@@ -46,6 +47,7 @@ from metewand.suites.browser.adapters import (
     _record_process,
     _sweep,
     _tail,
+    check_echo,
     parse_result,
     run_adapter,
 )
@@ -54,6 +56,7 @@ from metewand.suites.browser.phase_marks import Mark
 
 MODES: Final = ("per_attempt", "long_lived")
 CLOSE_WAIT_S: Final = 5.0  # a served adapter exits on stdin EOF; past this it is stopped
+STRAY_WAIT_S: Final = 0.002  # what is already in the pipe is read at once; nothing is awaited
 
 
 class AdapterRunner(Protocol):
@@ -106,6 +109,7 @@ class LongLivedAdapter:
         # by an attempt whose payload asks for marks
         self.channel: MarkChannel | None = None
         self.starts = 0  # adapter processes started (1 + restarts)
+        self.stray_restarts = 0  # restarts for output written between payloads
         self._lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
         self._transports: list[asyncio.BaseTransport] = []
@@ -176,10 +180,15 @@ class LongLivedAdapter:
         marks: Mark | None,
     ) -> AdapterRun:  # fmt: skip
         process = self.process if self._alive() else None
+        if process is not None and await self._stray_output():
+            self.stray_restarts += 1  # it wrote after its last result: no attempt owns that
+            process = None
         if process is None:
             await self._discard()
             process = await self._start()
         accounting = self.accounting
+        if "attempt_id" not in payload:  # the exchange needs one: a result echoes it
+            payload = {**payload, "attempt_id": secrets.token_hex(8)}
         log_offset = self._log_size()
         cpu_before = _cpu_value(accounting)
         reset = accounting.reset_memory_peak() if accounting is not None else False
@@ -233,8 +242,24 @@ class LongLivedAdapter:
         if not line:  # EOF: the adapter died during this attempt (how: once reaped)
             await process.wait_exited_async(5.0)
             return "adapter_crash", None, "served adapter ended during the attempt", b""
-        outcome, result, detail = parse_result(line)
+        outcome, result, detail = check_echo(
+            *parse_result(line), payload.get("attempt_id"), required=True
+        )
+        if outcome != "adapter_garbage" and await self._stray_output():
+            outcome, result = "adapter_garbage", None
+            detail = "more output after the result line (one line per payload)"
         return outcome, result, detail, line
+
+    async def _stray_output(self) -> bool:
+        """Whether the adapter's stdout holds anything now (read and dropped): a served adapter
+        writes exactly one line per payload and nothing between payloads."""
+        reader = self._reader
+        if reader is None:
+            return False
+        try:
+            return bool(await asyncio.wait_for(reader.read(STDOUT_LIMIT), STRAY_WAIT_S))
+        except TimeoutError:
+            return False
 
     def _log_size(self) -> int:
         try:

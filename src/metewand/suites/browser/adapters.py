@@ -151,6 +151,21 @@ def parse_result(stdout: bytes) -> tuple[str, dict[str, Any] | None, str]:
     return "result", result, ""
 
 
+def check_echo(
+    outcome: str, result: dict[str, Any] | None, detail: str, attempt_id: Any, required: bool
+) -> tuple[str, dict[str, Any] | None, str]:
+    """A parsed result counts only for the attempt whose ``attempt_id`` it echoes. A served
+    adapter must echo it (a line it wrote for another payload would otherwise be credited to
+    this one); a one-shot adapter of the plain contract may leave it out, never get it wrong."""
+    if outcome not in ("result", "adapter_error") or result is None or attempt_id is None:
+        return outcome, result, detail
+    echoed = result.get("attempt_id")
+    if echoed == attempt_id or (echoed is None and not required):
+        return outcome, result, detail
+    why = "does not echo" if echoed is None else f"echoes {str(echoed)[:80]!r}, not"
+    return "adapter_garbage", None, f"result {why} this attempt's id {attempt_id!r}"
+
+
 def _open_adapter_accounting(
     label: str, journal: OwnedJournal | None = None
 ) -> TreeAccounting | None:
@@ -303,6 +318,19 @@ async def _read_all(stream: asyncio.StreamReader | None) -> bytes:
     return b"".join(chunks)
 
 
+async def _exit_or_overflow(
+    process: Process, reader: asyncio.Task[bytes], deadline_s: float
+) -> tuple[bool, bool]:
+    """(hung, overflow): wait for the adapter's exit, or its stdout passing ``STDOUT_LIMIT``
+    (an adapter printing 300 MB would otherwise block on a full pipe until its deadline)."""
+    exited = asyncio.ensure_future(process.wait_exited_async(deadline_s))
+    await asyncio.wait({exited, reader}, return_when=asyncio.FIRST_COMPLETED)
+    if reader.done() and len(reader.result()) > STDOUT_LIMIT:
+        exited.cancel()
+        return False, True
+    return not await exited, False
+
+
 async def _supervise(
     process: Process,
     payload: Mapping[str, Any],
@@ -318,8 +346,8 @@ async def _supervise(
     stdout_reader, stdout_transport = await _open_reader(process.popen.stdout)
     reader = asyncio.create_task(_read_all(stdout_reader))
     stdin_transport = await _feed(process.popen.stdin, json.dumps(payload).encode())
-    hung = not await process.wait_exited_async(deadline_s)
-    if hung:
+    hung, overflow = await _exit_or_overflow(process, reader, deadline_s)
+    if hung or overflow:  # past the limit it is garbage however it ends: stop it now
         await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
     wall_ns = time.monotonic_ns() - started
     # the adapter has exited: every mark it wrote is in the pipe (read now, before the sweep)
@@ -334,13 +362,21 @@ async def _supervise(
     stdout_transport.close()
     code = process.popen.returncode
     exit_code, exit_signal = (None, -code) if code is not None and code < 0 else (code, None)
-    if hung:
+    if overflow:
+        outcome, result, detail = (
+            "adapter_garbage",
+            None,
+            f"stdout longer than {STDOUT_LIMIT} bytes",
+        )
+    elif hung:
         outcome, result, detail = "adapter_hang", None, f"no exit within {deadline_s:.1f} s"
     elif exit_code != 0:
         how = f"signal {exit_signal}" if exit_signal else f"exit status {exit_code}"
         outcome, result, detail = "adapter_crash", None, f"adapter ended with {how}"
     else:
-        outcome, result, detail = parse_result(stdout)
+        outcome, result, detail = check_echo(
+            *parse_result(stdout), payload.get("attempt_id"), required=False
+        )
     run = AdapterRun(
         outcome, detail, result, exit_code, exit_signal, wall_ns, _tail(stderr_path), leftovers
     )

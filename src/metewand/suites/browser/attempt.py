@@ -1,26 +1,33 @@
-"""One task attempt on one engine: fresh page, driver, grade, cleanup, artifacts.
+"""One task attempt on one engine through the harness's own CDP client: fresh page, driver,
+grade, cleanup, artifacts.
 
 ``run_task_attempt`` is self-contained: give it a task, a CDP endpoint (the browser WebSocket
 URL, connected fresh for the attempt as the corpus's own harness does, or an open
 ``CdpClient``), the fixture server's base URL and an artifact directory. It never raises for
-anything the engine or the task does; every outcome is an ``AttemptOutcome``.
+anything the engine or the task does; every outcome is an ``AttemptResult``. ``CdpStepsDriver``
+is the same as the attempt runner's ``AttemptDriver`` for every task no driver path claims
+(``raw_cdp`` steps and the probes).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
-import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
-from metewand import canonical
 from metewand.runtime import rundir
 from metewand.suites.browser import classify
+from metewand.suites.browser.attempt_driver import (
+    AttemptResult,
+    BeforeCleanup,
+    DriverContext,
+    attempt_seed,
+    write_artifacts,
+)
 from metewand.suites.browser.cdp import (
     CdpClient,
     CdpLogRecorder,
@@ -28,59 +35,43 @@ from metewand.suites.browser.cdp import (
     close_target,
     new_page_target,
 )
-from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.drivers import DRIVERS, AttemptContext, DriverVerdict
 from metewand.suites.browser.errors import DriverUnavailable
 from metewand.suites.browser.phase_marks import AttemptPhases, Mark, no_mark
 from metewand.suites.browser.tasks import Task
 
+if TYPE_CHECKING:
+    from metewand.suites.browser.engine_process import EngineProcess
+    from metewand.suites.browser.rows import PlannedAttempt
+
 CDP_LOG_FILE: Final = rundir.ATTEMPT_CDP_LOG
-GRADER_FILE: Final = rundir.ATTEMPT_GRADER
 CLEANUP_TIMEOUT_S: Final = 3.0
 # Beyond the per-command timeout, a whole attempt is bounded by the task's hard-kill budget.
 DEFAULT_HARD_KILL_MS: Final = 30000
 
-# Called once the task's work is done (steps run, answer graded) and before the page is closed.
-BeforeCleanup = Callable[[], Awaitable[None] | None]
 # Asked after the attempt, with "the engine looks suspect": ok / exited / unresponsive.
 EngineHealth = Callable[[bool], Awaitable[str]]
 
 
-@dataclass
-class AttemptOutcome:
-    status: str
-    failure_class: str | None
-    origin: str | None
-    reason: str
-    secondary_status: str | None
-    checks: list[dict[str, str]]
-    duration_ms: int
-    # time spent waiting on the browser (command replies + event waits); None when the harness
-    # did not hold the connection (a driver path's adapter did), not 0
-    cdp_wait_ms: float | None
-    cdp_commands: int | None  # None: not counted (an adapter that reports no counters)
-    cdp_errors: int | None
-    answer: Any
-    isolation: str
-    artifacts: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+class CdpStepsDriver:
+    """The harness's own CDP client drives the task (its steps, or its probe's CDP work)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status, "failure_class": self.failure_class, "origin": self.origin,
-            "reason": self.reason, "secondary_status": self.secondary_status,
-            "checks": self.checks, "duration_ms": self.duration_ms,
-            "cdp_wait_ms": None if self.cdp_wait_ms is None else round(self.cdp_wait_ms, 3),
-            "cdp_commands": self.cdp_commands,
-            "cdp_errors": self.cdp_errors, "answer": _jsonable(self.answer),
-            "isolation": self.isolation, "artifacts": self.artifacts, "notes": self.notes,
-        }  # fmt: skip
+    def handles(self, task: Task) -> bool:
+        return True  # whatever no driver path claims
 
+    def phase_granularity(self, task: Task) -> str:
+        return "steps" if task.driver_kind == "raw_cdp" else "probe"
 
-def attempt_seed(base_seed: str | int | None, task_id: str, attempt: int) -> str:
-    """Per-attempt seed: stable for a given base seed, task and attempt index."""
-    text = f"{base_seed}:{task_id}:{attempt}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    async def run(
+        self, planned: PlannedAttempt, engine: EngineProcess, ctx: DriverContext
+    ) -> AttemptResult:
+        assert engine.ws_url is not None
+        return await run_task_attempt(
+            planned.task, engine.ws_url, planned.engine, ctx.fixture_base_url, ctx.out_dir,
+            ctx.isolation, run_id=ctx.run_id, attempt=planned.attempt, seed=ctx.seed,
+            engine_health=engine.health, before_cleanup=ctx.work_done,
+            grader_token=ctx.grader_token, phases=ctx.phases,
+        )  # fmt: skip
 
 
 @dataclass
@@ -112,7 +103,7 @@ async def run_task_attempt(
     before_cleanup: BeforeCleanup | None = None,
     grader_token: str | None = None,
     phases: AttemptPhases | None = None,
-) -> AttemptOutcome:
+) -> AttemptResult:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
     ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
@@ -156,6 +147,10 @@ async def run_task_attempt(
         outcome = verdict.classification
     except Exception as exc:  # every failure becomes a classified outcome
         outcome = classify.classify_exception(exc)
+    except BaseException:  # cancelled (SIGTERM, Ctrl-C): close the socket opened here, then stop
+        if client is not None and not isinstance(cdp, CdpClient):
+            await asyncio.shield(client.close())
+        raise
     after = _Counters.of(client) if client is not None else None
     # Suspect engine: it dropped our connection (we have not closed it yet) or the cleanup met
     # trouble (e.g. "No target with given id": the page went away with a closing browser).
@@ -169,9 +164,10 @@ async def run_task_attempt(
     outcome = await _engine_checked(outcome, suspect, engine_health, engine_alive)
     health_s = time.monotonic() - health_started  # the harness's check, not the task's time
     duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
-    result = _attempt_outcome(outcome, verdict, duration_ms, before, after, isolation, notes)
-    result.artifacts = _write_artifacts(out_dir, recorder, first_record, result, verdict)
-    return result
+    result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
+    log = recorder.jsonl(first_record)
+    observations = verdict.observations if verdict is not None else None
+    return write_artifacts(out_dir, result, observations, [(CDP_LOG_FILE, log)])
 
 
 async def _engine_checked(
@@ -189,7 +185,7 @@ async def _engine_checked(
     return outcome
 
 
-def _attempt_outcome(
+def _attempt_result(
     outcome: classify.Classification,
     verdict: DriverVerdict | None,
     duration_ms: int,
@@ -197,16 +193,18 @@ def _attempt_outcome(
     after: _Counters | None,
     isolation: str,
     notes: list[str],
-) -> AttemptOutcome:
-    checks = verdict.checks if verdict is not None else []
-    return AttemptOutcome(
-        outcome.status, outcome.failure_class, outcome.origin, outcome.reason,
-        outcome.secondary_status, [c.to_json() for c in checks], duration_ms,
-        ((after.wait_s - before.wait_s) * 1000) if after and before else 0.0,
-        (after.commands - before.commands) if after and before else 0,
-        (after.errors - before.errors) if after and before else 0,
-        verdict.answer if verdict is not None else None, isolation, notes=notes,
-    )  # fmt: skip
+) -> AttemptResult:
+    return AttemptResult.of(
+        outcome,
+        checks=tuple(c.to_json() for c in verdict.checks) if verdict is not None else (),
+        duration_ms=duration_ms,
+        cdp_wait_ms=(after.wait_s - before.wait_s) * 1000 if after and before else 0.0,
+        cdp_commands=(after.commands - before.commands) if after and before else 0,
+        cdp_errors=(after.errors - before.errors) if after and before else 0,
+        answer=verdict.answer if verdict is not None else None,
+        isolation=isolation,
+        notes=tuple(notes),
+    )
 
 
 async def _drive(
@@ -261,36 +259,10 @@ async def _close_page(client: CdpClient, page: PageTarget) -> list[str]:
     return await close_target(client, page, timeout=CLEANUP_TIMEOUT_S)
 
 
-def _jsonable(value: Any) -> Any:
-    try:
-        canonical.dumps(value)
-        return value
-    except canonical.CanonicalJSONError:
-        # e.g. an integer beyond 2^53 from a page: keep it, as text
-        return {"unparsed": json.dumps(value, default=str)}
-
-
-def _write_artifacts(
-    out_dir: Path,
-    recorder: CdpLogRecorder,
-    first_record: int,
-    result: AttemptOutcome,
-    verdict: DriverVerdict | None,
-) -> list[str]:
-    part = CdpLogRecorder()
-    part.records = recorder.records[first_record:]
-    part.write_jsonl(out_dir / CDP_LOG_FILE)
-    record = {
-        "ok": result.status == "pass",
-        "status": result.status,
-        "failure_class": result.failure_class,
-        "reason": result.reason,
-        "checks": result.checks,
-        "answer": _jsonable(result.answer),
-        "observations": _jsonable(verdict.observations) if verdict is not None else None,
-    }
-    (out_dir / GRADER_FILE).write_bytes(canonical.dumps(record))
-    return [CDP_LOG_FILE, GRADER_FILE]
-
-
-__all__ = ["AttemptOutcome", "BeforeCleanup", "CheckResult", "attempt_seed", "run_task_attempt"]
+__all__ = [
+    "AttemptResult",
+    "BeforeCleanup",
+    "CdpStepsDriver",
+    "attempt_seed",
+    "run_task_attempt",
+]

@@ -92,7 +92,8 @@ class CdpLogRecord:
 
 
 class CdpLogRecorder:
-    """Collects log records in memory; ``write_jsonl(path)`` saves them as canonical JSON lines."""
+    """Collects log records in memory; ``jsonl()`` renders them as canonical JSON lines and
+    ``write_jsonl(path)`` saves them."""
 
     def __init__(self) -> None:
         self.records: list[CdpLogRecord] = []
@@ -100,10 +101,12 @@ class CdpLogRecorder:
     def __call__(self, record: CdpLogRecord) -> None:
         self.records.append(record)
 
+    def jsonl(self, start: int = 0) -> bytes:
+        """The records from ``start`` on (an attempt's share of a shared recorder)."""
+        return b"".join(_log_line(record) for record in self.records[start:])
+
     def write_jsonl(self, path: Path) -> None:
-        with open(path, "wb") as out:
-            for record in self.records:
-                out.write(_log_line(record))
+        Path(path).write_bytes(self.jsonl())
 
 
 def _log_line(record: CdpLogRecord) -> bytes:
@@ -240,6 +243,9 @@ class CdpClient:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             await http.close()
             raise CdpDisconnected(f"cannot connect to {ws_url}: {exc!r}") from exc
+        except BaseException:  # cancelled (SIGTERM, Ctrl-C): no session is left unclosed
+            await asyncio.shield(http.close())
+            raise
         client = cls(http, ws, log, event_buffer)
         client.ws_url = ws_url
         return client
@@ -331,11 +337,13 @@ class CdpClient:
         """Close the socket; pending commands and waits fail with ``CdpDisconnected``."""
         if self._closed_reason is None:
             self._closed_reason = "closed by client"
-        await self._ws.close()
-        self._reader.cancel()
-        await asyncio.gather(self._reader, return_exceptions=True)
-        self._fail_all()
-        await self._http.close()
+        try:
+            await self._ws.close()
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+            self._fail_all()
+        finally:  # even when the close itself is cancelled (SIGTERM, Ctrl-C)
+            await asyncio.shield(self._http.close())
 
     async def __aenter__(self) -> CdpClient:
         return self

@@ -31,8 +31,6 @@ from metewand.suites.browser.errors import (
     ProbeScriptError,
 )
 
-STATUSES: Final = ("pass", "fail", "unsupported", "timeout", "crash", "infra")
-
 # JSON-RPC "method not found"; Chrome and Lightpanda both use it for unknown methods.
 METHOD_NOT_FOUND: Final = -32601
 # Engines that answer an unimplemented method with another code say so in words. The whole

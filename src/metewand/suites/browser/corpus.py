@@ -88,7 +88,8 @@ def load_manifest(root: Path) -> tuple[Manifest | None, list[ValidationError]]:
         return None, [ValidationError("manifest.json", "$", "must be an object")]
     errors = _manifest_top_errors(data)
     subsets: list[Subset] = []
-    for li, layer in enumerate(data.get("layers") or []):
+    layers = data.get("layers")
+    for li, layer in enumerate(layers if isinstance(layers, list) else []):
         subsets.extend(_layer_subsets(layer, f"$.layers[{li}]", errors))
     seen: set[str] = set()
     for subset in subsets:
@@ -129,8 +130,15 @@ def _layer_subsets(layer: Any, where: str, errors: list[ValidationError]) -> lis
         return []
     out = []
     layer_enabled = layer.get("enabled", True) is not False
-    for si, sub in enumerate(layer.get("subsets") or []):
+    subsets = layer.get("subsets") or []
+    if not isinstance(subsets, list):
+        errors.append(ValidationError("manifest.json", f"{where}.subsets", "must be a list"))
+        return []
+    for si, sub in enumerate(subsets):
         path = f"{where}.subsets[{si}]"
+        if not isinstance(sub, dict):
+            errors.append(ValidationError("manifest.json", path, "must be an object"))
+            continue
         missing = [
             k for k in ("subset_id", "driver", "task_glob") if not isinstance(sub.get(k), str)
         ]
@@ -257,6 +265,6 @@ def scene_resolves(url: str, routes: dict[str, str], fixtures_dir: Path) -> bool
     if endpoint is not None and "GET" in endpoint.methods:
         return True
     if path.startswith("/fixtures/"):
-        candidate = (fixtures_dir / path[len("/fixtures/") :]).resolve()
-        return candidate.is_file() and candidate.is_relative_to(fixtures_dir.resolve())
+        # the server's own rule: a plain path to a fixture file, never a registry file
+        return route_target_problem(fixtures_dir.resolve(), path[len("/fixtures/") :]) is None
     return False

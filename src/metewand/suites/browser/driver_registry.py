@@ -264,7 +264,8 @@ def _configured(path: DriverPath, configured: str | None) -> FoundDriver | Drive
     except ValueError as exc:  # unbalanced quotes
         return DriverMissing(path, UNAVAILABLE, f"{path.serve_env_variable}={serve!r}: {exc}")
     command = AdapterCommand(argv, serve_argv=serve_argv)
-    return FoundDriver(path, command, "configured", f"configured {chosen}")
+    # the row names the adapter, not the host's path to it
+    return FoundDriver(path, command, "configured", f"configured {candidate.name}")
 
 
 def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | DriverMissing:
@@ -305,7 +306,15 @@ def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | Dri
             return DriverMissing(path, UNAVAILABLE, f"bridge {bridge} not found on PATH")
     argv = (*runtime, str(adapter), *path.extra_argv)
     command = AdapterCommand(argv, serve_argv=(*argv, "--serve"))  # shipped adapters serve
-    return FoundDriver(path, command, installed, f"shipped {adapter}")
+    return FoundDriver(path, command, installed, f"shipped {_repo_relative(adapter)}")
+
+
+def _repo_relative(file: Path) -> str:
+    """A shipped adapter as rows and listings name it: relative to the repository."""
+    try:
+        return str(file.resolve().relative_to(REPO_ROOT))
+    except ValueError:  # drivers/node elsewhere (METEWAND_NODE_DRIVERS)
+        return f"{file.parent.name}/{file.name}"
 
 
 def _native_binary(relative: str) -> Path:

@@ -17,12 +17,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import metewand
 from metewand.runtime import rundir
-from metewand.runtime.resource_record import CONTROL_PLANE_NOT_IMPLEMENTED, WIRE_NOT_IMPLEMENTED
 from metewand.runtime.schedule import ROTATION_ALGORITHM
+from metewand.suites.browser.driver_provenance import run_drivers
+from metewand.suites.browser.engines import ENGINES
+from metewand.suites.browser.resource_record import (
+    CONTROL_PLANE_NOT_IMPLEMENTED,
+    WIRE_NOT_IMPLEMENTED,
+)
 from metewand.suites.browser.rows import AXIS_BY_LAYER
 from metewand.suites.browser.run_config import REUSE_POLICY
+from metewand.version import tool_version
 
 BENCH_ID = "metewand_browser"
 RESOURCE_SCHEMA = "abb_engine_resources/1"
@@ -74,6 +79,13 @@ def _resolved_task(task: Any) -> dict[str, Any]:
     }
 
 
+def score_eligibility(selected: Sequence[str]) -> dict[str, Any]:
+    """The peer's rule: a run's scores are eligible only over the complete engine roster (its
+    own two-engine run says "partial engine set"); the reasons are written beside the flag."""
+    reasons = [] if set(selected) == set(ENGINES) else ["partial engine set"]
+    return {"score_eligible": not reasons, "score_ineligible_reasons": reasons}
+
+
 def start_fields(
     plan: Any, run_id: str, facts: Mapping[str, Any], now: str, baseline_dir: str | None = None
 ) -> dict[str, Any]:
@@ -88,7 +100,7 @@ def start_fields(
         "run_id": run_id,
         "bench_id": BENCH_ID,
         "bench_version": plan.corpus.manifest.bench_version if plan.corpus.manifest else None,
-        "harness_version": metewand.__version__,
+        "harness_version": tool_version(),
         "argv": list(sys.argv),
         "started_at": now,
         "completion_status": "running",
@@ -96,7 +108,7 @@ def start_fields(
         # metewand scores every selected engine on its own attempts
         "scored_engines": list(config.engines),
         "score_mode": config.score_mode,
-        "score_eligible": True,
+        **score_eligibility(config.engines),
         "seed": config.seed,
         "k_runs": config.k,
         "selected_layers": sorted({t.layer for t in tasks}),
@@ -112,8 +124,12 @@ def start_fields(
             "browser_reuse": REUSE_POLICY,
             "artifact_write_order": "artifact_then_results_jsonl",
             "source": facts["runner"]["source"],
-            # metewand's harness pin is its own source tree: no third-party drivers run
-            "harness_pins": {"manifest": None, "metewand": metewand.__version__, "drivers": {}},
+            # metewand's own source tree, and every driver path the run's tasks use
+            "harness_pins": {
+                "manifest": None,
+                "metewand": tool_version(),
+                "drivers": run_drivers(dict(t.driver) for t in tasks),
+            },  # fmt: skip
         },
         "resource_profile": {
             "mode": res.profile,

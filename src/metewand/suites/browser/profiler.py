@@ -1,4 +1,5 @@
-"""Resource profiling of a browser run (``--resource-profile engine``), host telemetry, cold start.
+"""Resource profiling of a browser run (``--resource-profile engine``): the engines' accounting
+groups, host telemetry, cold starts; the warm attempts' observers are ``observers.resources``.
 
 Scopes stay apart: engine_scope comes from one accounting group per worker x engine (the engine
 joins it before exec, so nothing escapes by forking early) and a ``Sampler`` over that tree per
@@ -12,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +22,18 @@ from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
-from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
+from metewand.measure.sampler import FaultHook, Sampler
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
-from metewand.runtime.resource_record import (
-    cold_start_record,
-    cpu_delta,
-    engine_resources_record,
-    peer_sample_line,
-)
-from metewand.suites.browser.attempt_runner import RunHooks
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
 from metewand.suites.browser.engines import ResolvedEngine
 from metewand.suites.browser.leftovers import record_pid
-from metewand.suites.browser.rows import PlannedAttempt
+from metewand.suites.browser.observers.base import EngineGroups
+from metewand.suites.browser.resource_record import cold_start_record
 from metewand.suites.browser.run_config import RunConfig
 
-RESOURCE_FILE = rundir.ATTEMPT_RESOURCE_SAMPLES
 COLD_START_FILE = rundir.COLD_START
 COLD_START_INTERVAL_MS = 50
 # PSS reader threads per engine tree, more than the cores: a walk of a busy Chrome process waits
@@ -66,45 +58,7 @@ def _fault_hook_from_env() -> FaultHook | None:
     return hook
 
 
-@dataclass
-class _Attempt:
-    engine: str
-    accounting: TreeAccounting
-    sampler: Sampler | None
-    cpu_before: Any
-    wall_start: float
-    harness_cpu_start: int  # this process's CPU (all threads) in ns at the attempt's start
-    host_cpu_start: int = 0  # the host-telemetry thread's CPU in ns at the attempt's start
-    error: str | None = None
-    start_ms: float | None = None  # observer wall spent in attempt_started (baseline scan)
-    peak_reset: bool = False  # the cgroup memory high-water was restarted for this attempt
-    done: bool = False  # attempt_work_done ran (the sampler is stopped exactly once)
-    summary: SamplerSummary | None = None
-    stop_ms: float = 0.0  # observer wall of the end scan (+ sampler teardown)
-    wall_ms: float = 0.0  # the collection window: baseline scan start to end scan end
-
-
-def harness_scope(
-    process_cpu_ns: int, sampler_cpu_ns: int, jobs: int, host_cpu_ns: int = 0
-) -> dict[str, Any]:
-    """The harness's CPU over one attempt: this process (CDP client, driver, grader, fixture
-    server) minus the sampler's threads and the host-telemetry thread, which are the observer's
-    cost, not the harness's. At jobs > 1 the process serves several attempts at once, so the
-    figure is not this attempt's alone; ``concurrent`` says so."""
-    observer_ns = sampler_cpu_ns + host_cpu_ns
-    return {
-        "scope": "harness_scope",
-        "cpu_ms": round(max(0, process_cpu_ns - observer_ns) / 1e6, 3),
-        "process_cpu_ms": round(process_cpu_ns / 1e6, 3),
-        "sampler_cpu_ms_excluded": round(sampler_cpu_ns / 1e6, 3),
-        "host_telemetry_cpu_ms_excluded": round(host_cpu_ns / 1e6, 3),
-        "parts": ["cdp_client", "driver", "grader", "fixture_server"],
-        "source": "process_time_ns minus sampler and host-telemetry thread_time",
-        "concurrent": jobs > 1,
-    }
-
-
-class ResourceProfiler(RunHooks):
+class ResourceProfiler(EngineGroups):
     def __init__(self, config: RunConfig, run_dir: Path, run_id: str) -> None:
         self.options = config.resource
         self.jobs = config.jobs
@@ -136,7 +90,8 @@ class ResourceProfiler(RunHooks):
             )
         return self._host
 
-    def _host_cpu_ns(self) -> int:
+    def host_cpu_ns(self) -> int:
+        """The host-telemetry thread's CPU so far (ns), which the harness scope leaves out."""
         return self._host.sampler_cpu_ns if self._host is not None else 0
 
     def _group_members(self) -> list[int]:
@@ -150,7 +105,8 @@ class ResourceProfiler(RunHooks):
         return members
 
     # -- warm attempts ----------------------------------------------------------------------
-    def _group(self, worker: int, engine: str) -> TreeAccounting | None:
+    def group(self, worker: int, engine: str) -> TreeAccounting | None:
+        """The worker x engine group (opened on first use); None: no accounting here."""
         key = (worker, engine)
         if key not in self._groups:
             try:
@@ -167,10 +123,12 @@ class ResourceProfiler(RunHooks):
         # with phase marks on, a functional run's engines join one too (the marks read it).
         if self.options.profile == "off" and not self.phase_marks:
             return None
-        group = self._group(worker, engine)
+        group = self.group(worker, engine)
         return group.preexec_join() if group is not None else None
 
-    def _attach(self, worker: int, engine: str, process: EngineProcess) -> None:
+    def attach(self, worker: int, engine: str, process: EngineProcess) -> None:
+        """The engine's root into its group (the proc backend needs it; cgroups ignore a
+        rejoin)."""
         if self._attached.get((worker, engine)) != process.pid and process.pid:
             self._groups[(worker, engine)].attach(process.pid)  # the proc backend needs the root
             self._attached[(worker, engine)] = process.pid
@@ -180,7 +138,7 @@ class ResourceProfiler(RunHooks):
         if group is None:
             return None
         try:
-            self._attach(worker, engine, process)
+            self.attach(worker, engine, process)
         except OSError:
             return None
 
@@ -200,83 +158,16 @@ class ResourceProfiler(RunHooks):
         if group is None or process.pid is None:
             return None
         try:
-            self._attach(worker, engine, process)  # the proc backend needs the root
+            self.attach(worker, engine, process)  # the proc backend needs the root
         except OSError:
             return None
         return group
 
-    def attempt_started(self, planned: PlannedAttempt, process: EngineProcess, worker: int) -> Any:
-        if not self.sampling:
-            return None
-        group = self._group(worker, planned.engine)
-        if group is None:
-            return None
-        self._attach(worker, planned.engine, process)  # cgroups ignore a rejoin
-        token = _Attempt(planned.engine, group, None, None, time.perf_counter(),
-                         time.process_time_ns(), self._host_cpu_ns())  # fmt: skip
-        try:
-            # the high-water must cover this attempt only, or one spike marks every later one
-            token.peak_reset = group.reset_memory_peak()
-            token.cpu_before = group.cpu()
-            scanner = self._scanners.setdefault(
-                (worker, planned.engine), PssScanner(workers=PSS_READERS)
-            )
-            token.sampler = Sampler(group, self.options.sample_interval_ms, scanner=scanner,
-                                    fault_hook=self._fault_hook)  # fmt: skip
-            token.sampler.start()
-        except Exception as exc:  # the observer never takes an attempt down
-            token.error = f"{type(exc).__name__}: {exc}"
-        token.start_ms = (time.perf_counter() - token.wall_start) * 1000
-        return token
-
-    def attempt_work_done(self, token: Any) -> None:
-        """Stop the sampler with its end scan: the task's work is done, its page still open."""
-        if not isinstance(token, _Attempt) or token.done:
-            return
-        token.done = True
-        try:
-            if token.sampler is None:
-                raise RuntimeError(token.error or "sampler not started")
-            stop_start = time.perf_counter()
-            token.summary = token.sampler.stop()
-            token.stop_ms = (time.perf_counter() - stop_start) * 1000
-        except Exception as exc:  # the observer never takes an attempt down
-            token.error = f"{type(exc).__name__}: {exc}"
-        token.wall_ms = (time.perf_counter() - token.wall_start) * 1000
-
-    def attempt_finished(self, token: Any, artifact_dir: Path) -> dict[str, Any] | None:
-        if not isinstance(token, _Attempt):
-            return None
-        self.attempt_work_done(token)  # a no-op when the runner already ended the window
-        process_cpu_ns = time.process_time_ns() - token.harness_cpu_start
-        host_cpu_ns = self._host_cpu_ns() - token.host_cpu_start
-        try:
-            if token.summary is None:
-                raise RuntimeError(token.error or "sampler not stopped")
-            summary = token.summary
-            # Read after the page's cleanup, so the engine's work of closing it stays charged to
-            # this attempt; avg_cores divides by the wall this CPU reading spans.
-            attempt_cpu = cpu_delta(token.cpu_before, token.accounting.cpu())
-            cpu_wall_ms = (time.perf_counter() - token.wall_start) * 1000
-            record = engine_resources_record(
-                summary, attempt_cpu, backend=token.accounting.backend, duration_ms=None,
-                collection_wall_ms=token.wall_ms, fallback_reasons=token.accounting.fallback_reasons,
-                engine=token.engine, memory_peak_per_attempt=token.peak_reset,
-                cpu_wall_ms=cpu_wall_ms,
-            )  # fmt: skip
-            # where the observer's wall goes: baseline scan (+ setup) and end scan (+ teardown)
-            record["observer_wall_ms"] = {"start": round(token.start_ms or 0.0, 3),
-                                          "stop": round(token.stop_ms, 3)}  # fmt: skip
-            with open(artifact_dir / RESOURCE_FILE, "wb") as handle:
-                for sample in summary.samples:
-                    handle.write(canonical.line(peer_sample_line(sample, None)))
-        except Exception as exc:
-            record = {"schema": "metewand_engine_resources/1", "scope": "engine_scope",
-                      "engine": token.engine, "fault": f"{type(exc).__name__}: {exc}",
-                      "quality_flags": ["sampler_fault"]}  # fmt: skip
-        sampler_ns = token.summary.sampler_cpu_ns if token.summary is not None else 0
-        record["harness_scope"] = harness_scope(process_cpu_ns, sampler_ns, self.jobs, host_cpu_ns)
-        return record
+    def sampler(self, worker: int, engine: str, group: TreeAccounting) -> Sampler:
+        """A warm attempt's sampler over ``group`` (not started), on the group's one scanner."""
+        scanner = self._scanners.setdefault((worker, engine), PssScanner(workers=PSS_READERS))
+        return Sampler(group, self.options.sample_interval_ms, scanner=scanner,
+                       fault_hook=self._fault_hook)  # fmt: skip
 
     def close(self) -> None:
         for scanner in self._scanners.values():

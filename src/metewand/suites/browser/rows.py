@@ -4,17 +4,23 @@ Each row also carries the peer benchmark's row fields under the peer's names and
 (``subset_id``, ``seed``, ``attempt`` from 1, ``failure`` {class, detail, origin}, ``driver``,
 ``artifact_dir``, ``cdp_call_count``, ...), so the peer's own readers can read our run directory;
 metewand's own fields (``subset``, ``failure_class``, ``cdp``, ...) stay beside them.
+
+A row is built once, whole: ``attempt_row`` for an attempt that ran (the base, the driver's
+result, the observers' blocks, the engine's facts), ``not_run_row`` for one that could not.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final
 
+from metewand.runtime import rundir
 from metewand.runtime.row_head import RowHead
-from metewand.suites.browser.attempt import AttemptOutcome, attempt_seed
+from metewand.suites.browser.attempt_driver import AttemptResult, attempt_seed, jsonable
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.driver_paths import driver_path_key
+from metewand.suites.browser.observers.base import Observed
 from metewand.suites.browser.tasks import Task
 
 
@@ -113,42 +119,70 @@ def peer_failure(
     return {"class": failure_class or "infra", "detail": reason, "origin": origin}
 
 
-def outcome_row(
+def attempt_row(
     base: dict[str, Any],
-    outcome: AttemptOutcome,
+    result: AttemptResult,
+    observed: Sequence[Observed],
+    *,
     started_at: str,
     finished_at: str,
-    engine_facts: dict[str, Any],
-    artifacts: list[str],
+    engine_process: dict[str, Any],
+    engine_provenance: dict[str, Any],
+    run_context: dict[str, Any],
 ) -> dict[str, Any]:
-    """A row for an attempt that ran (any status)."""
-    head = _head(base, outcome.status, started_at, finished_at, artifacts)
-    return {
+    """The whole row of an attempt that ran (any status): the base, the driver's result and its
+    own fields (which may restate ``isolation`` and ``driver_path``), the engine's facts, every
+    observer's block. Its files: the driver's, ``outcome.json``, then the observers'."""
+    files = [*result.artifacts, rundir.ATTEMPT_OUTCOME, *(f for o in observed for f in o.artifacts)]
+    artifacts = [f"{rundir.ARTIFACTS}/{base['key']}/{name}" for name in files]
+    head = _head(base, result.status, started_at, finished_at, artifacts).fields()
+    fields = {
         **base,
-        "failure": peer_failure(
-            outcome.status, outcome.failure_class, outcome.origin, outcome.reason
-        ),
-        "failure_class": outcome.failure_class,
-        "origin": outcome.origin,
-        "secondary_status": outcome.secondary_status,
-        "reason": outcome.reason,
-        "duration_ms": outcome.duration_ms,
-        "checks": outcome.checks,
+        **_verdict_fields(result),
+        "duration_ms": result.duration_ms,
+        "checks": list(result.checks),
         "cdp": {
-            "wait_ms": None if outcome.cdp_wait_ms is None else round(outcome.cdp_wait_ms, 3),
-            "commands": outcome.cdp_commands,
-            "errors": outcome.cdp_errors,
+            "wait_ms": None if result.cdp_wait_ms is None else round(result.cdp_wait_ms, 3),
+            "commands": result.cdp_commands,
+            "errors": result.cdp_errors,
         },
-        "cdp_call_count": outcome.cdp_commands,
-        "cdp_error_count": outcome.cdp_errors,
-        "ws_disconnect_count": 1 if outcome.origin in DISCONNECT_ORIGINS else 0,
-        "answer": outcome.to_json()["answer"],
+        "cdp_call_count": result.cdp_commands,
+        "cdp_error_count": result.cdp_errors,
+        "ws_disconnect_count": 1 if result.origin in DISCONNECT_ORIGINS else 0,
+        "answer": jsonable(result.answer),
         "artifact_dir": f"artifacts/{base['key']}",
-        "engine_process": engine_facts,
-        "notes": outcome.notes,
-        "traffic": None,
-        **head.fields(),
+        "engine_process": engine_process,
+        "engine_provenance": engine_provenance,
+        "run_context": run_context,
+        "notes": list(result.notes),
+        **result.row_fields,
     }
+    return {**fields, **_blocks(observed, taken=fields.keys() | head.keys()), **head}
+
+
+def _verdict_fields(verdict: AttemptResult | Classification) -> dict[str, Any]:
+    """How the attempt ended, in the peer's ``failure`` object and in metewand's fields."""
+    return {
+        "failure": peer_failure(
+            verdict.status, verdict.failure_class, verdict.origin, verdict.reason
+        ),
+        "failure_class": verdict.failure_class,
+        "origin": verdict.origin,
+        "secondary_status": verdict.secondary_status,
+        "reason": verdict.reason,
+    }
+
+
+def _blocks(observed: Sequence[Observed], taken: Set[str]) -> dict[str, Any]:
+    """The observers' row fields; a field another observer, the driver or the base already
+    holds is a programming error (two owners for one field), never silently overwritten."""
+    merged: dict[str, Any] = {}
+    for block in observed:
+        clash = sorted(name for name in block.fields if name in taken or name in merged)
+        if clash:
+            raise ValueError(f"observer {block.name!r} adds row fields another part owns: {clash}")
+        merged.update(block.fields)
+    return merged
 
 
 def not_run_row(
@@ -159,13 +193,7 @@ def not_run_row(
     head = _head(base, verdict.status, at, at, [])  # nothing ran: no artifacts
     return {
         **base,
-        "failure": peer_failure(
-            verdict.status, verdict.failure_class, verdict.origin, verdict.reason
-        ),
-        "failure_class": verdict.failure_class,
-        "origin": verdict.origin,
-        "secondary_status": verdict.secondary_status,
-        "reason": verdict.reason,
+        **_verdict_fields(verdict),
         "duration_ms": None,
         "checks": [],
         "cdp": None,

@@ -11,7 +11,10 @@ from typing import Any, Final
 from metewand.measure.host import MIN_INTERVAL_S
 
 ISOLATIONS: Final = ("shared", "context")
-SCORE_MODES: Final = ("independent",)
+# independent: every engine scored on its own attempts, every declared check must pass;
+# peer-compatible: the same, but an L1 server-graded row is graded by the server's verdict alone,
+# as the peer's published numbers were (opt-in, to reproduce them)
+SCORE_MODES: Final = ("independent", "peer-compatible")
 RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
 # separate: the observer is calibrated against a separate profiler-off run (the document's A/B);
 # interleaved: each task-attempt x engine also runs once unprofiled, beside its profiled twin,

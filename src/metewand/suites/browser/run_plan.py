@@ -18,6 +18,7 @@ from metewand.suites.browser.corpus import ValidationError
 from metewand.suites.browser.engines import Missing, ResolvedEngine, UnknownEngine, resolve
 from metewand.suites.browser.rows import PlannedAttempt
 from metewand.suites.browser.run_config import RunConfig
+from metewand.suites.browser.selection import explain_empty
 from metewand.suites.browser.tasks import Corpus, Task, load_corpus, select_tasks
 
 # Every planned attempt is built before the first runs; beyond this the plan is refused.
@@ -80,7 +81,9 @@ def build_plan(config: RunConfig) -> Plan:
     tasks = select_tasks(corpus.tasks, config.subsets, config.task_ids, config.tags)
     if not tasks:
         pending = [p for p in corpus.pending if p.task_id in config.task_ids]
-        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task"]
+        why = explain_empty(corpus.tasks, config.subsets, config.task_ids, config.tags)
+        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task:"]
+                        + [f"  {line}" for line in why]
                         + [f"--task {p.task_id!r}: {p.reason}" for p in pending])  # fmt: skip
     planned = len(tasks) * len(config.engines) * config.k
     if planned > MAX_PLANNED_ATTEMPTS:

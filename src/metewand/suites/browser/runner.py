@@ -26,6 +26,7 @@ from metewand.errors import (
     OK,
     EnvironmentMissing,
 )
+from metewand.measure.clock import utc_now
 from metewand.runtime import provenance, run_sessions, rundir
 from metewand.runtime.executor import LocalExecutor
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -35,11 +36,10 @@ from metewand.runtime.store import (
     RunStore,
     RunView,
     StoreError,
-    utc_now,
 )
 from metewand.runtime.suite import SuiteRef, Unit
 from metewand.suites.browser import peer_manifest
-from metewand.suites.browser.attempt_runner import RunHooks
+from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.leftovers import kill_leftovers
 from metewand.suites.browser.profiler import ResourceProfiler
 from metewand.suites.browser.run_config import CONNECTION_POLICY, REUSE_POLICY, RunConfig
@@ -138,12 +138,13 @@ def run_browser(
     resume: str | None = None,
     progress: ReporterFactory = null_reporter,
     echo: Echo = _stderr,
-    hooks: RunHooks | None = None,
+    registry: AttemptRegistry | None = None,
     plan: Plan | None = None,
     executor: Executor | None = None,
     resume_phase_marks: bool | None = None,
 ) -> RunResult:
     """``plan``: the plan of ``config`` when the caller built it already (to check it first).
+    ``registry``: the attempts' drivers and observers (default: ``attempt_registry``'s).
     ``resume_phase_marks``: ``--phase-marks``/``--no-phase-marks`` given with ``resume`` (None:
     neither); one contradicting the run's recorded choice is refused (exit 2)."""
     executor = executor or Executor()
@@ -158,7 +159,7 @@ def run_browser(
     with store:
         units = _announce(store, plan, echo)
         profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
-        suite = BrowserSuite(plan, store, profiler, hooks or profiler)
+        suite = BrowserSuite(plan, store, profiler, registry)
         run = Run(store, profiler.host_telemetry(os.getpid()), progress)
         try:
             # Rows and raw files only: scores.json and the resource summary are derived files,

@@ -8,8 +8,9 @@ the server are asyncio; its engines are launched on first use and reused by ever
 runs, and its teardown report lands in the manifest (``teardown["worker-N"]``).
 
 An engine that was not found gives its ``not_run`` row without a launch. The resource profiler's
-hooks see every launch (``preexec_for``) and attempt; its cold starts run in ``prepare``, before
-any slot opens, on a run that has no row yet.
+accounting groups see every launch (``preexec_for``) and its observers every attempt
+(``attempt_registry``); its cold starts run in ``prepare``, before any slot opens, on a run that
+has no row yet.
 
 On Dask (``from_ref``) a worker rebuilds the suite from the run's config and runs rounds only:
 the engine identities its slot hashes (per host: every worker hashes its own binaries) and its
@@ -31,16 +32,19 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from metewand.measure.clock import utc_now
 from metewand.runtime import rundir
 from metewand.runtime.shared_run import SharedRunView
-from metewand.runtime.store import RunStore, utc_now
+from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.browser import classify, peer_manifest
-from metewand.suites.browser.attempt_runner import AttemptRunner, RunHooks
+from metewand.suites.browser.attempt_registry import AttemptRegistry
+from metewand.suites.browser.attempt_runner import AttemptRunner
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer
 from metewand.suites.browser.leftovers import kill_leftovers
+from metewand.suites.browser.observers.base import EngineGroups
 from metewand.suites.browser.profiler import ResourceProfiler
 from metewand.suites.browser.rows import PlannedAttempt, base_row, not_run_row
 from metewand.suites.browser.run_config import RunConfig
@@ -66,7 +70,7 @@ class BrowserSlot:
         plan, store = suite.plan, suite.store
         self.pool = EnginePool(
             plan.available, store.run_dir, store.run_id, index, suite.on_launch,
-            suite.hooks.preexec_for, log_name=label,
+            suite.groups.preexec_for, log_name=label,
         )  # fmt: skip
         self.server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
         self.runner: AttemptRunner | None = None
@@ -76,8 +80,9 @@ class BrowserSlot:
             self._stop_loop()
             raise
         self.runner = AttemptRunner(
-            plan, store, self.pool, self.server, base_url, suite.hooks, suite.identity_of
-        )
+            plan, store, self.pool, self.server, base_url, suite.groups, suite.identity_of,
+            suite.registry,
+        )  # fmt: skip
 
     def attempt(self, planned: PlannedAttempt) -> Row:
         """Run one attempt on this slot's loop; an interrupt cancels it (no row, no artifacts)."""
@@ -141,11 +146,15 @@ class BrowserSuite:
         plan: Plan,
         store: RunStore | SharedRunView,
         profiler: ResourceProfiler | None,
-        hooks: RunHooks,
+        registry: AttemptRegistry | None = None,
         *,
         worker_side: bool = False,
     ) -> None:
-        self.plan, self.store, self.profiler, self.hooks = plan, store, profiler, hooks
+        """``profiler``: the run's accounting groups and cold starts (None: no groups, as on a
+        Dask worker); ``registry``: the attempts' drivers and observers (default: all)."""
+        self.plan, self.store, self.profiler = plan, store, profiler
+        self.groups: EngineGroups = profiler if profiler is not None else EngineGroups()
+        self.registry = registry or AttemptRegistry()
         # a Dask worker's suite writes nothing in the manifest: its facts go back as data
         self.worker_side = worker_side
         self.teardown_reports: dict[str, Any] = {}
@@ -167,8 +176,8 @@ class BrowserSuite:
 
     def prepare(self) -> None:
         """Cold-start samples of every engine, once per run, before any warm attempt."""
-        if isinstance(self.hooks, ResourceProfiler) and not self.store.finished_keys():
-            asyncio.run(self.hooks.cold_starts(self.plan.available))
+        if self.profiler is not None and not self.store.finished_keys():
+            asyncio.run(self.profiler.cold_starts(self.plan.available))
 
     def open_slot(self, slot_id: str) -> BrowserSlot:
         with self._lock:
@@ -343,4 +352,4 @@ def from_ref(ref: SuiteRef) -> BrowserSuite:
     if found != ref.config["corpus_sha256"]:
         raise PlanError([f"{plan.corpus.root}: corpus sha256 {found} on this worker differs from "
                          f"the client's {ref.config['corpus_sha256']}"])  # fmt: skip
-    return BrowserSuite(plan, view, None, RunHooks(), worker_side=True)
+    return BrowserSuite(plan, view, None, worker_side=True)

@@ -45,6 +45,7 @@ OPTIONAL_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
 SCENE_KINDS: Final = ("about_blank", "self_hosted_fixture")
 LAUNCH_PROFILES: Final = ("default", "all_resources")
 # Screenshots and PDFs are outside what the suite measures (the corpus format forbids them).
+MAX_STEP_MS: Final = 600_000  # a step duration (sleep_ms, timeout_ms) is at most 10 minutes
 FORBIDDEN_METHODS: Final = frozenset({"Page.captureScreenshot", "Page.printToPDF"})
 FIXTURE_PATH_RE: Final = re.compile(r"\{fixture_path\}/([^\s\"'`]+)")
 RAW_CDP_DRIVER_KEYS: Final = frozenset({"kind", "steps"})
@@ -220,6 +221,8 @@ def _validate_steps(steps: Any, where: _Where) -> None:
                 where.add(f"{path}.{key}", f"unknown key for a {form.key} step")
             elif not _is_type(step[key], form.types[key]):
                 where.add(f"{path}.{key}", f"must be {form.types[key][0].__name__}")
+            elif key.endswith("_ms") and not 0 <= step[key] <= MAX_STEP_MS:  # a duration
+                where.add(f"{path}.{key}", f"must be a duration from 0 to {MAX_STEP_MS} ms")
         if step.get("method") in FORBIDDEN_METHODS:
             where.add(f"{path}.method", "screenshot/PDF methods are not part of the suite")
         session = step.get("session")

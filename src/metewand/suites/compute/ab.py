@@ -30,7 +30,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from metewand import canonical
-from metewand.suites.compute.manifest import Manifest, ManifestError, load
+from metewand.suites.compute import definitions_build
+from metewand.suites.compute import identities as ids
+from metewand.suites.compute.definitions import Definitions
+from metewand.suites.compute.manifest import Manifest, ManifestError
+from metewand.suites.compute.manifest_load import load
 from metewand.suites.compute.plan import Plan, PlannedAttempt
 
 SIDES = ("base", "new")
@@ -43,6 +47,7 @@ class Baseline:
 
     path: str  # absolute: the baseline's copy of the manifest's directory
     manifest: Manifest
+    definitions: Definitions  # its definition ids (the implementations' source bundles)
 
 
 def load_baseline(manifest_path: str, path: str) -> Baseline:
@@ -57,7 +62,7 @@ def load_baseline(manifest_path: str, path: str) -> Baseline:
         manifest = load(manifest_path, root=root)
     except ManifestError as exc:
         raise ManifestError([f"--ab-baseline {path}: {line}" for line in exc.errors]) from None
-    return Baseline(root, manifest)
+    return Baseline(root, manifest, definitions_build.build(manifest))
 
 
 def check_plan(plan: Plan) -> None:
@@ -74,12 +79,23 @@ def check_plan(plan: Plan) -> None:
 
 
 def _config_id(baseline: Baseline, attempt: PlannedAttempt) -> str:
-    launch = baseline.manifest.implementations[attempt.implementation].launch
-    return canonical.identity(
+    """The baseline side's implementation configuration identity, as the planner makes the
+    current side's (``plan_expand``), from the baseline tree's definitions."""
+    d, name = baseline.definitions, attempt.implementation
+    return ids.record(
         "implementation-configuration",
-        {"version": 1, "launch": launch.identity_record(),
-         "parameters": attempt.implementation_parameters},
-    )  # fmt: skip
+        definition=d.implementations[name],
+        parameters=attempt.implementation_parameters,
+        environment=d.implementation_environments[name],
+    )
+
+
+def _sided(kind: str, identity: str | None, side: str) -> str | None:
+    """A logical identity of one side of a pair: the planned one with the side in it (the two
+    halves are two attempts, never one slot run twice)."""
+    if identity is None:
+        return None
+    return canonical.identity(kind, {"version": 1, "planned": identity, "ab_side": side})
 
 
 def _first_side(attempt: PlannedAttempt, pair: str) -> str:
@@ -87,7 +103,10 @@ def _first_side(attempt: PlannedAttempt, pair: str) -> str:
     candidate = pair.rsplit("/", 1)[0]
     digest = hashlib.sha256(ORDER_DOMAIN + b"\x00" + candidate.encode()).digest()
     start = digest[0] & 1
-    index = attempt.repetition if attempt.role == "measured" else (attempt.warmup_index or 0)
+    if attempt.role == "measured":
+        index = attempt.repetition + (attempt.measurement_index or 0)
+    else:
+        index = attempt.warmup_index or 0
     return SIDES[(index + start) % 2]
 
 
@@ -96,13 +115,13 @@ def _side(
 ) -> PlannedAttempt:
     prefix, impl_part, tail = attempt.key.rsplit("/", 2)
     name = impl_part.split("@", 1)[0]
-    slot = canonical.identity(
-        "logical-attempt-slot", {"version": 1, "candidate_slot": attempt.slot_id, "ab_side": side}
-    )
     return dataclasses.replace(
         attempt,
         key=f"{prefix}/{name}@{config_id[-10:]}/{tail}/{side}",
-        slot_id=slot,
+        slot_id=str(_sided("logical-attempt-slot", attempt.slot_id, side)),
+        observation_slot_id=_sided("logical-observation-slot", attempt.observation_slot_id, side),
+        candidate_id=str(_sided("logical-candidate", attempt.candidate_id, side)),
+        specification_id=str(_sided("logical-specification", attempt.specification_id, side)),
         implementation_config_id=config_id,
         ab_side=side,
         ab_pair=pair,
@@ -120,11 +139,14 @@ def ab_plan(plan: Plan, baseline: Baseline) -> Plan:
             prefix, impl_part, tail = attempt.key.rsplit("/", 2)
             pair = f"{prefix}/{impl_part.split('@', 1)[0]}/{tail}"
             first = _first_side(attempt, pair)
-            ids = {"base": _config_id(baseline, attempt), "new": attempt.implementation_config_id}
-            sides = {side: _side(attempt, side, pair, first, ids[side]) for side in SIDES}
+            config = {
+                "base": _config_id(baseline, attempt),
+                "new": attempt.implementation_config_id,
+            }
+            sides = {side: _side(attempt, side, pair, first, config[side]) for side in SIDES}
             second = "new" if first == "base" else "base"
             units += [(sides[first],), (sides[second],)]
-    return Plan(plan.manifest, tuple(units))
+    return dataclasses.replace(plan, units=tuple(units))
 
 
 def pairs_of(plan: Plan, done: set[str]) -> list[list[str]]:

@@ -20,6 +20,7 @@ from metewand import canonical
 from metewand.errors import MetewandError
 from metewand.measure import forms
 from metewand.measure.forms import Reason
+from metewand.runtime import rundir
 from metewand.suites.compute.manifest_datasets import source_digest
 from metewand.suites.compute.plan import DatasetConfig
 from metewand.suites.compute.staging import prefix as staging_prefix
@@ -63,7 +64,7 @@ def acquire_into_cache(root: str, config: DatasetConfig, did: str) -> tuple[str,
         }
         with open(os.path.join(staging, RECEIPT_NAME), "wb") as fh:
             fh.write(canonical.dumps(receipt))
-        _publish(staging, final)
+        rundir.publish_dir(staging, final, replace=False)
     except (OSError, InvalidOutput) as exc:
         raise AcquisitionError(f"dataset {definition.name}: cannot acquire {definition.path}: {exc}") from exc  # fmt: skip
     finally:
@@ -99,11 +100,3 @@ def _reuse(final: str, declared: str) -> tuple[str, dict[str, Any]] | None:
     if os.path.exists(final):
         shutil.rmtree(final, ignore_errors=True)
     return None
-
-
-def _publish(staging: str, final: str) -> None:
-    try:
-        os.rename(staging, final)
-    except OSError:
-        if not os.path.isdir(final):
-            raise

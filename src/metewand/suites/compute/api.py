@@ -17,13 +17,13 @@ from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
 from metewand.runtime import rundir
-from metewand.runtime.payload import ExecutionMeasurements, observation_timing
-from metewand.runtime.tree_memory import TreeMemory
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.manifest import DatasetDef, ExecutionPolicy, Launch, ProblemDef
 from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.payload import ExecutionMeasurements, observation_timing
 from metewand.suites.compute.plan import DatasetConfig, PlannedAttempt
 from metewand.suites.compute.session import LaunchSpec
+from metewand.suites.compute.tree_memory import TreeMemory
 from metewand.suites.compute.workers import ImplementationWorker, Opener
 
 
@@ -64,8 +64,15 @@ class FixedDatasetFailure:
 def _spec(
     role: str, argv: list[str], cwd: str, env: dict[str, str], caps: tuple[str, ...] = ()
 ) -> LaunchSpec:
-    wid = canonical.identity("resolved-worker", {"version": 1, "role": role, "argv": argv})
-    return LaunchSpec(list(argv), role, wid, cwd, dict(env), caps)
+    """A worker in the local environment; its hello carries the Rust resolved-worker id."""
+    from metewand.suites.compute import identities, resolved
+    from metewand.suites.compute.session import worker_env
+
+    local = identities.record("environment-definition", name="local", definition={"kind": "local"})
+    fields = resolved.worker(None, local, list(argv), worker_env(dict(env)))
+    return LaunchSpec(
+        list(argv), role, resolved.worker_id(fields), cwd, dict(env), caps, resolved=fields
+    )
 
 
 def run_fixed_dataset_outcome(

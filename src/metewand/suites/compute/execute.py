@@ -21,17 +21,17 @@ from typing import Any, TypeVar
 
 from metewand.errors import MetewandError
 from metewand.measure import forms
+from metewand.measure.clock import utc_now
 from metewand.measure.forms import Measurement, Reason
 from metewand.runtime import rundir
-from metewand.runtime.payload import (
+from metewand.suites.compute.manifest import ProblemDef
+from metewand.suites.compute.materialize import MaterializedDataset
+from metewand.suites.compute.payload import (
     CPU_SCOPE_FOR_TIMING_SCOPE,
     AccountingBackend,
     ExecutionMeasurements,
     TimedWallInclusion,
 )
-from metewand.runtime.tree_memory import TreeMemory
-from metewand.suites.compute.manifest import ProblemDef
-from metewand.suites.compute.materialize import MaterializedDataset
 from metewand.suites.compute.phase_marks import AttemptPhases
 from metewand.suites.compute.plan import PlannedAttempt
 from metewand.suites.compute.protocol import (
@@ -41,6 +41,7 @@ from metewand.suites.compute.protocol import (
     WorkerGone,
 )
 from metewand.suites.compute.session import LaunchSpec, WorkerSession, shutdown_concurrently
+from metewand.suites.compute.tree_memory import TreeMemory
 from metewand.suites.compute.validate import (
     InvalidOutput,
     dataset_sizes,
@@ -80,6 +81,7 @@ class AttemptInput:
     timeouts: Timeouts = field(default_factory=Timeouts)
     setup_error: str | None = None  # a build or materialization failure found before launch
     phase_marks: bool = True  # metewand run --no-phase-marks: no marks, the row's phases null
+    dataset_output_schema: str = ""  # its schema id (enters the resolved dataset instance)
 
 
 @dataclass
@@ -110,12 +112,6 @@ class AttemptOutcome:
     @property
     def accepted(self) -> bool:
         return self.code is None
-
-
-def utc_now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def classify(exc: BaseException, role: str, phase: str) -> AttemptFailure:
@@ -270,7 +266,7 @@ class AttemptRun:
         sizes = dataset_sizes(dataset_dir)
         request = {
             "dataset_dir": dataset_dir,
-            "problem_contract_id": a.problem,
+            "problem_contract_id": a.problem_contract_id or a.problem,
             "problem_parameters": a.problem_parameters,
             "implementation_parameters": a.implementation_parameters,
             "implementation_seed": a.implementation_seed,
@@ -349,7 +345,7 @@ class AttemptRun:
         metrics_path = os.path.join(metrics_dir, rundir.ATTEMPT_METRICS)
         request = {
             "dataset_dir": str(self.spec.dataset.directory),
-            "problem_contract_id": a.problem,
+            "problem_contract_id": a.problem_contract_id or a.problem,
             "problem_parameters": a.problem_parameters,
             "result_dir": os.path.join(self.spec.attempt_dir, rundir.ATTEMPT_RESULT_DIR),
             "metrics_path": metrics_path,

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from metewand import canonical
 from metewand.measure.process import Process
 from metewand.suites.compute.manifest import Launch, Manifest
 from metewand.suites.compute.plan import Plan
@@ -103,24 +102,38 @@ def _release(accounting: Any) -> None:
             accounting.close()
 
 
-def worker_id(role: str, name: str, launch: Launch) -> str:
-    return canonical.identity(
-        "resolved-worker",
-        {"version": 1, "role": role, "name": name, "launch": launch.identity_record()},
-    )
-
-
 def launch_spec(
-    role: str, name: str, launch: Launch, cwd: str, build_dir: str, capabilities: tuple = ()
+    role: str,
+    launch: Launch,
+    cwd: str,
+    build_dir: str,
+    capabilities: tuple = (),
+    definitions: Any = None,
 ) -> LaunchSpec:
+    """How to start one worker. ``definitions`` (``definitions.Definitions``) gives the worker its
+    resolved-worker id (what the hello carries); without it (tests) the id covers the argv."""
+    from metewand.suites.compute import resolved
+    from metewand.suites.compute.session import worker_env
+
     argv = [a.replace("{build}", build_dir) for a in launch.argv]
+    if definitions is not None:
+        fields = resolved.worker(
+            definitions.source_bundle_of(launch),
+            definitions.environment_id(launch),
+            argv,
+            worker_env(dict(launch.env)),
+        )
+    else:
+        fields = resolved.worker(None, "", argv, dict(launch.env))
     return LaunchSpec(
         argv=argv,
         role=role,
-        worker_id=worker_id(role, name, launch),
+        worker_id=resolved.worker_id(fields),
         cwd=cwd,
         env=dict(launch.env),
         capabilities=capabilities,
+        transport=launch.protocol_transport or "pipes",
+        resolved=fields,
     )
 
 
@@ -133,24 +146,22 @@ def _command_found(command: str, root: str) -> bool:
 
 
 def missing_commands(manifest: Manifest, plan: Plan) -> list[str]:
-    """Programs and build commands the planned attempts would start but that do not exist.
+    """Programs and build commands the planned attempts would start but that do not exist,
+    and what else of the plan this host cannot run (``runnable.refusals``).
 
     Checked before a run is created, so a typo fails the command (exit 3) instead of failing
     every attempt. ``{build}/…`` programs are made by a build step and cannot be checked here.
     """
-    launches: dict[str, Launch] = {}
-    for attempt in plan.attempts:
-        impl = manifest.implementations[attempt.implementation]
-        launches[f"implementations.{impl.name}"] = impl.launch
-        problem = manifest.problems[attempt.problem]
-        launches[f"problems.{problem.name}.evaluator"] = problem.evaluator
-        dataset = attempt.dataset.definition
-        if dataset.materializer is not None:
-            launches[f"datasets.{dataset.name}.materializer"] = dataset.materializer
-    missing = []
+    from metewand.suites.compute.runnable import planned_launches, refusals
+
+    missing = refusals(manifest, plan)
+    refused = {line.split(": ")[1].rsplit(".", 1)[0] for line in missing}
     where_file = os.path.basename(manifest.path)
-    for where, launch in sorted(launches.items()):
-        checks = [("program", launch.argv[0])] if launch.argv else []
+    for where, launch in sorted(planned_launches(manifest, plan).items()):
+        if where in refused:
+            continue
+        key = "program" if launch.runner == "command" or not launch.source_patterns else "runner"
+        checks = [(key, launch.argv[0])] if launch.argv else []
         checks += [("build", launch.build[0])] if launch.build else []
         for key, command in checks:
             if command.startswith("{build}") or _command_found(command, manifest.root):

@@ -7,21 +7,29 @@ The format is documented in docs/compute-manifest.md.
 
 from __future__ import annotations
 
-import os
 import re
-import sys
-import tomllib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from metewand.canonical import SAFE_INTEGER_MAX
 from metewand.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from metewand.suites.compute.schema_catalog import BoundSchema
+
+# A parameter/result/metric schema: an inline or file document (metewand dialect) or a
+# repository path bound to the Rust dialect's schema catalog.
+Schema = Union[dict[str, Any], "BoundSchema"]
 
 MANIFEST_VERSION = 1
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TIMING_SCOPES = ("cold_end_to_end", "prepare_and_execute", "execute_only")
 RUN_ORDERS = ("sequential", "randomized")
 DATASET_KINDS = ("generated", "fixed", "unit", "transformed", "acquired")
+RUNNERS = ("python", "r", "julia", "command")
+INTERPRETED_RUNNERS = ("python", "r", "julia")
+LOCAL_ENVIRONMENT = "local"  # the metewand dialect's one (implicit) environment
+METEWAND_DIALECT, RUST_DIALECT = "metewand", "rust"
 _DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|min|m|h)\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 
@@ -34,20 +42,16 @@ class ManifestError(InvalidInput, ValueError):
 
 @dataclass(frozen=True)
 class Launch:
-    runner: str  # "python" | "command"
+    runner: str  # "python" | "r" | "julia" | "command"
     argv: tuple[str, ...]  # may contain "{build}" until the run resolves it
     build: tuple[str, ...] = ()  # run once per run in the build dir, before any attempt
     env: dict[str, str] = field(default_factory=dict)
-    sources: tuple[str, ...] = ()  # files whose bytes enter the definition identity
-
-    def identity_record(self) -> dict[str, Any]:
-        return {
-            "runner": self.runner,
-            "argv": [os.path.basename(a) if a == sys.executable else a for a in self.argv],
-            "build": list(self.build),
-            "env": self.env,
-            "sources": [_file_digest(p) for p in self.sources],
-        }
+    sources: tuple[str, ...] = ()  # metewand dialect: files (absolute) whose bytes identify it
+    environment: str = LOCAL_ENVIRONMENT  # the environment's name
+    protocol_transport: str | None = None  # None: the default (pipes); "pipes" | "stdio"
+    entrypoint: str | None = None  # interpreted runners: as written (repository-relative)
+    program: str | None = None  # command runner: as written
+    source_patterns: tuple[str, ...] | None = None  # Rust dialect: ``sources`` as written
 
 
 @dataclass(frozen=True)
@@ -57,19 +61,26 @@ class DatasetDef:
     materializer: Launch | None = None  # the generator, or a transformed dataset's transformer
     path: str | None = None  # fixed: the directory; acquired: the local source file or directory
     parameter_defaults: dict[str, Any] = field(default_factory=dict)
-    parameter_schema: dict[str, Any] | None = None
+    parameter_schema: Schema | None = None
     source: str | None = None  # transformed: the dataset it is derived from
     source_parameters: dict[str, Any] = field(default_factory=dict)  # transformed: of the source
     sha256: str | None = None  # acquired: the source's digest (file bytes, or tree digest)
+    defaults_declared: bool = False  # parameter_defaults was written (identities: else null)
+    output_schema: Schema | None = None  # Rust dialect: what every materialized output satisfies
+    source_patterns: tuple[str, ...] | None = None  # Rust fixed dataset: its ``sources``
+    remote_source: dict[str, str] | None = None  # Rust generated dataset: ``source{url,sha256}``
 
 
 @dataclass(frozen=True)
 class ProblemDef:
     name: str
     evaluator: Launch
-    result_schema: dict[str, Any] | None
-    metric_schema: dict[str, Any] | None
+    result_schema: Schema | None
+    metric_schema: Schema | None
     parameter_defaults: dict[str, Any] = field(default_factory=dict)
+    defaults_declared: bool = False
+    contract: Any = None  # Rust dialect: the validated ``contract.ProblemContract``
+    parameter_schema: Schema | None = None  # Rust dialect: the contract's parameter schema
 
 
 @dataclass(frozen=True)
@@ -78,7 +89,9 @@ class ImplementationDef:
     launch: Launch
     problems: tuple[str, ...]
     parameter_defaults: dict[str, Any] = field(default_factory=dict)
-    parameter_schema: dict[str, Any] | None = None
+    parameter_schema: Schema | None = None
+    defaults_declared: bool = False
+    capabilities: tuple[str, ...] = ("one_shot",)
 
 
 @dataclass(frozen=True)
@@ -90,16 +103,26 @@ class ExecutionPolicy:
     worker_reuse: bool = False
     run_order: str = "sequential"
     jobs: int = 1  # bounded concurrency; --jobs overrides
+    # The Rust policy's other v1 fields (identity inputs; recorded, not enforced here).
+    cpus: int | None = None
+    threads: int | None = None
+    memory: str | None = None
+    network: bool = False
+    primary_time: str = "timed_wall_time"
+    enforcement: str = "best_effort"
+    timeout_text: str | None = None  # the timeout as written (identities hash the spelling)
 
-    def identity_record(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "timing_scope": self.timing_scope,
-            "timeout_ms": None if self.timeout_s is None else round(self.timeout_s * 1000),
-            "warmup_runs": self.warmup_runs,
-            "worker_reuse": self.worker_reuse,
-            "run_order": self.run_order,
-        }
+
+@dataclass(frozen=True)
+class ObservationPolicy:
+    name: str = "default"
+    kind: str = "one_shot"
+
+
+@dataclass(frozen=True)
+class EnvironmentDef:
+    name: str
+    definition: dict[str, Any]  # {"kind": "local"} | uv | renv | nix | oci, as in the manifest
 
 
 Axes = dict[str, dict[str, list[Any]]]  # owner name -> parameter -> values (a grid)
@@ -119,10 +142,16 @@ class Experiment:
     problem: str
     datasets: tuple[str, ...]
     implementations: tuple[str, ...]
-    repetitions: int
+    repetitions: int  # implementation repetitions: each with its own implementation seed
     seed: int
     policy: ExecutionPolicy
     cases: tuple[Case, ...]
+    measurement_repetitions: int = 1  # observations of one specification (same seed)
+    observation_policy: ObservationPolicy = field(default_factory=ObservationPolicy)
+    named_cases: bool = False  # Rust dialect: cases were written (else one implicit source)
+    # Rust dialect: each specification (implementation repetition) owns its warm-up slots;
+    # metewand dialect: a candidate's warm-ups run once, before its first repetition.
+    warmups_per_specification: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,6 +164,10 @@ class Manifest:
     implementations: dict[str, ImplementationDef]
     experiments: tuple[Experiment, ...]
     reference_implementation: str | None = None  # what reports compare the others against
+    dialect: str = METEWAND_DIALECT
+    dialect_reason: str = ""  # which keys decided the dialect (``plan --explain``)
+    environments: dict[str, EnvironmentDef] = field(default_factory=dict)
+    catalog: Any = None  # Rust dialect: the repository's ``SchemaCatalog``
 
 
 def parse_duration(raw: Any) -> float | None:
@@ -147,38 +180,6 @@ def parse_duration(raw: Any) -> float | None:
         value = float(m.group(1)) * _UNIT_S[m.group(2)]
         return value if value > 0 else None
     return None
-
-
-def _file_digest(path: str) -> dict[str, str]:
-    import hashlib
-
-    try:
-        with open(path, "rb") as fh:
-            return {"path": os.path.basename(path), "sha256": hashlib.sha256(fh.read()).hexdigest()}
-    except OSError:
-        return {"path": os.path.basename(path), "sha256": "missing"}
-
-
-def load(path: str, root: str | None = None) -> Manifest:
-    """Read and validate a manifest; raises ManifestError listing every problem. ``root``: the
-    directory its relative paths resolve against (default: the manifest's own)."""
-    from metewand.suites.compute.manifest_read import read_manifest
-
-    try:
-        with open(path, "rb") as fh:
-            document = tomllib.load(fh)
-    except OSError as exc:
-        raise ManifestError([f"{path}: cannot read: {exc.strerror}"]) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError([f"{path}: invalid TOML: {exc}"]) from exc
-    except UnicodeDecodeError as exc:
-        raise ManifestError([f"{path}: not UTF-8 text (byte {exc.start}): {exc.reason}"]) from exc
-    except RecursionError:
-        raise ManifestError([f"{path}: invalid TOML: nested too deeply"]) from None
-    try:
-        return read_manifest(os.path.abspath(path), document, root)
-    except RecursionError:
-        raise ManifestError([f"{path}: a value is nested too deeply"]) from None
 
 
 def is_safe_int(value: Any, minimum: int = 0) -> bool:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from metewand.suites.compute.manifest import DatasetDef
 from metewand.suites.compute.manifest_guard import pseudo_fs_problem
-
-if TYPE_CHECKING:
-    from metewand.suites.compute.manifest_read import _Reader
+from metewand.suites.compute.manifest_reader import Reader, read_launch
 
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 TRANSFORMED_KEYS = {"kind": True, "source": True, "transformer": True}
@@ -32,9 +30,7 @@ def source_digest(path: str) -> str:
     return tree_sha256(path) if os.path.isdir(path) else file_sha256(path)
 
 
-def transformed(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
-    from metewand.suites.compute.manifest_read import _launch
-
+def transformed(r: Reader, name: str, t: dict[str, Any]) -> DatasetDef:
     where = f"datasets.{name}"
     _check_keys(r, t, where, TRANSFORMED_KEYS, "transformed")
     source = r.string(t.get("source"), f"{where}.source")
@@ -46,14 +42,15 @@ def transformed(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
     if not isinstance(defaults, dict):
         r.error(f"{where}.parameter_defaults", "must be a table")
         defaults = {}
-    launch = _launch(r, t.get("transformer", {}), f"{where}.transformer")
+    launch = read_launch(r, t.get("transformer", {}), f"{where}.transformer")
     schema = r.schema(t.get("parameter_schema"), f"{where}.parameter_schema")
     return DatasetDef(
-        name, "transformed", launch, None, dict(defaults), schema, source, dict(source_parameters)
-    )
+        name, "transformed", launch, None, dict(defaults), schema, source, dict(source_parameters),
+        defaults_declared="parameter_defaults" in t,
+    )  # fmt: skip
 
 
-def acquired(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
+def acquired(r: Reader, name: str, t: dict[str, Any]) -> DatasetDef:
     where = f"datasets.{name}"
     _check_keys(r, t, where, ACQUIRED_KEYS, "acquired")
     path = r.file_path(t.get("path"), f"{where}.path")
@@ -81,7 +78,7 @@ def acquired(r: _Reader, name: str, t: dict[str, Any]) -> DatasetDef:
 
 
 def _check_keys(
-    r: _Reader, t: dict[str, Any], where: str, allowed: dict[str, bool], kind: str
+    r: Reader, t: dict[str, Any], where: str, allowed: dict[str, bool], kind: str
 ) -> None:
     for key in t:
         if key not in allowed:
@@ -91,7 +88,7 @@ def _check_keys(
             r.error(f"{where}.{key}", f"missing required key for {kind} datasets")
 
 
-def check_sources(r: _Reader, datasets: dict[str, DatasetDef]) -> None:
+def check_sources(r: Reader, datasets: dict[str, DatasetDef]) -> None:
     """Every transformed dataset names an existing dataset, and no chain of sources loops."""
     for name, ds in datasets.items():
         if ds.kind != "transformed" or not ds.source:

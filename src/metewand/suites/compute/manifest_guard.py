@@ -130,7 +130,10 @@ def plan_size(experiments: Any) -> int:
     """How many attempts the experiments expand to, counted without expanding them."""
     total = 0
     for exp in experiments:
-        slots = exp.repetitions + exp.policy.warmup_runs
+        warmups = exp.policy.warmup_runs
+        slots = exp.repetitions * (exp.measurement_repetitions + warmups)
+        if not exp.warmups_per_specification:  # metewand dialect: warm-ups once per candidate
+            slots = exp.repetitions * exp.measurement_repetitions + warmups
         for case in exp.cases:
             problems = _grid_size(case.problem_parameters)
             for dataset in exp.datasets:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
-from metewand import canonical
+from metewand.suites.compute import manifest_datasets as derived
 from metewand.suites.compute import manifest_guard as guard
 from metewand.suites.compute.manifest import (
     DATASET_KINDS,
@@ -20,16 +19,14 @@ from metewand.suites.compute.manifest import (
     ExecutionPolicy,
     Experiment,
     ImplementationDef,
-    Launch,
     Manifest,
     ManifestError,
     ProblemDef,
     is_safe_int,
     parse_duration,
 )
+from metewand.suites.compute.manifest_reader import LAUNCH_KEYS, Reader, read_launch
 
-LAUNCH_KEYS = {"runner": True, "entrypoint": False, "program": False, "args": False}
-LAUNCH_KEYS |= {"build": False, "env": False}
 POLICY_KEYS = {
     "timing_scope": False,
     "timeout": False,
@@ -40,156 +37,9 @@ POLICY_KEYS = {
 }
 
 
-class _Reader:
-    def __init__(self, path: str, root: str | None = None) -> None:
-        self.path = path
-        self.file = os.path.basename(path)
-        self.root = root or os.path.dirname(path)
-        self.errors: list[str] = []
-
-    def error(self, where: str, message: str) -> None:
-        self.errors.append(f"{self.file}: {where}: {message}")
-
-    def table(self, value: Any, where: str, keys: dict[str, bool]) -> dict[str, Any]:
-        """Check a table's keys (True = required); returns {} when it is not a table."""
-        if not isinstance(value, dict):
-            self.error(where, "must be a table")
-            return {}
-        for key in value:
-            if key not in keys:
-                self.error(f"{where}.{key}", "unknown key")
-        for key, required in keys.items():
-            if required and key not in value:
-                self.error(f"{where}.{key}", "missing required key")
-        return value
-
-    def string(self, value: Any, where: str, choices: tuple[str, ...] = ()) -> str:
-        if not isinstance(value, str) or not value:
-            self.error(where, "must be a nonempty string")
-            return ""
-        if choices and value not in choices:
-            self.error(where, f"must be one of {', '.join(choices)}; got {value!r}")
-        return value
-
-    def strings(self, value: Any, where: str) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            self.error(where, "must be an array of strings")
-            return ()
-        for i, item in enumerate(value):
-            if problem := guard.exec_string_problem(item):
-                self.error(f"{where}[{i}]", problem)
-        return tuple(value)
-
-    def name(self, value: Any, where: str) -> str:
-        """A name that becomes an attempt-key and directory segment."""
-        name = self.string(value, where)
-        if name and (problem := guard.name_problem(name)):
-            self.error(where, problem)
-        return name
-
-    def params(self, value: Any, where: str) -> dict[str, Any]:
-        """``parameter_defaults``: a table of JSON values."""
-        if not isinstance(value, dict):
-            self.error(where, "must be a table")
-            return {}
-        return dict(self.json_value(value, where))
-
-    def names(self, value: Any, where: str, known: dict[str, Any], what: str) -> tuple[str, ...]:
-        items = self.strings(value, where)
-        if isinstance(value, list) and not items:
-            self.error(where, "must not be empty")
-        if len(set(items)) != len(items):
-            self.error(where, "names must be unique")
-        for i, name in enumerate(items):
-            if name not in known:
-                self.error(f"{where}[{i}]", f"no {what} named {name!r}")
-        return items
-
-    def json_value(self, value: Any, where: str) -> Any:
-        try:
-            canonical.dumps(value)
-        except ValueError as exc:
-            self.error(where, f"not representable as canonical JSON: {exc}")
-        except RecursionError:
-            self.error(where, "nested too deeply")
-        return value
-
-    def file_path(self, value: Any, where: str, regular: bool = False) -> str:
-        """A path relative to the manifest; ``regular``: it must be a file, not a directory."""
-        rel = self.string(value, where)
-        full = os.path.normpath(os.path.join(self.root, rel)) if rel else ""
-        if rel and not os.path.exists(full):
-            self.error(where, f"no such file: {rel}")
-        elif rel and regular and not os.path.isfile(full):
-            self.error(where, f"{rel} is not a regular file")
-        return full
-
-    def schema(self, value: Any, where: str) -> dict[str, Any] | None:
-        """A JSON Schema inline (table) or as a path to a JSON file."""
-        if value is None:
-            return None
-        if isinstance(value, dict):
-            return self._checked_schema(dict(value), where)
-        full = self.file_path(value, where, regular=True)
-        if not full or not os.path.isfile(full):
-            return None
-        try:
-            with open(full, "rb") as fh:
-                doc = canonical.loads(fh.read())
-        except (ValueError, OSError) as exc:
-            self.error(where, f"invalid JSON schema file: {str(exc)[:200]}")
-            return None
-        except RecursionError:
-            self.error(where, "invalid JSON schema file: nested too deeply")
-            return None
-        if not isinstance(doc, dict):
-            self.error(where, "a schema must be a JSON object")
-            return None
-        return self._checked_schema(doc, where)
-
-    def _checked_schema(self, schema: dict[str, Any], where: str) -> dict[str, Any] | None:
-        if problem := guard.schema_problem(schema):
-            self.error(where, problem)
-            return None
-        return schema
-
-
-def _launch(r: _Reader, value: Any, where: str) -> Launch:
-    t = r.table(value, where, LAUNCH_KEYS)
-    runner = r.string(t.get("runner"), f"{where}.runner", ("python", "command"))
-    args = r.strings(t.get("args", []), f"{where}.args")
-    build = r.strings(t.get("build", []), f"{where}.build")
-    env = t.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        r.error(f"{where}.env", "must be a table of strings")
-        env = {}
-    for key, problem in guard.env_problems(env):
-        r.error(f"{where}.env.{key!r}", problem)
-    if runner == "python":
-        if "program" in t:
-            r.error(f"{where}.program", "python launchers take 'entrypoint', not 'program'")
-        script = r.file_path(t.get("entrypoint"), f"{where}.entrypoint", regular=True)
-        return Launch("python", (sys.executable, script, *args), build, env, (script,))
-    if "entrypoint" in t:
-        r.error(f"{where}.entrypoint", "command launchers take 'program', not 'entrypoint'")
-    program = r.string(t.get("program"), f"{where}.program")
-    if bad := guard.exec_string_problem(program):
-        r.error(f"{where}.program", bad)
-    if "/" in program and not program.startswith("{build}"):
-        program = os.path.normpath(os.path.join(r.root, program))
-    sources = tuple(
-        os.path.normpath(os.path.join(r.root, a))
-        for a in build
-        if os.path.isfile(os.path.join(r.root, a))
-    )
-    return Launch("command", (program, *args), build, env, sources)
-
-
-def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
+def _dataset(r: Reader, name: str, value: Any) -> DatasetDef:
     where = f"datasets.{name}"
     if isinstance(value, dict) and value.get("kind") in ("transformed", "acquired"):
-        from metewand.suites.compute import manifest_datasets as derived
-
         read = derived.transformed if value["kind"] == "transformed" else derived.acquired
         return read(r, name, value)
     keys = {"kind": True, "materializer": False, "path": False}
@@ -201,9 +51,12 @@ def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
         if "materializer" not in t:
             r.error(f"{where}.materializer", "a generated dataset needs a materializer")
             return DatasetDef(name, kind)
-        launch = _launch(r, t["materializer"], f"{where}.materializer")
+        launch = read_launch(r, t["materializer"], f"{where}.materializer")
         schema = r.schema(t.get("parameter_schema"), f"{where}.parameter_schema")
-        return DatasetDef(name, kind, launch, None, dict(defaults), schema)
+        declared = "parameter_defaults" in t
+        return DatasetDef(
+            name, kind, launch, None, dict(defaults), schema, defaults_declared=declared
+        )
     for key in ("materializer", "parameter_defaults", "parameter_schema"):
         if key in t:
             r.error(f"{where}.{key}", f"a {kind} dataset takes no {key}")
@@ -217,34 +70,36 @@ def _dataset(r: _Reader, name: str, value: Any) -> DatasetDef:
     return DatasetDef(name, kind)
 
 
-def _problem(r: _Reader, name: str, value: Any) -> ProblemDef:
+def _problem(r: Reader, name: str, value: Any) -> ProblemDef:
     where = f"problems.{name}"
     keys = {"evaluator": True, "result_schema": False, "metric_schema": False}
     t = r.table(value, where, keys | {"parameter_defaults": False})
     return ProblemDef(
         name,
-        _launch(r, t.get("evaluator", {}), f"{where}.evaluator"),
+        read_launch(r, t.get("evaluator", {}), f"{where}.evaluator"),
         r.schema(t.get("result_schema"), f"{where}.result_schema"),
         r.schema(t.get("metric_schema"), f"{where}.metric_schema"),
         r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults"),
+        defaults_declared="parameter_defaults" in t,
     )
 
 
-def _implementation(r: _Reader, name: str, value: Any, problems: dict) -> ImplementationDef:
+def _implementation(r: Reader, name: str, value: Any, problems: dict) -> ImplementationDef:
     where = f"implementations.{name}"
     keys = LAUNCH_KEYS | {"problems": True, "parameter_defaults": False}
     t = r.table(value, where, keys | {"parameter_schema": False})
     launch_part = {k: v for k, v in t.items() if k in LAUNCH_KEYS}
     return ImplementationDef(
         name,
-        _launch(r, launch_part, where),
+        read_launch(r, launch_part, where),
         r.names(t.get("problems"), f"{where}.problems", problems, "problem"),
         r.params(t.get("parameter_defaults", {}), f"{where}.parameter_defaults"),
         r.schema(t.get("parameter_schema"), f"{where}.parameter_schema"),
+        defaults_declared="parameter_defaults" in t,
     )
 
 
-def _policy(r: _Reader, name: str, value: Any) -> ExecutionPolicy:
+def _policy(r: Reader, name: str, value: Any) -> ExecutionPolicy:
     where = f"execution_policies.{name}"
     t = r.table(value, where, POLICY_KEYS)
     p = ExecutionPolicy(name=name)
@@ -271,10 +126,20 @@ def _policy(r: _Reader, name: str, value: Any) -> ExecutionPolicy:
         r.error(
             f"{where}.timing_scope", "cold_end_to_end needs a fresh worker: no reuse, no warm-up"
         )
-    return ExecutionPolicy(name, scope, timeout, int(warmups or 0), bool(reuse), order, int(jobs))
+    raw_timeout = t.get("timeout")
+    text = (
+        None
+        if raw_timeout is None
+        else raw_timeout
+        if isinstance(raw_timeout, str)
+        else f"{raw_timeout} s"
+    )
+    return ExecutionPolicy(
+        name, scope, timeout, int(warmups or 0), bool(reuse), order, int(jobs), timeout_text=text
+    )
 
 
-def _axes(r: _Reader, value: Any, where: str) -> dict[str, list[Any]]:
+def _axes(r: Reader, value: Any, where: str) -> dict[str, list[Any]]:
     """A parameter table: each value is {value = x}, {grid = [...]}, or a bare literal."""
     if not isinstance(value, dict):
         r.error(where, "must be a table of parameters")
@@ -296,7 +161,7 @@ def _axes(r: _Reader, value: Any, where: str) -> dict[str, list[Any]]:
     return out
 
 
-def _owned_axes(r: _Reader, value: Any, where: str, owners: tuple[str, ...]) -> Axes:
+def _owned_axes(r: Reader, value: Any, where: str, owners: tuple[str, ...]) -> Axes:
     if not isinstance(value, dict):
         r.error(where, "must be a table keyed by name")
         return {}
@@ -308,7 +173,7 @@ def _owned_axes(r: _Reader, value: Any, where: str, owners: tuple[str, ...]) -> 
     return out
 
 
-def _case(r: _Reader, value: Any, where: str, base: Case, sel: tuple) -> Case:
+def _case(r: Reader, value: Any, where: str, base: Case, sel: tuple) -> Case:
     keys = {"name": True, "dataset_parameters": False, "problem_parameters": False}
     t = r.table(value, where, keys | {"implementation_parameters": False})
     datasets, implementations = sel
@@ -349,7 +214,7 @@ EXPERIMENT_KEYS = {
 }
 
 
-def _experiment(r: _Reader, value: Any, where: str, m: dict[str, Any]) -> Experiment:
+def _experiment(r: Reader, value: Any, where: str, m: dict[str, Any]) -> Experiment:
     t = r.table(value, where, EXPERIMENT_KEYS)
     name = r.name(t.get("name"), f"{where}.name")
     problem = r.string(t.get("problem"), f"{where}.problem")
@@ -397,7 +262,7 @@ def _experiment(r: _Reader, value: Any, where: str, m: dict[str, Any]) -> Experi
     return Experiment(name, problem, datasets, impls, int(reps or 1), int(seed or 0), policy, cases)
 
 
-def _named(r: _Reader, doc: dict[str, Any], key: str) -> dict[str, Any]:
+def _named(r: Reader, doc: dict[str, Any], key: str) -> dict[str, Any]:
     value = doc.get(key, {})
     if not isinstance(value, dict):
         r.error(key, "must be a table")
@@ -416,7 +281,7 @@ TOP_KEYS |= {"reference_implementation": False}
 def read_manifest(path: str, doc: dict[str, Any], root: str | None = None) -> Manifest:
     """The manifest at ``path``; its relative paths resolve against ``root`` (default: the
     manifest's own directory; an A/B run's baseline side reads it against the baseline tree)."""
-    r = _Reader(path, root)
+    r = Reader(path, root=root)
     r.table(doc, "$", TOP_KEYS)
     if doc.get("version") != MANIFEST_VERSION:
         r.error("version", f"must be {MANIFEST_VERSION}")
@@ -425,9 +290,7 @@ def read_manifest(path: str, doc: dict[str, Any], root: str | None = None) -> Ma
     if "unit" in datasets:
         r.error("datasets.unit", "'unit' is the built-in unit dataset")
     datasets["unit"] = DatasetDef("unit", "unit")
-    from metewand.suites.compute.manifest_datasets import check_sources
-
-    check_sources(r, datasets)
+    derived.check_sources(r, datasets)
     problems = {n: _problem(r, n, v) for n, v in _named(r, doc, "problems").items()}
     impls = {
         n: _implementation(r, n, v, problems) for n, v in _named(r, doc, "implementations").items()

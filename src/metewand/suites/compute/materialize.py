@@ -16,13 +16,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from metewand import canonical
 from metewand.errors import MetewandError
 from metewand.measure import forms
+from metewand.measure.clock import utc_now
 from metewand.measure.forms import Measurement, Reason
+from metewand.runtime import rundir
 from metewand.suites.compute import staging as cache_staging
 from metewand.suites.compute.acquire import AcquisitionError, acquire_into_cache
 from metewand.suites.compute.launch import Builder, launch_spec
@@ -37,6 +38,7 @@ from metewand.suites.compute.session import WorkerSession
 from metewand.suites.compute.validate import (
     InvalidOutput,
     check_manifest_tree,
+    check_schema,
     read_document,
     safe_relative,
     tree_files,
@@ -81,7 +83,11 @@ class DatasetCache:
         builder: Builder,
         on_start: Callable[[WorkerSession], None] | None = None,
         containment: Containment | None = None,
+        definitions: Any = None,
+        root_dir: str = "",
     ) -> None:
+        self.definitions = definitions  # gives each materializer its resolved-worker id
+        self.root_dir = root_dir  # the manifest's directory: fixed datasets' sources live there
         self.on_start = on_start  # told of every materializer process (the run may kill it)
         self.containment = containment or Containment()  # each materializer in its own group
         self.root = os.path.join(cache_dir, "datasets")
@@ -129,7 +135,20 @@ class DatasetCache:
         return self._construct(config, did, final, source)
 
     def _provided(self, config: DatasetConfig, did: str) -> MaterializedDataset:
-        if config.definition.kind == "fixed":
+        if config.definition.source_patterns is not None:  # Rust dialect: a source bundle
+            directory = os.path.join(self.work_dir, "fixed", did.rsplit("-", 1)[-1][:16])
+            if not os.path.isdir(directory):
+                from metewand.suites.compute.source_bundle import SourceBundleError, copy_bundle
+
+                try:
+                    copy_bundle(self.root_dir, config.definition.source_patterns, directory)
+                except (SourceBundleError, OSError) as exc:
+                    error = f"dataset {config.definition.name}: its sources: {exc}"
+                    receipt = {"schema_version": 1, "derivation_id": did, "kind": "fixed"}
+                    receipt["origin"] = "provided"
+                    provided = forms.unavailable(Reason.PROVIDED_DATASET)
+                    return MaterializedDataset(config, did, None, provided, receipt, error)
+        elif config.definition.kind == "fixed":
             directory = str(config.definition.path)
         else:
             directory = os.path.join(self.work_dir, "unit-dataset")
@@ -202,7 +221,7 @@ class DatasetCache:
             "constructed_at": constructed_at,
         }
         _write(os.path.join(staging, RECEIPT_NAME), receipt)
-        _publish(staging, final)
+        rundir.publish_dir(staging, final, replace=False)
         path = os.path.join(final, DATA_NAME)
         return MaterializedDataset(
             config, did, path, forms.complete(elapsed), {**receipt, "path": path}
@@ -224,7 +243,9 @@ class DatasetCache:
             raise _MaterializeError(built.error, forms.unavailable(Reason.NOT_STARTED))
         role, method, request = _request(config, out, staging, source)
         role_name = "transformer" if source is not None else "materializer"
-        spec = launch_spec(role, definition.name, definition.materializer, staging, built.build_dir)
+        spec = launch_spec(
+            role, definition.materializer, staging, built.build_dir, definitions=self.definitions
+        )
         accounting = self.containment.open(f"gen-{definition.name}"[:24], measuring=False)[0]
         session = WorkerSession(
             spec,
@@ -237,11 +258,11 @@ class DatasetCache:
         try:
             session.start()
             session.hello(HELLO_TIMEOUT_S)
-            constructed_at = _utc_now()
+            constructed_at = utc_now()
             started = time.monotonic_ns()
             reply = session.call(method, request, MATERIALIZE_TIMEOUT_S)
             elapsed = time.monotonic_ns() - started
-            _check_dataset(out, reply)  # validation: outside the measured request
+            _check_dataset(out, reply, definition.output_schema)  # outside the measured request
             _check_source_unchanged(source)
             return elapsed, constructed_at
         except (OSError, ProtocolViolation, PhaseTimeout, WorkerGone, WorkerError) as exc:
@@ -298,7 +319,7 @@ def _check_source_unchanged(source: MaterializedDataset | None) -> None:
         raise InvalidOutput(f"the transformer modified its source dataset {source.config.name}")
 
 
-def _check_dataset(out: str, reply: dict[str, Any]) -> None:
+def _check_dataset(out: str, reply: dict[str, Any], output_schema: Any = None) -> None:
     dataset = reply.get("dataset")
     if not isinstance(dataset, dict):
         raise InvalidOutput("materialize reply has no dataset object")
@@ -308,12 +329,7 @@ def _check_dataset(out: str, reply: dict[str, Any]) -> None:
     if doc.get("complete") is not True:
         raise InvalidOutput("dataset manifest must say complete: true")
     check_manifest_tree(out, rel, doc)
-
-
-def _utc_now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    check_schema(output_schema, doc, "dataset manifest")  # Rust dialect: the output schema
 
 
 def _write(path: str, value: Any) -> None:
@@ -321,21 +337,6 @@ def _write(path: str, value: Any) -> None:
         fh.write(canonical.dumps(value))
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _publish(staging: str, final: str) -> None:
-    """Atomic publish: rename the staged tree; a concurrent writer that won keeps its copy."""
-    try:
-        os.rename(staging, final)
-    except OSError:
-        if not os.path.isdir(final):
-            raise
-        shutil.rmtree(staging, ignore_errors=True)
-    fd = os.open(str(Path(final).parent), os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _quarantine(path: str, root: str) -> None:

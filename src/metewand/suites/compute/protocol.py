@@ -22,6 +22,8 @@ MAX_LINE_BYTES = 1_048_576  # including the LF
 # After the worker itself exited, how long a response it wrote just before may take to come
 # through the pipe; past this, a pipe still open is held by something the worker left behind.
 EXIT_GRACE_S = 0.5
+# a worker that dies closes its pipes a moment before its exit is seen (load, a slow reap)
+EOF_EXIT_GRACE_S = 2.0
 
 
 class ProtocolViolation(MetewandError):
@@ -202,11 +204,26 @@ class Channel:
         return event
 
     def _raise_for(self, event: _Event) -> None:
-        if event.kind in ("eof", "exited"):
+        if event.kind == "eof":
+            self._after_eof(event)
+        if event.kind == "exited":
             self._events.put(event)  # stays at end of stream
-            what = "protocol stream closed" if event.kind == "eof" else "the worker exited"
-            raise WorkerGone(what)
+            raise WorkerGone("the worker exited")
         raise ProtocolViolation(str(event.value), event.detail)
+
+    def _after_eof(self, eof: _Event) -> None:
+        """The stream ended: a crash if the worker exits with it; a worker that closed its
+        protocol stream and runs on broke the protocol (it can never answer again)."""
+        try:
+            event = self._events.get(timeout=EOF_EXIT_GRACE_S)
+        except queue.Empty:
+            self._events.put(eof)  # stays at end of stream
+            raise ProtocolViolation(
+                "stream_closed", "the worker closed its protocol stream and is still running"
+            ) from None
+        self._events.put(event)
+        self._events.put(eof)
+        raise WorkerGone("protocol stream closed")
 
     def close(self) -> None:
         """Close the request pipe once (a second close could hit a reused descriptor)."""

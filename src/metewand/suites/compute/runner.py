@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand import __version__
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.runtime import run_sessions, rundir
@@ -29,11 +28,15 @@ from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, SuiteRef, Unit
 from metewand.suites.compute.ab import ab_plan, load_baseline, manifest_facts
 from metewand.suites.compute.execute import Timeouts
-from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
+from metewand.suites.compute.manifest import Manifest
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
-from metewand.suites.compute.plan import Plan, build_plan
+from metewand.suites.compute.manifest_load import load
+from metewand.suites.compute.plan import Plan
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.records import VERSIONS
 from metewand.suites.compute.suite import ComputeSuite, suite_config
+from metewand.version import tool_version
 
 
 @dataclass
@@ -101,12 +104,38 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             f"{run_dir} was run with --ab-baseline {recorded_tree}; resuming with "
             f"{tree or 'no --ab-baseline'} would mix two designs in one run"
         )
+    recipe = recorded.get("versions", {}).get("identity_recipe", LEGACY_IDENTITY_RECIPE)
+    if recipe != VERSIONS["identity_recipe"]:
+        raise StoreError(
+            f"{run_dir} was planned with identity recipe {recipe} (metewand's record bodies "
+            f"before the Rust field sets); this metewand plans with recipe "
+            f"{VERSIONS['identity_recipe']}, whose attempt keys differ: its rows stay readable, "
+            "but it cannot be resumed; start a new run"
+        )
+    _check_rows_resumable(view)
     marks = recorded.get("phase_marks", True)  # runs recorded before the switch took marks
     if marks != data["phase_marks"]:
         raise StoreError(
             f"{run_dir} was run with {_marks_flag(marks)}; resuming with "
             f"{_marks_flag(data['phase_marks'])} would mix attempts timed with and without marks"
         )
+
+
+RECEIPT_PATH = ("record", "provenance", "data", "context", "dataset_materialization")
+
+
+def _check_rows_resumable(view: RunView) -> None:
+    """Every row a resume keeps must be a compute row whole enough to finish the run with (its
+    dataset receipt is read at the end): a row without one is refused, naming its line."""
+    for number, row in enumerate(view.rows(), start=1):
+        value: Any = row
+        for key in RECEIPT_PATH:
+            value = value.get(key) if isinstance(value, dict) else None
+        if not isinstance(value, dict) or not isinstance(value.get("derivation_id"), str):
+            raise StoreError(
+                f"{view.run_dir / rundir.RESULTS}:{number}: not a compute row "
+                f"(no {'.'.join(RECEIPT_PATH)}.derivation_id); refusing to resume"
+            )
 
 
 def _marks_flag(on: bool) -> str:
@@ -121,7 +150,7 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool)
         "benchmark": manifest.name,
         "manifest_path": manifest.path,
         "manifest_sha256": digest,
-        "tool_version": __version__,
+        "tool_version": tool_version(),
         "versions": {**VERSIONS, "measurements_version": 2},
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),

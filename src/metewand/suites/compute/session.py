@@ -60,6 +60,10 @@ class LaunchSpec:
     cwd: str
     env: dict[str, str] = field(default_factory=dict)
     capabilities: tuple[str, ...] = ()
+    # "pipes": two dedicated descriptors named by METEWAND_PROTOCOL_READ_FD/_WRITE_FD, stdout
+    # and stderr are logs; "stdio": the protocol on stdin/stdout, stderr the only log.
+    transport: str = "pipes"
+    resolved: dict[str, Any] = field(default_factory=dict)  # the resolved worker's fields
 
 
 class LogCapture:
@@ -133,16 +137,19 @@ class WorkerSession:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         env = worker_env(self.spec.env)
-        env["METEWAND_PROTOCOL_READ_FD"] = str(req_r)
-        env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
+        stdio = self.spec.transport == "stdio"
+        if not stdio:
+            env["METEWAND_PROTOCOL_READ_FD"] = str(req_r)
+            env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
         join = self.accounting.preexec_join() if self.accounting is not None else None
         try:
             self.proc = Process.start(
                 self.spec.argv,
                 cwd=self.spec.cwd,
                 env=env,
-                pass_fds=(req_r, resp_w),
-                stdout=subprocess.PIPE,
+                stdin=req_r if stdio else subprocess.DEVNULL,
+                pass_fds=() if stdio else (req_r, resp_w),
+                stdout=resp_w if stdio else subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 join=join,
             )
@@ -159,17 +166,20 @@ class WorkerSession:
         # The worker's own exit (not its pipes' end of file) tells the channel it is gone.
         self.proc.on_exit(lambda proc: channel.worker_exited(proc.exit_status_unreaped()))
         os.makedirs(self.log_dir, exist_ok=True)
-        role = self.spec.role
         self._logs = [
-            LogCapture(
-                self.proc.popen.stdout, os.path.join(self.log_dir, f"{role}.stdout"), self.log_limit
-            ),
-            LogCapture(
-                self.proc.popen.stderr, os.path.join(self.log_dir, f"{role}.stderr"), self.log_limit
-            ),
+            self._capture(stream, name)
+            for stream, name in (
+                (self.proc.popen.stdout, "stdout"),
+                (self.proc.popen.stderr, "stderr"),
+            )
+            if stream is not None
         ]
         if self.on_start is not None:
             self.on_start(self)
+
+    def _capture(self, stream: Any, name: str) -> LogCapture:
+        path = os.path.join(self.log_dir, f"{self.spec.role}.{name}")
+        return LogCapture(stream, path, self.log_limit)
 
     def hello(self, timeout_s: float) -> dict[str, Any]:
         reply = self.call(

@@ -33,9 +33,11 @@ from metewand.suites.compute.ab import Baseline, ab_plan, load_baseline, pairs_o
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
 from metewand.suites.compute.launch import Builder, launch_spec
-from metewand.suites.compute.manifest import Manifest, load
+from metewand.suites.compute.manifest import Manifest
+from metewand.suites.compute.manifest_load import load
 from metewand.suites.compute.materialize import DatasetCache, default_cache_dir
-from metewand.suites.compute.plan import Plan, PlannedAttempt, build_plan
+from metewand.suites.compute.plan import Plan, PlannedAttempt
+from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.records import build_row
 from metewand.suites.compute.session import WorkerSession
 from metewand.suites.compute.workers import Containment, ImplementationWorker
@@ -115,6 +117,8 @@ class ComputeSuite:
             self.builder,
             on_start=self._started,
             containment=self.containment,
+            definitions=plan.definitions,
+            root_dir=manifest.root,
         )
         # Dask: the receipts a worker's cache made travel back as facts (``take_facts``); the
         # client's suite keeps them for the manifest (``merge_facts``), since a transformed
@@ -221,10 +225,10 @@ class ComputeSuite:
     ) -> Row:
         dataset = self.cache.get(attempt.dataset)
         impl_def = self.manifest.implementations[attempt.implementation]
-        builder = self.builder
+        builder, definitions = self.builder, self.plan.definitions
         if attempt.ab_side == "base" and self.baseline and self.base_builder:
             impl_def = self.baseline.manifest.implementations[attempt.implementation]
-            builder = self.base_builder
+            builder, definitions = self.base_builder, self.baseline.definitions
         problem = self.manifest.problems[attempt.problem]
         impl_build = builder.build(f"impl-{impl_def.name}", impl_def.launch)
         eval_build = self.builder.build(f"eval-{problem.name}", problem.evaluator)
@@ -238,27 +242,39 @@ class ComputeSuite:
                 dataset=dataset,
                 implementation=launch_spec(
                     "implementation",
-                    impl_def.name,
                     impl_def.launch,
                     adir,
                     impl_build.build_dir,
                     ("one_shot",),
-                ),  # fmt: skip
+                    definitions,
+                ),
                 evaluator=launch_spec(
-                    "problem_evaluator", problem.name, problem.evaluator, adir, eval_build.build_dir
+                    "problem_evaluator",
+                    problem.evaluator,
+                    adir,
+                    eval_build.build_dir,
+                    definitions=self.plan.definitions,
                 ),
                 attempt_dir=adir,
                 timeouts=self.timeouts,
                 setup_error=setup_error,
                 phase_marks=self.phase_marks,
+                dataset_output_schema=self._output_schema(attempt),
             )
             outcome = AttemptRun(spec, worker, release_worker=last).run()
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)
-            row = build_row(outcome, dataset.receipt, adir, rel, self.jobs)
+            row = build_row(outcome, spec, dataset.receipt, adir, rel, self.jobs)
             if "ab" in row:  # which session ran it: a pair split by a resume is not back to back
                 row["ab"] = {**row["ab"], "session": self.session}
             return row
+
+    def _output_schema(self, attempt: PlannedAttempt) -> str:
+        from metewand.suites.compute.definitions import dataset_output_schema
+
+        if self.plan.definitions is None:
+            return ""
+        return dataset_output_schema(self.plan.definitions, attempt.dataset.definition)
 
 
 def _session_of(store: RunStore | SharedRunView) -> int:

@@ -125,19 +125,29 @@ def check_manifest_tree(root: str, manifest_rel: str, doc: dict[str, Any]) -> No
         raise InvalidOutput(f"undeclared files: {', '.join(sorted(extra)[:5])}")
 
 
-def check_schema(schema: dict[str, Any] | None, value: Any, what: str) -> None:
-    if schema is None:
+def check_schema(schema: Any, value: Any, what: str) -> None:
+    """``schema``: an inline schema document or a ``schema_catalog.BoundSchema`` (or None)."""
+    from metewand.suites.compute.schema_catalog import schema_messages
+
+    if messages := schema_messages(schema, value):
+        raise InvalidOutput(f"{what} violates its schema at {messages[0]}")
+
+
+def _check_declared_schema(doc: dict[str, Any], schema: Any, what: str) -> None:
+    """A document naming a catalog schema (Rust dialect) names exactly the contract's."""
+    from metewand.suites.compute.schema_catalog import BoundSchema
+
+    if not isinstance(schema, BoundSchema):
         return
-    from jsonschema import Draft202012Validator
+    if doc.get("schema_version") != 1:
+        raise InvalidOutput(f"{what} needs schema_version 1")
+    if doc.get("schema") != schema.path:
+        raise InvalidOutput(
+            f"{what} names schema {doc.get('schema')!r}, not the contract's {schema.path!r}"
+        )
 
-    errors = sorted(Draft202012Validator(schema).iter_errors(value), key=lambda e: e.path)
-    if errors:
-        err = errors[0]
-        where = ".".join(str(p) for p in err.absolute_path) or "$"
-        raise InvalidOutput(f"{what} violates its schema at {where}: {err.message}")
 
-
-def read_result(result_dir: str, reply: dict[str, Any], schema: dict[str, Any] | None) -> dict:
+def read_result(result_dir: str, reply: dict[str, Any], schema: Any) -> dict:
     """Validate an execute reply's result manifest and its files; returns the manifest."""
     result = reply.get("result")
     if not isinstance(result, dict):
@@ -148,11 +158,12 @@ def read_result(result_dir: str, reply: dict[str, Any], schema: dict[str, Any] |
     if not isinstance(doc.get("data"), dict):
         raise InvalidOutput("result manifest needs a 'data' object")
     check_manifest_tree(result_dir, rel, doc)
+    _check_declared_schema(doc, schema, "result manifest")
     check_schema(schema, doc["data"], "result data")
     return doc
 
 
-def read_metrics(metrics_path: str, schema: dict[str, Any] | None) -> dict[str, Any]:
+def read_metrics(metrics_path: str, schema: Any) -> dict[str, Any]:
     if os.path.islink(os.path.dirname(metrics_path)):
         raise InvalidOutput("metrics: symbolic links are not allowed in outputs")
     doc = read_document(metrics_path)
@@ -161,6 +172,7 @@ def read_metrics(metrics_path: str, schema: dict[str, Any] | None) -> dict[str, 
     extra = set(os.listdir(os.path.dirname(metrics_path))) - {os.path.basename(metrics_path)}
     if extra:
         raise InvalidOutput(f"metrics directory holds other files: {sorted(extra)[:3]}")
+    _check_declared_schema(doc, schema, "metrics document")
     check_schema(schema, doc["data"], "metrics data")
     return doc
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from metewand.measure import forms, procfs
 from metewand.measure.forms import Measurement, Reason, Status
-from metewand.runtime.payload import AccountingBackend
-from metewand.runtime.tree_memory import TreeMemory
+from metewand.suites.compute.payload import AccountingBackend
 from metewand.suites.compute.session import LaunchSpec, WorkerSession
+from metewand.suites.compute.tree_memory import TreeMemory
 
 # The platform the accounting runs on; /proc and cgroups exist only on Linux (tests replace it to
 # stand for another POSIX system, which this host cannot become on demand).

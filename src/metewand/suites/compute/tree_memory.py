@@ -16,7 +16,7 @@ from typing import Any
 
 from metewand.measure import forms
 from metewand.measure.forms import FormError, Measurement, Reason, Status
-from metewand.runtime.payload import AccountingBackend, PayloadError
+from metewand.suites.compute.payload import AccountingBackend, PayloadError
 
 TREE_MEMORY_VERSION = 1
 # What a cgroup memory controller charges (memory.peak / memory.max_usage_in_bytes).

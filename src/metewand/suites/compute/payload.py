@@ -105,14 +105,9 @@ FIELD_RULES: dict[str, FieldRule] = {
 }
 MEASUREMENT_FIELDS = tuple(FIELD_RULES)
 RESOURCE_FIELDS = ("cpu_time_ns", "peak_rss_bytes")
-SCALAR_KEYS = (
-    "version",
-    "cpu_time_scope",
-    "peak_rss_scope",
-    "timed_wall_includes",
-    "accounting_backend",
-)
-ALL_KEYS = frozenset(MEASUREMENT_FIELDS + SCALAR_KEYS)
+SCALAR_KEYS = ("version", "cpu_time_scope", "peak_rss_scope")  # the document's own
+ENVELOPE_KEYS = ("timed_wall_includes", "accounting_backend")  # ours: optional on read
+ALL_KEYS = frozenset(MEASUREMENT_FIELDS + SCALAR_KEYS + ENVELOPE_KEYS)
 
 
 class PayloadError(MetewandError, ValueError):
@@ -136,8 +131,10 @@ class ExecutionMeasurements:
     cpu_time_ns: Measurement
     peak_rss_bytes: Measurement
     cpu_time_scope: CpuTimeScope
-    accounting_backend: AccountingBackend
-    timed_wall_includes: frozenset[TimedWallInclusion] = frozenset()
+    # Our envelope facts beside the document's fields: every payload metewand writes has both;
+    # a payload that carries only the document's fields reads with them None (not recorded).
+    accounting_backend: AccountingBackend | None
+    timed_wall_includes: frozenset[TimedWallInclusion] | None = frozenset()
     peak_rss_scope: PeakRssScope = PeakRssScope.WORKER_LIFETIME_THROUGH_EXECUTE
     version: int = MEASUREMENTS_VERSION
 
@@ -171,8 +168,10 @@ class ExecutionMeasurements:
         out["version"] = self.version
         out["cpu_time_scope"] = self.cpu_time_scope.value
         out["peak_rss_scope"] = self.peak_rss_scope.value
-        out["timed_wall_includes"] = sorted(i.value for i in self.timed_wall_includes)
-        out["accounting_backend"] = self.accounting_backend.value
+        if self.timed_wall_includes is not None:
+            out["timed_wall_includes"] = sorted(i.value for i in self.timed_wall_includes)
+        if self.accounting_backend is not None:
+            out["accounting_backend"] = self.accounting_backend.value
         return out
 
     def canonical_bytes(self) -> bytes:
@@ -190,10 +189,14 @@ class ExecutionMeasurements:
             **values,
             cpu_time_scope=_parse_enum("cpu_time_scope", obj["cpu_time_scope"], CpuTimeScope),
             peak_rss_scope=_parse_enum("peak_rss_scope", obj["peak_rss_scope"], PeakRssScope),
-            timed_wall_includes=_parse_includes(obj["timed_wall_includes"]),
+            timed_wall_includes=_parse_includes(obj["timed_wall_includes"])
+            if "timed_wall_includes" in obj
+            else None,
             accounting_backend=_parse_enum(
                 "accounting_backend", obj["accounting_backend"], AccountingBackend
-            ),
+            )
+            if "accounting_backend" in obj
+            else None,
             version=version,
         )
 

@@ -1,0 +1,192 @@
+"""Nothing metewand starts outlives it: a watchdog process per metewand process.
+
+``kill -9`` of metewand gives it no chance to stop what it started: its workers, engines and
+adapters run in sessions of their own (so ``PR_SET_PDEATHSIG``, which reaches only direct
+children and is cleared across a set-uid exec, would miss their helpers), and its accounting
+groups stay in the hierarchies. So the first time a metewand process makes a group or starts a
+process, it starts a watchdog (``watchdog_main``): a small interpreter in a session of its own,
+outside every group, that holds a pidfd of its runner and hears, over a pipe, each group (before
+it is made) and each process (once started; ``release`` when reaped). When the runner is gone
+for whatever reason, the watchdog kills what is left of them and removes the groups, within a
+second or so, then exits; when the runner ended normally there is nothing left to do.
+
+What it cannot cover, and what covers it: the watchdog killed as well (``kill -9`` of both):
+a run's ``owned.jsonl`` (``runtime.owned.sweep`` on ``--resume`` / ``metewand clean``), and
+the group names (``measure.orphans``), by which every later watchdog and ``metewand clean
+--orphans`` remove groups whose creator is gone; a process started without a group in the
+moment between its start and its record reaching the pipe.
+
+A forked child of metewand (a Dask worker started by fork) is a runner of its own: it starts
+its own watchdog on its first guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import threading
+from pathlib import Path
+from typing import Final
+
+from metewand.measure import procfs
+
+SRC_ROOT: Final = str(Path(__file__).resolve().parents[2])
+# the watchdog's script, run by path in an interpreter of its own: importing it here would only
+# close a circle (it sweeps through process_sweep, which needs measure.process, which needs us)
+WATCHDOG_SCRIPT: Final = str(Path(__file__).with_name("watchdog_main.py"))
+
+
+class _Registry:
+    """What this process guards (replayed to a new watchdog if its watchdog is gone)."""
+
+    def __init__(self) -> None:
+        self.owner = os.getpid()
+        self.fd = -1  # the command pipe's write end; -1: no watchdog running
+        self.pid: int | None = None
+        self.lines: dict[str, None] = {}  # "G path" / "P pid start session", in order
+        self.failed: str | None = None  # why no watchdog could be started
+        self.ready_fd = -1  # readable once the watchdog's interpreter is up
+
+    def send(self, line: str) -> None:
+        self.lines[line] = None
+        if self.fd >= 0 and _write(self.fd, line + "\n"):
+            return
+        self._restart()
+
+    def forget(self, line: str, command: str) -> None:
+        if self.lines.pop(line, 0) is None and self.fd >= 0:
+            _write(self.fd, command + "\n")
+
+    def _restart(self) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
+        if self.failed is not None:
+            return
+        if self.ready_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.ready_fd)
+        try:
+            self.fd, self.pid, self.ready_fd = _start()
+        except OSError as exc:
+            self.failed = f"watchdog not started: {exc}"
+            return
+        if not _write(self.fd, "".join(line + "\n" for line in self.lines)):
+            self.failed = "watchdog ended at once"
+
+
+def _start() -> tuple[int, int, int]:
+    """A watchdog in a session of its own; (the command pipe's write end, its pid, the read
+    end of the pipe it writes to once started)."""
+    read_end, write_end = os.pipe()
+    ready_read, ready_write = os.pipe()
+    try:
+        runner_fd: int | None = os.pidfd_open(os.getpid())
+    except (AttributeError, OSError):
+        runner_fd = None  # the pipe's end of file stands in for it
+    try:
+        passed = [read_end, ready_write] + ([] if runner_fd is None else [runner_fd])
+        for fd in passed:
+            os.set_inheritable(fd, True)
+        argv = [sys.executable, "-I", "-S", WATCHDOG_SCRIPT, SRC_ROOT, str(read_end),
+                str(-1 if runner_fd is None else runner_fd), str(os.getpid()),
+                str(ready_write)]  # fmt: skip
+        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True)
+    except BaseException:
+        os.close(write_end)
+        os.close(ready_read)
+        raise
+    finally:
+        os.close(read_end)
+        os.close(ready_write)
+        if runner_fd is not None:
+            os.close(runner_fd)
+    return write_end, pid, ready_read
+
+
+def _write(fd: int, text: str) -> bool:
+    data = text.encode("utf-8", "surrogateescape")
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        return False
+    return True
+
+
+_lock = threading.Lock()
+_registry: _Registry | None = None
+
+
+def _mine() -> _Registry:
+    global _registry
+    if _registry is None or _registry.owner != os.getpid():
+        _registry = _Registry()
+    return _registry
+
+
+def guard_group(path: str) -> None:
+    """Before ``path`` is made: the watchdog removes it if this process dies first."""
+    with _lock:
+        _mine().send(f"G {path}")
+
+
+def guard_process(pid: int) -> tuple[int, int] | None:
+    """A process this one started: the watchdog kills it and its session if this one dies.
+    Its (start time, session), for ``release_process``; None when it is already gone."""
+    try:
+        stat = procfs.read_stat(pid)
+    except (procfs.ProcessGone, OSError, ValueError, IndexError):
+        return None
+    with _lock:
+        _mine().send(f"P {pid} {stat.starttime_ticks} {stat.session}")
+    return stat.starttime_ticks, stat.session
+
+
+def release_process(pid: int, starttime: int, session: int) -> None:
+    """The process was reaped: its number may be reused; the watchdog forgets it."""
+    with _lock:
+        _mine().forget(f"P {pid} {starttime} {session}", f"F {pid} {starttime}")
+
+
+def ready(timeout_s: float = 2.0) -> bool:
+    """Start this process's watchdog if it has none and wait (at most ``timeout_s``) until its
+    interpreter is up: its start-up then falls before what the caller measures next
+    (``measure.series``), not inside it (its orphan sweep runs at nice 19)."""
+    with _lock:
+        registry = _mine()
+        if registry.fd < 0:
+            registry._restart()
+        fd, registry.ready_fd = registry.ready_fd, -1
+    if fd < 0:
+        return registry.failed is None  # already waited for once (or none could start)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(int(timeout_s * 1000)))
+    finally:
+        os.close(fd)
+
+
+def watchdog_pid() -> int | None:
+    """The pid of this process's watchdog (None: none started by this process)."""
+    registry = _registry
+    if registry is None or registry.owner != os.getpid() or registry.fd < 0:
+        return None
+    return registry.pid
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _registry
+    _lock = threading.Lock()  # a thread of the parent may have held it at the fork
+    for fd in (_registry.fd, _registry.ready_fd) if _registry is not None else ():
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # the parent's pipes: not this process's
+    _registry = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

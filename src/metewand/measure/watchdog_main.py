@@ -1,0 +1,141 @@
+"""The watchdog process (``measure.watchdog`` starts one per metewand process that starts work).
+
+Run as ``python -I -S watchdog_main.py SRC_ROOT COMMAND_FD RUNNER_PIDFD RUNNER_PID READY_FD`` in a
+session of its own, outside every accounting group. It reads what its runner guards from the command
+pipe, one line each:
+
+    G <path>                      an accounting group (sent before the group is made)
+    P <pid> <start> <session>     a process the runner started (its identity)
+    F <pid> <start>               that process was reaped: forget it
+
+When the runner is gone (its pidfd becomes readable; without a pidfd, the pipe's end of file),
+it reads what is still in the pipe, kills every guarded group's members (``cgroup.kill`` where
+the kernel has it) and every live guarded process with the members of the session it led
+(``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, and exits.
+A runner that ended normally left nothing, so then there is nothing to do. On its start it also
+removes orphan groups that earlier metewand processes left (``measure.orphans``), in a thread,
+so the pipe is read meanwhile, at the lowest priority; READY_FD hears a byte once it is up
+(``watchdog.ready``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import sys
+import threading
+
+SWEEP_WAIT_S = 4.0  # per step; the whole sweep stays well inside the promised 10 s
+
+
+def _load(src_root: str) -> None:
+    # -I -S: no user site, no PYTHONPATH; the package is found where the runner's copy lives
+    # (the script's own directory is not a package root: drop it, it would shadow nothing
+    # useful and could shadow a standard module).
+    sys.path[0:1] = [src_root]
+
+
+class Guarded:
+    def __init__(self) -> None:
+        self.groups: dict[str, None] = {}
+        self.processes: dict[tuple[int, int], int] = {}  # (pid, start) -> session
+        self._pending = b""
+
+    def feed(self, data: bytes) -> None:
+        lines = (self._pending + data).split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self._apply(line.decode("utf-8", "surrogateescape").split(" ", 3))
+
+    def _apply(self, parts: list[str]) -> None:
+        try:
+            if parts[0] == "G" and len(parts) == 2:
+                self.groups[parts[1]] = None
+            elif parts[0] == "P" and len(parts) == 4:
+                self.processes[(int(parts[1]), int(parts[2]))] = int(parts[3])
+            elif parts[0] == "F" and len(parts) == 3:
+                self.processes.pop((int(parts[1]), int(parts[2])), None)
+        except ValueError:
+            pass  # a malformed line names nothing to act on
+
+
+def _drain(fd: int, guarded: Guarded) -> bool:
+    """Read what the pipe holds now; False at end of file."""
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                return False
+            guarded.feed(data)
+    except BlockingIOError:
+        return True
+    finally:
+        os.set_blocking(fd, True)
+
+
+def _sweep(guarded: Guarded) -> None:
+    from metewand.measure import orphans, process_sweep
+
+    groups = list(guarded.groups)
+    for path in groups:
+        orphans.kill_group(path)
+    identities = [
+        process_sweep.Identity(pid, start, session)
+        for (pid, start), session in guarded.processes.items()
+    ]
+    if identities:
+        process_sweep.kill_until_gone(lambda: process_sweep.left_alive(identities), SWEEP_WAIT_S)
+    for path in reversed(groups):
+        orphans.remove_group(path, SWEEP_WAIT_S)
+
+
+def _remove_orphans() -> None:
+    """Earlier metewand processes' orphan groups, at the lowest priority (this thread only: the
+    watch itself keeps its own), so the sweep never competes with what the runner measures."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    from metewand.measure import orphans
+
+    with contextlib.suppress(Exception):  # a failed sweep must never stop the watch itself
+        orphans.sweep_orphans()
+
+
+def _started(ready_fd: int) -> None:
+    """Tell the runner the interpreter is up (``watchdog.ready``)."""
+    with contextlib.suppress(OSError):
+        os.write(ready_fd, b"1")
+        os.close(ready_fd)
+
+
+def main(argv: list[str]) -> int:
+    src_root, command_fd, runner_fd, ready_fd = argv[1], int(argv[2]), int(argv[3]), int(argv[5])
+    _load(src_root)
+    _started(ready_fd)
+    threading.Thread(target=_remove_orphans, daemon=True).start()
+    guarded = Guarded()
+    poller = select.poll()
+    poller.register(command_fd, select.POLLIN)
+    if runner_fd >= 0:
+        poller.register(runner_fd, select.POLLIN)
+    reading = True
+    while True:
+        events = dict(poller.poll())
+        if runner_fd >= 0 and runner_fd in events:
+            break  # the runner is gone
+        if command_fd in events and reading:
+            reading = _drain(command_fd, guarded)
+            if not reading:
+                poller.unregister(command_fd)
+                if runner_fd < 0:
+                    break  # no pidfd: the pipe's end is the runner's end
+    if reading:
+        _drain(command_fd, guarded)
+    if guarded.groups or guarded.processes:
+        _sweep(guarded)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
