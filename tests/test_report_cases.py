@@ -59,8 +59,10 @@ def test_each_case_is_separate_and_builtin_beats_heapsort_at_20000(report: Path)
                 assert stat["n"] == REPETITIONS
                 assert stat["min"] <= stat["median"] <= stat["p95"]
                 assert stat["median_ci95"][0] <= stat["median"] <= stat["median_ci95"][1]
-        builtin = impls["python-builtin"]["metrics"]["timed_wall_time_ns"]["median_ci95"]
-        heap = impls["python-heapsort"]["metrics"]["timed_wall_time_ns"]["median_ci95"]
+        # CPU, not wall: on this shared host a load spike over three of nine attempts stretched
+        # builtin's wall CI to [16, 79] ms against heapsort's [60, 148] ms
+        builtin = impls["python-builtin"]["metrics"]["cpu_time_ns"]["median_ci95"]
+        heap = impls["python-heapsort"]["metrics"]["cpu_time_ns"]["median_ci95"]
         assert builtin[1] < heap[0], (distribution, builtin, heap)  # CIs do not overlap
         ratio = case["ratios"]["python-heapsort"]
         assert ratio["ratio"] > 1 and ratio["ratio_ci95"][0] > 1 and ratio["paired"] is True
