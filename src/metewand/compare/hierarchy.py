@@ -386,6 +386,10 @@ def variance_components(side: Nested) -> dict[str, float | None]:
     return out
 
 
+TIED_VARIANCE = 1e-9  # a resample's variance below this share of the observed one is none
+MAX_LOG_BOUND = 700.0  # exp() of more overflows a float: a ratio CI that wide says nothing
+
+
 def _bootstrap_quantiles(
     sides: Sequence[Nested],
     signs: Sequence[float],
@@ -398,13 +402,15 @@ def _bootstrap_quantiles(
     rng = np.random.default_rng(seed)
     estimate = np.zeros(resamples)
     variance = np.zeros(resamples)
-    observed = 0.0
+    observed, observed_variance = 0.0, 0.0
     for side, sign, level, external in zip(sides, signs, levels, externals, strict=True):
         drawn = _resample(side, level, resamples, rng)
         mean, var = _statistics(drawn, (~np.isnan(drawn)).astype(float), level, 0.0)
         estimate += sign * mean
         variance += sign * sign * var
-        observed += sign * mean_and_variance(side, level)[0]
+        side_mean, side_variance = mean_and_variance(side, level)
+        observed += sign * side_mean
+        observed_variance += sign * sign * side_variance
         if external.variance > 0:  # the runs this side cannot show, drawn as the model has them
             share = sign * sign * external.variance / side.n_runs
             estimate += rng.normal(0.0, math.sqrt(share), resamples)
@@ -413,6 +419,9 @@ def _bootstrap_quantiles(
                 variance += share * rng.chisquare(external.df, resamples) / external.df
             else:
                 variance += share
+    # A resample of tied units (CPU read in clock ticks) has no spread but for rounding: its
+    # variance of ~1e-33 made t astronomically large and the CI overflow. No spread is no spread.
+    variance = np.where(variance <= observed_variance * TIED_VARIANCE, 0.0, variance)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = (estimate - observed) / np.sqrt(variance)
     finite = t[np.isfinite(t)]
@@ -477,6 +486,9 @@ def _estimate(
         notes.append("between-run noise could not be estimated (one run per side)")
     if level == REPETITION and any(side.n_values > side.n_launches for side in sides):
         notes.append("one process served every repetition: its launch noise could not be seen")
+    if log_ci is not None and max(abs(bound) for bound in log_ci) > MAX_LOG_BOUND:
+        notes.append("the CI is unbounded (too little spread among the units to bound it)")
+        log_ci, method = None, "none"
     ci = (math.exp(log_ci[0]), math.exp(log_ci[1])) if log_ci is not None else None
     return Estimate(
         level=level,
