@@ -163,10 +163,15 @@ def _metric_block(group: _Group, metric: str, resamples: int, seed: int) -> dict
         "p95": stats.p95(values),
         "min": float(array.min()) if array.size else None,
         "median_ci95": None,
+        "units": None,  # every block has the same keys, whether or not it could be resampled
+        "ci_note": None,
     }
     block["unavailable"] = dict(sorted(group.missing.get(metric, Counter()).items()))
-    if not values or min(values) <= 0:
-        return block  # zeros: a median, but no log-scale resampling (no ratio to draw from)
+    if not values:
+        return block
+    if min(values) <= 0:  # zeros: a median, but no log-scale resampling (no ratio to draw from)
+        block["ci_note"] = "a value of 0: no CI"
+        return block
     sample = hierarchy.nested(group.items(metric))
     level = hierarchy.side_level(sample)
     block["units"] = sample.units(level)
