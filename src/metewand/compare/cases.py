@@ -179,8 +179,19 @@ def _metric_block(group: _Group, metric: str, resamples: int, seed: int) -> dict
         block["ci_note"] = f"n={block['units']} < {MIN_UNITS}: no CI"
         return block
     interval = hierarchy.median_interval(sample, resamples, seed)
-    block["median_ci95"] = list(interval) if interval else None
+    block["median_ci95"] = _snapped(interval, block["median"]) if interval else None
     return block
+
+
+def _snapped(interval: tuple[float, float], median: float) -> list[float]:
+    """The interval with a bound that exp(log(x)) left a rounding error away from the median
+    (tied peak RSS values: 17997824.00000003 against 17997824) put on the median."""
+    low, high = interval
+    if abs(low - median) <= 1e-9 * abs(median):
+        low = median
+    if abs(high - median) <= 1e-9 * abs(median):
+        high = median
+    return [low, high]
 
 
 def _implementation_block(group: _Group, resamples: int, seed: int) -> dict[str, Any]:
