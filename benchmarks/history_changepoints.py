@@ -104,6 +104,7 @@ def plant(args: argparse.Namespace, repo: Path, source: Path) -> str:
     """Change the tree the planted way; returns what was planted."""
     if args.suite == "compute":
         scratch = repo.parent / "planted"
+        shutil.rmtree(scratch, ignore_errors=True)  # plant_slowdown wants a new directory
         plant_slowdown(source, args.implementation, args.fraction, scratch)
         shutil.copytree(scratch, repo, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".git"))
         return f"{args.implementation}: +{args.fraction:.0%} execute CPU"

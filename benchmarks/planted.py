@@ -1,74 +1,106 @@
-"""A planted slowdown: a copy of a compute example whose one Python implementation spends
-``fraction`` more CPU in its execute request, by a loop calibrated on the request's own CPU time.
+"""A planted slowdown for the compare benchmarks: a copy of a compute example in which one
+implementation burns a calibrated extra share of its own execute CPU.
 
-``plant_slowdown(example_dir, implementation, fraction, dest)`` copies the example to ``dest``
-and patches the copy's worker (never the shipped example): after the worker's execute handler
-returns, it keeps the CPU busy until ``fraction`` times the CPU the handler used has passed
-(``time.process_time``, this process's CPU clock), so the step is +fraction of execute CPU
-whatever the input size. Benchmarks of the history (issue #23) and of compare (issue #22) use it.
+``plant_slowdown(example_dir, implementation, fraction, dest)`` copies ``example_dir`` to
+``dest`` and patches the copy only: after the implementation's execute has done its work, a
+loop spins on the process's own CPU clock until it has spent ``fraction`` x the CPU that execute
+just spent (``time.process_time`` in a Python worker, ``CLOCK_PROCESS_CPUTIME_ID`` in the
+example's C worker). The slowdown is therefore +``fraction`` of that implementation's execute CPU
+in every case, whatever its size, on any host: calibrated by the work itself, not by a guessed
+loop count. The original example is never touched.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import tomllib
 from pathlib import Path
 
-MARK = "# planted by benchmarks/planted.py"
-PATCH = """
-{mark}: +{fraction} of this implementation's execute CPU, by a calibrated loop
+PY_HELPER = '''
 import time as _planted_time
 
-_planted_register = impl.execute
 
+def _planted_slowdown(fraction):
+    """Planted by benchmarks/planted.py: burn `fraction` x this execute's own CPU after it."""
 
-def _planted_execute(handler):
-    def burned(*args, **kwargs):
-        start = _planted_time.process_time()
-        out = handler(*args, **kwargs)
-        until = _planted_time.process_time() + (_planted_time.process_time() - start) * {fraction}
-        while _planted_time.process_time() < until:
-            pass
-        return out
+    def wrap(execute):
+        def slowed(values, result_dir):
+            start = _planted_time.process_time()
+            out = execute(values, result_dir)
+            stop = _planted_time.process_time() + fraction * (_planted_time.process_time() - start)
+            while _planted_time.process_time() < stop:
+                pass
+            return out
 
-    return _planted_register(burned)
+        return slowed
 
+    return wrap
 
-impl.execute = _planted_execute
+'''
+C_HELPER = """
+/* Planted by benchmarks/planted.py: the process's own CPU clock. */
+static long long planted_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 """
 
 
-def _entrypoint(manifest: Path, implementation: str) -> Path:
-    spec = tomllib.loads(manifest.read_text())
-    impls = spec.get("implementations", {})
-    if implementation not in impls:
-        raise ValueError(f"{manifest}: no implementation {implementation!r} ({', '.join(impls)})")
-    entry = impls[implementation]
-    if entry.get("runner") != "python":
-        raise ValueError(f"{implementation}: only Python workers can be planted (runner "
-                         f"{entry.get('runner')!r})")  # fmt: skip
-    shared = [name for name, other in impls.items()
-              if name != implementation and other.get("entrypoint") == entry["entrypoint"]]  # fmt: skip
-    if shared:
-        raise ValueError(f"{entry['entrypoint']} also serves {', '.join(shared)}: a patch would "
-                         "slow them too")  # fmt: skip
-    return manifest.parent / entry["entrypoint"]
+def _implementation_file(example_dir: Path, implementation: str) -> tuple[Path, dict]:
+    manifest = tomllib.loads((example_dir / "metewand.toml").read_text())
+    found = manifest.get("implementations", {}).get(implementation)
+    if found is None:
+        raise ValueError(f"{example_dir}/metewand.toml names no implementation {implementation!r}")
+    if found.get("runner") == "python":
+        return Path(found["entrypoint"]), found
+    sources = [a for a in found.get("build", []) if str(a).endswith(".c")]
+    if len(sources) != 1:
+        raise ValueError(f"{implementation}: not a Python worker nor a one-file C build")
+    return Path(sources[0]), found
 
 
-def plant_slowdown(
-    example_dir: str | Path, implementation: str, fraction: float, dest: str | Path
-) -> Path:
-    """Copy ``example_dir`` to ``dest`` (replacing it) with ``implementation`` slowed by
-    ``fraction`` of its execute CPU; returns the copy's manifest."""
-    src, out = Path(example_dir), Path(dest)
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(src, out, ignore=shutil.ignore_patterns("__pycache__"))
-    manifest = out / "metewand.toml"
-    worker = _entrypoint(manifest, implementation)
-    code = worker.read_text()
-    anchor = "impl = Implementation()\n"
-    if anchor not in code or MARK in code:
-        raise ValueError(f"{worker}: no '{anchor.strip()}' line to patch after (or patched)")
-    worker.write_text(code.replace(anchor, anchor + PATCH.format(mark=MARK, fraction=fraction), 1))
-    return manifest
+def _patch_python(text: str, fraction: float, where: Path) -> str:
+    if text.count("@impl.execute\n") != 1:
+        raise ValueError(f"{where}: expected one @impl.execute handler to slow down")
+    first = text.index("\nimpl = Implementation()")
+    text = text[:first] + "\n" + PY_HELPER + text[first:]
+    return text.replace("@impl.execute\n", f"@impl.execute\n@_planted_slowdown({fraction!r})\n")
+
+
+def _patch_c(text: str, fraction: float, where: Path) -> str:
+    start = re.search(r"\n( +)long long start = now_ns\(\);\n", text)
+    done = re.search(r"\n( +)long size = write_result\(arg\);\n", text)
+    if start is None or done is None or "int main(void)" not in text:
+        raise ValueError(f"{where}: not the shape of the example's C worker (execute branch)")
+    indent = start.group(1)
+    spin = (
+        f"{indent}{{ long long planted_stop = planted_cpu_ns() + (long long)({fraction!r} * "
+        f"(double)(planted_cpu_ns() - planted_start));\n"
+        f"{indent}  while (planted_cpu_ns() < planted_stop) {{ }} }}\n"
+    )
+    text = text.replace(done.group(0), done.group(0) + spin).replace(
+        start.group(0), start.group(0) + f"{indent}long long planted_start = planted_cpu_ns();\n"
+    )
+    return text.replace("int main(void)", C_HELPER + "int main(void)", 1)
+
+
+def plant_slowdown(example_dir: Path, implementation: str, fraction: float, dest: Path) -> Path:
+    """Copy ``example_dir`` to ``dest`` with ``implementation``'s execute slowed by ``fraction``
+    of its own execute CPU. Returns ``dest``. ``dest`` must not exist."""
+    if not 0 < fraction <= 10:
+        raise ValueError(f"fraction {fraction} must be in (0, 10]")
+    example_dir, dest = Path(example_dir), Path(dest)
+    relative, _ = _implementation_file(example_dir, implementation)
+    shutil.copytree(example_dir, dest, ignore=shutil.ignore_patterns("runs", "__pycache__"))
+    target = dest / relative
+    text = target.read_text()
+    patched = (
+        _patch_python(text, fraction, target)
+        if target.suffix == ".py"
+        else _patch_c(text, fraction, target)
+    )
+    target.write_text(patched)
+    return dest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,18 +10,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SORTING = ROOT / "examples" / "sorting"
 DELAYED = Path(__file__).parent / "workers" / "delayed_sort.py"
+SHIPPED_REPETITIONS = "repetitions = 8"  # what examples/sorting/metewand.toml ships with
+
+
+def sorting_copy(directory: Path, repetitions: int = 2) -> Path:
+    """A copy of the sorting example whose experiments run ``repetitions`` times (the shipped
+    8 are what its A/A needs; most tests need the example's shape, not its statistics).
+    Returns the copy's manifest."""
+    root = directory / "sorting"
+    shutil.copytree(SORTING, root, ignore=shutil.ignore_patterns("runs"))
+    manifest = root / "metewand.toml"
+    text = manifest.read_text()
+    assert SHIPPED_REPETITIONS in text, "the example's repetitions changed: update this helper"
+    manifest.write_text(text.replace(SHIPPED_REPETITIONS, f"repetitions = {repetitions}"))
+    return manifest
 
 
 def sorting_manifest(
-    directory: Path, slowdown: float = 1.0, repetitions: int = 5, delay_ms: int = 40
+    directory: Path,
+    slowdown: float = 1.0,
+    repetitions: int = 5,
+    delay_ms: int = 40,
+    burn: bool = False,
 ) -> Path:
     """The sorting example's datasets and evaluator with two delayed built-in-sort workers.
 
-    ``slow`` sleeps ``delay_ms * slowdown`` per execute; ``steady`` always sleeps ``delay_ms``.
+    ``slow`` sleeps ``delay_ms * slowdown`` per execute; ``steady`` always sleeps ``delay_ms``;
+    with ``burn`` they spend that time on the CPU instead of asleep.
     """
     env = (
         f'METEWAND_SORTING_WORKERS = "{SORTING / "workers"}", METEWAND_TEST_DELAY_MS = "{delay_ms}"'
     )
+    if burn:
+        env += ', METEWAND_TEST_BURN = "1"'
     body = f"""version = 1
 name = "sorting-delay"
 

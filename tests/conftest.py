@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from compare_helpers import sorting_copy
 from shared_paths import lexbench
 
-__all__ = ["lexbench"]
+__all__ = ["lexbench", "short_sorting"]
 
 HISTORY_ENV = "METEWAND_HISTORY"
 
@@ -32,3 +33,9 @@ def _test_history(
     default location remove the variable from their subprocesses' environment."""
     path: Path = tmp_path_factory.mktemp("history") / "history.duckdb"
     monkeypatch.setenv(HISTORY_ENV, str(path))
+
+
+@pytest.fixture(scope="session")
+def short_sorting(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sorting example's manifest in a copy with 2 repetitions per experiment (30 attempts)."""
+    return sorting_copy(tmp_path_factory.mktemp("short_sorting"), repetitions=2)

@@ -262,7 +262,7 @@ def test_compare_rolls_up_per_subset_and_per_driver_path(driver_run: Path, tmp_p
                "--out", str(tmp_path))  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "compare.json").read_text())
-    assert schemas.violations("metewand_compare-1", result) == []
+    assert schemas.violations("metewand_compare-2", result) == []
     by_path = {(e["driver_path"], e["engine"]): e for e in result["rollups"]["driver_path"]}
     for key in _installed():
         entry = by_path[(key, "chrome")]

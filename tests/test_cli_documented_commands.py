@@ -380,15 +380,49 @@ def compared(base: str, new: str) -> Check:
 
 
 def gate_consistent(*written: str) -> Check:
-    """--fail-on-regression on two real runs: either verdict may be right, but 1 must come with
-    the regression named and 0 without one."""
+    """--fail-on-regression on two separate runs on wall time: 2 when a run's host was polluted
+    (naming the gate's conditions); else either verdict may be right, but 1 must come with the
+    regression named and 0 without one."""
 
     def check(done: Done, repo: Path) -> None:
-        assert (done.returncode == 1) == ("regression:" in done.stdout), done.stdout[-2000:]
+        if done.returncode == 2:
+            assert "refuses to judge wall time" in done.stderr, done.stderr[-2000:]
+            assert "pollution gate failed for:" in done.stderr
+        else:
+            assert (done.returncode == 1) == ("regression:" in done.stdout), done.stdout[-2000:]
         for name in written:
             assert (repo / name).is_file(), name
 
     return check
+
+
+def sorting_ab(done: Done, repo: Path) -> None:
+    """The A/B run holds every planned attempt twice, one row per side, paired."""
+    rows = _rows(repo, "ab")
+    assert _statuses(rows) == {"accepted": 2 * planned(repo)}
+    sides = {(row["ab"]["pair"], row["ab"]["side"]) for row in rows}
+    assert len(sides) == len(rows) and {side for _, side in sides} == {"base", "new"}
+    manifest = json.loads((repo / "runs" / "ab" / "run_manifest.json").read_text())
+    assert manifest["data"]["ab"]["baseline_tree"] == str(repo / "examples" / "sorting")
+
+
+def ab_gate_passes(done: Done, repo: Path) -> None:
+    """The README's CI recipe on unchanged code: every group judged, none slower."""
+    text = " ".join(done.stdout.split())
+    assert "interleaved A/B run ab" in text and "0 slower" in text, text[:600]
+    assert "0 not comparable" in text, text[:600]
+
+
+def several_runs_a_side(done: Done, repo: Path) -> None:
+    text = " ".join(done.stdout.split())
+    assert "runs sort1, sort2 (BASE) vs sort3, sortd (NEW)" in text, text[:600]
+    # two runs a side: runs are the units, two of them
+    assert "15 groups not comparable, not counted by the gate: n=2 < 5 (x15)" in text
+
+
+def engines_paired(done: Done, repo: Path) -> None:
+    text = " ".join(done.stdout.split())
+    assert "engines of run base1 (lightpanda / chrome)" in text, text[:600]
 
 
 def files_written(*names: str) -> Check:
@@ -481,6 +515,7 @@ class Expect:
     check: Check
     long: bool = False  # only with METEWAND_LONG_EXAMPLES=1
     corpus: bool = False  # needs ../shared/corpus/lexbench
+    timeout_s: int = 300  # pytest-timeout's limit for the command (a long example: 3600)
 
 
 SORT = "metewand run examples/sorting/metewand.toml"
@@ -554,8 +589,13 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand compare sort1 sort2", 0, compared("sort1", "sort2")),
     Expect(
         "metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%",
-        (0, 1),
+        (0, 1, 2),
         gate_consistent(),
+    ),  # fmt: skip
+    Expect(
+        "metewand compare --base sort1 --base sort2 --new sort3 --new sortd",
+        0,
+        several_runs_a_side,
     ),  # fmt: skip
     Expect(
         "metewand compare sort1 sort2 --metric cpu_time_ns --format md,json,html --out cmp",
@@ -573,8 +613,17 @@ EXPECTED: tuple[Expect, ...] = (
     Expect(
         "metewand compare runs/base runs/new --fail-on-regression --threshold 5% --format "
         "md,json,html",
-        (0, 1),
+        (0, 1, 2),
         gate_consistent("compare.md", "compare.json", "compare.html"),
+    ),  # fmt: skip
+    Expect(  # every attempt twice: 240 of them (5.5 min at load 20 on 2 cores)
+        f"{SORT} --ab-baseline examples/sorting --run-id ab --no-progress",
+        0,
+        sorting_ab,
+        timeout_s=900,
+    ),  # fmt: skip
+    Expect(
+        "metewand compare --ab ab --metric cpu_time_ns --fail-on-regression", 0, ab_gate_passes
     ),  # fmt: skip
     Expect(f"{SORT} --run-id ci1 --no-progress", 0, remembered("ci1")),
     Expect("metewand history add runs/base runs/new", 0, history_unchanged("base", "new")),
@@ -688,6 +737,7 @@ EXPECTED: tuple[Expect, ...] = (
         0,
         reports_written("report.html", "resource-card.md"),
     ),  # fmt: skip
+    Expect("metewand compare --ab-engines chrome,lightpanda base1", 0, engines_paired),
     Expect(
         "metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1",
         0,
@@ -743,7 +793,7 @@ def _literal(expect: Expect) -> str:
 
 
 CASES = [
-    pytest.param(e, id=e.command[:70], marks=[pytest.mark.timeout(3600)] if e.long else [])
+    pytest.param(e, id=e.command[:70], marks=[pytest.mark.timeout(3600 if e.long else e.timeout_s)])
     for e in EXPECTED
 ]
 

@@ -1,8 +1,10 @@
 """``metewand compare`` on real runs of the sorting example (acceptance 2).
 
-Both implementations are the built-in sort plus a fixed sleep (tests/workers/delayed_sort.py),
-so the timed operation is long and steady enough to judge on a shared, loaded host; the "slow"
-implementation of the third run sleeps 30% longer.
+Both implementations are the built-in sort plus a fixed CPU burn (tests/workers/delayed_sort.py
+with METEWAND_TEST_BURN), so the timed operation's CPU time is long and steady enough to judge
+on a shared, loaded host, where wall time between two separate runs can move 2x with the load
+(an A/A pair at load 20 did); the "slow" implementation of the third run burns 30% longer. The
+gates judge cpu_time_ns: a polluted host refuses a wall-time gate (test_compare_verdicts).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from compare_helpers import metewand, run_manifest, sorting_manifest
 from metewand import canonical
 from metewand.runtime import schemas
 
-DELAY_MS = 300
+DELAY_MS = 150
 REPETITIONS = 9
 
 
@@ -25,8 +27,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("compare_compute")
     (tmp / "same").mkdir()
     (tmp / "slower").mkdir()
-    same = sorting_manifest(tmp / "same", 1.0, REPETITIONS, DELAY_MS)
-    slower = sorting_manifest(tmp / "slower", 1.3, REPETITIONS, DELAY_MS)
+    same = sorting_manifest(tmp / "same", 1.0, REPETITIONS, DELAY_MS, burn=True)
+    slower = sorting_manifest(tmp / "slower", 1.3, REPETITIONS, DELAY_MS, burn=True)
     return {
         "base": run_manifest(same, tmp, "base"),
         "again": run_manifest(same, tmp, "again"),
@@ -39,11 +41,11 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
 ) -> None:
     done = metewand(
         "compare", runs["base"], runs["slow"], "--fail-on-regression", "--threshold", "5%", "--format",
-        "md,json,html", "--out", tmp_path, check=False,
+        "md,json,html", "--out", tmp_path, "--metric", "cpu_time_ns", check=False,
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
-    assert schemas.violations("metewand_compare-1", result) == []
+    assert schemas.violations("metewand_compare-2", result) == []
     verdicts = {(g["case"], g["implementation"]): g["verdict"] for g in result["groups"]}
     assert len(verdicts) == 4 and not result["unmatched"]["only_in_base"]
     for (case, impl), verdict in verdicts.items():
@@ -62,7 +64,10 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
 
 
 def test_a_a_is_no_change_everywhere(runs: dict[str, Path]) -> None:
-    done = metewand("compare", runs["base"], runs["again"], "--fail-on-regression", "--json")
+    done = metewand(
+        "compare", runs["base"], runs["again"], "--fail-on-regression", "--json", "--metric",
+        "cpu_time_ns",
+    )  # fmt: skip
     result = canonical.loads(done.stdout.encode())
     assert [g["verdict"] for g in result["groups"]] == ["no change"] * 4, result["groups"]
     assert result["provenance_differences"] == [] or all(
@@ -91,7 +96,10 @@ def test_groups_in_one_run_only_are_listed(runs: dict[str, Path], tmp_path: Path
     lines = (narrower / "results.jsonl").read_bytes().splitlines(keepends=True)
     kept = [line for line in lines if canonical.loads(line)["implementation"] != "slow"]
     (narrower / "results.jsonl").write_bytes(b"".join(kept))
-    done = metewand("compare", runs["base"], narrower, "--json", "--fail-on-regression")
+    done = metewand(
+        "compare", runs["base"], narrower, "--json", "--fail-on-regression", "--metric",
+        "cpu_time_ns",
+    )  # fmt: skip
     result = canonical.loads(done.stdout.encode())
     only = result["unmatched"]["only_in_base"]
     assert len(only) == 2 and {impl for _, impl in only} == {"slow"}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from compare_helpers import sorting_copy
 from metewand import canonical
 from metewand.runtime import schemas
 
@@ -32,11 +33,11 @@ class PipedRun:
 
 @pytest.fixture(scope="module")
 def piped_run(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
-    """The README's command as a CI log sees it: output through a pipe, a narrow COLUMNS."""
+    """The README's command as a CI log sees it: output through a pipe, a narrow COLUMNS; on
+    the example with 2 repetitions instead of its 8 (the rows' shape is the point)."""
     out = tmp_path_factory.mktemp("piped")
-    command = (
-        f"{METEWAND} run examples/sorting/metewand.toml --out {out} --run-id example 2>&1 | cat"
-    )
+    manifest = sorting_copy(tmp_path_factory.mktemp("example"), repetitions=2)
+    command = f"{METEWAND} run {manifest} --out {out} --run-id example 2>&1 | cat"
     env = {**os.environ, "COLUMNS": "60"}
     done = subprocess.run(
         ["bash", "-o", "pipefail", "-c", command], cwd=ROOT, env=env, capture_output=True,

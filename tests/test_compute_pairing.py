@@ -3,22 +3,18 @@ one repetition on one host, in the plan's order; the local executor keeps its wo
 
 from __future__ import annotations
 
-import shutil
 from collections import Counter
 from pathlib import Path
 
+from compare_helpers import sorting_copy
 from metewand.suites.compute.manifest_load import load
 from metewand.suites.compute.plan import Plan
 from metewand.suites.compute.plan_expand import build_plan
 from metewand.suites.compute.suite import _group_units, pairing_groups
 
-SORTING = Path(__file__).resolve().parent.parent / "examples" / "sorting"
-
 
 def _sorting_plan(tmp_path: Path, reuse: bool) -> Plan:
-    root = tmp_path / "sorting"
-    shutil.copytree(SORTING, root)
-    manifest = root / "metewand.toml"
+    manifest = sorting_copy(tmp_path, repetitions=2)  # the counts below are for 2
     if reuse:  # the same benchmark with warm-ups on reused workers
         text = manifest.read_text().replace(
             'run_order = "randomized"',

@@ -24,8 +24,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(SORTING, example)
     manifest = example / "metewand.toml"
     text = manifest.read_text()
-    assert "repetitions = 2" in text  # every experiment of the example gets more repetitions
-    manifest.write_text(text.replace("repetitions = 2", f"repetitions = {REPETITIONS}"))
+    assert "repetitions = 8" in text  # every experiment of the example gets more repetitions
+    manifest.write_text(text.replace("repetitions = 8", f"repetitions = {REPETITIONS}"))
     metewand("run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
              "--run-id", "sort", "--quiet")  # fmt: skip
     run = tmp / "runs" / "sort"
@@ -121,3 +121,30 @@ def test_manifest_reference_must_name_an_implementation(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "reference_implementation" in done.stderr and "'nope'" in done.stderr
     assert "metewand.toml" in done.stderr
+
+
+def _timed_rows(values: list[float], reused: bool = False) -> list[dict]:
+    """Accepted measured rows of one case x implementation with these timed walls."""
+    return [
+        {"experiment": "e", "case": "c", "dataset": "d", "dataset_parameters": {"n": 1},
+         "problem": "p", "problem_parameters": {}, "timing_scope": "execute", "role": "measured",
+         "implementation": "impl", "status": "accepted", "code": None, "repetition": i,
+         "key": f"e/c/d/impl/r{i}",
+         "record": {"provenance": {"data": {
+             "measurements": {"timed_wall_time_ns": {"status": "complete", "value": value}},
+             "context": {"worker": {"pid": 4242 if reused else 1000 + i, "reused": reused and i > 0}}}}}}
+        for i, value in enumerate(values)
+    ]  # fmt: skip
+
+
+def test_too_few_launches_give_no_ci_and_say_why() -> None:
+    few = cases.case_statistics(_timed_rows([5e6, 6e6]))
+    stat = few["cases"][0]["implementations"]["impl"]["metrics"]["timed_wall_time_ns"]
+    assert stat["median_ci95"] is None and stat["ci_note"] == "n=2 < 5: no CI"
+    enough = cases.case_statistics(_timed_rows([5e6, 6e6, 5.5e6, 5.2e6, 5.9e6, 5.4e6]))
+    stat = enough["cases"][0]["implementations"]["impl"]["metrics"]["timed_wall_time_ns"]
+    assert stat["units"] == 6 and stat["median_ci95"][0] <= stat["median"] <= stat["median_ci95"][1]
+    # one reused worker served all six: its repetitions are the units (the launch is one)
+    reused = cases.case_statistics(_timed_rows([5e6, 6e6, 5.5e6, 5.2e6, 5.9e6, 5.4e6], True))
+    stat = reused["cases"][0]["implementations"]["impl"]["metrics"]["timed_wall_time_ns"]
+    assert stat["units"] == 6 and stat["median_ci95"] is not None

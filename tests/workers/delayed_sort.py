@@ -2,7 +2,9 @@
 
 ``METEWAND_TEST_DELAY_MS`` (default 0) is slept inside execute, times
 ``METEWAND_TEST_SLOWDOWN`` (default 1.0): a run with slowdown 1.3 is a worker made 30% slower
-on a sleep-dominated operation, which stays measurable on a loaded host.
+on a sleep-dominated operation. With ``METEWAND_TEST_BURN=1`` the delay is spent burning CPU
+instead (a loop on the process's CPU clock): its CPU time stays steady on a loaded host, where
+a sleep's wake-up can come tens of milliseconds late.
 """
 
 import os
@@ -18,6 +20,16 @@ from metewand.worker import Implementation  # noqa: E402
 impl = Implementation()
 DELAY_S = float(os.environ.get("METEWAND_TEST_DELAY_MS", "0")) / 1000
 SLOWDOWN = float(os.environ.get("METEWAND_TEST_SLOWDOWN", "1.0"))
+BURN = os.environ.get("METEWAND_TEST_BURN") == "1"  # spend the delay on the CPU, not asleep
+
+
+def delay(seconds: float) -> None:
+    if not BURN:
+        time.sleep(seconds)
+        return
+    stop = time.process_time() + seconds
+    while time.process_time() < stop:
+        pass
 
 
 @impl.prepare
@@ -27,7 +39,7 @@ def load(request: dict) -> list[int]:
 
 @impl.execute
 def run(values: list[int], result_dir: str) -> tuple[dict, dict]:
-    time.sleep(DELAY_S * SLOWDOWN)
+    delay(DELAY_S * SLOWDOWN)
     out = sorted(values)
     write_sorted(result_dir, out)
     return {"count": len(out)}, {"algorithm": "timsort+delay"}

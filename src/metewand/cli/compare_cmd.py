@@ -49,8 +49,10 @@ def _print_table(result: dict[str, Any]) -> None:
             console.print(f"  {row[0]}: BASE {row[1]} / NEW {row[2]}", markup=False)
     for warning in result["warnings"]:
         console.print(f"warning: {warning}", markup=False)
+    for note in compare_render.notes(result):
+        console.print(f"note: {note}", markup=False)
     table = Table(title=compare_render.headline(result), title_justify="left")
-    for column in (*result["group_names"], *compare_render.HEADER):
+    for column in compare_render.header(result, short=True):
         table.add_column(column)
     for row in compare_render.group_rows(result, short=True):
         table.add_row(*row)
@@ -86,22 +88,109 @@ def _write(result: dict[str, Any], formats: list[str], out_dir: Path) -> dict[st
     return written
 
 
+def _sides(
+    runs: tuple[str, ...], base: tuple[str, ...], new: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
+    """BASE and NEW runs from ``BASE NEW`` and/or repeated ``--base`` / ``--new``."""
+    if len(runs) not in (0, 2):
+        raise click.BadParameter(
+            f"give two runs (BASE NEW), or --base/--new; got {len(runs)} run argument(s)"
+        )
+    base_runs = [*runs[:1], *base]
+    new_runs = [*runs[1:], *new]
+    if not base_runs or not new_runs:
+        raise click.BadParameter("each side needs a run: BASE NEW, or --base RUN and --new RUN")
+    return base_runs, new_runs
+
+
+def _engines(value: str) -> tuple[str, str]:
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    if len(names) != 2 or names[0] == names[1]:
+        raise click.BadParameter(f"--ab-engines {value!r}: name two engines, A,B (B/A is judged)")
+    return names[0], names[1]
+
+
+def _load(runs: list[str], what: str) -> list[Any]:
+    from metewand.compare.rundir import load_run
+
+    return [load_run(resolve_run_dir(run, what=what)) for run in runs]
+
+
+def _compute(options: dict[str, Any]) -> dict[str, Any]:
+    """The comparison the options ask for (raises the library's errors and BadParameter)."""
+    from metewand.compare.ab_compare import compare_ab, compare_engines
+    from metewand.compare.run_compare import compare_runs
+
+    rules = {
+        "threshold": _threshold(options["threshold"]),
+        "resamples": options["resamples"],
+        "seed": options["seed"],
+        "min_units": options["min_units"],
+        "alpha": options["alpha"],
+    }
+    runs, base, new = options["runs"], options["base_runs"], options["new_runs"]
+    if options["ab_runs"]:
+        if runs or base or new or options["ab_engines"]:
+            raise click.BadParameter("--ab takes the A/B runs alone (no BASE NEW, --base, --new)")
+        return compare_ab(_load(list(options["ab_runs"]), "--ab"), options["metric"], **rules)
+    if options["ab_engines"]:
+        if not runs or base or new:
+            raise click.BadParameter("--ab-engines A,B takes one or more browser runs: RUN...")
+        loaded = _load(list(runs), "RUN")
+        return compare_engines(loaded, _engines(options["ab_engines"]), options["metric"], **rules)
+    base_runs, new_runs = _sides(runs, base, new)
+    return compare_runs(
+        _load(base_runs, "BASE"), _load(new_runs, "NEW"), options["metric"], **rules
+    )
+
+
+def _refuse_polluted(result: dict[str, Any]) -> None:
+    """--fail-on-regression on wall time over a polluted run: exit 2, naming the conditions."""
+    from metewand.compare.pollution import WALL, polluted_runs_text
+
+    polluted = polluted_runs_text(result["pollution"])
+    if result["metric_family"] != WALL or not polluted:
+        return
+    click.echo(
+        f"error: --fail-on-regression refuses to judge wall time ({result['metric']}) over a "
+        "polluted host; the pollution gate failed for:",
+        err=True,
+    )
+    for line in polluted:
+        click.echo(f"  {line}", err=True)
+    companion = result.get("companion_metric") or "cpu_time_ns"
+    click.echo(
+        f"judge a CPU metric (--metric {companion}), rerun on a quiet host, or pass "
+        "--allow-polluted to gate on wall time anyway",
+        err=True,
+    )
+    sys.exit(exit_codes.INVALID_INPUT)
+
+
 # as the compute planner caps attempts: past this a CI's Monte Carlo error is far below what the
 # repetitions themselves allow, and the time and memory grow without bound
 MAX_RESAMPLES = 100_000
 
 
 @click.command("compare")
-@click.argument("base")
-@click.argument("new")
+@click.argument("runs", nargs=-1)
+@click.option("--base", "base_runs", multiple=True, metavar="RUN",
+              help="A BASE run; repeat for several (runs become a level of the statistics).")  # fmt: skip
+@click.option("--new", "new_runs", multiple=True, metavar="RUN",
+              help="A NEW run; repeat for several.")  # fmt: skip
+@click.option("--ab", "ab_runs", multiple=True, metavar="RUN",
+              help="An interleaved A/B compute run (run --ab-baseline): NEW/BASE from its pairs; "
+              "repeat for several.")  # fmt: skip
+@click.option("--ab-engines", default=None, metavar="A,B",
+              help="Browser: B/A per task from the paired attempts of two engines of RUN.")  # fmt: skip
 @click.option(
     "--metric",
     default=None,
     help="Default: timed_wall_time_ns (compute), duration_ms (browser). Also cpu_time_ns, "
     "peak_rss_bytes, phase timers, compute phase marks such as phase.execute.cpu_ns "
-    "(phase.<name>.wall_ns|cpu_ns|memory_peak_bytes); browser resource metrics such as "
-    "cpu_total_ms, pss_peak_bytes, and the engine group's browser phases (phase.scene.cpu_ns, "
-    "phase.step1:Runtime.evaluate.wall_ns).",
+    "(phase.<name>.wall_ns|cpu_ns|memory_peak_bytes); browser engine_cpu_ns, resource metrics "
+    "such as cpu_total_ms, pss_peak_bytes, and the engine group's browser phases "
+    "(phase.scene.cpu_ns, phase.step1:Runtime.evaluate.wall_ns).",
 )
 @click.option(
     "--threshold",
@@ -109,6 +198,12 @@ MAX_RESAMPLES = 100_000
     show_default=True,
     help="Slower/faster only when the whole 95% CI of NEW/BASE lies beyond this.",
 )
+@click.option("--min-units", type=click.IntRange(min=2), default=5, show_default=True,
+              help="Independent units (runs, process launches, pairs) a side needs for a "
+              "verdict; fewer is 'not comparable'.")  # fmt: skip
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.05, show_default=True,
+              help="False-discovery rate of the rank tests over the groups (Benjamini-Hochberg).")  # fmt: skip
 @click.option(
     "--format", "fmt", default=None, help="Also write compare.{md,json,html}: md,json,html."
 )
@@ -119,27 +214,20 @@ MAX_RESAMPLES = 100_000
     is_flag=True,
     help="Exit 1 when a group is slower beyond the threshold or a pass turned into a non-pass.",
 )
+@click.option("--allow-polluted", is_flag=True,
+              help="Let --fail-on-regression judge a wall-time metric although a run's host "
+              "pollution gate failed (refused with exit 2 otherwise).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
 @click.option("--resamples", type=click.IntRange(min=100, max=MAX_RESAMPLES), default=2000,
               show_default=True,
               help=f"Bootstrap resamples of each confidence interval (at most {MAX_RESAMPLES}).")  # fmt: skip
 @click.option("--seed", type=int, default=20240607, show_default=True,
               help="Seed of the bootstrap (the same seed gives the same intervals).")  # fmt: skip
-def compare(
-    base: str,
-    new: str,
-    metric: str | None,
-    threshold: str,
-    fmt: str | None,
-    out_dir: str,
-    fail_on_regression: bool,
-    as_json: bool,
-    resamples: int,
-    seed: int,
-) -> None:
-    """Compare two runs of the same suite: NEW/BASE per case x implementation or task x engine.
+def compare(**options: Any) -> None:
+    """Compare runs of the same suite: NEW/BASE per case x implementation or task x engine.
 
-    BASE and NEW are run directories, run ids under ./runs, or latest.
+    BASE and NEW are run directories, run ids under ./runs, or latest; --base/--new add runs
+    to a side. --ab reads an interleaved A/B run; --ab-engines A,B two engines of one run.
 
     \b
     Groups present in only one run are listed, never dropped. Browser status changes
@@ -149,21 +237,22 @@ def compare(
       metewand compare sort1 sort2
       metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%
       metewand compare sort1 sort2 --metric cpu_time_ns --format md,json,html --out cmp
+      metewand compare --base sort1 --base sort2 --new sort3 --new sortd
+      metewand compare --ab-engines chrome,lightpanda base1
     \b
-    Exit status: 0; 1 with --fail-on-regression when something regressed;
-    2 when the runs cannot be read or compared.
+    Exit status: 0; 1 with --fail-on-regression when something regressed; 2 when the runs
+    cannot be read or compared, or when --fail-on-regression would judge wall time over a
+    polluted host (without --allow-polluted).
     """
     from metewand import canonical
-    from metewand.compare.run_compare import CompareError, compare_runs
-    from metewand.compare.rundir import RunDirError, load_run
+    from metewand.compare.compare_render import notes
+    from metewand.compare.rundir import RunDirError
+    from metewand.compare.suite_registry import CompareError
 
-    base, new = str(resolve_run_dir(base, what="BASE")), str(resolve_run_dir(new, what="NEW"))
-
+    out_dir = options["out_dir"]
     try:
-        formats = _formats(fmt)
-        result = compare_runs(
-            load_run(base), load_run(new), metric, _threshold(threshold), resamples, seed
-        )
+        formats = _formats(options["fmt"])
+        result = _compute(options)
         written = _write(result, formats, Path(out_dir))
     except (RunDirError, CompareError, click.BadParameter) as exc:
         click.echo(f"error: {exc}", err=True)
@@ -171,11 +260,18 @@ def compare(
     except OSError as exc:  # --out names a file, or a directory we may not write
         click.echo(f"error: cannot write into {out_dir}: {exc.strerror or exc}", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
-    if as_json:
+    if options["as_json"]:
         click.echo(canonical.dumps_str(result))
     else:
         _print_table(result)
         for kind, path in sorted(written.items()):
             click.echo(f"{kind:5} {path}")
-    if fail_on_regression and result["regression"]:
+    if not options["fail_on_regression"]:
+        return
+    if not options["allow_polluted"]:
+        _refuse_polluted(result)
+    for note in notes(result):
+        if "not counted by the gate" in note:
+            click.echo(f"gate: {note}", err=True)
+    if result["regression"]:
         sys.exit(REGRESSION_EXIT)

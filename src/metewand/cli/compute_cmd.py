@@ -166,6 +166,15 @@ def _resumed_manifest(run_dir: Path) -> str:
     "evaluation) in the row's phases field; default on, or as the resumed run was started "
     "(recorded in the manifest).",
 )
+@click.option(
+    "--ab-baseline",
+    default=None,
+    metavar="PATH",
+    help="Interleaved A/B: run every attempt twice, once with the implementations of the "
+    "baseline tree PATH (another checkout's copy of the manifest's directory) and once with "
+    "the current ones, back to back on the same dataset instance, in alternating seeded "
+    "order; then `metewand compare --ab RUN`.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
 @history_flags
@@ -187,6 +196,7 @@ def run(
     scheduler: str | None,
     dask_local: int | None,
     phase_marks: bool | None,
+    ab_baseline: str | None,
     history_path: str | None,
     no_history: bool,
 ) -> None:
@@ -202,6 +212,7 @@ def run(
     out_dir = os.path.abspath(out_dir)
     resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
     loaded = _checked_manifest(manifest, resume_dir, out_dir, run_id, max_attempts)
+    ab_baseline = _checked_baseline(loaded, ab_baseline, resume_dir, max_attempts)
     if cache_dir is not None:
         _check_writable_dir(cache_dir, "--cache-dir")
     options = runner.RunOptions(
@@ -218,6 +229,7 @@ def run(
         scheduler=scheduler,
         dask_local=dask_local,
         phase_marks=_phase_marks(phase_marks, resume_dir),
+        ab_baseline=ab_baseline,
     )
     summary = _run_or_exit(loaded, options, resume_dir, no_progress, quiet)
     _conclude(summary, executor, quiet, lambda: add_to_history(
@@ -236,6 +248,45 @@ def _checked_manifest(
     if resume_dir is None:  # a resumed run's dir is already there: --out is not written
         _check_writable_dir(out_dir, "--out")
     return loaded
+
+
+def _checked_baseline(
+    loaded: Any, path: str | None, resume_dir: Path | None, limit: int
+) -> str | None:
+    """The A/B baseline tree (absolute; a resumed run's own when not given), once its manifest,
+    plan and programs check out (exit 2 or 3 otherwise)."""
+    from metewand.suites.compute.ab import ab_plan, load_baseline
+    from metewand.suites.compute.launch import missing_commands
+    from metewand.suites.compute.manifest import ManifestError
+    from metewand.suites.compute.plan_expand import build_plan
+
+    if path is None and resume_dir is not None:
+        path = _recorded_baseline(resume_dir)
+    if path is None:
+        return None
+    try:
+        baseline = load_baseline(loaded.path, path)
+        ab_plan(build_plan(loaded, limit), baseline)
+    except ManifestError as exc:
+        for line in exc.errors:
+            click.echo(f"error: {line}", err=True)
+        sys.exit(exc.exit_code)
+    missing = missing_commands(baseline.manifest, build_plan(baseline.manifest, limit))
+    for line in missing:
+        click.echo(f"error: --ab-baseline {path}: {line}", err=True)
+    if missing:
+        sys.exit(exit_codes.ENVIRONMENT_MISSING)
+    return baseline.path
+
+
+def _recorded_baseline(run_dir: Path) -> str | None:
+    from metewand.runtime.store import RunView, StoreError
+
+    try:
+        ab = RunView(run_dir).manifest["data"].get("ab")
+    except StoreError:
+        return None  # the resume itself reports the unreadable run
+    return ab.get("baseline_tree") if isinstance(ab, dict) else None
 
 
 def _phase_marks(flag: bool | None, resume_dir: Path | None) -> bool:
@@ -312,6 +363,9 @@ def _conclude(summary: Any, executor: str, quiet: bool, remember: Callable[[], N
         )
         if executor == "dask":
             print_hosts(summary.run_dir)
+        if any("ab" in row for row in summary.rows):
+            click.echo(f"interleaved A/B: NEW/BASE from the pairs with "
+                       f"`metewand compare --ab {summary.run_dir}`")  # fmt: skip
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
 

@@ -52,7 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "compare": (
         "metewand.cli.compare_cmd:compare",
-        "Compare two runs of the same suite: NEW/BASE per case x implementation or task x engine.",
+        "Compare runs of the same suite: NEW/BASE per case x implementation or task x engine.",
     ),
     "doctor": (
         "metewand.cli.doctor_cmd:doctor",

@@ -81,6 +81,14 @@ def phase_value(row: Mapping[str, Any], metric: str) -> float | None:
     return None
 
 
+def engine_cpu_ns(row: Mapping[str, Any]) -> float | None:
+    """The engine group's CPU over a passing attempt (its phase record's total), or None."""
+    for _, record in _records([row], "engine"):
+        value = _value(record["total"].get("cpu_time_ns"))
+        return None if value is None else float(value)
+    return None
+
+
 def is_phase_metric(metric: str) -> bool:
     name, _, field = metric.removeprefix("phase.").rpartition(".")
     return metric.startswith("phase.") and bool(name) and field in PHASE_FIELDS

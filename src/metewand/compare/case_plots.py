@@ -6,7 +6,7 @@ accepted attempt has no point (NaN breaks the line); nothing unmeasured is drawn
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ def _metric(case: Mapping[str, Any], impl: str, metric: str) -> tuple[float, flo
     stat = (block or {}).get("metrics", {}).get(metric) or {}
     if not stat.get("n"):
         return np.nan, np.nan, np.nan
-    ci = stat.get("median_ci95") or [stat["median"], stat["median"]]
+    ci = stat.get("median_ci95") or [stat["median"], stat["median"]]  # no CI: no band
     return stat["median"] / 1e6, ci[0] / 1e6, ci[1] / 1e6
 
 
@@ -45,9 +45,16 @@ def _panel_title(summary: Mapping[str, Any], case: Mapping[str, Any], axis: str)
     return title
 
 
-def scaling_chart(summary: Mapping[str, Any], axis: str, metric: str) -> Figure:
-    """Median (log scale) against ``axis``: one panel per setting of the other parameters,
-    one line per implementation with its bootstrap CI band."""
+def scaling_chart(
+    summary: Mapping[str, Any],
+    axis: str,
+    metrics: Sequence[str],
+    unreliable: Mapping[str, str] | None = None,
+) -> Figure:
+    """Median (log scale) against ``axis``: one row of panels per metric (timed wall above CPU,
+    so the two can be read side by side), one panel per setting of the other parameters, one
+    line per implementation with its CI band. ``unreliable``: metric -> why (a failed host
+    pollution gate), written in the row's panel titles."""
     panels: dict[str, list[Mapping[str, Any]]] = {}
     for case in summary["cases"]:
         if axis in case["axes"]:
@@ -55,28 +62,38 @@ def scaling_chart(summary: Mapping[str, Any], axis: str, metric: str) -> Figure:
     chosen = sorted(panels)[:MAX_PANELS]
     rows = -(-max(1, len(summary["implementations"])) // LEGEND_COLUMNS)
     extra = LEGEND_ROW_IN * rows
-    fig = _figure(4.2 * max(1, len(chosen)), 3.6 + extra, (0.75, 0.2, 0.55 + extra, 0.45))
-    fig.subplots_adjust(wspace=0.35)
-    axes = fig.subplots(1, max(1, len(chosen)), squeeze=False)[0]
-    for ax, title in zip(axes, chosen, strict=False):
-        cases = sorted(panels[title], key=lambda c: c["axes"][axis])
-        x = np.array([c["axes"][axis] for c in cases])
-        for index, impl in enumerate(summary["implementations"]):
-            points = np.array([_metric(c, impl, metric) for c in cases])
-            if not np.isfinite(points[:, 0]).any():
-                continue
-            colour = COLOURS[index % len(COLOURS)]
-            ax.plot(x, points[:, 0], marker="o", color=colour, label=impl)
-            ax.fill_between(x, points[:, 1], points[:, 2], color=colour, alpha=0.2, lw=0)
-        ax.set_yscale("log")
-        ax.set_xlabel(axis)
-        ax.set_ylabel(f"median {metric.removesuffix('_ns').replace('_', ' ')} (ms, log)")
-        ax.set_title(title, fontsize=9)
-        ax.grid(True, which="both", alpha=0.3)
-    legend_outside(
-        fig, axes[: len(chosen)] if chosen else axes, "no implementation has an accepted attempt"
+    fig = _figure(
+        4.2 * max(1, len(chosen)), 3.4 * len(metrics) + extra, (0.75, 0.2, 0.55 + extra, 0.45)
     )
+    fig.subplots_adjust(wspace=0.35, hspace=0.5)
+    grid = fig.subplots(len(metrics), max(1, len(chosen)), squeeze=False)
+    for row, metric in zip(grid, metrics, strict=True):
+        note = (unreliable or {}).get(metric)
+        for ax, title in zip(row, chosen, strict=False):
+            _scaling_panel(ax, summary, panels[title], axis, metric)
+            ax.set_title(f"{title}\n{note}" if note else title, fontsize=9,
+                         color="#b00020" if note else "black")  # fmt: skip
+    drawn = [ax for row in grid for ax in row[: len(chosen)]] or list(grid[0])
+    legend_outside(fig, drawn, "no implementation has an accepted attempt")
     return fig
+
+
+def _scaling_panel(
+    ax: Any, summary: Mapping[str, Any], cases: list[Mapping[str, Any]], axis: str, metric: str
+) -> None:
+    cases = sorted(cases, key=lambda c: c["axes"][axis])
+    x = np.array([c["axes"][axis] for c in cases])
+    for index, impl in enumerate(summary["implementations"]):
+        points = np.array([_metric(c, impl, metric) for c in cases])
+        if not np.isfinite(points[:, 0]).any():
+            continue
+        colour = COLOURS[index % len(COLOURS)]
+        ax.plot(x, points[:, 0], marker="o", color=colour, label=impl)
+        ax.fill_between(x, points[:, 1], points[:, 2], color=colour, alpha=0.2, lw=0)
+    ax.set_yscale("log")
+    ax.set_xlabel(axis)
+    ax.set_ylabel(f"median {metric.removesuffix('_ns').replace('_', ' ')} (ms, log)")
+    ax.grid(True, which="both", alpha=0.3)
 
 
 def phase_chart(summary: Mapping[str, Any]) -> Figure:

@@ -55,8 +55,10 @@ def compact_cell(metric: str, block: Mapping[str, Any] | None) -> str:
     if not block or not block.get("n"):
         return "not measured"
     scale, unit = (2**20, "MiB") if metric.endswith("_bytes") else (1e6, "ms")
-    ci = block.get("median_ci95") or [block["median"]] * 2
+    ci = block.get("median_ci95")
     digits = 1 if block["median"] / scale >= 10 else 2
+    if not ci:  # too few launches for a CI: say so instead of a [min, max] "interval"
+        return f"{block['median'] / scale:.{digits}f} {unit} (n={block['n']}, no CI)"
     return (
         f"{block['median'] / scale:.{digits}f} {unit} "
         f"({ci[0] / scale:.{digits}f}-{ci[1] / scale:.{digits}f})"
@@ -92,6 +94,8 @@ def metric_cell(metric: str, block: Mapping[str, Any] | None) -> str:
         return unavailable(why or "no accepted attempt measured it")
     ci = block.get("median_ci95")
     span = f" [{value_text(metric, ci[0])} – {value_text(metric, ci[1])}]" if ci else ""
+    if not ci and block.get("ci_note"):
+        span = f" ({block['ci_note']})"
     return f"{value_text(metric, block['median'])}{span} n={block['n']}"
 
 
@@ -198,8 +202,9 @@ def cases_markdown(summary: Mapping[str, Any]) -> list[str]:
         "## Per case",
         "",
         "Each row is one case x implementation (measured attempts only). Cells: median "
-        f"[bootstrap 95% CI of the median, {boot['resamples']} resamples of the repetitions, "
-        f"seed {boot['seed']}] n.",
+        f"[95% CI of the median, {boot['resamples']} hierarchical resamples of the attempts' "
+        f"worker launches and the repetitions inside them, seed {boot['seed']}; no CI from "
+        f"fewer than {boot.get('min_units', 5)} launches] n.",
         "",
     ]
     head = ["case", "implementation", "accepted", "failures by code"]
@@ -212,10 +217,11 @@ def cases_markdown(summary: Mapping[str, Any]) -> list[str]:
     if summary.get("reference"):
         lines += [
             "",
-            f"## Ratio to {summary['reference']} ({summary['ratio_metric']}, median / median)",
+            f"## Ratio to {summary['reference']} ({summary['ratio_metric']}, ratio of "
+            "geometric means)",
             "",
-            "Below 1 is faster than the reference. Paired: repetitions resampled together on "
-            "the same dataset instance.",
+            "Below 1 is faster than the reference. Paired: the ratio of each dataset instance's "
+            "two attempts, resampled together (hierarchical bootstrap-t CI).",
             "",
         ]
         lines += markdown.table(["case", "implementation", "ratio [95% CI]"], ratio_rows(summary))

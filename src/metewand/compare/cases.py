@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from metewand import canonical
-from metewand.compare import compute_rows, hosts, stats
+from metewand.compare import compute_rows, hierarchy, hosts, stats
 from metewand.compare.columns import metric_value
 
 SCHEMA = "metewand_compute_cases/1"
@@ -38,6 +38,7 @@ CASE_METRICS = (
     "evaluation_time_ns",
 )
 NO_SUCCESS = "no successful attempt"
+MIN_UNITS = 5  # independent units (process launches) below which no CI is given
 
 
 def _params_text(params: Any) -> str:
@@ -68,11 +69,14 @@ def case_label(case: Mapping[str, Any]) -> str:
     return f"{case['experiment']}/{case['case']}: {dataset} {problem} [{case['timing_scope']}]"
 
 
-def implementation_label(row: Mapping[str, Any]) -> str:
-    """The implementation name, with its parameters when it has any."""
+def implementation_label(row: Mapping[str, Any], side: bool = True) -> str:
+    """The implementation name, with its parameters when it has any, and in an interleaved A/B
+    run the side it ran from (``heapsort [base]``) unless ``side`` is False."""
     name = compute_rows.implementation_of(row)
     params = row.get("implementation_parameters")
-    return f"{name}({_params_text(params)})" if isinstance(params, Mapping) and params else name
+    label = f"{name}({_params_text(params)})" if isinstance(params, Mapping) and params else name
+    ab = compute_rows.ab_of(row) if side else None
+    return f"{label} [{ab[0]}]" if ab else label
 
 
 def numeric_axes(case: Mapping[str, Any]) -> dict[str, float]:
@@ -101,6 +105,8 @@ class _Group:
     warmups: Counter[str] = field(default_factory=Counter)  # counted apart, never timed
     values: dict[str, list[float]] = field(default_factory=dict)
     instances: dict[str, list[tuple[Any, Any]]] = field(default_factory=dict)
+    accepted_rows: list[Mapping[str, Any]] = field(default_factory=list)
+    row_of: dict[str, list[int]] = field(default_factory=dict)  # metric -> index in accepted_rows
     missing: dict[str, Counter[str]] = field(default_factory=dict)
 
     def add(self, row: Mapping[str, Any]) -> None:
@@ -113,6 +119,7 @@ class _Group:
             self.failures[str(diagnostic.get("code"))] += 1
             return  # a failed attempt's timings describe a different piece of work
         measurements = compute_rows.measurements_of(row)
+        self.accepted_rows.append(row)
         for metric in CASE_METRICS:
             value, reason = metric_value(measurements, metric)
             if value is None:
@@ -120,6 +127,13 @@ class _Group:
                 continue
             self.values.setdefault(metric, []).append(value)
             self.instances.setdefault(metric, []).append(_instance_of(row))
+            self.row_of.setdefault(metric, []).append(len(self.accepted_rows) - 1)
+
+    def items(self, metric: str) -> list[tuple[int, str, float]]:
+        """(run, launch, value) of the metric: the launch each value's attempt ran in."""
+        launches = compute_rows.launches_of(self.accepted_rows)
+        rows = self.row_of.get(metric, [])
+        return [(0, launches[i], v) for i, v in zip(rows, self.values.get(metric, []), strict=True)]
 
 
 def group_rows(
@@ -138,10 +152,46 @@ def group_rows(
 
 
 def _metric_block(group: _Group, metric: str, resamples: int, seed: int) -> dict[str, Any]:
+    """n / median / p95 / min and the median's 95% CI, resampled over the attempts' process
+    launches and the repetitions inside them; no CI from fewer than ``MIN_UNITS`` launches
+    (with n = 2 a "95% CI" is roughly [min, max] and says nothing)."""
     values = group.values.get(metric, [])
-    block = stats.iid_describe(values, resamples, seed)
+    array = np.asarray(values, dtype=float)
+    block: dict[str, Any] = {
+        "n": int(array.size),
+        "median": float(np.median(array)) if array.size else None,
+        "p95": stats.p95(values),
+        "min": float(array.min()) if array.size else None,
+        "median_ci95": None,
+        "units": None,  # every block has the same keys, whether or not it could be resampled
+        "ci_note": None,
+    }
     block["unavailable"] = dict(sorted(group.missing.get(metric, Counter()).items()))
+    if not values:
+        return block
+    if min(values) <= 0:  # zeros: a median, but no log-scale resampling (no ratio to draw from)
+        block["ci_note"] = "a value of 0: no CI"
+        return block
+    sample = hierarchy.nested(group.items(metric))
+    level = hierarchy.side_level(sample)
+    block["units"] = sample.units(level)
+    if block["units"] < MIN_UNITS:
+        block["ci_note"] = f"n={block['units']} < {MIN_UNITS}: no CI"
+        return block
+    interval = hierarchy.median_interval(sample, resamples, seed)
+    block["median_ci95"] = _snapped(interval, block["median"]) if interval else None
     return block
+
+
+def _snapped(interval: tuple[float, float], median: float) -> list[float]:
+    """The interval with a bound that exp(log(x)) left a rounding error away from the median
+    (tied peak RSS values: 17997824.00000003 against 17997824) put on the median."""
+    low, high = interval
+    if abs(low - median) <= 1e-9 * abs(median):
+        low = median
+    if abs(high - median) <= 1e-9 * abs(median):
+        high = median
+    return [low, high]
 
 
 def _implementation_block(group: _Group, resamples: int, seed: int) -> dict[str, Any]:
@@ -161,23 +211,37 @@ def _implementation_block(group: _Group, resamples: int, seed: int) -> dict[str,
     return block
 
 
-def _paired_values(
-    mine: _Group, reference: _Group, metric: str
-) -> tuple[list[float], list[float], bool]:
-    """Both sides' values, aligned on the dataset instance when every instance matches once."""
-    a, b = mine.values.get(metric, []), reference.values.get(metric, [])
+def _ratio(
+    mine: _Group, reference: _Group, metric: str, resamples: int, seed: int
+) -> dict[str, Any]:
+    """NEW/reference as a ratio of geometric means with its CI (``compare.hierarchy``): paired on
+    the dataset instance when every instance matches once on both sides, else two samples."""
     keys_a, keys_b = mine.instances.get(metric, []), reference.instances.get(metric, [])
-    if len(set(keys_a)) == len(keys_a) == len(keys_b) and set(keys_a) == set(keys_b):
-        position = {key: i for i, key in enumerate(keys_b)}
-        return a, [b[position[key]] for key in keys_a], True
-    return a, b, False
+    a, b = mine.values.get(metric, []), reference.values.get(metric, [])
+    try:
+        if len(set(keys_a)) == len(keys_a) == len(keys_b) and set(keys_a) == set(keys_b):
+            position = {key: i for i, key in enumerate(keys_b)}
+            pairs = [(0, key, b[position[key]], a[i]) for i, key in enumerate(keys_a)]
+            estimate = hierarchy.one_sample(hierarchy.paired(pairs), None, resamples, seed)
+            paired = True
+        else:
+            estimate = hierarchy.two_sample(
+                hierarchy.nested(reference.items(metric)), hierarchy.nested(mine.items(metric)),
+                None, resamples, seed,
+            )  # fmt: skip
+            paired = False
+    except hierarchy.NotPositive:
+        return {"ratio": None, "ratio_ci95": None, "note": "a value of 0 has no ratio"}
+    figures = hierarchy.describe(estimate)
+    for key in ("between_run", "between_run_source", "notes"):  # one run: not a question here
+        figures.pop(key)
+    return {**figures, "paired": paired, "n": [len(a), len(b)], "note": None}
 
 
 def _ratios(
     groups: Mapping[str, _Group], reference: str, metric: str, resamples: int, seed: int
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    replicates: dict[str, np.ndarray] = {}
     ref = groups.get(reference)
     for name, group in sorted(groups.items()):
         if name == reference:
@@ -185,12 +249,27 @@ def _ratios(
         if ref is None or not ref.values.get(metric) or not group.values.get(metric):
             out[name] = {"ratio": None, "ratio_ci95": None, "note": NO_SUCCESS}
             continue
-        a, b, paired = _paired_values(group, ref, metric)
-        block, draws = stats.ratio_describe(a, b, paired, resamples, seed)
-        out[name] = {**block, "note": None}
-        if block["ratio"] is not None and draws is not None:
-            replicates[name] = draws
-    return out, replicates
+        out[name] = _ratio(group, ref, metric, resamples, seed)
+    return out
+
+
+def geometric_mean(ratios: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The geometric mean of per-case ratios, its CI from the cases' log-scale standard errors
+    (cases are independent; Welch–Satterthwaite degrees of freedom)."""
+    usable = [r for r in ratios if r.get("ratio") and r.get("log_standard_error") is not None]
+    if not usable or len(usable) != len(ratios):
+        return {"cases": len(ratios), "geometric_mean": None, "ci95": None}
+    logs = np.log([r["ratio"] for r in usable])
+    parts = [((r["log_standard_error"] / len(usable)) ** 2, r["df"] or np.inf) for r in usable]
+    se = float(np.sqrt(sum(v for v, _ in parts)))
+    df = hierarchy.satterthwaite(parts)
+    q = hierarchy.student_quantile(df)
+    mean = float(logs.mean())
+    return {
+        "cases": len(ratios),
+        "geometric_mean": float(np.exp(mean)),
+        "ci95": [float(np.exp(mean - q * se)), float(np.exp(mean + q * se))],
+    }
 
 
 def case_statistics(
@@ -203,8 +282,10 @@ def case_statistics(
     """Everything per case x implementation, plus ratios against ``reference`` if named."""
     cases, groups = group_rows(rows)
     implementations = sorted({name for per in groups.values() for name in per})
+    if reference and reference not in implementations and f"{reference} [new]" in implementations:
+        reference = f"{reference} [new]"  # an A/B run: the reference as the current tree runs it
     out_cases = []
-    gm_inputs: dict[str, tuple[list[float], list[np.ndarray]]] = {}
+    per_implementation: dict[str, list[dict[str, Any]]] = {}
     case_rows: dict[str, list[Mapping[str, Any]]] = {}
     for row in compute_rows.measured_rows(rows):
         case_rows.setdefault(case_label(case_of(row)), []).append(row)
@@ -222,17 +303,18 @@ def case_statistics(
         if pooled is not None:  # a Dask run whose case ran on several hosts: said, not hidden
             entry["pooled_over_hosts"] = pooled
         if reference:
-            entry["ratios"], draws = _ratios(per, reference, metric, resamples, seed)
-            for name, replicate in draws.items():
-                ratios, reps = gm_inputs.setdefault(name, ([], []))
-                ratios.append(entry["ratios"][name]["ratio"])
-                reps.append(replicate)
+            entry["ratios"] = _ratios(per, reference, metric, resamples, seed)
+            for name, ratio in entry["ratios"].items():
+                if ratio["ratio"] is not None:
+                    per_implementation.setdefault(name, []).append(ratio)
         out_cases.append(entry)
     summary: dict[str, Any] = {
         "schema": SCHEMA,
         "bootstrap": {
             **stats.bootstrap_record(resamples, seed, "repetition"),
-            "method": "iid_percentile",
+            "method": "hierarchical_percentile",
+            "levels": ["launch", "repetition"],
+            "min_units": MIN_UNITS,
         },
         "metrics": list(CASE_METRICS),
         "implementations": implementations,
@@ -242,7 +324,7 @@ def case_statistics(
     }
     if reference:
         summary["geometric_mean_ratio"] = {
-            name: stats.geometric_mean_describe(*gm_inputs[name]) if name in gm_inputs else None
+            name: geometric_mean(per_implementation[name]) if name in per_implementation else None
             for name in implementations
             if name != reference
         }

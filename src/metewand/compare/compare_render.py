@@ -9,11 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from metewand import markdown as md
+from metewand.compare import pollution, verdicts
 from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 from metewand.compare.fmt import bytes_text, ns_text
 from metewand.compare.html_parts import page, paragraph, section, table
 
-HEADER = ("ratio NEW/BASE [95% CI]", "verdict", "BASE median (n)", "NEW median (n)", "status")
+HEADER = ("ratio NEW/BASE [95% CI]", "p (q)", "verdict", "BASE median (n)", "NEW median (n)")
+STATUS = "status"
 
 
 def value_text(metric: str, value: float | None) -> str:
@@ -30,10 +32,37 @@ def value_text(metric: str, value: float | None) -> str:
 
 def ratio_text(group: Mapping[str, Any]) -> str:
     if group["ratio"] is None:
-        return group.get("note") or "no successful attempt"
+        return group.get("note") or group.get("undefined") or "no successful attempt"
     ci = group["ratio_ci95"]
     span = f" [{ci[0]:.3f}–{ci[1]:.3f}]" if ci else " (CI undefined)"
     return f"{group['ratio']:.3f}×{span}"
+
+
+def p_text(group: Mapping[str, Any]) -> str:
+    """``0.0022 (0.011)``: the rank test's p and its Benjamini–Hochberg q (— when not tested)."""
+    p, q = group.get("p_value"), group.get("q_value")
+    if p is None:
+        return "—"
+    return f"{p:.2g} ({q:.2g})" if q is not None else f"{p:.2g} (not in family)"
+
+
+def companion_header(result: Mapping[str, Any]) -> list[str]:
+    companion = result.get("companion_metric")
+    return [f"{_short_metric(companion)} NEW/BASE [CI], verdict"] if companion else []
+
+
+def _short_metric(metric: str) -> str:
+    return {"cpu_time_ns": "CPU", "timed_wall_time_ns": "wall", "duration_ms": "wall",
+            "engine_cpu_ns": "engine CPU"}.get(metric, metric)  # fmt: skip
+
+
+def _companion_cell(group: Mapping[str, Any], short: bool = False) -> str:
+    companion = group.get("companion")
+    if not isinstance(companion, Mapping):
+        return "—"
+    if short:
+        return ratio_text(companion)
+    return f"{ratio_text(companion)}, {verdicts.verdict_text(companion)}"
 
 
 def _shortened(labels: list[str]) -> dict[str, str]:
@@ -54,6 +83,23 @@ def _shortened(labels: list[str]) -> dict[str, str]:
     return out
 
 
+def _show_status(result: Mapping[str, Any]) -> bool:
+    return bool(result["status_changes"]) or any(
+        g["new_status"] != "pass" for g in result["groups"]
+    )
+
+
+def header(result: Mapping[str, Any], short: bool = False) -> list[str]:
+    """The groups table's columns; ``short`` (the terminal): one medians column, and the
+    status column only when some group did not pass."""
+    medians = ["medians BASE → NEW (n)"] if short else list(HEADER[3:])
+    status = [STATUS] if not short or _show_status(result) else []
+    companion = companion_header(result)
+    if short and companion:
+        companion = [f"{_short_metric(result['companion_metric'])} NEW/BASE"]
+    return [*result["group_names"], *HEADER[:3], *medians, *companion, *status]
+
+
 def group_rows(result: Mapping[str, Any], short: bool = False) -> list[list[str]]:
     first, second = result["group_names"]
     metric = result["metric"]
@@ -63,15 +109,23 @@ def group_rows(result: Mapping[str, Any], short: bool = False) -> list[list[str]
         status = g["new_status"]
         if g["base_status"] != g["new_status"]:
             status = f"{g['base_status']} → {g['new_status']}"
+        if short:
+            medians = [f"{_side_cell(g, 'base', metric)} → {_side_cell(g, 'new', metric)}"]
+        else:
+            medians = [_side_cell(g, "base", metric), _side_cell(g, "new", metric)]
+        companion = []
+        if result.get("companion_metric"):
+            companion = [_companion_cell(g, short)]
         rows.append(
             [
                 names.get(str(g[first]), str(g[first])),
                 str(g[second]),
                 ratio_text(g),
-                g["verdict"],
-                _side_cell(g, "base", metric),
-                _side_cell(g, "new", metric),
-                status,
+                p_text(g),
+                verdicts.verdict_text(g),
+                *medians,
+                *companion,
+                *([status] if not short or _show_status(result) else []),
             ]
         )
     return rows
@@ -87,11 +141,43 @@ def _side_cell(group: Mapping[str, Any], side: str, metric: str) -> str:
 def headline(result: Mapping[str, Any]) -> str:
     counts = result["counts"]
     parts = [f"{counts.get(v, 0)} {v}" for v in ("slower", "faster", "no change", "not comparable")]
+    design = {"interleaved_ab": "interleaved A/B run", "paired_engines": "engines of run"}.get(
+        result.get("design", ""), "runs"
+    )
+    if result.get("design") in ("interleaved_ab", "paired_engines"):
+        what = f"{design} {result['base']['run_id']} ({result['new']['side']} / {result['base']['side']})"
+    else:
+        what = f"runs {result['base']['run_id']} (BASE) vs {result['new']['run_id']} (NEW)"
     return (
-        f"{result['suite']} runs {result['base']['run_id']} (BASE) vs {result['new']['run_id']} "
-        f"(NEW), metric {result['metric']}, threshold {result['threshold'] * 100:g}%: "
+        f"{result['suite']} {what}, metric {result['metric']}, threshold "
+        f"{result['threshold'] * 100:g}%: "
         + ", ".join(parts)
         + f"; {len(result['status_changes'])} status changes"
+    )
+
+
+def notes(result: Mapping[str, Any]) -> list[str]:
+    """What the reader must know before the table: the host, the between-run noise, the gate."""
+    out = []
+    stated = pollution.statement(result["pollution"])
+    if stated:
+        out.append(stated)
+    nc = verdicts.not_comparable_text(result["gate"])
+    if nc:
+        out.append(nc)
+    return out
+
+
+def method_text(result: Mapping[str, Any]) -> str:
+    gate, stats = result["gate"], result["statistics"]
+    return (
+        f"A group is slower/faster only when the whole 95% CI of NEW/BASE (ratio of 20%-trimmed "
+        f"geometric means; hierarchical bootstrap-t over runs ⊃ process launches ⊃ repetitions, "
+        f"{stats['resamples']} resamples, seed {stats['seed']}) lies beyond "
+        f"±{result['threshold'] * 100:g}% and a rank test over the independent units is "
+        f"significant after Benjamini–Hochberg over the {gate['family_size']} comparable groups "
+        f"(q <= {gate['alpha']:g}); a group with fewer than {gate['min_units']} units on a side "
+        f"is not comparable and not counted by the gate."
     )
 
 
@@ -108,7 +194,8 @@ def markdown(result: Mapping[str, Any]) -> str:
     names = list(result["group_names"])
     lines = [f"# Comparison: {result['base']['run_id']} → {result['new']['run_id']}", ""]
     lines += [headline(result), ""]
-    lines += ["## Provenance differences", ""]
+    lines += [f"**Note:** {md.text(note)}" for note in notes(result)]
+    lines += ["", "## Provenance differences", ""]
     lines += (
         md.table(["fact", "BASE", "NEW"], provenance_rows(result))
         if result["provenance_differences"]
@@ -119,20 +206,14 @@ def markdown(result: Mapping[str, Any]) -> str:
     if result["regression_reasons"]:
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in result["regression_reasons"]]
     lines += ["", "## Groups", ""]
-    lines += md.table([*names, *HEADER], group_rows(result))
+    lines += md.table(header(result), group_rows(result))
     for name, entries in result.get("rollups", {}).items():
         lines += ["", f"## Per {name.replace('_', ' ')}", ""]
         lines += md.table([name, *ROLLUP_HEAD], rollup_rows(entries, name))
     if unmatched_rows(result):
         lines += ["", "## Unmatched groups", ""]
         lines += md.table(["side", *names], unmatched_rows(result))
-    boot = result["bootstrap"]
-    lines += [
-        "",
-        f"A group is slower/faster only when the whole 95% CI of NEW/BASE lies beyond "
-        f"±{result['threshold'] * 100:g}%. Bootstrap: {boot['resamples']} resamples of each "
-        f"run's attempts, seed {boot['seed']}.",
-    ]
+    lines += ["", method_text(result)]
     return "\n".join(lines) + "\n"
 
 
@@ -144,6 +225,7 @@ def html(result: Mapping[str, Any]) -> str:
         else paragraph("None of the recorded provenance facts differ.", "muted")
     )
     warnings = "".join(paragraph(f"Warning: {w}", "bad") for w in result["warnings"])
+    warnings += "".join(paragraph(f"Note: {n}", "bad") for n in notes(result))
     parts = [
         (
             "provenance",
@@ -163,7 +245,12 @@ def html(result: Mapping[str, Any]) -> str:
         (
             "groups",
             "Groups",
-            section("groups", "Groups", table([*names, *HEADER], group_rows(result))),
+            section(
+                "groups",
+                "Groups",
+                table(header(result), group_rows(result)),
+                paragraph(method_text(result), "muted"),
+            ),
         ),
         *(
             (

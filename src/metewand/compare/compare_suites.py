@@ -7,10 +7,10 @@ when a report is drawn, so ``metewand compare`` does not pay for numpy plots it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metewand.compare import browser_phases, cases, compute_rows, hosts, verdict
+from metewand.compare import browser_phases, cases, compute_rows, hosts, pollution, verdict
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
@@ -27,6 +27,7 @@ from metewand.runtime import rundir
 if TYPE_CHECKING:
     from metewand.compare.report_resources import ResourceContext
 
+ENGINE_CPU = "engine_cpu_ns"  # the engine group's CPU over one attempt, from its phase marks
 HOST_FACTS = ("hostname", "kernel", "cpu_model", "machine", "cpu_count", "platform")
 BROWSER_RESOURCE_METRICS = (
     "cpu_total_ms",
@@ -74,7 +75,31 @@ def common_provenance(run: RunData) -> dict[str, Any]:
 def _compute_group(row: Mapping[str, Any]) -> Group | None:
     if compute_rows.is_warmup(row):
         return None
-    return (cases.case_label(cases.case_of(row)), cases.implementation_label(row))
+    return (cases.case_label(cases.case_of(row)), cases.implementation_label(row, side=False))
+
+
+def _compute_family(metric: str) -> str:
+    if metric == "cpu_time_ns" or metric.endswith(".cpu_ns"):
+        return pollution.CPU
+    if metric.endswith("_bytes"):
+        return pollution.MEMORY
+    return pollution.WALL  # timed wall, the phase timers, phase.<name>.wall_ns
+
+
+def _compute_companion(metric: str) -> str | None:
+    pairs = {"timed_wall_time_ns": "cpu_time_ns", "cpu_time_ns": "timed_wall_time_ns"}
+    if metric in pairs:
+        return pairs[metric]
+    return _phase_companion(metric)
+
+
+def _phase_companion(metric: str) -> str | None:
+    """``phase.<name>.wall_ns`` <-> ``phase.<name>.cpu_ns``."""
+    if metric.startswith("phase.") and metric.endswith(".wall_ns"):
+        return metric.removesuffix(".wall_ns") + ".cpu_ns"
+    if metric.startswith("phase.") and metric.endswith(".cpu_ns"):
+        return metric.removesuffix(".cpu_ns") + ".wall_ns"
+    return None
 
 
 def _compute_value(row: Mapping[str, Any], metric: str) -> float | None:
@@ -149,6 +174,10 @@ register(
         verdict_of=lambda run, scores, _summary: verdict.compute_verdict(run, scores),
         csv_files=_compute_csv_files,
         run_end_formats=(),  # a compute run ends with rows and raw files; `report` derives
+        launches_of=compute_rows.launches_of,
+        metric_family=_compute_family,
+        companion_of=_compute_companion,
+        ab_of=compute_rows.ab_of,
     )
 )
 
@@ -166,10 +195,44 @@ def _browser_value(row: Mapping[str, Any], metric: str) -> float | None:
         return None  # a failed attempt did a different amount of work
     if metric == "duration_ms":
         return form_value(row.get("duration_ms"))
+    if metric == ENGINE_CPU:  # the engine group's CPU over the attempt (phase marks on)
+        return browser_phases.engine_cpu_ns(row)
     if metric.startswith("phase."):  # phase.<name>.<wall_ns|cpu_ns>: the engine group's phase
         return browser_phases.phase_value(row, metric)
     value, _ = metric_value(row.get("resource"), metric)
     return value
+
+
+def _browser_launches(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The engine process each attempt ran on (its worker slot and generation): one engine
+    process usually serves every attempt of a task, so its attempts are repetitions in it."""
+    out = []
+    for row in rows:
+        context = row.get("run_context")
+        context = context if isinstance(context, Mapping) else {}
+        generation = context.get("browser_generation")
+        if generation is None:
+            out.append(f"attempt:{row.get('key')}")
+        else:
+            out.append(f"engine:{row.get('engine')}:{context.get('worker_slot')}:{generation}")
+    return out
+
+
+def _browser_family(metric: str) -> str:
+    if metric in ("cpu_total_ms", "cpu_user_ms", "cpu_system_ms", ENGINE_CPU):
+        return pollution.CPU
+    if metric.endswith(".cpu_ns"):
+        return pollution.CPU
+    if metric.endswith("_bytes"):
+        return pollution.MEMORY
+    if metric == "process_count_peak":
+        return pollution.OTHER
+    return pollution.WALL  # duration_ms, phase.<name>.wall_ns
+
+
+def _browser_companion(metric: str) -> str | None:
+    pairs = {"duration_ms": ENGINE_CPU, ENGINE_CPU: "duration_ms"}
+    return pairs.get(metric) or _phase_companion(metric)
 
 
 def _browser_status(row: Mapping[str, Any]) -> str:
@@ -256,7 +319,7 @@ register(
         name="browser",
         group_names=("task", "engine"),
         default_metric="duration_ms",
-        metrics=("duration_ms", *BROWSER_RESOURCE_METRICS),
+        metrics=("duration_ms", ENGINE_CPU, *BROWSER_RESOURCE_METRICS),
         # phase names are the tasks' own (step1:Runtime.evaluate): any well-formed one
         accepts_metric=browser_phases.is_phase_metric,
         group_of=_browser_group,
@@ -274,5 +337,8 @@ register(
         csv_files=lambda _scores: {},
         # scores.json, and for a profiled run resource_summary.json + resource-card.md
         run_end_formats=("json",),
+        launches_of=_browser_launches,
+        metric_family=_browser_family,
+        companion_of=_browser_companion,
     )
 )

@@ -9,7 +9,7 @@ through these functions only, so the row shape is known in exactly one place of 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 ACCEPTED = "accepted"
@@ -83,3 +83,34 @@ def dataset_receipt_of(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The dataset materialization receipt of one attempt (which instance it read)."""
     found = _path(row, "record", "provenance", "data", "context", "dataset_materialization")
     return found if isinstance(found, Mapping) else None
+
+
+def worker_of(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The attempt's worker facts (``pid``, ``reused``), ``{}`` when absent."""
+    found = _path(row, "record", "provenance", "data", "context", "worker")
+    return found if isinstance(found, Mapping) else {}
+
+
+def launches_of(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The worker process each attempt ran in, for the statistics' launch level: a reused
+    worker (``worker.reused`` on its later attempts) is one launch for all its attempts;
+    otherwise every attempt had its own worker. (A pid alone would not do: pids wrap, and two
+    one-shot workers of a case may get the same one.)"""
+    reused = {worker_of(row).get("pid") for row in rows if worker_of(row).get("reused") is True}
+    out = []
+    for row in rows:
+        pid = worker_of(row).get("pid")
+        out.append(
+            f"worker:{pid}" if pid is not None and pid in reused else f"attempt:{row.get('key')}"
+        )
+    return out
+
+
+def ab_of(row: Mapping[str, Any]) -> tuple[str, str, int] | None:
+    """An interleaved A/B row's ``(side, pair, session)`` (``run --ab-baseline``), else None:
+    ``side`` is "base" or "new", ``pair`` names the repetition both sides ran on the same
+    dataset instance, ``session`` the run session (a resume starts a new one) that ran it."""
+    ab = row.get("ab")
+    if not isinstance(ab, Mapping) or ab.get("side") not in ("base", "new"):
+        return None
+    return str(ab["side"]), str(ab.get("pair")), int(ab.get("session") or 0)

@@ -18,6 +18,7 @@ from metewand.compare import (
     phase_costs,
     phase_plots,
     plots,
+    pollution,
     report_provenance,
     verdict,
 )
@@ -195,18 +196,40 @@ def _failed_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
     return failed
 
 
-def _scaling_figures(summary: Mapping[str, Any]) -> list[str]:
+SCALING_METRICS = (TIME_METRIC, "cpu_time_ns")  # wall beside CPU, one row of panels each
+
+
+def unreliable_metrics(run: RunData) -> dict[str, str]:
+    """Which of the charted metrics the host made unreliable (a failed pollution gate), and
+    why, for a panel title."""
+    gate = pollution.account([("RUN", run.run_id, run.host_summary)])
+    spoiled = set(gate["unreliable"])
+    named = ", ".join(c["condition"] for r in gate["runs"] for c in r["conditions"])
+    why = f"unreliable: host polluted ({named or 'gate failed'})"
+    out = {}
+    if pollution.WALL in spoiled:
+        out[TIME_METRIC] = why
+    if pollution.CPU in spoiled:
+        out["cpu_time_ns"] = why
+    return out
+
+
+def _scaling_figures(summary: Mapping[str, Any], unreliable: Mapping[str, str]) -> list[str]:
     figures = []
     for axis in case_plots.scaling_axes(summary):
-        uri = plots.to_data_uri(case_plots.scaling_chart(summary, axis, TIME_METRIC))
-        figures.append(
-            figure(
-                uri,
-                f"median timed wall time against {axis}, log scale",
-                f"Median {TIME_METRIC} (log scale) against {axis}, one line per implementation, "
-                "band: bootstrap 95% CI of the median. A missing point had no accepted attempt.",
-                f"scaling-{axis}",
+        chart = case_plots.scaling_chart(summary, axis, SCALING_METRICS, unreliable)
+        uri = plots.to_data_uri(chart)
+        caption = (
+            f"Median timed wall (top) and CPU time (bottom), log scale, against {axis}; one line "
+            "per implementation, band: the 95% CI of the median (none from fewer than 5 "
+            "launches). A missing point had no accepted attempt."
+        )
+        if unreliable:
+            caption += " " + "; ".join(
+                f"{metric}: {why}" for metric, why in sorted(unreliable.items())
             )
+        figures.append(
+            figure(uri, f"median timed wall and CPU against {axis}", caption, f"scaling-{axis}")
         )
     return figures or [paragraph("No numeric axis takes two values: no scaling chart.", "muted")]
 
@@ -219,7 +242,7 @@ def _pooled_cases(summary: Mapping[str, Any]) -> list[str]:
     return [paragraph(POOLED_CASES_NOTE, "bad"), table(["case: pooled rows"], [[x] for x in lines])]
 
 
-def _case_sections(summary: Mapping[str, Any]) -> list[Section]:
+def _case_sections(summary: Mapping[str, Any], unreliable: Mapping[str, str]) -> list[Section]:
     boot = summary["bootstrap"]
     head = ["case", "implementation", "accepted", "failures by code"]
     per_case = section(
@@ -227,9 +250,11 @@ def _case_sections(summary: Mapping[str, Any]) -> list[Section]:
         "Per case",
         paragraph(
             "One row per case x implementation, measured attempts only; cells: median "
-            f"[bootstrap 95% CI of the median, {boot['resamples']} resamples of the "
-            f"repetitions, seed {boot['seed']}] n."
+            f"[95% CI of the median, {boot['resamples']} hierarchical resamples of the worker "
+            f"launches and their repetitions, seed {boot['seed']}; none from fewer than "
+            f"{boot.get('min_units', 5)} launches] n."
         ),
+        *(paragraph(f"{metric}: {why}", "bad") for metric, why in sorted(unreliable.items())),
         table(head + list(SHOWN_METRICS), case_rows(summary, SHOWN_METRICS)),
         *_pooled_cases(summary),
     )
@@ -239,13 +264,13 @@ def _case_sections(summary: Mapping[str, Any]) -> list[Section]:
             "case-ratios",
             f"Ratio to {summary['reference']} per case ({summary['ratio_metric']})",
             paragraph(
-                "Median / reference median; below 1 is faster. Paired: repetitions "
-                "resampled together on the same dataset instance."
+                "Ratio of geometric means; below 1 is faster. Paired: each dataset instance's "
+                "two attempts resampled together (hierarchical bootstrap-t CI)."
             ),
             table(["case", "implementation", "ratio [95% CI]"], ratio_rows(summary)),
         )
         out.append(("case-ratios", "Ratios", ratios))
-    scaling = section("scaling", "Scaling", *_scaling_figures(summary))
+    scaling = section("scaling", "Scaling", *_scaling_figures(summary, unreliable))
     out.append(("scaling", "Scaling", scaling))
     return out
 
@@ -301,7 +326,7 @@ def compute_sections(run: RunData, scores: Mapping[str, Any]) -> list[Section]:
     where = _where_section(scores.get("phase_costs"))
     return [
         ("scores", "Scores", outcomes),
-        *_case_sections(summary),
+        *_case_sections(summary, unreliable_metrics(run)),
         ("phases", "Phases", phases),
         ("where-cost", "Where the CPU goes", where or Omitted("Where the CPU goes", NO_MARKS)),
         (

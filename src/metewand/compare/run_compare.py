@@ -1,13 +1,14 @@
-"""``metewand compare BASE NEW``: what changed between two runs of the same suite.
+"""``metewand compare``: what changed between runs of the same suite.
 
 Suite-specific parts (how attempts group, which metric is the default, what a status is, which
-provenance facts matter) come from ``compare.suite_registry``, keyed by the run's suite kind;
-this module only matches groups, bootstraps NEW/BASE ratios and judges them.
+provenance facts matter, which process launch a row ran in) come from ``compare.suite_registry``,
+keyed by the run's suite kind; this module only matches groups, hands each group's values,
+nested as runs ⊃ process launches ⊃ repetitions, to ``compare.verdicts`` and gathers the result.
 
-A group is "slower" only when the whole 95% CI of NEW/BASE lies above 1 + threshold, "faster"
-only when it lies below 1 - threshold; anything else is "no change" (including a CI that
-straddles the threshold: the data cannot tell). The two runs are independent samples, so the
-ratio's bootstrap resamples each side on its own.
+Each side may hold several runs: runs then become a level of the hierarchy, and the between-run
+noise that an A/A pair of single runs cannot see is estimated. With one run per side the report
+says that it could not be. ``compare.ab_compare`` reads paired designs (one interleaved A/B run,
+or two engines of one browser run) into the same result shape.
 """
 
 from __future__ import annotations
@@ -19,38 +20,68 @@ from typing import Any
 
 from metewand.compare import (
     compare_suites,  # noqa: F401  (the edge: registers the suite kinds)
+    hierarchy,
     hosts,
+    pollution,
     stats,
+    verdicts,
 )
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import CompareError, Group, SuiteKind, suite_kind
 
-SCHEMA = "metewand_compare/1"
+SCHEMA = "metewand_compare/2"
 DEFAULT_THRESHOLD = 0.05
-SLOWER, FASTER, SAME = "slower", "faster", "no change"
-UNMEASURED = "not comparable"
+SLOWER, FASTER, SAME = verdicts.SLOWER, verdicts.FASTER, verdicts.SAME
+UNMEASURED = verdicts.UNMEASURED
 PASS = "pass"
+RunsArg = RunData | Sequence[RunData]
 
 
 @dataclass
 class _Side:
-    values: list[float]
-    statuses: Counter[str]
+    items: dict[str, list[verdicts.Item]] = field(default_factory=dict)  # metric -> items
+    statuses: Counter[str] = field(default_factory=Counter)
     rows: list[Mapping[str, Any]] = field(default_factory=list)  # for the hosts they ran on
 
 
-def _collect(run: RunData, kind: SuiteKind, metric: str) -> dict[Group, _Side]:
+@dataclass(frozen=True)
+class Settings:
+    """How a comparison judges: the metric and its CPU/wall companion, and the gate's rules."""
+
+    metric: str
+    companion: str | None
+    threshold: float = DEFAULT_THRESHOLD
+    resamples: int = stats.DEFAULT_RESAMPLES
+    seed: int = stats.DEFAULT_BOOTSTRAP_SEED
+    min_units: int = verdicts.DEFAULT_MIN_UNITS
+    alpha: float = 0.05
+    # per group, between-run variance known from the run history (issue #23's store): a side
+    # judged below the run level adds it, so a change must exceed the group's historical spread
+    between_run: Mapping[Group, hierarchy.BetweenRun] | None = None
+
+
+def as_runs(runs: RunsArg) -> list[RunData]:
+    return [runs] if isinstance(runs, RunData) else list(runs)
+
+
+def _collect(runs: list[RunData], kind: SuiteKind, metrics: list[str]) -> dict[Group, _Side]:
+    """Each group's values per metric as (run, launch, value) items, and its statuses."""
     groups: dict[Group, _Side] = {}
-    for row in run.rows:
-        group = kind.group_of(row)
-        if group is None:
-            continue
-        side = groups.setdefault(group, _Side([], Counter()))
-        side.statuses[kind.status_of(row)] += 1
-        value = kind.value_of(row, metric)
-        if value is not None:
-            side.values.append(value)
-            side.rows.append(row)
+    for index, run in enumerate(runs):
+        by_group: dict[Group, list[dict[str, Any]]] = {}
+        for row in run.rows:
+            group = kind.group_of(row)
+            if group is not None and (kind.ab_of is None or kind.ab_of(row) is None):
+                by_group.setdefault(group, []).append(row)
+        for group, rows in by_group.items():
+            side = groups.setdefault(group, _Side())
+            for row, launch in zip(rows, kind.launches_of(rows), strict=True):
+                side.statuses[kind.status_of(row)] += 1
+                side.rows.append(row)
+                for metric in metrics:
+                    value = kind.value_of(row, metric)
+                    if value is not None:
+                        side.items.setdefault(metric, []).append((index, launch, value))
     return groups
 
 
@@ -61,66 +92,73 @@ def status_text(statuses: Counter[str]) -> str:
     return ", ".join(f"{s} x{n}" for s, n in sorted(statuses.items(), key=lambda i: (-i[1], i[0])))
 
 
-def verdict(ci: Sequence[float] | None, threshold: float) -> str:
-    if ci is None:
-        return UNMEASURED
-    if ci[0] > 1 + threshold:
-        return SLOWER
-    if ci[1] < 1 - threshold:
-        return FASTER
-    return SAME
+def _missing_note(base: _Side, new: _Side, metric: str) -> str | None:
+    for name, side in (("BASE", base), ("NEW", new)):
+        if not side.items.get(metric):
+            passed = side.statuses.get(PASS, 0) > 0
+            return f"not measured in {name}" if passed else f"no successful attempt in {name}"
+    return None
+
+
+def _figures(base: _Side, new: _Side, metric: str, group: Group, s: Settings) -> dict[str, Any]:
+    figures = verdicts.two_sample_figures(
+        base.items.get(metric, []),
+        new.items.get(metric, []),
+        (s.between_run or {}).get(group),
+        s.resamples,
+        s.seed,
+    )
+    note = _missing_note(base, new, metric)
+    if note:
+        figures["note"] = note
+    return figures
 
 
 def _group_entry(
-    base: _Side, new: _Side, threshold: float, resamples: int, seed: int
+    key: Group, base: _Side, new: _Side, kind: SuiteKind, settings: Settings
 ) -> dict[str, Any]:
-    ratio, _ = stats.ratio_describe(new.values, base.values, False, resamples, seed)
-    entry: dict[str, Any] = {
-        "base": {"n": len(base.values), "median": stats.median(base.values)},
-        "new": {"n": len(new.values), "median": stats.median(new.values)},
-        "ratio": ratio["ratio"],
-        "ratio_ci95": ratio["ratio_ci95"],
-        "verdict": verdict(ratio["ratio_ci95"], threshold),
-        "base_status": status_text(base.statuses),
-        "new_status": status_text(new.statuses),
-    }
+    entry: dict[str, Any] = {kind.group_names[0]: key[0], kind.group_names[1]: key[1]}
+    entry.update(_figures(base, new, settings.metric, key, settings))
+    entry["base_status"] = status_text(base.statuses)
+    entry["new_status"] = status_text(new.statuses)
+    if settings.companion:
+        entry["companion"] = _figures(base, new, settings.companion, key, settings)
     pooled = {"base": hosts.pooling(base.rows), "new": hosts.pooling(new.rows)}
     if pooled["base"] or pooled["new"]:  # a Dask run's group ran on several hosts: say so
         entry["pooled_over_hosts"] = {
             side: block["statement"] if block else None for side, block in pooled.items()
         }
-    if entry["ratio"] is None:
-        name, side = ("BASE", base) if not base.values else ("NEW", new)
-        passed = side.statuses.get(PASS, 0) > 0
-        entry["note"] = f"not measured in {name}" if passed else f"no successful attempt in {name}"
     return entry
 
 
-def provenance_differences(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Facts whose values differ between the runs (absent on one side counts as different)."""
+def provenance_differences(
+    base: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Facts whose values differ between the sides (absent on one side counts as different).
+    A side of several runs shows one value when its runs agree, else the list of them."""
+
+    def side_value(facts: Sequence[Mapping[str, Any]], name: str) -> Any:
+        values = [f.get(name) for f in facts]
+        return values[0] if all(v == values[0] for v in values) else values
+
+    names = sorted({n for f in [*base, *new] for n in f})
     out = []
-    for name in sorted(set(base) | set(new)):
-        if base.get(name) != new.get(name):
-            out.append({"fact": name, "base": base.get(name), "new": new.get(name)})
+    for name in names:
+        b, n = side_value(base, name), side_value(new, name)
+        if b != n:
+            out.append({"fact": name, "base": b, "new": n})
     return out
 
 
-def _gate_warnings(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """A run whose host pollution gate did not pass is suspect even when both agree."""
-    out = []
-    for side, facts in (("BASE", base), ("NEW", new)):
-        if facts.get("pollution_gate_passed") is False:
-            out.append(f"{side} ran on a polluted host (its pollution gate did not pass)")
-    return out
-
-
-def _host_warnings(base: RunData, new: RunData) -> list[str]:
+def _host_warnings(sides: Sequence[tuple[str, list[RunData]]]) -> list[str]:
     """A run whose rows ran on several Dask hosts: its medians pool them (never silently)."""
     out = []
-    for side, run in (("BASE", base), ("NEW", new)):
-        pooled = hosts.pooling(run.rows)
-        if pooled is not None:
-            out.append(f"{side}'s medians are {pooled['statement']}")
+    for name, runs in sides:
+        for run in runs:
+            pooled = hosts.pooling(run.rows)
+            if pooled is not None:
+                whose = name if len(runs) == 1 else f"{name} run {run.run_id}"
+                out.append(f"{whose}'s medians are {pooled['statement']}")
     return out
 
 
@@ -139,65 +177,151 @@ def _rollups(kind: SuiteKind, base: RunData, new: RunData) -> dict[str, list[dic
     return out
 
 
+def settings_for(kind: SuiteKind, metric: str | None, **rules: Any) -> Settings:
+    """The comparison's settings, the metric checked against the suite's (CompareError)."""
+    chosen = metric or kind.default_metric
+    accepted = chosen in kind.metrics or bool(kind.accepts_metric and kind.accepts_metric(chosen))
+    if not accepted:
+        raise CompareError(
+            f"--metric {chosen!r} is not a {kind.name} metric; choose from {list(kind.metrics)}"
+        )
+    return Settings(metric=chosen, companion=kind.companion_of(chosen), **rules)
+
+
+def run_block(runs: list[RunData]) -> dict[str, Any]:
+    return {
+        "run_id": ", ".join(run.run_id for run in runs),
+        "runs": [{"run_id": r.run_id, "path": str(r.path), "rows": len(r.rows)} for r in runs],
+        "rows": sum(len(run.rows) for run in runs),
+    }
+
+
+def finish(
+    result: dict[str, Any], groups: list[dict[str, Any]], kind: SuiteKind, settings: Settings
+) -> dict[str, Any]:
+    """Judge the groups (and, apart, their companions) and add the gate's account, the counts
+    and the regressions: what every comparison shape ends with."""
+    result["gate"] = verdicts.judge(groups, settings.threshold, settings.min_units, settings.alpha)
+    companions = [g["companion"] for g in groups if "companion" in g]
+    if companions:
+        verdicts.judge(companions, settings.threshold, settings.min_units, settings.alpha)
+    first, second = kind.group_names
+    regressions = [g for g in groups if g["verdict"] == SLOWER]
+    lost_passes = [g for g in result["status_changes"] if g["base_status"] == PASS]
+    result["groups"] = groups
+    result["counts"] = verdicts.counts(groups)
+    result["regression"] = bool(regressions or lost_passes)
+    result["regression_reasons"] = [
+        f"{g[first]} x {g[second]}: slower (NEW/BASE {g['ratio']:.3f}, CI "
+        f"{g['ratio_ci95'][0]:.3f}-{g['ratio_ci95'][1]:.3f}, q {g['q_value']:.3g})"
+        for g in regressions
+    ] + [f"{g[first]} x {g[second]}: {g['base_status']} -> {g['new_status']}" for g in lost_passes]
+    return result
+
+
+def head(
+    kind: SuiteKind, settings: Settings, design: str, sides: Sequence[tuple[str, list[RunData]]]
+) -> dict[str, Any]:
+    """The fields every comparison starts with: what was compared, how, and the host's state."""
+    return {
+        "schema": SCHEMA,
+        "suite": kind.name,
+        "design": design,
+        "group_names": list(kind.group_names),
+        "metric": settings.metric,
+        "metric_family": kind.metric_family(settings.metric),
+        "companion_metric": settings.companion,
+        "threshold": settings.threshold,
+        "statistics": {
+            "method": "hierarchical_bootstrap_t_ratio_of_geometric_means",
+            "levels": list(hierarchy.LEVELS),
+            "resamples": settings.resamples,
+            "seed": settings.seed,
+            "level": hierarchy.CI_LEVEL,
+            "history_between_run": bool(settings.between_run),
+        },
+        "pollution": pollution.account(
+            [(name, run.run_id, run.host_summary) for name, runs in sides for run in runs]
+        ),
+    }
+
+
 def compare_runs(
-    base: RunData,
-    new: RunData,
+    base: RunsArg,
+    new: RunsArg,
     metric: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     resamples: int = stats.DEFAULT_RESAMPLES,
     seed: int = stats.DEFAULT_BOOTSTRAP_SEED,
+    *,
+    min_units: int = verdicts.DEFAULT_MIN_UNITS,
+    alpha: float = 0.05,
+    between_run: Mapping[Group, hierarchy.BetweenRun] | None = None,
 ) -> dict[str, Any]:
-    if base.kind != new.kind:
-        raise CompareError(f"BASE is a {base.kind} run and NEW a {new.kind} run")
-    kind = suite_kind(base.kind)
-    metric = metric or kind.default_metric
-    accepted = metric in kind.metrics or bool(kind.accepts_metric and kind.accepts_metric(metric))
-    if not accepted:
-        raise CompareError(
-            f"--metric {metric!r} is not a {kind.name} metric; choose from {list(kind.metrics)}"
+    """NEW against BASE, each one run or several runs of the same suite.
+
+    ``between_run``: per group, a between-run variance (log scale) from the run history; see
+    ``Settings``."""
+    base_runs, new_runs = as_runs(base), as_runs(new)
+    if not base_runs or not new_runs:
+        raise CompareError("each side needs at least one run")
+    kinds = {run.kind for run in [*base_runs, *new_runs]}
+    if len(kinds) != 1:
+        raise CompareError(f"the runs are of different suites: {sorted(kinds)}")
+    kind = suite_kind(kinds.pop())
+    for run in [*base_runs, *new_runs]:
+        if kind.ab_of is not None and any(kind.ab_of(row) for row in run.rows):
+            raise CompareError(
+                f"{run.path} is an interleaved A/B run: compare its two sides with --ab"
+            )
+    settings = settings_for(
+        kind, metric, threshold=threshold, resamples=resamples, seed=seed,
+        min_units=min_units, alpha=alpha, between_run=between_run,
+    )  # fmt: skip
+    metrics = [m for m in (settings.metric, settings.companion) if m]
+    base_groups = _collect(base_runs, kind, metrics)
+    new_groups = _collect(new_runs, kind, metrics)
+    groups = [
+        _group_entry(key, base_groups[key], new_groups[key], kind, settings)
+        for key in sorted(set(base_groups) & set(new_groups))
+    ]
+    sides = [("BASE", base_runs), ("NEW", new_runs)]
+    result = head(kind, settings, "separate_runs", sides)
+    result.update(
+        {
+            "base": run_block(base_runs),
+            "new": run_block(new_runs),
+            "provenance_differences": provenance_differences(
+                [kind.provenance_of(r) for r in base_runs],
+                [kind.provenance_of(r) for r in new_runs],
+            ),
+            "unmatched": {
+                "only_in_base": [list(k) for k in sorted(set(base_groups) - set(new_groups))],
+                "only_in_new": [list(k) for k in sorted(set(new_groups) - set(base_groups))],
+            },
+            "status_changes": [g for g in groups if g["base_status"] != g["new_status"]],
+            "rollups": _rollups(kind, base_runs[0], new_runs[0])
+            if len(base_runs) == len(new_runs) == 1
+            else {},
+            "warnings": _warnings(result_runs=sides, groups=groups) + _host_warnings(sides),
+        }
+    )
+    return finish(result, groups, kind, settings)
+
+
+def _warnings(result_runs: Sequence[tuple[str, list[RunData]]], groups: list[Any]) -> list[str]:
+    """Polluted runs, and between-run noise that could not be estimated."""
+    out = []
+    for name, runs in result_runs:
+        for run in runs:
+            gate = pollution.gate_of(run.host_summary)
+            if gate["passed"] is False:
+                named = ", ".join(c["condition"] for c in gate["conditions"]) or "gate failed"
+                out.append(f"{name} run {run.run_id} ran on a polluted host ({named})")
+    if all(len(runs) == 1 for _, runs in result_runs) and groups:
+        out.append(
+            "one run per side: between-run noise could not be estimated (a change of the host "
+            "between the runs looks like a change of the code); give each side several runs "
+            "(--base/--new), or run an interleaved A/B (run --ab-baseline, compare --ab)"
         )
-    base_groups, new_groups = _collect(base, kind, metric), _collect(new, kind, metric)
-    groups = []
-    for key in sorted(set(base_groups) & set(new_groups)):
-        entry = _group_entry(base_groups[key], new_groups[key], threshold, resamples, seed)
-        groups.append({kind.group_names[0]: key[0], kind.group_names[1]: key[1], **entry})
-    status_changes = [g for g in groups if g["base_status"] != g["new_status"]]
-    regressions = [g for g in groups if g["verdict"] == SLOWER]
-    lost_passes = [g for g in status_changes if g["base_status"] == PASS]
-    return {
-        "schema": SCHEMA,
-        "suite": kind.name,
-        "group_names": list(kind.group_names),
-        "base": {"run_id": base.run_id, "path": str(base.path), "rows": len(base.rows)},
-        "new": {"run_id": new.run_id, "path": str(new.path), "rows": len(new.rows)},
-        "metric": metric,
-        "threshold": threshold,
-        "bootstrap": {
-            **stats.bootstrap_record(resamples, seed, "attempt"),
-            "method": "independent_iid_percentile_ratio_of_medians",
-        },
-        "provenance_differences": provenance_differences(
-            kind.provenance_of(base), kind.provenance_of(new)
-        ),
-        "groups": groups,
-        "unmatched": {
-            "only_in_base": [list(k) for k in sorted(set(base_groups) - set(new_groups))],
-            "only_in_new": [list(k) for k in sorted(set(new_groups) - set(base_groups))],
-        },
-        "status_changes": status_changes,
-        "rollups": _rollups(kind, base, new),
-        "warnings": _gate_warnings(kind.provenance_of(base), kind.provenance_of(new))
-        + _host_warnings(base, new),
-        "counts": dict(Counter(g["verdict"] for g in groups)),
-        "regression": bool(regressions or lost_passes),
-        "regression_reasons": [
-            f"{g[kind.group_names[0]]} x {g[kind.group_names[1]]}: slower "
-            f"(NEW/BASE {g['ratio']:.3f}, CI {g['ratio_ci95'][0]:.3f}-{g['ratio_ci95'][1]:.3f})"
-            for g in regressions
-        ]
-        + [
-            f"{g[kind.group_names[0]]} x {g[kind.group_names[1]]}: {g['base_status']} -> "
-            f"{g['new_status']}"
-            for g in lost_passes
-        ],
-    }
+    return out

@@ -63,6 +63,19 @@ class SuiteKind:
     rollups_of: Callable[[Rows], dict[str, dict[Group, Any]]] | None = None
     # metrics beyond ``metrics`` whose names come from the rows (browser phase names)
     accepts_metric: Callable[[str], bool] | None = None
+    # metewand compare's statistics (compare.hierarchy): the process launch of each of one
+    # group's rows in one run (a compute worker process, a browser engine process); rows of one
+    # launch share its state, so repetitions inside it are not independent units
+    launches_of: Callable[[Sequence[Mapping[str, Any]]], list[str]] = lambda rows: [
+        f"row:{i}" for i in range(len(rows))
+    ]
+    # "wall" | "cpu" | "memory" | "other": which pollution can spoil the metric
+    metric_family: Callable[[str], str] = lambda metric: "other"
+    # the CPU figure shown beside a wall metric and the other way round (None: there is none)
+    companion_of: Callable[[str], str | None] = lambda metric: None
+    # interleaved A/B inside one run: the side ("base"/"new") and the pair of a row (None: not
+    # an A/B row) — compute runs made with ``run --ab-baseline``
+    ab_of: Callable[[Mapping[str, Any]], tuple[str, str, int] | None] | None = None
     # the run's verdict (compare.verdict): (run, its scores or None, a regenerated resource
     # summary or None) -> Verdict; None: the suite has no verdict
     verdict_of: (

@@ -239,8 +239,8 @@ def _ratio_sentence(stats: Mapping[str, Any]) -> str | None:
             parts.append(f"{name} not comparable (no accepted attempt in some case)")
     if not reference or not parts:
         return None
-    return (f"Timed wall against {reference} (geometric mean of per-case median ratios): "
-            + "; ".join(parts) + ".")  # fmt: skip
+    return (f"Timed wall against {reference} (geometric mean over the cases of each case's "
+            "ratio of trimmed geometric means): " + "; ".join(parts) + ".")  # fmt: skip
 
 
 def _compute_conditions(run: RunData, stats: Mapping[str, Any]) -> list[str]:

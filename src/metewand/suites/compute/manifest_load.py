@@ -17,8 +17,10 @@ from metewand.suites.compute.manifest_read import read_manifest
 from metewand.suites.compute.manifest_rust import read_rust_manifest
 
 
-def load(path: str) -> Manifest:
-    """Read and validate a manifest; raises ManifestError listing every problem."""
+def load(path: str, root: str | None = None) -> Manifest:
+    """Read and validate a manifest; raises ManifestError listing every problem. ``root``: the
+    directory its relative paths resolve against (default: the manifest's own; an A/B run's
+    baseline side, ``suites.compute.ab``, reads the manifest against the baseline tree)."""
     try:
         with open(path, "rb") as fh:
             document = tomllib.load(fh)
@@ -36,7 +38,13 @@ def load(path: str) -> Manifest:
         raise ManifestError([f"{os.path.basename(path)}: {exc}"]) from exc
     try:
         if dialect == RUST_DIALECT:
+            if root is not None:
+                raise ManifestError(
+                    [f"{os.path.basename(path)}: a Rust-dialect manifest cannot be read against "
+                     "another tree (--ab-baseline takes metewand-dialect manifests)"]
+                )  # fmt: skip
             return read_rust_manifest(os.path.abspath(path), document, why)
-        return replace(read_manifest(os.path.abspath(path), document), dialect_reason=why)
+        manifest = read_manifest(os.path.abspath(path), document, root)
+        return replace(manifest, dialect_reason=why)
     except RecursionError:
         raise ManifestError([f"{path}: a value is nested too deeply"]) from None

@@ -278,8 +278,10 @@ TOP_KEYS |= {"implementations": False, "execution_policies": False, "experiments
 TOP_KEYS |= {"reference_implementation": False}
 
 
-def read_manifest(path: str, doc: dict[str, Any]) -> Manifest:
-    r = Reader(path)
+def read_manifest(path: str, doc: dict[str, Any], root: str | None = None) -> Manifest:
+    """The manifest at ``path``; its relative paths resolve against ``root`` (default: the
+    manifest's own directory; an A/B run's baseline side reads it against the baseline tree)."""
+    r = Reader(path, root=root)
     r.table(doc, "$", TOP_KEYS)
     if doc.get("version") != MANIFEST_VERSION:
         r.error("version", f"must be {MANIFEST_VERSION}")

@@ -25,10 +25,10 @@ class Reader:
     # How a key error is worded (the Rust dialect's reader says "unknown field", as Rust does).
     UNKNOWN, MISSING = "unknown key", "missing required key"
 
-    def __init__(self, path: str, label: str | None = None) -> None:
+    def __init__(self, path: str, label: str | None = None, root: str | None = None) -> None:
         self.path = path
         self.file = label or os.path.basename(path)  # what every error names
-        self.root = os.path.dirname(path)
+        self.root = root or os.path.dirname(path)  # what relative paths resolve against
         self.errors: list[str] = []
 
     def error(self, where: str, message: str) -> None:

@@ -54,8 +54,14 @@ class PlannedAttempt:
     measurement_index: int | None = None
     scheduling_priority: str = ""  # 64 hex digits
     problem_contract_id: str = ""  # sent as problem_contract_id in prepare and evaluate
+    # an interleaved A/B run (suites.compute.ab): which tree this attempt runs, the pair it
+    # belongs to (the same repetition of the other side) and which side of the pair runs first
+    ab_side: str | None = None
+    ab_pair: str | None = None
+    ab_first: str | None = None
 
     def describe(self) -> dict[str, Any]:
+        ab = {"ab": {"side": self.ab_side, "pair": self.ab_pair, "first": self.ab_first}}
         return {
             "key": self.key,
             "slot_id": self.slot_id,
@@ -77,6 +83,7 @@ class PlannedAttempt:
             "measurement_index": self.measurement_index,
             "role": self.role,
             "timing_scope": self.policy.timing_scope,
+            **(ab if self.ab_side else {}),
         }
 
 

@@ -26,6 +26,7 @@ from metewand.runtime.progress import ReporterFactory, null_reporter
 from metewand.runtime.run import Run, open_store
 from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, SuiteRef, Unit
+from metewand.suites.compute.ab import ab_plan, load_baseline, manifest_facts
 from metewand.suites.compute.execute import Timeouts
 from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
 from metewand.suites.compute.manifest import Manifest
@@ -55,6 +56,7 @@ class RunOptions:
     scheduler: str | None = None  # --executor dask: tcp://HOST:PORT of a running scheduler
     dask_local: int | None = None  # --executor dask: a LocalCluster of this many workers
     phase_marks: bool = True  # --no-phase-marks: attempts take no phase marks (rows' phases null)
+    ab_baseline: str | None = None  # --ab-baseline: an interleaved A/B run against this tree
 
 
 @dataclass
@@ -94,6 +96,13 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             f"(sha256 {str(recorded.get('manifest_sha256'))[:12]}…); {data['manifest_path']} "
             f"differs (sha256 {data['manifest_sha256'][:12]}…): refusing to mix two benchmarks "
             "in one run"
+        )
+    recorded_tree = (recorded.get("ab") or {}).get("baseline_tree")
+    tree = (data.get("ab") or {}).get("baseline_tree")
+    if recorded_tree != tree:
+        raise StoreError(
+            f"{run_dir} was run with --ab-baseline {recorded_tree}; resuming with "
+            f"{tree or 'no --ab-baseline'} would mix two designs in one run"
         )
     recipe = recorded.get("versions", {}).get("identity_recipe", LEGACY_IDENTITY_RECIPE)
     if recipe != VERSIONS["identity_recipe"]:
@@ -163,9 +172,15 @@ def run(
     options = absolute_options(options)
     manifest = load(os.path.abspath(manifest_path))
     plan = build_plan(manifest, options.max_attempts)
+    baseline = None
+    if options.ab_baseline is not None:
+        baseline = load_baseline(manifest.path, options.ab_baseline)
+        plan = ab_plan(plan, baseline)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     jobs = max(1, options.jobs or first)
     data = _manifest_data(manifest, plan, options.jobs or first, options.phase_marks)
+    if baseline is not None:
+        data["ab"] = manifest_facts(baseline, manifest, plan)
     with sigterm_as_interrupt():  # also while the run directory is being opened
         store = open_store(
             options.out_dir, options.run_id, options.resume, data,
@@ -176,7 +191,7 @@ def run(
                 manifest, plan, store, jobs=jobs, cache_dir=options.cache_dir,
                 accounting_backend=options.accounting_backend, timeouts=options.timeouts,
                 log_limit=options.log_limit, phase_marks=options.phase_marks,
-                pair_on_host=options.executor == "dask",
+                pair_on_host=options.executor == "dask", baseline=baseline,
             )  # fmt: skip
             units = suite.units()
             host = _host_telemetry(store.run_dir, options)
@@ -199,6 +214,7 @@ def _ref_config(
         manifest.path, options.max_attempts, run_dir, jobs=jobs, cache_dir=options.cache_dir,
         accounting_backend=options.accounting_backend, timeouts=options.timeouts,
         log_limit=options.log_limit, phase_marks=options.phase_marks,
+        ab_baseline=options.ab_baseline,
     )  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore, RunView
 from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
+from metewand.suites.compute.ab import Baseline, ab_plan, load_baseline, pairs_of
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
 from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
 from metewand.suites.compute.launch import Builder, launch_spec
@@ -72,8 +73,12 @@ class ComputeSuite:
         work_dir: str | None = None,
         phase_marks: bool = True,
         pair_on_host: bool = False,
+        baseline: Baseline | None = None,
     ) -> None:
         self.manifest, self.plan, self.store, self.jobs = manifest, plan, store, jobs
+        self.baseline = baseline  # an interleaved A/B run's baseline tree (suites.compute.ab)
+        # which session of the run this is (0, then 1 per resume): A/B rows record it
+        self.session = _session_of(store)
         self.pair_on_host = pair_on_host
         self.accounting_backend, self.timeouts, self.log_limit = (
             accounting_backend,
@@ -98,6 +103,14 @@ class ComputeSuite:
             self.containment,
             on_start=self.journal.process,
         )
+        self.base_builder = None
+        if baseline is not None:  # the baseline side builds in its own tree and build dir
+            self.base_builder = Builder(
+                baseline.path,
+                os.path.join(self.work_dir, "build-base"),
+                self.containment,
+                on_start=self.journal.process,
+            )
         self.cache = DatasetCache(
             cache_dir or default_cache_dir(),
             self.work_dir,
@@ -121,6 +134,11 @@ class ComputeSuite:
         done = self.store.finished_keys()
         if self.pair_on_host:
             return _group_units(pairing_groups(self.plan), self.plan, done)
+        if self.baseline is not None:  # both halves of a pair, one after the other, one slot
+            return [
+                Unit(tuple(keys), {"parts": [[key] for key in keys]})
+                for keys in pairs_of(self.plan, done)
+            ]
         units = []
         for index, unit in enumerate(self.plan.units):
             todo = tuple(attempt.key for attempt in unit if attempt.key not in done)
@@ -207,8 +225,12 @@ class ComputeSuite:
     ) -> Row:
         dataset = self.cache.get(attempt.dataset)
         impl_def = self.manifest.implementations[attempt.implementation]
+        builder, definitions = self.builder, self.plan.definitions
+        if attempt.ab_side == "base" and self.baseline and self.base_builder:
+            impl_def = self.baseline.manifest.implementations[attempt.implementation]
+            builder, definitions = self.base_builder, self.baseline.definitions
         problem = self.manifest.problems[attempt.problem]
-        impl_build = self.builder.build(f"impl-{impl_def.name}", impl_def.launch)
+        impl_build = builder.build(f"impl-{impl_def.name}", impl_def.launch)
         eval_build = self.builder.build(f"eval-{problem.name}", problem.evaluator)
         setup_error = dataset.error or impl_build.error or eval_build.error
         rel = f"artifacts/{attempt.key}"
@@ -224,7 +246,7 @@ class ComputeSuite:
                     adir,
                     impl_build.build_dir,
                     ("one_shot",),
-                    self.plan.definitions,
+                    definitions,
                 ),
                 evaluator=launch_spec(
                     "problem_evaluator",
@@ -242,7 +264,10 @@ class ComputeSuite:
             outcome = AttemptRun(spec, worker, release_worker=last).run()
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)
-            return build_row(outcome, spec, dataset.receipt, adir, rel, self.jobs)
+            row = build_row(outcome, spec, dataset.receipt, adir, rel, self.jobs)
+            if "ab" in row:  # which session ran it: a pair split by a resume is not back to back
+                row["ab"] = {**row["ab"], "session": self.session}
+            return row
 
     def _output_schema(self, attempt: PlannedAttempt) -> str:
         from metewand.suites.compute.definitions import dataset_output_schema
@@ -250,6 +275,12 @@ class ComputeSuite:
         if self.plan.definitions is None:
             return ""
         return dataset_output_schema(self.plan.definitions, attempt.dataset.definition)
+
+
+def _session_of(store: RunStore | SharedRunView) -> int:
+    """0 for the run's first session, then one more per resume (a Dask worker's view reads the
+    client's manifest from the run directory)."""
+    return len(store.manifest.get("resumed_at") or [])
 
 
 def pairing_groups(plan: Plan) -> list[list[int]]:
@@ -304,6 +335,7 @@ def suite_config(
     timeouts: Timeouts,
     log_limit: int,
     phase_marks: bool = True,
+    ab_baseline: str | None = None,
 ) -> dict[str, Any]:
     """The JSON config ``from_ref`` rebuilds the suite from (all paths absolute)."""
     return {
@@ -316,6 +348,7 @@ def suite_config(
         "timeouts": dataclasses.asdict(timeouts),
         "log_limit": log_limit,
         "phase_marks": phase_marks,
+        "ab_baseline": ab_baseline,
     }
 
 
@@ -328,6 +361,10 @@ def from_ref(ref: SuiteRef) -> ComputeSuite:
     config = ref.config
     manifest = load(config["manifest_path"])
     plan = build_plan(manifest, int(config["max_attempts"]))
+    baseline = None
+    if config.get("ab_baseline"):
+        baseline = load_baseline(config["manifest_path"], config["ab_baseline"])
+        plan = ab_plan(plan, baseline)
     run_dir = Path(config["run_dir"])
     RunView(run_dir).manifest  # noqa: B018 - a clear StoreError here when the run is not there
     return ComputeSuite(
@@ -341,6 +378,7 @@ def from_ref(ref: SuiteRef) -> ComputeSuite:
         log_limit=int(config["log_limit"]),
         work_dir=_private_work_dir(run_dir),
         phase_marks=bool(config.get("phase_marks", True)),
+        baseline=baseline,
     )
 
 
