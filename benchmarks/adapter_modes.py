@@ -32,10 +32,31 @@ MODES = ("per-attempt", "long-lived")
 def _run(corpus: Path, subset: str, engine: str, mode: str, out: Path, tasks: list[str]) -> Path:
     run_id = f"{subset}-{engine}-{mode}"
     args = [a for t in tasks for a in ("--task", t)]
-    command = [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-               "--subset", subset, "--engines", engine, "--k", "1", "--jobs", "1",
-               "--adapter-mode", mode, "--out", str(out), "--run-id", run_id, "--no-progress",
-               *args]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--subset",
+        subset,
+        "--engines",
+        engine,
+        "--k",
+        "1",
+        "--jobs",
+        "1",
+        "--adapter-mode",
+        mode,
+        "--out",
+        str(out),
+        "--run-id",
+        run_id,
+        "--no-progress",
+        *args,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
     if done.returncode not in (0, 1):  # 1: some infra/crash row, still a result to count
         sys.exit(f"{' '.join(command)}: exit {done.returncode}\n{done.stderr[-2000:]}")
@@ -52,10 +73,14 @@ def _when(stamp: str) -> datetime:
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    span_s = (max(_when(r["finished_at"]) for r in rows)
-              - min(_when(r["started_at"]) for r in rows)).total_seconds()  # fmt: skip
-    cpu = [r["driver_resources"]["cpu_total_ms"] for r in rows
-           if (r.get("driver_resources") or {}).get("cpu_total_ms") is not None]  # fmt: skip
+    span_s = (
+        max(_when(r["finished_at"]) for r in rows) - min(_when(r["started_at"]) for r in rows)
+    ).total_seconds()
+    cpu = [
+        r["driver_resources"]["cpu_total_ms"]
+        for r in rows
+        if (r.get("driver_resources") or {}).get("cpu_total_ms") is not None
+    ]
     return {
         "rows": len(rows),
         "passed": sum(r["status"] == "pass" for r in rows),
@@ -87,8 +112,11 @@ def main() -> None:
                 print(f"{subset} {args.engine} {mode}: {json.dumps(summary)}", flush=True)
             base, served = (found[m]["attempts_per_min"] for m in MODES)
             if base and served:
-                print(f"{subset} {args.engine}: long-lived / per-attempt attempts/min = "
-                      f"{served / base:.2f}", flush=True)  # fmt: skip
+                print(
+                    f"{subset} {args.engine}: long-lived / per-attempt attempts/min = "
+                    f"{served / base:.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

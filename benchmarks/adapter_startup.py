@@ -45,8 +45,11 @@ from metewand.suites.browser.driver_registry import (
 )
 
 SHIPPED = [k for k, p in DRIVER_PATHS.items() if p.adapter]
-EMPTY = {"task_id": "empty", "driver": {"kind": "none", "steps": [], "checks": []},
-         "scene": {"kind": "self_hosted_fixture", "url": "/l1/core"}}  # fmt: skip
+EMPTY = {
+    "task_id": "empty",
+    "driver": {"kind": "none", "steps": [], "checks": []},
+    "scene": {"kind": "self_hosted_fixture", "url": "/l1/core"},
+}
 
 
 @dataclass
@@ -114,14 +117,18 @@ def report(
     baseline: float, figures: dict[str, Figures], drivers: dict[str, FoundDriver], sample: int
 ) -> None:
     print(f"baseline (in-process raw CDP connect + Browser.getVersion): median {baseline:.1f} ms")
-    print(f"{'driver':<24} {'version':<8} {'ready':>6} {'x base':>6} {'attempt':>8} {'share':>6} "
-          f"{'att/min':>8} {'served':>7} {'att/min':>8} {'gain':>5} {'fails':>7}")  # fmt: skip
+    print(
+        f"{'driver':<24} {'version':<8} {'ready':>6} {'x base':>6} {'attempt':>8} {'share':>6} "
+        f"{'att/min':>8} {'served':>7} {'att/min':>8} {'gain':>5} {'fails':>7}"
+    )
     for key, f in figures.items():
         ready, per, served = (statistics.median(x) for x in (f.ready, f.per_attempt, f.long_lived))
         fails = f"{f.fails['per_attempt']}/{f.fails['long_lived']}"
-        print(f"{key:<24} {drivers[key].version:<8} {ready:>6.0f} {ready / baseline:>6.0f} "
-              f"{per:>8.0f} {ready / per:>6.2f} {60000 / per:>8.1f} {served:>7.0f} "
-              f"{60000 / served:>8.1f} {per / served:>5.2f} {fails:>7}")  # fmt: skip
+        print(
+            f"{key:<24} {drivers[key].version:<8} {ready:>6.0f} {ready / baseline:>6.0f} "
+            f"{per:>8.0f} {ready / per:>6.2f} {60000 / per:>8.1f} {served:>7.0f} "
+            f"{60000 / served:>8.1f} {per / served:>5.2f} {fails:>7}"
+        )
     print(f"(ms; {sample} tasks per driver per round; fails = per-attempt/long-lived non-passes)")
 
 

@@ -134,9 +134,15 @@ def main() -> None:
     log.install()
     suite = builtin_suite_dir()
     # marks asked for explicitly: a baseline run's default is none (half are switched off below)
-    config = RunConfig(str(suite), tuple(args.engines.split(",")), k=args.k, seed="marks",
-                       jobs=args.jobs, phase_marks=True, resource=ResourceOptions(
-                           profile="baseline", cold_start_samples=0))  # fmt: skip
+    config = RunConfig(
+        str(suite),
+        tuple(args.engines.split(",")),
+        k=args.k,
+        seed="marks",
+        jobs=args.jobs,
+        phase_marks=True,
+        resource=ResourceOptions(profile="baseline", cold_start_samples=0),
+    )
     with tempfile.TemporaryDirectory(prefix="browser_marks_") as tmp:
         order = {t.task_id: i for i, t in enumerate(load_corpus(suite).tasks)}
         alternate_marks(order)
@@ -153,15 +159,19 @@ def report(
     args: argparse.Namespace, log: ReadLog, rows: list[dict[str, Any]], wall_s: float
 ) -> None:
     marked = [r for r in rows if "phases" in r]
-    print(f"browser_marks: engines {args.engines}, k {args.k}, jobs {args.jobs}, "
-          f"{len(rows)} attempts ({len(marked)} marked) in {wall_s:.0f} s")  # fmt: skip
+    print(
+        f"browser_marks: engines {args.engines}, k {args.k}, jobs {args.jobs}, "
+        f"{len(rows)} attempts ({len(marked)} marked) in {wall_s:.0f} s"
+    )
     per_attempt_ns = 0.0
     for scope, walls in log.walls_ns.items():
         reads = len(walls) / max(1, len(marked))
         median = statistics.median(walls) if walls else 0
         per_attempt_ns += sum(walls) / max(1, len(marked))
-        print(f"  {scope} reads: {reads:.1f} per marked attempt, median {median / 1e3:.1f} µs "
-              f"(p95 {np.percentile(walls, 95) / 1e3:.1f} µs)")  # fmt: skip
+        print(
+            f"  {scope} reads: {reads:.1f} per marked attempt, median {median / 1e3:.1f} µs "
+            f"(p95 {np.percentile(walls, 95) / 1e3:.1f} µs)"
+        )
     durations = [r["duration_ms"] for r in marked if r["status"] == "pass"]
     share = per_attempt_ns / 1e6 / statistics.median(durations) * 100 if durations else None
     print(
@@ -174,13 +184,22 @@ def report(
             print(f"  {field}: no complete on/off pairs")
             continue
         median, low, high = pct_ci(values)
-        print(f"  {field} on vs off: median Δ {median:+.3f}% [95% CI {low:+.3f}, {high:+.3f}] "
-              f"over {len(values)} pairs ({verdict(low, high)})")  # fmt: skip
+        print(
+            f"  {field} on vs off: median Δ {median:+.3f}% [95% CI {low:+.3f}, {high:+.3f}] "
+            f"over {len(values)} pairs ({verdict(low, high)})"
+        )
         for arm, keep in (("on", True), ("off", False)):
-            arm_values = [r[field] for r in rows if ("phases" in r) is keep
-                          and r["status"] == "pass" and isinstance(r.get(field), int | float)]  # fmt: skip
-            print(f"    {arm}: median {statistics.median(arm_values):.3f} ms "
-                  f"({len(arm_values)} attempts)")  # fmt: skip
+            arm_values = [
+                r[field]
+                for r in rows
+                if ("phases" in r) is keep
+                and r["status"] == "pass"
+                and isinstance(r.get(field), int | float)
+            ]
+            print(
+                f"    {arm}: median {statistics.median(arm_values):.3f} ms "
+                f"({len(arm_values)} attempts)"
+            )
 
 
 if __name__ == "__main__":

@@ -69,8 +69,12 @@ class TimedPhases(AttemptPhases):
 
 def task(kind: str, ops: int) -> dict[str, Any]:
     steps = [{"op": "new_page"}] + [{"op": "evaluate", "expression": "1+1"}] * ops
-    return {"task_id": f"op_marks_{kind}", "driver": {"kind": kind, "steps": steps, "checks": []},
-            "scene": {"url": "/"}, "timeouts": {"task_ms": 30000}}  # fmt: skip
+    return {
+        "task_id": f"op_marks_{kind}",
+        "driver": {"kind": kind, "steps": steps, "checks": []},
+        "scene": {"url": "/"},
+        "timeouts": {"task_ms": 30000},
+    }
 
 
 def ci(values: list[float]) -> tuple[float, float, float]:
@@ -90,8 +94,14 @@ async def measure_path(
         return
     endpoint = await engine_endpoint("chrome", process)
     binding = load_binding(CATALOG, "chrome", found.path.catalog_key)
-    payload = build_payload(task(PATHS[key], args.ops), key, endpoint, "http://127.0.0.1:9",
-                            AttemptIds("bench", 1, "s", str(work)), binding)  # fmt: skip
+    payload = build_payload(
+        task(PATHS[key], args.ops),
+        key,
+        endpoint,
+        "http://127.0.0.1:9",
+        AttemptIds("bench", 1, "s", str(work)),
+        binding,
+    )
     runner = open_adapter(found.command, "long_lived", f"adapter-{key}", work / f"{key}.log")
     walls: dict[bool, list[int]] = {True: [], False: []}
     spent: list[int] = []
@@ -103,8 +113,9 @@ async def measure_path(
                 phases = TimedPhases(group, spent) if marked else None
                 if phases is not None:
                     phases.begin()
-                run = await runner.run(payload, 35.0, work / "stderr.txt",
-                                       phases.mark if phases is not None else None)  # fmt: skip
+                run = await runner.run(
+                    payload, 35.0, work / "stderr.txt", phases.mark if phases is not None else None
+                )
                 assert run.outcome == "result", (run.outcome, run.detail)
                 if phases is not None:
                     phases.finish()
@@ -118,12 +129,14 @@ async def measure_path(
     ]
     median, low, high = ci(per_mark)
     off_ms = statistics.median(walls[False]) / 1e6
-    print(f"{key}: {args.reps} pairs, {written} marks per marked attempt; harness work per mark "
-          f"(reader thread, both scopes' snapshots): median {statistics.median(spent) / 1000:.1f} "
-          f"µs, p90 {np.percentile(spent, 90) / 1000:.1f} µs; exchange wall on - off per mark: "
-          f"median {median:+.1f} µs [95% CI {low:+.1f}, {high:+.1f}]; off arm's median exchange "
-          f"{off_ms:.1f} ms, so {written} marks = {median * written / 1000 / off_ms * 100:+.2f}% "
-          f"of it")  # fmt: skip
+    print(
+        f"{key}: {args.reps} pairs, {written} marks per marked attempt; harness work per mark "
+        f"(reader thread, both scopes' snapshots): median {statistics.median(spent) / 1000:.1f} "
+        f"µs, p90 {np.percentile(spent, 90) / 1000:.1f} µs; exchange wall on - off per mark: "
+        f"median {median:+.1f} µs [95% CI {low:+.1f}, {high:+.1f}]; off arm's median exchange "
+        f"{off_ms:.1f} ms, so {written} marks = {median * written / 1000 / off_ms * 100:+.2f}% "
+        f"of it"
+    )
 
 
 PY_WRITER = """
@@ -164,8 +177,10 @@ def channel_latency(group: TreeAccounting, marks: int) -> None:
 
     from metewand.suites.browser.op_marks import MarkChannel
 
-    for label, argv in (("python", [sys.executable, "-c", PY_WRITER]),
-                        ("node", ["node", "-e", NODE_WRITER])):  # fmt: skip
+    for label, argv in (
+        ("python", [sys.executable, "-c", PY_WRITER]),
+        ("node", ["node", "-e", NODE_WRITER]),
+    ):
         channel = MarkChannel()
         phases = AttemptPhases(group, "adapter_run", concurrent=False)
         phases.begin()
@@ -179,18 +194,24 @@ def channel_latency(group: TreeAccounting, marks: int) -> None:
                 latencies.append(time.monotonic_ns() - int(name.rsplit(":t", 1)[1]))
 
         listener = channel.listen(mark)
-        child = subprocess.run([*argv, str(channel.child_fd), str(marks)],
-                               pass_fds=(channel.child_fd,), capture_output=True, text=True,
-                               check=True)  # fmt: skip
+        child = subprocess.run(
+            [*argv, str(channel.child_fd), str(marks)],
+            pass_fds=(channel.child_fd,),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         counts = listener.finish()
         phases.finish()
         phases.close()
         channel.close()
         write_us = int(child.stdout.strip()) / 1000
         lat = np.asarray(latencies) / 1000
-        print(f"channel, {label} writer: {counts['received']} marks; the writer's write() median "
-              f"{write_us:.1f} µs; write to counters read: median {np.median(lat):.1f} µs, "
-              f"p90 {np.percentile(lat, 90):.1f} µs, max {lat.max():.1f} µs")  # fmt: skip
+        print(
+            f"channel, {label} writer: {counts['received']} marks; the writer's write() median "
+            f"{write_us:.1f} µs; write to counters read: median {np.median(lat):.1f} µs, "
+            f"p90 {np.percentile(lat, 90):.1f} µs, max {lat.max():.1f} µs"
+        )
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -32,14 +32,18 @@ SUBSET = "l1.raw_cdp"
 
 
 def measure(corpus: str, engine: str, task_ids: tuple[str, ...], out: Path) -> dict[str, float]:
-    config = RunConfig(corpus, (engine,), k=1, jobs=1, seed="throughput", subsets=(SUBSET,),
-                       task_ids=task_ids)  # fmt: skip
+    config = RunConfig(
+        corpus, (engine,), k=1, jobs=1, seed="throughput", subsets=(SUBSET,), task_ids=task_ids
+    )
     started = time.perf_counter()
     result = run_browser(config, out, f"tp-{engine}", progress_mode="quiet", echo=lambda _t: None)
     wall_s = time.perf_counter() - started
     assert result.run_dir is not None and result.exit_code == 0
-    rows = [json.loads(line) for line in (result.run_dir / "results.jsonl").read_text().split("\n")
-            if line.strip()]  # fmt: skip
+    rows = [
+        json.loads(line)
+        for line in (result.run_dir / "results.jsonl").read_text().split("\n")
+        if line.strip()
+    ]
     ran = [r for r in rows if r.get("duration_ms") is not None and r.get("cdp")]
     attempt_ms = sum(r["duration_ms"] for r in ran)
     cdp_ms = sum(r["cdp"]["wait_ms"] for r in ran)
@@ -63,15 +67,19 @@ def main() -> None:
     args = parser.parse_args()
     tasks = select_tasks(load_corpus(args.tasks).tasks, subsets=[SUBSET])
     task_ids = tuple(t.task_id for t in tasks[: args.limit]) if args.limit else ()
-    print(f"{'engine':<12}{'attempts':>9}{'pass':>6}{'run wall s':>11}{'att/min':>9}"
-          f"{'attempt wall s':>15}{'CDP wait s':>11}{'metewand s':>11}{'share':>8}")  # fmt: skip
+    print(
+        f"{'engine':<12}{'attempts':>9}{'pass':>6}{'run wall s':>11}{'att/min':>9}"
+        f"{'attempt wall s':>15}{'CDP wait s':>11}{'metewand s':>11}{'share':>8}"
+    )
     with tempfile.TemporaryDirectory(prefix="metewand-throughput-") as out:
         for engine in args.engines.split(","):
             m = measure(args.tasks, engine, task_ids, Path(out))
-            print(f"{engine:<12}{m['attempts']:>9}{m['passed']:>6}{m['run_wall_s']:>11.1f}"
-                  f"{m['attempts_per_min']:>9.1f}{m['attempt_wall_s']:>15.1f}"
-                  f"{m['cdp_wait_s']:>11.1f}{m['metewand_s']:>11.1f}"
-                  f"{m['metewand_share']:>8.1%}")  # fmt: skip
+            print(
+                f"{engine:<12}{m['attempts']:>9}{m['passed']:>6}{m['run_wall_s']:>11.1f}"
+                f"{m['attempts_per_min']:>9.1f}{m['attempt_wall_s']:>15.1f}"
+                f"{m['cdp_wait_s']:>11.1f}{m['metewand_s']:>11.1f}"
+                f"{m['metewand_share']:>8.1%}"
+            )
 
 
 if __name__ == "__main__":

@@ -98,8 +98,9 @@ def metewand(*args: Any, check: bool = True) -> subprocess.CompletedProcess[str]
         [sys.executable, "-m", "metewand", *map(str, args)], capture_output=True, text=True
     )
     if check and done.returncode not in (0,):
-        raise SystemExit(f"metewand {' '.join(map(str, args))}: exit {done.returncode}\n"
-                         f"{done.stderr[-3000:]}")  # fmt: skip
+        raise SystemExit(
+            f"metewand {' '.join(map(str, args))}: exit {done.returncode}\n{done.stderr[-3000:]}"
+        )
     return done
 
 
@@ -120,12 +121,22 @@ def run_tree(
     run.load_before = load()
     hog = None
     if run.burner:
-        hog = subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"],
-                               start_new_session=True)  # fmt: skip
+        hog = subprocess.Popen(
+            ["nice", "-n", "19", sys.executable, "-c", "while True: pass"], start_new_session=True
+        )
     started = time.monotonic()
     try:
-        args = ["run", tree / "metewand.toml", "--run-id", run.run_id, "--out", work / "runs",
-                "--cache-dir", work / "cache", "--quiet"]  # fmt: skip
+        args = [
+            "run",
+            tree / "metewand.toml",
+            "--run-id",
+            run.run_id,
+            "--out",
+            work / "runs",
+            "--cache-dir",
+            work / "cache",
+            "--quiet",
+        ]
         if ab_baseline is not None:
             args += ["--ab-baseline", ab_baseline]
         metewand(*args)
@@ -135,9 +146,12 @@ def run_tree(
             hog.wait()
     run.seconds, run.load_after = time.monotonic() - started, load()
     _gate(run, work / "runs" / run.run_id)
-    print(f"  run {run.run_id:12} {run.seconds:6.0f} s  burner={'yes' if run.burner else 'no ':3}  "
-          f"host gate {'passed' if run.gate_passed else 'FAILED'} {','.join(run.conditions)}  "
-          f"load {run.load_before} -> {run.load_after}", flush=True)  # fmt: skip
+    print(
+        f"  run {run.run_id:12} {run.seconds:6.0f} s  burner={'yes' if run.burner else 'no ':3}  "
+        f"host gate {'passed' if run.gate_passed else 'FAILED'} {','.join(run.conditions)}  "
+        f"load {run.load_before} -> {run.load_after}",
+        flush=True,
+    )
     return ledger.add(run)
 
 
@@ -167,16 +181,21 @@ def collect_compute(ledger: Ledger, work: Path, args: argparse.Namespace) -> Non
     planted = work / "planted"
     if not planted.exists():
         plant_slowdown(EXAMPLE, PLANTED_IMPLEMENTATION, PLANTED_FRACTION, planted)
-    print(f"== A/A of separate runs: {args.pairs} pairs, a burner beside one run of "
-          f"{args.polluted}; interleaved A/A: {args.ab_runs} runs", flush=True)  # fmt: skip
+    print(
+        f"== A/A of separate runs: {args.pairs} pairs, a burner beside one run of "
+        f"{args.polluted}; interleaved A/A: {args.ab_runs} runs",
+        flush=True,
+    )
     for i in range(args.pairs):
         burn = i < args.polluted
         run_tree(ledger, work, tree, Run(f"aa{i}a", "aa", burner=burn and i % 2 == 0))
         run_tree(ledger, work, tree, Run(f"aa{i}b", "aa", burner=burn and i % 2 == 1))
     for i in range(args.ab_runs):
         run_tree(ledger, work, tree, Run(f"ab{i}", "ab"), ab_baseline=twin)
-    print(f"== planted: {PLANTED_IMPLEMENTATION} +{PLANTED_FRACTION:.0%} of its execute CPU",
-          flush=True)  # fmt: skip
+    print(
+        f"== planted: {PLANTED_IMPLEMENTATION} +{PLANTED_FRACTION:.0%} of its execute CPU",
+        flush=True,
+    )
     for i in range(args.planted_pairs):
         run_tree(ledger, work, planted, Run(f"pl{i}", "planted"))
     for i in range(args.planted_ab_runs):
@@ -191,16 +210,23 @@ def judge_aa(ledger: Ledger, work: Path) -> list[dict[str, Any]]:
         pa, pb = work / "runs" / a.run_id, work / "runs" / b.run_id
         wall, cpu = compared(pa, pb), compared(pa, pb, "--metric", CPU)
         entry = {
-            "pair": i, "burner": a.burner or b.burner, "gates_passed": [a.gate_passed, b.gate_passed],
-            "wall_exit": gate_exit(pa, pb), "cpu_exit": gate_exit(pa, pb, "--metric", CPU),
-            "wall_alarms": alarms(verdicts(wall)), "cpu_alarms": alarms(verdicts(cpu)),
-            "groups": len(wall["groups"]), "load": f"{a.load_before} -> {b.load_after}",
-        }  # fmt: skip
+            "pair": i,
+            "burner": a.burner or b.burner,
+            "gates_passed": [a.gate_passed, b.gate_passed],
+            "wall_exit": gate_exit(pa, pb),
+            "cpu_exit": gate_exit(pa, pb, "--metric", CPU),
+            "wall_alarms": alarms(verdicts(wall)),
+            "cpu_alarms": alarms(verdicts(cpu)),
+            "groups": len(wall["groups"]),
+            "load": f"{a.load_before} -> {b.load_after}",
+        }
         out.append(entry)
-        print(f"  A/A pair {i}: burner={entry['burner']}  wall gate exit {entry['wall_exit']}, CPU "
-              f"gate exit {entry['cpu_exit']}; false alarms wall {entry['wall_alarms']}, CPU "
-              f"{entry['cpu_alarms']} of {entry['groups']} groups  (load {entry['load']})",
-              flush=True)  # fmt: skip
+        print(
+            f"  A/A pair {i}: burner={entry['burner']}  wall gate exit {entry['wall_exit']}, CPU "
+            f"gate exit {entry['cpu_exit']}; false alarms wall {entry['wall_alarms']}, CPU "
+            f"{entry['cpu_alarms']} of {entry['groups']} groups  (load {entry['load']})",
+            flush=True,
+        )
     return out
 
 
@@ -210,16 +236,22 @@ def judge_ab(ledger: Ledger, work: Path) -> list[dict[str, Any]]:
         path = work / "runs" / run.run_id
         wall, cpu = compared("--ab", path), compared("--ab", path, "--metric", CPU)
         entry = {
-            "run": run.run_id, "wall_alarms": alarms(verdicts(wall)),
-            "cpu_alarms": alarms(verdicts(cpu)), "groups": len(wall["groups"]),
-            "wall_exit": gate_exit("--ab", path), "cpu_exit": gate_exit("--ab", path, "--metric", CPU),
+            "run": run.run_id,
+            "wall_alarms": alarms(verdicts(wall)),
+            "cpu_alarms": alarms(verdicts(cpu)),
+            "groups": len(wall["groups"]),
+            "wall_exit": gate_exit("--ab", path),
+            "cpu_exit": gate_exit("--ab", path, "--metric", CPU),
             "not_comparable": wall["counts"].get("not comparable", 0),
             "load": f"{run.load_before} -> {run.load_after}",
-        }  # fmt: skip
+        }
         out.append(entry)
-        print(f"  interleaved A/A {run.run_id}: false alarms wall {entry['wall_alarms']}, CPU "
-              f"{entry['cpu_alarms']} of {entry['groups']}; gate exits wall {entry['wall_exit']}, "
-              f"CPU {entry['cpu_exit']}  (load {entry['load']})", flush=True)  # fmt: skip
+        print(
+            f"  interleaved A/A {run.run_id}: false alarms wall {entry['wall_alarms']}, CPU "
+            f"{entry['cpu_alarms']} of {entry['groups']}; gate exits wall {entry['wall_exit']}, "
+            f"CPU {entry['cpu_exit']}  (load {entry['load']})",
+            flush=True,
+        )
     return out
 
 
@@ -240,17 +272,29 @@ def judge_planted(ledger: Ledger, work: Path) -> dict[str, list[dict[str, Any]]]
             continue
         path = work / "runs" / run.run_id
         design = "separate" if run.kind == "planted" else "interleaved"
-        base = ["--ab", path] if design == "interleaved" else [
-            work / "runs" / f"aa{run.run_id.removeprefix('pl')}a", path
-        ]  # fmt: skip
+        base = (
+            ["--ab", path]
+            if design == "interleaved"
+            else [work / "runs" / f"aa{run.run_id.removeprefix('pl')}a", path]
+        )
         for metric in (WALL, CPU):
             hit, total, other = detection(compared(*base, "--metric", metric))
-            out[design].append({"run": run.run_id, "metric": metric, "detected": hit,
-                                "groups": total, "others_flagged": other,
-                                "load": f"{run.load_before} -> {run.load_after}"})  # fmt: skip
-            print(f"  planted {design} {run.run_id} {metric}: slower in {hit}/{total} planted "
-                  f"groups, {other} other groups flagged  (load {run.load_before} -> "
-                  f"{run.load_after})", flush=True)  # fmt: skip
+            out[design].append(
+                {
+                    "run": run.run_id,
+                    "metric": metric,
+                    "detected": hit,
+                    "groups": total,
+                    "others_flagged": other,
+                    "load": f"{run.load_before} -> {run.load_after}",
+                }
+            )
+            print(
+                f"  planted {design} {run.run_id} {metric}: slower in {hit}/{total} planted "
+                f"groups, {other} other groups flagged  (load {run.load_before} -> "
+                f"{run.load_after})",
+                flush=True,
+            )
     return out
 
 
@@ -266,14 +310,31 @@ def _loop_task(task_id: str, iterations: int) -> dict[str, Any]:
         f"(() => {{ let x = 0; for (let i = 0; i < {iterations}; i++) x += i % 7; return 1; }})()"
     )
     return {
-        "artifact_profile": "l1_standard", "description": "A page doing a fixed amount of JS work.",
-        "driver": {"kind": "raw_cdp", "steps": [{"method": "Runtime.evaluate", "params": {
-            "expression": expression, "returnByValue": True}, "save_as": "value"}]},
+        "artifact_profile": "l1_standard",
+        "description": "A page doing a fixed amount of JS work.",
+        "driver": {
+            "kind": "raw_cdp",
+            "steps": [
+                {
+                    "method": "Runtime.evaluate",
+                    "params": {"expression": expression, "returnByValue": True},
+                    "save_as": "value",
+                }
+            ],
+        },
         "features": ["cdp.runtime.evaluate"],
-        "grader": {"kind": "inline_assertions", "checks": [{"kind": "value_equals", "expected": 1}]},
-        "layer": "L1", "scene": {"kind": "about_blank"}, "subset_id": "t.raw", "tags": ["loop"],
-        "task_id": task_id, "task_version": 1, "timeouts": {"hard_kill_ms": 60000, "task_ms": 30000},
-    }  # fmt: skip
+        "grader": {
+            "kind": "inline_assertions",
+            "checks": [{"kind": "value_equals", "expected": 1}],
+        },
+        "layer": "L1",
+        "scene": {"kind": "about_blank"},
+        "subset_id": "t.raw",
+        "tags": ["loop"],
+        "task_id": task_id,
+        "task_version": 1,
+        "timeouts": {"hard_kill_ms": 60000, "task_ms": 30000},
+    }
 
 
 def loop_corpus(root: Path, heavier: float) -> Path:
@@ -281,9 +342,19 @@ def loop_corpus(root: Path, heavier: float) -> Path:
     (root / "fixtures").mkdir(parents=True)
     (root / "fixtures" / "routes.json").write_text("{}")
     (root / "tasks").mkdir()
-    manifest = {"bench_id": "loops", "bench_version": "0.0.1", "default_k_runs": 1,
-                "layers": [{"layer_id": "L1", "subsets": [{"subset_id": "t.raw",
-                            "driver": "raw_cdp", "task_glob": "tasks/*.json"}]}]}  # fmt: skip
+    manifest = {
+        "bench_id": "loops",
+        "bench_version": "0.0.1",
+        "default_k_runs": 1,
+        "layers": [
+            {
+                "layer_id": "L1",
+                "subsets": [
+                    {"subset_id": "t.raw", "driver": "raw_cdp", "task_glob": "tasks/*.json"}
+                ],
+            }
+        ],
+    }
     (root / "manifest.json").write_text(json.dumps(manifest))
     for task_id, weight in LOOP_TASKS.items():
         iterations = int(LOOP_UNITS * weight * heavier)
@@ -291,14 +362,28 @@ def loop_corpus(root: Path, heavier: float) -> Path:
     return root
 
 
-def browser_run(ledger: Ledger, work: Path, run: Run, engines: str, k: int,
-                tasks: Path | None) -> Run:  # fmt: skip
+def browser_run(
+    ledger: Ledger, work: Path, run: Run, engines: str, k: int, tasks: Path | None
+) -> Run:
     if run.run_id in ledger.runs:
         return ledger.runs[run.run_id]
     run.load_before = load()
     started = time.monotonic()
-    args = ["browser", "run", "--engines", engines, "--k", k, "--seed", "7", "--run-id",
-            run.run_id, "--out", work / "runs", "--no-progress"]  # fmt: skip
+    args = [
+        "browser",
+        "run",
+        "--engines",
+        engines,
+        "--k",
+        k,
+        "--seed",
+        "7",
+        "--run-id",
+        run.run_id,
+        "--out",
+        work / "runs",
+        "--no-progress",
+    ]
     if tasks is not None:
         args += ["--tasks", tasks]
     done = metewand(*args, check=False)
@@ -306,9 +391,12 @@ def browser_run(ledger: Ledger, work: Path, run: Run, engines: str, k: int,
         raise SystemExit(f"browser run {run.run_id}: exit {done.returncode}\n{done.stderr[-3000:]}")
     run.seconds, run.load_after = time.monotonic() - started, load()
     _gate(run, work / "runs" / run.run_id)
-    print(f"  browser run {run.run_id:16} {run.seconds:6.0f} s  host gate "
-          f"{'passed' if run.gate_passed else 'FAILED'} {','.join(run.conditions)}  "
-          f"load {run.load_before} -> {run.load_after}", flush=True)  # fmt: skip
+    print(
+        f"  browser run {run.run_id:16} {run.seconds:6.0f} s  host gate "
+        f"{'passed' if run.gate_passed else 'FAILED'} {','.join(run.conditions)}  "
+        f"load {run.load_before} -> {run.load_after}",
+        flush=True,
+    )
     return ledger.add(run)
 
 
@@ -316,15 +404,21 @@ def _browser_counts(result: dict[str, Any], slowed: str | None) -> dict[str, Any
     found = {(g["task"], g["engine"]): g["verdict"] for g in result["groups"]}
     hit = [v for (_, e), v in found.items() if e == slowed]
     others = {k: v for k, v in found.items() if k[1] != slowed}
-    return {"groups": len(found), "alarms": alarms(others), "detected": hit.count("slower"),
-            "slowed_groups": len(hit), "not_comparable": list(found.values()).count("not comparable")}  # fmt: skip
+    return {
+        "groups": len(found),
+        "alarms": alarms(others),
+        "detected": hit.count("slower"),
+        "slowed_groups": len(hit),
+        "not_comparable": list(found.values()).count("not comparable"),
+    }
 
 
 def collect_browser(ledger: Ledger, work: Path, k: int, builtin: bool) -> None:
     """A/A of two browser runs (the built-in suite, or the loop corpus with --quick), and the
     loop corpus with chrome's pages 20% heavier (lightpanda's from a run of their own)."""
-    print(f"== browser: A/A of two runs (k={k}) and chrome slowed by a 20% heavier page",
-          flush=True)  # fmt: skip
+    print(
+        f"== browser: A/A of two runs (k={k}) and chrome slowed by a 20% heavier page", flush=True
+    )
     loops, heavy = work / "loops", work / "loops-heavy"
     if not loops.exists():
         loop_corpus(loops, 1.0)
@@ -349,15 +443,29 @@ def judge_browser(ledger: Ledger, work: Path) -> dict[str, Any] | None:
     for metric in ("duration_ms", "engine_cpu_ns"):
         counts = _browser_counts(compared(runs["br_a"], runs["br_b"], "--metric", metric), None)
         out["aa"][metric] = {**counts, "load": span}
-        print(f"  browser A/A {metric}: {counts['alarms']} false alarms of {counts['groups']} "
-              f"groups ({counts['not_comparable']} not comparable)  (load {span})", flush=True)  # fmt: skip
-        result = compared("--base", runs["br_base"], "--new", runs["br_chrome_heavy"], "--new",
-                          runs["br_lp_same"], "--metric", metric)  # fmt: skip
+        print(
+            f"  browser A/A {metric}: {counts['alarms']} false alarms of {counts['groups']} "
+            f"groups ({counts['not_comparable']} not comparable)  (load {span})",
+            flush=True,
+        )
+        result = compared(
+            "--base",
+            runs["br_base"],
+            "--new",
+            runs["br_chrome_heavy"],
+            "--new",
+            runs["br_lp_same"],
+            "--metric",
+            metric,
+        )
         counts = _browser_counts(result, "chrome")
         out["planted"][metric] = {**counts, "load": planted_span}
-        print(f"  browser planted {metric}: chrome slower in {counts['detected']}/"
-              f"{counts['slowed_groups']} groups, {counts['alarms']} lightpanda groups flagged  "
-              f"(load {planted_span})", flush=True)  # fmt: skip
+        print(
+            f"  browser planted {metric}: chrome slower in {counts['detected']}/"
+            f"{counts['slowed_groups']} groups, {counts['alarms']} lightpanda groups flagged  "
+            f"(load {planted_span})",
+            flush=True,
+        )
     return out
 
 
@@ -386,8 +494,10 @@ def summary(aa: list, ab: list, planted: dict) -> list[str]:
             hit, total = sum(r["detected"] for r in rows), sum(r["groups"] for r in rows)
             other = sum(r["others_flagged"] for r in rows)
             rate = f"{hit / total:.0%}" if total else "n/a"
-            lines.append(f"planted {design} {metric}: detected {hit}/{total} ({rate}), other "
-                         f"groups flagged {other}")  # fmt: skip
+            lines.append(
+                f"planted {design} {metric}: detected {hit}/{total} ({rate}), other "
+                f"groups flagged {other}"
+            )
     return lines
 
 
@@ -405,8 +515,14 @@ def judge(work: Path) -> None:
     print(f"== summary (host load now {load()})")
     for line in lines:
         print(f"  {line}")
-    document = {"separate_aa": aa, "interleaved_aa": ab, "planted": planted, "browser": browser,
-                "runs": [r.__dict__ for r in ledger.runs.values()], "summary": lines}  # fmt: skip
+    document = {
+        "separate_aa": aa,
+        "interleaved_aa": ab,
+        "planted": planted,
+        "browser": browser,
+        "runs": [r.__dict__ for r in ledger.runs.values()],
+        "summary": lines,
+    }
     (work / "summary.json").write_text(json.dumps(document, indent=1, default=str))
     print(f"figures: {work / 'summary.json'}")
 
@@ -423,8 +539,13 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="compute figures only")
     parser.add_argument("--out", type=Path, default=None, help="work dir (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the runs (default: removed)")
-    parser.add_argument("--reanalyze", type=Path, default=None, metavar="DIR",
-                        help="judge the runs of a kept work dir again; run nothing")  # fmt: skip
+    parser.add_argument(
+        "--reanalyze",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="judge the runs of a kept work dir again; run nothing",
+    )
     args = parser.parse_args()
     if args.reanalyze:
         judge(args.reanalyze)

@@ -117,9 +117,13 @@ def attempt(tmp: Path, backend: str, marks: bool) -> tuple[int, int]:
     evaluator = [sys.executable, str(WORKER), "eval"]
     start = time.monotonic_ns()
     outcome = run_fixed_dataset_outcome(
-        str(tmp), impl, evaluator, private_root=str(tmp), accounting_backend=backend,
+        str(tmp),
+        impl,
+        evaluator,
+        private_root=str(tmp),
+        accounting_backend=backend,
         phase_marks=marks,
-    )  # fmt: skip
+    )
     total = time.monotonic_ns() - start
     if not isinstance(outcome, FixedDatasetResult):
         raise SystemExit(f"attempt failed: {outcome.code}: {outcome.message}")

@@ -43,8 +43,20 @@ def one_run(
     """attempts/min and the CPU seconds of the whole command's process tree (every waited-for
     descendant: workers, evaluators, builds; less noisy than wall on a loaded host)."""
     env = dict(os.environ, PYTHONPATH=str(src))
-    command = [sys.executable, "-m", "metewand", "run", str(MANIFEST), "--run-id", run_id,
-               "--out", str(out), "--cache-dir", str(cache), "--no-progress"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "run",
+        str(MANIFEST),
+        "--run-id",
+        run_id,
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(cache),
+        "--no-progress",
+    ]
     if dask_local:
         command += ["--executor", "dask", "--dask-local", str(dask_local)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -85,13 +97,17 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in rates.items()}
     paired = statistics.median(n / b for n, b in zip(rates["NEW"], rates["BASE"], strict=True))
     where = f"--dask-local {args.dask_local}" if args.dask_local else "local executor"
-    print(f"{where}: BASE median {medians['BASE']:.0f}, NEW median {medians['NEW']:.0f} "
-          f"attempts/min; NEW/BASE of the medians = {medians['NEW'] / medians['BASE']:.3f}, "
-          f"median of the per-pair ratios = {paired:.3f}")  # fmt: skip
+    print(
+        f"{where}: BASE median {medians['BASE']:.0f}, NEW median {medians['NEW']:.0f} "
+        f"attempts/min; NEW/BASE of the medians = {medians['NEW'] / medians['BASE']:.3f}, "
+        f"median of the per-pair ratios = {paired:.3f}"
+    )
     cpu = {name: statistics.median(values) for name, values in cpus.items()}
     cpu_paired = statistics.median(n / b for n, b in zip(cpus["NEW"], cpus["BASE"], strict=True))
-    print(f"{where}: CPU per run BASE median {cpu['BASE']:.2f} s, NEW median {cpu['NEW']:.2f} s; "
-          f"median of the per-pair NEW/BASE = {cpu_paired:.3f}")  # fmt: skip
+    print(
+        f"{where}: CPU per run BASE median {cpu['BASE']:.2f} s, NEW median {cpu['NEW']:.2f} s; "
+        f"median of the per-pair NEW/BASE = {cpu_paired:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -140,7 +140,9 @@ def dispatch(count: int) -> None:
     print(f"  local executor      {local * 1e3:8.3f} ms/unit")
     print(f"  dask executor       {pipelined * 1e3:8.3f} ms/unit")
     extra = (pipelined - local) * 1e3
-    print(f"  dask - local        {extra:8.3f} ms/unit   target <= 5 ms: {'ok' if extra <= 5 else 'MISSED'}")  # fmt: skip
+    print(
+        f"  dask - local        {extra:8.3f} ms/unit   target <= 5 ms: {'ok' if extra <= 5 else 'MISSED'}"
+    )
     print(f"  one unit at a time  {single * 1e3:8.3f} ms/unit (median of 50, dask, for latency)")
 
 
@@ -173,10 +175,17 @@ def idle(idle_s: float) -> None:
     quiet = idle_shares(idle_s, quiet=True)
     default = idle_shares(idle_s, quiet=False)
     print(f"idle worker's own CPU, {idle_s:.0f} s each (/proc utime+stime, {CLK_TCK} ticks/s):")
-    for label, (bare, with_slot) in (("metewand's quiet config", quiet), ("Dask's default config", default)):  # fmt: skip
-        print(f"  {label:24} no slot {bare * 100:6.3f} %   slot + telemetry {with_slot * 100:6.3f} % of a core")  # fmt: skip
+    for label, (bare, with_slot) in (
+        ("metewand's quiet config", quiet),
+        ("Dask's default config", default),
+    ):
+        print(
+            f"  {label:24} no slot {bare * 100:6.3f} %   slot + telemetry {with_slot * 100:6.3f} % of a core"
+        )
     verdict = "ok" if quiet[1] <= 0.005 else "MISSED"
-    print(f"  target <= 0.5 % (quiet, slot open): {verdict}; quiet/default (no slot) = {quiet[0] / default[0] if default[0] else float('nan'):.2f}")  # fmt: skip
+    print(
+        f"  target <= 0.5 % (quiet, slot open): {verdict}; quiet/default (no slot) = {quiet[0] / default[0] if default[0] else float('nan'):.2f}"
+    )
 
 
 def scaling(per_worker: int) -> None:
@@ -191,7 +200,9 @@ def scaling(per_worker: int) -> None:
     for workers, rate in rates.items():
         ratio = rate / rates[1]
         verdict = "ok" if ratio >= 0.8 * workers else "MISSED"
-        print(f"  N={workers}  {rate:7.1f} units/min  {ratio:5.2f}x N=1   target >= {0.8 * workers:.1f}x: {verdict}")  # fmt: skip
+        print(
+            f"  N={workers}  {rate:7.1f} units/min  {ratio:5.2f}x N=1   target >= {0.8 * workers:.1f}x: {verdict}"
+        )
 
 
 def loadavg() -> list[str]:

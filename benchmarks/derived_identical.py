@@ -59,8 +59,10 @@ def main() -> int:
             written = sorted(write_after_run(copy))
             differ = compare_dirs(run.absolute(), copy)
             failed += bool(differ)
-            print(f"{run}: rewrote {written or 'nothing'}; "
-                  f"{len(_files(copy))} files, {len(differ)} differ {differ or ''}")  # fmt: skip
+            print(
+                f"{run}: rewrote {written or 'nothing'}; "
+                f"{len(_files(copy))} files, {len(differ)} differ {differ or ''}"
+            )
     return 1 if failed else 0
 
 

@@ -84,9 +84,12 @@ def _text(value: str, names: dict[str, str]) -> str:
     for raw, mask in names.items():
         if raw != RUN_ID_KEY:
             value = value.replace(raw, mask)
-    value = re.sub(rf"(?<=/){re.escape(run_id)}(?=/|$)|(?<=^# Scorecard: run ){re.escape(run_id)}$"
-                   rf"|(?<=^# Resource card: ){re.escape(run_id)}$",
-                   RUN_ID_KEY, value)  # fmt: skip
+    value = re.sub(
+        rf"(?<=/){re.escape(run_id)}(?=/|$)|(?<=^# Scorecard: run ){re.escape(run_id)}$"
+        rf"|(?<=^# Resource card: ){re.escape(run_id)}$",
+        RUN_ID_KEY,
+        value,
+    )
     value = TIMESTAMP.sub("<time>", value)
     value = UUID.sub("<uuid>", value)
     value = TEMP_DIR.sub("<tmp>", value)
@@ -182,8 +185,11 @@ def _field_paths(value: Any, prefix: str = "") -> set[str]:
 
 def _row_fields(run_dir: Path) -> dict[str, list[str]]:
     """Each row's field paths, by key (ids masked)."""
-    rows = (json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()
-            if line.strip())  # fmt: skip
+    rows = (
+        json.loads(line)
+        for line in (run_dir / "results.jsonl").read_text().splitlines()
+        if line.strip()
+    )
     return {KEY_ID.sub("@<id>", row["key"]): sorted(_field_paths(row)) for row in rows}
 
 
@@ -200,8 +206,11 @@ def _names(run_dir: Path) -> dict[str, str]:
     """The run's directory (as a substring) and its id: a short id (``before``) can also be an
     ordinary word, so it is masked where it stands alone as a value, a path part or a title."""
     manifest = json.loads((run_dir / "run_manifest.json").read_bytes())
-    return {str(run_dir.resolve()): "<run_dir>", str(run_dir): "<run_dir>",
-            RUN_ID_KEY: str(manifest["run_id"])}  # fmt: skip
+    return {
+        str(run_dir.resolve()): "<run_dir>",
+        str(run_dir): "<run_dir>",
+        RUN_ID_KEY: str(manifest["run_id"]),
+    }
 
 
 def compare(before: Path, after: Path, scratch: Path) -> list[str]:
@@ -210,8 +219,10 @@ def compare(before: Path, after: Path, scratch: Path) -> list[str]:
     _report(after, scratch / "after")
     names_b, names_a = _names(before), _names(after)
     pairs: dict[str, tuple[Path | None, Path | None]] = {}
-    for name in sorted({p.name for p in (scratch / "before").iterdir()}
-                       | {p.name for p in (scratch / "after").iterdir()}):  # fmt: skip
+    for name in sorted(
+        {p.name for p in (scratch / "before").iterdir()}
+        | {p.name for p in (scratch / "after").iterdir()}
+    ):
         b, a = scratch / "before" / name, scratch / "after" / name
         pairs[f"report/{name}"] = (b if b.exists() else None, a if a.exists() else None)
     for name in RUN_FILES:
@@ -272,8 +283,11 @@ def main(argv: list[str] | None = None) -> int:
             differences = compare(args.before, args.after, Path(scratch))
     for difference in differences:
         print(f"DIFFERS: {difference}")
-    print("identical modulo times, ids and durations" if not differences else
-          f"{len(differences)} difference(s)")  # fmt: skip
+    print(
+        "identical modulo times, ids and durations"
+        if not differences
+        else f"{len(differences)} difference(s)"
+    )
     return 1 if differences else 0
 
 

@@ -26,9 +26,13 @@ async def endpoint_of(name: str, engine: EngineProcess) -> EngineEndpoint:
     version = await engine.cdp_version()
     assert engine.ws_url is not None and engine.port is not None
     return EngineEndpoint(
-        name, engine.ws_url, engine.port, str(engine.json_version["Browser"]),
-        str(engine.json_version.get("User-Agent", "")), str(version.get("product", "")),
-    )  # fmt: skip
+        name,
+        engine.ws_url,
+        engine.port,
+        str(engine.json_version["Browser"]),
+        str(engine.json_version.get("User-Agent", "")),
+        str(version.get("product", "")),
+    )
 
 
 @dataclass

@@ -68,13 +68,19 @@ class PeerProbe(PerAttemptAdapter):
         self, payload: Any, deadline_s: float, stderr_path: Path, marks: Any = None
     ) -> AdapterRun:
         env = {
-            "FRAMEWORK": self.framework, "BROWSER_WS": payload["browser_ws"], "CDP_PORT": str(payload["cdp_port"]),
-            "EXPECT_PRODUCT": payload["expect_product"], "EXPECT_UA": payload["expect_ua"],
-            "EXPECT_PRODUCT_LIVE": payload["expect_product_live"], "TASK_URL": payload["task_url"],
-            "ARTIFACT_DIR": payload["artifact_dir"], "FW_STEPS": json.dumps(payload["steps"]),
-            "FW_CHECKS": json.dumps(payload["checks"]), "FW_TASK_TIMEOUT_MS": str(payload["task_timeout_ms"]),
+            "FRAMEWORK": self.framework,
+            "BROWSER_WS": payload["browser_ws"],
+            "CDP_PORT": str(payload["cdp_port"]),
+            "EXPECT_PRODUCT": payload["expect_product"],
+            "EXPECT_UA": payload["expect_ua"],
+            "EXPECT_PRODUCT_LIVE": payload["expect_product_live"],
+            "TASK_URL": payload["task_url"],
+            "ARTIFACT_DIR": payload["artifact_dir"],
+            "FW_STEPS": json.dumps(payload["steps"]),
+            "FW_CHECKS": json.dumps(payload["checks"]),
+            "FW_TASK_TIMEOUT_MS": str(payload["task_timeout_ms"]),
             "NODE_PATH": str(node_dir() / "node_modules"),
-        }  # fmt: skip
+        }
         self.command = AdapterCommand(
             ("node", str(self.peer / "runner/scripts/framework_probe.js")), env=env
         )
@@ -106,12 +112,24 @@ class PeerSelenium(PerAttemptAdapter):
         selenium = importlib.metadata.version("selenium")
         pins = {
             "browser": {"ref_id": f"browser.{engine}", "key": engine},
-            "driver": {"ref_id": "driver.selenium", "key": "selenium",
-                       "metadata": {"version": selenium, "pip_package": "selenium"}},
-            "bridges": [{"ref_id": "bridge.chromedriver", "key": "chromedriver", "executable": str(self.bridge),
-                         "metadata": {"binary_path": "build_artifacts/chromedriver/chromedriver",
-                                      "version": self.version, "sha256_12": self.sha}}],
-        }  # fmt: skip
+            "driver": {
+                "ref_id": "driver.selenium",
+                "key": "selenium",
+                "metadata": {"version": selenium, "pip_package": "selenium"},
+            },
+            "bridges": [
+                {
+                    "ref_id": "bridge.chromedriver",
+                    "key": "chromedriver",
+                    "executable": str(self.bridge),
+                    "metadata": {
+                        "binary_path": "build_artifacts/chromedriver/chromedriver",
+                        "version": self.version,
+                        "sha256_12": self.sha,
+                    },
+                }
+            ],
+        }
         payload = {**payload, "binding": {**payload["binding"], "pins": pins}}
         return await super().run(payload, deadline_s, stderr_path, marks)
 
@@ -183,8 +201,11 @@ async def mcp_modes(b: Bench, n: int, work: Path) -> dict[str, Any]:
     try:
         for i, task_id in enumerate(ids):
             task = load_task(b.corpus, subset, task_id)
-            for mode, runner in (("long_lived", kept), ("per_attempt", fresh)) if i % 2 == 0 else (
-                ("per_attempt", fresh), ("long_lived", kept)):  # fmt: skip
+            for mode, runner in (
+                (("long_lived", kept), ("per_attempt", fresh))
+                if i % 2 == 0
+                else (("per_attempt", fresh), ("long_lived", kept))
+            ):
                 got[mode].append(
                     await run_task(runner, b, "chrome_devtools_mcp", task, work / mode, i + 1)
                 )
@@ -215,8 +236,10 @@ async def main() -> None:
         async with bench(args.engine, args.tasks, Path(tmp)) as b:
             rows = [await compare_path(b, key, args.peer, args.per_path, Path(tmp)) for key in keys]
             modes = await mcp_modes(b, max(args.per_path, 4), Path(tmp))
-    print(f"engine {args.engine}; load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
-          f"after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+    print(
+        f"engine {args.engine}; load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+        f"after {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(
         f"{'path':<24}{'tasks':>6}{'cpu ours':>10}{'cpu peer':>10}{'ratio':>7}{'wall ours':>11}{'wall peer':>11}{'ratio':>7}{'agree':>7}"
     )
@@ -225,16 +248,20 @@ async def main() -> None:
             print(f"{r['path']:<24} skipped: {r['skipped']}")
             continue
         fmt = lambda v: "n/a" if v is None else f"{v:.0f}"  # noqa: E731
-        print(f"{r['path']:<24}{r['tasks']:>6}{fmt(r['ours_cpu_ms']):>10}{fmt(r['peer_cpu_ms']):>10}"
-              f"{_ratio(r['ours_cpu_ms'], r['peer_cpu_ms']):>7}{fmt(r['ours_wall_ms']):>11}{fmt(r['peer_wall_ms']):>11}"
-              f"{_ratio(r['ours_wall_ms'], r['peer_wall_ms']):>7}{r['agree']:>4}/{r['tasks']}")  # fmt: skip
+        print(
+            f"{r['path']:<24}{r['tasks']:>6}{fmt(r['ours_cpu_ms']):>10}{fmt(r['peer_cpu_ms']):>10}"
+            f"{_ratio(r['ours_cpu_ms'], r['peer_cpu_ms']):>7}{fmt(r['ours_wall_ms']):>11}{fmt(r['peer_wall_ms']):>11}"
+            f"{_ratio(r['ours_wall_ms'], r['peer_wall_ms']):>7}{r['agree']:>4}/{r['tasks']}"
+        )
         if r["agree"] != r["tasks"]:
             print(f"{'':<24}statuses ours {r['ours_status']} peer {r['peer_status']}")
     if "skipped" in modes:
         print(f"chrome-devtools-mcp modes: skipped: {modes['skipped']}")
     else:
-        print(f"chrome-devtools-mcp driver CPU per attempt: long-lived {modes['long_lived']:.0f} ms, "
-              f"per-attempt {modes['per_attempt']:.0f} ms, ratio {_ratio(modes['long_lived'], modes['per_attempt'])} (target <= 0.30)")  # fmt: skip
+        print(
+            f"chrome-devtools-mcp driver CPU per attempt: long-lived {modes['long_lived']:.0f} ms, "
+            f"per-attempt {modes['per_attempt']:.0f} ms, ratio {_ratio(modes['long_lived'], modes['per_attempt'])} (target <= 0.30)"
+        )
 
 
 if __name__ == "__main__":

@@ -42,10 +42,15 @@ def summarize(key: str, subset: str, runs: list[tuple[str, AdapterRun]], show: b
         if r.peak_memory_bytes and r.peak_memory_bytes.value
     ]
     wall = statistics.median(r.wall_ns for _, r in runs) / 1e6 if runs else 0.0
-    cost = (f"driver cpu {statistics.median(cpu) / 1e6:.0f} ms, peak {statistics.median(peak) / 2**20:.0f} MiB"
-            if cpu and peak else "driver cost unavailable (no accounting group)")  # fmt: skip
-    print(f"{key:<24} {subset:<28} {passed:>3}/{len(runs):<3} {dict(statuses)}  {cost}, "
-          f"median attempt {wall:.0f} ms")  # fmt: skip
+    cost = (
+        f"driver cpu {statistics.median(cpu) / 1e6:.0f} ms, peak {statistics.median(peak) / 2**20:.0f} MiB"
+        if cpu and peak
+        else "driver cost unavailable (no accounting group)"
+    )
+    print(
+        f"{key:<24} {subset:<28} {passed:>3}/{len(runs):<3} {dict(statuses)}  {cost}, "
+        f"median attempt {wall:.0f} ms"
+    )
     if show:
         for task_id, run in runs:
             c = run.classification()

@@ -57,12 +57,25 @@ sys.path.insert(0, str(REPO / "tests"))
 
 # The peer's published matrix (../shared/reference/lexbench-facts.md, section 2.1).
 PEER_SUBSETS = {
-    "l1.raw_cdp": 375, "l1.agent_browser_tool": 78, "l1.playwright": 142, "l1.puppeteer": 143,
-    "l1.chrome_remote_interface": 92, "l1.cdp_use": 92, "l1.pydoll": 92, "l1.stagehand": 92,
-    "l1.chrome_devtools_mcp": 90, "l1.chromedp": 92, "l1.rod": 92, "l1.chromiumoxide": 92,
-    "l1.ferrum": 92, "l1.agent_browser_scenarios": 89, "l1.selenium": 87,
-    "l2.web_platform": 182, "l2.playwright": 3, "l2.puppeteer": 3,
-}  # fmt: skip
+    "l1.raw_cdp": 375,
+    "l1.agent_browser_tool": 78,
+    "l1.playwright": 142,
+    "l1.puppeteer": 143,
+    "l1.chrome_remote_interface": 92,
+    "l1.cdp_use": 92,
+    "l1.pydoll": 92,
+    "l1.stagehand": 92,
+    "l1.chrome_devtools_mcp": 90,
+    "l1.chromedp": 92,
+    "l1.rod": 92,
+    "l1.chromiumoxide": 92,
+    "l1.ferrum": 92,
+    "l1.agent_browser_scenarios": 89,
+    "l1.selenium": 87,
+    "l2.web_platform": 182,
+    "l2.playwright": 3,
+    "l2.puppeteer": 3,
+}
 PEER_ENGINES = ("chrome", "lightpanda", "moli", "obscura")
 MEASURED_ENGINES = ("chrome", "lightpanda")
 NOT_HERE = ("l1.chromedp", "l1.rod", "l1.chromiumoxide", "l1.ferrum")  # no adapter here
@@ -83,9 +96,14 @@ def say(text: str) -> None:
 def metewand(*args: str, timeout: float = 3600) -> float:
     """Run ``metewand browser run ...``; its wall in seconds (it must succeed)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "metewand", "browser", "run", *args,
-                           "--no-progress"], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=_env())  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "browser", "run", *args, "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=_env(),
+    )
     if done.returncode not in (0, 1):  # 1: some attempt crashed; its rows are still costs
         raise RuntimeError(f"metewand browser run {' '.join(args)}: {done.stderr[-3000:]}")
     return time.perf_counter() - started
@@ -150,8 +168,14 @@ def spaced(ids: Sequence[str], count: int) -> list[str]:
     return [ids[(i * len(ids)) // count] for i in range(count)]
 
 
-PROFILED_FLAGS = ("--resource-profile", "engine", "--resource-calibration", "interleaved",
-                  "--cold-start-samples", "3")  # fmt: skip
+PROFILED_FLAGS = (
+    "--resource-profile",
+    "engine",
+    "--resource-calibration",
+    "interleaved",
+    "--cold-start-samples",
+    "3",
+)
 
 
 def per_attempt(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[float]]]:
@@ -172,10 +196,13 @@ def per_attempt(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, list[floa
 
 def _figures(wall: float, rows: int, before: str, found: dict[str, Any], kind: str) -> dict:
     return {
-        "wall_s": wall, "rows": rows, "load_before": before, "load_after": load(),
+        "wall_s": wall,
+        "rows": rows,
+        "load_before": before,
+        "load_after": load(),
         "median_s": {key: median(v[kind]) for key, v in found.items() if v[kind]},
         "samples": {key: len(v[kind]) for key, v in found.items()},
-    }  # fmt: skip
+    }
 
 
 def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, Any]:
@@ -183,8 +210,19 @@ def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, 
     (``profiled``: interleaved calibration) and profiled alone (``profiled_alone``: what a run
     calibrated against a separate baseline pays per attempt, the baseline being an ``off``)."""
     selection = [a for ids in sample.values() for t in ids for a in ("--task", t)]
-    common = ["--tasks", str(LEXBENCH), "--engines", ",".join(MEASURED_ENGINES), "--k", str(k),
-              "--out", str(out), "--seed", "projection", *selection]  # fmt: skip
+    common = [
+        "--tasks",
+        str(LEXBENCH),
+        "--engines",
+        ",".join(MEASURED_ENGINES),
+        "--k",
+        str(k),
+        "--out",
+        str(out),
+        "--seed",
+        "projection",
+        *selection,
+    ]
     figures: dict[str, Any] = {"tasks": sum(map(len, sample.values())), "k": k}
     before = load()
     wall = metewand(*common, "--run-id", "cost-off")
@@ -196,8 +234,9 @@ def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, 
     found = per_attempt(rows)
     figures["profiled"] = _figures(wall, len(rows), before, found, "pair")
     figures["profiled_alone"] = _figures(wall, len(rows), before, found, "alone")
-    cold = [json.loads(x) for x in (out / "cost-profiled" / "cold_start.jsonl")
-            .read_text().splitlines()]  # fmt: skip
+    cold = [
+        json.loads(x) for x in (out / "cost-profiled" / "cold_start.jsonl").read_text().splitlines()
+    ]
     figures["cold_start_ready_ms"] = {
         e: median([c["ready_ms"] for c in cold if c["engine"] == e and c.get("ready_ms")])
         for e in MEASURED_ENGINES
@@ -217,14 +256,28 @@ def round_costs(rows: Sequence[dict[str, Any]]) -> float:
 
 def dask_overhead(out: Path, tasks: Sequence[str], k: int) -> dict[str, Any]:
     selection = [a for t in tasks for a in ("--task", t)]
-    common = ["--tasks", str(LEXBENCH), "--engines", ",".join(MEASURED_ENGINES), "--k", str(k),
-              "--out", str(out), "--seed", "projection", *selection]  # fmt: skip
+    common = [
+        "--tasks",
+        str(LEXBENCH),
+        "--engines",
+        ",".join(MEASURED_ENGINES),
+        "--k",
+        str(k),
+        "--out",
+        str(out),
+        "--seed",
+        "projection",
+        *selection,
+    ]
     found: dict[str, Any] = {}
     for name, extra in (("local", []), ("dask", ["--executor", "dask", "--dask-local", "1"])):
         before = load()
         metewand(*common, "--run-id", f"overhead-{name}", *extra)
-        found[name] = {"round_s": round_costs(rows_of(out / f"overhead-{name}")),
-                       "load_before": before, "load_after": load()}  # fmt: skip
+        found[name] = {
+            "round_s": round_costs(rows_of(out / f"overhead-{name}")),
+            "load_before": before,
+            "load_after": load(),
+        }
     found["overhead_s"] = found["dask"]["round_s"] - found["local"]["round_s"]
     found["rounds"] = len(tasks) * k
     return found
@@ -253,16 +306,40 @@ def scaling(out: Path, tasks: Sequence[str], k: int) -> dict[str, Any]:
                 lab.start_worker(lab.add_host(f"host-{i}", i))
             dask_helpers.wait_for_workers_at(lab.address, hosts, timeout_s=120)
             before = load()
-            metewand("--tasks", str(LEXBENCH), "--engines", ",".join(MEASURED_ENGINES),
-                     "--k", str(k), "--out", str(out), "--seed", "projection", *selection,
-                     "--resource-profile", "engine", "--resource-calibration", "interleaved",
-                     "--cold-start-samples", "1", "--run-id", f"scale-{hosts}",
-                     "--executor", "dask", "--scheduler", lab.address)  # fmt: skip
+            metewand(
+                "--tasks",
+                str(LEXBENCH),
+                "--engines",
+                ",".join(MEASURED_ENGINES),
+                "--k",
+                str(k),
+                "--out",
+                str(out),
+                "--seed",
+                "projection",
+                *selection,
+                "--resource-profile",
+                "engine",
+                "--resource-calibration",
+                "interleaved",
+                "--cold-start-samples",
+                "1",
+                "--run-id",
+                f"scale-{hosts}",
+                "--executor",
+                "dask",
+                "--scheduler",
+                lab.address,
+            )
         finally:
             lab.close()
         rows = rows_of(out / f"scale-{hosts}")
-        found[f"n{hosts}"] = {"span_s": warm_span(rows), "rows": len(rows),
-                              "load_before": before, "load_after": load()}  # fmt: skip
+        found[f"n{hosts}"] = {
+            "span_s": warm_span(rows),
+            "rows": len(rows),
+            "load_before": before,
+            "load_after": load(),
+        }
     found["e2"] = found["n1"]["span_s"] / (2 * found["n2"]["span_s"])
     return found
 
@@ -271,8 +348,11 @@ def cost_table(costs: dict[str, Any], mode: str) -> dict[tuple[str, str], float]
     """Seconds per planned attempt for every peer subset x engine (assumptions filled in)."""
     measured = costs[mode]["median_s"]
     out: dict[tuple[str, str], float] = {}
-    driver_paths = [s for s in PEER_SUBSETS if s.startswith("l1.") and s not in (
-        "l1.raw_cdp", "l1.agent_browser_tool", *NOT_HERE)]  # fmt: skip
+    driver_paths = [
+        s
+        for s in PEER_SUBSETS
+        if s.startswith("l1.") and s not in ("l1.raw_cdp", "l1.agent_browser_tool", *NOT_HERE)
+    ]
     for engine in MEASURED_ENGINES:
         known = [measured[f"{s}/{engine}"] for s in driver_paths if f"{s}/{engine}" in measured]
         fallback = median(known) if known else 0.0
@@ -299,8 +379,9 @@ def work_table(costs: dict[str, Any], mode: str) -> dict[tuple[str, str], float]
     return {key: alone[key] + off[key] for key in alone}
 
 
-def project(costs: dict[str, Any], overhead_s: float, e2: float | None,
-            engines: Sequence[str]) -> dict[str, dict[int, float]]:  # fmt: skip
+def project(
+    costs: dict[str, Any], overhead_s: float, e2: float | None, engines: Sequence[str]
+) -> dict[str, dict[int, float]]:
     """Projected wall (hours) per mode and host count for ``engines`` x the peer's subsets."""
     out: dict[str, dict[int, float]] = {}
     ready = costs["cold_start_ready_ms"]
@@ -323,36 +404,47 @@ def project(costs: dict[str, Any], overhead_s: float, e2: float | None,
 def shares(costs: dict[str, Any], mode: str, engines: Sequence[str]) -> list[tuple[str, float]]:
     """Each subset x engine's share of the matrix's attempt work in ``mode``, largest first."""
     table = work_table(costs, mode)
-    parts = {f"{s}/{e}": n * PEER_K * table[(s, e)] for s, n in PEER_SUBSETS.items()
-             for e in engines}  # fmt: skip
+    parts = {
+        f"{s}/{e}": n * PEER_K * table[(s, e)] for s, n in PEER_SUBSETS.items() for e in engines
+    }
     total = sum(parts.values())
     return sorted(((k, v / total) for k, v in parts.items()), key=lambda kv: -kv[1])
 
 
 def _print_inputs(costs: dict[str, Any], over: dict[str, Any], scale: dict[str, Any]) -> None:
-    say(f"\n1. attempt cost (s per planned attempt, median slot time), {costs['tasks']} sampled "
-        f"tasks x k={costs['k']}:")  # fmt: skip
+    say(
+        f"\n1. attempt cost (s per planned attempt, median slot time), {costs['tasks']} sampled "
+        f"tasks x k={costs['k']}:"
+    )
     for mode in ("off", "profiled"):
         f = costs[mode]
-        say(f"  {mode}: run wall {f['wall_s']:.0f} s, {f['rows']} rows; "
-            f"{f['load_before']} -> {f['load_after']}")  # fmt: skip
+        say(
+            f"  {mode}: run wall {f['wall_s']:.0f} s, {f['rows']} rows; "
+            f"{f['load_before']} -> {f['load_after']}"
+        )
     say(f"  {'subset/engine':40s} {'off':>6s} {'prof.':>6s} {'+twin':>6s}  n off/prof")
     for key in sorted(costs["off"]["median_s"]):
-        cells = [costs[m]["median_s"].get(key, float("nan"))
-                 for m in ("off", "profiled_alone", "profiled")]  # fmt: skip
+        cells = [
+            costs[m]["median_s"].get(key, float("nan"))
+            for m in ("off", "profiled_alone", "profiled")
+        ]
         counts = f"{costs['off']['samples'].get(key, 0)}/{costs['profiled']['samples'].get(key, 0)}"
         say(f"  {key:40s} " + " ".join(f"{c:6.2f}" for c in cells) + f"  {counts}")
     say(f"  cold start ready ms (median): {costs['cold_start_ready_ms']}")
-    say(f"\n2. Dask overhead per round: local {over['local']['round_s']:.3f} s, dask-local 1 "
+    say(
+        f"\n2. Dask overhead per round: local {over['local']['round_s']:.3f} s, dask-local 1 "
         f"{over['dask']['round_s']:.3f} s -> {over['overhead_s'] * 1000:+.0f} ms per round "
         f"({over['rounds']} rounds each; local {over['local']['load_before']}, dask "
-        f"{over['dask']['load_before']})")  # fmt: skip
+        f"{over['dask']['load_before']})"
+    )
     if "unavailable" in scale:
         say(f"\n3. scaling efficiency: unavailable ({scale['unavailable']}); projection assumes 1")
     else:
-        say(f"\n3. scaling (namespace hosts, one CPU each): N=1 warm span {scale['n1']['span_s']:.0f}"
+        say(
+            f"\n3. scaling (namespace hosts, one CPU each): N=1 warm span {scale['n1']['span_s']:.0f}"
             f" s ({scale['n1']['load_before']}), N=2 {scale['n2']['span_s']:.0f} s "
-            f"({scale['n2']['load_before']}): e2 = {scale['e2']:.3f}")  # fmt: skip
+            f"({scale['n2']['load_before']}): e2 = {scale['e2']:.3f}"
+        )
 
 
 def _print_projection(name: str, found: dict[str, dict[int, float]]) -> None:
@@ -383,11 +475,15 @@ def main(argv: Iterable[str] | None = None) -> None:
         "\nassumed: moli and obscura cost what chrome costs per attempt (not obtainable here); "
         f"{', '.join(NOT_HERE)} cost the median measured driver path of each engine"
     )
-    _print_projection(f"peer matrix, {sum(PEER_SUBSETS.values())} tasks x 4 engines x k=3 "
-                      f"= {sum(PEER_SUBSETS.values()) * 4 * PEER_K} rows",
-                      project(costs, over["overhead_s"], e2, PEER_ENGINES))  # fmt: skip
-    _print_projection("the same tasks x chrome, lightpanda (measurable here)",
-                      project(costs, over["overhead_s"], e2, MEASURED_ENGINES))  # fmt: skip
+    _print_projection(
+        f"peer matrix, {sum(PEER_SUBSETS.values())} tasks x 4 engines x k=3 "
+        f"= {sum(PEER_SUBSETS.values()) * 4 * PEER_K} rows",
+        project(costs, over["overhead_s"], e2, PEER_ENGINES),
+    )
+    _print_projection(
+        "the same tasks x chrome, lightpanda (measurable here)",
+        project(costs, over["overhead_s"], e2, MEASURED_ENGINES),
+    )
     say("\nwhere the profiled (interleaved) work goes, peer matrix, largest shares:")
     for key, share in shares(costs, "profiled", PEER_ENGINES)[:8]:
         say(f"  {key:45s} {share * 100:5.1f}%")

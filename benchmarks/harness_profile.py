@@ -146,9 +146,11 @@ def _module(label: str) -> str:
 
 def report(selfs: Counter[str], process_ns: int, attempts: int, top: int) -> None:
     total = sum(selfs.values())
-    print(f"process CPU over the window: {process_ns / 1e6 / attempts:.1f} ms per attempt "
-          f"({attempts} attempts, profiler overhead included); profiled self CPU "
-          f"{total / 1e6 / attempts:.1f} ms per attempt")  # fmt: skip
+    print(
+        f"process CPU over the window: {process_ns / 1e6 / attempts:.1f} ms per attempt "
+        f"({attempts} attempts, profiler overhead included); profiled self CPU "
+        f"{total / 1e6 / attempts:.1f} ms per attempt"
+    )
     print(f"top {top} by self CPU:")
     for label, ns in selfs.most_common(top):
         print(f"  {ns / 1e6 / attempts:7.2f} ms/att {100 * ns / total:5.1f}%  {label}")
@@ -187,10 +189,27 @@ def main() -> None:
     window = AttemptWindow(profiles, len(tasks))
     window.install()
     with tempfile.TemporaryDirectory(prefix="mw-harness-profile-") as tmp:
-        argv = ["browser", "run", "--tasks", str(CORPUS), "--subset", args.subset,
-                *(a for t in tasks for a in ("--task", t)), "--engines", args.engine, "--k", "1",
-                "--adapter-mode", args.adapter_mode, "--out", tmp, "--run-id", "profiled",
-                "--no-progress", "--quiet"]  # fmt: skip
+        argv = [
+            "browser",
+            "run",
+            "--tasks",
+            str(CORPUS),
+            "--subset",
+            args.subset,
+            *(a for t in tasks for a in ("--task", t)),
+            "--engines",
+            args.engine,
+            "--k",
+            "1",
+            "--adapter-mode",
+            args.adapter_mode,
+            "--out",
+            tmp,
+            "--run-id",
+            "profiled",
+            "--no-progress",
+            "--quiet",
+        ]
         profiles.start()
         try:
             cli(argv, prog_name="metewand", standalone_mode=False)
@@ -199,8 +218,10 @@ def main() -> None:
                 raise
         finally:
             profiles.stop()
-    print(f"{args.subset} x {args.engine}, adapter mode {args.adapter_mode}; load average "
-          f"{load[0]:.2f} before, {os.getloadavg()[0]:.2f} after")  # fmt: skip
+    print(
+        f"{args.subset} x {args.engine}, adapter mode {args.adapter_mode}; load average "
+        f"{load[0]:.2f} before, {os.getloadavg()[0]:.2f} after"
+    )
     report(*window.result(), args.top)
     inclusive = window.last_inclusive
     inclusive.subtract(window.first_inclusive)

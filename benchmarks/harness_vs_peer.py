@@ -87,8 +87,13 @@ class Watched:
 
     def figures(self) -> dict[str, Any]:
         n = len(self.rows)
-        out: dict[str, Any] = {"tool": self.tool, "mode": self.mode, "rows": n,
-                               "exit": self.exit_code, "load": round(self.load, 2)}  # fmt: skip
+        out: dict[str, Any] = {
+            "tool": self.tool,
+            "mode": self.mode,
+            "rows": n,
+            "exit": self.exit_code,
+            "load": round(self.load, 2),
+        }
         durations = [r.get("duration_ms") for r in self.rows]
         known = [d for d in durations if isinstance(d, (int, float))]
         out["duration_ms"] = statistics.median(known) if known else None
@@ -122,8 +127,16 @@ def _proc_cpu_ms(pid: int) -> tuple[float, float] | None:
     return (utime + stime) * TICK_MS, (cutime + cstime) * TICK_MS
 
 
-def watch(tool: str, mode: str, argv: list[str], results: Path, env: dict[str, str],
-          cwd: Path, poll_s: float, timeout_s: float) -> Watched:  # fmt: skip
+def watch(
+    tool: str,
+    mode: str,
+    argv: list[str],
+    results: Path,
+    env: dict[str, str],
+    cwd: Path,
+    poll_s: float,
+    timeout_s: float,
+) -> Watched:
     """Run ``argv``, noting each row of ``results`` as it lands with the process's CPU then."""
     load = os.getloadavg()[0]
     started = time.monotonic()
@@ -166,8 +179,9 @@ def select_tasks(peer: Path, subset_dir: str, n: int) -> list[str]:
     return sorted(ours & theirs)[:n]
 
 
-def ours_argv(subset: str, tasks: list[str], engine: str, mode: str, out: Path, run_id: str,
-              seed: str) -> list[str]:  # fmt: skip
+def ours_argv(
+    subset: str, tasks: list[str], engine: str, mode: str, out: Path, run_id: str, seed: str
+) -> list[str]:
     argv = [str(METEWAND), "browser", "run", "--tasks", str(CORPUS), "--subset", subset]
     for task in tasks:
         argv += ["--task", task]
@@ -184,8 +198,9 @@ def runs_for(subset: str, baseline: bool) -> list[tuple[str, str]]:
     return [("peer", "per-attempt"), *((tool, m) for tool in tools for m in modes)]
 
 
-def measure_cell(args: argparse.Namespace, subset: str, engine: str, turn: int,
-                 work: Path) -> dict[str, Any]:  # fmt: skip
+def measure_cell(
+    args: argparse.Namespace, subset: str, engine: str, turn: int, work: Path
+) -> dict[str, Any]:
     tasks = select_tasks(args.peer, SUBSETS[subset], args.per_subset)
     plan = runs_for(subset, args.baseline_src is not None)
     plan = plan[turn % len(plan) :] + plan[: turn % len(plan)]  # who goes first rotates
@@ -203,13 +218,26 @@ def measure_cell(args: argparse.Namespace, subset: str, engine: str, turn: int,
         tool_env = env
         if tool == "base":  # the baseline's sources before the installed (editable) package
             tool_env = {**env, "PYTHONPATH": str(args.baseline_src / "src")}
-        seen = watch(tool, mode, argv, out / run_id / "results.jsonl", tool_env, cwd,
-                     args.poll_ms / 1000, args.timeout_s)  # fmt: skip
+        seen = watch(
+            tool,
+            mode,
+            argv,
+            out / run_id / "results.jsonl",
+            tool_env,
+            cwd,
+            args.poll_ms / 1000,
+            args.timeout_s,
+        )
         got[f"{tool}:{mode}"] = seen.figures()
         if seen.exit_code not in (0, 1) or len(seen.rows) != len(tasks):
             got[f"{tool}:{mode}"]["problem"] = seen.stderr_tail
-    return {"subset": subset, "engine": engine, "tasks": tasks, "runs": got,
-            "load_after": round(os.getloadavg()[0], 2)}  # fmt: skip
+    return {
+        "subset": subset,
+        "engine": engine,
+        "tasks": tasks,
+        "runs": got,
+        "load_after": round(os.getloadavg()[0], 2),
+    }
 
 
 def _ratio(ours: float | None, peer: float | None) -> str:
@@ -234,20 +262,37 @@ def print_cell(cell: dict[str, Any]) -> None:
         f"\n{cell['subset']} x {cell['engine']}: {len(cell['tasks'])} tasks; load average "
         f"at each run's start {loads}, after {cell['load_after']}"
     )
-    head = ("run", "harness CPU/att ms", "x peer", "between ms", "x peer", "driver CPU/att ms",
-            "x peer", "rows' driver ms", "duration ms", "x peer", "statuses")  # fmt: skip
+    head = (
+        "run",
+        "harness CPU/att ms",
+        "x peer",
+        "between ms",
+        "x peer",
+        "driver CPU/att ms",
+        "x peer",
+        "rows' driver ms",
+        "duration ms",
+        "x peer",
+        "statuses",
+    )
     print("  " + " | ".join(head))
     for name, fig in runs.items():
         driver = (
             fig.get("reaped_cpu_ms") if fig["mode"] == "per-attempt" else fig["driver_rows_cpu_ms"]
         )
         cells = (
-            name, _ms(fig.get("harness_cpu_ms")), _ratio(fig.get("harness_cpu_ms"), peer.get("harness_cpu_ms")),
-            _ms(fig.get("between_ms")), _ratio(fig.get("between_ms"), peer.get("between_ms")),
-            _ms(driver), _ratio(driver, peer.get("reaped_cpu_ms")), _ms(fig.get("driver_rows_cpu_ms")),
-            _ms(fig.get("duration_ms")), _ratio(fig.get("duration_ms"), peer.get("duration_ms")),
+            name,
+            _ms(fig.get("harness_cpu_ms")),
+            _ratio(fig.get("harness_cpu_ms"), peer.get("harness_cpu_ms")),
+            _ms(fig.get("between_ms")),
+            _ratio(fig.get("between_ms"), peer.get("between_ms")),
+            _ms(driver),
+            _ratio(driver, peer.get("reaped_cpu_ms")),
+            _ms(fig.get("driver_rows_cpu_ms")),
+            _ms(fig.get("duration_ms")),
+            _ratio(fig.get("duration_ms"), peer.get("duration_ms")),
             agreement(fig, peer),
-        )  # fmt: skip
+        )
         print("  " + " | ".join(cells))
         if "problem" in fig:
             print(f"    {name}: exit {fig['exit']}, {fig['rows']} rows: {fig['problem'][-400:]!r}")
@@ -273,10 +318,12 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per run")
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument(
-        "--baseline-src", type=Path, default=None,
+        "--baseline-src",
+        type=Path,
+        default=None,
         help="also run the metewand whose tree is here (git archive COMMIT src drivers data | "
-             "tar -x -C DIR; drivers/node/node_modules linked to ours) in the same rounds",
-    )  # fmt: skip
+        "tar -x -C DIR; drivers/node/node_modules linked to ours) in the same rounds",
+    )
     parser.add_argument("--keep", type=Path, help="keep the runs here (default: a temp dir)")
     args = parser.parse_args()
     args.peer = args.peer.resolve()

@@ -57,13 +57,19 @@ def git(repo: Path, *args: str) -> str:
 def burner() -> subprocess.Popen[bytes]:
     """A niced busy loop on each core: what another tenant of a CI host does."""
     return subprocess.Popen(
-        ["nice", "-n", "19", sys.executable, "-c",
-         "import multiprocessing as m\n"
-         "def f():\n    while True: pass\n"
-         "ps=[m.Process(target=f) for _ in range(2)]\n[p.start() for p in ps]\n"
-         "[p.join() for p in ps]"],
+        [
+            "nice",
+            "-n",
+            "19",
+            sys.executable,
+            "-c",
+            "import multiprocessing as m\n"
+            "def f():\n    while True: pass\n"
+            "ps=[m.Process(target=f) for _ in range(2)]\n[p.start() for p in ps]\n"
+            "[p.join() for p in ps]",
+        ],
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -86,8 +92,9 @@ def prepare_tree(args: argparse.Namespace, work: Path) -> tuple[Path, Path]:
     repo = work / "tree"
     if args.suite == "compute":
         source = work / "example"
-        shutil.copytree(REPO / "examples" / "sorting", source,
-                        ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+        shutil.copytree(
+            REPO / "examples" / "sorting", source, ignore=shutil.ignore_patterns("__pycache__")
+        )
         with_repetitions(source / "metewand.toml", args.repetitions)
     else:
         from metewand.suites.browser.run_config import builtin_suite_dir
@@ -115,16 +122,23 @@ def plant(args: argparse.Namespace, repo: Path, source: Path) -> str:
 def heavier_page(suite: Path, task_id: str, rows: int = 400) -> Path:
     """The task's scene page gets a script that builds and lays out a table of ``rows`` x 8
     cells on load (outside the element the task reads, so its answer stays right)."""
-    task = next(p for p in (suite / "tasks").rglob("*.json") if json.loads(p.read_text()).get(
-        "task_id") == task_id)  # fmt: skip
+    task = next(
+        p
+        for p in (suite / "tasks").rglob("*.json")
+        if json.loads(p.read_text()).get("task_id") == task_id
+    )
     spec = json.loads(task.read_text())
     scene = spec.get("scene") or spec.get("fixture") or {}
     url = scene.get("url") if isinstance(scene, dict) else None
     name = Path(str(url or "")).name
     page = next(p for p in (suite / "fixtures").rglob("*.html") if p.name == name)
-    extra = ("<script>(function(){var t=document.createElement('table');for(var i=0;i<" + str(rows) + ";i++)"
-             "{var r=t.insertRow();for(var j=0;j<8;j++){r.insertCell().textContent=i*j;}}"
-             "document.body.appendChild(t);void document.body.offsetHeight;})();</script>")  # fmt: skip
+    extra = (
+        "<script>(function(){var t=document.createElement('table');for(var i=0;i<"
+        + str(rows)
+        + ";i++)"
+        "{var r=t.insertRow();for(var j=0;j<8;j++){r.insertCell().textContent=i*j;}}"
+        "document.body.appendChild(t);void document.body.offsetHeight;})();</script>"
+    )
     page.write_text(page.read_text().replace("</body>", extra + "</body>"))
     return page
 
@@ -144,16 +158,42 @@ def run_once(args: argparse.Namespace, work: Path, repo: Path, store: Path, labe
             str(args.k),
         ]
     started = time.monotonic()
-    done = metewand(*cmd, "--out", str(work / "runs"), "--run-id", label, "--history",
-                    str(store), "--no-progress", "--quiet", cwd=repo)  # fmt: skip
-    checked = metewand("history", "check", "--fail-on-change", "--recent", str(args.recent),
-                       "--json", "--history", str(store), *args.check_args, cwd=work)  # fmt: skip
+    done = metewand(
+        *cmd,
+        "--out",
+        str(work / "runs"),
+        "--run-id",
+        label,
+        "--history",
+        str(store),
+        "--no-progress",
+        "--quiet",
+        cwd=repo,
+    )
+    checked = metewand(
+        "history",
+        "check",
+        "--fail-on-change",
+        "--recent",
+        str(args.recent),
+        "--json",
+        "--history",
+        str(store),
+        *args.check_args,
+        cwd=work,
+    )
     if checked.returncode not in (0, 1, 2):
         raise SystemExit(f"history check failed: {checked.stderr[-2000:]}")
     report = json.loads(checked.stdout) if checked.stdout.strip() else {}
     new = [c for s in report.get("suites", []) for c in s["change_points"] if c["recent"]]
-    return {"run": label, "exit": done.returncode, "seconds": round(time.monotonic() - started, 1),
-            "check_exit": checked.returncode, "new_changes": new, "stderr": done.stderr[-400:]}  # fmt: skip
+    return {
+        "run": label,
+        "exit": done.returncode,
+        "seconds": round(time.monotonic() - started, 1),
+        "check_exit": checked.returncode,
+        "new_changes": new,
+        "stderr": done.stderr[-400:],
+    }
 
 
 @dataclass
@@ -190,28 +230,45 @@ def one_run(args: argparse.Namespace, work: Path, one: Series, i: int, burn: boo
             stop(hog)
     result.update(commit=commit, burner=burn, load_before=before, load_after=load())
     one.runs.append(result)
-    news = "; ".join(f"{c['subject']} {c['task'][:40]} {c['step']:+.1%}"
-                     for c in result["new_changes"]) or "-"  # fmt: skip
-    print(f"  {one.name} run {i:2d} commit {commit} burner={'on ' if burn else 'off'} "
-          f"load {before} -> {result['load_after']} run exit {result['exit']} "
-          f"{result['seconds']} s; check exit {result['check_exit']}; new steps: {news}",
-          flush=True)  # fmt: skip
+    news = (
+        "; ".join(
+            f"{c['subject']} {c['task'][:40]} {c['step']:+.1%}" for c in result["new_changes"]
+        )
+        or "-"
+    )
+    print(
+        f"  {one.name} run {i:2d} commit {commit} burner={'on ' if burn else 'off'} "
+        f"load {before} -> {result['load_after']} run exit {result['exit']} "
+        f"{result['seconds']} s; check exit {result['check_exit']}; new steps: {news}",
+        flush=True,
+    )
     if result["exit"] != 0:
         print(f"    run stderr: {result['stderr']}", flush=True)
 
 
 def finish(args: argparse.Namespace, work: Path, one: Series) -> None:
-    final = metewand("history", "check", "--json", "--history", str(one.store), *args.check_args,
-                     cwd=work)  # fmt: skip
+    final = metewand(
+        "history", "check", "--json", "--history", str(one.store), *args.check_args, cwd=work
+    )
     one.final = json.loads(final.stdout)
 
 
 def groups_of(args: argparse.Namespace, work: Path, one: Series) -> list[tuple[str, str]]:
     """Every (task, subject) group of the history's suite for the checked metric."""
-    shown = metewand("history", "show", "--json", "--last", "1", "--history", str(one.store),
-                     *args.check_args, cwd=work)  # fmt: skip
-    return [(g["task"], g["subject"]) for s in json.loads(shown.stdout)["suites"]
-            for g in s["groups"]]  # fmt: skip
+    shown = metewand(
+        "history",
+        "show",
+        "--json",
+        "--last",
+        "1",
+        "--history",
+        str(one.store),
+        *args.check_args,
+        cwd=work,
+    )
+    return [
+        (g["task"], g["subject"]) for s in json.loads(shown.stdout)["suites"] for g in s["groups"]
+    ]
 
 
 def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> bool:
@@ -224,14 +281,18 @@ def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> boo
     metric = ",".join(f"{s['metric']} (typical noise {s['typical_noise']:.1%})" for s in suites)
     print(f"{one.name}: {len(changes)} change point(s) over the whole history; {metric}")
     for c in changes:
-        print(f"  {c['subject']} | {c['task'][:70]} | from run {c['run_id']} (position "
-              f"{c['position']}, commit {str(c['commit'])[:10]}) step {c['step']:+.1%} "
-              f"[{c['step_ci95'][0]:+.1%}, {c['step_ci95'][1]:+.1%}] p={c['p_value']:.2g} "
-              f"noise {c['historical_noise']:.1%}, {c['runs_after']} runs after")  # fmt: skip
+        print(
+            f"  {c['subject']} | {c['task'][:70]} | from run {c['run_id']} (position "
+            f"{c['position']}, commit {str(c['commit'])[:10]}) step {c['step']:+.1%} "
+            f"[{c['step_ci95'][0]:+.1%}, {c['step_ci95'][1]:+.1%}] p={c['p_value']:.2g} "
+            f"noise {c['historical_noise']:.1%}, {c['runs_after']} runs after"
+        )
     for c in shifts:
-        print(f"  host shift (the run-wide factor across polluted runs, not judged): from run "
-              f"{c['run_id']} {c['step']:+.1%} [{c['step_ci95'][0]:+.1%}, "
-              f"{c['step_ci95'][1]:+.1%}]")  # fmt: skip
+        print(
+            f"  host shift (the run-wide factor across polluted runs, not judged): from run "
+            f"{c['run_id']} {c['step']:+.1%} [{c['step_ci95'][0]:+.1%}, "
+            f"{c['step_ci95'][1]:+.1%}]"
+        )
     flagged = [r["run"] for r in one.runs if r["check_exit"] == 1]
     print(f"  CI-style checks after each run that exited 1: {flagged or 'none'}")
     if one.planted_at is None:
@@ -239,13 +300,21 @@ def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> boo
         return not changes
     groups = groups_of(args, work, one)
     expected = {g for g in groups if target in g}
-    right = {(c["task"], c["subject"]) for c in changes if c["position"] == one.planted_at
-             and (c["task"], c["subject"]) in expected}  # fmt: skip
-    wrong = [c for c in changes if (c["task"], c["subject"]) not in right
-             or c["position"] != one.planted_at]  # fmt: skip
-    print(f"  {len(groups)} groups; the planted {target}'s {len(expected)} groups found at run "
-          f"{one.planted_at}: {len(right)}; missed: {sorted(expected - right) or 'none'}; other "
-          f"change points: {len(wrong)}")  # fmt: skip
+    right = {
+        (c["task"], c["subject"])
+        for c in changes
+        if c["position"] == one.planted_at and (c["task"], c["subject"]) in expected
+    }
+    wrong = [
+        c
+        for c in changes
+        if (c["task"], c["subject"]) not in right or c["position"] != one.planted_at
+    ]
+    print(
+        f"  {len(groups)} groups; the planted {target}'s {len(expected)} groups found at run "
+        f"{one.planted_at}: {len(right)}; missed: {sorted(expected - right) or 'none'}; other "
+        f"change points: {len(wrong)}"
+    )
     passed = right == expected and not wrong
     print(f"  verdict: {'PASS' if passed else 'FAIL'}")
     return passed
@@ -269,22 +338,40 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--implementation", default="python-heapsort")
     parser.add_argument("--fraction", type=float, default=0.15)
-    parser.add_argument("--repetitions", type=int, default=10, help="Compute: attempts per "
-                        "case and implementation in the copy of the example.")  # fmt: skip
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=10,
+        help="Compute: attempts per case and implementation in the copy of the example.",
+    )
     parser.add_argument("--task", default="own_l2_inner_text")
     parser.add_argument("--engines", default="chrome,lightpanda")
-    parser.add_argument("--page-rows", type=int, default=400, help="Browser: rows of the table "
-                        "the heavier page builds (x 8 cells).")  # fmt: skip
+    parser.add_argument(
+        "--page-rows",
+        type=int,
+        default=400,
+        help="Browser: rows of the table the heavier page builds (x 8 cells).",
+    )
     parser.add_argument("--k", type=int, default=2, help="Browser: attempts per task and engine.")
     parser.add_argument("--burn-runs", default=None, help="Runs with the burner (1-based).")
     parser.add_argument("--check-args", default="", help="Extra `history check` arguments.")
-    parser.add_argument("--recent", type=int, default=3, help="The CI-style check after each run "
-                        "fails on a step starting at one of the newest N runs (a step the newest "
-                        "run alone cannot establish is named once more runs show it).")  # fmt: skip
+    parser.add_argument(
+        "--recent",
+        type=int,
+        default=3,
+        help="The CI-style check after each run "
+        "fails on a step starting at one of the newest N runs (a step the newest "
+        "run alone cannot establish is named once more runs show it).",
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the scratch directory.")
-    parser.add_argument("--rejudge", type=Path, default=None, metavar="SCRATCH",
-                        help="No runs: check the histories a --keep run left in SCRATCH again "
-                             "(with this tree's metewand) and judge them.")  # fmt: skip
+    parser.add_argument(
+        "--rejudge",
+        type=Path,
+        default=None,
+        metavar="SCRATCH",
+        help="No runs: check the histories a --keep run left in SCRATCH again "
+        "(with this tree's metewand) and judge them.",
+    )
     args = parser.parse_args()
     args.runs = args.runs or (16 if args.suite == "compute" else 12)
     planted_at = 9 if args.suite == "compute" else 7
@@ -297,9 +384,12 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="metewand-hcp-"))
     burn = {int(x) for x in args.burn_runs.split(",") if x}
-    print(f"history_changepoints ({args.suite}): {args.runs} runs per series, planted at run "
-          f"{planted_at}, burner during runs {sorted(burn)}, repetitions {args.repetitions}, "
-          f"k {args.k}; load {load()}; scratch {work}", flush=True)  # fmt: skip
+    print(
+        f"history_changepoints ({args.suite}): {args.runs} runs per series, planted at run "
+        f"{planted_at}, burner during runs {sorted(burn)}, repetitions {args.repetitions}, "
+        f"k {args.k}; load {load()}; scratch {work}",
+        flush=True,
+    )
     try:
         started = time.monotonic()
         planted = start_series(args, work, "planted", planted_at)
@@ -311,8 +401,10 @@ def main() -> None:
             finish(args, work, one)
         print(f"planted: {planted.planted}")
         verdicts = [judge(args, work, planted, target), judge(args, work, aa, target)]
-        print(f"acceptance: {'PASS' if all(verdicts) else 'FAIL'}; total "
-              f"{time.monotonic() - started:.0f} s; load at the end {load()}")  # fmt: skip
+        print(
+            f"acceptance: {'PASS' if all(verdicts) else 'FAIL'}; total "
+            f"{time.monotonic() - started:.0f} s; load at the end {load()}"
+        )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -49,7 +49,8 @@ def timed(argv: list[str], cwd: Path) -> tuple[float, float]:
         wall = time.perf_counter() - start
         after = os.times()
         cpu = (after.children_user - before.children_user) + (
-            after.children_system - before.children_system)  # fmt: skip
+            after.children_system - before.children_system
+        )
         if best is None or cpu < best[1]:
             best = (wall, cpu)
     assert best is not None
@@ -75,13 +76,42 @@ def in_process(work: object) -> tuple[float, float]:
 def real_runs(work: Path, browser: bool) -> dict[str, Path]:
     """A real run of each suite (no history), to take row shapes from."""
     quiet = ["--no-progress", "--quiet", "--no-history"]
-    subprocess.run([METEWAND, "run", str(REPO / "examples/sorting/metewand.toml"), "--run-id",
-                    "compute", *quiet], cwd=work, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            METEWAND,
+            "run",
+            str(REPO / "examples/sorting/metewand.toml"),
+            "--run-id",
+            "compute",
+            *quiet,
+        ],
+        cwd=work,
+        check=True,
+        capture_output=True,
+    )
     runs = {"compute": work / "runs" / "compute"}
     if browser:
-        subprocess.run([METEWAND, "browser", "run", "--engines", "chrome", "--task",
-                        "own_ax_tree", "--task", "own_load_events", "--k", "1", "--run-id", "browser", *quiet], cwd=work,
-                       check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                METEWAND,
+                "browser",
+                "run",
+                "--engines",
+                "chrome",
+                "--task",
+                "own_ax_tree",
+                "--task",
+                "own_load_events",
+                "--k",
+                "1",
+                "--run-id",
+                "browser",
+                *quiet,
+            ],
+            cwd=work,
+            check=True,
+            capture_output=True,
+        )
         runs["browser"] = work / "runs" / "browser"
     return runs
 
@@ -112,49 +142,66 @@ def scan_baseline(path: Path) -> tuple[float, float]:
 
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
-    sql = ("SELECT count(key), count(status) FROM read_json($p, format = 'newline_delimited', "
-           "maximum_object_size = 67108864, columns = {key: 'VARCHAR', status: 'VARCHAR'})")  # fmt: skip
+    sql = (
+        "SELECT count(key), count(status) FROM read_json($p, format = 'newline_delimited', "
+        "maximum_object_size = 67108864, columns = {key: 'VARCHAR', status: 'VARCHAR'})"
+    )
     return in_process(lambda: con.execute(sql, {"p": str(path)}).fetchall())
 
 
 def add_figures(work: Path, runs: dict[str, Path], rows: int) -> None:
     start = timed([METEWAND, "history", "add", "--help"], work)
-    print(f"CLI start (history add --help, imports included): wall {start[0]:.2f} s, CPU "
-          f"{start[1]:.2f} s; load {load()}", flush=True)  # fmt: skip
+    print(
+        f"CLI start (history add --help, imports included): wall {start[0]:.2f} s, CPU "
+        f"{start[1]:.2f} s; load {load()}",
+        flush=True,
+    )
     for suite, seed in runs.items():
         real_rows, per_row = row_sizes(seed)
         big = big_run(seed, rows)
         size = (big / "results.jsonl").stat().st_size
-        print(f"{suite}: a real run's rows: {real_rows} rows, {per_row / 1024:.1f} KiB per row; "
-              f"the {rows}-row run: {size / 2**20:.0f} MiB, {size / rows / 1024:.1f} KiB per "
-              "row", flush=True)  # fmt: skip
+        print(
+            f"{suite}: a real run's rows: {real_rows} rows, {per_row / 1024:.1f} KiB per row; "
+            f"the {rows}-row run: {size / 2**20:.0f} MiB, {size / rows / 1024:.1f} KiB per "
+            "row",
+            flush=True,
+        )
         scan = scan_baseline(big / "results.jsonl")
         store = work / f"add-{suite}.duckdb"
 
         def fresh_add(big: Path = big, store: Path = store) -> list[str]:
-            return ["sh", "-c", f"rm -f {store} {store}.wal && {METEWAND} history add {big} "
-                    f"--history {store}"]  # fmt: skip
+            return [
+                "sh",
+                "-c",
+                f"rm -f {store} {store}.wal && {METEWAND} history add {big} --history {store}",
+            ]
 
         add = timed(fresh_add(), work)
-        print(f"  add {rows} rows: wall {add[0]:.2f} s, CPU {add[1]:.2f} s (target 2 s on a "
-              f"quiet host); DuckDB scan of the same file: wall {scan[0]:.2f} s, CPU "
-              f"{scan[1]:.2f} s; add/scan CPU {add[1] / scan[1]:.1f}x; load {load()}",
-              flush=True)  # fmt: skip
+        print(
+            f"  add {rows} rows: wall {add[0]:.2f} s, CPU {add[1]:.2f} s (target 2 s on a "
+            f"quiet host); DuckDB scan of the same file: wall {scan[0]:.2f} s, CPU "
+            f"{scan[1]:.2f} s; add/scan CPU {add[1] / scan[1]:.1f}x; load {load()}",
+            flush=True,
+        )
 
 
 def store_figures(work: Path, runs: int, groups: int) -> None:
     from metewand.history import store, synthetic
 
-    synthetic.build(work / "scale.duckdb", runs, groups, step=0.15, step_at=int(runs * 0.9),
-                    step_groups=3)  # fmt: skip
+    synthetic.build(
+        work / "scale.duckdb", runs, groups, step=0.15, step_at=int(runs * 0.9), step_groups=3
+    )
 
     def scan() -> None:
         with store.reading(work / "scale.duckdb") as con:
             con.execute("SELECT sum(value), count(*) FROM attempt_values").fetchone()
 
     base = in_process(scan)
-    print(f"store {runs} runs x {groups} groups: one DuckDB scan (open + sum) wall "
-          f"{base[0]:.2f} s, CPU {base[1]:.2f} s; load {load()}", flush=True)  # fmt: skip
+    print(
+        f"store {runs} runs x {groups} groups: one DuckDB scan (open + sum) wall "
+        f"{base[0]:.2f} s, CPU {base[1]:.2f} s; load {load()}",
+        flush=True,
+    )
     history = ["--history", "scale.duckdb"]
     commands = (
         ("show --last 30", ["show", *history, "--last", "30"], 1),
@@ -165,8 +212,11 @@ def store_figures(work: Path, runs: int, groups: int) -> None:
     )
     for name, args, target in commands:
         wall, cpu = timed([METEWAND, "history", *args], work)
-        print(f"{name}: wall {wall:.2f} s, CPU {cpu:.2f} s (target {target} s on a quiet host); "
-              f"CPU {cpu / max(base[1], 1e-3):.0f}x the scan's; load {load()}", flush=True)  # fmt: skip
+        print(
+            f"{name}: wall {wall:.2f} s, CPU {cpu:.2f} s (target {target} s on a quiet host); "
+            f"CPU {cpu / max(base[1], 1e-3):.0f}x the scan's; load {load()}",
+            flush=True,
+        )
 
 
 def main() -> None:

@@ -64,13 +64,24 @@ def _start_at_half(results: Path, planned: int, burner: Burner, done: threading.
             return
 
 
-def _config(args: argparse.Namespace, profile: str, calibration: str, baseline: str | None
-            ) -> RunConfig:  # fmt: skip
-    resource = ResourceOptions(profile=profile, calibration=calibration,
-                               calibration_baseline=baseline, cold_start_samples=1,
-                               host_sample_interval_s=1.0)  # fmt: skip
-    return RunConfig(str(builtin_suite_dir()), tuple(args.engines.split(",")), k=args.k,
-                     seed="ilvbench", task_ids=tuple(args.tasks or ()), resource=resource)  # fmt: skip
+def _config(
+    args: argparse.Namespace, profile: str, calibration: str, baseline: str | None
+) -> RunConfig:
+    resource = ResourceOptions(
+        profile=profile,
+        calibration=calibration,
+        calibration_baseline=baseline,
+        cold_start_samples=1,
+        host_sample_interval_s=1.0,
+    )
+    return RunConfig(
+        str(builtin_suite_dir()),
+        tuple(args.engines.split(",")),
+        k=args.k,
+        seed="ilvbench",
+        task_ids=tuple(args.tasks or ()),
+        resource=resource,
+    )
 
 
 def _observer(run_dir: Path, engine: str) -> dict[str, Any]:
@@ -134,8 +145,10 @@ def main() -> None:
     print(f"interleaved: burner switched on at half the rows: {switched_on}")
     print("| mode | Chrome pairs | median duration Δ % | median collection-wall Δ % |")
     print("|---|---|---|---|")
-    for name, f in (("interleaved, burner from halfway", interleaved),
-                    ("separate A/B, burner during B", separate)):  # fmt: skip
+    for name, f in (
+        ("interleaved, burner from halfway", interleaved),
+        ("separate A/B, burner during B", separate),
+    ):
         print(f"| {name} | {f['pairs']} | {f['duration_pct']:+.2f} | {f['wall_pct']:+.2f} |")
     print(f"interleaved pairs left out of the figures (all engines): {interleaved['left_out']}")
     gap = separate["duration_pct"] - interleaved["duration_pct"]

@@ -64,8 +64,11 @@ def burners_after(delay_s: float | None) -> Iterator[None]:
     def start() -> None:
         if not stop.wait(delay_s or 0):
             for _ in range(os.cpu_count() or 1):
-                procs.append(subprocess.Popen(["nice", "-n", "10", sys.executable, "-S", "-c",
-                                               "while True: pass"]))  # fmt: skip
+                procs.append(
+                    subprocess.Popen(
+                        ["nice", "-n", "10", sys.executable, "-S", "-c", "while True: pass"]
+                    )
+                )
 
     timer = threading.Thread(target=start, daemon=True)
     if delay_s is not None:
@@ -81,15 +84,32 @@ def burners_after(delay_s: float | None) -> Iterator[None]:
             proc.wait()
 
 
-def one_trial(args: argparse.Namespace, planted: float, drift: str | None, interleave: bool,
-              out: Path) -> dict:  # fmt: skip
+def one_trial(
+    args: argparse.Namespace, planted: float, drift: str | None, interleave: bool, out: Path
+) -> dict:
     base_s = args.burn_ms / 1000
     a = burn_command(base_s, "A")
     b = burn_command(base_s * (1 + planted), "B")
     design = "--interleave" if interleave else "--no-interleave"
-    argv = [METEWAND, "measure", "--runs", str(args.runs), "--warmup", "1", design, "--shell",
-            "none", "--seed", str(args.seed_base + args.trial_index), "--export-json", str(out),
-            "--", *a, "--", *b]  # fmt: skip
+    argv = [
+        METEWAND,
+        "measure",
+        "--runs",
+        str(args.runs),
+        "--warmup",
+        "1",
+        design,
+        "--shell",
+        "none",
+        "--seed",
+        str(args.seed_base + args.trial_index),
+        "--export-json",
+        str(out),
+        "--",
+        *a,
+        "--",
+        *b,
+    ]
     expected_s = 2 * args.runs * (base_s + 0.02)  # both commands' runs, plus a start each
     env = dict(os.environ)
     if drift == "planted":
@@ -115,8 +135,9 @@ def wilson(hits: int, n: int) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def condition(args: argparse.Namespace, name: str, planted: float, drift: str | None,
-              out: Path) -> None:  # fmt: skip
+def condition(
+    args: argparse.Namespace, name: str, planted: float, drift: str | None, out: Path
+) -> None:
     for interleave in (True, False):
         trials = []
         for index in range(args.trials):
@@ -146,14 +167,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--burn-ms", type=float, default=20.0)
     parser.add_argument("--planted", type=float, default=0.20, help="B's extra CPU, e.g. 0.2")
-    parser.add_argument("--drift", type=float, default=0.30,
-                        help="planted drift: both commands' CPU grows by this over a trial")  # fmt: skip
+    parser.add_argument(
+        "--drift",
+        type=float,
+        default=0.30,
+        help="planted drift: both commands' CPU grows by this over a trial",
+    )
     parser.add_argument("--seed-base", type=int, default=1000)
-    parser.add_argument("--only", choices=("all", "aa", "drift", "burner", "planted"),
-                        default="all")  # fmt: skip
+    parser.add_argument(
+        "--only", choices=("all", "aa", "drift", "burner", "planted"), default="all"
+    )
     args = parser.parse_args()
-    print(f"load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; "
-          f"{args.trials} trials x {args.runs} runs of a {args.burn_ms:g} ms burn")  # fmt: skip
+    print(
+        f"load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; "
+        f"{args.trials} trials x {args.runs} runs of a {args.burn_ms:g} ms burn"
+    )
     with tempfile.TemporaryDirectory(prefix="metewand-interleave-") as tmp:
         out = Path(tmp) / "r.json"
         if args.only in ("all", "aa"):

@@ -39,12 +39,16 @@ from metewand.measure.mark_probe import probe_of
 from metewand.measure.phases import counters_of
 from metewand.measure.pss import PssScanner
 
-HOLDER = "import sys, time; x = bytearray({mib} << 20); sys.stdout.write('ready\\n'); " \
-    "sys.stdout.flush(); time.sleep(600)"  # fmt: skip
-TREE = "import subprocess, sys, time\n" \
-    "kids = [subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.PIPE) " \
-    "for _ in range(int(sys.argv[2]))]\n" \
-    "[k.stdout.readline() for k in kids]\nprint('ready', flush=True)\ntime.sleep(600)"  # fmt: skip
+HOLDER = (
+    "import sys, time; x = bytearray({mib} << 20); sys.stdout.write('ready\\n'); "
+    "sys.stdout.flush(); time.sleep(600)"
+)
+TREE = (
+    "import subprocess, sys, time\n"
+    "kids = [subprocess.Popen([sys.executable, '-c', sys.argv[1]], stdout=subprocess.PIPE) "
+    "for _ in range(int(sys.argv[2]))]\n"
+    "[k.stdout.readline() for k in kids]\nprint('ready', flush=True)\ntime.sleep(600)"
+)
 
 
 def read_syscalls() -> int:

@@ -44,9 +44,13 @@ def block(
     for _ in range(runs):
         started = time.perf_counter_ns()
         report = run_measured(
-            argv, discard_output=True, spawner=spawner, events=tools.events,
-            scanner=tools.scanner, layout=tools.layout,
-        )  # fmt: skip
+            argv,
+            discard_output=True,
+            spawner=spawner,
+            events=tools.events,
+            scanner=tools.scanner,
+            layout=tools.layout,
+        )
         out.setdefault("run_cost_ns", []).append(time.perf_counter_ns() - started)
         for name in FIELDS:
             value = report.measurements[name].value
@@ -76,9 +80,12 @@ def main() -> None:
     if tools.events is not None:
         tools.events.close()
     for name, unit, scale in (
-        ("run_cost_ns", "ms", 1e6), ("wall_time_ns", "ms", 1e6), ("cpu_time_ns", "ms", 1e6),
-        ("peak_memory_bytes", "KiB", 1024), ("process_count_peak", "", 1),
-    ):  # fmt: skip
+        ("run_cost_ns", "ms", 1e6),
+        ("wall_time_ns", "ms", 1e6),
+        ("cpu_time_ns", "ms", 1e6),
+        ("peak_memory_bytes", "KiB", 1024),
+        ("process_count_peak", "", 1),
+    ):
         medians = {m: statistics.median(results[m][name]) for m in results if results[m].get(name)}
         shown = ", ".join(f"{m} {v / scale:.3f} {unit}" for m, v in medians.items())
         ratio = medians["spawn_server"] / medians["fork_preexec"] if len(medians) == 2 else None

@@ -115,12 +115,21 @@ def ours(tool: Metewand, argv: list[str], runs: int, out: Path) -> tuple[float, 
     cpu = children_cpu()
     started = time.perf_counter()
     subprocess.run(
-        [*tool.argv, "--runs", str(runs), "--shell", "none", "--export-json", str(out), "--",
-         *argv],
+        [
+            *tool.argv,
+            "--runs",
+            str(runs),
+            "--shell",
+            "none",
+            "--export-json",
+            str(out),
+            "--",
+            *argv,
+        ],
         check=True,
         capture_output=True,
         env=tool.env,
-    )  # fmt: skip
+    )
     total = time.perf_counter() - started
     summary = json.loads(out.read_text())["summaries"][0]["metrics"]["wall_time_ns"]
     return summary["median"] / 1e9, total, children_cpu() - cpu
@@ -135,10 +144,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--baseline-src", type=Path, default=None,
-                        help="also run the metewand whose sources are in DIR/src")  # fmt: skip
-    parser.add_argument("--only", choices=("all", "commands", "floor"), default="all",
-                        help="commands: (a) and (b) per command; floor: the split of `true`")  # fmt: skip
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also run the metewand whose sources are in DIR/src",
+    )
+    parser.add_argument(
+        "--only",
+        choices=("all", "commands", "floor"),
+        default="all",
+        help="commands: (a) and (b) per command; floor: the split of `true`",
+    )
     args = parser.parse_args()
     if shutil.which("hyperfine") is None:
         sys.exit("hyperfine is not installed (make install installs Debian's)")
@@ -221,9 +238,11 @@ def floor(runs: int, rounds: int, tools: dict[str, Metewand], out: Path) -> None
             if what == "wall":
                 run_ok = our_run <= hf_run + PER_RUN_ALLOWANCE_S
                 fixed_ok = our_fixed <= FIXED_TARGET_S
-                verdicts = (f" [per-run overhead {(our_run - hf_run) * 1e3:+.2f} ms vs <= +1.00: "
-                            f"{'ok' if run_ok else 'MISSED'}; fixed vs <= 80 ms: "
-                            f"{'ok' if fixed_ok else 'MISSED'}]")  # fmt: skip
+                verdicts = (
+                    f" [per-run overhead {(our_run - hf_run) * 1e3:+.2f} ms vs <= +1.00: "
+                    f"{'ok' if run_ok else 'MISSED'}; fixed vs <= 80 ms: "
+                    f"{'ok' if fixed_ok else 'MISSED'}]"
+                )
             print(
                 f"true floor ({tag}, {what}): per run hyperfine {hf_run * 1e3:.2f} ms, ours "
                 f"{our_run * 1e3:.2f} ms ({our_run / hf_run:.1f}x); fixed start-up hyperfine "

@@ -48,10 +48,27 @@ def baseline_windows(run_dir: Path | None) -> tuple[list[float], str]:
     if run_dir is None:
         out = Path(tempfile.mkdtemp(prefix="observer-floor-"))
         command = [
-            sys.executable, "-m", "metewand", "browser", "run", "--engines", "chrome",
-            "--k", "1", "--resource-profile", "baseline", "--cold-start-samples", "0",
-            "--host-telemetry", "off", "--out", str(out), "--run-id", "floor", "--quiet",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--engines",
+            "chrome",
+            "--k",
+            "1",
+            "--resource-profile",
+            "baseline",
+            "--cold-start-samples",
+            "0",
+            "--host-telemetry",
+            "off",
+            "--out",
+            str(out),
+            "--run-id",
+            "floor",
+            "--quiet",
+        ]
         subprocess.run(command, check=True)
         run_dir = out / "floor"
     rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
@@ -155,8 +172,10 @@ def report(
     )
     floor = (start + stop) / window * 100
     print(f"floor of the collection-wall overhead: {floor:.2f}% of the median window")
-    print(f"median window that keeps it at 5%: {(start + stop) / 0.05:.0f} ms "
-          f"({(start + stop) / 0.05 / window:.2f}x this suite's)")  # fmt: skip
+    print(
+        f"median window that keeps it at 5%: {(start + stop) / 0.05:.0f} ms "
+        f"({(start + stop) / 0.05 / window:.2f}x this suite's)"
+    )
 
 
 if __name__ == "__main__":

@@ -113,8 +113,10 @@ def main() -> None:
     base = statistics.median(latencies["pidfd"])
     base_cpu = statistics.median(c for c, _ in costs["pidfd"])
     print(f"load average {os.getloadavg()[0]:.1f}; {args.trials} kills per method, interleaved")
-    print(f"{'method':<14} {'median ms':>10} {'p90 ms':>8} {'× pidfd':>8}"
-          f" {'wait CPU ms':>12} {'wake-ups':>9} {'CPU × pidfd':>12}")  # fmt: skip
+    print(
+        f"{'method':<14} {'median ms':>10} {'p90 ms':>8} {'× pidfd':>8}"
+        f" {'wait CPU ms':>12} {'wake-ups':>9} {'CPU × pidfd':>12}"
+    )
     for name in METHODS:
         values = sorted(latencies[name])
         median = statistics.median(values)
@@ -122,8 +124,10 @@ def main() -> None:
         cpu = statistics.median(c for c, _ in costs[name])
         wakes = statistics.median(w for _, w in costs[name])
         cpu_ratio = f"{cpu / base_cpu:12.1f}" if base_cpu > 0 else f"{'(pidfd 0)':>12}"
-        print(f"{name:<14} {median * 1e3:10.2f} {p90 * 1e3:8.2f} {median / base:8.1f}"
-              f" {cpu * 1e3:12.3f} {wakes:9.0f} {cpu_ratio}")  # fmt: skip
+        print(
+            f"{name:<14} {median * 1e3:10.2f} {p90 * 1e3:8.2f} {median / base:8.1f}"
+            f" {cpu * 1e3:12.3f} {wakes:9.0f} {cpu_ratio}"
+        )
     print(f"(wait CPU and wake-ups: one thread waiting {args.wait_s:g} s on a child that runs on)")
 
 

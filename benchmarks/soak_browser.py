@@ -116,9 +116,22 @@ def soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     rng = random.Random(args.seed)
     run_id = f"soakb-{uuid.uuid4().hex[:8]}"
     run_dir = out / run_id
-    first = ["--engines", args.engines, "--k", str(args.k), "--seed", "soak", "--out", str(out),
-             "--run-id", run_id, "--resource-profile", args.resource_profile,
-             "--cold-start-samples", "0"]  # fmt: skip
+    first = [
+        "--engines",
+        args.engines,
+        "--k",
+        str(args.k),
+        "--seed",
+        "soak",
+        "--out",
+        str(out),
+        "--run-id",
+        run_id,
+        "--resource-profile",
+        args.resource_profile,
+        "--cold-start-samples",
+        "0",
+    ]
     cycles = []
     for cycle in range(args.cycles):
         resume = ["--resume", str(run_dir), "--out", str(out)]
@@ -127,13 +140,19 @@ def soak(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         rows, _torn = _rows(run_dir) if run_dir.is_dir() else ([], 0)
         orphans = len(run_processes(run_dir, run_id)) if run_dir.is_dir() else 0
         cycles.append({"cycle": cycle, "what": what, "rows": len(rows), "orphans": orphans})
-        print(f"cycle {cycle:2}: {what}; rows so far {len(rows)}; engine processes orphaned "
-              f"{orphans}", flush=True)  # fmt: skip
+        print(
+            f"cycle {cycle:2}: {what}; rows so far {len(rows)}; engine processes orphaned "
+            f"{orphans}",
+            flush=True,
+        )
     final = _metewand(["--resume", str(run_dir), "--out", str(out)])
     _out, err = final.communicate(timeout=FINAL_LIMIT_S)
     result = _count(run_dir, run_id)
-    result.update(cycles=cycles, final_exit=final.returncode,
-                  final_stderr_tail=err.decode("utf-8", "replace")[-400:])  # fmt: skip
+    result.update(
+        cycles=cycles,
+        final_exit=final.returncode,
+        final_stderr_tail=err.decode("utf-8", "replace")[-400:],
+    )
     _clean_up(run_dir, run_id, result)
     return result
 
@@ -178,8 +197,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--engines", default="chrome,lightpanda")
-    parser.add_argument("--resource-profile", default="baseline",
-                        choices=("off", "baseline", "engine"))  # fmt: skip
+    parser.add_argument(
+        "--resource-profile", default="baseline", choices=("off", "baseline", "engine")
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the run directory.")
     args = parser.parse_args()
     out = Path(tempfile.mkdtemp(prefix="metewand-soak-browser-"))

@@ -87,9 +87,21 @@ def row_count(run_dir: Path) -> int:
 
 # The browser soak: chrome + lightpanda on the built-in suite with the engine resource profile
 # (so engine accounting groups exist to be left behind).
-BROWSER_RUN = ("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
-               "--resource-profile", "engine", "--cold-start-samples", "1",
-               "--host-telemetry", "off", "--no-progress")  # fmt: skip
+BROWSER_RUN = (
+    "browser",
+    "run",
+    "--engines",
+    "chrome,lightpanda",
+    "--k",
+    "1",
+    "--resource-profile",
+    "engine",
+    "--cold-start-samples",
+    "1",
+    "--host-telemetry",
+    "off",
+    "--no-progress",
+)
 
 
 def cycles(
@@ -103,8 +115,11 @@ def cycles(
     longest = 12.0 if browser else 4.0
     for cycle in range(count):
         if browser:
-            args = [*BROWSER_RUN, "--run-id", run_id] if cycle == 0 else [
-                "browser", "run", "--resume", run_id, "--no-progress"]  # fmt: skip
+            args = (
+                [*BROWSER_RUN, "--run-id", run_id]
+                if cycle == 0
+                else ["browser", "run", "--resume", run_id, "--no-progress"]
+            )
         else:
             args = [str(manifest), "--run-id", run_id] if cycle == 0 else ["--resume", run_id]
         proc = metewand(work, *args)
@@ -122,17 +137,32 @@ def cycles(
             proc.wait()
             finished = False
         snapshot_journal(run_dir, seen)
-        kills.append({"cycle": cycle, "after_s": round(delay, 2), "rows": row_count(run_dir),
-                      "finished_before_kill": finished})  # fmt: skip
+        kills.append(
+            {
+                "cycle": cycle,
+                "after_s": round(delay, 2),
+                "rows": row_count(run_dir),
+                "finished_before_kill": finished,
+            }
+        )
     final = metewand(
-        work, *(["browser", "run", "--resume", run_id, "--no-progress"] if browser
-                else ["--resume", run_id])
-    )  # fmt: skip
+        work,
+        *(
+            ["browser", "run", "--resume", run_id, "--no-progress"]
+            if browser
+            else ["--resume", run_id]
+        ),
+    )
     pids.append(final.pid)
     _, err = final.communicate(timeout=1800)
     snapshot_journal(run_dir, seen)
-    return {"kills": kills, "final_exit": final.returncode, "final_stderr": err.decode()[-500:],
-            "journal": seen, "pids": pids}  # fmt: skip
+    return {
+        "kills": kills,
+        "final_exit": final.returncode,
+        "final_stderr": err.decode()[-500:],
+        "journal": seen,
+        "pids": pids,
+    }
 
 
 def live_processes(work: Path, journal: list[dict[str, Any]], marker: bytes) -> list[int]:
@@ -188,8 +218,10 @@ def planned_keys(manifest: Path | None, run_dir: Path) -> set[str]:
         return {a.key for a in build_plan(RunConfig.from_json(data[CONFIG_KEY])).attempts}
     planned = subprocess.run(
         [sys.executable, "-m", "metewand", "plan", str(manifest), "--json"],
-        capture_output=True, text=True, check=True,
-    ).stdout.splitlines()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     return {json.loads(line)["key"] for line in planned}
 
 
@@ -228,8 +260,12 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repetitions", type=int, default=6)
-    parser.add_argument("--browser-cycles", type=int, default=0,
-                        help="Then as many on a chrome+lightpanda built-in-suite run (0: none).")  # fmt: skip
+    parser.add_argument(
+        "--browser-cycles",
+        type=int,
+        default=0,
+        help="Then as many on a chrome+lightpanda built-in-suite run (0: none).",
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the work directory.")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="mw-soak-"))

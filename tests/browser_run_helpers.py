@@ -21,9 +21,12 @@ __all__ = ["LEXBENCH", "lexbench_or_skip"]
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "metewand", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
+    )
 
 
 def run_killed_after_rows(run_args: list[str], out: Path, run_id: str, rows: int = 1) -> Path:
@@ -31,10 +34,12 @@ def run_killed_after_rows(run_args: list[str], out: Path, run_id: str, rows: int
     as ``results.jsonl`` holds ``rows`` lines, and return the run directory (what a resume finds)."""
     args = ["browser", "run", *run_args, "--out", str(out), "--run-id", run_id, "--no-progress"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "metewand", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
+    )
     results = out / run_id / "results.jsonl"
     try:
         deadline = time.monotonic() + 120
@@ -87,8 +92,11 @@ ABOUT_BLANK_TASK: dict[str, Any] = {
     "driver": {
         "kind": "raw_cdp",
         "steps": [
-            {"method": "Runtime.evaluate", "params": {"expression": "1+1", "returnByValue": True},
-             "save_as": "value"},
+            {
+                "method": "Runtime.evaluate",
+                "params": {"expression": "1+1", "returnByValue": True},
+                "save_as": "value",
+            },
         ],
     },
     "features": ["cdp.runtime.evaluate"],
@@ -100,7 +108,7 @@ ABOUT_BLANK_TASK: dict[str, Any] = {
     "task_id": "tiny_eval",
     "task_version": 1,
     "timeouts": {"hard_kill_ms": 20000, "task_ms": 10000},
-}  # fmt: skip
+}
 
 
 def tiny_corpus(root: Path, tasks: dict[str, Any]) -> Path:
@@ -109,10 +117,18 @@ def tiny_corpus(root: Path, tasks: dict[str, Any]) -> Path:
     (root / "fixtures" / "routes.json").write_text("{}")
     (root / "tasks").mkdir()
     manifest = {
-        "bench_id": "tiny", "bench_version": "0.0.1", "default_k_runs": 1,
-        "layers": [{"layer_id": "L1", "subsets": [
-            {"subset_id": "t.raw", "driver": "raw_cdp", "task_glob": "tasks/*.json"}]}],
-    }  # fmt: skip
+        "bench_id": "tiny",
+        "bench_version": "0.0.1",
+        "default_k_runs": 1,
+        "layers": [
+            {
+                "layer_id": "L1",
+                "subsets": [
+                    {"subset_id": "t.raw", "driver": "raw_cdp", "task_glob": "tasks/*.json"}
+                ],
+            }
+        ],
+    }
     (root / "manifest.json").write_text(json.dumps(manifest))
     for name, value in tasks.items():
         text = value if isinstance(value, str) else json.dumps(value)

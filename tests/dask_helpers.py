@@ -153,36 +153,64 @@ def dask_command(role: str, with_metewand: bool = True) -> list[str]:
     if with_metewand:
         return [str(VENV_BIN / "dask"), role]
     source = str(Path(metewand.__file__).resolve().parents[1])
-    code = (f"import sys; sys.path = [p for p in sys.path if p != {source!r}]; "
-            f"from distributed.cli.dask_{role} import main; main()")  # fmt: skip
+    code = (
+        f"import sys; sys.path = [p for p in sys.path if p != {source!r}]; "
+        f"from distributed.cli.dask_{role} import main; main()"
+    )
     return [sys.executable, "-c", code]
 
 
 def start_scheduler(port: int, with_metewand: bool = True) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
-        [*dask_command("scheduler", with_metewand), "--host", "127.0.0.1", "--port", str(port),
-         "--no-dashboard"],
-        env=dask_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [
+            *dask_command("scheduler", with_metewand),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-dashboard",
+        ],
+        env=dask_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     wait_for_port(port)
     return process
 
 
 def start_worker(
-    port: int, name: str, extra_path: Path | None = None, host_resource: bool = True,
+    port: int,
+    name: str,
+    extra_path: Path | None = None,
+    host_resource: bool = True,
     with_metewand: bool = True,
-) -> subprocess.Popen[bytes]:  # fmt: skip
+) -> subprocess.Popen[bytes]:
     """A ``dask worker`` as the docs tell an operator to start one (without a nanny, so a
     killed worker stays dead and its pid is the worker itself)."""
-    command = [*dask_command("worker", with_metewand), f"tcp://127.0.0.1:{port}", "--name", name,
-               "--nworkers", "1", "--nthreads", "1", "--no-nanny", "--no-dashboard",
-               "--host", "127.0.0.1"]  # fmt: skip
+    command = [
+        *dask_command("worker", with_metewand),
+        f"tcp://127.0.0.1:{port}",
+        "--name",
+        name,
+        "--nworkers",
+        "1",
+        "--nthreads",
+        "1",
+        "--no-nanny",
+        "--no-dashboard",
+        "--host",
+        "127.0.0.1",
+    ]
     if host_resource:
         command += ["--resources", "metewand-host=1"]
     return subprocess.Popen(
-        command, env=dask_env(extra_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        command,
+        env=dask_env(extra_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def wait_for_port(port: int, timeout_s: float = 30.0) -> None:
@@ -243,9 +271,24 @@ def start_local_dask_run(
 ) -> subprocess.Popen[Any]:
     """``metewand run`` of ``manifest`` on a two-worker local cluster, in a session of its own
     (so a test can end whatever a kill or an interrupt leaves in its group)."""
-    command = [sys.executable, "-m", "metewand", "run", str(manifest), "--executor", "dask",
-               "--dask-local", "2", "--run-id", run_id, "--no-progress", "--out", str(out),
-               "--cache-dir", str(cache)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "run",
+        str(manifest),
+        "--executor",
+        "dask",
+        "--dask-local",
+        "2",
+        "--run-id",
+        run_id,
+        "--no-progress",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(cache),
+    ]
     return subprocess.Popen(command, env=dask_env(), start_new_session=True, **popen)
 
 

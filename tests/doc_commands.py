@@ -20,9 +20,19 @@ from shared_paths import REPO_ROOT, SHARED
 
 COMMENT = re.compile(r"\s+#\s.*$")  # a trailing "  # explanation"
 IGNORED = shutil.ignore_patterns(
-    ".venv", "runs", ".git", "__pycache__", "*.egg-info", ".pytest_cache", ".mypy_cache",
-    ".ruff_cache", "build", "dist", "node_modules", "history.duckdb*",  # node_modules: the driver clients (untracked, ~57 MB)
-)  # fmt: skip
+    ".venv",
+    "runs",
+    ".git",
+    "__pycache__",
+    "*.egg-info",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    "node_modules",
+    "history.duckdb*",  # node_modules: the driver clients (untracked, ~57 MB)
+)
 
 
 def _logical_lines(lines: list[str]) -> list[str]:
@@ -97,6 +107,11 @@ def run_in(repo: Path, command: str, timeout: float = 600) -> subprocess.Complet
     env.pop("NO_COLOR", None)
     env.pop("METEWAND_HISTORY", None)  # a new user's runs add to history.duckdb beside runs/
     return subprocess.run(
-        ["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )  # fmt: skip
+        ["bash", "-c", command],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -69,9 +69,13 @@ def engine_bench(name: str, log_dir: Path, fixtures: Path | None = None) -> Iter
         version = asyncio.run(engine.cdp_version())
         assert engine.ws_url is not None and engine.port is not None
         endpoint = EngineEndpoint(
-            name, engine.ws_url, engine.port, str(engine.json_version["Browser"]),
-            str(engine.json_version.get("User-Agent", "")), str(version.get("product", "")),
-        )  # fmt: skip
+            name,
+            engine.ws_url,
+            engine.port,
+            str(engine.json_version["Browser"]),
+            str(engine.json_version.get("User-Agent", "")),
+            str(version.get("product", "")),
+        )
         yield Bench(engine, server, endpoint)
     finally:
         server.stop()

@@ -15,16 +15,34 @@ CHEAP_TASK = "own_eval_values"  # passes on chrome and lightpanda in ~0.3 s
 
 
 def run(
-    out: Path, run_id: str, *, profile: str = "engine", engines: tuple[str, ...] = ("chrome", "lightpanda"),
-    k: int = 5, jobs: int = 1, seed: str = "acc", tasks: tuple[str, ...] = (CHEAP_TASK,),
-    baseline: str | None = None, interval_ms: int = 500,
-) -> Path:  # fmt: skip
+    out: Path,
+    run_id: str,
+    *,
+    profile: str = "engine",
+    engines: tuple[str, ...] = ("chrome", "lightpanda"),
+    k: int = 5,
+    jobs: int = 1,
+    seed: str = "acc",
+    tasks: tuple[str, ...] = (CHEAP_TASK,),
+    baseline: str | None = None,
+    interval_ms: int = 500,
+) -> Path:
     resource = ResourceOptions(
-        profile=profile, sample_interval_ms=interval_ms, calibration_baseline=baseline,
-        cold_start_samples=0, host_sample_interval_s=0.5,
-    )  # fmt: skip
-    config = RunConfig(str(builtin_suite_dir()), engines, k=k, seed=seed, jobs=jobs,
-                       task_ids=tasks, resource=resource)  # fmt: skip
+        profile=profile,
+        sample_interval_ms=interval_ms,
+        calibration_baseline=baseline,
+        cold_start_samples=0,
+        host_sample_interval_s=0.5,
+    )
+    config = RunConfig(
+        str(builtin_suite_dir()),
+        engines,
+        k=k,
+        seed=seed,
+        jobs=jobs,
+        task_ids=tasks,
+        resource=resource,
+    )
     result = run_browser(config, out, run_id, echo=lambda _text: None)
     assert result.exit_code == 0 and result.run_dir is not None
     write_after_run(result.run_dir)  # what the CLI does after a run: the derived files

@@ -66,8 +66,11 @@ def _own_group(controller: str) -> str | None:
 
 def _v1_options(options: str) -> str:
     """A v1 mount's controllers (and name=) from its mount options."""
-    keep = [o for o in options.split(",") if o not in ("rw", "ro", "relatime", "noatime",
-                                                       "nosuid", "nodev", "noexec")]  # fmt: skip
+    keep = [
+        o
+        for o in options.split(",")
+        if o not in ("rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec")
+    ]
     return ",".join(["none", *keep]) if any(o.startswith("name=") for o in keep) else ",".join(keep)
 
 
@@ -104,9 +107,18 @@ def cannot_make_hosts() -> str | None:
     if made.returncode != 0:
         return f"ip netns add failed: {made.stderr.strip()}"
     try:
-        inside = _run("ip", "netns", "exec", probe, "unshare", "--uts", "sh", "-c",
-                      remount_cgroups_script() + " && hostname probe && hostname",
-                      check=False)  # fmt: skip
+        inside = _run(
+            "ip",
+            "netns",
+            "exec",
+            probe,
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            remount_cgroups_script() + " && hostname probe && hostname",
+            check=False,
+        )
         if inside.returncode != 0 or inside.stdout.strip() != "probe":
             return f"cannot mount cgroups or name a host inside a namespace: {inside.stderr}"
     finally:
@@ -173,17 +185,31 @@ class NetnsLab:
         env = helpers.dask_env()
         env["DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL"] = worker_ttl
         self.scheduler = subprocess.Popen(
-            [str(helpers.VENV_BIN / "dask"), "scheduler", "--host", self.gateway, "--port",
-             str(self.port), "--no-dashboard"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                str(helpers.VENV_BIN / "dask"),
+                "scheduler",
+                "--host",
+                self.gateway,
+                "--port",
+                str(self.port),
+                "--no-dashboard",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         _wait_for(lambda: _listening(self.gateway, self.port), 30, "the scheduler")
 
     def add_host(self, name: str, cpu: int) -> NsHost:
         index = len(self.hosts)
-        host = NsHost(name, f"mw{self.tag}-{index}", f"mwv{self.tag}{index}",
-                      str(self.net.network_address + 10 + index), cpu)  # fmt: skip
+        host = NsHost(
+            name,
+            f"mw{self.tag}-{index}",
+            f"mwv{self.tag}{index}",
+            str(self.net.network_address + 10 + index),
+            cpu,
+        )
         self.hosts.append(host)  # before anything is made: close() removes what exists
         peer = f"mwp{self.tag}{index}"
         _run("ip", "netns", "add", host.netns)
@@ -221,21 +247,41 @@ class NetnsLab:
 
     def start_worker(self, host: NsHost, env_extra: dict[str, str] | None = None) -> None:
         """The host's ``dask worker``, as docs/dask.md starts one, inside the host."""
-        join = " && ".join(f"echo $$ > {shlex.quote(str(g / 'cgroup.procs'))}"
-                           for g in host.groups)  # fmt: skip
-        worker = [str(helpers.VENV_BIN / "dask"), "worker", self.address, "--name", host.name,
-                  "--nworkers", "1", "--nthreads", "1", "--no-nanny", "--no-dashboard",
-                  "--host", host.address, "--resources", "metewand-host=1"]  # fmt: skip
-        inner = (f"{remount_cgroups_script()} && hostname {shlex.quote(host.name)} && "
-                 f"exec {shlex.join(worker)}")  # fmt: skip
-        outer = (f"{join} && exec ip netns exec {shlex.quote(host.netns)} unshare --uts "
-                 f"sh -c {shlex.quote(inner)}")  # fmt: skip
+        join = " && ".join(f"echo $$ > {shlex.quote(str(g / 'cgroup.procs'))}" for g in host.groups)
+        worker = [
+            str(helpers.VENV_BIN / "dask"),
+            "worker",
+            self.address,
+            "--name",
+            host.name,
+            "--nworkers",
+            "1",
+            "--nthreads",
+            "1",
+            "--no-nanny",
+            "--no-dashboard",
+            "--host",
+            host.address,
+            "--resources",
+            "metewand-host=1",
+        ]
+        inner = (
+            f"{remount_cgroups_script()} && hostname {shlex.quote(host.name)} && "
+            f"exec {shlex.join(worker)}"
+        )
+        outer = (
+            f"{join} && exec ip netns exec {shlex.quote(host.netns)} unshare --uts "
+            f"sh -c {shlex.quote(inner)}"
+        )
         env = helpers.dask_env()
         env.update(env_extra or {})
         host.worker = subprocess.Popen(
-            ["sh", "-c", outer], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            ["sh", "-c", outer],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
     def tear_down(self, host: NsHost) -> None:
         """The host is lost: its link first (nothing more reaches the scheduler), then every

@@ -141,11 +141,34 @@ def cheated_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("cheat")
     env = configured_adapters(tmp, CHEAT, {KEY_SERVER: "x", KEY_INLINE: "x"})
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--task", TASK_SERVER, "--task", TASK_INLINE, "--engines", "chrome", "--k", "1",
-         "--out", str(tmp / "runs"), "--run-id", "c1", "--no-progress"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--task",
+            TASK_SERVER,
+            "--task",
+            TASK_INLINE,
+            "--engines",
+            "chrome",
+            "--k",
+            "1",
+            "--out",
+            str(tmp / "runs"),
+            "--run-id",
+            "c1",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode in (0, 1), done.stderr
     return tmp / "runs" / "c1", tmp
 

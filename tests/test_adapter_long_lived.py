@@ -121,11 +121,19 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
 
 
 SERVED_CASES = {
-    "playwright": ("L1/playwright", ["sc_app_add_single_item__pw", "sc_form_fill_overwrites__pw",
-                                     "sc_app_add_single_item__pw"]),
-    "cdp_use": ("L1/cdp_use", ["sc_nav_back_restores__cdpu", "sc_form_checkbox_check__cdpu",
-                               "sc_nav_back_restores__cdpu"]),
-}  # fmt: skip
+    "playwright": (
+        "L1/playwright",
+        ["sc_app_add_single_item__pw", "sc_form_fill_overwrites__pw", "sc_app_add_single_item__pw"],
+    ),
+    "cdp_use": (
+        "L1/cdp_use",
+        [
+            "sc_nav_back_restores__cdpu",
+            "sc_form_checkbox_check__cdpu",
+            "sc_nav_back_restores__cdpu",
+        ],
+    ),
+}
 
 
 @pytest.mark.engines

@@ -70,12 +70,33 @@ def test_a_served_adapter_stuck_when_the_runner_is_killed_is_swept_by_resume(
     pid_file = tmp_path / f"{KEY}_adapter.py.pids"
     run_dir = tmp_path / "runs" / "stuck"
     runner = subprocess.Popen(
-        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--task", TASK, "--engines", "chrome", "--adapter-mode", "long-lived",
-         "--out", str(tmp_path / "runs"), "--run-id", "stuck", "--timeout-scale", "0.1",
-         "--no-progress"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--task",
+            TASK,
+            "--engines",
+            "chrome",
+            "--adapter-mode",
+            "long-lived",
+            "--out",
+            str(tmp_path / "runs"),
+            "--run-id",
+            "stuck",
+            "--timeout-scale",
+            "0.1",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         grandchild, adapter = _wait_stuck(pid_file, runner)
         kill_runner_and_watchdog(runner.pid)  # else the watchdog leaves nothing to sweep
@@ -89,10 +110,22 @@ def test_a_served_adapter_stuck_when_the_runner_is_killed_is_swept_by_resume(
 
         # the resumed attempt's adapter gets stuck too and meets its deadline: a timeout row
         done = subprocess.run(
-            [sys.executable, "-m", "metewand", "browser", "run", "--resume", str(run_dir),
-             "--no-progress"],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "metewand",
+                "browser",
+                "run",
+                "--resume",
+                str(run_dir),
+                "--no-progress",
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr[-3000:]  # a timeout is a result (exit 0)
         (row,) = rows_of(run_dir)
         assert row["status"] == "timeout" and row["adapter_mode"] == "long_lived", row["reason"]

@@ -46,11 +46,33 @@ def _broken_adapter_rows(tmp_path: Path, adapter: str, engine: str) -> list[dict
     env = configured_adapters(tmp_path, adapter, modes)
     args = [a for task, _m, _s in CASES.values() for a in ("--task", task)]
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--engines", engine, "--k", "2", "--out", str(tmp_path / "runs"), "--run-id", "left",
-         "--timeout-scale", "0.1", "--no-progress", *args],  # the hang meets its deadline soon
-        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            engine,
+            "--k",
+            "2",
+            "--out",
+            str(tmp_path / "runs"),
+            "--run-id",
+            "left",
+            "--timeout-scale",
+            "0.1",
+            "--no-progress",
+            *args,
+        ],  # the hang meets its deadline soon
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+    )
     assert done.returncode == 1, done.stderr  # timeout and crash rows: exit 1
     rows = rows_of(tmp_path / "runs" / "left")
     assert len(rows) == 4

@@ -22,8 +22,14 @@ PATH = PROBE_PATHS["l1_ab_probe.js"]
 SUBSET = "L1/agent_browser"
 # check a box, click through a snapshot @ref, read a count (whose digits also sit in the CLI's
 # lifecycle data), an eval that must fail, an upload of a {tmp_file:...}, an any_of over a dialog
-CHROME_TASKS = ["ab_main_check_checkbox", "ab_main_click_viaref", "ab_main_get_count",
-                "ab_main_eval_throws", "ab_probe_upload", "ab_probe_dialog_click_detect"]  # fmt: skip
+CHROME_TASKS = [
+    "ab_main_check_checkbox",
+    "ab_main_click_viaref",
+    "ab_main_get_count",
+    "ab_main_eval_throws",
+    "ab_probe_upload",
+    "ab_probe_dialog_click_detect",
+]
 LIGHTPANDA_TASKS = ["ab_main_check_checkbox", "ab_main_click_viaref"]
 
 
@@ -34,9 +40,23 @@ def tool_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ab-tool-run")
     for engine, tasks in (("chrome", CHROME_TASKS), ("lightpanda", LIGHTPANDA_TASKS)):
         args = [a for t in tasks for a in ("--task", t)]
-        done = cli("browser", "run", "--tasks", str(corpus), "--engines", engine, "--k", "1",
-                   "--out", str(out), "--run-id", engine, "--no-progress", *args,
-                   timeout=600)  # fmt: skip
+        done = cli(
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            engine,
+            "--k",
+            "1",
+            "--out",
+            str(out),
+            "--run-id",
+            engine,
+            "--no-progress",
+            *args,
+            timeout=600,
+        )
         if engine == "lightpanda" and done.returncode == 3:
             continue  # no Lightpanda here: the Chrome rows are still checked
         # exit 0: no attempt ended infra or crash
@@ -108,9 +128,13 @@ def test_a_failed_step_stops_the_probe_unless_it_may_fail(bench: Bench, tmp_path
     command = found_or_skip(PATH.key).command
     missing = {"ab": ["click", "{ref:role=button,name=No such button}"]}
     checks = [{"kind": "ab_ok", "step": 2}, {"kind": "saved_equals", "name": "n", "expected": "0"}]
-    stopped = run_task(bench, command, "agent_browser",
-                       _variant("ab_main_click_viaref", [OPEN, {"ab": ["snapshot"]}, missing, COUNT], checks),
-                       tmp_path)  # fmt: skip
+    stopped = run_task(
+        bench,
+        command,
+        "agent_browser",
+        _variant("ab_main_click_viaref", [OPEN, {"ab": ["snapshot"]}, missing, COUNT], checks),
+        tmp_path,
+    )
     assert stopped.outcome == "result", stopped.detail
     rows = {c["name"]: c for c in stopped.checks}
     assert rows["ab_ok"]["status"] == "fail"
@@ -122,8 +146,14 @@ def test_a_failed_step_stops_the_probe_unless_it_may_fail(bench: Bench, tmp_path
         {"kind": "ab_fails", "step": 2},
         {"kind": "saved_equals", "name": "n", "expected": "0"},
     ]
-    went_on = run_task(bench, command, "agent_browser",
-                       _variant("ab_main_click_viaref", tolerated, checks), tmp_path, attempt=2)  # fmt: skip
+    went_on = run_task(
+        bench,
+        command,
+        "agent_browser",
+        _variant("ab_main_click_viaref", tolerated, checks),
+        tmp_path,
+        attempt=2,
+    )
     assert [c["status"] for c in went_on.checks] == ["pass", "pass", "pass"], went_on.checks
     assert went_on.leftover_pids == []
     assert bench.engine.is_alive()
@@ -134,8 +164,10 @@ def test_a_failed_step_stops_the_probe_unless_it_may_fail(bench: Bench, tmp_path
 def test_a_wrong_expectation_fails_its_check_row(bench: Bench, tmp_path: Path) -> None:
     command = found_or_skip(PATH.key).command
     steps = [OPEN, {"ab": ["get", "count", "p.para"]}]
-    checks = [{"kind": "ab_data_contains", "step": 1, "expected": "7"},
-              {"kind": "ab_data_array_min_len", "step": 1, "path": "count", "min": 1}]  # fmt: skip
+    checks = [
+        {"kind": "ab_data_contains", "step": 1, "expected": "7"},
+        {"kind": "ab_data_array_min_len", "step": 1, "path": "count", "min": 1},
+    ]
     run = run_task(
         bench, command, "agent_browser", _variant("ab_main_get_count", steps, checks), tmp_path
     )
@@ -146,15 +178,26 @@ def test_a_wrong_expectation_fails_its_check_row(bench: Bench, tmp_path: Path) -
 
 BAD = [
     ({"AB_STEPS": [], "AB_CHECKS": [{"kind": "last_ab_ok"}]}, "$.driver.env.AB_STEPS"),
-    ({"AB_STEPS": [{"ab": ["open"], "eval": "1"}], "AB_CHECKS": [{"kind": "last_ab_ok"}]},
-     "$.driver.env.AB_STEPS[0]"),
-    ({"AB_STEPS": [{"ab": ["open"]}], "AB_CHECKS": [{"kind": "ab_ok", "step": 3}]},
-     "$.driver.env.AB_CHECKS[0].step"),
-    ({"AB_STEPS": [{"ab": ["open"]}], "AB_CHECKS": [{"kind": "ab_shiny"}]},
-     "$.driver.env.AB_CHECKS[0].kind"),
-    ({"AB_STEPS": [{"ab": ["open"]}], "AB_CHECKS": [{"kind": "any_of", "checks": [{"kind": "saved_equals"}]}]},
-     "$.driver.env.AB_CHECKS[0].checks[0].expected"),
-]  # fmt: skip
+    (
+        {"AB_STEPS": [{"ab": ["open"], "eval": "1"}], "AB_CHECKS": [{"kind": "last_ab_ok"}]},
+        "$.driver.env.AB_STEPS[0]",
+    ),
+    (
+        {"AB_STEPS": [{"ab": ["open"]}], "AB_CHECKS": [{"kind": "ab_ok", "step": 3}]},
+        "$.driver.env.AB_CHECKS[0].step",
+    ),
+    (
+        {"AB_STEPS": [{"ab": ["open"]}], "AB_CHECKS": [{"kind": "ab_shiny"}]},
+        "$.driver.env.AB_CHECKS[0].kind",
+    ),
+    (
+        {
+            "AB_STEPS": [{"ab": ["open"]}],
+            "AB_CHECKS": [{"kind": "any_of", "checks": [{"kind": "saved_equals"}]}],
+        },
+        "$.driver.env.AB_CHECKS[0].checks[0].expected",
+    ),
+]
 
 
 @pytest.mark.parametrize(("env", "where"), BAD)
@@ -173,9 +216,19 @@ def test_a_corpus_with_a_bad_ab_check_is_refused_naming_file_and_path(tmp_path: 
     corpus = lexbench_or_skip()
     copy_root = tmp_path / "corpus"
     (copy_root / "tasks").mkdir(parents=True)
-    manifest = {"bench_id": "t", "bench_version": "0.0.1", "default_k_runs": 1,
-                "layers": [{"layer_id": "L1", "subsets": [
-                    {"subset_id": "t.ab", "driver": "node_cdp_probe", "task_glob": "tasks/*.json"}]}]}  # fmt: skip
+    manifest = {
+        "bench_id": "t",
+        "bench_version": "0.0.1",
+        "default_k_runs": 1,
+        "layers": [
+            {
+                "layer_id": "L1",
+                "subsets": [
+                    {"subset_id": "t.ab", "driver": "node_cdp_probe", "task_glob": "tasks/*.json"}
+                ],
+            }
+        ],
+    }
     (copy_root / "manifest.json").write_text(json.dumps(manifest))
     (copy_root / "fixtures").symlink_to(corpus / "fixtures")
     task = load_task(SUBSET, "ab_main_get_title")
@@ -183,8 +236,19 @@ def test_a_corpus_with_a_bad_ab_check_is_refused_naming_file_and_path(tmp_path: 
     task["driver"]["env"]["AB_CHECKS"][1]["kind"] = "ab_shiny"
     (copy_root / "tasks" / "bad.json").write_text(json.dumps(task))
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(copy_root), "--engines", "chrome",
-               "--out", str(out), "--run-id", "r", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(copy_root),
+        "--engines",
+        "chrome",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "tasks/bad.json: $.driver.env.AB_CHECKS[1].kind" in done.stderr, done.stderr[-2000:]
     assert "Traceback" not in done.stderr and not out.exists()

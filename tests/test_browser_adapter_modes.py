@@ -29,9 +29,25 @@ def _run(out: Path, mode: str) -> Path:
         if isinstance(found := resolve_driver(key), DriverMissing):
             pytest.skip(f"{key}: {found.detail}")
     args = [a for tasks in TASKS.values() for t in tasks for a in ("--task", t)]
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", "2",
-               "--adapter-mode", mode, "--out", str(out), "--run-id", mode, "--no-progress",
-               *args, timeout=600)  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--k",
+        "2",
+        "--adapter-mode",
+        mode,
+        "--out",
+        str(out),
+        "--run-id",
+        mode,
+        "--no-progress",
+        *args,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return out / mode
 

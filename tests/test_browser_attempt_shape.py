@@ -67,8 +67,11 @@ class ToyObserver(Observer):
     def end(self, ended: AttemptEnd) -> Observed:
         self.steps.append("end")
         (self.setup.out_dir / "toy_observer.txt").write_text(self.setup.planned.key)
-        block = {"steps": list(self.steps), "status_seen": ended.result.status,
-                 "fields_before": sorted(ended.fields)}  # fmt: skip
+        block = {
+            "steps": list(self.steps),
+            "status_seen": ended.result.status,
+            "fields_before": sorted(ended.fields),
+        }
         return Observed("toy", {"toy": block}, ("toy_observer.txt",))
 
 
@@ -86,10 +89,16 @@ class ToyDriver:
         self, planned: PlannedAttempt, engine: EngineProcess, ctx: DriverContext
     ) -> AttemptResult:
         result = AttemptResult.of(
-            classify.passed(), checks=(), duration_ms=0, cdp_wait_ms=None, cdp_commands=None,
-            cdp_errors=None, answer=engine.pid is not None, isolation=ctx.isolation,
+            classify.passed(),
+            checks=(),
+            duration_ms=0,
+            cdp_wait_ms=None,
+            cdp_commands=None,
+            cdp_errors=None,
+            answer=engine.pid is not None,
+            isolation=ctx.isolation,
             row_fields={"toy_driver": True},
-        )  # fmt: skip
+        )
         return write_artifacts(ctx.out_dir, result, None, [("toy_driver.txt", b"toy")])
 
 
@@ -138,9 +147,15 @@ def _base() -> dict[str, Any]:
 
 def _result() -> AttemptResult:
     return AttemptResult.of(
-        classify.passed(), checks=(), duration_ms=5, cdp_wait_ms=1.0, cdp_commands=2,
-        cdp_errors=0, answer=2, isolation="shared",
-    )  # fmt: skip
+        classify.passed(),
+        checks=(),
+        duration_ms=5,
+        cdp_wait_ms=1.0,
+        cdp_commands=2,
+        cdp_errors=0,
+        answer=2,
+        isolation="shared",
+    )
 
 
 @pytest.mark.parametrize(
@@ -154,16 +169,29 @@ def _result() -> AttemptResult:
 )
 def test_the_row_builder_refuses_two_owners_for_one_field(blocks: list[Observed]) -> None:
     with pytest.raises(ValueError, match="row fields another part owns"):
-        attempt_row(_base(), _result(), blocks, started_at="t0", finished_at="t1",
-                    engine_process={}, engine_provenance={}, run_context={})  # fmt: skip
+        attempt_row(
+            _base(),
+            _result(),
+            blocks,
+            started_at="t0",
+            finished_at="t1",
+            engine_process={},
+            engine_provenance={},
+            run_context={},
+        )
 
 
 def test_the_row_builder_returns_the_whole_row_with_each_block() -> None:
     row = attempt_row(
-        _base(), _result(), [Observed("a", {"x": 1}, ("a.txt",)), Observed("b")],
-        started_at="t0", finished_at="t1", engine_process={}, engine_provenance={},
+        _base(),
+        _result(),
+        [Observed("a", {"x": 1}, ("a.txt",)), Observed("b")],
+        started_at="t0",
+        finished_at="t1",
+        engine_process={},
+        engine_provenance={},
         run_context={},
-    )  # fmt: skip
+    )
     assert row["x"] == 1 and row["status"] == "pass" and row["cdp_call_count"] == 2
     key = row["key"]
     assert row["artifacts"] == [f"artifacts/{key}/outcome.json", f"artifacts/{key}/a.txt"]
@@ -203,11 +231,12 @@ def row_patches(source: str) -> list[str]:
     rows = {
         target.id
         for node in ast.walk(tree)
-        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
         and _row_sources(node.value)
         for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
         if isinstance(target, ast.Name)
-    }  # fmt: skip
+    }
     for node in ast.walk(tree):
         written: ast.AST | None = None
         if isinstance(node, ast.Assign | ast.AugAssign | ast.Delete):

@@ -24,11 +24,14 @@ def _bare_task(task_id: str, checks: list[str]) -> dict[str, Any]:
 
 
 def test_bare_string_checks_in_a_real_run(tmp_path: Path) -> None:
-    corpus = tiny_corpus(tmp_path / "corpus", {
-        "a_known.json": _bare_task("bare_known", ["value_equals_3", "result_type_number"]),
-        "b_unknown.json": _bare_task("bare_unknown", ["value_equals_3", "value_is_small"]),
-        "c_plain.json": ABOUT_BLANK_TASK,
-    })  # fmt: skip
+    corpus = tiny_corpus(
+        tmp_path / "corpus",
+        {
+            "a_known.json": _bare_task("bare_known", ["value_equals_3", "result_type_number"]),
+            "b_unknown.json": _bare_task("bare_unknown", ["value_equals_3", "value_is_small"]),
+            "c_plain.json": ABOUT_BLANK_TASK,
+        },
+    )
     messages: list[str] = []
     config = RunConfig(str(corpus), ("chrome",), k=1, seed="t")
     result = run_browser(config, tmp_path / "runs", "r", echo=messages.append)
@@ -36,8 +39,10 @@ def test_bare_string_checks_in_a_real_run(tmp_path: Path) -> None:
     assert result.run_dir is not None
     rows = {row["task_id"]: row for row in rows_of(result.run_dir)}
     assert {t: r["status"] for t, r in rows.items()} == {
-        "bare_known": "pass", "bare_unknown": "fail", "tiny_eval": "pass",
-    }  # fmt: skip
+        "bare_known": "pass",
+        "bare_unknown": "fail",
+        "tiny_eval": "pass",
+    }
     known = [(c["name"], c["kind"], c["status"]) for c in rows["bare_known"]["checks"]]
     assert known == [
         ("value_equals_3", "value_equals", "pass"),

@@ -160,9 +160,10 @@ def test_flattened_session_navigation_and_event_buffer(engine: EngineProcess) ->
         load = await client.wait_for_event("Page.loadEventFired", session_id=sid, timeout=10)
         assert load["sessionId"] == sid
         title = await client.send(
-            "Runtime.evaluate", {"expression": "document.title", "returnByValue": True},
+            "Runtime.evaluate",
+            {"expression": "document.title", "returnByValue": True},
             session_id=sid,
-        )  # fmt: skip
+        )
         assert title["result"]["value"] == "metewand"
         # frameNavigated arrived before loadEventFired: it is served from the buffer
         wanted = {"frame": {"url": {"$one_of": [PAGE, "about:blank"]}}}
@@ -204,10 +205,12 @@ def test_cookies_do_not_cross_contexts(engine: EngineProcess) -> None:
         shared = await new_page_target(client, isolation="shared")
         await client.send("Network.enable", session_id=isolated.session_id)
         await client.send("Network.setCookie", cookie, session_id=isolated.session_id)
-        mine = await client.send("Network.getCookies", {"urls": [cookie["url"]]},
-                                 session_id=isolated.session_id)  # fmt: skip
-        theirs = await client.send("Network.getCookies", {"urls": [cookie["url"]]},
-                                   session_id=shared.session_id)  # fmt: skip
+        mine = await client.send(
+            "Network.getCookies", {"urls": [cookie["url"]]}, session_id=isolated.session_id
+        )
+        theirs = await client.send(
+            "Network.getCookies", {"urls": [cookie["url"]]}, session_id=shared.session_id
+        )
         assert [c["name"] for c in mine["cookies"]] == ["mw"]
         assert theirs["cookies"] == []
         for page in (isolated, shared):
@@ -233,7 +236,7 @@ def test_disconnect_fails_pending_work_at_once(name: str, tmp_path: Path) -> Non
                 {"expression": NEVER, "awaitPromise": True},
                 session_id=page.session_id,
                 timeout=30,
-            )  # fmt: skip
+            )
         )
         await asyncio.sleep(0.1)
         killed_at = time.monotonic()

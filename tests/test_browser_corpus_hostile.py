@@ -20,8 +20,19 @@ PENDING_PROBE = "runner/scripts/no_such_probe.js"  # a probe script metewand has
 def _refused(corpus: Path, tmp_path: Path, *expected: str) -> str:
     """Run the CLI on ``corpus``; it must exit 2, name every ``expected`` text, create nothing."""
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
-               "--run-id", "r", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     for text in expected:
         assert text in done.stderr, (text, done.stderr[-2000:])
@@ -149,8 +160,20 @@ def test_malformed_answers_refused_even_with_keep_going(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     (corpus / "fixtures" / "expected_answers.json").write_text("{oops")
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
-               "--run-id", "r", "--no-progress", "--keep-going")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+        "--keep-going",
+    )
     assert done.returncode == 2, done.stderr
     assert "fixtures/expected_answers.json" in done.stderr and not out.exists()
 
@@ -187,9 +210,13 @@ def test_corpus_without_fixtures_dir_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "where"),
-    [("[1]", "$: must be an object"), ('{"X-A": 1}', '$["X-A"]: a header value must be'),
-     ('{"X-A": "a\\r\\nSet-Cookie: x=1"}', '$["X-A"]: a header value must be'), ("{", "$: invalid")],
-)  # fmt: skip
+    [
+        ("[1]", "$: must be an object"),
+        ('{"X-A": 1}', '$["X-A"]: a header value must be'),
+        ('{"X-A": "a\\r\\nSet-Cookie: x=1"}', '$["X-A"]: a header value must be'),
+        ("{", "$: invalid"),
+    ],
+)
 def test_malformed_headers_sidecar_is_refused(tmp_path: Path, text: str, where: str) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     (corpus / "fixtures" / "page.html").write_text("<p>ok</p>")

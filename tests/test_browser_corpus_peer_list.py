@@ -34,8 +34,12 @@ def test_browser_list_names_each_driver_path_found_or_missing_with_why() -> None
     data = json.loads(cli("browser", "list", "--tasks", str(corpus), "--json").stdout)
     drivers = {d["driver_path"]: d for d in data["drivers"]}
     assert set(drivers) == set(ALL_PATHS)  # the catalog's drivers and the probe-script paths
-    for key, toolchain in (("chromedp", "go"), ("rod", "go"), ("chromiumoxide", "cargo"),
-                           ("ferrum", "ruby")):  # fmt: skip
+    for key, toolchain in (
+        ("chromedp", "go"),
+        ("rod", "go"),
+        ("chromiumoxide", "cargo"),
+        ("ferrum", "ruby"),
+    ):
         assert drivers[key]["found"] is False and drivers[key]["reason"] == "driver_unavailable"
         assert f"({toolchain} toolchain" in drivers[key]["detail"], drivers[key]
     for entry in drivers.values():
@@ -75,12 +79,23 @@ def test_browser_list_shows_each_subsets_tags_with_counts() -> None:
 
 def test_an_empty_selection_says_which_filter_removed_what() -> None:
     corpus = lexbench_or_skip()
-    done = cli("browser", "run", "--tasks", str(corpus), "--subset", "l1.playwright",
-               "--tag", "purpose.smoke", "--engines", "chrome")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--subset",
+        "l1.playwright",
+        "--tag",
+        "purpose.smoke",
+        "--engines",
+        "chrome",
+    )
     assert done.returncode == 2
     assert "--tag purpose.smoke: 4 tasks, all in l1.raw_cdp" in done.stderr, done.stderr
     assert "--subset l1.playwright: 0 of them (on its own 112 tasks)" in done.stderr
-    done = cli("browser", "run", "--tasks", str(corpus), "--tag", "purpose.smok",
-               "--engines", "chrome")  # fmt: skip
+    done = cli(
+        "browser", "run", "--tasks", str(corpus), "--tag", "purpose.smok", "--engines", "chrome"
+    )
     assert done.returncode == 2 and "--tag purpose.smok: no task has this tag" in done.stderr
     assert "did you mean purpose.smoke" in done.stderr

@@ -31,16 +31,30 @@ ENGINES = "chrome,lightpanda"
 def browser(out: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "metewand", "browser", "run", *args, "--out", str(out)]
     return subprocess.run(
-        command, env=helpers.dask_env(), capture_output=True, text=True, timeout=timeout,
+        command,
+        env=helpers.dask_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         cwd=helpers.REPO,
-    )  # fmt: skip
+    )
 
 
 def new_run(out: Path, run_id: str, *flags: str) -> tuple[subprocess.CompletedProcess[str], float]:
     selection = [arg for task in TASKS for arg in ("--task", task)]
     started = time.perf_counter()
-    done = browser(out, "--engines", ENGINES, "--k", "1", *selection, "--run-id", run_id,
-                   "--no-progress", *flags)  # fmt: skip
+    done = browser(
+        out,
+        "--engines",
+        ENGINES,
+        "--k",
+        "1",
+        *selection,
+        "--run-id",
+        run_id,
+        "--no-progress",
+        *flags,
+    )
     return done, time.perf_counter() - started
 
 
@@ -57,8 +71,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     dask, dask_s = new_run(out, "dask", "--executor", "dask", "--dask-local", "2")
     assert dask.returncode == 0, dask.stderr[-3000:]
     assert "Traceback" not in dask.stderr
-    print(f"wall: local {local_s:.1f} s, dask --dask-local 2 {dask_s:.1f} s "
-          f"({len(TASKS)} tasks x 2 engines, k=1)")  # fmt: skip
+    print(
+        f"wall: local {local_s:.1f} s, dask --dask-local 2 {dask_s:.1f} s "
+        f"({len(TASKS)} tasks x 2 engines, k=1)"
+    )
     return {"out": out, "local": out / "local", "dask": out / "dask", "stderr": dask.stderr}  # type: ignore[dict-item]
 
 
@@ -119,14 +135,19 @@ def test_worker_facts_reach_the_client_manifest(runs: dict[str, Any]) -> None:
 
 def test_derived_files_match_the_local_run(runs: dict[str, Any]) -> None:
     local, dask = runs["local"], runs["dask"]
-    by_engine = {name: json.loads((runs[name] / "scores.json").read_text())["by_engine"]
-                 for name in ("local", "dask")}  # fmt: skip
+    by_engine = {
+        name: json.loads((runs[name] / "scores.json").read_text())["by_engine"]
+        for name in ("local", "dask")
+    }
     for engine in ENGINES.split(","):
         assert by_engine["dask"][engine]["attempts"] == by_engine["local"][engine]["attempts"]
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "report", str(dask), "--format", "md,json"],
-        capture_output=True, text=True, env=helpers.dask_env(), timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=helpers.dask_env(),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     card = (dask / "scorecard.md").read_text()
     assert "chrome" in card and "lightpanda" in card
@@ -152,8 +173,9 @@ def test_sessions_on_either_executor_keep_dask_hosts_honest(runs: dict[str, Any]
     last = json.loads(lines[-1])
     assert last["order"]["position"] > 0, "the cut must leave the round's first engine done"
     (local / "results.jsonl").write_text("".join(lines[:-1]))
-    resumed = browser(out, "--resume", "local", "--no-progress", "--executor", "dask",
-                      "--dask-local", "1")  # fmt: skip
+    resumed = browser(
+        out, "--resume", "local", "--no-progress", "--executor", "dask", "--dask-local", "1"
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     rows = rows_of(local)
     assert [row["key"] for row in rows] == [json.loads(line)["key"] for line in lines]
@@ -173,7 +195,7 @@ def test_executor_flags_are_checked_before_the_run_exists(tmp_path: Path) -> Non
         (["--executor", "dask"], "needs exactly one of --scheduler"),
         (["--executor", "dask", "--dask-local", "1", "--jobs", "2"], "--jobs is the local"),
         (["--executor", "dask", "--scheduler", "127.0.0.1:1"], "expected tcp://HOST:PORT"),
-    ]  # fmt: skip
+    ]
     for flags, message in cases:
         done = browser(out, "--engines", "chrome", "--task", "own_ax_tree", *flags)
         assert done.returncode == 2, (flags, done.stderr)
@@ -184,8 +206,19 @@ def test_executor_flags_are_checked_before_the_run_exists(tmp_path: Path) -> Non
 def test_an_unreachable_scheduler_exits_3_with_the_run_resumable(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     port = helpers.free_port()  # nothing listens there
-    done = browser(out, "--engines", "chrome", "--task", "own_ax_tree", "--run-id", "u",
-                   "--executor", "dask", "--scheduler", f"tcp://127.0.0.1:{port}")  # fmt: skip
+    done = browser(
+        out,
+        "--engines",
+        "chrome",
+        "--task",
+        "own_ax_tree",
+        "--run-id",
+        "u",
+        "--executor",
+        "dask",
+        "--scheduler",
+        f"tcp://127.0.0.1:{port}",
+    )
     assert done.returncode == 3, done.stderr[-2000:]
     assert f"cannot reach Dask scheduler tcp://127.0.0.1:{port}" in done.stderr
     assert f"--resume {out / 'u'}" in done.stderr and "Traceback" not in done.stderr
@@ -207,15 +240,39 @@ def test_ctrl_c_on_dask_closes_every_worker_slot_and_resume_runs_what_is_left(
     import signal
 
     out = tmp_path / "runs"
-    selection = [arg for task in (*TASKS, "own_load_events", "own_dom_saved_chain")
-                 for arg in ("--task", task)]  # fmt: skip
-    command = [sys.executable, "-m", "metewand", "browser", "run", "--engines", ENGINES,
-               *selection, "--run-id", "c", "--no-progress", "--out", str(out),
-               "--executor", "dask", "--dask-local", "2"]  # fmt: skip
+    selection = [
+        arg
+        for task in (*TASKS, "own_load_events", "own_dom_saved_chain")
+        for arg in ("--task", task)
+    ]
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "browser",
+        "run",
+        "--engines",
+        ENGINES,
+        *selection,
+        "--run-id",
+        "c",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--executor",
+        "dask",
+        "--dask-local",
+        "2",
+    ]
     client = subprocess.Popen(
-        command, env=helpers.dask_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True, cwd=helpers.REPO,
-    )  # fmt: skip
+        command,
+        env=helpers.dask_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=helpers.REPO,
+    )
     results = out / "c" / "results.jsonl"
     try:
         deadline = time.monotonic() + 120
@@ -327,10 +384,23 @@ def test_without_the_dask_extra_both_commands_exit_3_before_the_run_exists(
     ]
     for command in commands:
         done = subprocess.run(
-            [sys.executable, "-m", "metewand", *command, "--out", str(out), "--executor", "dask",
-             "--dask-local", "1"],
-            env=env, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "metewand",
+                *command,
+                "--out",
+                str(out),
+                "--executor",
+                "dask",
+                "--dask-local",
+                "1",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 3, (command, done.stderr[-2000:])
         assert "--executor dask needs the dask extra" in done.stderr
         assert "Traceback" not in done.stderr
@@ -343,10 +413,27 @@ def test_a_profiled_run_on_two_local_workers_judges_each_as_a_place(tmp_path: Pa
     calibration twins and verdict; the card says whether they were pooled and why."""
     out = tmp_path / "runs"
     selection = [arg for task in TASKS[:2] for arg in ("--task", task)]
-    done = browser(out, "--engines", ENGINES, "--k", "2", *selection, "--run-id", "prof",
-                   "--no-progress", "--resource-profile", "engine", "--resource-calibration",
-                   "interleaved", "--cold-start-samples", "1", "--executor", "dask",
-                   "--dask-local", "2")  # fmt: skip
+    done = browser(
+        out,
+        "--engines",
+        ENGINES,
+        "--k",
+        "2",
+        *selection,
+        "--run-id",
+        "prof",
+        "--no-progress",
+        "--resource-profile",
+        "engine",
+        "--resource-calibration",
+        "interleaved",
+        "--cold-start-samples",
+        "1",
+        "--executor",
+        "dask",
+        "--dask-local",
+        "2",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = out / "prof"
     host = socket.gethostname()

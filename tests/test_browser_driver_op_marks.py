@@ -148,9 +148,13 @@ async def _attempts(
             phases = Witnessed(group)
             ids = AdapterAttempt("op-marks", attempt, "s0", "http://127.0.0.1:9")
             outcome = await run_attempt(
-                task, endpoint, work / f"{mode}-{attempt}", ids, runner_for=runner_for,
+                task,
+                endpoint,
+                work / f"{mode}-{attempt}",
+                ids,
+                runner_for=runner_for,
                 phases=phases,
-            )  # fmt: skip
+            )
             assert outcome.status == "pass", (outcome.reason, outcome.checks)
             out.append((phases, outcome, outcome.row_fields))
     finally:
@@ -186,8 +190,13 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
     for role in ("engine", "harness"):
         names = [p["name"] for p in record[role]["phases"]]
         assert names == [
-            "target_snapshot", "adapter_run", "driver_connect", *OPS, "driver_close", "grade",
-        ], role  # fmt: skip
+            "target_snapshot",
+            "adapter_run",
+            "driver_connect",
+            *OPS,
+            "driver_close",
+            "grade",
+        ], role
     engine = record["engine"]
     by_name = {p["name"]: p for p in engine["phases"]}
     marks = [name for name, _ in phases.witness]
@@ -204,16 +213,20 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
     burner = max(grew, key=lambda k: grew[k])
     burn_ns, op_ns = grew[burner], _cpu(by_name[BURN_OP])
     cpu_ms = {p["name"]: round(_cpu(p) / 1e6, 1) for p in engine["phases"]}
-    print(f"{label}: burning thread {burn_ns / 1e6:.1f} ms over op1+op2; engine CPU per phase "
-          f"(ms) {cpu_ms}")  # fmt: skip
+    print(
+        f"{label}: burning thread {burn_ns / 1e6:.1f} ms over op1+op2; engine CPU per phase "
+        f"(ms) {cpu_ms}"
+    )
     if burn_ns < 150e6:
         before, after = (
             {pid for pid, _tid in phases.witness[marks.index(op)][1]}
             for op in ("op1:evaluate", "op3:evaluate")
         )
         if before - after:  # seen on a loaded host: the witness cannot read an exited process
-            pytest.skip(f"the witness lost pid(s) {sorted(before - after)} of the group during "
-                        f"the burn: it cannot say which thread ran the loop ({cpu_ms})")  # fmt: skip
+            pytest.skip(
+                f"the witness lost pid(s) {sorted(before - after)} of the group during "
+                f"the burn: it cannot say which thread ran the loop ({cpu_ms})"
+            )
     assert burn_ns >= 150e6, f"the loop hardly ran: no burn to attribute ({cpu_ms})"
     # the group's CPU in the burn op holds the loop (95%: the burner's op1 work, 1+1, is in
     # burn_ns too): a mark at op2 that came late would leave that part of the loop in op1 and
@@ -294,8 +307,11 @@ def test_the_channel_marks_plain_names_in_order_and_refuses_the_rest() -> None:
     )
     import subprocess
 
-    subprocess.run([sys.executable, "-c", script, str(channel.child_fd)],
-                   pass_fds=(channel.child_fd,), check=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-c", script, str(channel.child_fd)],
+        pass_fds=(channel.child_fd,),
+        check=True,
+    )
     channel.started()
     counts = listener.finish()
     channel.close()

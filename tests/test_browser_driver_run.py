@@ -57,9 +57,23 @@ def driver_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tasks = [t for ts in _installed().values() for t in ts]
     tasks += [task for task, _ in FOREIGN_TASKS.values()]
     args = [a for t in tasks for a in ("--task", t)]
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", ",".join(ENGINES),
-               "--k", "1", "--out", str(out), "--run-id", "drivers", "--no-progress", *args,
-               timeout=900)  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        ",".join(ENGINES),
+        "--k",
+        "1",
+        "--out",
+        str(out),
+        "--run-id",
+        "drivers",
+        "--no-progress",
+        *args,
+        timeout=900,
+    )
     # exit 0: no attempt ended infra or crash (exit 1 would say one did)
     assert done.returncode == 0, done.stderr[-3000:]
     yield out / "drivers"
@@ -109,15 +123,18 @@ def test_go_rust_ruby_paths_are_unsupported_with_the_missing_toolchain(
         (row,) = _rows(driver_run, key, engine)
         assert row["task_id"] == task_id
         assert (row["status"], row["failure_class"], row["origin"]) == (
-            "unsupported", "driver_unavailable", "driver_registry",
-        )  # fmt: skip
+            "unsupported",
+            "driver_unavailable",
+            "driver_registry",
+        )
         assert row["reason"].startswith(f"driver_unavailable: {key}: ")
         assert f"({toolchain} toolchain" in row["reason"]
         assert row["failure"]["class"] == "driver_unavailable"
         assert row["adapter"] is None and row["driver_version"] is None
         assert row["driver_resources"]["unavailable"] == {
-            "cpu": "driver_unavailable", "memory": "driver_unavailable",
-        }  # fmt: skip
+            "cpu": "driver_unavailable",
+            "memory": "driver_unavailable",
+        }
         assert row["driver_resources"]["cpu_total_ms"] is None  # not measured, never 0
 
 
@@ -145,9 +162,23 @@ def test_the_report_shows_pass_rate_and_driver_cost_per_driver_path(driver_run: 
 
 def test_a_run_of_other_subsets_plans_no_driver_path(tmp_path: Path) -> None:
     corpus = lexbench_or_skip()
-    done = cli("browser", "run", "--tasks", str(corpus), "--subset", "l1.raw_cdp",
-               "--task", "pw_raw_accessibility_getfullaxtree", "--engines", "chrome",
-               "--out", str(tmp_path), "--run-id", "raw", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--subset",
+        "l1.raw_cdp",
+        "--task",
+        "pw_raw_accessibility_getfullaxtree",
+        "--engines",
+        "chrome",
+        "--out",
+        str(tmp_path),
+        "--run-id",
+        "raw",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     (row,) = rows_of(tmp_path / "raw")
     assert row["status"] == "pass" and row["driver_path"] == "raw_cdp"
@@ -183,11 +214,19 @@ elif mode == "hang":  # and a grandchild that left its session: the sweep must s
 FAULTS = {
     "chromedp": ("sc_nav_title_read__chromedp", "crash", ("crash", "infra", "adapter")),
     "rod": ("sc_nav_title_read__rod", "garbage", ("infra", "infra", "adapter")),
-    "chromiumoxide": ("sc_nav_back_restores__oxide", "lazy", ("fail", "cdp_semantic", "engine_process")),
+    "chromiumoxide": (
+        "sc_nav_back_restores__oxide",
+        "lazy",
+        ("fail", "cdp_semantic", "engine_process"),
+    ),
     "ferrum": ("sc_nav_title_read__fr", "drops_checks", ("infra", "script_error", "adapter")),
-    "agent_browser": ("sc_nav_title_read__ab", "engine_gap", ("unsupported", "engine_unsupported", "adapter")),
+    "agent_browser": (
+        "sc_nav_title_read__ab",
+        "engine_gap",
+        ("unsupported", "engine_unsupported", "adapter"),
+    ),
     "stagehand": ("sc_app_add_single_item__sh", "hang", ("timeout", "infra", "adapter")),
-}  # fmt: skip
+}
 
 
 def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows(
@@ -198,11 +237,31 @@ def test_configured_adapters_that_crash_lie_or_write_garbage_get_classified_rows
     env = configured_adapters(tmp_path, FAKE_ADAPTER, modes)
     args = [a for task, _m, _w in FAULTS.values() for a in ("--task", task)]
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--engines", "chrome", "--out", str(tmp_path / "runs"), "--run-id", "faults",
-         "--timeout-scale", "0.1", "--no-progress", *args],  # the hang meets its deadline soon
-        capture_output=True, text=True, timeout=300, cwd=REPO, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            "chrome",
+            "--out",
+            str(tmp_path / "runs"),
+            "--run-id",
+            "faults",
+            "--timeout-scale",
+            "0.1",
+            "--no-progress",
+            *args,
+        ],  # the hang meets its deadline soon
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+    )
     assert done.returncode == 1, done.stderr  # infra and crash rows: exit 1
     rows = {r["driver_path"]: r for r in rows_of(tmp_path / "runs" / "faults")}
     for key, (_task, _mode, want) in FAULTS.items():
@@ -230,10 +289,25 @@ def test_a_profiled_run_puts_the_driver_cost_beside_the_engine_cost(tmp_path: Pa
     corpus = lexbench_or_skip()
     if isinstance(resolve_driver("chrome_remote_interface"), DriverMissing):
         pytest.skip("chrome-remote-interface not installed")
-    done = cli("browser", "run", "--tasks", str(corpus), "--task", "sc_nav_title_read__cri",
-               "--engines", "chrome", "--resource-profile", "engine", "--resource-calibration",
-               "peer-ab", "--out", str(tmp_path),
-               "--run-id", "prof", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--task",
+        "sc_nav_title_read__cri",
+        "--engines",
+        "chrome",
+        "--resource-profile",
+        "engine",
+        "--resource-calibration",
+        "peer-ab",
+        "--out",
+        str(tmp_path),
+        "--run-id",
+        "prof",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     (row,) = rows_of(tmp_path / "prof")
     assert row["status"] == "pass", row["reason"]
@@ -258,8 +332,9 @@ def test_driver_rows_keep_the_peer_layouts(driver_run: Path) -> None:
 
 
 def test_compare_rolls_up_per_subset_and_per_driver_path(driver_run: Path, tmp_path: Path) -> None:
-    done = cli("compare", str(driver_run), str(driver_run), "--format", "json,md",
-               "--out", str(tmp_path))  # fmt: skip
+    done = cli(
+        "compare", str(driver_run), str(driver_run), "--format", "json,md", "--out", str(tmp_path)
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "compare.json").read_text())
     assert schemas.violations("metewand_compare-2", result) == []

@@ -46,8 +46,11 @@ def _death_ns(events: proc_events.ProcEvents, pid: int) -> int | None:
             data = events.sock.recv(65536)
         except BlockingIOError:
             break
-        stamps += [stamp for what, stamp, _, tgid in proc_events._events(data)
-                   if what == proc_events.EVENT_EXIT and tgid == pid]  # fmt: skip
+        stamps += [
+            stamp
+            for what, stamp, _, tgid in proc_events._events(data)
+            if what == proc_events.EVENT_EXIT and tgid == pid
+        ]
     return max(stamps) if stamps else None
 
 
@@ -100,9 +103,11 @@ def test_an_engine_that_dies_is_noticed_without_polling(name: str, tmp_path: Pat
     # host varies with the scheduler (benchmarks/process_lifecycle.py measures it as a ratio
     # against polling in one run).
     watcher_s, loop_s, after_kill_s = waits
-    print(f"exit seen after the kernel's exit: watcher {watcher_s * 1e3:.2f} ms, "
-          f"loop {loop_s * 1e3:.2f} ms; after the kill {after_kill_s * 1e3:.1f} ms; "
-          f"most wake-ups of one thread while parked: {park_wakeups}")  # fmt: skip
+    print(
+        f"exit seen after the kernel's exit: watcher {watcher_s * 1e3:.2f} ms, "
+        f"loop {loop_s * 1e3:.2f} ms; after the kill {after_kill_s * 1e3:.1f} ms; "
+        f"most wake-ups of one thread while parked: {park_wakeups}"
+    )
     assert park_wakeups <= 4, park_wakeups
     assert watcher_s < HEALTH_POLL_S and loop_s < HEALTH_POLL_S, waits
     assert health == "exited" and health_s < HEALTH_POLL_S

@@ -35,8 +35,21 @@ def _close_then_evaluate_corpus(root: Path) -> Path:
 def test_browser_close_is_charged_to_its_attempt_not_the_next(tmp_path: Path) -> None:
     corpus = _close_then_evaluate_corpus(tmp_path / "corpus")
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", "2",
-               "--out", str(out), "--run-id", "r", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--k",
+        "2",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     # The closer's attempts end in crash, so the run exits 1 (README exit-code table).
     assert done.returncode == 1 and "attempts ended crash" in done.stderr, done.stderr
     run_dir = out / "r"
@@ -106,9 +119,25 @@ def test_an_attempt_that_ended_well_needs_no_second_question(
     from metewand.cli.main import cli as metewand_cli
 
     with pytest.raises(SystemExit) as done:
-        metewand_cli(["browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k",
-                      "3", "--out", str(tmp_path / "runs"), "--run-id", "r", "--no-progress",
-                      "--quiet"], prog_name="metewand")  # fmt: skip
+        metewand_cli(
+            [
+                "browser",
+                "run",
+                "--tasks",
+                str(corpus),
+                "--engines",
+                "chrome",
+                "--k",
+                "3",
+                "--out",
+                str(tmp_path / "runs"),
+                "--run-id",
+                "r",
+                "--no-progress",
+                "--quiet",
+            ],
+            prog_name="metewand",
+        )
     assert done.value.code == 0
     rows = rows_of(tmp_path / "runs" / "r")
     assert [r["status"] for r in rows] == ["pass"] * 3

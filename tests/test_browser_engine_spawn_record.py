@@ -44,11 +44,27 @@ def test_engine_killed_runner_left_during_startup_is_found_and_killed(tmp_path: 
     stand_in.chmod(0o755)
     out = tmp_path / "runs"
     runner = subprocess.Popen(
-        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus),
-         "--engines", "chrome", "--out", str(out), "--run-id", "r", "--no-progress"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            "chrome",
+            "--out",
+            str(out),
+            "--run-id",
+            "r",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO / "src"), "METEWAND_CHROME_BIN": str(stand_in)},
-    )  # fmt: skip
+    )
     engine_pid = None
     try:
         deadline = time.monotonic() + 60

@@ -55,8 +55,15 @@ def test_env_variable_configures_a_path(tmp_path: Path) -> None:
     found = resolve("obscura", environ={"METEWAND_OBSCURA_BIN": str(binary)})
     assert isinstance(found, ResolvedEngine) and found.binary == binary
     argv = found.argv(4321)
-    assert argv == [str(binary), "serve", "--host", "127.0.0.1", "--port", "4321",
-                    "--allow-private-network"]  # fmt: skip
+    assert argv == [
+        str(binary),
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "4321",
+        "--allow-private-network",
+    ]
 
 
 def test_lightpanda_resolves_to_the_real_binary_not_the_shim() -> None:
@@ -71,10 +78,18 @@ def test_lightpanda_resolves_to_the_real_binary_not_the_shim() -> None:
 def test_chrome_argv_is_hermetic_and_loopback_only(tmp_path: Path) -> None:
     found = resolved_or_skip("chrome")
     argv = found.argv(9999, tmp_path)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--remote-debugging-port=9999", "--remote-debugging-address=127.0.0.1",
-                 f"--user-data-dir={tmp_path}"):  # fmt: skip
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--remote-debugging-port=9999",
+        "--remote-debugging-address=127.0.0.1",
+        f"--user-data-dir={tmp_path}",
+    ):
         assert flag in argv
     assert any(arg.startswith("--host-resolver-rules=MAP * ~NOTFOUND") for arg in argv)
 

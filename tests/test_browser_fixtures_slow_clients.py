@@ -99,13 +99,15 @@ def test_silent_dribbling_and_stalled_clients_are_cut_off(server: ServerThread) 
         b"POST /__grade__/expected_answer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"task_id"'
     )
-    results = _in_parallel({
-        "silent": lambda: _closed_after(port, b""),
-        "half_head": lambda: _closed_after(port, b"GET /l1/core HTTP/1.1\r\nHost: x\r\n"),
-        "dribble": lambda: _closed_after(port, b"GET /l1/core HTTP/1.1\r\n", dribble=b"X"),
-        "stalled_body": lambda: _closed_after(port, post_head),
-        "stalled_reader": lambda: _stalled_reader(port),
-    })  # fmt: skip
+    results = _in_parallel(
+        {
+            "silent": lambda: _closed_after(port, b""),
+            "half_head": lambda: _closed_after(port, b"GET /l1/core HTTP/1.1\r\nHost: x\r\n"),
+            "dribble": lambda: _closed_after(port, b"GET /l1/core HTTP/1.1\r\n", dribble=b"X"),
+            "stalled_body": lambda: _closed_after(port, post_head),
+            "stalled_reader": lambda: _stalled_reader(port),
+        }
+    )
     for name in ("silent", "half_head", "dribble"):
         waited, received = results[name]
         assert waited < HEAD_TIMEOUT_S + SLACK_S, (name, waited)

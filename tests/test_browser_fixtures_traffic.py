@@ -231,9 +231,12 @@ def test_request_body_attributes_when_headers_leave_it_open(server: ServerThread
     traffic.begin_attempt("b2")
     body = json.dumps({"attempt": one.token, "payload": "x" * 100}).encode()
     exchange = raw_http(
-        port_of(server), b"/__resource__/echo", method=b"POST",
-        headers=(b"Content-Type: application/json",), body=body,
-    )  # fmt: skip
+        port_of(server),
+        b"/__resource__/echo",
+        method=b"POST",
+        headers=(b"Content-Type: application/json",),
+        body=body,
+    )
     first, second = finish(server, "b1"), finish(server, "b2")
     assert first.available and second.available
     assert first.app.requests == 1 and second.app.requests == 0

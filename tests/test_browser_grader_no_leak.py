@@ -153,8 +153,14 @@ def test_harness_only_graders_refuse_every_other_client(harness_only: ServerThre
     results = asyncio.run(_grade_with(harness_only.server.base_url or "", payload, tries))
     assert [status for status, _ in results[:4]] == [403, 403, 403, 403]
     assert all(body["checks"] == [] and not body["ok"] for _, body in results[:4])
-    assert results[4] == (200, {"ok": True, "checks": [
-        {"name": "answer_equals_expected", "status": "pass"}], "failure": None})  # fmt: skip
+    assert results[4] == (
+        200,
+        {
+            "ok": True,
+            "checks": [{"name": "answer_equals_expected", "status": "pass"}],
+            "failure": None,
+        },
+    )
     assert results[5][0] == 400  # the inventory grader needs a seed: asked, not refused
 
 

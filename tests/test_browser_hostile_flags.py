@@ -60,8 +60,19 @@ def test_hostile_flag_exits_2_and_creates_nothing(
 ) -> None:
     out = tmp_path / "runs"
     started = time.monotonic()
-    done = cli("browser", "run", "--engines", "chrome", "--task", BUILTIN_TASK,
-               "--out", str(out), "--no-progress", *flags, timeout=60)  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--engines",
+        "chrome",
+        "--task",
+        BUILTIN_TASK,
+        "--out",
+        str(out),
+        "--no-progress",
+        *flags,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and named in done.stderr, done.stderr
     assert not out.exists() or not any(out.iterdir())
@@ -89,8 +100,19 @@ def test_browser_resume_of_a_compute_run_is_refused_untouched(tmp_path: Path) ->
 def test_refused_resume_after_a_corpus_change_rewrites_nothing(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"tiny.json": ABOUT_BLANK_TASK})
     out = tmp_path / "runs"
-    first = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome",
-                "--out", str(out), "--run-id", "r", "--no-progress")  # fmt: skip
+    first = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     assert first.returncode == 0, first.stderr
     run_dir = out / "r"
     assert len(rows_of(run_dir)) == 1
@@ -108,9 +130,12 @@ def test_browser_resume_of_an_unreadable_manifest_is_refused_untouched(tmp_path:
     for name, content in (
         ("not_utf8", b"\xff\xfe{"),
         ("truncated", b'{"schema": "metewand_run_manifest/1", "run_id": "x"'),
-        ("no_config", b'{"data":{"suite":"browser"},"run_id":"x","schema":'
-                      b'"metewand_run_manifest/1","state":"interrupted"}'),
-    ):  # fmt: skip
+        (
+            "no_config",
+            b'{"data":{"suite":"browser"},"run_id":"x","schema":'
+            b'"metewand_run_manifest/1","state":"interrupted"}',
+        ),
+    ):
         run_dir = tmp_path / name
         run_dir.mkdir()
         (run_dir / "run_manifest.json").write_bytes(content)
@@ -126,8 +151,18 @@ def test_out_that_is_a_file_exits_2_without_a_traceback(tmp_path: Path) -> None:
     a_file = tmp_path / "a_file"
     a_file.write_text("not a directory")
     for out in (a_file, a_file / "below"):
-        done = cli("browser", "run", "--engines", "chrome", "--task", BUILTIN_TASK,
-                   "--out", str(out), "--no-progress", timeout=120)  # fmt: skip
+        done = cli(
+            "browser",
+            "run",
+            "--engines",
+            "chrome",
+            "--task",
+            BUILTIN_TASK,
+            "--out",
+            str(out),
+            "--no-progress",
+            timeout=120,
+        )
         assert done.returncode == 2, done.stderr
         assert "Traceback" not in done.stderr and f"--out {out}" in done.stderr, done.stderr
     assert a_file.read_text() == "not a directory"

@@ -33,14 +33,35 @@ def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path)
     run_id = f"bk{os.getpid()}"
     run_dir = tmp_path / "runs" / run_id
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", "browser", "run", "--engines", "lightpanda",
-         "--k", "3", "--resource-profile", "engine", "--cold-start-samples", "1",
-         "--resource-calibration", "peer-ab",
-         "--host-telemetry", "off", "--no-progress", "--quiet",
-         "--out", str(tmp_path / "runs"), "--run-id", run_id],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--engines",
+            "lightpanda",
+            "--k",
+            "3",
+            "--resource-profile",
+            "engine",
+            "--cold-start-samples",
+            "1",
+            "--resource-calibration",
+            "peer-ab",
+            "--host-telemetry",
+            "off",
+            "--no-progress",
+            "--quiet",
+            "--out",
+            str(tmp_path / "runs"),
+            "--run-id",
+            run_id,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "TMPDIR": str(tmp_path)},
-    )  # fmt: skip
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # an engine group is in use by a live engine
@@ -59,8 +80,10 @@ def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path)
     assert groups and marked_processes(run_id)  # the kill left them behind
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "clean", str(run_dir), "--json"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert set(groups) <= set(report["groups_removed"])

@@ -52,6 +52,11 @@ def test_a_malformed_matrix_names_the_file_and_key(mutate, named: str, tmp_path:
 
 
 def test_an_unknown_path_is_a_usage_error() -> None:
-    done = subprocess.run([sys.executable, "-m", "metewand", "browser", "ops", "--path", "nope"],
-                          capture_output=True, text=True, cwd=REPO_ROOT, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "browser", "ops", "--path", "nope"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=False,
+    )
     assert done.returncode == 2 and "--path nope: not one of playwright" in done.stderr

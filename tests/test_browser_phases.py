@@ -52,10 +52,13 @@ def _burn_task() -> dict[str, Any]:
     task["task_id"] = "burn"
     task["driver"]["steps"] = [
         {"method": "Runtime.evaluate", "params": {"expression": "1+1", "returnByValue": True}},
-        {"method": "Runtime.evaluate", "params": {"expression": BURN, "returnByValue": True},
-         "save_as": "value"},
+        {
+            "method": "Runtime.evaluate",
+            "params": {"expression": BURN, "returnByValue": True},
+            "save_as": "value",
+        },
         {"method": "Runtime.evaluate", "params": {"expression": "2+2", "returnByValue": True}},
-    ]  # fmt: skip
+    ]
     task["grader"]["checks"] = [{"kind": "value_equals", "expected": True}]
     return task
 
@@ -118,19 +121,33 @@ def test_a_busy_step_is_charged_to_that_step(engine_in_group: Any, tmp_path: Pat
     root = tiny_corpus(tmp_path / "corpus", {"burn.json": _burn_task()})
     task = load_corpus(root).tasks[0]
     phases = Witnessed(group)
-    outcome = asyncio.run(run_task_attempt(
-        task, process.ws_url, process.engine.name, "http://127.0.0.1:9", tmp_path / "out",
-        engine_alive=process.is_alive, phases=phases,
-    ))  # fmt: skip
+    outcome = asyncio.run(
+        run_task_attempt(
+            task,
+            process.ws_url,
+            process.engine.name,
+            "http://127.0.0.1:9",
+            tmp_path / "out",
+            engine_alive=process.is_alive,
+            phases=phases,
+        )
+    )
     assert outcome.status == "pass", (outcome.reason, outcome.checks)
     record = phases.to_json()
     assert violations("metewand_browser_attempt_phases-1", record) == []
     engine = record["engine"]
     names = [p["name"] for p in engine["phases"]]
     assert names == [
-        "connect", "page_create", "scene", "step0:Runtime.evaluate", BURN_STEP,
-        "step2:Runtime.evaluate", "grade", "page_close", "disconnect",
-    ]  # fmt: skip
+        "connect",
+        "page_create",
+        "scene",
+        "step0:Runtime.evaluate",
+        BURN_STEP,
+        "step2:Runtime.evaluate",
+        "grade",
+        "page_close",
+        "disconnect",
+    ]
     by_name = {p["name"]: p for p in engine["phases"]}
     # the witness over each step: from its own mark to the next one
     marks = [name for name, _ in phases.witness]
@@ -144,8 +161,10 @@ def test_a_busy_step_is_charged_to_that_step(engine_in_group: Any, tmp_path: Pat
     burner = max(grew, key=lambda k: grew[k])
     burn_ns, all_ns = grew[burner], sum(grew.values())
     step_ns = _cpu(by_name[BURN_STEP])
-    print(f"{process.engine.name}: burning thread {burn_ns / 1e6:.1f} ms, all threads "
-          f"{all_ns / 1e6:.1f} ms, step's engine CPU {step_ns / 1e6:.1f} ms")  # fmt: skip
+    print(
+        f"{process.engine.name}: burning thread {burn_ns / 1e6:.1f} ms, all threads "
+        f"{all_ns / 1e6:.1f} ms, step's engine CPU {step_ns / 1e6:.1f} ms"
+    )
     assert burn_ns >= 150e6, "the loop hardly ran: no burn to attribute"
     assert step_ns >= 0.98 * burn_ns
     # above the witnessed threads only by what they cannot see: threads that ended within the

@@ -26,8 +26,22 @@ ENGINES = "chrome,lightpanda"
 
 
 def _run(corpus: Path, out: Path, run_id: str, *extra: str) -> Path:
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", ENGINES, "--k", "2",
-               "--out", str(out), "--run-id", run_id, "--no-progress", *extra)  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        ENGINES,
+        "--k",
+        "2",
+        "--out",
+        str(out),
+        "--run-id",
+        run_id,
+        "--no-progress",
+        *extra,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return out / run_id
 
@@ -113,8 +127,17 @@ def test_no_phase_marks_leaves_no_phases_and_no_table(corpus: Path) -> None:
 def test_compare_a_browser_phase_metric(corpus: Path, marked: Path, tmp_path: Path) -> None:
     other = _run(corpus, corpus.parent / "runs", "marked2")
     metric = f"phase.{BURN_STEP}.cpu_ns"
-    done = cli("compare", str(marked), str(other), "--metric", metric,
-               "--format", "json", "--out", str(tmp_path / "cmp"))  # fmt: skip
+    done = cli(
+        "compare",
+        str(marked),
+        str(other),
+        "--metric",
+        metric,
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path / "cmp"),
+    )
     assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: a verdict says slower
     report = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     assert report["metric"] == metric
@@ -137,9 +160,21 @@ def test_a_driver_path_is_marked_op_by_op(tmp_path: Path) -> None:
     and the report's top steps name them as op kinds (tests/test_browser_driver_op_marks.py
     checks the attribution)."""
     corpus = lexbench_or_skip()
-    done = cli("browser", "run", "--tasks", str(corpus), "--task", "sc_nav_title_read__cri",
-               "--engines", "chrome", "--out", str(tmp_path), "--run-id", "cri",
-               "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--task",
+        "sc_nav_title_read__cri",
+        "--engines",
+        "chrome",
+        "--out",
+        str(tmp_path),
+        "--run-id",
+        "cri",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (row,) = rows_of(tmp_path / "cri")
     phases = row["phases"]
@@ -148,9 +183,15 @@ def test_a_driver_path_is_marked_op_by_op(tmp_path: Path) -> None:
     assert phases["driver_marks"] == {"received": 5, "refused": 0}
     names = [p["name"] for p in phases["engine"]["phases"]]
     assert names == [
-        "target_snapshot", "adapter_run", "driver_connect", "op0:new_page", "op1:goto",
-        "op2:text_content", "driver_close", "grade",
-    ]  # fmt: skip
+        "target_snapshot",
+        "adapter_run",
+        "driver_connect",
+        "op0:new_page",
+        "op1:goto",
+        "op2:text_content",
+        "driver_close",
+        "grade",
+    ]
     goto = phases["engine"]["phases"][4]
     assert goto["cpu_time_ns"]["value"] > 0  # the adapter's navigation drove the engine here
     scores = json.loads((tmp_path / "cri" / "scores.json").read_text())
@@ -159,8 +200,17 @@ def test_a_driver_path_is_marked_op_by_op(tmp_path: Path) -> None:
 
 
 def test_a_profiled_run_leaves_the_end_scan_between_marks(corpus: Path) -> None:
-    run_dir = _run(corpus, corpus.parent / "runs", "profiled", "--resource-profile", "engine",
-                   "--cold-start-samples", "0", "--resource-calibration", "peer-ab")  # fmt: skip
+    run_dir = _run(
+        corpus,
+        corpus.parent / "runs",
+        "profiled",
+        "--resource-profile",
+        "engine",
+        "--cold-start-samples",
+        "0",
+        "--resource-calibration",
+        "peer-ab",
+    )
     for row in rows_of(run_dir):
         assert row["resource_forms"]["scope"] == "engine_scope"  # the sampler ran beside marks
         for scope in ("engine", "harness"):

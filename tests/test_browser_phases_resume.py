@@ -27,12 +27,18 @@ SLOW_TASK = {
     **ABOUT_BLANK_TASK,
     "task_id": "tiny_slow",
     "description": "Sleeps 1 s, then evaluates 1+1 on about:blank.",
-    "driver": {"kind": "raw_cdp", "steps": [
-        {"sleep_ms": 1000},
-        {"method": "Runtime.evaluate", "params": {"expression": "1+1", "returnByValue": True},
-         "save_as": "value"},
-    ]},
-}  # fmt: skip
+    "driver": {
+        "kind": "raw_cdp",
+        "steps": [
+            {"sleep_ms": 1000},
+            {
+                "method": "Runtime.evaluate",
+                "params": {"expression": "1+1", "returnByValue": True},
+                "save_as": "value",
+            },
+        ],
+    },
+}
 RUN_ARGS = ("--engines", "chrome", "--host-telemetry", "off", "--no-progress")
 
 
@@ -43,9 +49,13 @@ def _killed_after_first_row(corpus: Path, out: Path, run_id: str, *flags: str) -
     )
 
 
-@pytest.mark.parametrize(("started", "contradicting"), [
-    ("--no-phase-marks", "--phase-marks"), ("--phase-marks", "--no-phase-marks"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("started", "contradicting"),
+    [
+        ("--no-phase-marks", "--phase-marks"),
+        ("--phase-marks", "--no-phase-marks"),
+    ],
+)
 def test_a_resume_keeps_the_recorded_marks_and_refuses_the_other_flag(
     tmp_path: Path, started: str, contradicting: str
 ) -> None:
@@ -54,8 +64,9 @@ def test_a_resume_keeps_the_recorded_marks_and_refuses_the_other_flag(
     run_dir = _killed_after_first_row(corpus, tmp_path / "runs", "cut", started)
     marked = started == "--phase-marks"
     assert manifest_of(run_dir)["data"]["phase_marks"] is marked
-    before = {p.name: p.read_bytes() for p in (run_dir / "run_manifest.json", run_dir /
-                                               "results.jsonl")}  # fmt: skip
+    before = {
+        p.name: p.read_bytes() for p in (run_dir / "run_manifest.json", run_dir / "results.jsonl")
+    }
 
     refused = cli("browser", "run", "--resume", str(run_dir), contradicting, "--no-progress")
     assert refused.returncode == 2, refused.stderr
@@ -90,24 +101,52 @@ def test_a_baseline_is_unmarked_by_default_and_a_marked_one_cannot_calibrate(
     resolved_or_skip("chrome")
     corpus = tiny_corpus(tmp_path / "corpus", {"tiny.json": ABOUT_BLANK_TASK})
     out = tmp_path / "runs"
-    common = ("--tasks", str(corpus), "--k", "1", *RUN_ARGS, "--out", str(out),
-              "--cold-start-samples", "0")  # fmt: skip
+    common = (
+        "--tasks",
+        str(corpus),
+        "--k",
+        "1",
+        *RUN_ARGS,
+        "--out",
+        str(out),
+        "--cold-start-samples",
+        "0",
+    )
     for run_id, flags in (("base", ()), ("base_marked", ("--phase-marks",))):
-        done = cli("browser", "run", *common, "--resource-profile", "baseline", "--run-id",
-                   run_id, *flags)  # fmt: skip
+        done = cli(
+            "browser", "run", *common, "--resource-profile", "baseline", "--run-id", run_id, *flags
+        )
         assert done.returncode == 0, done.stderr
     assert manifest_of(out / "base")["data"]["phase_marks"] is False
     assert not any("phases" in row for row in rows_of(out / "base"))
     assert manifest_of(out / "base_marked")["data"]["phase_marks"] is True
 
-    refused = cli("browser", "run", *common, "--resource-profile", "engine", "--run-id", "p1",
-                  "--resource-calibration-baseline", "base_marked")  # fmt: skip
+    refused = cli(
+        "browser",
+        "run",
+        *common,
+        "--resource-profile",
+        "engine",
+        "--run-id",
+        "p1",
+        "--resource-calibration-baseline",
+        "base_marked",
+    )
     assert refused.returncode == 2, refused.stderr
     assert "ran with --phase-marks: the A/B's baseline must run unobserved" in refused.stderr
     assert not (out / "p1").exists()
 
-    done = cli("browser", "run", *common, "--resource-profile", "engine", "--run-id", "p2",
-               "--resource-calibration-baseline", "base")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        *common,
+        "--resource-profile",
+        "engine",
+        "--run-id",
+        "p2",
+        "--resource-calibration-baseline",
+        "base",
+    )
     assert done.returncode == 0, done.stderr
     profiled = load_run(out / "p2")
     assert manifest_of(out / "p2")["data"]["phase_marks"] is True  # the profiled side is marked

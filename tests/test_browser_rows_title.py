@@ -19,8 +19,20 @@ UNTITLED = {**ABOUT_BLANK_TASK, "task_id": "untitled", "description": "Adds one 
 def test_rows_carry_titles_and_the_report_reads_them_without_the_corpus(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": TITLED, "b.json": UNTITLED})
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--allow-missing-engines", "--out", str(out),
-               "--run-id", "r", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--allow-missing-engines",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     assert "attempts by status" in done.stderr  # --no-progress keeps the final summary table
     titles = {row["task_id"]: row["title"] for row in rows_of(out / "r")}
@@ -31,7 +43,17 @@ def test_rows_carry_titles_and_the_report_reads_them_without_the_corpus(tmp_path
 
 def test_quiet_browser_run_prints_nothing_but_errors(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": TITLED})
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--allow-missing-engines",
-               "--out", str(tmp_path / "runs"), "--quiet")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--allow-missing-engines",
+        "--out",
+        str(tmp_path / "runs"),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and done.stdout == ""

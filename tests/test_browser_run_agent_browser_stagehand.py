@@ -30,9 +30,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             pytest.skip(f"{key}: {found.detail}")
     out = tmp_path_factory.mktemp("ab-sh")
     args = [a for tasks in TASKS.values() for t in tasks for a in ("--task", t)]
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", ",".join(ENGINES),
-               "--out", str(out), "--run-id", "absh", "--no-progress", *args,
-               timeout=900)  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        ",".join(ENGINES),
+        "--out",
+        str(out),
+        "--run-id",
+        "absh",
+        "--no-progress",
+        *args,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]  # no infra or crash row
     yield out / "absh"
 

@@ -26,16 +26,31 @@ def _bad_step_task() -> dict[str, object]:
 def _corpus_with_invalid(tmp_path: Path) -> Path:
     return tiny_corpus(
         tmp_path / "corpus",
-        {"a_good.json": ABOUT_BLANK_TASK, "b_bad_step.json": _bad_step_task(),
-         "c_broken.json": '{"task_id": "x", '},
-    )  # fmt: skip
+        {
+            "a_good.json": ABOUT_BLANK_TASK,
+            "b_bad_step.json": _bad_step_task(),
+            "c_broken.json": '{"task_id": "x", ',
+        },
+    )
 
 
 def test_invalid_tasks_exit_2_naming_file_and_path(tmp_path: Path) -> None:
     corpus = _corpus_with_invalid(tmp_path)
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--allow-missing-engines", "--out", str(out),
-               "--run-id", "r", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--allow-missing-engines",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     assert done.returncode == 2, done.stderr
     assert "tasks/b_bad_step.json: $.driver.steps[0].bogus: unknown key" in done.stderr
     assert "tasks/c_broken.json" in done.stderr
@@ -45,8 +60,21 @@ def test_invalid_tasks_exit_2_naming_file_and_path(tmp_path: Path) -> None:
 def test_keep_going_skips_invalid_and_says_so(tmp_path: Path) -> None:
     corpus = _corpus_with_invalid(tmp_path)
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--allow-missing-engines", "--out", str(out),
-               "--run-id", "r", "--no-progress", "--keep-going")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--allow-missing-engines",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+        "--keep-going",
+    )
     assert done.returncode == 0, done.stderr
     assert "skipped (--keep-going): tasks/b_bad_step.json" in done.stderr
     rows = rows_of(out / "r")
@@ -58,8 +86,22 @@ def test_keep_going_skips_invalid_and_says_so(tmp_path: Path) -> None:
 def test_missing_engine_rows_are_unsupported_never_numbers(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli,obscura", "--allow-missing-engines", "--k", "2",
-               "--out", str(out), "--run-id", "r", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli,obscura",
+        "--allow-missing-engines",
+        "--k",
+        "2",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     rows = rows_of(out / "r")
     assert len(rows) == 4
@@ -75,10 +117,21 @@ def test_missing_engine_rows_are_unsupported_never_numbers(tmp_path: Path) -> No
 
 def test_unknown_engine_and_bad_flags_exit_2(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
-    for extra in (["--engines", "netscape"], ["--engines", "moli", "--k", "0"],
-                  ["--engines", "moli", "--subset", "no.such"]):  # fmt: skip
-        done = cli("browser", "run", "--tasks", str(corpus), "--out", str(tmp_path / "o"),
-                   "--no-progress", *extra)  # fmt: skip
+    for extra in (
+        ["--engines", "netscape"],
+        ["--engines", "moli", "--k", "0"],
+        ["--engines", "moli", "--subset", "no.such"],
+    ):
+        done = cli(
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--out",
+            str(tmp_path / "o"),
+            "--no-progress",
+            *extra,
+        )
         assert done.returncode == 2, (extra, done.stderr)
 
 
@@ -91,8 +144,9 @@ def test_plan_rotation_balanced_and_jobs_do_not_change_attempts(tmp_path: Path) 
     corpus = tiny_corpus(tmp_path / "corpus", tasks)
     base = RunConfig(str(corpus), ("chrome", "lightpanda", "moli"), k=3, seed="s1")
     plan1 = build_plan(base)
-    plan2 = build_plan(RunConfig(str(corpus), ("chrome", "lightpanda", "moli"), k=3, seed="s1",
-                                 jobs=2))  # fmt: skip
+    plan2 = build_plan(
+        RunConfig(str(corpus), ("chrome", "lightpanda", "moli"), k=3, seed="s1", jobs=2)
+    )
     slots = [(a.key, a.round, a.position) for a in plan1.attempts]
     assert slots == [(a.key, a.round, a.position) for a in plan2.attempts]
     assert len({a.key for a in plan1.attempts}) == 5 * 3 * 3
@@ -115,9 +169,13 @@ def _corpus_with_pending_subset(tmp_path: Path) -> Path:
     )
     (corpus / "manifest.json").write_text(json.dumps(manifest))
     (corpus / "pw").mkdir()
-    task = {"task_id": "pw_one", "subset_id": "t.pw", "layer": "L1",
-            "driver": {"kind": "node_cdp_probe", "script": PENDING_PROBE},
-            "grader": {"kind": "server_side", "checks": []}}  # fmt: skip
+    task = {
+        "task_id": "pw_one",
+        "subset_id": "t.pw",
+        "layer": "L1",
+        "driver": {"kind": "node_cdp_probe", "script": PENDING_PROBE},
+        "grader": {"kind": "server_side", "checks": []},
+    }
     (corpus / "pw" / "one.json").write_text(json.dumps(task))
     return corpus
 
@@ -126,32 +184,83 @@ def test_pending_subset_never_refuses_a_run_and_says_why_it_is_not_run(tmp_path:
     corpus = _corpus_with_pending_subset(tmp_path)
     out = tmp_path / "runs"
     for run_id, subsets in (("all", []), ("raw", ["--subset", "t.raw"])):
-        done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
-                   "--allow-missing-engines", "--out", str(out), "--run-id", run_id,
-                   "--no-progress", *subsets)  # fmt: skip
+        done = cli(
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            "moli",
+            "--allow-missing-engines",
+            "--out",
+            str(out),
+            "--run-id",
+            run_id,
+            "--no-progress",
+            *subsets,
+        )
         assert done.returncode == 0, done.stderr
         assert [r["task_id"] for r in rows_of(out / run_id)] == ["tiny_eval"]
     assert (
         "subset t.pw: 1 task(s) not run yet: driver path node_cdp_probe:no_such_probe.js not implemented yet"
-        in cli("browser", "run", "--tasks", str(corpus), "--engines", "moli",
-               "--allow-missing-engines", "--out", str(out), "--run-id", "again",
-               "--no-progress").stderr
-    )  # fmt: skip
+        in cli(
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            "moli",
+            "--allow-missing-engines",
+            "--out",
+            str(out),
+            "--run-id",
+            "again",
+            "--no-progress",
+        ).stderr
+    )
 
 
 def test_asking_for_a_pending_subset_is_refused_with_the_reason(tmp_path: Path) -> None:
     corpus = _corpus_with_pending_subset(tmp_path)
     out = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
-               "--run-id", "r", "--no-progress", "--subset", "t.raw", "--subset", "t.pw")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+        "--subset",
+        "t.raw",
+        "--subset",
+        "t.pw",
+    )
     assert done.returncode == 2, done.stderr
     assert (
         "--subset 't.pw' has no runnable task: driver path node_cdp_probe:no_such_probe.js not implemented yet"
         in done.stderr
     )
     assert not out.exists()
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "moli", "--out", str(out),
-               "--run-id", "r", "--no-progress", "--task", "pw_one")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "moli",
+        "--out",
+        str(out),
+        "--run-id",
+        "r",
+        "--no-progress",
+        "--task",
+        "pw_one",
+    )
     assert done.returncode == 2, done.stderr
     assert (
         "--task 'pw_one': driver path node_cdp_probe:no_such_probe.js not implemented yet"

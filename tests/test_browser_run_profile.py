@@ -22,11 +22,16 @@ def _lines(path: Path) -> list[dict[str, object]]:
 
 
 def _config(corpus: Path, profile: str, baseline: str | None = None) -> RunConfig:
-    resource = ResourceOptions(profile=profile, calibration_baseline=baseline,
-                               cold_start_samples=2, reference_engine="chrome",
-                               host_sample_interval_s=0.5)  # fmt: skip
-    return RunConfig(str(corpus), ("chrome", "lightpanda"), k=1, seed="p", task_ids=TASKS,
-                     resource=resource)  # fmt: skip
+    resource = ResourceOptions(
+        profile=profile,
+        calibration_baseline=baseline,
+        cold_start_samples=2,
+        reference_engine="chrome",
+        host_sample_interval_s=0.5,
+    )
+    return RunConfig(
+        str(corpus), ("chrome", "lightpanda"), k=1, seed="p", task_ids=TASKS, resource=resource
+    )
 
 
 def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
@@ -53,7 +58,11 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     _assert_settled(rows_of(d))
     cold = _lines(d / "cold_start.jsonl")
     assert sorted((c["engine"], c["sample"]) for c in cold) == [
-        ("chrome", 0), ("chrome", 1), ("lightpanda", 0), ("lightpanda", 1)]  # fmt: skip
+        ("chrome", 0),
+        ("chrome", 1),
+        ("lightpanda", 0),
+        ("lightpanda", 1),
+    ]
     for record in cold:
         assert violations("abb_engine_resources-1", record) == []
         assert record["phase"] == "cold_start" and len(record["engine_sha256"]) == 64

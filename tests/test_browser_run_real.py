@@ -14,10 +14,27 @@ from metewand.suites.browser.run_config import RunConfig, builtin_suite_dir
 from metewand.suites.browser.runner import run_browser
 
 ROW_KEYS = {
-    "key", "run_id", "layer", "subset", "task_id", "engine", "attempt", "status", "failure_class",
-    "origin", "secondary_status", "reason", "duration_ms", "started_at", "finished_at",
-    "isolation", "order", "checks", "traffic", "artifacts",
-}  # fmt: skip
+    "key",
+    "run_id",
+    "layer",
+    "subset",
+    "task_id",
+    "engine",
+    "attempt",
+    "status",
+    "failure_class",
+    "origin",
+    "secondary_status",
+    "reason",
+    "duration_ms",
+    "started_at",
+    "finished_at",
+    "isolation",
+    "order",
+    "checks",
+    "traffic",
+    "artifacts",
+}
 # An about:blank task, a fixture-page task and a server-graded l2 probe.
 LEX_TASKS = (
     "pw_raw_runtime_evaluateprimitives",

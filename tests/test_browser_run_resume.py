@@ -15,14 +15,30 @@ from metewand.suites.browser.leftovers import marked_processes, run_processes
 from watchdog_helpers import kill_runner_and_watchdog
 
 TASKS = (
-    "pw_raw_runtime_evaluateprimitives", "pw_raw_dom_describenode", "pw_raw_dom_getboxmodel",
-    "pw_raw_accessibility_getfullaxtree", "pw_raw_css_getcomputedstylefornode",
-)  # fmt: skip
+    "pw_raw_runtime_evaluateprimitives",
+    "pw_raw_dom_describenode",
+    "pw_raw_dom_getboxmodel",
+    "pw_raw_accessibility_getfullaxtree",
+    "pw_raw_css_getcomputedstylefornode",
+)
 
 
 def _args(corpus: Path, out: Path) -> list[str]:
-    args = ["browser", "run", "--tasks", str(corpus), "--engines", "chrome,lightpanda",
-            "--k", "2", "--out", str(out), "--run-id", "killed", "--no-progress"]  # fmt: skip
+    args = [
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome,lightpanda",
+        "--k",
+        "2",
+        "--out",
+        str(out),
+        "--run-id",
+        "killed",
+        "--no-progress",
+    ]
     for task in TASKS:
         args += ["--task", task]
     return args
@@ -43,10 +59,12 @@ def test_kill_9_then_resume_finishes_and_leaves_no_engine(tmp_path: Path) -> Non
     out = tmp_path / "runs"
     run_dir = out / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *_args(corpus, out)], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "metewand", *_args(corpus, out)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
+    )
     try:
         _wait_rows(run_dir / "results.jsonl", 5, proc)
         kill_runner_and_watchdog(proc.pid)  # else the watchdog leaves nothing to sweep
@@ -84,9 +102,29 @@ def test_jobs_2_runs_the_same_attempt_set(tmp_path: Path) -> None:
     corpus = lexbench_or_skip()
     keys = {}
     for jobs in ("1", "2"):
-        args = ["browser", "run", "--tasks", str(corpus), "--engines", "chrome,lightpanda",
-                "--k", "1", "--jobs", jobs, "--out", str(tmp_path), "--run-id", f"j{jobs}",
-                "--no-progress", "--task", TASKS[0], "--task", TASKS[1], "--task", TASKS[2]]  # fmt: skip
+        args = [
+            "browser",
+            "run",
+            "--tasks",
+            str(corpus),
+            "--engines",
+            "chrome,lightpanda",
+            "--k",
+            "1",
+            "--jobs",
+            jobs,
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            f"j{jobs}",
+            "--no-progress",
+            "--task",
+            TASKS[0],
+            "--task",
+            TASKS[1],
+            "--task",
+            TASKS[2],
+        ]
         done = cli(*args)
         assert done.returncode == 0, done.stderr
         rows = rows_of(tmp_path / f"j{jobs}")
@@ -103,10 +141,12 @@ def test_sigint_marks_interrupted_exit_130_no_engine_left(tmp_path: Path) -> Non
     args = _args(corpus, out)
     args[args.index("killed")] = "sigint"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=REPO,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "metewand", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )  # fmt: skip
+    )
     try:
         _wait_rows(out / "sigint" / "results.jsonl", 3, proc)
         proc.send_signal(signal.SIGINT)

@@ -31,8 +31,11 @@ K = 12
 
 def _kill_runner_mid_run(corpus: Path, out: Path, run_id: str) -> Path:
     return run_killed_after_rows(
-        ["--tasks", str(corpus), "--engines", "chrome,lightpanda", "--k", str(K)], out, run_id,
-        rows=2)  # fmt: skip
+        ["--tasks", str(corpus), "--engines", "chrome,lightpanda", "--k", str(K)],
+        out,
+        run_id,
+        rows=2,
+    )
 
 
 def _decoys(tmp_path: Path, run_id: str) -> list[Path]:
@@ -65,8 +68,10 @@ def test_resume_removes_the_killed_runs_dirs_and_nothing_else(tmp_path: Path) ->
     assert singletons and all(s.parent.parent in left for s in singletons)
     decoys = _decoys(tmp_path, run_id)
     with open(run_dir / PID_FILE, "a") as handle:
-        handle.write(json.dumps({"pid": 1, "engine": "chrome",
-                                 "private_dirs": [str(d) for d in decoys]}) + "\n")  # fmt: skip
+        handle.write(
+            json.dumps({"pid": 1, "engine": "chrome", "private_dirs": [str(d) for d in decoys]})
+            + "\n"
+        )
         handle.write("not json\n")
     try:
         done = cli("browser", "run", "--resume", str(run_dir), "--no-progress")

@@ -53,10 +53,14 @@ def test_the_real_corpus_matches_its_specs() -> None:
 def test_a_tampered_copy_lists_each_difference_by_file_and_key(corpus_copy: Path) -> None:
     tasks = corpus_copy / "tasks"
     # A hand edit of a generated task's step, and a key the generator never writes.
-    edit(tasks / "L1/stagehand/sc_app_login_greets__sh.json",
-         lambda t: t["driver"]["steps"][2].update(value="mallory"))  # fmt: skip
-    edit(tasks / "L1/agent_browser_scenarios/sc_app_login_greets__ab.json",
-         lambda t: t.update(hand_note="edited"))  # fmt: skip
+    edit(
+        tasks / "L1/stagehand/sc_app_login_greets__sh.json",
+        lambda t: t["driver"]["steps"][2].update(value="mallory"),
+    )
+    edit(
+        tasks / "L1/agent_browser_scenarios/sc_app_login_greets__ab.json",
+        lambda t: t.update(hand_note="edited"),
+    )
     # A spec edited without regenerating: every expansion of it is stale on that key.
     edit(tasks / "scenarios/nav_cross_page.scenario.json", lambda s: s.update(title="Renamed"))
     # An expansion for a driver the spec does not bind.

@@ -24,9 +24,23 @@ def _corpus(root: Path) -> Path:
     (root / "tasks").mkdir(parents=True)
     for shared in ("fixtures", "config"):
         (root / shared).symlink_to(corpus / shared)
-    manifest = {"bench_id": "t", "bench_version": "0.0.1", "default_k_runs": 1,
-                "layers": [{"layer_id": "L1", "subsets": [
-                    {"subset_id": "t.pw", "driver": "framework_playwright", "task_glob": "tasks/*.json"}]}]}  # fmt: skip
+    manifest = {
+        "bench_id": "t",
+        "bench_version": "0.0.1",
+        "default_k_runs": 1,
+        "layers": [
+            {
+                "layer_id": "L1",
+                "subsets": [
+                    {
+                        "subset_id": "t.pw",
+                        "driver": "framework_playwright",
+                        "task_glob": "tasks/*.json",
+                    }
+                ],
+            }
+        ],
+    }
     (root / "manifest.json").write_text(json.dumps(manifest))
     task = load_task("L1/playwright", "sc_nav_title_read__pw")
     assert task["grader"]["kind"] == "server_side"
@@ -41,8 +55,22 @@ def _corpus(root: Path) -> Path:
 def _run(
     corpus: Path, out: Path, run_id: str, *extra: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", "1",
-               "--out", str(out), "--run-id", run_id, "--no-progress", *extra)  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--k",
+        "1",
+        "--out",
+        str(out),
+        "--run-id",
+        run_id,
+        "--no-progress",
+        *extra,
+    )
     assert done.returncode in (0, 1), done.stderr[-2000:]
     (row,) = rows_of(out / run_id)
     return row, manifest_of(out / run_id)

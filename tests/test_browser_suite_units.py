@@ -137,8 +137,9 @@ def test_a_worker_whose_engine_binaries_differ_from_the_pins_is_refused(tmp_path
     from metewand.suites.browser.suite import admit, engine_pins
 
     plan = _plan(tmp_path)
-    config = dataclasses.replace(plan.config, engines=("lightpanda",),
-                                 resource=ResourceOptions(profile="engine"))  # fmt: skip
+    config = dataclasses.replace(
+        plan.config, engines=("lightpanda",), resource=ResourceOptions(profile="engine")
+    )
     ref = _worker_ref(tmp_path, config)
     assert admit(ref) is None  # no pins: a functional run takes each host's own binaries
     pins = engine_pins(build_plan(config))
@@ -185,12 +186,16 @@ def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: 
         ({"engines": {"chrome": theirs}}, theirs),
         ({"engines": {"chrome": theirs}, "engines_by_host": {"elsewhere": {"chrome": theirs}}}, {}),
         (
-            {"engines": {"chrome": theirs},
-             "engines_by_host": {"elsewhere": {"chrome": theirs},
-                                 socket.gethostname(): {"chrome": ours}}},
+            {
+                "engines": {"chrome": theirs},
+                "engines_by_host": {
+                    "elsewhere": {"chrome": theirs},
+                    socket.gethostname(): {"chrome": ours},
+                },
+            },
             ours,
         ),
-    ]  # fmt: skip
+    ]
     for index, (data, expected) in enumerate(cases):
         with RunStore.create(tmp_path / "runs", f"r{index}", {"suite": "browser", **data}) as store:
             suite = BrowserSuite(plan, store, None)

@@ -48,56 +48,128 @@ def grade(check: dict[str, Any], **saved: Any) -> str:
     return result.status
 
 
-AX = {"nodes": [
-    {"role": {"value": "button"}, "name": {"value": "Publish"},
-     "properties": [{"name": "disabled", "value": {"value": True}}]},
-    {"role": {"value": "button"}, "name": {"value": "Save"}, "properties": []},
-]}  # fmt: skip
+AX = {
+    "nodes": [
+        {
+            "role": {"value": "button"},
+            "name": {"value": "Publish"},
+            "properties": [{"name": "disabled", "value": {"value": True}}],
+        },
+        {"role": {"value": "button"}, "name": {"value": "Save"}, "properties": []},
+    ]
+}
 
 CASES = [
     ({"kind": "no_error"}, {}, "pass"),
-    ({"kind": "event_observed", "method": "Page.loadEventFired"},
-     {"__events_observed__": ["Page.loadEventFired"]}, "pass"),
+    (
+        {"kind": "event_observed", "method": "Page.loadEventFired"},
+        {"__events_observed__": ["Page.loadEventFired"]},
+        "pass",
+    ),
     ({"kind": "event_observed", "method": "Page.loadEventFired"}, {}, "fail"),
     ({"kind": "event_observed", "name": "ev"}, {"ev": {"a": 1}}, "pass"),
     ({"kind": "event_observed", "name": "ev"}, {"ev": None}, "fail"),
     ({"kind": "saved_path_truthy", "name": "r", "path": "a.0.b"}, {"r": {"a": [{"b": 2}]}}, "pass"),
     ({"kind": "saved_path_truthy", "name": "r", "path": "a.1.b"}, {"r": {"a": [{"b": 2}]}}, "fail"),
-    ({"kind": "saved_path_equals", "name": "r", "path": "x", "expected": 1}, {"r": {"x": 1.0}}, "pass"),
-    ({"kind": "saved_path_equals", "name": "r", "path": "x", "expected": 1}, {"r": {"x": True}}, "fail"),
-    ({"kind": "saved_path_contains", "name": "r", "path": "p", "expected": "Chr"},
-     {"r": {"p": "HeadlessChrome/1"}}, "pass"),
-    ({"kind": "saved_path_one_of", "name": "r", "path": "s", "expected": ["a", "b"]},
-     {"r": {"s": "b"}}, "pass"),
-    ({"kind": "saved_path_one_of", "name": "r", "path": "s", "expected": ["a", "b"]},
-     {"r": {"s": "c"}}, "fail"),
-    ({"kind": "array_contains", "name": "ax", "path": "nodes",
-      "expected": {"name": {"value": "Save"}}}, {"ax": AX}, "pass"),
-    ({"kind": "array_contains", "name": "r", "path": "l", "expected": 3}, {"r": {"l": [1, 2]}}, "fail"),
+    (
+        {"kind": "saved_path_equals", "name": "r", "path": "x", "expected": 1},
+        {"r": {"x": 1.0}},
+        "pass",
+    ),
+    (
+        {"kind": "saved_path_equals", "name": "r", "path": "x", "expected": 1},
+        {"r": {"x": True}},
+        "fail",
+    ),
+    (
+        {"kind": "saved_path_contains", "name": "r", "path": "p", "expected": "Chr"},
+        {"r": {"p": "HeadlessChrome/1"}},
+        "pass",
+    ),
+    (
+        {"kind": "saved_path_one_of", "name": "r", "path": "s", "expected": ["a", "b"]},
+        {"r": {"s": "b"}},
+        "pass",
+    ),
+    (
+        {"kind": "saved_path_one_of", "name": "r", "path": "s", "expected": ["a", "b"]},
+        {"r": {"s": "c"}},
+        "fail",
+    ),
+    (
+        {
+            "kind": "array_contains",
+            "name": "ax",
+            "path": "nodes",
+            "expected": {"name": {"value": "Save"}},
+        },
+        {"ax": AX},
+        "pass",
+    ),
+    (
+        {"kind": "array_contains", "name": "r", "path": "l", "expected": 3},
+        {"r": {"l": [1, 2]}},
+        "fail",
+    ),
     ({"kind": "array_length", "name": "r", "path": "l", "min": 2}, {"r": {"l": [1, 2]}}, "pass"),
     ({"kind": "array_length", "name": "r", "path": "l", "max": 1}, {"r": {"l": [1, 2]}}, "fail"),
-    ({"kind": "array_length", "name": "r", "path": "s", "expected": 3}, {"r": {"s": "abc"}}, "pass"),
-    ({"kind": "array_match_contains", "name": "ax", "path": "nodes",
-      "match": {"name": {"value": "Publish"}}, "contains_path": "properties",
-      "expected": {"name": "disabled", "value": {"value": True}}}, {"ax": AX}, "pass"),
-    ({"kind": "array_match_contains", "name": "ax", "path": "nodes",
-      "match": {"role": {"value": "button"}}, "contains_path": "properties",
-      "expected": {"name": "disabled"}}, {"ax": AX}, "fail"),  # two elements match
+    (
+        {"kind": "array_length", "name": "r", "path": "s", "expected": 3},
+        {"r": {"s": "abc"}},
+        "pass",
+    ),
+    (
+        {
+            "kind": "array_match_contains",
+            "name": "ax",
+            "path": "nodes",
+            "match": {"name": {"value": "Publish"}},
+            "contains_path": "properties",
+            "expected": {"name": "disabled", "value": {"value": True}},
+        },
+        {"ax": AX},
+        "pass",
+    ),
+    (
+        {
+            "kind": "array_match_contains",
+            "name": "ax",
+            "path": "nodes",
+            "match": {"role": {"value": "button"}},
+            "contains_path": "properties",
+            "expected": {"name": "disabled"},
+        },
+        {"ax": AX},
+        "fail",
+    ),  # two elements match
     ({"kind": "value_equals", "expected": 42}, {"value": 42}, "pass"),
     ({"kind": "value_equals", "name": "v", "expected": "42"}, {"v": 42}, "fail"),
     ({"kind": "value_contains", "name": "v", "expected": "ell"}, {"v": "hello"}, "pass"),
     ({"kind": "value_truthy", "name": "v"}, {"v": 0}, "fail"),
-    ({"kind": "value_type", "name": "v", "expected": "number"}, {"v": 1, "v__type": "number"}, "pass"),
-    ({"kind": "unsupported_observed", "method": "Foo.bar"},
-     {"__unsupported__": [{"method": "Foo.bar", "class": "unsupported"}]}, "pass"),
+    (
+        {"kind": "value_type", "name": "v", "expected": "number"},
+        {"v": 1, "v__type": "number"},
+        "pass",
+    ),
+    (
+        {"kind": "unsupported_observed", "method": "Foo.bar"},
+        {"__unsupported__": [{"method": "Foo.bar", "class": "unsupported"}]},
+        "pass",
+    ),
     ({"kind": "unsupported_observed", "method": "Foo.bar"}, {}, "fail"),
     ({"kind": "eval_has_exception"}, {"__eval_exception_count__": 1}, "pass"),
     ({"kind": "eval_no_exception"}, {"__eval_exception_count__": 1}, "fail"),
-    ({"kind": "saved_body_text_equals", "name": "b", "expected": "hi"},
-     {"b": {"body": "aGk=", "base64Encoded": True}}, "pass"),
-    ({"kind": "saved_body_text_equals", "name": "b", "expected": "hi"},
-     {"b": {"body": "ho", "base64Encoded": False}}, "fail"),
-]  # fmt: skip
+    (
+        {"kind": "saved_body_text_equals", "name": "b", "expected": "hi"},
+        {"b": {"body": "aGk=", "base64Encoded": True}},
+        "pass",
+    ),
+    (
+        {"kind": "saved_body_text_equals", "name": "b", "expected": "hi"},
+        {"b": {"body": "ho", "base64Encoded": False}},
+        "fail",
+    ),
+]
 
 
 @pytest.mark.parametrize(("check", "saved", "expected"), CASES)

@@ -69,8 +69,11 @@ def test_pending_subset_is_listed_never_invalid_never_run(tmp_path: Path) -> Non
     _with_subset(root, "l1.ab", "node_cdp_probe", "ab")
     # A probe script metewand has no runner for: listed with the reason, its format unchecked.
     probe_task = _task("ab_a", [], subset_id="l1.ab")
-    probe_task["driver"] = {"kind": "node_cdp_probe", "script": "runner/scripts/no_such_probe.js",
-                            "env": {"AB_STEPS": [{"ab": ["open", "{fixture_url}"]}]}}  # fmt: skip
+    probe_task["driver"] = {
+        "kind": "node_cdp_probe",
+        "script": "runner/scripts/no_such_probe.js",
+        "env": {"AB_STEPS": [{"ab": ["open", "{fixture_url}"]}]},
+    }
     probe_task["grader"] = {"kind": "inline_assertions", "checks": ["script_reported"]}
     (root / "tasks/ab/a.json").write_text(json.dumps(probe_task))
     (root / "tasks/ab/broken.json").write_text("{")
@@ -88,8 +91,12 @@ def test_pending_subset_is_listed_never_invalid_never_run(tmp_path: Path) -> Non
 
 def _playwright_task(task_id: str, **driver: Any) -> dict[str, Any]:
     task = _task(task_id, [], subset_id="l1.pw")
-    task["driver"] = {"kind": "framework_playwright", "steps": [{"op": "new_page"}],
-                      "checks": [{"kind": "step_ok", "label": "opened", "step": 0}], **driver}  # fmt: skip
+    task["driver"] = {
+        "kind": "framework_playwright",
+        "steps": [{"op": "new_page"}],
+        "checks": [{"kind": "step_ok", "label": "opened", "step": 0}],
+        **driver,
+    }
     task["grader"] = {"kind": "inline_assertions", "checks": []}
     return task
 
@@ -177,8 +184,13 @@ GOOD_STEP = {"method": "Runtime.evaluate", "params": {"expression": "1"}, "save_
 
 
 def test_valid_tmp_corpus_and_selection(tmp_path: Path) -> None:
-    root = _corpus(tmp_path, {"a.json": json.dumps(_task("a", [GOOD_STEP])),
-                              "b.json": json.dumps(_task("b", [GOOD_STEP], tags=["x"]))})  # fmt: skip
+    root = _corpus(
+        tmp_path,
+        {
+            "a.json": json.dumps(_task("a", [GOOD_STEP])),
+            "b.json": json.dumps(_task("b", [GOOD_STEP], tags=["x"])),
+        },
+    )
     tasks, errors = validate_corpus(root)
     assert errors == [] and sorted(t.task_id for t in tasks) == ["a", "b"]
     assert [t.task_id for t in select_tasks(tasks, tags=["x"])] == ["b"]
@@ -210,13 +222,19 @@ def test_broken_json_gives_line_and_column(tmp_path: Path) -> None:
 
 
 def test_missing_fixtures_are_errors(tmp_path: Path) -> None:
-    upload = {"method": "DOM.setFileInputFiles",
-              "params": {"files": ["{fixture_path}/nothere.txt"], "nodeId": 1}}  # fmt: skip
-    root = _corpus(tmp_path, {
-        "scene.json": json.dumps(_task("scene", [GOOD_STEP],
-                                       scene={"kind": "self_hosted_fixture", "url": "/gone"})),
-        "file.json": json.dumps(_task("file", [upload])),
-    })  # fmt: skip
+    upload = {
+        "method": "DOM.setFileInputFiles",
+        "params": {"files": ["{fixture_path}/nothere.txt"], "nodeId": 1},
+    }
+    root = _corpus(
+        tmp_path,
+        {
+            "scene.json": json.dumps(
+                _task("scene", [GOOD_STEP], scene={"kind": "self_hosted_fixture", "url": "/gone"})
+            ),
+            "file.json": json.dumps(_task("file", [upload])),
+        },
+    )
     _, errors = validate_corpus(root)
     assert sorted(str(e) for e in errors) == [
         "tasks/L1/file.json: $.driver: missing fixture: {fixture_path}/nothere.txt does not exist",
@@ -226,8 +244,10 @@ def test_missing_fixtures_are_errors(tmp_path: Path) -> None:
 
 def test_all_errors_are_collected(tmp_path: Path) -> None:
     task = _task("many", [{"method": "X.y", "session": "ghost"}, {"sleep_ms": 1, "method": "A.b"}])
-    task["grader"] = {"kind": "inline_assertions",
-                      "checks": [{"kind": "value_equals"}, {"kind": "nope"}]}  # fmt: skip
+    task["grader"] = {
+        "kind": "inline_assertions",
+        "checks": [{"kind": "value_equals"}, {"kind": "nope"}],
+    }
     task["surprise"] = 1
     root = _corpus(tmp_path, {"many.json": json.dumps(task)})
     _, errors = validate_corpus(root)
@@ -244,11 +264,14 @@ def test_all_errors_are_collected(tmp_path: Path) -> None:
 
 
 def test_subset_mismatch_and_duplicate_ids(tmp_path: Path) -> None:
-    root = _corpus(tmp_path, {
-        "a.json": json.dumps(_task("same", [GOOD_STEP])),
-        "b.json": json.dumps(_task("same", [GOOD_STEP])),
-        "c.json": json.dumps(_task("c", [GOOD_STEP], subset_id="l1.other", layer="L2")),
-    })  # fmt: skip
+    root = _corpus(
+        tmp_path,
+        {
+            "a.json": json.dumps(_task("same", [GOOD_STEP])),
+            "b.json": json.dumps(_task("same", [GOOD_STEP])),
+            "c.json": json.dumps(_task("c", [GOOD_STEP], subset_id="l1.other", layer="L2")),
+        },
+    )
     _, errors = validate_corpus(root)
     assert sorted(str(e) for e in errors) == [
         "tasks/L1/b.json: $.task_id: duplicate of tasks/L1/a.json",

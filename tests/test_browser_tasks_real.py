@@ -43,9 +43,14 @@ def run_tasks(
             assert server.base_url is not None and engine.ws_url is not None
             for task in tasks:
                 results[task.task_id] = await run_task_attempt(
-                    task, engine.ws_url, engine.engine.name, server.base_url,
-                    out / task.task_id, engine_alive=engine.is_alive, **kw,
-                )  # fmt: skip
+                    task,
+                    engine.ws_url,
+                    engine.engine.name,
+                    server.base_url,
+                    out / task.task_id,
+                    engine_alive=engine.is_alive,
+                    **kw,
+                )
         return results
 
     return asyncio.run(go())
@@ -83,17 +88,32 @@ NO_ERROR = {"kind": "inline_assertions", "checks": [{"kind": "no_error"}]}
 def test_failures_are_classified_on_chrome(chrome: EngineProcess, tmp_path: Path) -> None:
     eval_1 = {"method": "Runtime.evaluate", "params": {"expression": "1"}, "save_as": "v"}
     tasks = [
-        _own_task("rejected", driver=_steps({"method": "DOM.getBoxModel", "params": {"nodeId": 9e6}}),
-                  grader=NO_ERROR),
-        _own_task("no_event", driver=_steps({"wait_for_event": "Page.frameResized", "timeout_ms": 200}),
-                  grader=NO_ERROR),
+        _own_task(
+            "rejected",
+            driver=_steps({"method": "DOM.getBoxModel", "params": {"nodeId": 9e6}}),
+            grader=NO_ERROR,
+        ),
+        _own_task(
+            "no_event",
+            driver=_steps({"wait_for_event": "Page.frameResized", "timeout_ms": 200}),
+            grader=NO_ERROR,
+        ),
         _own_task("unknown_method", driver=_steps({"method": "Metewand.nothing"}), grader=NO_ERROR),
-        _own_task("wrong_value", driver=_steps(eval_1),
-                  grader={"kind": "inline_assertions",
-                          "checks": [{"kind": "value_equals", "name": "v", "expected": 2}]}),
-        _own_task("hard_kill", driver=_steps({"sleep_ms": 2000}), grader=NO_ERROR,
-                  timeouts={"task_ms": 5000, "hard_kill_ms": 400}),
-    ]  # fmt: skip
+        _own_task(
+            "wrong_value",
+            driver=_steps(eval_1),
+            grader={
+                "kind": "inline_assertions",
+                "checks": [{"kind": "value_equals", "name": "v", "expected": 2}],
+            },
+        ),
+        _own_task(
+            "hard_kill",
+            driver=_steps({"sleep_ms": 2000}),
+            grader=NO_ERROR,
+            timeouts={"task_ms": 5000, "hard_kill_ms": 400},
+        ),
+    ]
     got = {
         k: (o.status, o.failure_class)
         for k, o in run_tasks(chrome, OWN_SUITE, tasks, tmp_path).items()
@@ -115,13 +135,27 @@ def test_before_cleanup_runs_once_after_grading_before_the_page_closes(
     tasks = {
         "sync_pass": (_own_task("sync_pass", driver=_steps(eval_1), grader=NO_ERROR), False),
         "async_pass": (_own_task("async_pass", driver=_steps(eval_1), grader=NO_ERROR), True),
-        "graded_fail": (_own_task("graded_fail", driver=_steps(eval_1),
-                                  grader={"kind": "inline_assertions", "checks": [
-                                      {"kind": "value_equals", "name": "v", "expected": 2}]}),
-                        False),
-        "hard_kill": (_own_task("hard_kill", driver=_steps({"sleep_ms": 2000}), grader=NO_ERROR,
-                                timeouts={"task_ms": 5000, "hard_kill_ms": 300}), False),
-    }  # fmt: skip
+        "graded_fail": (
+            _own_task(
+                "graded_fail",
+                driver=_steps(eval_1),
+                grader={
+                    "kind": "inline_assertions",
+                    "checks": [{"kind": "value_equals", "name": "v", "expected": 2}],
+                },
+            ),
+            False,
+        ),
+        "hard_kill": (
+            _own_task(
+                "hard_kill",
+                driver=_steps({"sleep_ms": 2000}),
+                grader=NO_ERROR,
+                timeouts={"task_ms": 5000, "hard_kill_ms": 300},
+            ),
+            False,
+        ),
+    }
     seen: dict[str, list[list[str]]] = {}
 
     async def go() -> dict[str, AttemptResult]:
@@ -140,15 +174,23 @@ def test_before_cleanup_runs_once_after_grading_before_the_page_closes(
                     snap()
 
                 results[name] = await run_task_attempt(
-                    task, chrome.ws_url, "chrome", server.base_url, tmp_path / name,
-                    log_recorder=recorder, before_cleanup=async_snapshot if is_async else snapshot,
-                )  # fmt: skip
+                    task,
+                    chrome.ws_url,
+                    "chrome",
+                    server.base_url,
+                    tmp_path / name,
+                    log_recorder=recorder,
+                    before_cleanup=async_snapshot if is_async else snapshot,
+                )
         return results
 
     results = asyncio.run(go())
     assert {k: o.status for k, o in results.items()} == {
-        "sync_pass": "pass", "async_pass": "pass", "graded_fail": "fail", "hard_kill": "timeout"
-    }  # fmt: skip
+        "sync_pass": "pass",
+        "async_pass": "pass",
+        "graded_fail": "fail",
+        "hard_kill": "timeout",
+    }
     assert seen["hard_kill"] == []  # the driver never finished: the caller ends its window
     for name in ("sync_pass", "async_pass", "graded_fail"):
         assert len(seen[name]) == 1, name
@@ -206,8 +248,14 @@ def test_engine_killed_mid_attempt_is_crash(tmp_path: Path) -> None:
             asyncio.get_running_loop().call_later(0.8, _kill_group, engine.pid)
             # engine_health, not engine_alive: right after a SIGKILL, Popen.poll() can still say
             # "alive" while Chromium's address space is torn down (issue 12 item 13)
-            return await run_task_attempt(task, engine.ws_url, "chrome", server.base_url,
-                                          tmp_path / "art", engine_health=engine.health)  # fmt: skip
+            return await run_task_attempt(
+                task,
+                engine.ws_url,
+                "chrome",
+                server.base_url,
+                tmp_path / "art",
+                engine_health=engine.health,
+            )
 
     outcome = asyncio.run(go())
     assert (outcome.status, outcome.failure_class, outcome.origin) == (
@@ -228,11 +276,18 @@ def _kill_group(pid: int) -> None:
 @pytest.mark.usefixtures("lexbench")
 def test_a_handful_of_corpus_tasks_pass_on_chrome(chrome: EngineProcess, tmp_path: Path) -> None:
     corpus = load_corpus(LEXBENCH)
-    chosen = select_tasks(corpus.tasks, task_ids=[
-        "pw_raw_dom_describenode", "pw_raw_accessibility_getfullaxtree", "v2_boot_replay_playwright",
-        "v2_fetch_disable_stops_pausing", "r3_dA_e_before_content", "r4_q01_stock_list",
-        "storage_indexeddb_inventory_001",
-    ])  # fmt: skip
+    chosen = select_tasks(
+        corpus.tasks,
+        task_ids=[
+            "pw_raw_dom_describenode",
+            "pw_raw_accessibility_getfullaxtree",
+            "v2_boot_replay_playwright",
+            "v2_fetch_disable_stops_pausing",
+            "r3_dA_e_before_content",
+            "r4_q01_stock_list",
+            "storage_indexeddb_inventory_001",
+        ],
+    )
     assert len(chosen) == 7
     results = run_tasks(chrome, LEXBENCH, chosen, tmp_path)
     assert {k: (o.status, o.reason) for k, o in results.items() if o.status != "pass"} == {}

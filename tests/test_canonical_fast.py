@@ -55,8 +55,9 @@ def test_fast_path_equals_rfc8785(value: Any) -> None:
 
 def test_random_float_bit_patterns_are_written_as_ecmascript_does() -> None:
     draw = random.Random(8785)
-    values = [struct.unpack("<d", draw.getrandbits(64).to_bytes(8, "little"))[0]
-              for _ in range(20000)]  # fmt: skip
+    values = [
+        struct.unpack("<d", draw.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20000)
+    ]
     # every exponent is as likely as any other: integers and short decimals get their own share
     values += [draw.randint(-(10**17), 10**17) / 10 ** draw.randint(0, 9) for _ in range(5000)]
     beyond = [v for v in values if math.isfinite(v) and not in_domain(v)]

@@ -17,8 +17,16 @@ from compute_helpers import problem, python_impl, write_manifest
 from metewand.cli.main import cli
 from metewand.cli.progress import Progress
 
-READ_ONLY = [("schema",), ("status",), ("plan",), ("browser", "list"), ("browser", "doctor"),
-             ("doctor",), ("inspect",), ("report",)]  # fmt: skip
+READ_ONLY = [
+    ("schema",),
+    ("status",),
+    ("plan",),
+    ("browser", "list"),
+    ("browser", "doctor"),
+    ("doctor",),
+    ("inspect",),
+    ("report",),
+]
 COLOUR = re.compile(rb"\x1b\[(?:3\d|9\d|38;)[0-9;]*m")  # SGR foreground colours
 
 
@@ -63,8 +71,9 @@ def test_read_only_commands_have_json(path: tuple[str, ...]) -> None:
 
 
 def _metewand(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "metewand", *args],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "metewand", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize(
@@ -119,20 +128,38 @@ def test_colours_only_on_a_terminal_and_never_with_no_color(
 
 
 def test_compute_run_off_a_terminal_has_plain_lines_and_no_escapes(tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, problem() + python_impl("a", "ok") + """
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + python_impl("a", "ok")
+        + """
 [[experiments]]
 name = "e"
 problem = "answer"
 implementations = ["a"]
 repetitions = 2
-""")  # fmt: skip
-    done = _metewand("run", str(manifest), "--out", str(tmp_path / "runs"),
-                     "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+""",
+    )
+    done = _metewand(
+        "run",
+        str(manifest),
+        "--out",
+        str(tmp_path / "runs"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
     assert done.returncode == 0, done.stderr
     assert "\x1b[" not in done.stderr + done.stdout
     assert re.search(r"^\[2/2\] accepted=2 eta \S+ current \S+", done.stderr, re.M), done.stderr
     assert "attempts by status" in done.stderr
-    quiet = _metewand("run", str(manifest), "--out", str(tmp_path / "runs"), "--quiet",
-                      "--cache-dir", str(tmp_path / "cache"))  # fmt: skip
+    quiet = _metewand(
+        "run",
+        str(manifest),
+        "--out",
+        str(tmp_path / "runs"),
+        "--quiet",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    )
     assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
     assert quiet.stdout.startswith("run directory: ")

@@ -528,7 +528,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect('metewand measure --json -- python3 -c "print(1)"', 0, json_measure),
     Expect(
         "metewand measure --runs 10 --warmup 2 -- 'sleep 0.05' -- 'sleep 0.1'", 0, measured_series
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand measure --runs 5 --parameter-list n 1,2 -- 'sleep 0.0{n}'", 0, measured_parameters
     ),
@@ -549,12 +549,12 @@ EXPECTED: tuple[Expect, ...] = (
         "metewand measure --runs 8 --no-interleave --time-unit microsecond -- true -- /bin/true",
         0,
         measured_sequential,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand measure --runs 5 --export-json runs.json --export-csv runs.csv -- true",
         0,
         measured_exports,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand measure --mark-fifo marks.fifo -- sh -c 'echo a > marks.fifo; echo b > marks.fifo'",
         0,
@@ -579,7 +579,7 @@ EXPECTED: tuple[Expect, ...] = (
         "metewand report latest --reference-implementation python-builtin",
         0,
         reports_written("report.html", "cases.csv"),
-    ),  # fmt: skip
+    ),
     Expect(f"{SORT} --jobs 2 --run-id sort1", 0, sorting_accepts_all),
     Expect("metewand report latest --format md,json", 0, reports_written("scores.json")),
     Expect("metewand run --resume sort1", 0, resumed_compute),
@@ -591,22 +591,22 @@ EXPECTED: tuple[Expect, ...] = (
         "metewand compare runs/sort1 runs/sort2 --fail-on-regression --threshold 5%",
         (0, 1, 2),
         gate_consistent(),
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand compare --base sort1 --base sort2 --new sort3 --new sortd",
         0,
         several_runs_a_side,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand compare sort1 sort2 --metric cpu_time_ns --format md,json,html --out cmp",
         0,
         files_written("cmp/compare.md", "cmp/compare.json", "cmp/compare.html"),
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand report sort1 --reference-implementation python-builtin",
         0,
         reports_written("report.html", "cases.csv"),
-    ),  # fmt: skip
+    ),
     Expect(f"{SORT} --run-id base --no-progress", 0, sorting_accepts_all),
     Expect(f"{SORT} --run-id new --no-progress", 0, sorting_accepts_all),
     Expect("metewand compare base new", 0, compared("base", "new")),
@@ -615,23 +615,19 @@ EXPECTED: tuple[Expect, ...] = (
         "md,json,html",
         (0, 1, 2),
         gate_consistent("compare.md", "compare.json", "compare.html"),
-    ),  # fmt: skip
+    ),
     Expect(  # every attempt twice: 240 of them (5.5 min at load 20 on 2 cores)
         f"{SORT} --ab-baseline examples/sorting --run-id ab --no-progress",
         0,
         sorting_ab,
         timeout_s=900,
-    ),  # fmt: skip
-    Expect(
-        "metewand compare --ab ab --metric cpu_time_ns --fail-on-regression", 0, ab_gate_passes
-    ),  # fmt: skip
+    ),
+    Expect("metewand compare --ab ab --metric cpu_time_ns --fail-on-regression", 0, ab_gate_passes),
     Expect(f"{SORT} --run-id ci1 --no-progress", 0, remembered("ci1")),
     Expect("metewand history add runs/base runs/new", 0, history_unchanged("base", "new")),
     Expect("metewand history check --fail-on-change", (0, 1), history_checked),
     Expect("metewand history list", 0, history_listed("base", "new", "ci1")),
-    Expect(
-        "metewand history show --implementation python-heapsort --last 10", 0, history_shown
-    ),  # fmt: skip
+    Expect("metewand history show --implementation python-heapsort --last 10", 0, history_shown),
     Expect("metewand history report --out history-site", 0, history_site),
     Expect("metewand history export --parquet history-parquet", 0, history_exported),
     Expect("cd examples/sorting && metewand run --quiet", 0, quiet_in_example_dir),
@@ -660,100 +656,100 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand browser list --json", 0, listing_json("browser_suite")),
     Expect(
         "metewand browser list --tasks ../shared/corpus/lexbench", 0, corpus_listing, corpus=True
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser list --tasks ../shared/corpus/lexbench --json",
         0,
         listing_json("corpus/lexbench"),
         corpus=True,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser scenarios --check --tasks ../shared/corpus/lexbench",
         0,
         scenarios_matched,
         corpus=True,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser scenarios --check --tasks ../shared/corpus/lexbench --json",
         0,
         scenarios_json,
         corpus=True,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser run --engines chrome,lightpanda --k 1",
         0,
         browser_run(None, {"pass", "fail"}, 58),
-    ),  # fmt: skip
+    ),
     Expect(
         f"metewand browser run {LEX} --engines chrome,lightpanda --k 1",
         0,
         browser_run(None, {"pass", "fail"}, 8),
         corpus=True,
-    ),  # fmt: skip
+    ),
     Expect(
         f"metewand browser run {LEX} --engines chrome --k 3 --jobs 2 --run-id lex1",
         0,
         browser_run("lex1", {"pass", "fail"}, 12),
         corpus=True,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser run --resume lex1 --no-progress", 0, resumed_nothing_left, corpus=True
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser run --engines chrome,lightpanda --k 3 --seed 7 --tag purpose.negative",
         0,
         browser_run(None, {"pass", "fail"}, 6),
-    ),  # fmt: skip
+    ),
     Expect(
         f"metewand browser run {TASK} --resource-profile baseline --run-id base1",
         0,
         browser_run("base1", {"pass"}, 2),
-    ),  # fmt: skip
+    ),
     Expect(
         f"metewand browser run {TASK} --resource-profile engine "
         "--resource-calibration-baseline base1 --reference-engine chrome --run-id prof1",
         0,
         profiled_run,
-    ),  # fmt: skip
+    ),
     Expect(
         f"metewand browser run {TASK} --k 2 --resource-profile engine "
         "--resource-calibration interleaved --run-id ilv1",
         0,
         interleaved_run,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser run --engines chrome --task own_ax_tree --fail-on fail,timeout",
         0,
         browser_run(None, {"pass"}, 1),
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand browser run --engines chrome,lightpanda --task own_ax_tree --executor dask "
         "--dask-local 2",
         0,
         browser_on_dask,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand report runs/prof1 --baseline runs/base1 --reference-engine chrome --format html",
         0,
         reports_written("report.html", "resource-card.md"),
-    ),  # fmt: skip
+    ),
     Expect("metewand compare --ab-engines chrome,lightpanda base1", 0, engines_paired),
     Expect(
         "metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1",
         0,
         inspect_text,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json",
         0,
         inspect_json,
-    ),  # fmt: skip
+    ),
     Expect(
         "metewand inspect sort1 --implementation c-mergesort --case 'scaling: distribution=uniform, "
         "size=20000' --repetition 1",
         0,
         inspect_compute,
-    ),  # fmt: skip
+    ),
     Expect("metewand demo --skip-browser", 0, compute_demo),
     Expect("metewand examples list", 0, examples_listed),
     Expect("metewand examples copy my-examples", 0, examples_copied),
@@ -805,8 +801,10 @@ def test_documented_command(expect: Expect, repo: Path) -> None:
     if expect.corpus:
         lexbench_or_skip()
     if expect.command.startswith("make ") and _install_is_stale():
-        pytest.fail("`make install` first: the copy's make would reinstall the shared .venv "
-                    "from the temporary copy (its stamp is older than pyproject.toml)")  # fmt: skip
+        pytest.fail(
+            "`make install` first: the copy's make would reinstall the shared .venv "
+            "from the temporary copy (its stamp is older than pyproject.toml)"
+        )
     done = run_in(repo, _literal(expect), timeout=3600 if expect.long else 900)
     context = f"$ {_literal(expect)}\nstdout: {done.stdout[-3000:]}\nstderr: {done.stderr[-3000:]}"
     codes = expect.code if isinstance(expect.code, tuple) else (expect.code,)

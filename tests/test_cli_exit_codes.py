@@ -35,9 +35,14 @@ def metewand(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "metewand", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=600, env={**os.environ, **(env or {})}, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "metewand", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
 
 
 def _manifest(directory: Path, modes: dict[str, str]) -> Path:
@@ -53,8 +58,16 @@ def _no_traceback(done: subprocess.CompletedProcess[str]) -> None:
 
 def test_run_exits_0_when_all_accepted_with_relative_out_from_another_dir(tmp_path: Path) -> None:
     _manifest(tmp_path / "bench", {"good": "ok"})
-    done = metewand("run", "bench/metewand.toml", "--out", "results", "--run-id", "r",
-                    "--no-progress", cwd=tmp_path)  # fmt: skip
+    done = metewand(
+        "run",
+        "bench/metewand.toml",
+        "--out",
+        "results",
+        "--run-id",
+        "r",
+        "--no-progress",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     rows = rows_of(tmp_path / "results" / "r")
     assert [r["status"] for r in rows] == ["accepted"]
@@ -84,9 +97,17 @@ def test_run_exits_2_on_an_invalid_manifest_and_creates_nothing(tmp_path: Path) 
     _no_traceback(done)
 
 
-@pytest.mark.parametrize("args", [("status", "nope"), ("export", "nope"), ("report", "nope"),
-                                  ("inspect", "nope", "--key", "k"), ("run", "--resume", "nope"),
-                                  ("browser", "run", "--resume", "nope")])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("status", "nope"),
+        ("export", "nope"),
+        ("report", "nope"),
+        ("inspect", "nope", "--key", "k"),
+        ("run", "--resume", "nope"),
+        ("browser", "run", "--resume", "nope"),
+    ],
+)
 def test_readers_exit_2_on_a_run_that_does_not_exist(tmp_path: Path, args: tuple[str, ...]) -> None:
     done = metewand(*args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
@@ -98,8 +119,12 @@ def test_readers_take_an_id_a_path_or_latest_alike(tmp_path: Path) -> None:
     _manifest(tmp_path, {"good": "ok"})
     assert metewand("run", "--run-id", "r1", "--quiet", cwd=tmp_path).returncode == 0
     assert metewand("run", "--run-id", "r2", "--quiet", cwd=tmp_path).returncode == 0
-    for run, expected in (("r1", "r1"), ("runs/r1", "r1"), (str(tmp_path / "runs/r1"), "r1"),
-                          ("latest", "r2")):  # fmt: skip
+    for run, expected in (
+        ("r1", "r1"),
+        ("runs/r1", "r1"),
+        (str(tmp_path / "runs/r1"), "r1"),
+        ("latest", "r2"),
+    ):
         status = metewand("status", run, "--json", cwd=tmp_path)
         assert json.loads(status.stdout)["run_id"] == expected, (run, status.stderr)
         exported = metewand("export", run, "--format", "jsonl", cwd=tmp_path)
@@ -158,7 +183,9 @@ def test_status_after_kill_9_says_interrupted_and_resume_continues(tmp_path: Pat
     marker = f"mw-sleeper-{os.getpid()}"
     script = tmp_path / f"{marker}.py"
     script.write_text(SLEEPER)
-    write_manifest(tmp_path, f"""
+    write_manifest(
+        tmp_path,
+        f"""
 [problems.answer]
 evaluator = {{ runner = "python", entrypoint = "{script}", args = ["eval"] }}
 result_schema = {{ type = "object", required = ["answer"] }}
@@ -169,10 +196,15 @@ runner = "python"
 entrypoint = "{script}"
 args = ["impl"]
 problems = ["answer"]
-""" + EXPERIMENT.format(impls='"slow"'))  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "metewand", "run", "--run-id", "k",
-                             "--no-progress"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+"""
+        + EXPERIMENT.format(impls='"slow"'),
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "metewand", "run", "--run-id", "k", "--no-progress"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not _worker_started(marker):
@@ -223,9 +255,11 @@ def _worker_started(marker: str) -> bool:
     return False
 
 
-WRONG = {**copy.deepcopy(ABOUT_BLANK_TASK), "task_id": "tiny_wrong",
-         "grader": {"kind": "inline_assertions",
-                    "checks": [{"kind": "value_equals", "expected": 3}]}}  # fmt: skip
+WRONG = {
+    **copy.deepcopy(ABOUT_BLANK_TASK),
+    "task_id": "tiny_wrong",
+    "grader": {"kind": "inline_assertions", "checks": [{"kind": "value_equals", "expected": 3}]},
+}
 
 
 @pytest.mark.engines
@@ -248,8 +282,19 @@ def test_browser_run_exits_0_with_failed_tasks_and_1_with_fail_on(tmp_path: Path
 def test_browser_run_exits_1_when_the_engine_crashes(tmp_path: Path) -> None:
     """Fault injection: /bin/false as the moli binary is found but exits before it is ready."""
     tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
-    done = metewand("browser", "run", "--tasks", "corpus", "--engines", "moli", "--run-id", "c",
-                    "--no-progress", cwd=tmp_path, env={"METEWAND_MOLI_BIN": "/bin/false"})  # fmt: skip
+    done = metewand(
+        "browser",
+        "run",
+        "--tasks",
+        "corpus",
+        "--engines",
+        "moli",
+        "--run-id",
+        "c",
+        "--no-progress",
+        cwd=tmp_path,
+        env={"METEWAND_MOLI_BIN": "/bin/false"},
+    )
     assert done.returncode == 1, done.stderr
     assert [r["status"] for r in rows_of(tmp_path / "runs/c")] == ["crash"]
     assert "exit 1: attempts ended crash" in done.stderr

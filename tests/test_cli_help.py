@@ -12,8 +12,16 @@ import pytest
 
 from metewand.cli.main import COMMANDS, cli
 
-HEAVY = ("numpy", "matplotlib", "scipy", "metewand.compare.stats", "jsonschema", "aiohttp",
-         "importlib.metadata", "metewand.measure.accounting")  # fmt: skip
+HEAVY = (
+    "numpy",
+    "matplotlib",
+    "scipy",
+    "metewand.compare.stats",
+    "jsonschema",
+    "aiohttp",
+    "importlib.metadata",
+    "metewand.measure.accounting",
+)
 PROBE = """
 import sys
 from metewand.cli.main import main
@@ -67,7 +75,12 @@ def test_every_option_has_help_text() -> None:
 
 @pytest.mark.parametrize("path", [p for p, _ in _walk(cli)], ids=lambda p: " ".join(p) or "top")
 def test_help_imports_nothing_heavy(path: tuple[str, ...]) -> None:
-    done = subprocess.run([sys.executable, "-c", PROBE.format(heavy=HEAVY), *path],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *path],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert "Usage: metewand" in done.stdout, done.stderr
     assert "HEAVY:\n" in done.stderr, done.stderr

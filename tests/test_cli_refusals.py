@@ -22,9 +22,14 @@ repetitions = 1
 
 def metewand(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "metewand", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=600, env=dict(os.environ), check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "metewand", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
+        check=False,
+    )
 
 
 def refused(done: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
@@ -59,8 +64,12 @@ problems = ["answer"]
 """
     write_manifest(tmp_path, problem() + impl + EXPERIMENT.format(impl="ghost"))
     done = metewand("run", "--quiet", cwd=tmp_path)
-    refused(done, 3, "metewand.toml: implementations.ghost.program",
-            "'no-such-program-mw' not found on PATH")  # fmt: skip
+    refused(
+        done,
+        3,
+        "metewand.toml: implementations.ghost.program",
+        "'no-such-program-mw' not found on PATH",
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -116,13 +125,31 @@ def test_browser_run_refuses_an_existing_run_id(tmp_path: Path) -> None:
 
 
 def _baseline(tmp_path: Path, *extra: str) -> None:
-    done = metewand(*COMMON, "--engines", "moli,obscura", "--allow-missing-engines",
-                    "--resource-profile", "baseline", "--run-id", "base", *extra, cwd=tmp_path)  # fmt: skip
+    done = metewand(
+        *COMMON,
+        "--engines",
+        "moli,obscura",
+        "--allow-missing-engines",
+        "--resource-profile",
+        "baseline",
+        "--run-id",
+        "base",
+        *extra,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
 
 
-PROFILED = (*COMMON, "--engines", "moli,obscura", "--allow-missing-engines",
-            "--resource-profile", "engine", "--run-id", "prof")  # fmt: skip
+PROFILED = (
+    *COMMON,
+    "--engines",
+    "moli,obscura",
+    "--allow-missing-engines",
+    "--resource-profile",
+    "engine",
+    "--run-id",
+    "prof",
+)
 
 
 def test_browser_run_refuses_a_missing_calibration_baseline(tmp_path: Path) -> None:
@@ -138,8 +165,16 @@ def test_browser_run_refuses_an_incompatible_calibration_baseline(tmp_path: Path
     done = metewand(*PROFILED, "--k", "3", "--resource-calibration-baseline", "base", cwd=tmp_path)
     refused(done, 2, "cannot calibrate this run", "k differs: baseline 2, this run 3")
     assert not (tmp_path / "runs" / "prof").exists()
-    other = metewand(*PROFILED, "--k", "2", "--seed", "9", "--resource-calibration-baseline",
-                     "runs/base", cwd=tmp_path)  # fmt: skip
+    other = metewand(
+        *PROFILED,
+        "--k",
+        "2",
+        "--seed",
+        "9",
+        "--resource-calibration-baseline",
+        "runs/base",
+        cwd=tmp_path,
+    )
     refused(other, 2, "seed differs")
 
 
@@ -149,8 +184,9 @@ def test_browser_run_refuses_a_profiled_run_as_baseline(tmp_path: Path) -> None:
     assert (
         metewand(*PROFILED, "--resource-calibration-baseline", "base", cwd=tmp_path).returncode == 0
     )
-    done = metewand(*PROFILED[:-1], "prof2", "--resource-calibration-baseline", "prof",
-                    cwd=tmp_path)  # fmt: skip
+    done = metewand(
+        *PROFILED[:-1], "prof2", "--resource-calibration-baseline", "prof", cwd=tmp_path
+    )
     refused(done, 2, "ran with --resource-profile engine, not baseline")
     assert not (tmp_path / "runs" / "prof2").exists()
 
@@ -167,13 +203,34 @@ def test_a_never_eligible_profiled_run_is_warned_up_front_or_refused(tmp_path: P
     first = warned.stderr.splitlines()[0]
     assert first.startswith("warning: the resource comparison of this run cannot be eligible")
     assert "observer calibrated against a separate profiler-off run" in warned.stderr
-    one_engine = metewand(*COMMON, "--engines", "moli", "--allow-missing-engines", "--k", "5",
-                          "--resource-profile", "engine", "--require-eligible", cwd=tmp_path)  # fmt: skip
+    one_engine = metewand(
+        *COMMON,
+        "--engines",
+        "moli",
+        "--allow-missing-engines",
+        "--k",
+        "5",
+        "--resource-profile",
+        "engine",
+        "--require-eligible",
+        cwd=tmp_path,
+    )
     refused(one_engine, 2, "1 engine selected")
     assert "calibration" not in one_engine.stderr  # interleaved, the default, calibrates itself
-    no_baseline = metewand(*COMMON, "--engines", "moli,obscura", "--allow-missing-engines",
-                           "--k", "5", "--resource-profile", "engine", "--resource-calibration",
-                           "peer-ab", "--require-eligible", cwd=tmp_path)  # fmt: skip
+    no_baseline = metewand(
+        *COMMON,
+        "--engines",
+        "moli,obscura",
+        "--allow-missing-engines",
+        "--k",
+        "5",
+        "--resource-profile",
+        "engine",
+        "--resource-calibration",
+        "peer-ab",
+        "--require-eligible",
+        cwd=tmp_path,
+    )
     refused(
         no_baseline, 2, "--resource-calibration peer-ab without --resource-calibration-baseline"
     )

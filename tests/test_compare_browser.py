@@ -28,9 +28,22 @@ def _run(tmp: Path, name: str, expected_sum: int) -> Path:
         },
     )
     done = cli(
-        "browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", "2",
-        "--out", str(tmp / "runs"), "--run-id", name, "--no-progress", "--host-telemetry", "off",
-    )  # fmt: skip
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--k",
+        "2",
+        "--out",
+        str(tmp / "runs"),
+        "--run-id",
+        name,
+        "--no-progress",
+        "--host-telemetry",
+        "off",
+    )
     assert done.returncode in (0, 1), done.stderr
     return tmp / "runs" / name
 
@@ -38,14 +51,24 @@ def _run(tmp: Path, name: str, expected_sum: int) -> Path:
 def test_a_status_change_is_listed_and_fails_the_gate(tmp_path: Path) -> None:
     base = _run(tmp_path, "base", 2)
     new = _run(tmp_path, "new", 3)  # the grader of tiny_sum now expects 3: the task fails
-    done = cli("compare", str(base), str(new), "--fail-on-regression", "--format", "json",
-               "--out", str(tmp_path))  # fmt: skip
+    done = cli(
+        "compare",
+        str(base),
+        str(new),
+        "--fail-on-regression",
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path),
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
     assert schemas.violations("metewand_compare-2", result) == []
     assert result["suite"] == "browser" and result["metric"] == "duration_ms"
-    changes = {(c["task"], c["engine"]): (c["base_status"], c["new_status"])
-               for c in result["status_changes"]}  # fmt: skip
+    changes = {
+        (c["task"], c["engine"]): (c["base_status"], c["new_status"])
+        for c in result["status_changes"]
+    }
     assert changes == {("tiny_sum", "chrome"): ("pass", "fail x2")}
     assert any("tiny_sum x chrome: pass -> fail x2" in r for r in result["regression_reasons"])
     assert "fail x2" in done.stdout and "regression: tiny_sum x chrome" in done.stdout
@@ -87,9 +110,22 @@ def test_two_engines_of_one_run_are_compared_from_paired_rounds(tmp_path: Path) 
         {"sum.json": _task("tiny_sum", "1+1", 2), "mul.json": _task("tiny_mul", "2*3", 6)},
     )
     done = cli(
-        "browser", "run", "--tasks", str(corpus), "--engines", "chrome,lightpanda", "--k", "5",
-        "--out", str(tmp_path / "runs"), "--run-id", "two", "--no-progress", "--host-telemetry", "off",
-    )  # fmt: skip
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome,lightpanda",
+        "--k",
+        "5",
+        "--out",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "two",
+        "--no-progress",
+        "--host-telemetry",
+        "off",
+    )
     assert done.returncode in (0, 1), done.stderr
     run = tmp_path / "runs" / "two"
     compared = cli("compare", "--ab-engines", "chrome,lightpanda", str(run), "--json")
@@ -101,10 +137,13 @@ def test_two_engines_of_one_run_are_compared_from_paired_rounds(tmp_path: Path) 
     for group in result["groups"]:
         assert group["engines"] == "lightpanda vs chrome" and group["test"] == "signed_rank"
         passed = {
-            engine: {r["attempt"] for r in rows
-                     if r["task_id"] == group["task"] and r["engine"] == engine and r["status"] == "pass"}
+            engine: {
+                r["attempt"]
+                for r in rows
+                if r["task_id"] == group["task"] and r["engine"] == engine and r["status"] == "pass"
+            }
             for engine in ("chrome", "lightpanda")
-        }  # fmt: skip
+        }
         assert group["pairs"] == len(passed["chrome"] & passed["lightpanda"])
     bad = cli("compare", "--ab-engines", "chrome,moli", str(run))
     assert bad.returncode == 2 and "no attempt of moli" in bad.stderr

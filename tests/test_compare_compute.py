@@ -40,9 +40,20 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     done = metewand(
-        "compare", runs["base"], runs["slow"], "--fail-on-regression", "--threshold", "5%", "--format",
-        "md,json,html", "--out", tmp_path, "--metric", "cpu_time_ns", check=False,
-    )  # fmt: skip
+        "compare",
+        runs["base"],
+        runs["slow"],
+        "--fail-on-regression",
+        "--threshold",
+        "5%",
+        "--format",
+        "md,json,html",
+        "--out",
+        tmp_path,
+        "--metric",
+        "cpu_time_ns",
+        check=False,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     result = canonical.loads((tmp_path / "compare.json").read_bytes())
     assert schemas.violations("metewand_compare-2", result) == []
@@ -65,9 +76,14 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
 
 def test_a_a_is_no_change_everywhere(runs: dict[str, Path]) -> None:
     done = metewand(
-        "compare", runs["base"], runs["again"], "--fail-on-regression", "--json", "--metric",
+        "compare",
+        runs["base"],
+        runs["again"],
+        "--fail-on-regression",
+        "--json",
+        "--metric",
         "cpu_time_ns",
-    )  # fmt: skip
+    )
     result = canonical.loads(done.stdout.encode())
     assert [g["verdict"] for g in result["groups"]] == ["no change"] * 4, result["groups"]
     assert result["provenance_differences"] == [] or all(
@@ -97,9 +113,14 @@ def test_groups_in_one_run_only_are_listed(runs: dict[str, Path], tmp_path: Path
     kept = [line for line in lines if canonical.loads(line)["implementation"] != "slow"]
     (narrower / "results.jsonl").write_bytes(b"".join(kept))
     done = metewand(
-        "compare", runs["base"], narrower, "--json", "--fail-on-regression", "--metric",
+        "compare",
+        runs["base"],
+        narrower,
+        "--json",
+        "--fail-on-regression",
+        "--metric",
         "cpu_time_ns",
-    )  # fmt: skip
+    )
     result = canonical.loads(done.stdout.encode())
     only = result["unmatched"]["only_in_base"]
     assert len(only) == 2 and {impl for _, impl in only} == {"slow"}

@@ -35,8 +35,9 @@ def _side(
 def test_the_rectangle_is_what_nested_builds() -> None:
     rng = np.random.default_rng(1)
     side = _side(rng, 2, 3, 2, 0.0, SIGMA)
-    items = [(r, i, math.exp(side.values[r, i, k])) for r in range(2) for i in range(3)
-             for k in range(2)]  # fmt: skip
+    items = [
+        (r, i, math.exp(side.values[r, i, k])) for r in range(2) for i in range(3) for k in range(2)
+    ]
     built = hierarchy.nested(items)
     assert np.allclose(built.values, side.values)
     assert (built.launches == side.launches).all() and (built.reps == side.reps).all()

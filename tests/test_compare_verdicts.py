@@ -34,8 +34,9 @@ def test_too_few_units_is_not_comparable_and_does_not_fail_the_gate(tmp_path: Pa
     (tmp_path / "slower").mkdir()
     base = run_manifest(sorting_manifest(tmp_path / "same", 1.0, 2, 40), tmp_path, "base")
     slow = run_manifest(sorting_manifest(tmp_path / "slower", 1.5, 2, 40), tmp_path, "slow")
-    done = metewand("compare", base, slow, "--fail-on-regression", "--allow-polluted", "--json",
-                    check=False)  # fmt: skip
+    done = metewand(
+        "compare", base, slow, "--fail-on-regression", "--allow-polluted", "--json", check=False
+    )
     assert done.returncode == 0, done.stderr  # 50% slower, but n=2: nothing may be concluded
     result = _json(done)
     assert schemas.violations("metewand_compare-2", result) == []
@@ -58,8 +59,19 @@ def _burning_run(manifest: Path, tmp: Path, run_id: str) -> Path:
         ["nice", "-n", "19", sys.executable, "-c", "while True: pass"], start_new_session=True
     )
     try:
-        metewand("run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
-                 "--run-id", run_id, "--quiet", "--host-sample-interval-s", "0.2")  # fmt: skip
+        metewand(
+            "run",
+            manifest,
+            "--out",
+            tmp / "runs",
+            "--cache-dir",
+            tmp / "cache",
+            "--run-id",
+            run_id,
+            "--quiet",
+            "--host-sample-interval-s",
+            "0.2",
+        )
     finally:
         os.killpg(burner.pid, signal.SIGKILL)
         burner.wait()
@@ -74,15 +86,26 @@ def test_a_polluted_pair_refuses_a_wall_time_gate_and_allows_cpu(tmp_path: Path)
     assert "refuses to judge wall time (timed_wall_time_ns) over a polluted host" in refused.stderr
     assert "BASE run b: " in refused.stderr and "foreign_cpu_load (foreign CPU" in refused.stderr
     assert "--allow-polluted" in refused.stderr and "--metric cpu_time_ns" in refused.stderr
-    allowed = metewand("compare", base, new, "--fail-on-regression", "--allow-polluted", "--json",
-                       check=False)  # fmt: skip
+    allowed = metewand(
+        "compare", base, new, "--fail-on-regression", "--allow-polluted", "--json", check=False
+    )
     assert allowed.returncode in (0, 1), allowed.stderr  # judged, not refused: wall may drift
     result = _json(allowed)
     assert result["pollution"]["unreliable"][0] == "wall"
     assert (allowed.returncode == 1) == result["regression"]
     assert all(g["companion"]["ratio"] is not None for g in result["groups"])  # CPU beside wall
-    cpu = metewand("compare", base, new, "--fail-on-regression", "--metric", "cpu_time_ns",
-                   "--format", "md", "--out", tmp_path / "cmp")  # fmt: skip
+    cpu = metewand(
+        "compare",
+        base,
+        new,
+        "--fail-on-regression",
+        "--metric",
+        "cpu_time_ns",
+        "--format",
+        "md",
+        "--out",
+        tmp_path / "cmp",
+    )
     assert cpu.returncode == 0
     md = (tmp_path / "cmp" / "compare.md").read_text()
     assert "the host made wall time unreliable" in md and "wall NEW/BASE" in md
@@ -155,11 +178,29 @@ def test_interleaved_ab_pairs_correctly_after_kill_9_and_resume(tmp_path: Path) 
     base_tree = _ab_tree(tmp_path / "base", "1.0").parent
     manifest = _ab_tree(tmp_path / "new", "1.3")  # the current tree: `slow` 30% slower
     out, run = tmp_path / "runs", tmp_path / "runs" / "ab"
-    command = [sys.executable, "-m", "metewand", "run", str(manifest), "--ab-baseline",
-               str(base_tree), "--run-id", "ab", "--out", str(out), "--cache-dir",
-               str(tmp_path / "cache"), "--no-progress"]  # fmt: skip
-    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "run",
+        str(manifest),
+        "--ab-baseline",
+        str(base_tree),
+        "--run-id",
+        "ab",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--no-progress",
+    ]
+    proc = subprocess.Popen(
+        command,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for_rows(run / "results.jsonl", 5, proc)  # two pairs and a half
         os.killpg(proc.pid, signal.SIGKILL)  # the run, not its workers (resume sweeps them)
@@ -206,8 +247,18 @@ def test_a_separate_run_comparison_refuses_an_ab_run(tmp_path: Path) -> None:
     tree = tmp_path / "example"
     tree.mkdir()
     manifest = sorting_manifest(tree, 1.0, 1, 0)
-    done = metewand("run", manifest, "--ab-baseline", SORTING, "--out", tmp_path / "runs",
-                    "--run-id", "x", "--quiet", check=False)  # fmt: skip
+    done = metewand(
+        "run",
+        manifest,
+        "--ab-baseline",
+        SORTING,
+        "--out",
+        tmp_path / "runs",
+        "--run-id",
+        "x",
+        "--quiet",
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     run = tmp_path / "runs" / "x"
     refused = metewand("compare", run, run, check=False)

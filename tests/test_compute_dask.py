@@ -92,8 +92,18 @@ def test_sorting_on_a_local_dask_cluster_accepts_every_attempt_and_names_host_an
     tmp_path: Path,
 ) -> None:
     keys = planned_keys()
-    dask_run = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--dask-local",
-                        "2", "--run-id", "d", "--no-progress")  # fmt: skip
+    dask_run = metewand(
+        tmp_path,
+        "run",
+        str(MANIFEST),
+        "--executor",
+        "dask",
+        "--dask-local",
+        "2",
+        "--run-id",
+        "d",
+        "--no-progress",
+    )
     assert dask_run.returncode == 0, dask_run.stderr[-3000:]
     run_dir = tmp_path / "runs" / "d"
     rows = rows_of(run_dir)
@@ -135,11 +145,13 @@ def test_executor_flags_that_disagree_are_refused_before_anything_runs(tmp_path:
     cases = [
         (["--dask-local", "2"], "--scheduler and --dask-local need --executor dask"),
         (["--executor", "dask"], "needs exactly one of --scheduler"),
-        (["--executor", "dask", "--dask-local", "1", "--scheduler", "tcp://127.0.0.1:1"],
-         "needs exactly one of --scheduler"),
+        (
+            ["--executor", "dask", "--dask-local", "1", "--scheduler", "tcp://127.0.0.1:1"],
+            "needs exactly one of --scheduler",
+        ),
         (["--executor", "dask", "--scheduler", "127.0.0.1:8786"], "expected tcp://HOST:PORT"),
         (["--executor", "dask", "--dask-local", "2", "--jobs", "2"], "--jobs is the local"),
-    ]  # fmt: skip
+    ]
     for flags, message in cases:
         done = metewand(tmp_path, "run", str(MANIFEST), *flags)
         assert done.returncode == 2, (flags, done.stderr)
@@ -149,8 +161,18 @@ def test_executor_flags_that_disagree_are_refused_before_anything_runs(tmp_path:
 
 def test_an_unreachable_scheduler_exits_3_and_leaves_the_run_resumable(tmp_path: Path) -> None:
     port = helpers.free_port()  # nothing listens there
-    done = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--scheduler",
-                    f"tcp://127.0.0.1:{port}", "--run-id", "u", "--no-progress")  # fmt: skip
+    done = metewand(
+        tmp_path,
+        "run",
+        str(MANIFEST),
+        "--executor",
+        "dask",
+        "--scheduler",
+        f"tcp://127.0.0.1:{port}",
+        "--run-id",
+        "u",
+        "--no-progress",
+    )
     assert done.returncode == 3, done.stderr[-2000:]
     assert f"cannot reach Dask scheduler tcp://127.0.0.1:{port}" in done.stderr
     assert "--resume" in done.stderr and "Traceback" not in done.stderr
@@ -161,9 +183,13 @@ def test_an_unreachable_scheduler_exits_3_and_leaves_the_run_resumable(tmp_path:
 def test_client_kill_9_mid_run_then_resume_gives_every_key_exactly_once(tmp_path: Path) -> None:
     keys = planned_keys()
     client = helpers.start_local_dask_run(
-        MANIFEST, tmp_path / "runs", tmp_path / "cache", "k",
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        MANIFEST,
+        tmp_path / "runs",
+        tmp_path / "cache",
+        "k",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         helpers.wait_for_rows(tmp_path / "runs" / "k" / "results.jsonl", 4)
         os.kill(client.pid, signal.SIGKILL)
@@ -174,8 +200,9 @@ def test_client_kill_9_mid_run_then_resume_gives_every_key_exactly_once(tmp_path
         assert not _group_alive(client.pid), "Dask's workers notice their parent died and exit"
     finally:
         _kill_group(client.pid)
-    resumed = metewand(tmp_path, "run", "--resume", "k", "--executor", "dask", "--dask-local",
-                       "2", "--no-progress")  # fmt: skip
+    resumed = metewand(
+        tmp_path, "run", "--resume", "k", "--executor", "dask", "--dask-local", "2", "--no-progress"
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = rows_of(tmp_path / "runs" / "k")
     assert sorted(row["key"] for row in rows) == sorted(keys)  # every key exactly once
@@ -237,8 +264,18 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
 
     killer = threading.Thread(target=kill_doomed_once_it_runs_an_attempt)
     killer.start()
-    done = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--scheduler",
-                    f"tcp://127.0.0.1:{port}", "--run-id", "w", "--no-progress")  # fmt: skip
+    done = metewand(
+        tmp_path,
+        "run",
+        str(MANIFEST),
+        "--executor",
+        "dask",
+        "--scheduler",
+        f"tcp://127.0.0.1:{port}",
+        "--run-id",
+        "w",
+        "--no-progress",
+    )
     killer.join()
     assert killed.is_set()
     assert done.returncode == 0, done.stderr[-3000:]
@@ -270,9 +307,14 @@ def test_a_worker_killed_mid_attempt_on_a_real_cluster_is_a_recorded_lost_try(
 def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_path: Path) -> None:
     keys = planned_keys()
     client = helpers.start_local_dask_run(
-        MANIFEST, tmp_path / "runs", tmp_path / "cache", "c",
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        MANIFEST,
+        tmp_path / "runs",
+        tmp_path / "cache",
+        "c",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         helpers.wait_for_rows(tmp_path / "runs" / "c" / "results.jsonl", 4)
         client.send_signal(signal.SIGINT)
@@ -287,8 +329,9 @@ def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_pa
     assert manifest["data"]["interruption_reason"] == "interrupted by signal"
     before = rows_of(tmp_path / "runs" / "c")
     assert len(before) < len(keys), "the interrupt must land mid-run"
-    resumed = metewand(tmp_path, "run", "--resume", "c", "--executor", "dask", "--dask-local",
-                       "2", "--no-progress")  # fmt: skip
+    resumed = metewand(
+        tmp_path, "run", "--resume", "c", "--executor", "dask", "--dask-local", "2", "--no-progress"
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     rows = rows_of(tmp_path / "runs" / "c")
     assert sorted(row["key"] for row in rows) == sorted(keys)  # every key exactly once
@@ -301,8 +344,18 @@ def test_a_cluster_with_no_acceptable_worker_exits_3_with_the_reason(tmp_path: P
     try:
         started.append(helpers.start_worker(port, "plain", host_resource=False))
         helpers.wait_for_workers(port, 1)
-        done = metewand(tmp_path, "run", str(MANIFEST), "--executor", "dask", "--scheduler",
-                        f"tcp://127.0.0.1:{port}", "--run-id", "n", "--no-progress")  # fmt: skip
+        done = metewand(
+            tmp_path,
+            "run",
+            str(MANIFEST),
+            "--executor",
+            "dask",
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+            "--run-id",
+            "n",
+            "--no-progress",
+        )
     finally:
         for process in reversed(started):
             helpers.stop(process)

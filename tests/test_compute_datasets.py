@@ -185,7 +185,9 @@ def _errors(tmp_path: Path, datasets: str) -> list[str]:
     from metewand.suites.compute.manifest import ManifestError
     from metewand.suites.compute.manifest_load import load
 
-    manifest = write_manifest(tmp_path, datasets + problem() + python_impl("a", "ok") + _experiment("x"))  # fmt: skip
+    manifest = write_manifest(
+        tmp_path, datasets + problem() + python_impl("a", "ok") + _experiment("x")
+    )
     try:
         load(str(manifest))
     except ManifestError as exc:
@@ -217,7 +219,10 @@ path = "missing.txt"
 sha256 = "ABC"
 """,
     )
-    assert "metewand.toml: datasets.y.materializer: transformed datasets take no materializer" in errors  # fmt: skip
+    assert (
+        "metewand.toml: datasets.y.materializer: transformed datasets take no materializer"
+        in errors
+    )
     assert "metewand.toml: datasets.x.source: sources form a loop: x -> y -> x" in errors
     assert "metewand.toml: datasets.z.source: no dataset named 'nowhere'" in errors
     assert "metewand.toml: datasets.w.path: no such file: missing.txt" in errors

@@ -40,9 +40,14 @@ def piped_run(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
     command = f"{METEWAND} run {manifest} --out {out} --run-id example 2>&1 | cat"
     env = {**os.environ, "COLUMNS": "60"}
     done = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", command], cwd=ROOT, env=env, capture_output=True,
-        text=True, timeout=600, check=False,
-    )  # fmt: skip
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     return PipedRun(out / "example", done.stdout)
 
@@ -67,7 +72,9 @@ def test_sorting_example_rows_validate_and_export(piped_run: PipedRun) -> None:
     def receipt(row: dict) -> dict:
         return row["record"]["provenance"]["data"]["context"]["dataset_materialization"]
 
-    (transformed,) = {receipt(r)["derivation_id"]: receipt(r) for r in rows if r["dataset"] == "nearly-sorted"}.values()  # fmt: skip
+    (transformed,) = {
+        receipt(r)["derivation_id"]: receipt(r) for r in rows if r["dataset"] == "nearly-sorted"
+    }.values()
     assert transformed["kind"] == "transformed"
     # Its source is a configuration the scaling experiment uses too: built once, shared.
     integers = {receipt(r)["derivation_id"] for r in rows if r["dataset"] == "integers"}
@@ -82,12 +89,17 @@ def test_sorting_example_rows_validate_and_export(piped_run: PipedRun) -> None:
 @pytest.mark.slow
 def test_piped_output_shows_every_name_whole(piped_run: PipedRun) -> None:
     """Issue #30: off a terminal no table cell is cut (`c-merges…`), whatever COLUMNS says."""
-    rows = [canonical.loads(line) for line in (piped_run.run_dir / "results.jsonl").read_text().splitlines()]  # fmt: skip
+    rows = [
+        canonical.loads(line)
+        for line in (piped_run.run_dir / "results.jsonl").read_text().splitlines()
+    ]
     # "scaling: distribution=reversed, size=20000": the experiment, then the dataset's parameters
     cases = {
-        row["experiment"] + ": " + ", ".join(f"{k}={v}" for k, v in sorted(row["dataset_parameters"].items()))
+        row["experiment"]
+        + ": "
+        + ", ".join(f"{k}={v}" for k, v in sorted(row["dataset_parameters"].items()))
         for row in rows
-    }  # fmt: skip
+    }
     implementations = {str(row["implementation"]) for row in rows}
     assert len(cases) == 5 and implementations == {
         "c-mergesort",

@@ -147,9 +147,10 @@ def test_an_evaluator_that_cannot_start_leaves_no_group(tmp_path: Path) -> None:
     start = text.index("evaluator = {")
     end = text.index("\n", start)
     manifest.write_text(
-        text[:start] + 'evaluator = { runner = "command", program = "metewand-no-such-program" }'
+        text[:start]
+        + 'evaluator = { runner = "command", program = "metewand-no-such-program" }'
         + text[end:]
-    )  # fmt: skip
+    )
     row = only_row(tmp_path, manifest)
     assert (row["status"], row["code"]) == ("failed", "setup_failure"), row["message"]
     assert leftover_groups(f"mw-{os.getpid()}-") == []

@@ -40,9 +40,18 @@ def killed_run(tmp_path: Path) -> tuple[Path, Path]:
     """A run killed with -9 while its worker hangs (with a setsid daemon of its own)."""
     manifest = hostile_manifest(tmp_path, impl="hang_once")
     proc = _metewand(
-        "run", str(manifest), "--run-id", "r1", "--out", "runs", "--cache-dir", "cache",
-        "--host-telemetry", "off", cwd=tmp_path,
-    )  # fmt: skip
+        "run",
+        str(manifest),
+        "--run-id",
+        "r1",
+        "--out",
+        "runs",
+        "--cache-dir",
+        "cache",
+        "--host-telemetry",
+        "off",
+        cwd=tmp_path,
+    )
     deadline = time.monotonic() + 60
     while not daemons(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -69,8 +78,10 @@ def test_clean_removes_what_a_killed_run_left(tmp_path: Path) -> None:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "metewand", "clean", str(run_dir), "--json"],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert set(report["groups_removed"]) == set(groups)
@@ -89,9 +100,17 @@ def test_resume_removes_what_the_killed_session_left_and_finishes(tmp_path: Path
     live, groups = _left(_recorded(run_dir), tmp_path)
     assert live and groups
     proc = _metewand(
-        "run", "--resume", "r1", "--out", "runs", "--cache-dir", "cache",
-        "--host-telemetry", "off", cwd=tmp_path,
-    )  # fmt: skip
+        "run",
+        "--resume",
+        "r1",
+        "--out",
+        "runs",
+        "--cache-dir",
+        "cache",
+        "--host-telemetry",
+        "off",
+        cwd=tmp_path,
+    )
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert not any(alive(p) for p in live)
@@ -107,11 +126,26 @@ def test_resume_with_another_manifest_is_refused_before_touching_the_run(tmp_pat
     first.mkdir()
     manifest = hostile_manifest(first)
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", "run", str(manifest), "--run-id", "r1",
-         "--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"),
-         "--host-telemetry", "off", "-q"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "run",
+            str(manifest),
+            "--run-id",
+            "r1",
+            "--out",
+            str(tmp_path / "runs"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--host-telemetry",
+            "off",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     other_dir = tmp_path / "two"
     other_dir.mkdir()
@@ -119,10 +153,23 @@ def test_resume_with_another_manifest_is_refused_before_touching_the_run(tmp_pat
     run_dir = tmp_path / "runs" / "r1"
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", "run", str(other), "--resume", "r1",
-         "--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "run",
+            str(other),
+            "--resume",
+            "r1",
+            "--out",
+            str(tmp_path / "runs"),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "refusing to mix" in done.stderr and "Traceback" not in done.stderr
     after = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
@@ -137,8 +184,12 @@ def test_sweep_never_hits_a_reused_pid_or_its_session(tmp_path: Path) -> None:
     stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
         born = procfs.read_stat(stranger.pid).starttime_ticks
-        record = {"kind": "process", "pid": stranger.pid, "session": stranger.pid,
-                  "starttime": born - 1}  # the recorded process was an older one  # fmt: skip
+        record = {
+            "kind": "process",
+            "pid": stranger.pid,
+            "session": stranger.pid,
+            "starttime": born - 1,
+        }  # the recorded process was an older one
         (tmp_path / OWNED_NAME).write_text(json.dumps(record) + "\n")
         report = sweep(tmp_path, wait_s=0.5)
         assert report.killed == [] and alive(stranger.pid)
@@ -151,17 +202,28 @@ def test_sweep_never_hits_a_reused_pid_or_its_session(tmp_path: Path) -> None:
 def test_clean_refuses_a_run_a_live_metewand_holds(tmp_path: Path) -> None:
     manifest = hostile_manifest(tmp_path, impl="hang_once")
     proc = _metewand(
-        "run", str(manifest), "--run-id", "live", "--out", "runs", "--cache-dir", "cache",
-        "--host-telemetry", "off", cwd=tmp_path,
-    )  # fmt: skip
+        "run",
+        str(manifest),
+        "--run-id",
+        "live",
+        "--out",
+        "runs",
+        "--cache-dir",
+        "cache",
+        "--host-telemetry",
+        "off",
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 60
         while not daemons(tmp_path) and time.monotonic() < deadline:
             time.sleep(0.05)
         done = subprocess.run(
             [sys.executable, "-m", "metewand", "clean", str(tmp_path / "runs" / "live")],
-            capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2, done.stderr
         assert "open by another metewand process" in done.stderr
         assert proc.poll() is None  # the live run was not touched
@@ -179,8 +241,11 @@ def test_clean_by_run_id_of_a_finished_run_finds_nothing_to_remove(tmp_path: Pat
     assert summary.rows[0]["status"] == "accepted"
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "clean", "done1", "--json"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["killed"] == [] and report["groups_removed"] == []
@@ -198,8 +263,11 @@ def test_clean_without_run_sweeps_every_run_under_runs(tmp_path: Path) -> None:
     (junk / "run_manifest.json").write_text("{not json")
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "clean", "--json"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     reports = json.loads(done.stdout)
     assert set(reports) == {str(Path("runs") / "r1"), str(Path("runs") / "junk")}

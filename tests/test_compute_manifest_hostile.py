@@ -113,8 +113,10 @@ def _edited(tmp_path: Path, edit: str) -> Path:
     text = manifest.read_text()
     assert old in text, edit
     if edit == "entrypoint_directory":  # the implementation's entrypoint becomes a directory
-        text = text.replace(f'entrypoint = "{Path(__file__).parent / "workers" / "hostile_worker.py"}"\nargs = ["impl"]',
-                            f'entrypoint = "{tmp_path}"\nargs = ["impl"]')  # fmt: skip
+        text = text.replace(
+            f'entrypoint = "{Path(__file__).parent / "workers" / "hostile_worker.py"}"\nargs = ["impl"]',
+            f'entrypoint = "{tmp_path}"\nargs = ["impl"]',
+        )
     else:
         text = text.replace(old, new, 1)
     manifest.write_text(text)
@@ -123,9 +125,12 @@ def _edited(tmp_path: Path, edit: str) -> Path:
 
 def _refused(tmp_path: Path, argv: list[str]) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", *argv], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "metewand", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 2, (done.stdout[-500:], done.stderr[-2000:])
     assert "Traceback" not in done.stderr
     return done
@@ -150,8 +155,10 @@ def test_the_plan_limit_is_overridable(tmp_path: Path) -> None:
     assert "3 attempts" in refused.stderr
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "plan", str(manifest), "--max-attempts", "3"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
 
 

@@ -200,7 +200,9 @@ def test_worker_killed_mid_unit_its_try_is_recorded_and_every_key_lands_once(
 def changed_source_copy(tmp_path: Path) -> Path:
     """A copy of metewand's source with one byte more: another source digest."""
     root = tmp_path / "other-checkout"
-    shutil.copytree(provenance.package_root(), root / "metewand", ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copytree(
+        provenance.package_root(), root / "metewand", ignore=shutil.ignore_patterns("__pycache__")
+    )
     with (root / "metewand" / "errors.py").open("a") as handle:
         handle.write("# an edit the client does not have\n")
     return root
@@ -225,7 +227,10 @@ def test_a_worker_running_other_source_is_refused_with_the_reason(
     rows = result_lines(tmp_path / "r")
     assert_every_key_once(rows, 2)
     assert {row["placement"]["worker_name"] for row in rows} == {"current"}
-    hosts = {w["worker_name"]: w for w in json.loads((tmp_path / "r" / HOSTS_NAME).read_text())["workers"]}  # fmt: skip
+    hosts = {
+        w["worker_name"]: w
+        for w in json.loads((tmp_path / "r" / HOSTS_NAME).read_text())["workers"]
+    }
     assert hosts["current"]["accepted"]
     assert not hosts["stale"]["accepted"] and "source digest" in hosts["stale"]["reason"]
     assert not hosts["no-host-resource"]["accepted"]
@@ -233,7 +238,10 @@ def test_a_worker_running_other_source_is_refused_with_the_reason(
     # a worker whose Python cannot import metewand cannot even load the run's plugin: refused
     # with why, while the others run (it used to stop the run at registration)
     assert not hosts["no-metewand"]["accepted"]
-    assert "cannot load metewand's worker plugin (ModuleNotFoundError" in hosts["no-metewand"]["reason"]  # fmt: skip
+    assert (
+        "cannot load metewand's worker plugin (ModuleNotFoundError"
+        in hosts["no-metewand"]["reason"]
+    )
     assert hosts["no-metewand"]["host_summary"] == {"unavailable": "the worker was refused"}
 
 
@@ -288,8 +296,15 @@ def start_and_kill_client(
     tmp_path: Path, cluster: list[str], units: int
 ) -> tuple[list[str], list[dict[str, Any]], set[int]]:
     """A client process run until 4 rows are written, then ``kill -9``; its resume command."""
-    command = [sys.executable, str(helpers.HERE / "dask_client.py"), str(tmp_path), "r",
-               str(units), "0.2", *cluster]  # fmt: skip
+    command = [
+        sys.executable,
+        str(helpers.HERE / "dask_client.py"),
+        str(tmp_path),
+        "r",
+        str(units),
+        "0.2",
+        *cluster,
+    ]
     client = subprocess.Popen(command, env=helpers.dask_env(), stdout=subprocess.DEVNULL)
     results = tmp_path / "r" / "results.jsonl"
     deadline = time.monotonic() + 60
@@ -306,7 +321,9 @@ def start_and_kill_client(
 
 
 def resume(command: list[str]) -> str:
-    resumed = subprocess.run(command, env=helpers.dask_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    resumed = subprocess.run(
+        command, env=helpers.dask_env(), capture_output=True, text=True, timeout=120
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     return resumed.stdout
 

@@ -50,9 +50,12 @@ CHROME = engines.resolve("chrome")
 
 def _metewand(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*METEWAND, *args], env=helpers.dask_env(), capture_output=True, text=True,
+        [*METEWAND, *args],
+        env=helpers.dask_env(),
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _start_worker(port: int, name: str, host: str, resource: bool) -> subprocess.Popen[bytes]:
@@ -81,15 +84,35 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             _start_worker(port, "c", "host-c", False),
         ]
         helpers.wait_for_workers(port, 3)
-        dask = _metewand("run", str(MANIFEST), "--executor", "dask", "--scheduler",
-                         f"tcp://127.0.0.1:{port}", "--run-id", "two", "--out", str(out),
-                         "--cache-dir", str(cache))  # fmt: skip
+        dask = _metewand(
+            "run",
+            str(MANIFEST),
+            "--executor",
+            "dask",
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+            "--run-id",
+            "two",
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(cache),
+        )
     finally:
         for process in started:
             helpers.stop(process)
     assert dask.returncode == 0, dask.stderr[-3000:]
-    local = _metewand("run", str(MANIFEST), "--run-id", "local", "--out", str(out),
-                      "--cache-dir", str(cache), "--no-progress")  # fmt: skip
+    local = _metewand(
+        "run",
+        str(MANIFEST),
+        "--run-id",
+        "local",
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(cache),
+        "--no-progress",
+    )
     assert local.returncode == 0, local.stderr[-3000:]
     for run_id in ("two", "local"):
         done = _metewand("report", str(out / run_id), "--format", "md,json,html")
@@ -194,8 +217,9 @@ def test_per_host_section_counts_refusals_and_telemetry(runs: dict) -> None:
 
 def test_compare_names_the_host_difference_and_the_pooled_medians(runs: dict) -> None:
     out = runs["tmp"] / "cmp"
-    done = _metewand("compare", str(runs["local"]), str(runs["two"]), "--format", "json",
-                     "--out", str(out))  # fmt: skip
+    done = _metewand(
+        "compare", str(runs["local"]), str(runs["two"]), "--format", "json", "--out", str(out)
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads((out / "compare.json").read_text())
     schema = json.loads((SCHEMAS / "metewand_compare-2.schema.json").read_text())
@@ -224,8 +248,11 @@ def test_the_per_host_section_renders_in_headless_chromium(runs: dict, tmp_path:
     assert seen["scripts"] == 0
     errors = [e for e in seen["events"] if e["method"] in ("Runtime.exceptionThrown",)]
     assert errors == []
-    requested = {e["params"]["request"]["url"] for e in seen["events"]
-                 if e["method"] == "Network.requestWillBeSent"}  # fmt: skip
+    requested = {
+        e["params"]["request"]["url"]
+        for e in seen["events"]
+        if e["method"] == "Network.requestWillBeSent"
+    }
     # self-contained: nothing fetched but the page and its inline images
     assert {u for u in requested if not u.startswith("data:")} == {html.as_uri()}
     text = seen["hosts_text"]
@@ -242,9 +269,10 @@ async def _open(url: str, user_data: Path) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mw-hosts-"))  # short: Chromium's socket path must fit
     proc = subprocess.Popen(
         [*CHROME.argv(0, user_data), "--window-size=1200,900"],
-        env=CHROME.environment(tmp_dir=tmp), stdout=subprocess.DEVNULL,
+        env=CHROME.environment(tmp_dir=tmp),
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     try:
         port_file = user_data / "DevToolsActivePort"
         deadline = time.monotonic() + 30

@@ -44,8 +44,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.engines]
 WHY_NOT = netns_hosts.cannot_make_hosts()
 TASKS = ("own_ax_tree", "own_eval_values", "own_load_events")
 ENGINES = ("chrome", "lightpanda")
-PROFILED = ("--engines", ",".join(ENGINES), "--resource-profile", "engine",
-            "--resource-calibration", "interleaved", "--no-progress")  # fmt: skip
+PROFILED = (
+    "--engines",
+    ",".join(ENGINES),
+    "--resource-profile",
+    "engine",
+    "--resource-calibration",
+    "interleaved",
+    "--no-progress",
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +81,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[netns_hosts.NetnsL
 
 def browser(out: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "metewand", "browser", "run", *args, "--out", str(out)]
-    return subprocess.run(command, env=helpers.dask_env(), capture_output=True, text=True,
-                          timeout=timeout, cwd=helpers.REPO)  # fmt: skip
+    return subprocess.run(
+        command,
+        env=helpers.dask_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=helpers.REPO,
+    )
 
 
 def selection(tasks: tuple[str, ...] = TASKS) -> list[str]:
@@ -96,8 +109,21 @@ def test_a_profiled_run_over_two_hosts_judges_each_on_its_own(
     tmp_path: Path, lab: netns_hosts.NetnsLab
 ) -> None:
     out = tmp_path / "runs"
-    done = browser(out, *PROFILED, *selection(), "--k", "2", "--cold-start-samples", "2",
-                   "--run-id", "p", "--executor", "dask", "--scheduler", lab.address)  # fmt: skip
+    done = browser(
+        out,
+        *PROFILED,
+        *selection(),
+        "--k",
+        "2",
+        "--cold-start-samples",
+        "2",
+        "--run-id",
+        "p",
+        "--executor",
+        "dask",
+        "--scheduler",
+        lab.address,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     run_dir = out / "p"
     rows = all_rows(run_dir)
@@ -128,7 +154,8 @@ def test_a_profiled_run_over_two_hosts_judges_each_on_its_own(
     # each host's own cold starts, none from host-c
     cold = [json.loads(line) for line in (run_dir / "cold_start.jsonl").read_text().splitlines()]
     assert Counter((c["placement"]["host"], c["engine"]) for c in cold) == {
-        (h, e): 2 for h in ("host-a", "host-b") for e in ENGINES}  # fmt: skip
+        (h, e): 2 for h in ("host-a", "host-b") for e in ENGINES
+    }
 
     # per-host calibration and verdicts; three tasks are too few to test homogeneity
     summary = json.loads((run_dir / "resource_summary.json").read_text())
@@ -142,9 +169,13 @@ def test_a_profiled_run_over_two_hosts_judges_each_on_its_own(
         assert level["cold_start"]["by_engine"]["chrome"]["samples"] == 2
         assert level["fingerprint"]["engines"] == {e: [data["engine_pins"][e]] for e in ENGINES}
     assert "resource comparison per host: host-a " in done.stderr
-    report = subprocess.run([sys.executable, "-m", "metewand", "report", str(run_dir),
-                             "--format", "md,json,html"], env=helpers.dask_env(),
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, "-m", "metewand", "report", str(run_dir), "--format", "md,json,html"],
+        env=helpers.dask_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr[-2000:]
     card = (run_dir / "resource-card.md").read_text()
     assert "### Per-host verdicts" in card and "### Homogeneity test" in card
@@ -156,12 +187,35 @@ def test_the_client_killed_and_resumed_repeats_and_loses_nothing(
     tmp_path: Path, lab: netns_hosts.NetnsLab
 ) -> None:
     out = tmp_path / "runs"
-    command = [sys.executable, "-m", "metewand", "browser", "run", *PROFILED,
-               *selection(TASKS[:2]), "--k", "3", "--cold-start-samples", "1", "--run-id", "r",
-               "--out", str(out), "--executor", "dask", "--scheduler", lab.address]  # fmt: skip
-    client = subprocess.Popen(command, env=helpers.dask_env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True,
-                              cwd=helpers.REPO)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "browser",
+        "run",
+        *PROFILED,
+        *selection(TASKS[:2]),
+        "--k",
+        "3",
+        "--cold-start-samples",
+        "1",
+        "--run-id",
+        "r",
+        "--out",
+        str(out),
+        "--executor",
+        "dask",
+        "--scheduler",
+        lab.address,
+    ]
+    client = subprocess.Popen(
+        command,
+        env=helpers.dask_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=helpers.REPO,
+    )
     results = out / "r" / "results.jsonl"
     try:  # 3 rotation cycles on 2 hosts: once both hosts sent one, the third is in flight
         deadline = time.monotonic() + 300
@@ -175,8 +229,9 @@ def test_the_client_killed_and_resumed_repeats_and_loses_nothing(
     before = all_rows(out / "r")
     assert len(hosts_of(before)) == 2 and len(before) < 24, len(before)
 
-    resumed = browser(out, "--resume", "r", "--no-progress", "--executor", "dask",
-                      "--scheduler", lab.address)  # fmt: skip
+    resumed = browser(
+        out, "--resume", "r", "--no-progress", "--executor", "dask", "--scheduler", lab.address
+    )
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     rows = all_rows(out / "r")
     assert rows[: len(before)] == before
@@ -186,7 +241,9 @@ def test_the_client_killed_and_resumed_repeats_and_loses_nothing(
     cold = (out / "r" / "cold_start.jsonl").read_text().splitlines()
     assert len(cold) == 2 * len(ENGINES)  # once per host: the resumed session ran none again
     assert [s["executor"] for s in manifest_of(out / "r")["data"]["executor_sessions"]] == [
-        "dask", "dask"]  # fmt: skip
+        "dask",
+        "dask",
+    ]
     assert run_processes(out / "r", "r") == []
 
 
@@ -196,12 +253,36 @@ def test_a_host_torn_down_mid_round_reruns_its_round_on_the_other(
     """The last test: host-b does not come back."""
     doomed = next(h for h in lab.hosts if h.name == "host-b")
     out = tmp_path / "runs"
-    command = [sys.executable, "-m", "metewand", "browser", "run", *PROFILED,
-               *selection(TASKS[:2]), "--k", "2", "--cold-start-samples", "0", "--run-id", "t",
-               "--out", str(out), "--executor", "dask", "--scheduler", lab.address]  # fmt: skip
-    client = subprocess.Popen(command, env=helpers.dask_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, start_new_session=True,
-                              cwd=helpers.REPO)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "metewand",
+        "browser",
+        "run",
+        *PROFILED,
+        *selection(TASKS[:2]),
+        "--k",
+        "2",
+        "--cold-start-samples",
+        "0",
+        "--run-id",
+        "t",
+        "--out",
+        str(out),
+        "--executor",
+        "dask",
+        "--scheduler",
+        lab.address,
+    ]
+    client = subprocess.Popen(
+        command,
+        env=helpers.dask_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=helpers.REPO,
+    )
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and client.poll() is None:

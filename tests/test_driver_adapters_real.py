@@ -24,27 +24,84 @@ pytestmark = [pytest.mark.engines, pytest.mark.slow]
 # Per driver path: its corpus subset and a few tasks covering navigation and history, clicks and
 # typing into an app, a form control, and the AX / computed-style observation ops.
 CASES = {
-    "playwright": ("L1/playwright", ["sc_app_add_single_item__pw", "sc_form_fill_overwrites__pw",
-                                     "sc_agentloop_ax_id_stable_across_mutation__pw", "v3_pw_nav_back_forward",
-                                     "sc_net_route_mock_json__pw", "sc_dl_download_checksum__pw"]),
-    "puppeteer": ("L1/puppeteer", ["sc_app_add_single_item__pp", "sc_form_fill_readback__pp",
-                                   "sc_agentloop_ax_role_name_ids__pp", "v3_pp_nav_goto_status",
-                                   "sc_net_route_mock_json__pp", "sc_dl_download_checksum__pp"]),
-    "chrome_remote_interface": ("L1/chrome_remote_interface", ["sc_app_add_single_item__cri", "sc_nav_back_restores__cri",
-                                                               "sc_form_checkbox_event__cri", "sc_computed_style_breadth__cri",
-                                                               "sc_multi_tab_collect__cri"]),
-    "chrome_devtools_mcp": ("L1/chrome_devtools_mcp", ["sc_nav_title_read__mcp", "sc_app_full_flow_aggregate__mcp"]),
-    "cdp_use": ("L1/cdp_use", ["sc_nav_back_restores__cdpu", "sc_form_fill_overwrites__cdpu",
-                               "sc_agentloop_ax_role_name_ids__cdpu", "sc_form_checkbox_check__cdpu"]),
-    "pydoll": ("L1/pydoll", ["sc_app_add_single_item__pyd", "sc_nav_back_restores__pyd", "sc_form_checkbox_check__pyd"]),
-    "stagehand": ("L1/stagehand", ["sc_app_add_single_item__sh", "sc_nav_back_restores__sh",
-                                   "sc_form_checkbox_check__sh", "sc_agentloop_ax_role_name_ids__sh",
-                                   "sc_computed_style_breadth__sh"]),
-    "agent_browser": ("L1/agent_browser_scenarios", ["sc_app_login_greets__ab", "sc_nav_forward_after_back__ab",
-                                                     "sc_multi_tab_collect__ab", "sc_loc_missing_element_fails_cleanly__ab"]),
-    "selenium": ("L1/selenium", ["sc_app_add_single_item__se", "sc_nav_back_restores__se",
-                                 "sc_form_fill_overwrites__se", "sc_form_checkbox_check__se"]),
-}  # fmt: skip
+    "playwright": (
+        "L1/playwright",
+        [
+            "sc_app_add_single_item__pw",
+            "sc_form_fill_overwrites__pw",
+            "sc_agentloop_ax_id_stable_across_mutation__pw",
+            "v3_pw_nav_back_forward",
+            "sc_net_route_mock_json__pw",
+            "sc_dl_download_checksum__pw",
+        ],
+    ),
+    "puppeteer": (
+        "L1/puppeteer",
+        [
+            "sc_app_add_single_item__pp",
+            "sc_form_fill_readback__pp",
+            "sc_agentloop_ax_role_name_ids__pp",
+            "v3_pp_nav_goto_status",
+            "sc_net_route_mock_json__pp",
+            "sc_dl_download_checksum__pp",
+        ],
+    ),
+    "chrome_remote_interface": (
+        "L1/chrome_remote_interface",
+        [
+            "sc_app_add_single_item__cri",
+            "sc_nav_back_restores__cri",
+            "sc_form_checkbox_event__cri",
+            "sc_computed_style_breadth__cri",
+            "sc_multi_tab_collect__cri",
+        ],
+    ),
+    "chrome_devtools_mcp": (
+        "L1/chrome_devtools_mcp",
+        ["sc_nav_title_read__mcp", "sc_app_full_flow_aggregate__mcp"],
+    ),
+    "cdp_use": (
+        "L1/cdp_use",
+        [
+            "sc_nav_back_restores__cdpu",
+            "sc_form_fill_overwrites__cdpu",
+            "sc_agentloop_ax_role_name_ids__cdpu",
+            "sc_form_checkbox_check__cdpu",
+        ],
+    ),
+    "pydoll": (
+        "L1/pydoll",
+        ["sc_app_add_single_item__pyd", "sc_nav_back_restores__pyd", "sc_form_checkbox_check__pyd"],
+    ),
+    "stagehand": (
+        "L1/stagehand",
+        [
+            "sc_app_add_single_item__sh",
+            "sc_nav_back_restores__sh",
+            "sc_form_checkbox_check__sh",
+            "sc_agentloop_ax_role_name_ids__sh",
+            "sc_computed_style_breadth__sh",
+        ],
+    ),
+    "agent_browser": (
+        "L1/agent_browser_scenarios",
+        [
+            "sc_app_login_greets__ab",
+            "sc_nav_forward_after_back__ab",
+            "sc_multi_tab_collect__ab",
+            "sc_loc_missing_element_fails_cleanly__ab",
+        ],
+    ),
+    "selenium": (
+        "L1/selenium",
+        [
+            "sc_app_add_single_item__se",
+            "sc_nav_back_restores__se",
+            "sc_form_fill_overwrites__se",
+            "sc_form_checkbox_check__se",
+        ],
+    ),
+}
 
 
 @pytest.fixture(scope="module")

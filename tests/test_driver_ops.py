@@ -117,8 +117,12 @@ def _outcomes(key: str, runs: list[tuple[dict[str, Any], AdapterRun]]) -> dict[s
     """Each implemented cell's outcome: pass, or fail with the engine's error (the failing
     checks' evidence, or the connect failure when the driver could not attach)."""
     cells = _cells(runs)
-    connect = {str(c.get("evidence")) for _, run in runs for c in run.checks
-               if c.get("name") == "driver_connect" and c.get("status") != "pass"}  # fmt: skip
+    connect = {
+        str(c.get("evidence"))
+        for _, run in runs
+        for c in run.checks
+        if c.get("name") == "driver_connect" and c.get("status") != "pass"
+    }
     out = {}
     for op in _implemented(key):
         failed = [str(r.get("evidence")) for r in cells.get(op, []) if r["status"] != "pass"]
@@ -153,8 +157,11 @@ def test_every_cell_of_a_path_on_lightpanda_passes_or_names_the_engine_error(
     recorded = record.get(key, {})
 
     def regressed(seen: dict[str, dict[str, str]]) -> list[str]:
-        return [op for op, o in seen.items()
-                if o["status"] == "fail" and recorded.get(op, {}).get("status") == "pass"]  # fmt: skip
+        return [
+            op
+            for op, o in seen.items()
+            if o["status"] == "fail" and recorded.get(op, {}).get("status") == "pass"
+        ]
 
     if regressed(outcomes):  # a loaded host can make one engine answer late: a second run decides
         outcomes = _outcomes(key, _run_all(lightpanda, key, tmp_path / "again"))
@@ -166,8 +173,9 @@ def test_every_cell_of_a_path_on_lightpanda_passes_or_names_the_engine_error(
 def test_the_adapter_op_table_is_the_matrix_column(key: str) -> None:
     """An adapter lists exactly the ops its column implements (``--list-ops``)."""
     found = found_or_skip(key)
-    listed = subprocess.run([*found.command.argv, "--list-ops"], capture_output=True, text=True,
-                            timeout=60, check=True)  # fmt: skip
+    listed = subprocess.run(
+        [*found.command.argv, "--list-ops"], capture_output=True, text=True, timeout=60, check=True
+    )
     assert sorted(json.loads(listed.stdout.strip().splitlines()[-1])) == sorted(_implemented(key))
 
 
@@ -187,10 +195,14 @@ def test_after_a_failed_new_page_no_step_runs_on_the_previous_page(
     steps = len(task["driver"]["steps"])
     task["driver"]["checks"] = [
         {"kind": "step_fails", "step": steps - 3, "label": "second_page_refused"},
-        {"kind": "saved_contains", "name": "second_title", "label": "read_refused",
-         "expected": f"no page: new_page at step {steps - 3} failed"},
+        {
+            "kind": "saved_contains",
+            "name": "second_title",
+            "label": "read_refused",
+            "expected": f"no page: new_page at step {steps - 3} failed",
+        },
         {"kind": "step_ok", "step": steps - 1, "label": "pageless_op_runs"},
-    ]  # fmt: skip
+    ]
     binding = load_binding(CATALOG, "lightpanda", key) if CATALOG.is_file() else None
     ids = AttemptIds("ops", 1, "seed0", str(tmp_path))
     payload = build_payload(task, key, lightpanda.endpoint, lightpanda.base_url, ids, binding)

@@ -213,11 +213,13 @@ def test_the_payload_substitutes_runner_placeholders_and_leaves_page_ones_to_the
         "timeouts": {"task_ms": 12000},
         "driver": {
             "kind": "framework_playwright",
-            "steps": [{"op": "goto", "url": "{fixture_base_url}/p?{session}"},
-                      {"op": "goto", "url": "{fixture_url}"}],
+            "steps": [
+                {"op": "goto", "url": "{fixture_base_url}/p?{session}"},
+                {"op": "goto", "url": "{fixture_url}"},
+            ],
             "checks": [{"kind": "file_nonempty", "label": "f", "path": "{artifact_dir}/x"}],
         },
-    }  # fmt: skip
+    }
     engine = EngineEndpoint(
         "chrome", "ws://127.0.0.1:9/devtools/browser/x", 9, "Chrome/1", "UA", "Chrome/1"
     )

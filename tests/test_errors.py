@@ -32,24 +32,38 @@ def _exception_classes() -> dict[str, type[BaseException]]:
 def test_every_error_class_has_the_base() -> None:
     classes = _exception_classes()
     assert len(classes) > 30  # the scan found the classes, not nothing
-    strays = sorted(name for name, cls in classes.items()
-                    if name not in OUTSIDE and not issubclass(cls, errors.MetewandError))  # fmt: skip
+    strays = sorted(
+        name
+        for name, cls in classes.items()
+        if name not in OUTSIDE and not issubclass(cls, errors.MetewandError)
+    )
     assert strays == []
 
 
 def test_documented_exit_codes_are_unchanged() -> None:
     """README "Exit codes"; cli.exit_codes re-exports the very numbers of metewand.errors."""
-    assert (exit_codes.OK, exit_codes.BENCHMARK_FAILURES, exit_codes.INVALID_INPUT,
-            exit_codes.ENVIRONMENT_MISSING, exit_codes.INTERRUPTED) == (0, 1, 2, 3, 130)  # fmt: skip
+    assert (
+        exit_codes.OK,
+        exit_codes.BENCHMARK_FAILURES,
+        exit_codes.INVALID_INPUT,
+        exit_codes.ENVIRONMENT_MISSING,
+        exit_codes.INTERRUPTED,
+    ) == (0, 1, 2, 3, 130)
     assert exit_codes.INVALID_INPUT is errors.INVALID_INPUT
 
 
 def test_the_classes_commands_map_carry_their_codes() -> None:
     classes = _exception_classes()
-    invalid_input = ("suites.compute.manifest.ManifestError", "suites.browser.run_plan.PlanError",
-                     "runtime.rundir.StoreError", "runtime.store.RunExistsError",
-                     "runtime.rundir.RunDirError", "compare.suite_registry.CompareError",
-                     "suites.browser.engines.UnknownEngine", "canonical.CanonicalJSONError")  # fmt: skip
+    invalid_input = (
+        "suites.compute.manifest.ManifestError",
+        "suites.browser.run_plan.PlanError",
+        "runtime.rundir.StoreError",
+        "runtime.store.RunExistsError",
+        "runtime.rundir.RunDirError",
+        "compare.suite_registry.CompareError",
+        "suites.browser.engines.UnknownEngine",
+        "canonical.CanonicalJSONError",
+    )
     for name in invalid_input:
         assert classes[f"metewand.{name}"].exit_code == 2, name
     assert classes["metewand.measure.accounting.AccountingUnavailable"].exit_code == 3

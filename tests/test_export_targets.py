@@ -35,8 +35,17 @@ def _export(tmp_path: Path, target: Path | str) -> subprocess.CompletedProcess[s
 
 
 def _measure(tmp_path: Path, target: Path | str) -> subprocess.CompletedProcess[str]:
-    argv = [METEWAND, "measure", "--runs", "2", "--export-json", str(target), "--",
-            "touch", str(tmp_path / "ran")]  # fmt: skip
+    argv = [
+        METEWAND,
+        "measure",
+        "--runs",
+        "2",
+        "--export-json",
+        str(target),
+        "--",
+        "touch",
+        str(tmp_path / "ran"),
+    ]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 

@@ -17,8 +17,9 @@ MIB = 1 << 20
 
 def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path) -> None:
     # 5 s between ticks: the spike (~300 MiB for ~40 ms) falls between the baseline and end scans
-    run_dir = run(tmp_path, "spike", engines=("chrome",), k=2, tasks=("own_memory_spike",),
-                  interval_ms=5000)  # fmt: skip
+    run_dir = run(
+        tmp_path, "spike", engines=("chrome",), k=2, tasks=("own_memory_spike",), interval_ms=5000
+    )
     for row in rows_of(run_dir):
         assert row["status"] == "pass", row.get("reason")
         res = row["resource_forms"]

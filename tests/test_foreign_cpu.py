@@ -166,8 +166,11 @@ def _doctor(*args: str) -> subprocess.CompletedProcess[str]:
     """doctor in its own process: the test's burner is then outside its tree."""
     return subprocess.run(
         [sys.executable, "-m", "metewand", "doctor", "--engines", "", *args],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
 
 
 def test_doctor_names_a_busy_foreign_process() -> None:

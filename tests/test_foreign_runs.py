@@ -38,9 +38,13 @@ INTERVAL = "0.5"
 def _metewand(args: list[str], watch: RunProcesses) -> tuple[int, str]:
     """Run the CLI with the watcher's marker and root set; its exit code and stderr."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=REPO, env=watch.env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "metewand", *args],
+        cwd=REPO,
+        env=watch.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     watch.root = proc.pid
     _, err = proc.communicate(timeout=600)
     return proc.returncode, err

@@ -23,8 +23,14 @@ from metewand.history.settings import Settings
 TRIALS = 400
 
 
-def _series(rng: np.random.Generator, n: int, sigma: float, step: float = 0.0, at: int = 0,
-            heavy: bool = False) -> np.ndarray:  # fmt: skip
+def _series(
+    rng: np.random.Generator,
+    n: int,
+    sigma: float,
+    step: float = 0.0,
+    at: int = 0,
+    heavy: bool = False,
+) -> np.ndarray:
     noise = sigma * (rng.standard_t(3, n) / np.sqrt(3) if heavy else rng.normal(0, 1, n))
     values = 100 * np.exp(noise)
     values[at:] *= 1 + step
@@ -33,8 +39,10 @@ def _series(rng: np.random.Generator, n: int, sigma: float, step: float = 0.0, a
 
 def _alarm_rate(rng: np.random.Generator, heavy: bool) -> float:
     prior = Prior(0.03, 4.0)
-    alarms = sum(bool(analyse(_series(rng, 16, 0.03, heavy=heavy), prior=prior).change_points)
-                 for _ in range(TRIALS))  # fmt: skip
+    alarms = sum(
+        bool(analyse(_series(rng, 16, 0.03, heavy=heavy), prior=prior).change_points)
+        for _ in range(TRIALS)
+    )
     return alarms / TRIALS
 
 
@@ -107,9 +115,25 @@ def _suite(rng: np.random.Generator, step: float) -> list[Series]:
             values[8:] *= 1 + step
         series = Series("compute", f"case {g // 3}", f"impl {g % 3}", "")
         for i, v in enumerate(values):
-            series.points.append(Point(f"u{i:02d}", f"r{i:02d}", f"2026-01-01T00:{i:02d}:00Z",
-                                       f"c{i}", "main", False, False, None, 5, v, v, v, 0.94, 1,
-                                       v))  # fmt: skip
+            series.points.append(
+                Point(
+                    f"u{i:02d}",
+                    f"r{i:02d}",
+                    f"2026-01-01T00:{i:02d}:00Z",
+                    f"c{i}",
+                    "main",
+                    False,
+                    False,
+                    None,
+                    5,
+                    v,
+                    v,
+                    v,
+                    0.94,
+                    1,
+                    v,
+                )
+            )
         out.append(series)
     return out
 
@@ -122,8 +146,9 @@ def test_a_step_a_third_of_the_groups_share_is_named_in_each_and_nowhere_else() 
     trials = 40
     expected = {(f"case {g // 3}", f"impl {g % 3}", 9) for g in SHARED}
     for _ in range(trials):
-        changes = changes_of(detect(_suite(rng, 0.15), "compute", "cpu_time_ns", Settings()),
-                             None, 1)  # fmt: skip
+        changes = changes_of(
+            detect(_suite(rng, 0.15), "compute", "cpu_time_ns", Settings()), None, 1
+        )
         named = {(c["task"], c["subject"], c["position"]) for c in changes}
         exact += named == expected
         found += len(named & expected)
@@ -140,8 +165,9 @@ def test_a_step_a_third_of_the_groups_share_is_named_in_each_and_nowhere_else() 
 
 
 def test_check_exit_codes_on_a_store(tmp_path: Path) -> None:
-    short, quiet, stepped, polluted = (tmp_path / f"{name}.duckdb"
-                                       for name in ("short", "quiet", "stepped", "polluted"))  # fmt: skip
+    short, quiet, stepped, polluted = (
+        tmp_path / f"{name}.duckdb" for name in ("short", "quiet", "stepped", "polluted")
+    )
     synthetic.build(short, 4, 6)
     synthetic.build(quiet, 30, 6, sigma=0.02)
     synthetic.build(stepped, 30, 6, sigma=0.02, step=0.3, step_at=29, step_groups=1)
@@ -149,11 +175,15 @@ def test_check_exit_codes_on_a_store(tmp_path: Path) -> None:
     synthetic.build(polluted, 32, 6, sigma=0.02, metric="timed_wall_time_ns")
     check = [sys.executable, "-m", "metewand", "history", "check", "--fail-on-change"]
     # the four checks run at once
-    procs = [subprocess.Popen([*check, "--history", str(p)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-             for p in (short, quiet, stepped, polluted)]  # fmt: skip
-    done = [subprocess.CompletedProcess(p.args, p.wait(timeout=300), *p.communicate())
-            for p in procs]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [*check, "--history", str(p)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for p in (short, quiet, stepped, polluted)
+    ]
+    done = [
+        subprocess.CompletedProcess(p.args, p.wait(timeout=300), *p.communicate()) for p in procs
+    ]
     assert done[0].returncode == 2 and "needs 6 (run 2 more)" in done[0].stderr, done[0].stderr
     assert done[1].returncode == 0, done[1].stdout
     assert done[2].returncode == 1, done[2].stdout

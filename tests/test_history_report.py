@@ -19,20 +19,41 @@ def test_report_renders_a_chart_per_group_in_chromium(tmp_path: Path) -> None:
     if chromium is None:
         pytest.skip("no chromium")
     synthetic.build(tmp_path / "h.duckdb", 40, 6, sigma=0.02, step=0.3, step_at=25, step_groups=2)
-    done = subprocess.run([sys.executable, "-m", "metewand", "history", "report", "--history",
-                           str(tmp_path / "h.duckdb"), "--out", str(tmp_path / "site")],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "history",
+            "report",
+            "--history",
+            str(tmp_path / "h.duckdb"),
+            "--out",
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     page = tmp_path / "site" / "compute.html"
-    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-            f"--user-data-dir={tmp_path / 'profile'}"]  # fmt: skip
-    dom = subprocess.run([*base, "--dump-dom", page.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout  # fmt: skip
+    base = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*base, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    ).stdout
     # every group and the run-wide factor in "Every group", the two stepped ones again under
     # "Groups with change points"
     assert dom.count('<svg class="chart"') == 6 + 1 + 2, dom[:500]
     assert dom.count('class="change"') >= 4  # each stepped group's line, in both sections
     shot = tmp_path / "shot.png"
-    subprocess.run([*base, "--window-size=1100,1400", f"--screenshot={shot}", page.as_uri()],
-                   capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [*base, "--window-size=1100,1400", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
     assert shot.stat().st_size > 20_000  # a drawn page, not a blank one

@@ -32,16 +32,28 @@ def metewand(
 ) -> subprocess.CompletedProcess[str]:
     # without the suite's METEWAND_HISTORY (conftest): the default location is under test here
     base = {k: v for k, v in os.environ.items() if k != "METEWAND_HISTORY"}
-    return subprocess.run([*METEWAND, *args], cwd=cwd, capture_output=True, text=True,
-                          env={**base, **(env or {})}, timeout=600)  # fmt: skip
+    return subprocess.run(
+        [*METEWAND, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
 def sorted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real run of the sorting example; it adds itself to history.duckdb beside runs/."""
     work = tmp_path_factory.mktemp("history")
-    done = metewand("run", str(REPO_ROOT / "examples/sorting/metewand.toml"), "--run-id", "s1",
-                    "--no-progress", cwd=work)  # fmt: skip
+    done = metewand(
+        "run",
+        str(REPO_ROOT / "examples/sorting/metewand.toml"),
+        "--run-id",
+        "s1",
+        "--no-progress",
+        cwd=work,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "history: added s1 " in done.stderr
     return work / "runs" / "s1"
@@ -109,8 +121,10 @@ def test_unavailable_is_null_with_its_reason_never_zero(tmp_path: Path) -> None:
         ).fetchall()
     assert found and all(f == ("unavailable", None, "cgroup v2 backend unavailable") for f in found)
     with store.writing(history) as con, pytest.raises(duckdb.ConstraintException):
-        con.execute("INSERT INTO attempt_values VALUES ('x', 't', 's', '', 'k', 'pass', true, "
-                    "'m', 'unavailable', 0, 'no')")  # fmt: skip
+        con.execute(
+            "INSERT INTO attempt_values VALUES ('x', 't', 's', '', 'k', 'pass', true, "
+            "'m', 'unavailable', 0, 'no')"
+        )
 
 
 def test_peer_run_directory_imports(tmp_path: Path) -> None:
@@ -164,9 +178,11 @@ def test_kill_9_during_add_leaves_the_run_absent_or_whole(sorted_run: Path, tmp_
     for delay in (0.0, 0.05, 0.3, 2.0):
         for leftover in (history, Path(f"{history}.wal")):
             leftover.unlink(missing_ok=True)
-        proc = subprocess.Popen([*METEWAND, "history", "add", str(tmp_path / "big"), "--history",
-                                 str(history)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
+        proc = subprocess.Popen(
+            [*METEWAND, "history", "add", str(tmp_path / "big"), "--history", str(history)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while not history.exists() and proc.poll() is None:
             time.sleep(0.005)
         time.sleep(delay)
@@ -230,9 +246,11 @@ def test_env_names_the_store_and_parquet_round_trips(sorted_run: Path, tmp_path:
     done = metewand("history", "export", "--parquet", "pq", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     for _ in range(2):
-        done = metewand("history", "import", "--parquet", "pq", "--history", "copy.duckdb",
-                        cwd=tmp_path)  # fmt: skip
+        done = metewand(
+            "history", "import", "--parquet", "pq", "--history", "copy.duckdb", cwd=tmp_path
+        )
         assert done.returncode == 0, done.stderr
     assert "0 runs added, 0 replaced, 1 unchanged" in done.stdout
     assert count(tmp_path / "copy.duckdb", "SELECT count(*) FROM attempt_values") == count(
-        tmp_path / "env.duckdb", "SELECT count(*) FROM attempt_values")  # fmt: skip
+        tmp_path / "env.duckdb", "SELECT count(*) FROM attempt_values"
+    )

@@ -44,8 +44,10 @@ def synthetic_hosts(
 
 def _alarm_rate(runs: int, seed: int, **shape: Any) -> float:
     rng = np.random.default_rng(seed)
-    return sum(not hh.median_agreement(synthetic_hosts(rng, **shape))["agree"]
-               for _ in range(runs)) / runs  # fmt: skip
+    return (
+        sum(not hh.median_agreement(synthetic_hosts(rng, **shape))["agree"] for _ in range(runs))
+        / runs
+    )
 
 
 def test_identical_hosts_raise_few_false_alarms() -> None:
@@ -74,8 +76,10 @@ def test_a_planted_difference_of_20_percent_is_found() -> None:
 
 def test_a_planted_difference_of_10_percent_is_found_often() -> None:
     rng = np.random.default_rng(22)
-    power = sum(not hh.median_agreement(synthetic_hosts(rng, planted=1.1))["agree"]
-                for _ in range(100)) / 100  # fmt: skip
+    power = (
+        sum(not hh.median_agreement(synthetic_hosts(rng, planted=1.1))["agree"] for _ in range(100))
+        / 100
+    )
     # one of the four comparisons planted, 29 tasks, k=5: measured 0.47; this is the size of
     # difference the test may let through into a pool (docs/dask.md says so)
     assert power >= 0.3, power
@@ -112,8 +116,10 @@ def test_two_hosts_make_one_comparison_per_engine_and_metric() -> None:
 
 
 def test_fingerprints_name_what_differs() -> None:
-    prints = {"a": {"cpu_model": "X", "usable_cores": 1}, "b": {"cpu_model": "Y",
-                                                                "usable_cores": 1}}  # fmt: skip
+    prints = {
+        "a": {"cpu_model": "X", "usable_cores": 1},
+        "b": {"cpu_model": "Y", "usable_cores": 1},
+    }
     shas = {"a": {"chrome": ["1" * 64]}, "b": {"chrome": ["2" * 64]}}
     same = hh.same_fingerprints(prints, shas)
     assert not same["equal"]
@@ -126,6 +132,11 @@ def test_fingerprints_name_what_differs() -> None:
         {"a": {"chrome": ["1" * 64]}, "b": {"chrome": ["1" * 64]}},
     )
     assert equal == {"equal": True, "problems": []}
-    unknown = hh.same_fingerprints({"a": {"cpu_model": {"unavailable": "?"}, "usable_cores": 1},
-                                    "b": {"cpu_model": "X", "usable_cores": 1}}, {})  # fmt: skip
+    unknown = hh.same_fingerprints(
+        {
+            "a": {"cpu_model": {"unavailable": "?"}, "usable_cores": 1},
+            "b": {"cpu_model": "X", "usable_cores": 1},
+        },
+        {},
+    )
     assert unknown["problems"] == ["cpu_model not recorded for a"]

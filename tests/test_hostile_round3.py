@@ -39,9 +39,12 @@ HOSTILE_TEXT = "<script>alert(1)</script>"
 
 def _metewand(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "metewand", *args], cwd=cwd, capture_output=True, text=True,
+        [sys.executable, "-m", "metewand", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
         timeout=timeout,
-    )  # fmt: skip
+    )
 
 
 def _refused(done: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -79,17 +82,28 @@ def test_compare_refuses_a_resample_count_past_the_cap(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("address", "why"),
-    [("tcp://127.0.0.1", "no port"), ("tcp://127.0.0.1:abc", "integer"),
-     ("tcp://[::1", "IPv6"), ("tcp://:8786", "no host")],
-)  # fmt: skip
+    [
+        ("tcp://127.0.0.1", "no port"),
+        ("tcp://127.0.0.1:abc", "integer"),
+        ("tcp://[::1", "IPv6"),
+        ("tcp://:8786", "no host"),
+    ],
+)
 def test_a_malformed_scheduler_address_is_refused_before_the_run_exists(
     tmp_path: Path, address: str, why: str
 ) -> None:
     manifest = hostile_manifest(tmp_path)
     done = _metewand(
-        "run", str(manifest), "--out", "runs", "--executor", "dask", "--scheduler", address,
+        "run",
+        str(manifest),
+        "--out",
+        "runs",
+        "--executor",
+        "dask",
+        "--scheduler",
+        address,
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     _refused(done, address, why)
     assert not (tmp_path / "runs").exists()
 
@@ -97,9 +111,16 @@ def test_a_malformed_scheduler_address_is_refused_before_the_run_exists(
 def test_dask_local_is_capped(tmp_path: Path) -> None:
     manifest = hostile_manifest(tmp_path)
     done = _metewand(
-        "run", str(manifest), "--out", "runs", "--executor", "dask", "--dask-local", "100000",
+        "run",
+        str(manifest),
+        "--out",
+        "runs",
+        "--executor",
+        "dask",
+        "--dask-local",
+        "100000",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     _refused(done, "--dask-local", "64")
     assert not (tmp_path / "runs").exists()
 
@@ -118,11 +139,29 @@ def test_a_scheduler_killed_mid_run_exits_3_and_the_run_resumes(tmp_path: Path) 
     try:
         wait_for_workers(port, 1)
         runner = subprocess.Popen(
-            [sys.executable, "-m", "metewand", "run", str(manifest), "--out", "runs",
-             "--run-id", "d1", "--executor", "dask", "--scheduler", f"tcp://127.0.0.1:{port}",
-             "--host-telemetry", "off", "--no-progress"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "metewand",
+                "run",
+                str(manifest),
+                "--out",
+                "runs",
+                "--run-id",
+                "d1",
+                "--executor",
+                "dask",
+                "--scheduler",
+                f"tcp://127.0.0.1:{port}",
+                "--host-telemetry",
+                "off",
+                "--no-progress",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         results = tmp_path / "runs" / "d1" / "results.jsonl"
         deadline = time.monotonic() + 120
         while not (results.exists() and results.read_text().count("\n") >= 1):
@@ -138,8 +177,17 @@ def test_a_scheduler_killed_mid_run_exits_3_and_the_run_resumes(tmp_path: Path) 
     assert "Traceback" not in err and "went away" in err
     status = json.loads(_metewand("status", "runs/d1", "--json", cwd=tmp_path).stdout)
     assert status["state"] == "interrupted" and status["unfinished"] > 0
-    done = _metewand("run", "--resume", "d1", "--out", "runs", "--host-telemetry", "off",
-                     cwd=tmp_path, timeout=240)  # fmt: skip
+    done = _metewand(
+        "run",
+        "--resume",
+        "d1",
+        "--out",
+        "runs",
+        "--host-telemetry",
+        "off",
+        cwd=tmp_path,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -151,8 +199,17 @@ def test_a_corpus_whose_subsets_entry_is_a_string_is_refused_naming_it(tmp_path:
     manifest = json.loads((corpus / "manifest.json").read_text())
     manifest["layers"][0]["subsets"] = "t.raw"
     (corpus / "manifest.json").write_text(json.dumps(manifest))
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--out",
-               str(tmp_path / "runs"), "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--out",
+        str(tmp_path / "runs"),
+        "--no-progress",
+    )
     _refused(done, "manifest.json", "$.layers[0].subsets", "must be a list")
     assert not (tmp_path / "runs").exists()
 
@@ -176,11 +233,13 @@ def test_a_resumed_compute_row_without_its_record_is_refused_naming_the_line(
 
 @pytest.mark.parametrize(
     ("reader", "change", "words"),
-    [("status", ("run_id", None), ["'run_id' must be a string"]),
-     ("report", ("selected_engines", 5), ["'selected_engines' must be a list of strings"]),
-     ("compare", ("selected_engines", [5]), ["'selected_engines' must be a list of strings"]),
-     ("report", ("data", []), ["not a run manifest"])],
-)  # fmt: skip
+    [
+        ("status", ("run_id", None), ["'run_id' must be a string"]),
+        ("report", ("selected_engines", 5), ["'selected_engines' must be a list of strings"]),
+        ("compare", ("selected_engines", [5]), ["'selected_engines' must be a list of strings"]),
+        ("report", ("data", []), ["not a run manifest"]),
+    ],
+)
 def test_a_malformed_run_manifest_is_named_not_a_traceback(
     tmp_path: Path, reader: str, change: tuple[str, Any], words: list[str]
 ) -> None:
@@ -195,8 +254,11 @@ def test_a_malformed_run_manifest_is_named_not_a_traceback(
     else:
         data["data"][key] = value
     (run_dir / "run_manifest.json").write_bytes(canonical.dumps(data))
-    args = {"status": [str(run_dir)], "report": [str(run_dir), "--out", "out"],
-            "compare": [str(base), str(run_dir)]}[reader]  # fmt: skip
+    args = {
+        "status": [str(run_dir)],
+        "report": [str(run_dir), "--out", "out"],
+        "compare": [str(base), str(run_dir)],
+    }[reader]
     _refused(_metewand(reader, *args, cwd=tmp_path), "run_manifest.json", *words)
 
 
@@ -207,8 +269,11 @@ def test_a_malformed_run_manifest_is_named_not_a_traceback(
 def test_a_worker_that_closes_its_protocol_pipe_and_lives_is_a_protocol_error(
     tmp_path: Path,
 ) -> None:
-    summary = run(hostile_manifest(tmp_path, impl="close_protocol_live"), tmp_path,
-                  host_sample_interval_s=None)  # fmt: skip
+    summary = run(
+        hostile_manifest(tmp_path, impl="close_protocol_live"),
+        tmp_path,
+        host_sample_interval_s=None,
+    )
     (row,) = summary.rows
     assert row["status"] == "failed"
     assert row["code"] == "protocol_error", row.get("message")
@@ -240,10 +305,16 @@ def test_text_from_a_run_is_escaped_in_the_scorecard(tmp_path: Path) -> None:
 
 def _driver_resources(unavailable: dict[str, str]) -> dict[str, Any]:
     return {
-        "schema": "metewand_driver_resources/1", "scope": "harness_scope", "process": "adapter",
-        "cpu_total_ms": None, "peak_memory_bytes": None, "wall_ms": 1.0,
-        "accounting_backend": None, "quality_flags": [], "unavailable": unavailable,
-    }  # fmt: skip
+        "schema": "metewand_driver_resources/1",
+        "scope": "harness_scope",
+        "process": "adapter",
+        "cpu_total_ms": None,
+        "peak_memory_bytes": None,
+        "wall_ms": 1.0,
+        "accounting_backend": None,
+        "quality_flags": [],
+        "unavailable": unavailable,
+    }
 
 
 # ---- 13 ----
@@ -261,10 +332,12 @@ def test_status_shows_a_compute_runs_planned_count(
     ("change", "words"),
     [
         ({"steps": [{"sleep_ms": -5}]}, ["$.driver.steps[0].sleep_ms", "duration"]),
-        ({"scene": {"kind": "self_hosted_fixture", "url": "/fixtures/routes.json"}},
-         ["$.scene.url", "/fixtures/routes.json"]),
+        (
+            {"scene": {"kind": "self_hosted_fixture", "url": "/fixtures/routes.json"}},
+            ["$.scene.url", "/fixtures/routes.json"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_negative_sleep_or_a_scene_naming_a_registry_file_is_refused(
     tmp_path: Path, change: dict[str, Any], words: list[str]
 ) -> None:
@@ -274,8 +347,17 @@ def test_a_negative_sleep_or_a_scene_naming_a_registry_file_is_refused(
     else:
         task["scene"] = change["scene"]
     corpus = tiny_corpus(tmp_path / "c", {"t.json": task})
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--out",
-               str(tmp_path / "runs"), "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--out",
+        str(tmp_path / "runs"),
+        "--no-progress",
+    )
     _refused(done, *words)
 
 
@@ -293,11 +375,29 @@ def test_inspect_and_report_refuse_a_directory_without_a_manifest(
 @pytest.mark.timeout(180)
 def test_sigterm_of_a_browser_run_mid_attempt_leaves_no_unclosed_session(tmp_path: Path) -> None:
     runner = subprocess.Popen(
-        [sys.executable, "-m", "metewand", "browser", "run", "--engines", "chrome", "--task",
-         "own_slow_page", "--k", "5", "--out", str(tmp_path / "runs"), "--run-id", "s",
-         "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "browser",
+            "run",
+            "--engines",
+            "chrome",
+            "--task",
+            "own_slow_page",
+            "--k",
+            "5",
+            "--out",
+            str(tmp_path / "runs"),
+            "--run-id",
+            "s",
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
     results = tmp_path / "runs" / "s" / "results.jsonl"
     deadline = time.monotonic() + 120
     while not (results.exists() and results.read_text().count("\n") >= 1):

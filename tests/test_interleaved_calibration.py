@@ -24,10 +24,16 @@ TASKS = ("own_eval_values", "own_dom_saved_chain", "own_l2_inner_text")
 
 
 def _config(k: int, calibration: str = "interleaved", profile: str = "engine") -> RunConfig:
-    resource = ResourceOptions(profile=profile, calibration=calibration, cold_start_samples=1,
-                               reference_engine="chrome", host_sample_interval_s=0.5)  # fmt: skip
-    return RunConfig(str(builtin_suite_dir()), ENGINES, k=k, seed="ilv", task_ids=TASKS,
-                     resource=resource)  # fmt: skip
+    resource = ResourceOptions(
+        profile=profile,
+        calibration=calibration,
+        cold_start_samples=1,
+        reference_engine="chrome",
+        host_sample_interval_s=0.5,
+    )
+    return RunConfig(
+        str(builtin_suite_dir()), ENGINES, k=k, seed="ilv", task_ids=TASKS, resource=resource
+    )
 
 
 def _is_number(value: object) -> bool:
@@ -57,11 +63,26 @@ def test_plan_puts_each_twin_beside_its_attempt_with_the_order_balanced() -> Non
 def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None:
     problems = _config(1, profile="baseline").problems()
     assert "--resource-calibration interleaved needs --resource-profile engine" in problems
-    with_baseline = RunConfig(str(builtin_suite_dir()), ENGINES, resource=ResourceOptions(
-        profile="engine", calibration="interleaved", calibration_baseline="base"))  # fmt: skip
+    with_baseline = RunConfig(
+        str(builtin_suite_dir()),
+        ENGINES,
+        resource=ResourceOptions(
+            profile="engine", calibration="interleaved", calibration_baseline="base"
+        ),
+    )
     assert any("drop --resource-calibration-baseline" in p for p in with_baseline.problems())
-    done = cli("browser", "run", "--engines", "chrome", "--resource-profile", "baseline",
-               "--resource-calibration", "interleaved", "--out", "/nonexistent-ilv")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--engines",
+        "chrome",
+        "--resource-profile",
+        "baseline",
+        "--resource-calibration",
+        "interleaved",
+        "--out",
+        "/nonexistent-ilv",
+    )
     assert done.returncode == 2, done.stderr
     assert "needs --resource-profile engine" in done.stderr
     assert "Traceback" not in done.stderr
@@ -75,17 +96,39 @@ def test_an_interleaved_run_is_its_own_calibration_before_it_starts(tmp_path: Pa
         "--resource-calibration peer-ab without --resource-calibration-baseline; "
         "eligibility needs a calibration (interleaved, the default, needs none)"
     ]
-    done = cli("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
-               "--resource-profile", "engine", "--resource-calibration", "interleaved",
-               "--require-eligible", "--out", str(tmp_path / "runs"))  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--engines",
+        "chrome,lightpanda",
+        "--k",
+        "1",
+        "--resource-profile",
+        "engine",
+        "--resource-calibration",
+        "interleaved",
+        "--require-eligible",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert done.returncode == 2, done.stderr
     assert "--k 1; eligibility needs k >= 5" in done.stderr
     assert "calibration" not in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "runs").exists()
     # a profiled run with no calibration asked for calibrates interleaved
-    unasked = cli("browser", "run", "--engines", "chrome,lightpanda", "--k", "1",
-                  "--resource-profile", "engine", "--require-eligible", "--out",
-                  str(tmp_path / "runs"))  # fmt: skip
+    unasked = cli(
+        "browser",
+        "run",
+        "--engines",
+        "chrome,lightpanda",
+        "--k",
+        "1",
+        "--resource-profile",
+        "engine",
+        "--require-eligible",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert unasked.returncode == 2 and "calibration" not in unasked.stderr, unasked.stderr
 
 
@@ -177,7 +220,16 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     seen = cli("inspect", str(d), "--key", twin["key"], "--json")
     assert seen.returncode == 0, seen.stderr
     assert json.loads(seen.stdout)["key"] == twin["key"]
-    seen = cli("inspect", str(d), "--task", twin["task_id"], "--engine", twin["engine"],
-               "--attempt", str(twin["attempt"]), "--json")  # fmt: skip
+    seen = cli(
+        "inspect",
+        str(d),
+        "--task",
+        twin["task_id"],
+        "--engine",
+        twin["engine"],
+        "--attempt",
+        str(twin["attempt"]),
+        "--json",
+    )
     assert json.loads(seen.stdout)["key"] == twin["key"].removesuffix("-observer-off")
     assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)

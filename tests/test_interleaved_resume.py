@@ -33,21 +33,43 @@ SLOW_TASK = {
     **ABOUT_BLANK_TASK,
     "task_id": "tiny_slow",
     "description": "Sleeps 1.5 s, then evaluates 1+1 on about:blank.",
-    "driver": {"kind": "raw_cdp", "steps": [
-        {"sleep_ms": 1500},
-        {"method": "Runtime.evaluate", "params": {"expression": "1+1", "returnByValue": True},
-         "save_as": "value"},
-    ]},
-}  # fmt: skip
+    "driver": {
+        "kind": "raw_cdp",
+        "steps": [
+            {"sleep_ms": 1500},
+            {
+                "method": "Runtime.evaluate",
+                "params": {"expression": "1+1", "returnByValue": True},
+                "save_as": "value",
+            },
+        ],
+    },
+}
 K = 2
 
 
 def _kill_after_first_row(corpus: Path, out: Path, run_id: str) -> Path:
     # the pair's other half is sleeping in its task when the runner dies
     return run_killed_after_rows(
-        ["--tasks", str(corpus), "--engines", "chrome", "--k", str(K),
-         "--resource-profile", "engine", "--resource-calibration", "interleaved",
-         "--cold-start-samples", "0", "--host-telemetry", "off"], out, run_id)  # fmt: skip
+        [
+            "--tasks",
+            str(corpus),
+            "--engines",
+            "chrome",
+            "--k",
+            str(K),
+            "--resource-profile",
+            "engine",
+            "--resource-calibration",
+            "interleaved",
+            "--cold-start-samples",
+            "0",
+            "--host-telemetry",
+            "off",
+        ],
+        out,
+        run_id,
+    )
 
 
 def test_a_pair_cut_by_a_kill_is_not_same_process_and_stays_out_of_the_figures(

@@ -17,8 +17,9 @@ METEWAND = str(Path(sys.executable).with_name("metewand"))
 
 
 def measure(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([METEWAND, "measure", *args], capture_output=True, text=True,
-                          timeout=60, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [METEWAND, "measure", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
 
 
 @pytest.mark.parametrize(
@@ -59,8 +60,9 @@ def test_a_flood_of_marks_is_capped_per_run_and_counted(tmp_path: Path) -> None:
     assert len(phases["phases"]) == 10_000 and phases["phases"][-1]["name"] == "10000"
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert peak_kib < 250_000 or peak_kib == before, peak_kib  # the cap: ~35 MB of marks
-    capped = measure("--mark-fifo", str(fifo), "--mark-limit", "3", "--", "sh", "-c",
-                     f"seq 1 10 > {fifo}")  # fmt: skip
+    capped = measure(
+        "--mark-fifo", str(fifo), "--mark-limit", "3", "--", "sh", "-c", f"seq 1 10 > {fifo}"
+    )
     assert "7 mark(s) after the first 3 were counted, not kept" in capped.stderr
 
 

@@ -39,10 +39,21 @@ def test_measure_stopped_by_a_signal_leaves_nothing_and_exits_130(
 ) -> None:
     pids_file = tmp_path / "pids"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", "measure", "--", sys.executable, "-c", SUBJECT,
-         str(pids_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "metewand",
+            "measure",
+            "--",
+            sys.executable,
+            "-c",
+            SUBJECT,
+            str(pids_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not (pids_file.exists() and len(pids_file.read_text().split()) == 2):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()

@@ -77,8 +77,12 @@ def test_anything_else_is_left_to_click(argv: list[str]) -> None:
 
 
 def test_refused_values_are_left_to_click_which_refuses_them() -> None:
-    for argv in (["--runs", "0", "--", "true"], ["--max-time", "nan", "--", "true"],
-                 ["--mark-limit", "0", "--", "true"], ["--export-json", "", "--", "true"]):  # fmt: skip
+    for argv in (
+        ["--runs", "0", "--", "true"],
+        ["--max-time", "nan", "--", "true"],
+        ["--mark-limit", "0", "--", "true"],
+        ["--export-json", "", "--", "true"],
+    ):
         assert parse(argv) is None and _click(argv) is None, argv
 
 
@@ -95,9 +99,14 @@ def test_the_console_script_runs_measure_without_click(tmp_path: Path) -> None:
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('click' in sys.modules, file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert done.stderr.strip().splitlines()[-1] == "False", done.stderr
-    bad = subprocess.run([str(Path(sys.executable).with_name("metewand")), "measure", "--runs",
-                          "0", "--", "true"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    bad = subprocess.run(
+        [str(Path(sys.executable).with_name("metewand")), "measure", "--runs", "0", "--", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "--runs" in bad.stderr and "Traceback" not in bad.stderr

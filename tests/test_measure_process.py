@@ -256,8 +256,12 @@ def test_the_sweep_never_kills_a_recycled_pid(started: list[Process]) -> None:
 
 def test_identity_records_must_name_integers() -> None:
     assert Identity.from_record({"pid": 5, "starttime": 7, "session": 5}) == Identity(5, 7, 5)
-    for bad in ({"pid": 5}, {"pid": "5", "starttime": 7, "session": 5}, [5, 7, 5],
-                {"pid": True, "starttime": 7, "session": 5}):  # fmt: skip
+    for bad in (
+        {"pid": 5},
+        {"pid": "5", "starttime": 7, "session": 5},
+        [5, 7, 5],
+        {"pid": True, "starttime": 7, "session": 5},
+    ):
         assert Identity.from_record(bad) is None
 
 

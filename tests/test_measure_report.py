@@ -21,18 +21,38 @@ METEWAND = str(Path(sys.executable).with_name("metewand"))
 
 
 def measure(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([METEWAND, "measure", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd)  # fmt: skip
+    return subprocess.run(
+        [METEWAND, "measure", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
-HELPERS = ["--setup", "echo setup-{n} >> log", "--prepare", "echo prep-{n} >> log",
-           "--cleanup", "echo clean-{n} >> log", "--parameter-list", "n", "a,b",
-           "--command-name", "cmd {n}"]  # fmt: skip
+HELPERS = [
+    "--setup",
+    "echo setup-{n} >> log",
+    "--prepare",
+    "echo prep-{n} >> log",
+    "--cleanup",
+    "echo clean-{n} >> log",
+    "--parameter-list",
+    "n",
+    "a,b",
+    "--command-name",
+    "cmd {n}",
+]
 
 
 def test_helpers_run_in_order_around_interleaved_rounds(tmp_path: Path) -> None:
-    done = measure("--runs", "3", "--warmup", "1", "--json", *HELPERS, "--", "echo run-{n} >> log",
-                   cwd=tmp_path)  # fmt: skip
+    done = measure(
+        "--runs",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+        *HELPERS,
+        "--",
+        "echo run-{n} >> log",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "log").read_text().split()
     assert log[:2] == ["setup-a", "setup-b"] and log[-2:] == ["clean-a", "clean-b"]
@@ -49,8 +69,9 @@ def test_helpers_run_in_order_around_interleaved_rounds(tmp_path: Path) -> None:
 
 
 def test_helpers_run_per_command_when_not_interleaved(tmp_path: Path) -> None:
-    done = measure("--runs", "2", "--no-interleave", *HELPERS, "--", "echo run-{n} >> log",
-                   cwd=tmp_path)  # fmt: skip
+    done = measure(
+        "--runs", "2", "--no-interleave", *HELPERS, "--", "echo run-{n} >> log", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     log = (tmp_path / "log").read_text().split()
     one = ["setup-{}", "prep-{}", "run-{}", "prep-{}", "run-{}", "clean-{}"]
@@ -60,25 +81,47 @@ def test_helpers_run_per_command_when_not_interleaved(tmp_path: Path) -> None:
 
 
 def test_a_failing_helper_stops_with_its_name_and_cleanup_still_runs(tmp_path: Path) -> None:
-    done = measure("--runs", "2", "--prepare", "exit 3", "--cleanup", "echo clean >> log", "--",
-                   "true", cwd=tmp_path)  # fmt: skip
+    done = measure(
+        "--runs",
+        "2",
+        "--prepare",
+        "exit 3",
+        "--cleanup",
+        "echo clean >> log",
+        "--",
+        "true",
+        cwd=tmp_path,
+    )
     assert done.returncode == 1
     assert "--prepare command 'exit 3' exited with status 3" in done.stderr
     assert (tmp_path / "log").read_text().split() == ["clean"]
 
 
 def test_counts_of_names_and_helpers_must_match_the_commands(tmp_path: Path) -> None:
-    for args in (["--command-name", "a", "--command-name", "b"],
-                 ["--setup", "true", "--setup", "true", "--setup", "true"],
-                 ["--pretty"]):  # fmt: skip
+    for args in (
+        ["--command-name", "a", "--command-name", "b"],
+        ["--setup", "true", "--setup", "true", "--setup", "true"],
+        ["--pretty"],
+    ):
         done = measure("--runs", "2", *args, "--", "touch ran", cwd=tmp_path)
         assert done.returncode == 2 and "Traceback" not in done.stderr, (args, done.stderr)
     assert not (tmp_path / "ran").exists()
 
 
 def test_time_unit_pretty_json_and_names_in_every_output(tmp_path: Path) -> None:
-    done = measure("--runs", "6", "--time-unit", "second", "--command-name", "nothing",
-                   "--export-markdown", "r.md", "--", "true", cwd=tmp_path)  # fmt: skip
+    done = measure(
+        "--runs",
+        "6",
+        "--time-unit",
+        "second",
+        "--command-name",
+        "nothing",
+        "--export-markdown",
+        "r.md",
+        "--",
+        "true",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     wall = next(line for line in done.stdout.splitlines() if line.startswith("  wall time"))
     assert wall.split()[2:4][1] == "s", wall  # "0.000 s [0.000 s – ...]"
@@ -97,8 +140,10 @@ def test_time_unit_pretty_json_and_names_in_every_output(tmp_path: Path) -> None
 def test_the_note_when_cpu_exceeds_wall_follows_the_figures(tmp_path: Path) -> None:
     done = measure("--runs", "6", "--export-json", "r.json", "--", "true", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    wall, cpu = (canonical.loads((tmp_path / "r.json").read_bytes())["summaries"][0]["metrics"][m]
-                 ["median"] for m in ("wall_time_ns", "cpu_time_ns"))  # fmt: skip
+    wall, cpu = (
+        canonical.loads((tmp_path / "r.json").read_bytes())["summaries"][0]["metrics"][m]["median"]
+        for m in ("wall_time_ns", "cpu_time_ns")
+    )
     assert ("note: CPU is" in done.stdout) == (cpu > wall), (cpu, wall, done.stdout)
     assert cpu_over_wall_note(5e6, 10e6, 1) is None
     short = cpu_over_wall_note(1.5e6, 0.5e6, 1)
@@ -109,8 +154,12 @@ def test_the_note_when_cpu_exceeds_wall_follows_the_figures(tmp_path: Path) -> N
 
 def test_a_terminal_gets_a_progress_line_with_the_time_left(tmp_path: Path) -> None:
     main, child = pty.openpty()
-    proc = subprocess.Popen([METEWAND, "measure", "--runs", "8", "--", "sleep 0.15"],
-                            stdout=subprocess.PIPE, stderr=child, cwd=tmp_path)  # fmt: skip
+    proc = subprocess.Popen(
+        [METEWAND, "measure", "--runs", "8", "--", "sleep 0.15"],
+        stdout=subprocess.PIPE,
+        stderr=child,
+        cwd=tmp_path,
+    )
     os.close(child)
     seen = b""
     while True:

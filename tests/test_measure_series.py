@@ -34,10 +34,21 @@ def test_second_command_about_twice_slower_with_a_ci_and_every_run_exported(
     exported = tmp_path / "runs.json"
     table, markdown = tmp_path / "runs.csv", tmp_path / "runs.md"
     done = measure(
-        "--runs", "16", "--warmup", "2", "--export-json", str(exported),
-        "--export-csv", str(table), "--export-markdown", str(markdown),
-        "--", "sleep 0.05", "--", "sleep 0.1",
-    )  # fmt: skip
+        "--runs",
+        "16",
+        "--warmup",
+        "2",
+        "--export-json",
+        str(exported),
+        "--export-csv",
+        str(table),
+        "--export-markdown",
+        str(markdown),
+        "--",
+        "sleep 0.05",
+        "--",
+        "sleep 0.1",
+    )
     assert done.returncode == 0, done.stderr
     result = canonical.loads(exported.read_bytes())
     assert schemas.violations("metewand_measure_series-2", result) == []
@@ -88,9 +99,21 @@ def test_parameter_list_and_scan_expand_commands(tmp_path: Path) -> None:
     assert [c["command"] for c in result["commands"]] == ["sleep 0.01", "sleep 0.02"]
     assert [c["parameters"] for c in result["commands"]] == [{"n": "1"}, {"n": "2"}]
     scanned = measure(
-        "--runs", "2", "--json", "--parameter-scan", "n", "1", "3", "--parameter-step-size",
-        "2", "--shell", "none", "--", "sleep", "0.0{n}",
-    )  # fmt: skip
+        "--runs",
+        "2",
+        "--json",
+        "--parameter-scan",
+        "n",
+        "1",
+        "3",
+        "--parameter-step-size",
+        "2",
+        "--shell",
+        "none",
+        "--",
+        "sleep",
+        "0.0{n}",
+    )
     assert scanned.returncode == 0, scanned.stderr
     commands = canonical.loads(scanned.stdout.encode())["commands"]
     assert [c["argv"] for c in commands] == [["sleep", "0.01"], ["sleep", "0.03"]]
@@ -182,12 +205,15 @@ def test_process_peak_comes_from_the_kernel_fork_and_exit_events_where_allowed()
     if events is None:
         pytest.skip("no proc connector here (root only)")
     events.close()
-    for script, peak in (("sleep 0.2 & sleep 0.2 & sleep 0.2 & wait", 4),
-                         ("/bin/true; /bin/true; /bin/true", 2)):  # fmt: skip
+    for script, peak in (
+        ("sleep 0.2 & sleep 0.2 & sleep 0.2 & wait", 4),
+        ("/bin/true; /bin/true; /bin/true", 2),
+    ):
         done = subprocess.run(
             [METEWAND, "measure", "--json", "--", "sh", "-c", script],
-            capture_output=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         report = canonical.loads(done.stdout)
         assert report["sources"]["process_count_peak"] == "proc_connector:fork_exit"
@@ -206,9 +232,13 @@ def test_host_pollution_verdict_is_judged_and_warned_consistently(tmp_path: Path
 def test_export_into_a_missing_directory_is_refused_before_running(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     done = measure(
-        "--runs", "2", "--export-json", str(tmp_path / "nope" / "r.json"), "--",
+        "--runs",
+        "2",
+        "--export-json",
+        str(tmp_path / "nope" / "r.json"),
+        "--",
         f"touch {marker}",
-    )  # fmt: skip
+    )
     assert done.returncode == 2 and "no such directory" in done.stderr
     assert not marker.exists() and "Traceback" not in done.stderr
 
@@ -224,8 +254,9 @@ def test_measure_imports_neither_click_nor_numpy(tmp_path: Path) -> None:
         "    print(sorted(m for m in ('click', 'numpy', 'rich', 'metewand.compare.stats') "
         "if m in sys.modules), file=sys.stderr)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
 
@@ -240,7 +271,9 @@ def test_the_commands_get_the_environment_as_given(tmp_path: Path) -> None:
             env["OPENBLAS_NUM_THREADS"] = given
         done = subprocess.run(
             [METEWAND, "measure", "--runs", "2", "--", "sh", "-c", script],
-            capture_output=True, timeout=120, env=env,
-        )  # fmt: skip
+            capture_output=True,
+            timeout=120,
+            env=env,
+        )
         assert done.returncode == 0, done.stderr
     assert out.read_text().split() == ["unset", "unset", "3", "3"]

@@ -50,8 +50,9 @@ def test_the_command_is_born_in_its_groups_and_the_server_goes_home(
     accounting = open_accounting(backend, label="spawned")
     try:
         # the command's very first read of its own groups, before it could have been moved
-        proc = spawner.start(["sh", "-c", f"cat /proc/self/cgroup > {out}"],
-                             accounting.join_paths())  # fmt: skip
+        proc = spawner.start(
+            ["sh", "-c", f"cat /proc/self/cgroup > {out}"], accounting.join_paths()
+        )
         assert proc.reap() == 0
         proc.close()
         seen = out.read_text()
@@ -170,7 +171,8 @@ def test_without_env_the_command_gets_metewands_environment(
     monkeypatch.setenv("METEWAND_SPAWN_INHERITED", "from-metewand")
     out = tmp_path / "seen"
     with Spawner() as server:  # started after the change: it has metewand's environment
-        report = run_measured(["sh", "-c", f'echo "$METEWAND_SPAWN_INHERITED" > {out}'],
-                              spawner=server)  # fmt: skip
+        report = run_measured(
+            ["sh", "-c", f'echo "$METEWAND_SPAWN_INHERITED" > {out}'], spawner=server
+        )
     assert report.exit_status == 0
     assert out.read_text().strip() == "from-metewand"

@@ -53,8 +53,9 @@ def test_the_paired_ratio_covers_the_true_ratio_under_drift_between_rounds() -> 
         pairs = []
         for _ in range(12):
             drift = math.exp(rng.uniform(-0.7, 0.7))
-            pairs.append((1.10 * drift * _lognormal(rng, 1, 0.05)[0],
-                          drift * _lognormal(rng, 1, 0.05)[0]))  # fmt: skip
+            pairs.append(
+                (1.10 * drift * _lognormal(rng, 1, 0.05)[0], drift * _lognormal(rng, 1, 0.05)[0])
+            )
         found = ms.paired_ratio(pairs)
         covered += found["ratio_ci95"][0] <= 1.10 <= found["ratio_ci95"][1]
         assert found["units"] == 12 and found["method"] == "paired"
@@ -91,8 +92,9 @@ def test_a_planted_change_is_seen_by_the_paired_interval() -> None:
         pairs = []
         for _ in range(15):
             drift = math.exp(rng.uniform(-0.7, 0.7))
-            pairs.append((1.05 * drift * _lognormal(rng, 1, 0.02)[0],
-                          drift * _lognormal(rng, 1, 0.02)[0]))  # fmt: skip
+            pairs.append(
+                (1.05 * drift * _lognormal(rng, 1, 0.02)[0], drift * _lognormal(rng, 1, 0.02)[0])
+            )
         seen += ms.verdict(ms.paired_ratio(pairs)) == "slower"
     assert seen / 200 >= 0.9, seen / 200
 

@@ -38,9 +38,12 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO / "src")}
 
 def _start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args], cwd=cwd, env=env or ENV,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "metewand", *args],
+        cwd=cwd,
+        env=env or ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _until(
@@ -74,9 +77,18 @@ def _kill_and_expect_nothing_left(runner: subprocess.Popen[bytes]) -> dict[int, 
 def test_a_killed_compute_run_leaves_no_worker_daemon_or_group(tmp_path: Path) -> None:
     manifest = hostile_manifest(tmp_path, impl="hang_once")  # a hung worker with a setsid daemon
     runner = _start(
-        "run", str(manifest), "--run-id", "r1", "--out", "runs", "--cache-dir", "cache",
-        "--host-telemetry", "off", cwd=tmp_path,
-    )  # fmt: skip
+        "run",
+        str(manifest),
+        "--run-id",
+        "r1",
+        "--out",
+        "runs",
+        "--cache-dir",
+        "cache",
+        "--host-telemetry",
+        "off",
+        cwd=tmp_path,
+    )
     _until(lambda: daemons(tmp_path), runner, "the worker's daemon")
     tree = _kill_and_expect_nothing_left(runner)
     assert set(daemons(tmp_path)) <= set(tree)  # the daemon was in the tree and is gone
@@ -95,9 +107,21 @@ def test_a_killed_measure_leaves_no_subject_and_no_group(tmp_path: Path) -> None
 @pytest.mark.engines
 def test_a_killed_browser_run_leaves_no_engine_process_or_group(tmp_path: Path) -> None:
     runner = _start(
-        "browser", "run", "--engines", "chrome", "--task", "own_slow_page", "--k", "5",
-        "--out", str(tmp_path / "runs"), "--run-id", "b1", "--no-progress", cwd=REPO,
-    )  # fmt: skip
+        "browser",
+        "run",
+        "--engines",
+        "chrome",
+        "--task",
+        "own_slow_page",
+        "--k",
+        "5",
+        "--out",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "b1",
+        "--no-progress",
+        cwd=REPO,
+    )
     results = tmp_path / "runs" / "b1" / "results.jsonl"
     _until(lambda: results.exists() and results.read_text().count("\n") >= 1, runner, "a row")
     tree = _kill_and_expect_nothing_left(runner)
@@ -111,10 +135,24 @@ def test_a_killed_run_with_a_stuck_served_adapter_leaves_nothing(tmp_path: Path)
     env = configured_adapters(tmp_path, STUCK_SERVED_ADAPTER, {KEY: "stuck"})
     env[DRIVER_PATHS[KEY].serve_env_variable] = ""  # served with the same argv
     runner = _start(
-        "browser", "run", "--tasks", str(corpus), "--task", TASK, "--engines", "chrome",
-        "--adapter-mode", "long-lived", "--out", str(tmp_path / "runs"), "--run-id", "a1",
-        "--no-progress", cwd=REPO, env=env,
-    )  # fmt: skip
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--task",
+        TASK,
+        "--engines",
+        "chrome",
+        "--adapter-mode",
+        "long-lived",
+        "--out",
+        str(tmp_path / "runs"),
+        "--run-id",
+        "a1",
+        "--no-progress",
+        cwd=REPO,
+        env=env,
+    )
     pid_file = tmp_path / f"{KEY}_adapter.py.pids"
     stuck = _wait_stuck(pid_file, runner)  # the adapter and a grandchild that left its session
     tree = _kill_and_expect_nothing_left(runner)
@@ -137,8 +175,12 @@ def test_groups_left_by_a_runner_killed_with_its_watchdog_go_with_the_next_metew
     # the next metewand that starts work (any command) removes them, its subject unharmed
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "measure", "--", "true"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert wait_groups_gone(groups, LIMIT_S) == []
 
@@ -157,8 +199,12 @@ def test_clean_orphans_removes_groups_whose_creator_is_gone_and_no_others(tmp_pa
         orphaned.wait()
         done = subprocess.run(
             [sys.executable, "-m", "metewand", "clean", "--orphans", "--json"],
-            cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            cwd=tmp_path,
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         # another metewand's watchdog starting meanwhile may have taken some: never others
         assert set(json.loads(done.stdout)["orphan_groups_removed"]) <= set(groups)

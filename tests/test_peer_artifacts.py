@@ -42,11 +42,21 @@ OWN_TASKS = ("own_echo_headers", "own_eval_values", "own_l2_inner_text")
 
 
 def _own_config(profile: str, baseline: str | None = None) -> RunConfig:
-    resource = ResourceOptions(profile=profile, calibration_baseline=baseline,
-                               cold_start_samples=1, reference_engine="chrome",
-                               host_sample_interval_s=0.5)  # fmt: skip
-    return RunConfig(str(OWN_SUITE), ("chrome", "lightpanda"), k=1, seed="peer",
-                     task_ids=OWN_TASKS, resource=resource)  # fmt: skip
+    resource = ResourceOptions(
+        profile=profile,
+        calibration_baseline=baseline,
+        cold_start_samples=1,
+        reference_engine="chrome",
+        host_sample_interval_s=0.5,
+    )
+    return RunConfig(
+        str(OWN_SUITE),
+        ("chrome", "lightpanda"),
+        k=1,
+        seed="peer",
+        task_ids=OWN_TASKS,
+        resource=resource,
+    )
 
 
 def test_a_real_profiled_run_of_ours_has_the_peers_layouts(tmp_path: Path) -> None:

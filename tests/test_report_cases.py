@@ -26,8 +26,17 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = manifest.read_text()
     assert "repetitions = 8" in text  # every experiment of the example gets more repetitions
     manifest.write_text(text.replace("repetitions = 8", f"repetitions = {REPETITIONS}"))
-    metewand("run", manifest, "--out", tmp / "runs", "--cache-dir", tmp / "cache",
-             "--run-id", "sort", "--quiet")  # fmt: skip
+    metewand(
+        "run",
+        manifest,
+        "--out",
+        tmp / "runs",
+        "--cache-dir",
+        tmp / "cache",
+        "--run-id",
+        "sort",
+        "--quiet",
+    )
     run = tmp / "runs" / "sort"
     metewand("report", run)  # the example's manifest names python-builtin as the reference
     return run
@@ -82,8 +91,11 @@ def test_scorecard_csv_and_html_show_cases(report: Path) -> None:
     rows = list(csv.DictReader((report / "cases.csv").open()))
     keys = {(r["case"], r["implementation"]) for r in rows}
     assert len(keys) == 5 * 3  # scaling's 4 cases and presorted's 1, x 3 implementations
-    assert all(r["median_ci95_low"] and r["median_ci95_high"] for r in rows
-               if r["metric"] == "timed_wall_time_ns")  # fmt: skip
+    assert all(
+        r["median_ci95_low"] and r["median_ci95_high"]
+        for r in rows
+        if r["metric"] == "timed_wall_time_ns"
+    )
     html = (report / "report.html").read_text()
     assert 'id="scaling-dataset.size"' in html and 'id="phase-timings"' in html
     assert "Ratio to python-builtin per case" in html and "size=20000" in html
@@ -91,13 +103,31 @@ def test_scorecard_csv_and_html_show_cases(report: Path) -> None:
 
 def test_no_successful_attempt_is_never_a_number() -> None:
     rows = [
-        {"experiment": "e", "case": "c", "dataset": "d", "dataset_parameters": {"n": 1},
-         "problem": "p", "problem_parameters": {}, "timing_scope": "execute", "role": "measured",
-         "implementation": impl, "status": status, "code": code, "repetition": 0,
-         "record": {"provenance": {"data": {"measurements": {
-             "timed_wall_time_ns": {"status": "complete", "value": 5_000_000}}}}}}
+        {
+            "experiment": "e",
+            "case": "c",
+            "dataset": "d",
+            "dataset_parameters": {"n": 1},
+            "problem": "p",
+            "problem_parameters": {},
+            "timing_scope": "execute",
+            "role": "measured",
+            "implementation": impl,
+            "status": status,
+            "code": code,
+            "repetition": 0,
+            "record": {
+                "provenance": {
+                    "data": {
+                        "measurements": {
+                            "timed_wall_time_ns": {"status": "complete", "value": 5_000_000}
+                        }
+                    }
+                }
+            },
+        }
         for impl, status, code in (("ok", "accepted", None), ("broken", "failed", "timeout"))
-    ]  # fmt: skip
+    ]
     summary = cases.case_statistics(rows, reference="ok")
     broken = summary["cases"][0]["implementations"]["broken"]
     assert broken["note"] == "no successful attempt" and broken["failed_by_code"] == {"timeout": 1}
@@ -126,15 +156,38 @@ def test_manifest_reference_must_name_an_implementation(tmp_path: Path) -> None:
 def _timed_rows(values: list[float], reused: bool = False) -> list[dict]:
     """Accepted measured rows of one case x implementation with these timed walls."""
     return [
-        {"experiment": "e", "case": "c", "dataset": "d", "dataset_parameters": {"n": 1},
-         "problem": "p", "problem_parameters": {}, "timing_scope": "execute", "role": "measured",
-         "implementation": "impl", "status": "accepted", "code": None, "repetition": i,
-         "key": f"e/c/d/impl/r{i}",
-         "record": {"provenance": {"data": {
-             "measurements": {"timed_wall_time_ns": {"status": "complete", "value": value}},
-             "context": {"worker": {"pid": 4242 if reused else 1000 + i, "reused": reused and i > 0}}}}}}
+        {
+            "experiment": "e",
+            "case": "c",
+            "dataset": "d",
+            "dataset_parameters": {"n": 1},
+            "problem": "p",
+            "problem_parameters": {},
+            "timing_scope": "execute",
+            "role": "measured",
+            "implementation": "impl",
+            "status": "accepted",
+            "code": None,
+            "repetition": i,
+            "key": f"e/c/d/impl/r{i}",
+            "record": {
+                "provenance": {
+                    "data": {
+                        "measurements": {
+                            "timed_wall_time_ns": {"status": "complete", "value": value}
+                        },
+                        "context": {
+                            "worker": {
+                                "pid": 4242 if reused else 1000 + i,
+                                "reused": reused and i > 0,
+                            }
+                        },
+                    }
+                }
+            },
+        }
         for i, value in enumerate(values)
-    ]  # fmt: skip
+    ]
 
 
 def test_too_few_launches_give_no_ci_and_say_why() -> None:

@@ -92,17 +92,28 @@ def test_inspect_compute_attempt_by_readable_selectors(tmp_path: Path) -> None:
     one no null fields."""
     run = synthetic.write_compute_run(tmp_path / "run_c", attempts=3, warmups=1, cases=2)
     rows = [canonical.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    code, out, _ = _inspect(str(run), "--implementation", "numpy", "--case", "sorting: size=2000",
-                            "--repetition", "2")  # fmt: skip
+    code, out, _ = _inspect(
+        str(run), "--implementation", "numpy", "--case", "sorting: size=2000", "--repetition", "2"
+    )
     assert code == 0, out
-    (wanted,) = [r for r in rows if r["implementation"] == "numpy" and r["role"] == "measured"
-                 and r["dataset_parameters"]["size"] == 2000 and r["repetition"] == 2]  # fmt: skip
+    (wanted,) = [
+        r
+        for r in rows
+        if r["implementation"] == "numpy"
+        and r["role"] == "measured"
+        and r["dataset_parameters"]["size"] == 2000
+        and r["repetition"] == 2
+    ]
     assert f"key: {wanted['key']}" in out
     assert "select_with: --implementation numpy --case 'sorting: size=2000' --repetition 2" in out
     assert "None" not in out and "failure_class" not in out
     # the same attempt by a part of its case; the warm-up of that case only with --warmup
-    assert _inspect(str(run), "--implementation", "numpy", "--case", "size=2000",
-                    "--repetition", "2")[1] == out  # fmt: skip
+    assert (
+        _inspect(str(run), "--implementation", "numpy", "--case", "size=2000", "--repetition", "2")[
+            1
+        ]
+        == out
+    )
     code, out, _ = _inspect(
         str(run), "--implementation", "numpy", "--case", "size=2000", "--warmup"
     )

@@ -127,9 +127,13 @@ def test_report_of_a_real_chrome_lightpanda_run(tmp_path: Path) -> None:
         profile="engine", calibration="separate", cold_start_samples=1, host_sample_interval_s=0.5
     )
     config = RunConfig(
-        str(builtin_suite_dir()), ("chrome", "lightpanda"), k=1, seed="t", task_ids=REAL_TASKS,
+        str(builtin_suite_dir()),
+        ("chrome", "lightpanda"),
+        k=1,
+        seed="t",
+        task_ids=REAL_TASKS,
         resource=resource,
-    )  # fmt: skip
+    )
     result = run_browser(config, tmp_path / "runs", "real", echo=lambda _m: None)
     assert result.exit_code == 0 and result.run_dir is not None
     html = generate(result.run_dir, ["html"])["html"]

@@ -66,8 +66,20 @@ def test_every_chart_keeps_its_legend_outside_the_axes(
     (axis,) = case_plots.scaling_axes(compute_summary)
     _legend_clear_of_axes(case_plots.scaling_chart(compute_summary, axis, TIME_METRIC))
     _legend_clear_of_axes(case_plots.phase_chart(compute_summary))
-    costs = [{"case": "t", "implementation": "e", "groups": {"engine": {"phases": [
-        {"name": f"step{i}:Runtime.evaluate", "cpu_ns_median": 1e6} for i in range(12)]}}}]  # fmt: skip
+    costs = [
+        {
+            "case": "t",
+            "implementation": "e",
+            "groups": {
+                "engine": {
+                    "phases": [
+                        {"name": f"step{i}:Runtime.evaluate", "cpu_ns_median": 1e6}
+                        for i in range(12)
+                    ]
+                }
+            },
+        }
+    ]
     _legend_clear_of_axes(phase_plots.cost_chart(costs))
 
 

@@ -58,6 +58,8 @@ def test_unprofiled_run_says_why_instead_of_blank(tmp_path: Path) -> None:
     html = (run / "report.html").read_text()
     # nothing to show: left out of the page, each named in one line with the reason (issue #30)
     assert '<section id="eligibility">' not in html and '<section id="calibration">' not in html
-    assert "Not shown: Efficiency map, Paired ratios vs reference, Observer-effect calibration, " \
-           "Comparison eligibility conditions — run not profiled" in html  # fmt: skip
+    assert (
+        "Not shown: Efficiency map, Paired ratios vs reference, Observer-effect calibration, "
+        "Comparison eligibility conditions — run not profiled" in html
+    )
     assert not (run / "resource_summary.json").exists()

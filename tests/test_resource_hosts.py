@@ -20,8 +20,10 @@ from metewand.compare.resource_summary import summarize
 from metewand.runtime.schemas import violations
 
 CLEAN: dict[str, Any] = {"polluted": False, "gate": {"passed": True, "triggered": []}}
-POLLUTED: dict[str, Any] = {"polluted": True, "gate": {"passed": False, "triggered": [
-    {"condition": "foreign_cpu_load"}]}}  # fmt: skip
+POLLUTED: dict[str, Any] = {
+    "polluted": True,
+    "gate": {"passed": False, "triggered": [{"condition": "foreign_cpu_load"}]},
+}
 SHA = {"chrome": "1" * 64, "lightpanda": "2" * 64}
 TASKS = 12  # enough shared tasks for the homogeneity test's interval (>= 8 at 4 comparisons)
 
@@ -30,19 +32,36 @@ def on_hosts(rs: list[dict[str, Any]], hosts: Sequence[str]) -> list[dict[str, A
     """Each rotation cycle (two rounds for two engines) whole on one host, hosts in turn."""
     for row in rs:
         host = hosts[row["order"]["round"] // 2 % len(hosts)]
-        row["placement"] = {"executor": "dask", "host": host, "worker": f"tcp://{host}:1",
-                            "worker_name": host, "try": f"try-{row['order']['round'] // 2}"}  # fmt: skip
+        row["placement"] = {
+            "executor": "dask",
+            "host": host,
+            "worker": f"tcp://{host}:1",
+            "worker_name": host,
+            "try": f"try-{row['order']['round'] // 2}",
+        }
         row["engine_provenance"] = {"binary_sha256": SHA[row["engine"]]}
     return rs
 
 
 def dask_hosts(summaries: dict[str, dict[str, Any]], cpu: dict[str, str] | None = None) -> dict:
-    return {"workers": [
-        {"worker": f"tcp://{h}:1", "host": h, "accepted": True, "host_summary": summary,
-         "host_facts": {"cpu_model": (cpu or {}).get(h, "Test CPU"), "cpu_count": 2,
-                        "cpu_affinity": [0], "memory_bytes": 2**33, "kernel": "Linux 6.1"}}
-        for h, summary in summaries.items()
-    ]}  # fmt: skip
+    return {
+        "workers": [
+            {
+                "worker": f"tcp://{h}:1",
+                "host": h,
+                "accepted": True,
+                "host_summary": summary,
+                "host_facts": {
+                    "cpu_model": (cpu or {}).get(h, "Test CPU"),
+                    "cpu_count": 2,
+                    "cpu_affinity": [0],
+                    "memory_bytes": 2**33,
+                    "kernel": "Linux 6.1",
+                },
+            }
+            for h, summary in summaries.items()
+        ]
+    }
 
 
 def baseline() -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -73,8 +92,15 @@ def levels(rs: list[dict[str, Any]], hosts_record: dict, man: dict | None = None
 def summary_of(rs: list[dict[str, Any]], found: HostLevels) -> dict[str, Any]:
     man = manifest()
     base_man, base_rows = baseline()
-    return summarize(man, rs, CLEAN, calibrate(base_man, base_rows, man, rs),
-                     cold_start_rows(), resamples=200, hosts=found)  # fmt: skip
+    return summarize(
+        man,
+        rs,
+        CLEAN,
+        calibrate(base_man, base_rows, man, rs),
+        cold_start_rows(),
+        resamples=200,
+        hosts=found,
+    )
 
 
 def test_equivalent_hosts_are_pooled_and_each_keeps_its_verdict() -> None:
@@ -101,8 +127,7 @@ def test_a_polluted_host_fails_its_own_verdict_and_the_pooled_gate() -> None:
     rs = on_hosts(rows(n_tasks=TASKS), ("host-a", "host-b"))
     found = levels(rs, dask_hosts({"host-a": CLEAN, "host-b": POLLUTED}))
     assert found.per_host["host-a"]["resource_comparison_eligible"]
-    assert found.per_host["host-b"]["ineligibility_reasons"] == [
-        "host polluted: foreign_cpu_load"]  # fmt: skip
+    assert found.per_host["host-b"]["ineligibility_reasons"] == ["host polluted: foreign_cpu_load"]
     summary = summary_of(rs, found)
     failed = {c["id"]: c["reason"] for c in summary["eligibility_conditions"] if not c["passed"]}
     # the client's own telemetry (CLEAN here) is not where the engines ran: every host's gate is
@@ -144,12 +169,18 @@ def test_different_binaries_or_cpus_are_never_pooled() -> None:
     found = levels(odd, dask_hosts({"host-a": CLEAN, "host-b": CLEAN}))
     assert not found.pooled
     assert found.homogeneity["fingerprints"]["problems"] == [
-        "lightpanda binaries differ (host-a 222222222222, host-b 333333333333)"]  # fmt: skip
-    cpus = levels(rs, dask_hosts({"host-a": CLEAN, "host-b": CLEAN},
-                                 {"host-a": "Test CPU", "host-b": "Other CPU"}))  # fmt: skip
+        "lightpanda binaries differ (host-a 222222222222, host-b 333333333333)"
+    ]
+    cpus = levels(
+        rs,
+        dask_hosts(
+            {"host-a": CLEAN, "host-b": CLEAN}, {"host-a": "Test CPU", "host-b": "Other CPU"}
+        ),
+    )
     assert not cpus.pooled
     assert cpus.homogeneity["fingerprints"]["problems"] == [
-        "cpu_model differs (host-a Test CPU, host-b Other CPU)"]  # fmt: skip
+        "cpu_model differs (host-a Test CPU, host-b Other CPU)"
+    ]
 
 
 def test_too_few_shared_tasks_is_said_and_not_pooled() -> None:
@@ -189,18 +220,39 @@ def test_every_registered_host_fingerprint_reaches_the_manifest(tmp_path: Any) -
     from metewand.runtime.store import RunStore
 
     def registration(worker: str, host: str, accepted: bool, reason: str | None = None) -> dict:
-        return {"worker": worker, "host": host, "worker_name": host, "accepted": accepted,
-                "reason": reason, "host_facts": {"cpu_model": "Test CPU", "cpu_count": 2,
-                                                 "cpu_affinity": (1,), "kernel": "Linux 6.1"},
-                "runner": {"metewand_version": "0.1.0", "source": {"tree_sha256": "c" * 64}}}  # fmt: skip
+        return {
+            "worker": worker,
+            "host": host,
+            "worker_name": host,
+            "accepted": accepted,
+            "reason": reason,
+            "host_facts": {
+                "cpu_model": "Test CPU",
+                "cpu_count": 2,
+                "cpu_affinity": (1,),
+                "kernel": "Linux 6.1",
+            },
+            "runner": {"metewand_version": "0.1.0", "source": {"tree_sha256": "c" * 64}},
+        }
 
     with RunStore.create(tmp_path, "fp", {"suite": "browser"}) as store:
-        record_fingerprints(store, [registration("tcp://a:1", "host-a", True),
-                                    registration("tcp://c:1", "host-c", False, "odd binary")],
-                            "session-1")  # fmt: skip
+        record_fingerprints(
+            store,
+            [
+                registration("tcp://a:1", "host-a", True),
+                registration("tcp://c:1", "host-c", False, "odd binary"),
+            ],
+            "session-1",
+        )
         # a later session: host-a's refused second worker does not hide its accepted one
-        record_fingerprints(store, [registration("tcp://a:2", "host-a", False, "late"),
-                                    {"worker": "tcp://x:1", "accepted": False}], "session-2")  # fmt: skip
+        record_fingerprints(
+            store,
+            [
+                registration("tcp://a:2", "host-a", False, "late"),
+                {"worker": "tcp://x:1", "accepted": False},
+            ],
+            "session-2",
+        )
         prints = store.manifest["data"]["host_fingerprints"]
     assert sorted(prints) == ["host-a", "host-c"]
     assert prints["host-a"]["accepted"] and prints["host-a"]["session"] == "session-1"

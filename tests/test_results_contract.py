@@ -17,10 +17,27 @@ DERIVED = ("scores.json", "resource_summary.json", "resource-card.md")
 def test_a_profiled_browser_run_leaves_what_report_regenerates(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     runs = tmp_path / "runs"
-    done = cli("browser", "run", "--tasks", str(corpus), "--engines", "chrome", "--k", "2",
-               "--resource-profile", "engine", "--cold-start-samples", "0", "--out", str(runs),
-               "--resource-calibration", "peer-ab",
-               "--run-id", "prof", "--no-progress")  # fmt: skip
+    done = cli(
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "chrome",
+        "--k",
+        "2",
+        "--resource-profile",
+        "engine",
+        "--cold-start-samples",
+        "0",
+        "--out",
+        str(runs),
+        "--resource-calibration",
+        "peer-ab",
+        "--run-id",
+        "prof",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     assert "resource summary: resource_comparison_eligible=False" in done.stderr
     run = runs / "prof"
@@ -31,20 +48,37 @@ def test_a_profiled_browser_run_leaves_what_report_regenerates(tmp_path: Path) -
 
 
 def test_a_compute_run_derives_nothing_until_report(tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, problem() + python_impl("fine", "ok") + """
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + python_impl("fine", "ok")
+        + """
 [[experiments]]
 name = "contract"
 problem = "answer"
 implementations = ["fine"]
-""")  # fmt: skip
+""",
+    )
     runs = tmp_path / "runs"
-    done = cli("run", str(manifest), "--out", str(runs), "--run-id", "c",
-               "--cache-dir", str(tmp_path / "cache"), "--quiet")  # fmt: skip
+    done = cli(
+        "run",
+        str(manifest),
+        "--out",
+        str(runs),
+        "--run-id",
+        "c",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     run = runs / "c"
     assert sorted(p.name for p in run.glob("[!.]*") if p.is_file()) == [
-        "host_summary.json", "host_telemetry.jsonl", "results.jsonl", "run_manifest.json",
-    ]  # fmt: skip
+        "host_summary.json",
+        "host_telemetry.jsonl",
+        "results.jsonl",
+        "run_manifest.json",
+    ]
     report = cli("report", str(run), "--format", "json,md")
     assert report.returncode == 0, report.stderr
     assert (run / "scores.json").is_file() and (run / "scorecard.md").is_file()

@@ -19,8 +19,10 @@ OPTIONAL = ("run_id", "started_at", "finished_at")
 
 def _head_of(row: dict[str, Any]) -> RowHead:
     """The head read back from a row: its fields, with the declared types."""
-    head = RowHead(**{name: row[name] for name in ("key", "status", "attempt", "artifacts")},
-                   **{name: row[name] for name in OPTIONAL if name in row})  # fmt: skip
+    head = RowHead(
+        **{name: row[name] for name in ("key", "status", "attempt", "artifacts")},
+        **{name: row[name] for name in OPTIONAL if name in row},
+    )
     assert isinstance(head.key, str) and isinstance(head.attempt, int), row
     assert head.fields() == {name: row[name] for name in head.fields()}
     return head
@@ -28,20 +30,29 @@ def _head_of(row: dict[str, Any]) -> RowHead:
 
 def test_optional_fields_are_written_only_when_set() -> None:
     bare = RowHead("k", "accepted", 0, "artifacts/k")
-    assert bare.fields() == {"key": "k", "status": "accepted", "attempt": 0,
-                             "artifacts": "artifacts/k"}  # fmt: skip
+    assert bare.fields() == {
+        "key": "k",
+        "status": "accepted",
+        "attempt": 0,
+        "artifacts": "artifacts/k",
+    }
     full = RowHead("k", "pass", 1, [], "r", "2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z")
     assert set(full.fields()) == {"key", "status", "attempt", "artifacts", *OPTIONAL}
 
 
 def test_compute_rows_carry_the_head(tmp_path: Path) -> None:
-    manifest = write_manifest(tmp_path, problem() + python_impl("fine", "ok") + """
+    manifest = write_manifest(
+        tmp_path,
+        problem()
+        + python_impl("fine", "ok")
+        + """
 [[experiments]]
 name = "head"
 problem = "answer"
 implementations = ["fine"]
 repetitions = 2
-""")  # fmt: skip
+""",
+    )
     summary = run(manifest, tmp_path)
     on_disk = rows_of(Path(summary.run_dir))
     assert [canonical.dumps(r) for r in on_disk] == [canonical.dumps(r) for r in summary.rows]
@@ -59,8 +70,12 @@ repetitions = 2
 @pytest.mark.engines
 def test_browser_rows_carry_the_head(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
-    result = run_browser(RunConfig(str(corpus), ("chrome",), k=2, seed="t"), tmp_path / "runs",
-                         "head", echo=lambda _text: None)  # fmt: skip
+    result = run_browser(
+        RunConfig(str(corpus), ("chrome",), k=2, seed="t"),
+        tmp_path / "runs",
+        "head",
+        echo=lambda _text: None,
+    )
     assert result.exit_code == 0 and result.run_dir is not None
     heads = [_head_of(row) for row in rows_of(result.run_dir)]
     assert sorted(h.attempt for h in heads) == [1, 2]  # the peer's repetition, from 1

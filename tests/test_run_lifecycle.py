@@ -32,8 +32,11 @@ def _script(out: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     return subprocess.Popen(
         [sys.executable, str(SCRIPT), str(out), "r1", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for_rows(run_dir: Path, count: int, timeout_s: float = 30.0) -> None:
@@ -63,8 +66,9 @@ def test_a_completed_run_tears_down_sweeps_finishes_and_is_complete(tmp_path: Pa
     store = open_store(tmp_path, "done", None, {"suite": "process-test"})
     with store:
         suite = ProcessSuite(units=3, attempts=2, store=store)
-        host = HostTelemetry(0.2, os.getpid(), store.run_dir / "host_telemetry.jsonl",
-                             GateThresholds())  # fmt: skip
+        host = HostTelemetry(
+            0.2, os.getpid(), store.run_dir / "host_telemetry.jsonl", GateThresholds()
+        )
         rows = Run(store, host).execute(suite, LocalExecutor(2), suite.units())
     view = RunView(tmp_path / "done")
     assert sorted(_keys(view.run_dir)) == sorted(str(r["key"]) for r in rows)

@@ -89,9 +89,13 @@ def test_a_reader_refuses_a_run_file_that_is_not_a_bounded_regular_file(
         for a in READERS[reader]
     ]
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", *argv], capture_output=True, text=True, timeout=60,
-        cwd=tmp_path, preexec_fn=_reader_limited,
-    )  # fmt: skip
+        [sys.executable, "-m", "metewand", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        preexec_fn=_reader_limited,
+    )
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
     assert where in done.stderr, done.stderr

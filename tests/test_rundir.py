@@ -39,8 +39,14 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "metewand"
 TORN = b'{"key": "cut sho'
 # every file a run appends to (spelled here, not taken from rundir.APPENDED, so a file dropped
 # from that list fails the resume test)
-APPENDED = (rundir.RESULTS, rundir.OWNED, rundir.ENGINE_PIDS, rundir.HOST_TELEMETRY,
-            rundir.COLD_START, rundir.LOST_TRIES)  # fmt: skip
+APPENDED = (
+    rundir.RESULTS,
+    rundir.OWNED,
+    rundir.ENGINE_PIDS,
+    rundir.HOST_TELEMETRY,
+    rundir.COLD_START,
+    rundir.LOST_TRIES,
+)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +74,11 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
 def _metewand(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
         [sys.executable, "-m", "metewand", *args],
-        capture_output=True, text=True, timeout=120, cwd=cwd,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -165,8 +174,12 @@ def test_clean_kills_what_whole_journal_lines_name(
     try:
         stat = procfs.read_stat(left.pid)
         rundir.append_line(journal, {"kind": "group", "path": "/nonexistent/x"})
-        record = {"kind": "process", "pid": left.pid, "starttime": stat.starttime_ticks,
-                  "session": stat.session}  # fmt: skip
+        record = {
+            "kind": "process",
+            "pid": left.pid,
+            "starttime": stat.starttime_ticks,
+            "session": stat.session,
+        }
         rundir.append_line(journal, record)
         if damage == "torn_tail":
             _append(journal, TORN)

@@ -128,9 +128,13 @@ def test_planted_verdicts_are_reported(tmp_path: Path) -> None:
 
 def _metewand(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "metewand", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=600, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "metewand", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_conformance_command_prints_the_table(tmp_path: Path) -> None:
@@ -234,9 +238,17 @@ def test_legacy_rows_read_as_the_older_recipe() -> None:
 )
 def test_the_r_runner_runs_an_r_worker(tmp_path: Path) -> None:
     done = _metewand(
-        "run", "examples/rust-dialect/metewand-r.toml", "--out", str(tmp_path / "runs"),
-        "--cache-dir", str(tmp_path / "cache"), "--run-id", "r", "--no-progress", "--quiet",
-    )  # fmt: skip
+        "run",
+        "examples/rust-dialect/metewand-r.toml",
+        "--out",
+        str(tmp_path / "runs"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--run-id",
+        "r",
+        "--no-progress",
+        "--quiet",
+    )
     assert done.returncode == 0, done.stderr
     rows = [
         json.loads(line) for line in (tmp_path / "runs/r/results.jsonl").read_text().splitlines()

@@ -90,8 +90,10 @@ def test_every_reader_names_the_damage_and_exits_2(
     extra = ["--out", str(tmp_path / "out")] if reader[0] == "report" else []
     done = subprocess.run(
         [sys.executable, "-m", "metewand", argv[0], str(run_dir), *argv[1:], *extra],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     assert where in done.stderr, done.stderr
@@ -120,8 +122,10 @@ def test_stale_dataset_staging_is_removed_and_a_live_one_kept(tmp_path: Path) ->
 def test_export_to_an_unwritable_place_is_named_not_a_traceback(finished_run: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "export", str(finished_run), "-o", "/proc/metewand-x"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "/proc/metewand-x" in done.stderr
 
@@ -135,7 +139,9 @@ def test_report_out_that_cannot_be_written_is_named(
     out = out.replace("{file}", str(a_file))
     done = subprocess.run(
         [sys.executable, "-m", "metewand", "report", str(finished_run), "--out", out],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and out in done.stderr

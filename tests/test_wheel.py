@@ -33,13 +33,21 @@ class Installed:
     def metewand(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-        return subprocess.run([str(self.venv / "bin" / "metewand"), *args], cwd=self.elsewhere,
-                              env=env, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+        return subprocess.run(
+            [str(self.venv / "bin" / "metewand"), *args],
+            cwd=self.elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
 
 
 def _run(*argv: str | Path, cwd: Path | None = None) -> str:
-    done = subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, f"{argv}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done.stdout
 
@@ -52,10 +60,26 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     (wheel,) = dist.glob("metewand-*.whl")
     venv = tmp_path_factory.mktemp("elsewhere") / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv)
-    site = Path(_run(venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())  # fmt: skip
+    site = Path(
+        _run(
+            venv / "bin" / "python",
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ).strip()
+    )
     (site / "dev_venv_site.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "-q",
-         "--no-deps", "--no-index", wheel)  # fmt: skip
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        venv / "bin" / "python",
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-index",
+        wheel,
+    )
     elsewhere = venv.parent / "work"
     elsewhere.mkdir()
     return Installed(venv, elsewhere)
@@ -78,9 +102,9 @@ def test_examples_are_listed_and_copied_from_the_package(installed: Installed) -
     assert manifest.is_relative_to(installed.venv) and manifest.is_file()
     copied = installed.metewand("examples", "copy", "mine")
     assert copied.returncode == 0, copied.stderr
-    assert sorted(p.name for p in (installed.elsewhere / "mine" / "sorting" / "workers").iterdir()) == sorted(
-        p.name for p in (manifest.parent / "workers").iterdir() if p.name != "__pycache__"
-    )  # fmt: skip
+    assert sorted(
+        p.name for p in (installed.elsewhere / "mine" / "sorting" / "workers").iterdir()
+    ) == sorted(p.name for p in (manifest.parent / "workers").iterdir() if p.name != "__pycache__")
     planned = installed.metewand("plan", "mine/sorting/metewand.toml")
     assert planned.returncode == 0 and " attempts in " in planned.stdout + planned.stderr
 
@@ -93,6 +117,9 @@ def test_demo_skip_browser_runs_the_packaged_example(installed: Installed) -> No
     assert packaged.is_relative_to(installed.venv) and packaged.name == "metewand.toml"
     assert "verdict: compute example sorting" in done.stdout
     assert "failures: none" in done.stdout
-    (report,) = [line.split()[-1] for line in done.stdout.splitlines() if line.startswith("  report:")
-                 and line.endswith("report.html")]  # fmt: skip
+    (report,) = [
+        line.split()[-1]
+        for line in done.stdout.splitlines()
+        if line.startswith("  report:") and line.endswith("report.html")
+    ]
     assert Path(report).is_file() and Path(report).is_relative_to(installed.elsewhere / "runs")

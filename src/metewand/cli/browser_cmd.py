@@ -64,11 +64,14 @@ def browser() -> None:
 @click.option("--seed", default="0", show_default=True, help="Seed of the engine rotation.")
 @click.option("--jobs", type=int, default=1, show_default=True, help="Attempts run at once.")
 @click.option(
-    "--score-mode", type=click.Choice(SCORE_MODES), default="independent", show_default=True,
+    "--score-mode",
+    type=click.Choice(SCORE_MODES),
+    default="independent",
+    show_default=True,
     help="independent: each engine's rows scored on their own, every declared check must pass; "
     "peer-compatible: the same, but an L1 server-graded row is the server's verdict alone "
     "(the peer's published grading).",
-)  # fmt: skip
+)
 @click.option(
     "--isolation",
     type=click.Choice(ISOLATIONS),
@@ -77,77 +80,141 @@ def browser() -> None:
     help="shared: a fresh page per attempt; context: also a fresh browser context.",
 )
 @click.option(
-    "--adapter-mode", type=click.Choice(["long-lived", "per-attempt"]), default="long-lived",
+    "--adapter-mode",
+    type=click.Choice(["long-lived", "per-attempt"]),
+    default="long-lived",
     show_default=True,
     help="Driver-path adapters: one served adapter per driver x engine process in each slot "
     "(each attempt still opens its own page), or a fresh process per attempt.",
-)  # fmt: skip
+)
 @click.option(
-    "--phase-marks/--no-phase-marks", default=None,
+    "--phase-marks/--no-phase-marks",
+    default=None,
     help="Read the engine group's and the harness's cheap counters at each page creation, "
     "navigation, step, driver op and grade (the rows' phases field). Default: on, off with "
     "--resource-profile baseline (the A/B's unobserved side); a resumed run keeps its own, "
     "and refuses the other flag (exit 2).",
-)  # fmt: skip
+)
 @click.option("--run-id", default=None, help="Name of the run directory (default: timestamp).")
 @click.option(
-    "--out", "out_dir", type=click.Path(path_type=Path), default=Path("runs"), show_default=True,
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    default=Path("runs"),
+    show_default=True,
     help="Where runs live (relative to the current directory).",
-)  # fmt: skip
+)
 @click.option("--resume", default=None, help="Finish an interrupted run (its dir or id).")
 @click.option("--keep-going", is_flag=True, help="Skip invalid task files instead of exiting 2.")
-@click.option("--timeout-scale", type=float, default=1.0, show_default=True,
-              help="Multiply every task's timeouts (e.g. 2 on a slow host).")  # fmt: skip
+@click.option(
+    "--timeout-scale",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Multiply every task's timeouts (e.g. 2 on a slow host).",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines.")
 @click.option("--quiet", is_flag=True, help="Only errors.")
 @click.option(
-    "--resource-profile", type=click.Choice(RESOURCE_PROFILES), default="off", show_default=True,
+    "--resource-profile",
+    type=click.Choice(RESOURCE_PROFILES),
+    default="off",
+    show_default=True,
     help="off: functional run; baseline: profiler-off A/B baseline; engine: profiled run.",
-)  # fmt: skip
-@click.option("--resource-sample-interval-ms", type=int, default=500, show_default=True,
-              help="PSS/process sampling interval of a profiled attempt.")  # fmt: skip
-@click.option("--resource-calibration-baseline", default=None, metavar="RUN",
-              help="Profiler-off run (directory or id under --out) to calibrate against.")  # fmt: skip
+)
 @click.option(
-    "--resource-calibration", type=click.Choice(list(CALIBRATION_CHOICES)), default=None,
+    "--resource-sample-interval-ms",
+    type=int,
+    default=500,
+    show_default=True,
+    help="PSS/process sampling interval of a profiled attempt.",
+)
+@click.option(
+    "--resource-calibration-baseline",
+    default=None,
+    metavar="RUN",
+    help="Profiler-off run (directory or id under --out) to calibrate against.",
+)
+@click.option(
+    "--resource-calibration",
+    type=click.Choice(list(CALIBRATION_CHOICES)),
+    default=None,
     help="interleaved (the default of a profiled run): every attempt also runs once unprofiled "
     "beside it on the same engine process (its row is marked calibration_twin and kept out of "
     "scores and resource medians); peer-ab (alias separate; the default with "
     "--resource-calibration-baseline): the peer's A/B against a separate profiler-off run, whose "
     "figure also holds whatever drifted on the host between the two runs.",
-)  # fmt: skip
-@click.option("--resource-max-observer-effect-pct", type=float, default=10.0, show_default=True,
-              help="Largest acceptable profiler overhead (duration, collection wall).")  # fmt: skip
-@click.option("--reference-engine", default=None,
-              help="Engine the others are compared against (paired ratios need one).")  # fmt: skip
-@click.option("--host-telemetry", type=click.Choice(["on", "off"]), default="on",
-              show_default=True, help="Record host load, memory, swap and PSI beside the run.")  # fmt: skip
-@click.option("--host-sample-interval-s", type=float, default=1.0, show_default=True,
-              help="Seconds between host telemetry samples.")  # fmt: skip
+)
 @click.option(
-    "--host-foreign-cpu-max", type=float, default=0.10, show_default=True, metavar="CORES",
+    "--resource-max-observer-effect-pct",
+    type=float,
+    default=10.0,
+    show_default=True,
+    help="Largest acceptable profiler overhead (duration, collection wall).",
+)
+@click.option(
+    "--reference-engine",
+    default=None,
+    help="Engine the others are compared against (paired ratios need one).",
+)
+@click.option(
+    "--host-telemetry",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="Record host load, memory, swap and PSI beside the run.",
+)
+@click.option(
+    "--host-sample-interval-s",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Seconds between host telemetry samples.",
+)
+@click.option(
+    "--host-foreign-cpu-max",
+    type=float,
+    default=0.10,
+    show_default=True,
+    metavar="CORES",
     help="Pollution gate: CPU used beside the benchmark above this many cores for 3 host "
     "samples in a row trips foreign_cpu_load.",
-)  # fmt: skip
-@click.option("--cold-start-samples", type=int, default=5, show_default=True,
-              help="Profiled runs: engine cold starts measured before the attempts.")  # fmt: skip
+)
 @click.option(
-    "--settle-limit-ms", type=int, default=1000, show_default=True,
+    "--cold-start-samples",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Profiled runs: engine cold starts measured before the attempts.",
+)
+@click.option(
+    "--settle-limit-ms",
+    type=int,
+    default=1000,
+    show_default=True,
     help="Resource profiles: after each attempt, wait up to this long for the engine to go "
     "quiet, so its teardown is charged to it and not to the next attempt (0: no wait).",
-)  # fmt: skip
+)
 @click.option(
-    "--fail-on", default="", metavar="STATUS,...",
+    "--fail-on",
+    default="",
+    metavar="STATUS,...",
     help="Also exit 1 when any attempt ends with one of these statuses (e.g. fail,timeout); "
     "infra and crash always do.",
-)  # fmt: skip
-@click.option("--require-eligible", is_flag=True,
-              help="Refuse a profiled run whose resource comparison could never be eligible.")  # fmt: skip
-@click.option("--allow-missing-engines", is_flag=True,
-              help="Record a missing engine's attempts as unsupported instead of exiting 3.")  # fmt: skip
+)
+@click.option(
+    "--require-eligible",
+    is_flag=True,
+    help="Refuse a profiled run whose resource comparison could never be eligible.",
+)
+@click.option(
+    "--allow-missing-engines",
+    is_flag=True,
+    help="Record a missing engine's attempts as unsupported instead of exiting 3.",
+)
 @executor_options("--jobs slots on this machine, each with its own engines")
 @history_flags
-def run(**opts: object) -> None:  # fmt: skip
+def run(**opts: object) -> None:
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
 
     Exit status: 0 when the run completed, whatever the engines' verdicts (they are the
@@ -195,10 +262,16 @@ def run(**opts: object) -> None:  # fmt: skip
             raise click.UsageError("--engines is required (unless --resume)")
         config, plan = _checked_plan(opts, out_dir, echo)
     result = run_browser(
-        config, out_dir, opts["run_id"],  # type: ignore[arg-type]
-        resume, reporter_factory(mode), echo, plan=plan, executor=executor,
+        config,
+        out_dir,
+        opts["run_id"],  # type: ignore[arg-type]
+        resume,
+        reporter_factory(mode),
+        echo,
+        plan=plan,
+        executor=executor,
         resume_phase_marks=opts["phase_marks"],  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
     if not write_derived(result.run_dir, echo):
@@ -226,8 +299,9 @@ def _statuses(text: str) -> frozenset[str]:
     chosen = frozenset(part.strip() for part in text.split(",") if part.strip())
     unknown = sorted(chosen - set(STATUSES))
     if unknown:
-        raise click.BadParameter(f"unknown status(es) {unknown}; choose from {list(STATUSES)}",
-                                 param_hint="--fail-on")  # fmt: skip
+        raise click.BadParameter(
+            f"unknown status(es) {unknown}; choose from {list(STATUSES)}", param_hint="--fail-on"
+        )
     return chosen
 
 
@@ -238,15 +312,27 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
 
     run_id = opts["run_id"]
     if run_id is not None and rundir.new_run_dir(out_dir, str(run_id)).exists():
-        preflight.refuse(echo, [f"run {run_id!r} exists in {out_dir}; resume it with "
-                                f"--resume {run_id} or choose another --run-id"], 2)  # fmt: skip
+        preflight.refuse(
+            echo,
+            [
+                f"run {run_id!r} exists in {out_dir}; resume it with "
+                f"--resume {run_id} or choose another --run-id"
+            ],
+            2,
+        )
     baseline = opts["resource_calibration_baseline"]
     baseline_dir = None
     if baseline is not None:
         baseline_dir = find_run_dir(str(baseline), out_dir)
         if baseline_dir is None:
-            preflight.refuse(echo, [f"--resource-calibration-baseline {baseline!r}: no run "
-                                    f"directory (looked in {out_dir})"], 2)  # fmt: skip
+            preflight.refuse(
+                echo,
+                [
+                    f"--resource-calibration-baseline {baseline!r}: no run "
+                    f"directory (looked in {out_dir})"
+                ],
+                2,
+            )
         opts = {**opts, "resource_calibration_baseline": str(baseline_dir)}
     config = _config(opts)
     try:
@@ -328,8 +414,13 @@ def _config(opts: dict[str, object]) -> RunConfig:
 
 
 @browser.command(name="list")
-@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None,
-              help="Task corpus directory (default: the built-in suite).")  # fmt: skip
+@click.option(
+    "--tasks",
+    "tasks_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Task corpus directory (default: the built-in suite).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     """Tasks and subsets of a corpus, and the engines registry (found or missing).
@@ -347,26 +438,44 @@ def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     for subset in corpus.manifest.subsets if corpus.manifest else []:
         status = corpus.subset_status(subset)
         tags = tag_counts(t for t in corpus.tasks if t.subset_id == subset.subset_id)
-        subsets.append({"subset_id": subset.subset_id, "layer": subset.layer_id,
-                        "driver": subset.driver, "tasks": len(status.task_ids),
-                        "task_ids": status.task_ids, "not_run_yet": len(status.pending),
-                        "why_no_runnable_task": status.why_not_runnable,
-                        "tags": tags})  # fmt: skip
+        subsets.append(
+            {
+                "subset_id": subset.subset_id,
+                "layer": subset.layer_id,
+                "driver": subset.driver,
+                "tasks": len(status.task_ids),
+                "task_ids": status.task_ids,
+                "not_run_yet": len(status.pending),
+                "why_no_runnable_task": status.why_not_runnable,
+                "tags": tags,
+            }
+        )
     engines = []
     for name in ENGINES:
         found = resolve(name)
-        engines.append({"engine": name, "found": not isinstance(found, Missing),
-                        "detail": found.detail if isinstance(found, Missing)
-                        else str(found.binary)})  # fmt: skip
+        engines.append(
+            {
+                "engine": name,
+                "found": not isinstance(found, Missing),
+                "detail": found.detail if isinstance(found, Missing) else str(found.binary),
+            }
+        )
     drivers = _driver_listing()
-    data = {"corpus": str(corpus.root), "invalid": [str(e) for e in corpus.errors],
-            "not_run_yet": len(corpus.pending), "subsets": subsets, "engines": engines,
-            "drivers": drivers}  # fmt: skip
+    data = {
+        "corpus": str(corpus.root),
+        "invalid": [str(e) for e in corpus.errors],
+        "not_run_yet": len(corpus.pending),
+        "subsets": subsets,
+        "engines": engines,
+        "drivers": drivers,
+    }
     if as_json:
         click.echo(canonical.dumps(data).decode())
         return
-    click.echo(f"corpus {corpus.root}: {len(corpus.tasks)} valid tasks, "
-               f"{len(corpus.pending)} not run yet, {len(corpus.errors)} invalid")  # fmt: skip
+    click.echo(
+        f"corpus {corpus.root}: {len(corpus.tasks)} valid tasks, "
+        f"{len(corpus.pending)} not run yet, {len(corpus.errors)} invalid"
+    )
     for error in corpus.errors:
         click.echo(f"  invalid: {error}")
     for s in subsets:
@@ -388,8 +497,13 @@ def _echo_tags(tags: dict[str, int]) -> None:
     if not tags:
         return
     text = ", ".join(f"{tag}\N{NO-BREAK SPACE}{count}" for tag, count in tags.items())
-    for line in textwrap.wrap(text, width=96, initial_indent="      tags: ",
-                              subsequent_indent="            ", break_on_hyphens=False):  # fmt: skip
+    for line in textwrap.wrap(
+        text,
+        width=96,
+        initial_indent="      tags: ",
+        subsequent_indent="            ",
+        break_on_hyphens=False,
+    ):
         click.echo(line.replace("\N{NO-BREAK SPACE}", " "))  # a tag and its count stay together
 
 
@@ -402,9 +516,12 @@ def _driver_listing() -> list[dict[str, object]]:
     for key, path in ALL_PATHS.items():  # the catalog's drivers and the probe-script paths
         found = resolve_driver(key)
         entry: dict[str, object] = {
-            "driver_path": key, "task_kind": path.task_kind, "language": path.language,
-            "library": path.library.name, "pinned_version": path.version,
-        }  # fmt: skip
+            "driver_path": key,
+            "task_kind": path.task_kind,
+            "language": path.language,
+            "library": path.library.name,
+            "pinned_version": path.version,
+        }
         if isinstance(found, DriverMissing):
             entry.update(found=False, version=None, reason=found.reason, detail=found.detail)
         else:
@@ -415,14 +532,21 @@ def _driver_listing() -> list[dict[str, object]]:
 
 
 @browser.command()
-@click.option("--engines", default=",".join(ENGINES), show_default=True,
-              help="Comma-separated engines to check.")  # fmt: skip
+@click.option(
+    "--engines",
+    default=",".join(ENGINES),
+    show_default=True,
+    help="Comma-separated engines to check.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 @click.option(
-    "--foreign-look-s", type=click.FloatRange(min=0), default=5.0, show_default=True,
+    "--foreign-look-s",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
     help="Text output: first watch the machine this long for CPU used outside metewand and "
     "name the top consumers (0: skip; --json keeps its list of engine reports).",
-)  # fmt: skip
+)
 def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
     """Engines found, versions and CDP readiness (each engine is launched once), and how busy
     the machine is outside metewand.
@@ -451,8 +575,10 @@ def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
         for r in reports:
             state = "ready" if r["ready"] else (r["reason"] or "not ready")
             ready_ms = f" in {r['ready_ms']:.0f} ms" if r["ready_ms"] is not None else ""
-            click.echo(f"{r['engine']:<12} {state}{ready_ms}  {r['version'] or ''}  "
-                       f"{r['path'] or r['detail']}")  # fmt: skip
+            click.echo(
+                f"{r['engine']:<12} {state}{ready_ms}  {r['version'] or ''}  "
+                f"{r['path'] or r['detail']}"
+            )
             if (line := observer_line(r.get("observer"))) is not None:
                 click.echo(line)
     found_ready = [r for r in reports if r["found"] and not r["ready"]]
@@ -460,13 +586,25 @@ def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
 
 
 @browser.command()
-@click.option("--check", "do_check", is_flag=True,
-              help="Compare the corpus's generated scenario tasks with the expansion of their specs.")  # fmt: skip
-@click.option("--tasks", "tasks_dir", type=click.Path(path_type=Path), default=None,
-              help="Task corpus directory (default: the built-in suite).")  # fmt: skip
-@click.option("--strict", is_flag=True,
-              help="Also count expansions with no file and files whose spec is absent as "
-              "differences (for a whole corpus; a partial one holds some back).")  # fmt: skip
+@click.option(
+    "--check",
+    "do_check",
+    is_flag=True,
+    help="Compare the corpus's generated scenario tasks with the expansion of their specs.",
+)
+@click.option(
+    "--tasks",
+    "tasks_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Task corpus directory (default: the built-in suite).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also count expansions with no file and files whose spec is absent as "
+    "differences (for a whole corpus; a partial one holds some back).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def scenarios(do_check: bool, tasks_dir: Path | None, strict: bool, as_json: bool) -> None:
     """Scenario × driver expansion: check that generated tasks match tasks/scenarios/ specs.
@@ -491,17 +629,26 @@ def scenarios(do_check: bool, tasks_dir: Path | None, strict: bool, as_json: boo
     report = check(root / "tasks", strict=strict)
     failing = report.failing
     if as_json:
-        data = {"tasks": str(root / "tasks"), "specs": report.specs, "expansions": report.expansions,
-                "matched": report.matched, "missing": report.missing, "orphaned": report.orphaned,
-                "strict": strict, "differences": [d.__dict__ for d in failing]}  # fmt: skip
+        data = {
+            "tasks": str(root / "tasks"),
+            "specs": report.specs,
+            "expansions": report.expansions,
+            "matched": report.matched,
+            "missing": report.missing,
+            "orphaned": report.orphaned,
+            "strict": strict,
+            "differences": [d.__dict__ for d in failing],
+        }
         click.echo(canonical.dumps(data).decode())
     else:
         for difference in failing:
             click.echo(difference.line())
         held = "" if strict else " (not differences without --strict: a partial corpus)"
-        click.echo(f"{report.specs} specs, {report.expansions} expansions: {report.matched} "
-                   f"generated files match, {len(failing)} differences; {len(report.missing)} "
-                   f"expansions have no file, {len(report.orphaned)} files have no spec{held}")  # fmt: skip
+        click.echo(
+            f"{report.specs} specs, {report.expansions} expansions: {report.matched} "
+            f"generated files match, {len(failing)} differences; {len(report.missing)} "
+            f"expansions have no file, {len(report.orphaned)} files have no spec{held}"
+        )
     sys.exit(exit_codes.OK if not failing else exit_codes.BENCHMARK_FAILURES)
 
 

@@ -39,8 +39,16 @@ def ops(path_key: str | None, as_json: bool, markdown: bool) -> None:
         sys.exit(exit_codes.INVALID_INPUT)
     done, total = matrix.coverage()
     if as_json:
-        click.echo(canonical.dumps({"paths": matrix.paths, "ops": list(matrix.ops),
-                                    "implemented": done, "cells": total}).decode())  # fmt: skip
+        click.echo(
+            canonical.dumps(
+                {
+                    "paths": matrix.paths,
+                    "ops": list(matrix.ops),
+                    "implemented": done,
+                    "cells": total,
+                }
+            ).decode()
+        )
         return
     if markdown:
         click.echo(as_markdown(matrix))

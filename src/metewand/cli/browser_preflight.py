@@ -55,8 +55,10 @@ def never_eligible(config: Any) -> list[str]:
         config.resource.calibration_baseline is None
         and config.resource.calibration_mode != "interleaved"
     ):
-        reasons.append("--resource-calibration peer-ab without --resource-calibration-baseline; "
-                       "eligibility needs a calibration (interleaved, the default, needs none)")  # fmt: skip
+        reasons.append(
+            "--resource-calibration peer-ab without --resource-calibration-baseline; "
+            "eligibility needs a calibration (interleaved, the default, needs none)"
+        )
     return reasons
 
 
@@ -69,8 +71,9 @@ def check_eligibility(config: Any, require: bool, echo: Echo) -> None:
     if reasons and require:
         refuse(echo, ["the resource comparison could never be eligible:", *reasons], 2)
     if reasons:
-        echo("warning: the resource comparison of this run cannot be eligible: "
-             + "; ".join(reasons))  # fmt: skip
+        echo(
+            "warning: the resource comparison of this run cannot be eligible: " + "; ".join(reasons)
+        )
     _warn_separate(config, echo)
 
 
@@ -101,8 +104,10 @@ def check_baseline(plan: Any, baseline_dir: Path, echo: Echo) -> None:
         mode = base.get("resource_profile")
         problems.append(f"{baseline_dir} ran with --resource-profile {mode}, not baseline")
     if base.get("phase_marks", False):
-        problems.append(f"{baseline_dir} ran with --phase-marks: the A/B's baseline must run "
-                        "unobserved (rerun it with --no-phase-marks, the baseline's default)")  # fmt: skip
+        problems.append(
+            f"{baseline_dir} ran with --phase-marks: the A/B's baseline must run "
+            "unobserved (rerun it with --no-phase-marks, the baseline's default)"
+        )
     for name in PROVENANCE_FACTS:
         if name in FACTS_KNOWN_AFTER_LAUNCH:
             continue

@@ -174,15 +174,30 @@ MAX_RESAMPLES = 100_000
 
 @click.command("compare")
 @click.argument("runs", nargs=-1)
-@click.option("--base", "base_runs", multiple=True, metavar="RUN",
-              help="A BASE run; repeat for several (runs become a level of the statistics).")  # fmt: skip
-@click.option("--new", "new_runs", multiple=True, metavar="RUN",
-              help="A NEW run; repeat for several.")  # fmt: skip
-@click.option("--ab", "ab_runs", multiple=True, metavar="RUN",
-              help="An interleaved A/B compute run (run --ab-baseline): NEW/BASE from its pairs; "
-              "repeat for several.")  # fmt: skip
-@click.option("--ab-engines", default=None, metavar="A,B",
-              help="Browser: B/A per task from the paired attempts of two engines of RUN.")  # fmt: skip
+@click.option(
+    "--base",
+    "base_runs",
+    multiple=True,
+    metavar="RUN",
+    help="A BASE run; repeat for several (runs become a level of the statistics).",
+)
+@click.option(
+    "--new", "new_runs", multiple=True, metavar="RUN", help="A NEW run; repeat for several."
+)
+@click.option(
+    "--ab",
+    "ab_runs",
+    multiple=True,
+    metavar="RUN",
+    help="An interleaved A/B compute run (run --ab-baseline): NEW/BASE from its pairs; "
+    "repeat for several.",
+)
+@click.option(
+    "--ab-engines",
+    default=None,
+    metavar="A,B",
+    help="Browser: B/A per task from the paired attempts of two engines of RUN.",
+)
 @click.option(
     "--metric",
     default=None,
@@ -198,31 +213,58 @@ MAX_RESAMPLES = 100_000
     show_default=True,
     help="Slower/faster only when the whole 95% CI of NEW/BASE lies beyond this.",
 )
-@click.option("--min-units", type=click.IntRange(min=2), default=5, show_default=True,
-              help="Independent units (runs, process launches, pairs) a side needs for a "
-              "verdict; fewer is 'not comparable'.")  # fmt: skip
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=0.05, show_default=True,
-              help="False-discovery rate of the rank tests over the groups (Benjamini-Hochberg).")  # fmt: skip
+@click.option(
+    "--min-units",
+    type=click.IntRange(min=2),
+    default=5,
+    show_default=True,
+    help="Independent units (runs, process launches, pairs) a side needs for a "
+    "verdict; fewer is 'not comparable'.",
+)
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="False-discovery rate of the rank tests over the groups (Benjamini-Hochberg).",
+)
 @click.option(
     "--format", "fmt", default=None, help="Also write compare.{md,json,html}: md,json,html."
 )
-@click.option("--out", "out_dir", default=".", show_default=True, type=click.Path(file_okay=False),
-              help="Where --format writes compare.md/json/html.")  # fmt: skip
+@click.option(
+    "--out",
+    "out_dir",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where --format writes compare.md/json/html.",
+)
 @click.option(
     "--fail-on-regression",
     is_flag=True,
     help="Exit 1 when a group is slower beyond the threshold or a pass turned into a non-pass.",
 )
-@click.option("--allow-polluted", is_flag=True,
-              help="Let --fail-on-regression judge a wall-time metric although a run's host "
-              "pollution gate failed (refused with exit 2 otherwise).")  # fmt: skip
+@click.option(
+    "--allow-polluted",
+    is_flag=True,
+    help="Let --fail-on-regression judge a wall-time metric although a run's host "
+    "pollution gate failed (refused with exit 2 otherwise).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
-@click.option("--resamples", type=click.IntRange(min=100, max=MAX_RESAMPLES), default=2000,
-              show_default=True,
-              help=f"Bootstrap resamples of each confidence interval (at most {MAX_RESAMPLES}).")  # fmt: skip
-@click.option("--seed", type=int, default=20240607, show_default=True,
-              help="Seed of the bootstrap (the same seed gives the same intervals).")  # fmt: skip
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=100, max=MAX_RESAMPLES),
+    default=2000,
+    show_default=True,
+    help=f"Bootstrap resamples of each confidence interval (at most {MAX_RESAMPLES}).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=20240607,
+    show_default=True,
+    help="Seed of the bootstrap (the same seed gives the same intervals).",
+)
 def compare(**options: Any) -> None:
     """Compare runs of the same suite: NEW/BASE per case x implementation or task x engine.
 

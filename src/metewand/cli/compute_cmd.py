@@ -232,8 +232,14 @@ def run(
         ab_baseline=ab_baseline,
     )
     summary = _run_or_exit(loaded, options, resume_dir, no_progress, quiet)
-    _conclude(summary, executor, quiet, lambda: add_to_history(
-        summary.run_dir, out_dir, history_path, no_history, _echo_unless(quiet)))  # fmt: skip
+    _conclude(
+        summary,
+        executor,
+        quiet,
+        lambda: add_to_history(
+            summary.run_dir, out_dir, history_path, no_history, _echo_unless(quiet)
+        ),
+    )
     sys.exit(exit_codes.BENCHMARK_FAILURES if _any_failed(summary.run_dir) else exit_codes.OK)
 
 
@@ -334,8 +340,11 @@ def _run_or_exit(
     except Exception as exc:  # the harness broke; the runner marked the run interrupted
         if os.environ.get("METEWAND_DEBUG"):
             raise
-        click.echo(f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
-                   "interrupted; METEWAND_DEBUG=1 shows the traceback)", err=True)  # fmt: skip
+        click.echo(
+            f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
+            "interrupted; METEWAND_DEBUG=1 shows the traceback)",
+            err=True,
+        )
         sys.exit(exit_codes.BENCHMARK_FAILURES)
 
 
@@ -364,8 +373,10 @@ def _conclude(summary: Any, executor: str, quiet: bool, remember: Callable[[], N
         if executor == "dask":
             print_hosts(summary.run_dir)
         if any("ab" in row for row in summary.rows):
-            click.echo(f"interleaved A/B: NEW/BASE from the pairs with "
-                       f"`metewand compare --ab {summary.run_dir}`")  # fmt: skip
+            click.echo(
+                f"interleaved A/B: NEW/BASE from the pairs with "
+                f"`metewand compare --ab {summary.run_dir}`"
+            )
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
 

@@ -76,10 +76,23 @@ def _compute(log: DemoLog, out: Path, stamp: str, manifest: Path) -> None:
 
 def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int, full: bool) -> None:
     common = [
-        "browser", "run", "--engines", engines, "--k", str(k), "--jobs", "1",
-        "--seed", "metewand-demo-v1", "--score-mode", "independent", "--out", str(out),
-        "--allow-missing-engines", *([] if full else ["--tag", DEMO_TAG]),
-    ]  # fmt: skip
+        "browser",
+        "run",
+        "--engines",
+        engines,
+        "--k",
+        str(k),
+        "--jobs",
+        "1",
+        "--seed",
+        "metewand-demo-v1",
+        "--score-mode",
+        "independent",
+        "--out",
+        str(out),
+        "--allow-missing-engines",
+        *([] if full else ["--tag", DEMO_TAG]),
+    ]
     off_id, on_id = f"demo-browser-off-{stamp}", f"demo-browser-on-{stamp}"
     log.step(
         "browser baseline (profiler off)",
@@ -89,14 +102,24 @@ def _browser(log: DemoLog, out: Path, stamp: str, engines: str, k: int, full: bo
     log.step(
         "browser profiled run (profiler on, calibrated against the baseline)",
         [
-            *common, "--resource-profile", "engine", "--run-id", on_id,
-            "--resource-calibration-baseline", str(out / off_id),
-            "--reference-engine", reference,
+            *common,
+            "--resource-profile",
+            "engine",
+            "--run-id",
+            on_id,
+            "--resource-calibration-baseline",
+            str(out / off_id),
+            "--reference-engine",
+            reference,
         ],
-    )  # fmt: skip
+    )
     _report(log, out / off_id, [], verdict=False)
-    _report(log, out / on_id, ["--baseline", str(out / off_id), "--reference-engine", reference],
-            verdict=True)  # fmt: skip
+    _report(
+        log,
+        out / on_id,
+        ["--baseline", str(out / off_id), "--reference-engine", reference],
+        verdict=True,
+    )
 
 
 def _verdicts(log: DemoLog) -> None:
@@ -119,12 +142,23 @@ def _verdicts(log: DemoLog) -> None:
 
 @click.command()
 @click.option("--out", "out_dir", default="runs", show_default=True, help="Where runs are written.")
-@click.option("--engines", default="chrome,lightpanda", show_default=True,
-              help="Comma-separated engines of the browser pair of runs.")  # fmt: skip
-@click.option("--k", "k", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Attempts per task and engine (eligibility needs k >= 5).")  # fmt: skip
-@click.option("--full", is_flag=True,
-              help=f"The whole built-in browser suite, not only its {DEMO_TAG} tasks.")  # fmt: skip
+@click.option(
+    "--engines",
+    default="chrome,lightpanda",
+    show_default=True,
+    help="Comma-separated engines of the browser pair of runs.",
+)
+@click.option(
+    "--k",
+    "k",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Attempts per task and engine (eligibility needs k >= 5).",
+)
+@click.option(
+    "--full", is_flag=True, help=f"The whole built-in browser suite, not only its {DEMO_TAG} tasks."
+)
 @click.option(
     "--compute-manifest",
     type=click.Path(path_type=Path),
@@ -156,8 +190,11 @@ def demo(
     log = DemoLog()
     engines_checked = "" if skip_browser else engines  # no browser runs: no engine to launch
     # the demo runs no driver-path adapter: doctor's driver listing would only be noise here
-    log.step("doctor", ["doctor", "--engines", engines_checked, "--no-drivers",
-                        "--foreign-look-s", DOCTOR_LOOK_S], required=False)  # fmt: skip
+    log.step(
+        "doctor",
+        ["doctor", "--engines", engines_checked, "--no-drivers", "--foreign-look-s", DOCTOR_LOOK_S],
+        required=False,
+    )
     if not skip_compute:
         _compute(log, out, stamp, compute_manifest or example_manifest(DEMO_EXAMPLE))
     if not skip_browser:

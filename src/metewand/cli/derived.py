@@ -20,8 +20,10 @@ def write_derived(run_dir: Path | str, echo: Callable[[str], None]) -> bool:
     try:
         written = write_after_run(run_dir)
     except (RunDirError, OSError) as exc:
-        echo(f"error: derived files of {run_dir} not written: {exc} "
-             f"(the rows are kept; metewand report {run_dir} writes them)")  # fmt: skip
+        echo(
+            f"error: derived files of {run_dir} not written: {exc} "
+            f"(the rows are kept; metewand report {run_dir} writes them)"
+        )
         return False
     if "resource_summary" in written:
         summary = canonical.loads(written["resource_summary"].read_bytes())

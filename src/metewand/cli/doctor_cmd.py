@@ -157,8 +157,11 @@ def driver_problems(drivers: dict[str, Any] | None) -> list[dict[str, str]]:
     if drivers is None:
         return []
     found = []
-    checks = (("node", "apt-get install nodejs (>= 20)"), ("npm_install", "make install"),
-              ("chromedriver", "apt-get install chromium-driver (chromium's own version)"))  # fmt: skip
+    checks = (
+        ("node", "apt-get install nodejs (>= 20)"),
+        ("npm_install", "make install"),
+        ("chromedriver", "apt-get install chromium-driver (chromium's own version)"),
+    )
     for name, fix in checks:
         if not drivers[name]["ok"]:
             found.append(_problem("advice", f"{name}: {drivers[name]['detail']}", fix))
@@ -249,9 +252,13 @@ def _print_text(report: dict[str, Any]) -> None:
     help="Watch the machine this long for CPU used outside metewand, naming the top "
     "consumers (0: skip).",
 )
-@click.option("--drivers/--no-drivers", default=True, show_default=True,
-              help="Check Node, the npm install, chromedriver, the Python driver clients and "
-              "every browser driver path.")  # fmt: skip
+@click.option(
+    "--drivers/--no-drivers",
+    default=True,
+    show_default=True,
+    help="Check Node, the npm install, chromedriver, the Python driver clients and "
+    "every browser driver path.",
+)
 def doctor(as_json: bool, engines: str, foreign_look_s: float, drivers: bool) -> None:
     """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, browser
     driver paths (Node, npm install, chromedriver, Python clients), and how busy the machine is

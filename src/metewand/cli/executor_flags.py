@@ -108,8 +108,10 @@ def print_hosts(run_dir: str | Path, echo: Callable[[str], None] = click.echo) -
         return
     for worker in sorted(hosts["workers"], key=lambda w: str(w.get("worker_name"))):
         verdict = "accepted" if worker["accepted"] else f"refused: {worker['reason']}"
-        echo(f"dask worker {worker.get('worker_name', '?')} ({worker['worker']}) on "
-             f"{worker.get('host', '?')}: {worker['rows']} rows, {worker['lost_tries']} "
-             f"lost tries; {verdict}")  # fmt: skip
+        echo(
+            f"dask worker {worker.get('worker_name', '?')} ({worker['worker']}) on "
+            f"{worker.get('host', '?')}: {worker['rows']} rows, {worker['lost_tries']} "
+            f"lost tries; {verdict}"
+        )
     per_host = ", ".join(f"{host} {n}" for host, n in sorted(hosts["rows_by_host"].items()))
     echo(f"rows per host: {per_host or 'none'}; lost tries: {hosts['lost_tries']}")

@@ -74,8 +74,15 @@ class Target:
             self._through = self._fifo = True
             self._final = final
             return None
-        kind = ("a directory" if stat.S_ISDIR(mode) else "a block device" if stat.S_ISBLK(mode)
-                else "a socket" if stat.S_ISSOCK(mode) else "not a file")  # fmt: skip
+        kind = (
+            "a directory"
+            if stat.S_ISDIR(mode)
+            else "a block device"
+            if stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a file"
+        )
         raise self._refuse(f"is {kind}; name a file, a character device or a FIFO")
 
     def _open_through(self, final: str, flags: int) -> int:

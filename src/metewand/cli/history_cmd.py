@@ -51,8 +51,12 @@ def history_option(command: Any) -> Any:
 def filter_options(command: Any) -> Any:
     for flag, _, text in reversed(FILTERS):
         command = click.option(flag, default=None, help=text)(command)
-    command = click.option("--suite", type=click.Choice(["compute", "browser"]), default=None,
-                           help="Only this suite's runs.")(command)  # fmt: skip
+    command = click.option(
+        "--suite",
+        type=click.Choice(["compute", "browser"]),
+        default=None,
+        help="Only this suite's runs.",
+    )(command)
     return command
 
 
@@ -98,23 +102,33 @@ def add(runs: tuple[str, ...], history_path: str | None, out_dir: str) -> None:
     dirs = [resolve_run_dir(run, out_dir) for run in runs]
     try:
         for added in add_runs(path, dirs):
-            torn = f"; torn last line left out ({added.torn_tail_bytes} bytes)" \
-                if added.torn_tail_bytes else ""  # fmt: skip
-            click.echo(f"{added.outcome}: {added.run_id} ({added.suite}, {added.attempts} "
-                       f"attempts, {added.values} values){torn}")  # fmt: skip
+            torn = (
+                f"; torn last line left out ({added.torn_tail_bytes} bytes)"
+                if added.torn_tail_bytes
+                else ""
+            )
+            click.echo(
+                f"{added.outcome}: {added.run_id} ({added.suite}, {added.attempts} "
+                f"attempts, {added.values} values){torn}"
+            )
     except MetewandError as exc:
         _fail(exc)
     click.echo(f"history: {path}")
 
 
 @history.command("list")
-@click.option("--suite", type=click.Choice(["compute", "browser"]), default=None,
-              help="Only this suite's runs.")  # fmt: skip
+@click.option(
+    "--suite",
+    type=click.Choice(["compute", "browser"]),
+    default=None,
+    help="Only this suite's runs.",
+)
 @click.option("--since", default=None, metavar="DATE", help="Runs started at or after DATE.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per run.")
 @history_option
-def list_runs(suite: str | None, since: str | None, as_json: bool, history_path: str | None,
-              out_dir: str) -> None:  # fmt: skip
+def list_runs(
+    suite: str | None, since: str | None, as_json: bool, history_path: str | None, out_dir: str
+) -> None:
     """The runs in the history, oldest first: id, suite, state, start, commit, host, gate."""
     from metewand import canonical
     from metewand.errors import MetewandError
@@ -173,36 +187,69 @@ def _print_run_table(rows: list[dict[str, Any]]) -> None:
     gates = {True: "passed", False: "[red]polluted[/red]", None: "-"}
     for row in rows:
         commit = (row["git_commit"] or "-")[:10] + (" (dirty)" if row["git_dirty"] else "")
-        table.add_row(row["run_id"], row["suite"] + (" (peer)" if row["layout"] == "peer" else ""),
-                      str(row["state"]), str(row["started_at"])[:19], commit,
-                      str(row["host_fingerprint"] or "-")[:8], gates[row["pollution_passed"]],
-                      str(row["rows_total"]))  # fmt: skip
+        table.add_row(
+            row["run_id"],
+            row["suite"] + (" (peer)" if row["layout"] == "peer" else ""),
+            str(row["state"]),
+            str(row["started_at"])[:19],
+            commit,
+            str(row["host_fingerprint"] or "-")[:8],
+            gates[row["pollution_passed"]],
+            str(row["rows_total"]),
+        )
     Console().print(table)
 
 
 @history.command("show")
-@click.option("--metric", default=None, help="Default: the suite's CPU metric (cpu_time_ns, "
-              "phase.total.cpu_ns), else its wall time.")  # fmt: skip
+@click.option(
+    "--metric",
+    default=None,
+    help="Default: the suite's CPU metric (cpu_time_ns, phase.total.cpu_ns), else its wall time.",
+)
 @filter_options
-@click.option("--by", type=click.Choice(["date", "commit"]), default="date", show_default=True,
-              help="One point per run (by start), or per commit (its runs pooled).")  # fmt: skip
+@click.option(
+    "--by",
+    type=click.Choice(["date", "commit"]),
+    default="date",
+    show_default=True,
+    help="One point per run (by start), or per commit (its runs pooled).",
+)
 @click.option("--last", type=click.IntRange(min=1), default=None, help="Only the newest N points.")
 @click.option("--json", "as_json", is_flag=True, help="Every group's points as JSON.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text",
-              show_default=True, help="Terminal table, JSON, or an HTML page (--output).")  # fmt: skip
-@click.option("--output", default="history-show.html", show_default=True,
-              help="Where --format html writes its page.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+    help="Terminal table, JSON, or an HTML page (--output).",
+)
+@click.option(
+    "--output",
+    default="history-show.html",
+    show_default=True,
+    help="Where --format html writes its page.",
+)
 @history_option
-def show(metric: str | None, suite: str | None, by: str, last: int | None, as_json: bool,
-         fmt: str, output: str, history_path: str | None, out_dir: str, **opts: Any) -> None:  # fmt: skip
+def show(
+    metric: str | None,
+    suite: str | None,
+    by: str,
+    last: int | None,
+    as_json: bool,
+    fmt: str,
+    output: str,
+    history_path: str | None,
+    out_dir: str,
+    **opts: Any,
+) -> None:
     """Per group, the metric over runs: median and 95% CI per run, a sparkline."""
     from metewand.errors import MetewandError
     from metewand.history.show import show_data
 
     fmt = "json" if as_json else fmt
     try:
-        data = show_data(_path(history_path, out_dir), metric, _filters(suite, opts), by, last,
-                         fmt)  # fmt: skip
+        data = show_data(_path(history_path, out_dir), metric, _filters(suite, opts), by, last, fmt)
     except MetewandError as exc:
         _fail(exc)
     _print_show(data, fmt, output)
@@ -227,8 +274,16 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
     console = Console()
     for block in data.blocks:
         table = Table(title=f"{block.suite}: {block.metric} per run (median, 95% CI of the median)")
-        for column in ("case / task", "subject", "runs", "first", "last", "last CI", "commit",
-                       f"trend (newest {text.SPARK_WIDTH})"):  # fmt: skip
+        for column in (
+            "case / task",
+            "subject",
+            "runs",
+            "first",
+            "last",
+            "last CI",
+            "commit",
+            f"trend (newest {text.SPARK_WIDTH})",
+        ):
             table.add_column(column)
         for row in text.show_rows(block.series, block.metric):
             table.add_row(*row)
@@ -240,26 +295,49 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
 def detection_options(command: Any) -> Any:
     """The change-point settings, shared by ``check`` and ``report`` so the two agree."""
     options = [
-        click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-                     default=changepoint_defaults()["alpha"], show_default=True,
-                     help="Significance of a step (Bonferroni over positions)."),
-        click.option("--min-step", type=click.FloatRange(min=0),
-                     default=changepoint_defaults()["min_step"], show_default=True,
-                     help="Smallest step reported, relative (0.02: 2%)."),
-        click.option("--noise-multiple", type=click.FloatRange(min=0),
-                     default=changepoint_defaults()["noise_multiple"], show_default=True,
-                     help="A step must exceed this many times the group's historical noise."),
-        click.option("--min-runs", type=click.IntRange(min=3),
-                     default=changepoint_defaults()["min_runs"], show_default=True,
-                     help="Runs a group needs before it is judged."),
-        click.option("--statistic", type=click.Choice(["median", "floor"]),
-                     default=changepoint_defaults()["statistic"], show_default=True,
-                     help="A run's level: the median of its attempts, or their floor (the "
-                          "lowest: the cost a busy host only ever adds to)."),
-        click.option("--allow-polluted", is_flag=True,
-                     help="Judge wall times of runs whose host pollution gate failed (left "
-                          "out by default; CPU and memory metrics always keep them)."),
-    ]  # fmt: skip
+        click.option(
+            "--alpha",
+            type=click.FloatRange(0, 1, min_open=True, max_open=True),
+            default=changepoint_defaults()["alpha"],
+            show_default=True,
+            help="Significance of a step (Bonferroni over positions).",
+        ),
+        click.option(
+            "--min-step",
+            type=click.FloatRange(min=0),
+            default=changepoint_defaults()["min_step"],
+            show_default=True,
+            help="Smallest step reported, relative (0.02: 2%).",
+        ),
+        click.option(
+            "--noise-multiple",
+            type=click.FloatRange(min=0),
+            default=changepoint_defaults()["noise_multiple"],
+            show_default=True,
+            help="A step must exceed this many times the group's historical noise.",
+        ),
+        click.option(
+            "--min-runs",
+            type=click.IntRange(min=3),
+            default=changepoint_defaults()["min_runs"],
+            show_default=True,
+            help="Runs a group needs before it is judged.",
+        ),
+        click.option(
+            "--statistic",
+            type=click.Choice(["median", "floor"]),
+            default=changepoint_defaults()["statistic"],
+            show_default=True,
+            help="A run's level: the median of its attempts, or their floor (the "
+            "lowest: the cost a busy host only ever adds to).",
+        ),
+        click.option(
+            "--allow-polluted",
+            is_flag=True,
+            help="Judge wall times of runs whose host pollution gate failed (left "
+            "out by default; CPU and memory metrics always keep them).",
+        ),
+    ]
     for option in reversed(options):
         command = option(command)
     return command
@@ -296,8 +374,16 @@ def _settings(recent: int = 1, **opts: Any) -> Any:
 )
 @click.option("--json", "as_json", is_flag=True, help="The check as one JSON object.")
 @history_option
-def check(metric: str | None, suite: str | None, fail_on_change: bool, recent: int,
-          as_json: bool, history_path: str | None, out_dir: str, **opts: Any) -> None:  # fmt: skip
+def check(
+    metric: str | None,
+    suite: str | None,
+    fail_on_change: bool,
+    recent: int,
+    as_json: bool,
+    history_path: str | None,
+    out_dir: str,
+    **opts: Any,
+) -> None:
     """Change points per group; for CI, whether the newest run starts one."""
     from metewand.errors import MetewandError
     from metewand.history.check import print_check, run_check
@@ -311,17 +397,38 @@ def check(metric: str | None, suite: str | None, fail_on_change: bool, recent: i
 
 
 @history.command("report")
-@click.option("--out", "site_dir", required=True, type=click.Path(file_okay=False),
-              help="Directory of the static site (index.html, <suite>.html, compare/).")  # fmt: skip
+@click.option(
+    "--out",
+    "site_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory of the static site (index.html, <suite>.html, compare/).",
+)
 @click.option("--metric", default=None, help="Default: each suite's CPU metric.")
 @filter_options
 @detection_options
-@click.option("--history", "history_path", default=None, metavar="PATH",
-              help="The history file (default: $METEWAND_HISTORY, else ./history.duckdb).")  # fmt: skip
-@click.option("--runs", "out_dir", default="runs", show_default=True,
-              help="Where runs live (for the default history location).")  # fmt: skip
-def report(site_dir: str, metric: str | None, suite: str | None, history_path: str | None,
-           out_dir: str, **opts: Any) -> None:  # fmt: skip
+@click.option(
+    "--history",
+    "history_path",
+    default=None,
+    metavar="PATH",
+    help="The history file (default: $METEWAND_HISTORY, else ./history.duckdb).",
+)
+@click.option(
+    "--runs",
+    "out_dir",
+    default="runs",
+    show_default=True,
+    help="Where runs live (for the default history location).",
+)
+def report(
+    site_dir: str,
+    metric: str | None,
+    suite: str | None,
+    history_path: str | None,
+    out_dir: str,
+    **opts: Any,
+) -> None:
     """A static site: a trend chart per group with CI bands, change points with their commits
     (found as `history check` finds them, with the same settings)."""
     from metewand.errors import MetewandError
@@ -329,18 +436,30 @@ def report(site_dir: str, metric: str | None, suite: str | None, history_path: s
 
     settings = _settings(**opts)
     try:
-        written = write_report(_path(history_path, out_dir), Path(site_dir).absolute(), metric,
-                               _filters(suite, opts), settings)  # fmt: skip
+        written = write_report(
+            _path(history_path, out_dir),
+            Path(site_dir).absolute(),
+            metric,
+            _filters(suite, opts),
+            settings,
+        )
     except MetewandError as exc:
         _fail(exc)
-    click.echo(f"{written.changes} change points, {written.compare_pages} compare reports "
-               f"linked ({written.missing_runs} without their run directories)")  # fmt: skip
+    click.echo(
+        f"{written.changes} change points, {written.compare_pages} compare reports "
+        f"linked ({written.missing_runs} without their run directories)"
+    )
     click.echo(f"report: {Path(site_dir).absolute() / 'index.html'}")
 
 
 @history.command("export")
-@click.option("--parquet", "target", required=True, type=click.Path(file_okay=False),
-              help="Directory for the partitioned Parquet files.")  # fmt: skip
+@click.option(
+    "--parquet",
+    "target",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for the partitioned Parquet files.",
+)
 @history_option
 def export(target: str, history_path: str | None, out_dir: str) -> None:
     """Write the history as partitioned Parquet (runs/, attempt_values/, meta.parquet)."""
@@ -355,8 +474,13 @@ def export(target: str, history_path: str | None, out_dir: str) -> None:
 
 
 @history.command("import")
-@click.option("--parquet", "source", required=True, type=click.Path(file_okay=False, exists=True),
-              help="A directory `history export --parquet` wrote.")  # fmt: skip
+@click.option(
+    "--parquet",
+    "source",
+    required=True,
+    type=click.Path(file_okay=False, exists=True),
+    help="A directory `history export --parquet` wrote.",
+)
 @history_option
 def import_(source: str, history_path: str | None, out_dir: str) -> None:
     """Merge another store's Parquet export into this history (adding it twice changes nothing)."""
@@ -367,5 +491,6 @@ def import_(source: str, history_path: str | None, out_dir: str) -> None:
         done = import_parquet(_path(history_path, out_dir), Path(source).absolute())
     except MetewandError as exc:
         _fail(exc)
-    click.echo(f"imported: {done.added} runs added, {done.replaced} replaced, {done.unchanged} "
-               "unchanged")  # fmt: skip
+    click.echo(
+        f"imported: {done.added} runs added, {done.replaced} replaced, {done.unchanged} unchanged"
+    )

@@ -18,10 +18,13 @@ def history_flags(command: Any) -> Any:
         "--no-history", is_flag=True, help="Do not add the run to the history at its end."
     )(command)
     return click.option(
-        "--history", "history_path", default=None, metavar="PATH",
+        "--history",
+        "history_path",
+        default=None,
+        metavar="PATH",
         help="History the run adds itself to (default: $METEWAND_HISTORY, else "
         "history.duckdb beside --out).",
-    )(command)  # fmt: skip
+    )(command)
 
 
 def add_to_history(
@@ -41,7 +44,9 @@ def add_to_history(
     try:
         added = add_runs(path, [Path(run_dir)])[0]
     except (MetewandError, OSError) as exc:
-        echo(f"warning: run not added to the history: {exc} (the run is complete; "
-             f"`metewand history add {run_dir} --history {path}` adds it later)")  # fmt: skip
+        echo(
+            f"warning: run not added to the history: {exc} (the run is complete; "
+            f"`metewand history add {run_dir} --history {path}` adds it later)"
+        )
         return
     echo(f"history: {added.outcome} {added.run_id} ({added.values} values) in {path}")

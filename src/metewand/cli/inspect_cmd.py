@@ -106,9 +106,21 @@ def describe(run_dir: Path, row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 HEAD_FIELDS = (
-    "key", "status", "failure_class", "origin", "secondary_status", "reason", "code", "message",
-    "implementation", "case", "repetition", "attempt", "role", "select_with",
-)  # fmt: skip
+    "key",
+    "status",
+    "failure_class",
+    "origin",
+    "secondary_status",
+    "reason",
+    "code",
+    "message",
+    "implementation",
+    "case",
+    "repetition",
+    "attempt",
+    "role",
+    "select_with",
+)
 
 
 def _value_text(value: Any) -> str:
@@ -208,8 +220,10 @@ def inspect(
     chosen = ComputeSelection(implementation, cases, repetition, attempt, warmup)
     browser_given = task is not None or engine is not None
     if key is None and not browser_given and not chosen.given():
-        _refuse("give --key, --task/--engine/--attempt (browser runs), or "
-                "--implementation/--case/--repetition (compute runs)")  # fmt: skip
+        _refuse(
+            "give --key, --task/--engine/--attempt (browser runs), or "
+            "--implementation/--case/--repetition (compute runs)"
+        )
     try:
         data = load_run(resolve_run_dir(run, manifest=True))
     except RunDirError as exc:
@@ -217,8 +231,10 @@ def inspect(
         sys.exit(exc.exit_code)
     if key is None and data.kind == "compute":
         if browser_given:
-            _refuse("--task/--engine select browser attempts; this is a compute run "
-                    "(use --implementation, --case, --repetition)")  # fmt: skip
+            _refuse(
+                "--task/--engine select browser attempts; this is a compute run "
+                "(use --implementation, --case, --repetition)"
+            )
         row: Mapping[str, Any] | None = _compute_row(data.rows, chosen)
     else:
         if key is None and (task is None or engine is None or attempt is None):

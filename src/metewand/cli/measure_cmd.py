@@ -45,8 +45,12 @@ def _decorator(option: Option) -> Callable[[Callable[..., Any]], Callable[..., A
         settings["is_flag"] = True
         settings["default"] = option.default
     else:
-        settings.update(type=_click_type(option), nargs=option.nargs, multiple=option.multiple,
-                        default=() if option.multiple else option.default)  # fmt: skip
+        settings.update(
+            type=_click_type(option),
+            nargs=option.nargs,
+            multiple=option.multiple,
+            default=() if option.multiple else option.default,
+        )
         if option.metavar:
             settings["metavar"] = option.metavar
     return click.option(*option.decls, option.dest, **settings)

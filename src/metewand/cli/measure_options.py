@@ -102,80 +102,236 @@ class Option(NamedTuple):  # not a dataclass: ~0.4 ms less start-up each
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option(("--runs", "-r"), "runs", "Exactly this many measured runs per command "
-           f"(at most {MAX_RUNS_CAP:,}).", integer(1, MAX_RUNS_CAP)),
-    Option(("--warmup", "-w"), "warmup", "Unmeasured runs of each command before the measured "
-           "ones.", integer(0, MAX_RUNS_CAP), default=0, show_default=True),
-    Option(("--min-runs",), "min_runs", "Without --runs: at least this many runs (default 10).",
-           integer(2, MAX_RUNS_CAP)),
-    Option(("--max-runs",), "max_runs", "Without --runs: at most this many runs.",
-           integer(1, MAX_RUNS_CAP)),
-    Option(("--max-time",), "max_time", "Without --runs: keep running until this many seconds "
-           "passed per command (default 3).", number(0)),
-    Option(("--interleave/--no-interleave",), "interleave", "Several commands: run them in "
-           "rounds (each round runs every command once, in a seeded random order) and report "
-           "paired ratios per round [default when several commands]; --no-interleave runs "
-           "each command's runs one after the other.", None),
-    Option(("--command-name",), "command_name", "A name for the command (given once per "
-           "command, in order), shown instead of its text.", multiple=True, metavar="NAME"),
-    Option(("--setup",), "setup", "Shell command run (unmeasured) once before a command's "
-           "runs; given once: for every command, once per command: in order.", multiple=True,
-           metavar="CMD"),
-    Option(("--prepare",), "prepare", "Shell command run (unmeasured) before every run, e.g. to "
-           "drop a cache; given once or once per command, as --setup.", multiple=True,
-           metavar="CMD"),
-    Option(("--cleanup",), "cleanup", "Shell command run (unmeasured) once after a command's "
-           "runs; given once or once per command, as --setup.", multiple=True, metavar="CMD"),
-    Option(("--parameter-scan",), "parameter_scan", "Run each command once per value LOW..HIGH, "
-           "{NAME} replaced by the value.", nargs=3, metavar="NAME LOW HIGH"),
-    Option(("--parameter-step-size",), "parameter_step_size", "Step of --parameter-scan "
-           "(default 1).", metavar="STEP"),
-    Option(("--parameter-list",), "parameter_list", "Run each command once per listed value, "
-           "{NAME} replaced by it.", nargs=2, metavar="NAME A,B,C"),
-    Option(("--shell",), "shell", "none: run argv as given; sh: through sh -c; auto: sh -c only "
-           "for a command given as one word holding spaces or shell syntax.",
-           choice("auto", "none", "sh"), default="auto", show_default=True),
-    Option(("--ignore-failure", "-i"), "ignore_failure", "Keep measuring a command that exits "
-           "non-zero.", None, default=False),
-    Option(("--show-output",), "show_output", "Repeated runs: keep the commands' output.", None,
-           default=False),
-    Option(("--time-unit",), "time_unit", "Unit of times in the terminal and Markdown (auto: "
-           "per value); --json and the other exports keep integer ns.", choice(*TIME_UNITS),
-           default="auto", show_default=True),
-    Option(("--export-json",), "export_json", "Every run (raw ns/bytes) and every statistic.",
-           output_path, metavar="PATH"),
-    Option(("--export-csv",), "export_csv", "One line per command and statistic.", output_path,
-           metavar="PATH"),
-    Option(("--export-markdown",), "export_markdown", "The summary table as Markdown.",
-           output_path, metavar="PATH"),
-    Option(("--seed",), "seed", "Seed of the interleaved rounds' random order.", integer(),
-           default=20240607, show_default=True),
-    Option(("--backend",), "backend", "Tree accounting backend; auto tries cgroup2, cgroup1, "
-           "then /proc and says why.", choice("auto", *BACKEND_CHOICES), default="auto",
-           show_default=True),
-    Option(("--interval-ms",), "interval_ms", "Milliseconds between samples of the process "
-           "tree.", integer(1, 3_600_000), default=100, show_default=True),
-    Option(("--pss-every",), "pss_every", "Longest gap between PSS scans, in ticks; a rise of "
-           "the tree's memory or a change of its members triggers one sooner (cheap counters "
-           "are read every tick).", integer(1, 1_000_000), default=5, show_default=True),
-    Option(("--mark-fifo",), "mark_fifo", "Made a FIFO (if it is not one) that the command "
-           "writes phase names to, one per line: each run then has phases (wall, CPU "
-           "user/system, memory rise, processes); an empty line ends the current phase.",
-           output_path, metavar="PATH"),
-    Option(("--mark-limit",), "mark_limit", "--mark-fifo: keep at most this many marks per run; "
-           "later ones are counted, not kept.", integer(1, 1_000_000),
-           default=DEFAULT_MARK_LIMIT, show_default=True),
-    Option(("--host-sample-interval-s",), "host_sample_interval_s", "Seconds between host "
-           "telemetry samples.", number(0.1, 3600), default=1.0, show_default=True),
-    Option(("--host-foreign-cpu-max",), "host_foreign_cpu_max", "Pollution gate: CPU used beside "
-           "the measured commands above this many cores for 3 host samples in a row trips "
-           "foreign_cpu_load (a warning).", number(0), default=0.10, show_default=True,
-           metavar="CORES"),
-    Option(("--json",), "as_json", "Print one JSON object on stdout (canonical, one line; "
-           "--pretty: indented).", None, default=False),
-    Option(("--pretty",), "pretty", "With --json: indented, readable JSON (not canonical).",
-           None, default=False),
-)  # fmt: skip
+    Option(
+        ("--runs", "-r"),
+        "runs",
+        f"Exactly this many measured runs per command (at most {MAX_RUNS_CAP:,}).",
+        integer(1, MAX_RUNS_CAP),
+    ),
+    Option(
+        ("--warmup", "-w"),
+        "warmup",
+        "Unmeasured runs of each command before the measured ones.",
+        integer(0, MAX_RUNS_CAP),
+        default=0,
+        show_default=True,
+    ),
+    Option(
+        ("--min-runs",),
+        "min_runs",
+        "Without --runs: at least this many runs (default 10).",
+        integer(2, MAX_RUNS_CAP),
+    ),
+    Option(
+        ("--max-runs",),
+        "max_runs",
+        "Without --runs: at most this many runs.",
+        integer(1, MAX_RUNS_CAP),
+    ),
+    Option(
+        ("--max-time",),
+        "max_time",
+        "Without --runs: keep running until this many seconds passed per command (default 3).",
+        number(0),
+    ),
+    Option(
+        ("--interleave/--no-interleave",),
+        "interleave",
+        "Several commands: run them in "
+        "rounds (each round runs every command once, in a seeded random order) and report "
+        "paired ratios per round [default when several commands]; --no-interleave runs "
+        "each command's runs one after the other.",
+        None,
+    ),
+    Option(
+        ("--command-name",),
+        "command_name",
+        "A name for the command (given once per command, in order), shown instead of its text.",
+        multiple=True,
+        metavar="NAME",
+    ),
+    Option(
+        ("--setup",),
+        "setup",
+        "Shell command run (unmeasured) once before a command's "
+        "runs; given once: for every command, once per command: in order.",
+        multiple=True,
+        metavar="CMD",
+    ),
+    Option(
+        ("--prepare",),
+        "prepare",
+        "Shell command run (unmeasured) before every run, e.g. to "
+        "drop a cache; given once or once per command, as --setup.",
+        multiple=True,
+        metavar="CMD",
+    ),
+    Option(
+        ("--cleanup",),
+        "cleanup",
+        "Shell command run (unmeasured) once after a command's "
+        "runs; given once or once per command, as --setup.",
+        multiple=True,
+        metavar="CMD",
+    ),
+    Option(
+        ("--parameter-scan",),
+        "parameter_scan",
+        "Run each command once per value LOW..HIGH, {NAME} replaced by the value.",
+        nargs=3,
+        metavar="NAME LOW HIGH",
+    ),
+    Option(
+        ("--parameter-step-size",),
+        "parameter_step_size",
+        "Step of --parameter-scan (default 1).",
+        metavar="STEP",
+    ),
+    Option(
+        ("--parameter-list",),
+        "parameter_list",
+        "Run each command once per listed value, {NAME} replaced by it.",
+        nargs=2,
+        metavar="NAME A,B,C",
+    ),
+    Option(
+        ("--shell",),
+        "shell",
+        "none: run argv as given; sh: through sh -c; auto: sh -c only "
+        "for a command given as one word holding spaces or shell syntax.",
+        choice("auto", "none", "sh"),
+        default="auto",
+        show_default=True,
+    ),
+    Option(
+        ("--ignore-failure", "-i"),
+        "ignore_failure",
+        "Keep measuring a command that exits non-zero.",
+        None,
+        default=False,
+    ),
+    Option(
+        ("--show-output",),
+        "show_output",
+        "Repeated runs: keep the commands' output.",
+        None,
+        default=False,
+    ),
+    Option(
+        ("--time-unit",),
+        "time_unit",
+        "Unit of times in the terminal and Markdown (auto: "
+        "per value); --json and the other exports keep integer ns.",
+        choice(*TIME_UNITS),
+        default="auto",
+        show_default=True,
+    ),
+    Option(
+        ("--export-json",),
+        "export_json",
+        "Every run (raw ns/bytes) and every statistic.",
+        output_path,
+        metavar="PATH",
+    ),
+    Option(
+        ("--export-csv",),
+        "export_csv",
+        "One line per command and statistic.",
+        output_path,
+        metavar="PATH",
+    ),
+    Option(
+        ("--export-markdown",),
+        "export_markdown",
+        "The summary table as Markdown.",
+        output_path,
+        metavar="PATH",
+    ),
+    Option(
+        ("--seed",),
+        "seed",
+        "Seed of the interleaved rounds' random order.",
+        integer(),
+        default=20240607,
+        show_default=True,
+    ),
+    Option(
+        ("--backend",),
+        "backend",
+        "Tree accounting backend; auto tries cgroup2, cgroup1, then /proc and says why.",
+        choice("auto", *BACKEND_CHOICES),
+        default="auto",
+        show_default=True,
+    ),
+    Option(
+        ("--interval-ms",),
+        "interval_ms",
+        "Milliseconds between samples of the process tree.",
+        integer(1, 3_600_000),
+        default=100,
+        show_default=True,
+    ),
+    Option(
+        ("--pss-every",),
+        "pss_every",
+        "Longest gap between PSS scans, in ticks; a rise of "
+        "the tree's memory or a change of its members triggers one sooner (cheap counters "
+        "are read every tick).",
+        integer(1, 1_000_000),
+        default=5,
+        show_default=True,
+    ),
+    Option(
+        ("--mark-fifo",),
+        "mark_fifo",
+        "Made a FIFO (if it is not one) that the command "
+        "writes phase names to, one per line: each run then has phases (wall, CPU "
+        "user/system, memory rise, processes); an empty line ends the current phase.",
+        output_path,
+        metavar="PATH",
+    ),
+    Option(
+        ("--mark-limit",),
+        "mark_limit",
+        "--mark-fifo: keep at most this many marks per run; later ones are counted, not kept.",
+        integer(1, 1_000_000),
+        default=DEFAULT_MARK_LIMIT,
+        show_default=True,
+    ),
+    Option(
+        ("--host-sample-interval-s",),
+        "host_sample_interval_s",
+        "Seconds between host telemetry samples.",
+        number(0.1, 3600),
+        default=1.0,
+        show_default=True,
+    ),
+    Option(
+        ("--host-foreign-cpu-max",),
+        "host_foreign_cpu_max",
+        "Pollution gate: CPU used beside "
+        "the measured commands above this many cores for 3 host samples in a row trips "
+        "foreign_cpu_load (a warning).",
+        number(0),
+        default=0.10,
+        show_default=True,
+        metavar="CORES",
+    ),
+    Option(
+        ("--json",),
+        "as_json",
+        "Print one JSON object on stdout (canonical, one line; --pretty: indented).",
+        None,
+        default=False,
+    ),
+    Option(
+        ("--pretty",),
+        "pretty",
+        "With --json: indented, readable JSON (not canonical).",
+        None,
+        default=False,
+    ),
+)
 
 
 class Parsed(NamedTuple):

@@ -211,8 +211,7 @@ def command_text(
         "  processes at once, most: "
         + (f"{procs['max']:.0f}" if procs["max"] is not None else "unavailable")
     )
-    note = cpu_over_wall_note(m["cpu_time_ns"]["median"], m["wall_time_ns"]["median"],
-                              procs["max"])  # fmt: skip
+    note = cpu_over_wall_note(m["cpu_time_ns"]["median"], m["wall_time_ns"]["median"], procs["max"])
     if note:
         lines.append(f"  note: {note}")
     return lines + [f"  warning: {w}" for w in summary["warnings"]]
@@ -250,11 +249,15 @@ def ratios_text(result: Mapping[str, Any]) -> list[str]:
     first = result["ratios"][0]["reference"]
     if result["design"] == "interleaved":
         rounds = len(result["rounds"] or [])
-        how = (f"paired per round ({rounds} interleaved rounds, the independent units): median "
-               "of NEW/BASE over rounds")  # fmt: skip
+        how = (
+            f"paired per round ({rounds} interleaved rounds, the independent units): median "
+            "of NEW/BASE over rounds"
+        )
     else:
-        how = ("ratio of medians; the commands ran one after the other, so drift of the host "
-               "between them is in neither CI")  # fmt: skip
+        how = (
+            "ratio of medians; the commands ran one after the other, so drift of the host "
+            "between them is in neither CI"
+        )
     lines = [f"Relative to command 1 ({labels.get(first, first)}), {how}:"]
     for ratio in result["ratios"]:
         metrics = ratio["metrics"]

@@ -24,11 +24,23 @@ if TYPE_CHECKING:
     from metewand.measure.series import Command, Outcome, SeriesOptions
     from metewand.measure.spawner import Spawner
 
-SERIES_OPTIONS = ("runs", "min_runs", "max_runs", "max_time", "parameter_scan", "parameter_list",
-                  "export_json", "export_csv", "export_markdown")  # fmt: skip
+SERIES_OPTIONS = (
+    "runs",
+    "min_runs",
+    "max_runs",
+    "max_time",
+    "parameter_scan",
+    "parameter_list",
+    "export_json",
+    "export_csv",
+    "export_markdown",
+)
 HELPER_OPTIONS = ("setup", "prepare", "cleanup")
-EXPORTS = {"--export-json": "export_json", "--export-csv": "export_csv",
-           "--export-markdown": "export_markdown"}  # fmt: skip
+EXPORTS = {
+    "--export-json": "export_json",
+    "--export-csv": "export_csv",
+    "--export-markdown": "export_markdown",
+}
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -97,13 +109,18 @@ def _check_flags(values: dict[str, Any], groups: list[list[str]]) -> None:
     if values["pretty"] and not values["as_json"]:
         fail("--pretty formats --json; give both", INVALID_INPUT)
     if len(values["command_name"]) > len(groups):
-        fail(f"{len(values['command_name'])} --command-name for {len(groups)} command(s)",
-             INVALID_INPUT)  # fmt: skip
+        fail(
+            f"{len(values['command_name'])} --command-name for {len(groups)} command(s)",
+            INVALID_INPUT,
+        )
     for role in HELPER_OPTIONS:
         given = len(values[role])
         if given > 1 and given != len(groups):
-            fail(f"--{role} given {given} times for {len(groups)} command(s): give it once "
-                 "(for every command) or once per command", INVALID_INPUT)  # fmt: skip
+            fail(
+                f"--{role} given {given} times for {len(groups)} command(s): give it once "
+                "(for every command) or once per command",
+                INVALID_INPUT,
+            )
 
 
 def _open_exports(values: dict[str, Any]) -> dict[str, Target]:
@@ -228,12 +245,15 @@ def _commands(groups: list[list[str]], values: dict[str, Any]) -> list[Command]:
 
     try:
         settings = parameters(
-            values["parameter_scan"], values["parameter_step_size"], values["parameter_list"],
+            values["parameter_scan"],
+            values["parameter_step_size"],
+            values["parameter_list"],
             len(groups),
-        )  # fmt: skip
+        )
         helpers = Helpers(values["setup"], values["prepare"], values["cleanup"])
-        commands = build_commands(groups, values["shell"], settings, values["command_name"],
-                                  helpers)  # fmt: skip
+        commands = build_commands(
+            groups, values["shell"], settings, values["command_name"], helpers
+        )
         planned_runs(len(commands), values)
     except ValueError as exc:
         fail(str(exc), INVALID_INPUT)

@@ -46,8 +46,16 @@ METHOD = {
 def describe(values: Sequence[float]) -> dict[str, Any]:
     n = len(values)
     if not n:
-        return {"n": 0, "mean": None, "stddev": None, "median": None, "min": None, "max": None,
-                "median_ci95": None, "median_ci_level": None}  # fmt: skip
+        return {
+            "n": 0,
+            "mean": None,
+            "stddev": None,
+            "median": None,
+            "min": None,
+            "max": None,
+            "median_ci95": None,
+            "median_ci_level": None,
+        }
     mean = math.fsum(values) / n
     stddev = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else None
     ci = median_ci(values)

@@ -117,9 +117,13 @@ def status(run: str, as_json: bool) -> None:
     show_default=True,
     help="json: one array of rows; jsonl: canonical JSON Lines; csv: one row per attempt.",
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Write here, not stdout: a file is replaced whole, a character device or FIFO "
-              "written through (never replaced); anything else is refused.")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write here, not stdout: a file is replaced whole, a character device or FIFO "
+    "written through (never replaced); anything else is refused.",
+)
 def export(run: str, fmt: str, output: str | None) -> None:
     """Export the attempt rows of run RUN (a run directory or an id under ./runs).
 

@@ -116,8 +116,10 @@ def _split_warnings(groups: list[dict[str, Any]]) -> list[str]:
     split = sum(len(g.get("pairs_split_by_resume", [])) for g in groups)
     if not split:
         return []
-    return [f"{split} pair(s) left out: their halves ran in two sessions of the run (a kill "
-            "between them, finished by --resume), not back to back"]  # fmt: skip
+    return [
+        f"{split} pair(s) left out: their halves ran in two sessions of the run (a kill "
+        "between them, finished by --resume), not back to back"
+    ]
 
 
 def compare_ab(runs: Sequence[RunData], metric: str | None = None, **rules: Any) -> dict[str, Any]:
@@ -147,8 +149,15 @@ def compare_ab(runs: Sequence[RunData], metric: str | None = None, **rules: Any)
         _entry(key, groups[key], kind, settings, sessions, kind.group_names)
         for key in sorted(groups)
     ]
-    return _result(kind, settings, "interleaved_ab", runs, entries, kind.group_names,
-                   ("baseline tree", "current tree"))  # fmt: skip
+    return _result(
+        kind,
+        settings,
+        "interleaved_ab",
+        runs,
+        entries,
+        kind.group_names,
+        ("baseline tree", "current tree"),
+    )
 
 
 def compare_engines(
@@ -175,7 +184,15 @@ def compare_engines(
     missing = [engine for engine in engines if engine not in seen]
     if missing:
         raise CompareError(f"--ab-engines: no attempt of {', '.join(missing)} in the run(s)")
-    entries = [_entry(key, groups[key], kind, settings, {}, ("task", "engines"))
-               for key in sorted(groups)]  # fmt: skip
-    return _result(kind, settings, "paired_engines", runs, entries, ("task", "engines"),
-                   (base_engine, new_engine))  # fmt: skip
+    entries = [
+        _entry(key, groups[key], kind, settings, {}, ("task", "engines")) for key in sorted(groups)
+    ]
+    return _result(
+        kind,
+        settings,
+        "paired_engines",
+        runs,
+        entries,
+        ("task", "engines"),
+        (base_engine, new_engine),
+    )

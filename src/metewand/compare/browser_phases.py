@@ -159,7 +159,7 @@ def top_steps(rows: Sequence[Mapping[str, Any]], limit: int = TOP_STEPS) -> dict
                     "cpu_share": round(cpu / totals[engine], 6) if totals[engine] else None,
                 }
                 for kind, (cpu, n) in ranked
-            ],  # fmt: skip
+            ],
         }
     return out
 
@@ -218,8 +218,11 @@ def _steps_summed(phases: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             out.append(dict(phase))
             continue
         if merged is None:
-            merged = {"name": STEPS, "wall_time_ns": phase["wall_time_ns"],
-                      "cpu_time_ns": phase["cpu_time_ns"]}  # fmt: skip
+            merged = {
+                "name": STEPS,
+                "wall_time_ns": phase["wall_time_ns"],
+                "cpu_time_ns": phase["cpu_time_ns"],
+            }
             out.append(merged)
             continue
         for field in ("wall_time_ns", "cpu_time_ns"):

@@ -206,8 +206,12 @@ def _modes_check(fa: RunFacts, fb: RunFacts) -> dict[str, Any]:
         reason += " (need 'baseline' and 'engine')"
     if marks_a:
         reason += "; the baseline ran with --phase-marks (its attempts were observed)"
-    figures = {"baseline": mode_a, "profiled": mode_b, "baseline_phase_marks": marks_a,
-               "profiled_phase_marks": bool(fb.get("phase_marks", False))}  # fmt: skip
+    figures = {
+        "baseline": mode_a,
+        "profiled": mode_b,
+        "baseline_phase_marks": marks_a,
+        "profiled_phase_marks": bool(fb.get("phase_marks", False)),
+    }
     return _check("profile_modes", ok, reason, figures)
 
 
@@ -266,9 +270,12 @@ def _by_engine(pairs: Sequence[Pair]) -> dict[str, list[Pair]]:
 
 
 def _verdict(
-    head: dict[str, Any], checks: list[dict[str, Any]], pairs: Sequence[Pair],
-    engines: Sequence[str], th: CalibrationThresholds,
-) -> dict[str, Any]:  # fmt: skip
+    head: dict[str, Any],
+    checks: list[dict[str, Any]],
+    pairs: Sequence[Pair],
+    engines: Sequence[str],
+    th: CalibrationThresholds,
+) -> dict[str, Any]:
     """The record both modes write: ``head``'s fields, the shared status and overhead checks
     after ``checks`` (overall, then per engine), the verdict and the figures."""
     by_engine = _by_engine(pairs)

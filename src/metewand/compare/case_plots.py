@@ -71,8 +71,11 @@ def scaling_chart(
         note = (unreliable or {}).get(metric)
         for ax, title in zip(row, chosen, strict=False):
             _scaling_panel(ax, summary, panels[title], axis, metric)
-            ax.set_title(f"{title}\n{note}" if note else title, fontsize=9,
-                         color="#b00020" if note else "black")  # fmt: skip
+            ax.set_title(
+                f"{title}\n{note}" if note else title,
+                fontsize=9,
+                color="#b00020" if note else "black",
+            )
     drawn = [ax for row in grid for ax in row[: len(chosen)]] or list(grid[0])
     legend_outside(fig, drawn, "no implementation has an accepted attempt")
     return fig

@@ -226,9 +226,12 @@ def _ratio(
             paired = True
         else:
             estimate = hierarchy.two_sample(
-                hierarchy.nested(reference.items(metric)), hierarchy.nested(mine.items(metric)),
-                None, resamples, seed,
-            )  # fmt: skip
+                hierarchy.nested(reference.items(metric)),
+                hierarchy.nested(mine.items(metric)),
+                None,
+                resamples,
+                seed,
+            )
             paired = False
     except hierarchy.NotPositive:
         return {"ratio": None, "ratio_ci95": None, "note": "a value of 0 has no ratio"}

@@ -52,8 +52,12 @@ def companion_header(result: Mapping[str, Any]) -> list[str]:
 
 
 def _short_metric(metric: str) -> str:
-    return {"cpu_time_ns": "CPU", "timed_wall_time_ns": "wall", "duration_ms": "wall",
-            "engine_cpu_ns": "engine CPU"}.get(metric, metric)  # fmt: skip
+    return {
+        "cpu_time_ns": "CPU",
+        "timed_wall_time_ns": "wall",
+        "duration_ms": "wall",
+        "engine_cpu_ns": "engine CPU",
+    }.get(metric, metric)
 
 
 def _companion_cell(group: Mapping[str, Any], short: bool = False) -> str:

@@ -92,12 +92,15 @@ def driver_engine_table(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
         }
         out.setdefault(path, {})[engine] = {
             "attempts": {
-                "passed": passed, "total": len(members),
+                "passed": passed,
+                "total": len(members),
                 "rate": round(passed / len(members), 6) if members else None,
                 "by_status": dict(sorted(statuses.items())),
             },
-            "driver_cost": driver_cost, "engine_cost": engine_cost, "unavailable": missing,
-        }  # fmt: skip
+            "driver_cost": driver_cost,
+            "engine_cost": engine_cost,
+            "unavailable": missing,
+        }
     return out
 
 
@@ -107,9 +110,15 @@ DRIVER_NOTE: Final = (
     "(engine scope, profiled runs only). Medians over passing attempts, n beside each."
 )
 TABLE_HEAD: Final = [
-    "driver path", "engine", "attempts passed", "statuses", "driver CPU (median)",
-    "driver peak memory (median)", "engine CPU (median)", "engine peak PSS (median)",
-]  # fmt: skip
+    "driver path",
+    "engine",
+    "attempts passed",
+    "statuses",
+    "driver CPU (median)",
+    "driver peak memory (median)",
+    "engine CPU (median)",
+    "engine peak PSS (median)",
+]
 
 
 def _cell(block: Mapping[str, Any], cost: str, name: str, show: Any) -> str:
@@ -126,13 +135,18 @@ def table_rows(table: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
         for engine, block in engines.items():
             att = block["attempts"]
             statuses = ", ".join(f"{s} {n}" for s, n in att["by_status"].items() if n)
-            out.append([
-                path, engine, rate_text(att["passed"], att["total"], att["rate"]), statuses,
-                _cell(block, "driver_cost", "driver_cpu_ms", ms_text),
-                _cell(block, "driver_cost", "driver_peak_bytes", bytes_text),
-                _cell(block, "engine_cost", "engine_cpu_ms", ms_text),
-                _cell(block, "engine_cost", "engine_pss_peak_bytes", bytes_text),
-            ])  # fmt: skip
+            out.append(
+                [
+                    path,
+                    engine,
+                    rate_text(att["passed"], att["total"], att["rate"]),
+                    statuses,
+                    _cell(block, "driver_cost", "driver_cpu_ms", ms_text),
+                    _cell(block, "driver_cost", "driver_peak_bytes", bytes_text),
+                    _cell(block, "engine_cost", "engine_cpu_ms", ms_text),
+                    _cell(block, "engine_cost", "engine_pss_peak_bytes", bytes_text),
+                ]
+            )
     return out
 
 
@@ -141,10 +155,11 @@ def summary(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
     passed = sum(1 for r in rows if r.get("status") == "pass")
     cost = _cost(rows, DRIVER_METRICS)
     return {
-        "passed": passed, "total": len(rows),
+        "passed": passed,
+        "total": len(rows),
         "rate": round(passed / len(rows), 6) if rows else None,
         **{name: entry["median"] for name, entry in cost.items()},
-    }  # fmt: skip
+    }
 
 
 def rollup(
@@ -157,9 +172,14 @@ def rollup(
 
 
 ROLLUP_HEAD: Final = [
-    "engine", "BASE passed", "NEW passed", "BASE driver CPU", "NEW driver CPU",
-    "BASE driver peak", "NEW driver peak",
-]  # fmt: skip
+    "engine",
+    "BASE passed",
+    "NEW passed",
+    "BASE driver CPU",
+    "NEW driver CPU",
+    "BASE driver peak",
+    "NEW driver peak",
+]
 
 
 def rollup_rows(entries: list[Mapping[str, Any]], name: str) -> list[list[str]]:
@@ -186,6 +206,6 @@ def rollup_rows(entries: list[Mapping[str, Any]], name: str) -> list[list[str]]:
             cost(e["new"], "driver_cpu_ms", ms_text),
             cost(e["base"], "driver_peak_bytes", bytes_text),
             cost(e["new"], "driver_peak_bytes", bytes_text),
-        ]  # fmt: skip
+        ]
         for e in entries
     ]

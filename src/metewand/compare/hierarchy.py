@@ -214,9 +214,11 @@ def _trimmed(units: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     kept = n - 2 * g
     mean = ordered[..., g : n - g].mean(axis=-1)
     winsorized = np.clip(ordered, ordered[..., g : g + 1], ordered[..., n - g - 1 : n - g])
-    variance = (n - 1) * winsorized.var(axis=-1, ddof=1) / (kept * (kept - 1)) if kept > 1 else (
-        np.full(mean.shape, np.nan)
-    )  # fmt: skip
+    variance = (
+        (n - 1) * winsorized.var(axis=-1, ddof=1) / (kept * (kept - 1))
+        if kept > 1
+        else (np.full(mean.shape, np.nan))
+    )
     return mean, variance
 
 
@@ -230,8 +232,11 @@ def mean_and_variance(sample: Nested, level: str, external: float = 0.0) -> tupl
 
 
 def degrees_of_freedom(sample: Nested, level: str) -> int:
-    flat = {RUN: sample.n_runs, LAUNCH: sample.n_launches if sample.n_runs == 1 else 0,
-            REPETITION: sample.n_values if sample.n_launches == 1 else 0}[level]  # fmt: skip
+    flat = {
+        RUN: sample.n_runs,
+        LAUNCH: sample.n_launches if sample.n_runs == 1 else 0,
+        REPETITION: sample.n_values if sample.n_launches == 1 else 0,
+    }[level]
     if flat:  # a trimmed mean of the side's own units: Yuen's h - 1
         return flat - 2 * trim_count(flat) - 1
     if level == RUN:
@@ -302,8 +307,10 @@ class Estimate:
 def unit_level(*sides: Nested) -> str:
     """The highest level with at least two members on every side."""
     for level in LEVELS:
-        if all(side.units(level) >= 2 and (level != LAUNCH or side.n_launches > side.n_runs)
-               for side in sides):  # fmt: skip
+        if all(
+            side.units(level) >= 2 and (level != LAUNCH or side.n_launches > side.n_runs)
+            for side in sides
+        ):
             return level
     return REPETITION
 

@@ -94,8 +94,9 @@ def compare_medians(host: Keyed, others: Keyed, level: float) -> dict[str, Any]:
         "agrees": None,
     }
     if interval is None:
-        record["reason"] = (f"{len(logs)} shared task(s): too few for a finite interval at "
-                            f"level {level:.4f}")  # fmt: skip
+        record["reason"] = (
+            f"{len(logs)} shared task(s): too few for a finite interval at level {level:.4f}"
+        )
         return record
     record["ratio_interval"] = [math.exp(interval[0]), math.exp(interval[1])]
     record["agrees"] = interval[0] <= 0.0 <= interval[1]
@@ -121,8 +122,9 @@ def median_agreement(
         mine = values[place].get(engine, {}).get(metric, {})
         found = compare_medians(mine, others, level)
         others_name = "others" if len(places) > 2 else next(p for p in places if p != place)
-        comparisons.append({"engine": engine, "metric": metric, "host": place,
-                            "against": others_name, **found})  # fmt: skip
+        comparisons.append(
+            {"engine": engine, "metric": metric, "host": place, "against": others_name, **found}
+        )
     verdicts = [c["agrees"] for c in comparisons]
     return {
         "alpha": alpha,

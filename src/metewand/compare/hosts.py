@@ -95,9 +95,15 @@ def per_host_records(
     def record(host: str) -> dict[str, Any]:
         return records.setdefault(
             host,
-            {"host": host, "units": set(), "attempts": 0, "by_status": Counter(),
-             "lost_tries": 0, "workers": []},
-        )  # fmt: skip
+            {
+                "host": host,
+                "units": set(),
+                "attempts": 0,
+                "by_status": Counter(),
+                "lost_tries": 0,
+                "workers": [],
+            },
+        )
 
     for row in rows:
         host = host_of(row)

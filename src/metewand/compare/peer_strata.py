@@ -40,9 +40,12 @@ DIMENSIONS = {
 
 
 def _metrics(
-    values: Mapping[str, Sequence[float | None]], tasks: Sequence[str], picks: Sequence[int],
-    resamples: int, seed: int,
-) -> dict[str, Any]:  # fmt: skip
+    values: Mapping[str, Sequence[float | None]],
+    tasks: Sequence[str],
+    picks: Sequence[int],
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
     out = {}
     for name in PEER_METRICS:
         column = values.get(name) or []
@@ -59,9 +62,11 @@ def _metrics(
 
 
 def stratified(
-    inter: Intersection, resamples: int, seed: int,
+    inter: Intersection,
+    resamples: int,
+    seed: int,
     whole: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Every engine's intersection rows are in the same key order, so the strata found on the
     first engine's rows pick the same task-attempts in every engine.
 

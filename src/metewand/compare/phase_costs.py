@@ -161,13 +161,32 @@ def table_rows(costs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         for role, group in block["groups"].items():
             if "phases" not in group:
                 why = ", ".join(f"{r} x{n}" for r, n in group["unavailable"].items())
-                rows.append([block["case"], block["implementation"], role, "—", "0",
-                             f"unavailable ({why})", "", ""])  # fmt: skip
+                rows.append(
+                    [
+                        block["case"],
+                        block["implementation"],
+                        role,
+                        "—",
+                        "0",
+                        f"unavailable ({why})",
+                        "",
+                        "",
+                    ]
+                )
                 continue
             for phase in group["phases"]:
-                rows.append([block["case"], block["implementation"], role, phase["name"],
-                             str(phase["n"]), _ms(phase["wall_ns_median"]),
-                             _cpu_cell(phase), _share(phase["cpu_share"])])  # fmt: skip
+                rows.append(
+                    [
+                        block["case"],
+                        block["implementation"],
+                        role,
+                        phase["name"],
+                        str(phase["n"]),
+                        _ms(phase["wall_ns_median"]),
+                        _cpu_cell(phase),
+                        _share(phase["cpu_share"]),
+                    ]
+                )
     return rows
 
 

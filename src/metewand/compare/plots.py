@@ -137,11 +137,21 @@ def legend_outside(fig: Figure, axes: Sequence[Any], empty: str, where: str = "b
         return
     style = {"ncol": min(len(handles), LEGEND_COLUMNS), "fontsize": 8, "frameon": False}
     if where == "bottom":
-        fig.legend(list(handles.values()), list(handles), loc="lower center",
-                   bbox_to_anchor=(0.5, 0.0), **style)  # fmt: skip
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="lower center",
+            bbox_to_anchor=(0.5, 0.0),
+            **style,
+        )
     else:
-        fig.legend(list(handles.values()), list(handles), loc="upper center",
-                   bbox_to_anchor=(0.5, 1.0), **style)  # fmt: skip
+        fig.legend(
+            list(handles.values()),
+            list(handles),
+            loc="upper center",
+            bbox_to_anchor=(0.5, 1.0),
+            **style,
+        )
 
 
 def _polluted_spans(seconds: np.ndarray, polluted: np.ndarray) -> list[tuple[float, float]]:

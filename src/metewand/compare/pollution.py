@@ -72,7 +72,11 @@ def statement(pollution: Mapping[str, Any]) -> str | None:
     if not spoiled:
         return None
     if CPU in spoiled:
-        return ("the host made both wall time and CPU time unreliable (memory pressure or swap "
-                "in a run): treat every time figure with care")  # fmt: skip
-    return ("the host made wall time unreliable (a run's pollution gate failed): CPU time is "
-            "the figure to judge")  # fmt: skip
+        return (
+            "the host made both wall time and CPU time unreliable (memory pressure or swap "
+            "in a run): treat every time figure with care"
+        )
+    return (
+        "the host made wall time unreliable (a run's pollution gate failed): CPU time is "
+        "the figure to judge"
+    )

@@ -151,8 +151,15 @@ def _metric_rows(columns: Mapping[str, GroupColumns]) -> list[list[Any]]:
 def distribution_section(columns: Mapping[str, GroupColumns], profiled: bool) -> str:
     metrics = ("cpu_total_ms", "pss_peak_bytes", "duration_ms") if profiled else ("duration_ms",)
     uri = plots.to_data_uri(plots.distributions(columns, metrics))
-    head = ["engine", "metric", "n passing", "median", "p95", "not passing (left out)",
-            "unavailable on passing (reason x count)"]  # fmt: skip
+    head = [
+        "engine",
+        "metric",
+        "n passing",
+        "median",
+        "p95",
+        "not passing (left out)",
+        "unavailable on passing (reason x count)",
+    ]
     return section(
         "distributions",
         "Distributions per engine (passing attempts)",

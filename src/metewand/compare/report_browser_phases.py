@@ -30,7 +30,7 @@ def where_section(run: RunData, scores: Mapping[str, Any]) -> str | None:
             "Top steps by engine CPU (across the corpus)",
             *[paragraph(line) for line in browser_phases.top_sentences(top)],
             table(list(browser_phases.TOP_HEADER), browser_phases.top_rows(top), (2, 3, 4)),
-        ),  # fmt: skip
+        ),
     ]
     if chart:
         parts.append(

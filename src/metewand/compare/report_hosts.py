@@ -15,9 +15,16 @@ from metewand.compare.html_parts import paragraph, section, table
 
 HOST_HEAD = ("host", "units", "attempts", "by status", "lost tries", "workers", "pollution gate")
 WORKER_HEAD = (
-    "host", "worker", "registration", "rows this session", "lost tries", "telemetry samples",
-    "pollution gate", "triggered", "foreign CPU median / max (cores)",
-)  # fmt: skip
+    "host",
+    "worker",
+    "registration",
+    "rows this session",
+    "lost tries",
+    "telemetry samples",
+    "pollution gate",
+    "triggered",
+    "foreign CPU median / max (cores)",
+)
 NOTE = (
     "Each host's own rows, workers and host telemetry (a Dask worker samples its host while its "
     "slot is open). Units: the tries that produced rows (a unit runs whole on one host). Rows "
@@ -43,12 +50,14 @@ def host_rows(block: Mapping[str, Any]) -> list[list[str]]:
             str(h["attempts"]),
             _statuses(h["by_status"]),
             str(h["lost_tries"]),
-            str(sum(1 for w in h["workers"] if w["accepted"])) + " accepted, "
-            + str(sum(1 for w in h["workers"] if not w["accepted"])) + " refused",
+            str(sum(1 for w in h["workers"] if w["accepted"]))
+            + " accepted, "
+            + str(sum(1 for w in h["workers"] if not w["accepted"]))
+            + " refused",
             _gate_text(h["gate_passed"]),
         ]
         for h in block["per_host"]
-    ]  # fmt: skip
+    ]
 
 
 def worker_rows(block: Mapping[str, Any]) -> list[list[str]]:

@@ -34,7 +34,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "config.engine_paths",
             "config.engines",
         ),
-    ),  # fmt: skip
+    ),
     (
         "Corpus and datasets",
         (
@@ -50,7 +50,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "planned_attempts",
             "benchmark",
         ),
-    ),  # fmt: skip
+    ),
     (
         "Harness (metewand itself)",
         (
@@ -62,7 +62,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "versions",
             "executor_sessions",
         ),
-    ),  # fmt: skip
+    ),
 )
 
 

@@ -111,7 +111,7 @@ def resource_context(
                 _place_calibrator(run, interleaved, base),
                 stats.DEFAULT_RESAMPLES,
                 stats.DEFAULT_BOOTSTRAP_SEED,
-            ),  # fmt: skip
+            ),
         )
     return ResourceContext(profiled, reference, calibration, summary, inter)
 
@@ -175,11 +175,15 @@ def _split_pairs(cal: Mapping[str, Any]) -> str:
     cold = (cal.get("first_on_launch") or {}).get("pairs")
     text = ""
     if split:
-        text += (f" {split} pair(s) ran on two engine processes (cut by a resume or an engine "
-                 "relaunch) and are left out of the figures.")  # fmt: skip
+        text += (
+            f" {split} pair(s) ran on two engine processes (cut by a resume or an engine "
+            "relaunch) and are left out of the figures."
+        )
     if cold:
-        text += (f" {cold} pair(s) held a fresh engine process's first attempt (its cold start) "
-                 "and are left out of the figures.")  # fmt: skip
+        text += (
+            f" {cold} pair(s) held a fresh engine process's first attempt (its cold start) "
+            "and are left out of the figures."
+        )
     return text
 
 

@@ -289,8 +289,14 @@ def _setup(s: Summary) -> list[str]:
             "(`baseline_end_only`), not a continuously sampled peak. The cgroup high-water "
             "column is the kernel's exact peak for those attempts."
         )
-    return ["## Measurement setup and observer cost", "", *markdown.table(header, rows), "",
-            *notes, ""]  # fmt: skip
+    return [
+        "## Measurement setup and observer cost",
+        "",
+        *markdown.table(header, rows),
+        "",
+        *notes,
+        "",
+    ]
 
 
 def _excluded(s: Summary) -> list[str]:
@@ -440,9 +446,11 @@ def _host_observer(s: Summary) -> list[str]:
 def _order(order: Any) -> str:
     if not isinstance(order, Mapping):
         return NA
-    return (f"{order.get('profiled_first', NA)} profiled first, "
-            f"{order.get('unprofiled_first', NA)} unprofiled first, "
-            f"{order.get('order_unknown', NA)} unknown")  # fmt: skip
+    return (
+        f"{order.get('profiled_first', NA)} profiled first, "
+        f"{order.get('unprofiled_first', NA)} unprofiled first, "
+        f"{order.get('order_unknown', NA)} unknown"
+    )
 
 
 def _governor(value: Any) -> str:
@@ -466,8 +474,14 @@ def _harness_and_traffic(s: Summary) -> list[str]:
     rows = []
     for e in s["engines"]:
         h = s["by_engine"].get(e, {}).get("harness_scope") or {}
-        rows.append([e, str(h.get("attempts", 0)), _num(h.get("cpu_ms_median"), 2),
-                     _num(h.get("cpu_ms_p95"), 2)])  # fmt: skip
+        rows.append(
+            [
+                e,
+                str(h.get("attempts", 0)),
+                _num(h.get("cpu_ms_median"), 2),
+                _num(h.get("cpu_ms_p95"), 2),
+            ]
+        )
     header = ["engine", "attempts", "harness CPU median ms", "harness CPU p95 ms"]
     concurrent = any(
         (s["by_engine"].get(e, {}).get("harness_scope") or {}).get("concurrent")
@@ -481,10 +495,16 @@ def _harness_and_traffic(s: Summary) -> list[str]:
         note += " jobs > 1: the process served several attempts at once, so these overlap."
     missing = s.get("traffic_not_measured") or {}
     return [
-        "## Harness scope (not engine cost)", "", *markdown.table(header, rows), "", note, "",
+        "## Harness scope (not engine cost)",
+        "",
+        *markdown.table(header, rows),
+        "",
+        note,
+        "",
         f"- control-plane bytes: {missing.get('control_plane_traffic', 'not implemented')}",
-        f"- wire bytes: {missing.get('wire_traffic', 'not implemented')}", "",
-    ]  # fmt: skip
+        f"- wire bytes: {missing.get('wire_traffic', 'not implemented')}",
+        "",
+    ]
 
 
 SECTIONS: tuple[Callable[[Summary], list[str]], ...] = (

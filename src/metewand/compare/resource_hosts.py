@@ -151,8 +151,12 @@ def _calibration_brief(calibration: Mapping[str, Any] | None) -> dict[str, Any] 
     if not calibration:
         return None
     overall = calibration.get("overall") or {}
-    keep = ("pairs", "median_duration_overhead_pct", "median_collection_wall_overhead_pct",
-            "status_mismatch_rate")  # fmt: skip
+    keep = (
+        "pairs",
+        "median_duration_overhead_pct",
+        "median_collection_wall_overhead_pct",
+        "status_mismatch_rate",
+    )
     return {
         "mode": calibration.get("mode", "separate"),
         "acceptable": bool(calibration.get("acceptable")),
@@ -168,8 +172,13 @@ def _calibration_brief(calibration: Mapping[str, Any] | None) -> dict[str, Any] 
 
 
 def one_place_condition(place: str) -> dict[str, Any]:
-    return {"id": "one_host", "title": ONE_HOST_TITLE, "passed": True,
-            "reason": f"every row from one host: {place}", "figures": {"hosts": [place]}}  # fmt: skip
+    return {
+        "id": "one_host",
+        "title": ONE_HOST_TITLE,
+        "passed": True,
+        "reason": f"every row from one host: {place}",
+        "figures": {"hosts": [place]},
+    }
 
 
 @dataclass(frozen=True)
@@ -222,7 +231,7 @@ def place_record(place: str, inp: PlaceInputs) -> tuple[dict[str, Any], dict[str
         "all_pass_intersection": {
             "attempts": len(inter.keys),
             "tasks": len({t for t, _ in inter.keys}),
-        },  # fmt: skip
+        },
         "by_engine": {
             engine: {
                 "intersection_attempts": len(inter.rows_by_engine.get(engine, [])),
@@ -232,7 +241,7 @@ def place_record(place: str, inp: PlaceInputs) -> tuple[dict[str, Any], dict[str
                     PLACE_METRICS,
                     inp.resamples,
                     inp.seed,
-                ),  # fmt: skip
+                ),
             }
             for engine in inp.engines
         },
@@ -260,10 +269,21 @@ class HostLevels:
         for place, record in self.per_host.items():
             own = record["calibration"]
             ok = bool(own and own["acceptable"])
-            why = ("acceptable" if ok else "missing" if own is None
-                   else "failed: " + ", ".join(own["failed_checks"]))  # fmt: skip
-            checks.append({"name": f"host_calibration[{place}]", "passed": ok,
-                           "reason": f"{place}'s own calibration {why}", "figures": {}})  # fmt: skip
+            why = (
+                "acceptable"
+                if ok
+                else "missing"
+                if own is None
+                else "failed: " + ", ".join(own["failed_checks"])
+            )
+            checks.append(
+                {
+                    "name": f"host_calibration[{place}]",
+                    "passed": ok,
+                    "reason": f"{place}'s own calibration {why}",
+                    "figures": {},
+                }
+            )
         failed = [c["name"] for c in checks if not c["passed"]]
         return {**pooled, "checks": checks, "failed_checks": failed, "acceptable": not failed}
 
@@ -301,10 +321,16 @@ def host_levels(
     for place, place_rows in by_place.items():
         own_twins = twins_by_place.get(place, [])
         inputs = PlaceInputs(
-            manifest, engines, place_rows, summaries.get(place),
+            manifest,
+            engines,
+            place_rows,
+            summaries.get(place),
             calibrator(place_rows, own_twins) if calibrator else None,
-            cold_by_place.get(place, []), fingerprints.get(place, {}), resamples, seed,
-        )  # fmt: skip
+            cold_by_place.get(place, []),
+            fingerprints.get(place, {}),
+            resamples,
+            seed,
+        )
         per_host[place], values[place] = place_record(place, inputs)
     homogeneity = _homogeneity(per_host, values)
     gate = combined_gate({place: summaries.get(place) for place in by_place})
@@ -315,8 +341,11 @@ def _homogeneity(
     per_host: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any]
 ) -> dict[str, Any]:
     if len(per_host) < 2:
-        return {"tested": False, "reason": "one host: nothing to pool",
-                "statement": host_homogeneity.STATEMENT}  # fmt: skip
+        return {
+            "tested": False,
+            "reason": "one host: nothing to pool",
+            "statement": host_homogeneity.STATEMENT,
+        }
     prints = {place: record["fingerprint"] for place, record in per_host.items()}
     shas = {place: record["fingerprint"]["engines"] for place, record in per_host.items()}
     same = host_homogeneity.same_fingerprints(prints, shas)
@@ -353,7 +382,7 @@ def _one_host(
                 "ineligibility_reasons": r["ineligibility_reasons"],
             }
             for place, r in per_host.items()
-        },  # fmt: skip
+        },
         "homogeneous": homogeneity.get("homogeneous"),
     }
     if len(places) == 1:
@@ -361,11 +390,20 @@ def _one_host(
     eligible = [p for p, r in per_host.items() if r["resource_comparison_eligible"]]
     listed = f"rows from {len(places)} hosts ({', '.join(places)})"
     if homogeneity["homogeneous"]:
-        reason = (f"{listed} pooled: same engine binaries, CPU model and usable cores, and "
-                  f"medians agreeing in all {homogeneity['medians']['comparisons_made']} "
-                  "comparisons of the homogeneity test")  # fmt: skip
+        reason = (
+            f"{listed} pooled: same engine binaries, CPU model and usable cores, and "
+            f"medians agreeing in all {homogeneity['medians']['comparisons_made']} "
+            "comparisons of the homogeneity test"
+        )
     else:
-        reason = (f"{listed} not pooled ({'; '.join(homogeneity['reasons'])}); judged per "
-                  f"host, eligible: {', '.join(eligible) or 'none'}")  # fmt: skip
-    return {"id": "one_host", "title": ONE_HOST_TITLE, "passed": bool(homogeneity["homogeneous"]),
-            "reason": reason, "figures": figures}  # fmt: skip
+        reason = (
+            f"{listed} not pooled ({'; '.join(homogeneity['reasons'])}); judged per "
+            f"host, eligible: {', '.join(eligible) or 'none'}"
+        )
+    return {
+        "id": "one_host",
+        "title": ONE_HOST_TITLE,
+        "passed": bool(homogeneity["homogeneous"]),
+        "reason": reason,
+        "figures": figures,
+    }

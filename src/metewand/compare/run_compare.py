@@ -275,9 +275,15 @@ def compare_runs(
                 f"{run.path} is an interleaved A/B run: compare its two sides with --ab"
             )
     settings = settings_for(
-        kind, metric, threshold=threshold, resamples=resamples, seed=seed,
-        min_units=min_units, alpha=alpha, between_run=between_run,
-    )  # fmt: skip
+        kind,
+        metric,
+        threshold=threshold,
+        resamples=resamples,
+        seed=seed,
+        min_units=min_units,
+        alpha=alpha,
+        between_run=between_run,
+    )
     metrics = [m for m in (settings.metric, settings.companion) if m]
     base_groups = _collect(base_runs, kind, metrics)
     new_groups = _collect(new_runs, kind, metrics)

@@ -77,8 +77,11 @@ def calibration_drift(summary: Mapping[str, Any] | None) -> str | None:
 
 
 def torn_side_files(torn_tails: Mapping[str, int]) -> str | None:
-    torn = [f"{name} ({size} bytes)" for name, size in sorted(torn_tails.items())
-            if name != rundir.RESULTS]  # fmt: skip
+    torn = [
+        f"{name} ({size} bytes)"
+        for name, size in sorted(torn_tails.items())
+        if name != rundir.RESULTS
+    ]
     if not torn:
         return None
     return "a torn final line was ignored (a write cut short by a kill) in " + ", ".join(torn)

@@ -78,12 +78,24 @@ def _settings(raw: dict[str, Any] | None) -> dict[str, Any]:
 # The settings reports read, with the JSON type each must have when present (a list's items:
 # strings). A hand-edited or damaged manifest is named here, not met as a traceback mid-report.
 SETTING_TYPES: dict[str, tuple[type, ...]] = {
-    "run_id": (str,), "suite": (str,), "benchmark": (str,), "seed": (str, int),
-    "k": (int,), "jobs": (int,), "planned_attempts": (int,), "selected_engines": (list,),
-    "planned_keys": (list,), "engines": (dict,), "tasks": (dict,), "host": (dict,),
-    "versions": (dict,), "resource_profile": (str, dict), "score_mode": (str,),
-    "reference_implementation": (str,), "phase_marks": (bool,),
-}  # fmt: skip
+    "run_id": (str,),
+    "suite": (str,),
+    "benchmark": (str,),
+    "seed": (str, int),
+    "k": (int,),
+    "jobs": (int,),
+    "planned_attempts": (int,),
+    "selected_engines": (list,),
+    "planned_keys": (list,),
+    "engines": (dict,),
+    "tasks": (dict,),
+    "host": (dict,),
+    "versions": (dict,),
+    "resource_profile": (str, dict),
+    "score_mode": (str,),
+    "reference_implementation": (str,),
+    "phase_marks": (bool,),
+}
 STRING_LISTS = ("selected_engines", "planned_keys")
 
 
@@ -98,10 +110,20 @@ def _check_settings(path: Path, settings: dict[str, Any]) -> None:
         if not wrong and key in STRING_LISTS:
             wrong = not all(isinstance(item, str) for item in value)
         if wrong:
-            want = "a list of strings" if key in STRING_LISTS else " or ".join(
-                {str: "a string", int: "an integer", list: "a list", dict: "an object",
-                 bool: "true or false"}[t] for t in types
-            )  # fmt: skip
+            want = (
+                "a list of strings"
+                if key in STRING_LISTS
+                else " or ".join(
+                    {
+                        str: "a string",
+                        int: "an integer",
+                        list: "a list",
+                        dict: "an object",
+                        bool: "true or false",
+                    }[t]
+                    for t in types
+                )
+            )
             raise RunDirError(f"{path}: '{key}' must be {want}, not {json.dumps(value)[:80]}")
 
 
@@ -111,8 +133,10 @@ def load_run(path: str | Path) -> RunData:
         raise RunDirError(f"{run_path}: no {rundir.RESULTS} (is this a run directory?)")
     raw = rundir.read_json(run_path / rundir.MANIFEST)  # None: a peer's run may have none
     if raw is not None and not (isinstance(raw, dict) and isinstance(raw.get("data", {}), dict)):
-        raise RunDirError(f"{run_path / rundir.MANIFEST}: not a run manifest (an object whose "
-                          "'data', if any, is an object)")  # fmt: skip
+        raise RunDirError(
+            f"{run_path / rundir.MANIFEST}: not a run manifest (an object whose "
+            "'data', if any, is an object)"
+        )
     manifest = _settings(raw)
     _check_settings(run_path / rundir.MANIFEST, manifest)
     read = read_results(run_path / rundir.RESULTS)  # raises RunDirError naming file and line
@@ -121,10 +145,14 @@ def load_run(path: str | Path) -> RunData:
     lost = rundir.read_jsonl(run_path / rundir.LOST_TRIES)
     torn = {
         name: part.torn_tail_bytes
-        for name, part in ((rundir.RESULTS, read), (rundir.HOST_TELEMETRY, telemetry),
-                           (rundir.COLD_START, cold), (rundir.LOST_TRIES, lost))
+        for name, part in (
+            (rundir.RESULTS, read),
+            (rundir.HOST_TELEMETRY, telemetry),
+            (rundir.COLD_START, cold),
+            (rundir.LOST_TRIES, lost),
+        )
         if part.torn_tail_bytes
-    }  # fmt: skip
+    }
     twins = [row for row in read.rows if row.get("calibration_twin") is True]
     return RunData(
         path=run_path,

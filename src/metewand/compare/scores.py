@@ -137,8 +137,15 @@ def _pass_counts() -> dict[str, Any]:
 
 def _no_semantics() -> dict[str, Any]:
     empty = {"by_driver": {}, "by_engine": {}, "row_count": 0, "task_count": 0}
-    return {"available": False, "reason": NO_SEMANTIC_MAP, "by_engine": {}, "capabilities": {},
-            "diagnostics": dict(empty), "driver_cross_checks": dict(empty), "pairwise": {}}  # fmt: skip
+    return {
+        "available": False,
+        "reason": NO_SEMANTIC_MAP,
+        "by_engine": {},
+        "capabilities": {},
+        "diagnostics": dict(empty),
+        "driver_cross_checks": dict(empty),
+        "pairwise": {},
+    }
 
 
 def peer_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -191,7 +198,7 @@ def peer_scores(rows: list[dict[str, Any]], manifest: Mapping[str, Any]) -> dict
                 "source_layer": "L2",
                 **_no_semantics(),
             },
-        },  # fmt: skip
+        },
         "chrome_baseline": dict(no_gate),
         "chrome_gate": dict(no_gate),
         "failure_classes": dict(sorted(classes.items())),

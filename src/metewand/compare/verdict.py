@@ -148,8 +148,10 @@ def _cost_sentence(summary: Mapping[str, Any]) -> str:
     sentences = []
     for engine, ratios in sorted((summary.get("paired_vs_reference") or {}).items()):
         parts = []
-        for metric, label, scale, unit in (("cpu_total_ms", "CPU", 1.0, "ms"),
-                                           ("pss_peak_bytes", "peak PSS", 2**20, "MiB")):  # fmt: skip
+        for metric, label, scale, unit in (
+            ("cpu_total_ms", "CPU", 1.0, "ms"),
+            ("pss_peak_bytes", "peak PSS", 2**20, "MiB"),
+        ):
             ratio = (ratios or {}).get(metric) or {}
             mine = ((by_engine.get(engine) or {}).get("metrics") or {}).get(metric) or {}
             theirs = ((by_engine.get(reference) or {}).get("metrics") or {}).get(metric) or {}
@@ -162,8 +164,10 @@ def _cost_sentence(summary: Mapping[str, Any]) -> str:
                 f"({_ci(ratio.get('median_ratio_ci95'), 3)})"
             )
         sentences.append(f"{engine}: " + "; ".join(parts) + ".")
-    head = (f"On the {inter['attempts']} task-attempts every engine passed "
-            f"({inter.get('tasks')} tasks), medians: ")  # fmt: skip
+    head = (
+        f"On the {inter['attempts']} task-attempts every engine passed "
+        f"({inter.get('tasks')} tasks), medians: "
+    )
     return head + " ".join(sentences)
 
 
@@ -208,8 +212,10 @@ def compute_failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     lines = []
     for (implementation, code), members in sorted(groups.items(), key=lambda g: -len(g[1])):
         message = str(members[0].get("message") or "")
-        lines.append(f"{implementation}: {len(members)} {code}"
-                     + (f' — "{_cut(message)}"' if message else ""))  # fmt: skip
+        lines.append(
+            f"{implementation}: {len(members)} {code}"
+            + (f' — "{_cut(message)}"' if message else "")
+        )
     return lines
 
 
@@ -239,8 +245,10 @@ def _ratio_sentence(stats: Mapping[str, Any]) -> str | None:
             parts.append(f"{name} not comparable (no accepted attempt in some case)")
     if not reference or not parts:
         return None
-    return (f"Timed wall against {reference} (geometric mean over the cases of each case's "
-            "ratio of trimmed geometric means): " + "; ".join(parts) + ".")  # fmt: skip
+    return (
+        f"Timed wall against {reference} (geometric mean over the cases of each case's "
+        "ratio of trimmed geometric means): " + "; ".join(parts) + "."
+    )
 
 
 def _compute_conditions(run: RunData, stats: Mapping[str, Any]) -> list[str]:
@@ -249,9 +257,8 @@ def _compute_conditions(run: RunData, stats: Mapping[str, Any]) -> list[str]:
     names = set(stats.get("implementations") or [])
     for case in stats.get("cases") or []:
         missing = sorted(
-            name for name in names
-            if not (case["implementations"].get(name) or {}).get("accepted")
-        )  # fmt: skip
+            name for name in names if not (case["implementations"].get(name) or {}).get("accepted")
+        )
         if missing:
             failed.append(f"no accepted attempt of {', '.join(missing)} in case {case['case']}")
     return failed + _gate_words(run.host_summary)

@@ -94,8 +94,13 @@ def paired_figures(
 
 
 def _undefined(reason: str | None) -> dict[str, Any]:
-    return {"ratio": None, "ratio_ci95": None, "units": [], "p_value": None,
-            **({"undefined": reason} if reason else {})}  # fmt: skip
+    return {
+        "ratio": None,
+        "ratio_ci95": None,
+        "units": [],
+        "p_value": None,
+        **({"undefined": reason} if reason else {}),
+    }
 
 
 def _not_comparable_reason(group: Mapping[str, Any], min_units: int) -> str | None:

@@ -189,8 +189,18 @@ def judge(
         return None
     half = float(stats.t.ppf(0.975, df)) * se
     ci = (_step(diff - half, scale), _step(diff + half, scale))
-    return ChangePoint(cut, cut - start, end - cut, step, ci, p_value, p_raw, noise, not searched,
-                       len(y) - 1 if positions is None else positions)  # fmt: skip
+    return ChangePoint(
+        cut,
+        cut - start,
+        end - cut,
+        step,
+        ci,
+        p_value,
+        p_raw,
+        noise,
+        not searched,
+        len(y) - 1 if positions is None else positions,
+    )
 
 
 def _merged(cuts: list[int], y: np.ndarray, noise: float) -> list[int]:
@@ -214,15 +224,15 @@ def _ratio(y: np.ndarray, bounds: list[int], j: int, noise: float) -> float:
     return diff / se
 
 
-def _search(y: np.ndarray, noise: float, df: float, scale: str,
-            settings: Settings) -> tuple[list[ChangePoint], list[int]]:  # fmt: skip
+def _search(
+    y: np.ndarray, noise: float, df: float, scale: str, settings: Settings
+) -> tuple[list[ChangePoint], list[int]]:
     """(the significant change points, the lone runs PELT isolated: outlier candidates)."""
     raw = _candidates((y - np.median(y)) / noise)
     bounds = [0, *_merged(raw, y, noise), len(y)]
     found = []
     for i in range(1, len(bounds) - 1):
-        judged = judge(y, (bounds[i - 1], bounds[i], bounds[i + 1]), noise, scale, settings,
-                       df=df)  # fmt: skip
+        judged = judge(y, (bounds[i - 1], bounds[i], bounds[i + 1]), noise, scale, settings, df=df)
         if judged is not None:
             found.append(judged)
     return found, _lone_runs(raw, len(y))
@@ -232,8 +242,11 @@ def _lone_runs(cuts: list[int], n: int) -> list[int]:
     """Runs PELT put alone in a segment, the newest excepted: outliers (a polluted hour), not
     two steps."""
     bounds = [0, *cuts, n]
-    return [bounds[i] for i in range(len(bounds) - 1)
-            if bounds[i + 1] - bounds[i] == 1 and bounds[i + 1] < n]  # fmt: skip
+    return [
+        bounds[i]
+        for i in range(len(bounds) - 1)
+        if bounds[i + 1] - bounds[i] == 1 and bounds[i + 1] < n
+    ]
 
 
 def _noise(y: np.ndarray, prior: Prior | None) -> tuple[float, float, float]:
@@ -262,8 +275,10 @@ def analyse(
     if outliers:
         keep = np.setdiff1d(np.arange(len(y)), outliers)
         noise, own, df = _noise(y[keep], prior)
-        found = [replace(p, index=int(keep[p.index]))
-                 for p in _search(y[keep], noise, df, scale, settings)[0]]  # fmt: skip
+        found = [
+            replace(p, index=int(keep[p.index]))
+            for p in _search(y[keep], noise, df, scale, settings)[0]
+        ]
     found = [p for p in found if not _unconfirmed(y, p)]
     return Analysis(found, outliers, noise, own, scale, df=df)
 
@@ -294,24 +309,31 @@ def gain(values: Sequence[float], analysis: Analysis, index: int) -> float | Non
     return a * b / (a + b) * (diff / analysis.noise) ** 2
 
 
-def moved(values: Sequence[float], analysis: Analysis, old: ChangePoint, index: int,
-          settings: Settings) -> ChangePoint | None:  # fmt: skip
+def moved(
+    values: Sequence[float], analysis: Analysis, old: ChangePoint, index: int, settings: Settings
+) -> ChangePoint | None:
     """``old`` judged again with its cut before run ``index`` instead (None: not significant
     there), corrected for as many positions as before."""
     others = replace(analysis, change_points=[p for p in analysis.change_points if p != old])
     return _judged_at(values, others, index, settings, old.positions if old.shared else None)
 
 
-def shared_at(values: Sequence[float], analysis: Analysis, index: int, positions: int,
-              settings: Settings) -> ChangePoint | None:  # fmt: skip
+def shared_at(
+    values: Sequence[float], analysis: Analysis, index: int, positions: int, settings: Settings
+) -> ChangePoint | None:
     """A step before run ``index``, a run other groups' change points named, judged with
     Bonferroni over the ``positions`` so named near it instead of the whole series: the run
     was chosen by other groups' data, not this series'. None when not significant."""
     return _judged_at(values, analysis, index, settings, positions)
 
 
-def _judged_at(values: Sequence[float], analysis: Analysis, index: int, settings: Settings,
-               positions: int | None) -> ChangePoint | None:  # fmt: skip
+def _judged_at(
+    values: Sequence[float],
+    analysis: Analysis,
+    index: int,
+    settings: Settings,
+    positions: int | None,
+) -> ChangePoint | None:
     kept, y, bounds = _segment_of(values, analysis, index)
     if bounds is None or analysis.noise is None:
         return None
@@ -323,8 +345,9 @@ def _judged_at(values: Sequence[float], analysis: Analysis, index: int, settings
     return None if scaled is None or _unconfirmed(scaled[0], found) else found
 
 
-def _segment_of(values: Sequence[float], analysis: Analysis,
-                index: int) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int] | None]:  # fmt: skip
+def _segment_of(
+    values: Sequence[float], analysis: Analysis, index: int
+) -> tuple[np.ndarray, np.ndarray, tuple[int, int, int] | None]:
     """(kept run indices, their scaled values, (start, cut, end) in kept positions) for a cut
     before run ``index`` between the analysis's change points around it."""
     kept = np.setdiff1d(np.arange(len(values)), analysis.outliers)

@@ -69,8 +69,7 @@ def _values(group: GroupResult, statistic: str, factors: dict[str, float]) -> li
     return [level(p, statistic) / factors.get(p.run_uid, 1.0) for p in group.points]
 
 
-def _analyse_all(groups: list[GroupResult], factors: dict[str, float],
-                 settings: Settings) -> float:  # fmt: skip
+def _analyse_all(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> float:
     """Analyse every judged group, its own noise moderated by the suite's typical noise (the
     median of the groups' own); returns that typical noise."""
     own = []
@@ -81,8 +80,9 @@ def _analyse_all(groups: list[GroupResult], factors: dict[str, float],
     typical = float(np.median(own)) if own else math.nan
     prior = changepoints.Prior(typical, PRIOR_DF)
     for g in groups:
-        g.analysis = changepoints.analyse(_values(g, settings.statistic, factors),
-                                          _tests(settings), prior)  # fmt: skip
+        g.analysis = changepoints.analyse(
+            _values(g, settings.statistic, factors), _tests(settings), prior
+        )
     return typical
 
 
@@ -103,8 +103,11 @@ def _factors(groups: list[GroupResult], settings: Settings, fitted: bool) -> dic
         for g in chosen:
             mine = values[id(g)]
             found = fitted and g.analysis is not None and g.analysis.change_points
-            levels = g.analysis.levels(mine) if found and g.analysis else [
-                float(np.median(mine))] * len(mine)  # fmt: skip
+            levels = (
+                g.analysis.levels(mine)
+                if found and g.analysis
+                else [float(np.median(mine))] * len(mine)
+            )
             series.append(list(zip((p.run_uid for p in g.points), mine, levels, strict=True)))
         return changepoints.run_factors(series)
 
@@ -114,15 +117,16 @@ def _factors(groups: list[GroupResult], settings: Settings, fitted: bool) -> dic
 
     def unrest(g: GroupResult) -> float:
         return changepoints.rank_cusum(
-            [v / first.get(p.run_uid, 1.0) for v, p in zip(values[id(g)], g.points, strict=True)])  # fmt: skip
+            [v / first.get(p.run_uid, 1.0) for v, p in zip(values[id(g)], g.points, strict=True)]
+        )
 
-    calm = sorted(others, key=unrest)[: max(changepoints.MIN_GROUPS_FOR_RUN_FACTOR,
-                                            math.ceil(len(others) * STATIONARY_SHARE))]  # fmt: skip
+    calm = sorted(others, key=unrest)[
+        : max(changepoints.MIN_GROUPS_FOR_RUN_FACTOR, math.ceil(len(others) * STATIONARY_SHARE))
+    ]
     return factors_of(stepped + calm)
 
 
-def detect(all_series: Sequence[Series], suite: str, metric: str,
-           settings: Settings) -> Detection:  # fmt: skip
+def detect(all_series: Sequence[Series], suite: str, metric: str, settings: Settings) -> Detection:
     """Every group's change points: each group searched on its own, then asked again near the
     runs other groups named (``_shared``), the changes several groups share placed together
     (``_align``). With ``run_factor``, what the host did to every group of a run alike is
@@ -160,22 +164,32 @@ def _align(groups: list[GroupResult], factors: dict[str, float], settings: Setti
     def run_of(item: tuple[GroupResult, changepoints.ChangePoint]) -> int:
         return position[item[0].points[item[1].index].run_uid]
 
-    pending = sorted(((g, cp) for g in groups if g.analysis for cp in g.analysis.change_points),
-                     key=run_of)  # fmt: skip
+    pending = sorted(
+        ((g, cp) for g in groups if g.analysis for cp in g.analysis.change_points), key=run_of
+    )
     while pending:
         first = pending[0]
-        cluster = [item for item in pending if run_of(item) - run_of(first) <= 2 * ALIGN_REACH
-                   and (item[1].step > 0) == (first[1].step > 0)]  # fmt: skip
+        cluster = [
+            item
+            for item in pending
+            if run_of(item) - run_of(first) <= 2 * ALIGN_REACH
+            and (item[1].step > 0) == (first[1].step > 0)
+        ]
         pending = [item for item in pending if item not in cluster]
         if len({id(g) for g, _ in cluster}) > 1:
             runs = [run_of(item) for item in cluster]
-            choices = range(max(1, min(runs) - ALIGN_REACH),
-                            min(len(order) - 1, max(runs) + ALIGN_REACH) + 1)  # fmt: skip
+            choices = range(
+                max(1, min(runs) - ALIGN_REACH), min(len(order) - 1, max(runs) + ALIGN_REACH) + 1
+            )
             _place(cluster, [order[i][1] for i in choices], factors, settings)
 
 
-def _place(cluster: list[tuple[GroupResult, changepoints.ChangePoint]], choices: list[str],
-           factors: dict[str, float], settings: Settings) -> None:  # fmt: skip
+def _place(
+    cluster: list[tuple[GroupResult, changepoints.ChangePoint]],
+    choices: list[str],
+    factors: dict[str, float],
+    settings: Settings,
+) -> None:
     """Move each change of ``cluster`` to the run (of ``choices``) with the largest summed
     gain, where it stays significant."""
 
@@ -186,10 +200,15 @@ def _place(cluster: list[tuple[GroupResult, changepoints.ChangePoint]], choices:
             if index is None or g.analysis is None:
                 return -1.0
             others = changepoints.Analysis(
-                [p for p in g.analysis.change_points if p != cp], g.analysis.outliers,
-                g.analysis.noise, g.analysis.own_noise, g.analysis.scale)  # fmt: skip
-            total += changepoints.gain(_values(g, settings.statistic, factors), others,
-                                       index) or 0.0  # fmt: skip
+                [p for p in g.analysis.change_points if p != cp],
+                g.analysis.outliers,
+                g.analysis.noise,
+                g.analysis.own_noise,
+                g.analysis.scale,
+            )
+            total += (
+                changepoints.gain(_values(g, settings.statistic, factors), others, index) or 0.0
+            )
         return total
 
     best = max(choices, key=score)
@@ -197,8 +216,9 @@ def _place(cluster: list[tuple[GroupResult, changepoints.ChangePoint]], choices:
         index = _index_of(g, best)
         if g.analysis is None or index is None or index == cp.index:
             continue
-        new = changepoints.moved(_values(g, settings.statistic, factors), g.analysis, cp, index,
-                                 _tests(settings))  # fmt: skip
+        new = changepoints.moved(
+            _values(g, settings.statistic, factors), g.analysis, cp, index, _tests(settings)
+        )
         if new is not None:
             g.analysis.change_points = sorted(
                 [p for p in g.analysis.change_points if p != cp] + [new], key=lambda p: p.index
@@ -213,8 +233,14 @@ def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Sett
     15% step the search misses at 4% noise is found there; such a step shows as shared."""
     order = sorted({(p.started_at, p.run_uid) for g in groups for p in g.points})
     position = {uid: i for i, (_, uid) in enumerate(order)}
-    named = sorted({position[g.points[cp.index].run_uid] for g in groups if g.analysis
-                    for cp in g.analysis.change_points})  # fmt: skip
+    named = sorted(
+        {
+            position[g.points[cp.index].run_uid]
+            for g in groups
+            if g.analysis
+            for cp in g.analysis.change_points
+        }
+    )
     for g in groups:
         if g.analysis is None:
             continue
@@ -226,11 +252,13 @@ def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Sett
             if index is None:
                 continue
             near = sum(1 for other in named if abs(other - run) <= ALIGN_REACH)
-            found = changepoints.shared_at(_values(g, settings.statistic, factors), g.analysis,
-                                           index, near, _tests(settings))  # fmt: skip
+            found = changepoints.shared_at(
+                _values(g, settings.statistic, factors), g.analysis, index, near, _tests(settings)
+            )
             if found is not None:
-                g.analysis.change_points = sorted([*g.analysis.change_points, found],
-                                                  key=lambda p: p.index)  # fmt: skip
+                g.analysis.change_points = sorted(
+                    [*g.analysis.change_points, found], key=lambda p: p.index
+                )
 
 
 def _index_of(group: GroupResult, run_uid: str) -> int | None:
@@ -241,8 +269,9 @@ def _index_of(group: GroupResult, run_uid: str) -> int | None:
     return None
 
 
-def _run_wide(suite: str, groups: list[GroupResult], factors: dict[str, float],
-              settings: Settings) -> GroupResult:  # fmt: skip
+def _run_wide(
+    suite: str, groups: list[GroupResult], factors: dict[str, float], settings: Settings
+) -> GroupResult:
     """The runs' factors as a group of their own: a change shared by most groups shows here
     (judged by its own noise: the host's, which the groups' is not)."""
     newest = {p.run_uid: p for g in groups for p in g.points}
@@ -250,8 +279,9 @@ def _run_wide(suite: str, groups: list[GroupResult], factors: dict[str, float],
     series = Series(suite, RUN_WIDE[0], RUN_WIDE[1], "")
     for p in points:
         f = factors.get(p.run_uid, 1.0)
-        series.points.append(p._replace(median=f, ci_low=f, ci_high=f, n=1, ci_level=0.0,
-                                        minimum=f))  # fmt: skip
+        series.points.append(
+            p._replace(median=f, ci_low=f, ci_high=f, n=1, ci_level=0.0, minimum=f)
+        )
     out = GroupResult(series, list(range(len(points))))
     values = [p.median for p in series.points]
     if len(values) >= settings.min_runs:
@@ -282,12 +312,20 @@ def change_entry(group: GroupResult, cp: changepoints.ChangePoint, recent: bool)
         "p_value": cp.p_value,
         "historical_noise": cp.noise,
         "shared": cp.shared,
-        "base_run": {"run_id": before.run_id, "run_dir": before.run_dir, "commit": before.commit,
-                     "polluted": before.polluted},
-        "new_run": {"run_id": after.run_id, "run_dir": after.run_dir, "commit": after.commit,
-                    "polluted": after.polluted},
+        "base_run": {
+            "run_id": before.run_id,
+            "run_dir": before.run_dir,
+            "commit": before.commit,
+            "polluted": before.polluted,
+        },
+        "new_run": {
+            "run_id": after.run_id,
+            "run_dir": after.run_dir,
+            "commit": after.commit,
+            "polluted": after.polluted,
+        },
         "recent": recent,
-    }  # fmt: skip
+    }
 
 
 def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[dict[str, Any]]:
@@ -303,11 +341,15 @@ def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[
             continue
         points = group.points
         for cp in group.analysis.change_points:
-            starts_now = cp.index >= len(points) - recent and newest is not None and (
-                points[-1].run_uid == newest.run_uid)  # fmt: skip
+            starts_now = (
+                cp.index >= len(points) - recent
+                and newest is not None
+                and (points[-1].run_uid == newest.run_uid)
+            )
             entry = change_entry(group, cp, starts_now)
             entry["host_shift"] = group is detection.run_wide and bool(
-                entry["base_run"]["polluted"] or entry["new_run"]["polluted"])  # fmt: skip
+                entry["base_run"]["polluted"] or entry["new_run"]["polluted"]
+            )
             out.append(entry)
     return out
 
@@ -330,16 +372,19 @@ class SuiteCheck:
         return [c for c in self.changes if c["recent"] and not c["host_shift"]]
 
 
-def check_suite(con: Any, suite: str, metric: str | None, filters: Filters,
-                settings: Settings) -> SuiteCheck:  # fmt: skip
+def check_suite(
+    con: Any, suite: str, metric: str | None, filters: Filters, settings: Settings
+) -> SuiteCheck:
     metric = metric or default_metric(con, suite)
     all_series = read_series(con, metric, Filters(**{**filters.__dict__, "suite": suite}))
-    newest = max((s.points[-1] for s in all_series if s.points), key=lambda p: p.started_at,
-                 default=None)  # fmt: skip
+    newest = max(
+        (s.points[-1] for s in all_series if s.points), key=lambda p: p.started_at, default=None
+    )
     detection = detect(all_series, suite, metric, settings)
     groups = detection.groups + ([detection.run_wide] if detection.run_wide else [])
-    result = SuiteCheck(suite, metric, newest, groups=len(groups),
-                        typical_noise=detection.typical_noise)  # fmt: skip
+    result = SuiteCheck(
+        suite, metric, newest, groups=len(groups), typical_noise=detection.typical_noise
+    )
     for group in groups:
         result.longest = max(result.longest, len(group.kept))
         if group.analysis is None:
@@ -348,8 +393,11 @@ def check_suite(con: Any, suite: str, metric: str | None, filters: Filters,
             result.analysed += 1
     result.changes = changes_of(detection, newest, settings.recent)
     result.polluted_newest = bool(
-        newest is not None and newest.polluted and metric_kind(metric) == "wall"
-        and not settings.allow_polluted)  # fmt: skip
+        newest is not None
+        and newest.polluted
+        and metric_kind(metric) == "wall"
+        and not settings.allow_polluted
+    )
     return result
 
 
@@ -363,8 +411,9 @@ def exit_status(results: Sequence[SuiteCheck]) -> int:
     return 0
 
 
-def run_check(path: Any, metric: str | None, filters: Filters,
-              settings: Settings) -> list[SuiteCheck]:  # fmt: skip
+def run_check(
+    path: Any, metric: str | None, filters: Filters, settings: Settings
+) -> list[SuiteCheck]:
     from metewand.history.series import suites_in
     from metewand.history.store import reading
 
@@ -396,8 +445,13 @@ def check_json(results: Sequence[SuiteCheck], settings: Settings, status: int) -
     }
 
 
-def print_check(results: Sequence[SuiteCheck], settings: Settings, fail_on_change: bool,
-                as_json: bool, echo: Any) -> int:  # fmt: skip
+def print_check(
+    results: Sequence[SuiteCheck],
+    settings: Settings,
+    fail_on_change: bool,
+    as_json: bool,
+    echo: Any,
+) -> int:
     """Print the check and return the exit status (0 unless ``fail_on_change``)."""
     import json
 

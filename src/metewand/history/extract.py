@@ -64,36 +64,64 @@ def _nested(path: str, leaf: str) -> str:
 
 MEASUREMENTS = _struct({m: FORM for m in CASE_METRICS})
 TREE_MEMORY = _struct({TREE_MEMORY_METRIC: FORM})
-COMPUTE_PHASES = _struct({"phases": _struct(
-    {"name": "VARCHAR", **{f: FORM for f in COMPUTE_PHASE_FIELDS.values()}}) + "[]"})  # fmt: skip
+COMPUTE_PHASES = _struct(
+    {
+        "phases": _struct({"name": "VARCHAR", **{f: FORM for f in COMPUTE_PHASE_FIELDS.values()}})
+        + "[]"
+    }
+)
 DATA = _struct({"measurements": MEASUREMENTS, "tree_memory": TREE_MEMORY})
 COMPUTE_COLUMNS = {
-    "key": "VARCHAR", "status": "VARCHAR", "role": "VARCHAR", "calibration_twin": "JSON",
-    "implementation": "VARCHAR", "implementation_parameters": "JSON", "experiment": "JSON",
-    "case": "JSON", "dataset": "JSON", "dataset_parameters": "JSON", "problem": "JSON",
-    "problem_parameters": "JSON", "timing_scope": "JSON",
+    "key": "VARCHAR",
+    "status": "VARCHAR",
+    "role": "VARCHAR",
+    "calibration_twin": "JSON",
+    "implementation": "VARCHAR",
+    "implementation_parameters": "JSON",
+    "experiment": "JSON",
+    "case": "JSON",
+    "dataset": "JSON",
+    "dataset_parameters": "JSON",
+    "problem": "JSON",
+    "problem_parameters": "JSON",
+    "timing_scope": "JSON",
     "observation": _nested("provenance.data", DATA),
-    "record": _struct({
-        "outcome": _nested("diagnostic.details.measurements", MEASUREMENTS),
-        "provenance": _struct({"data": DATA}),
-    }),
+    "record": _struct(
+        {
+            "outcome": _nested("diagnostic.details.measurements", MEASUREMENTS),
+            "provenance": _struct({"data": DATA}),
+        }
+    ),
     "phases": _struct({"implementation": COMPUTE_PHASES, "evaluator": COMPUTE_PHASES}),
-}  # fmt: skip
+}
 
 BROWSER_PHASE = _struct({"name": "VARCHAR", **{f: FORM for f in BROWSER_PHASE_FIELDS.values()}})
 BROWSER_COLUMNS = {
-    "key": "VARCHAR", "artifact_dir": "VARCHAR", "attempt": "JSON", "status": "VARCHAR",
-    "calibration_twin": "JSON", "task_id": "VARCHAR", "engine": "VARCHAR",
-    "driver_path": "VARCHAR", "driver": "VARCHAR", "duration_ms": "JSON",
+    "key": "VARCHAR",
+    "artifact_dir": "VARCHAR",
+    "attempt": "JSON",
+    "status": "VARCHAR",
+    "calibration_twin": "JSON",
+    "task_id": "VARCHAR",
+    "engine": "VARCHAR",
+    "driver_path": "VARCHAR",
+    "driver": "VARCHAR",
+    "duration_ms": "JSON",
     # the peer's layout: plain numbers, null where nothing was measured (its reason in
     # ``unavailable``); small, so kept as JSON and read by the generic macros below
     "resource": "JSON",
     "resource_forms": _struct({m: FORM for m in BROWSER_RESOURCE_METRICS}),
-    "phases": _struct({"engine": _struct({
-        "phases": BROWSER_PHASE + "[]",
-        "total": _struct({f: FORM for f in BROWSER_PHASE_FIELDS.values()}),
-    })}),
-}  # fmt: skip
+    "phases": _struct(
+        {
+            "engine": _struct(
+                {
+                    "phases": BROWSER_PHASE + "[]",
+                    "total": _struct({f: FORM for f in BROWSER_PHASE_FIELDS.values()}),
+                }
+            )
+        }
+    ),
+}
 
 
 def _columns(columns: dict[str, str]) -> str:
@@ -101,8 +129,10 @@ def _columns(columns: dict[str, str]) -> str:
 
 
 def _reader(columns: dict[str, str]) -> str:
-    return (f"read_json($path, format = 'newline_delimited', maximum_object_size = $max_bytes, "
-            f"columns = {_columns(columns)})")  # fmt: skip
+    return (
+        f"read_json($path, format = 'newline_delimited', maximum_object_size = $max_bytes, "
+        f"columns = {_columns(columns)})"
+    )
 
 
 COMPUTE_READ = f"""
@@ -159,12 +189,18 @@ def _forms_sql(suite: str) -> str:
     if suite == "compute":
         scalars = {m: f"measurements.{_quoted(m)}" for m in CASE_METRICS}
         scalars[TREE_MEMORY_METRIC] = f"tree_memory.{TREE_MEMORY_METRIC}"
-        phases = [_phase_forms("phases_0", 0, COMPUTE_PHASE_FIELDS),
-                  _phase_forms("phases_1", 1, COMPUTE_PHASE_FIELDS)]  # fmt: skip
+        phases = [
+            _phase_forms("phases_0", 0, COMPUTE_PHASE_FIELDS),
+            _phase_forms("phases_1", 1, COMPUTE_PHASE_FIELDS),
+        ]
     else:
         scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
-        scalars.update({f"phase.{TOTAL}.{short}": f"total.{long}"
-                        for short, long in BROWSER_PHASE_FIELDS.items()})  # fmt: skip
+        scalars.update(
+            {
+                f"phase.{TOTAL}.{short}": f"total.{long}"
+                for short, long in BROWSER_PHASE_FIELDS.items()
+            }
+        )
         phases = [_phase_forms("phases_0", 0, BROWSER_PHASE_FIELDS)]
     return f"""SELECT line, metric, f FROM ({_scalar_forms(scalars)})
         UNION ALL

@@ -30,11 +30,29 @@ from metewand.runtime.store import read_results
 
 ADDED, UNCHANGED, REPLACED = "added", "unchanged", "replaced"
 RUN_COLUMNS = (
-    "run_uid", "run_id", "suite", "layout", "state", "started_at", "ended_at",
-    "metewand_version", "git_commit", "git_branch", "git_dirty", "git_commit_time",
-    "tree_path", "host_fingerprint", "host", "identities", "pollution_passed", "pollution",
-    "rows_total", "content_sha256", "run_dir", "added_at",
-)  # fmt: skip
+    "run_uid",
+    "run_id",
+    "suite",
+    "layout",
+    "state",
+    "started_at",
+    "ended_at",
+    "metewand_version",
+    "git_commit",
+    "git_branch",
+    "git_dirty",
+    "git_commit_time",
+    "tree_path",
+    "host_fingerprint",
+    "host",
+    "identities",
+    "pollution_passed",
+    "pollution",
+    "rows_total",
+    "content_sha256",
+    "run_dir",
+    "added_at",
+)
 
 
 @dataclass(frozen=True)
@@ -140,8 +158,10 @@ def _counted_condition(suite: str) -> str:
 def _label_tables(con: Any, suite: str) -> None:
     """Group labels made by compare's own functions, once per distinct coordinate set."""
     con.execute("CREATE OR REPLACE TEMP TABLE mw_task_labels (coords VARCHAR, task VARCHAR)")
-    con.execute("CREATE OR REPLACE TEMP TABLE mw_subject_labels (impl VARCHAR, params VARCHAR, "
-                "subject VARCHAR)")  # fmt: skip
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE mw_subject_labels (impl VARCHAR, params VARCHAR, "
+        "subject VARCHAR)"
+    )
     if suite != "compute":
         return
     coords = [r[0] for r in con.execute("SELECT DISTINCT coords FROM mw_rows").fetchall()]
@@ -152,10 +172,15 @@ def _label_tables(con: Any, suite: str) -> None:
         "SELECT DISTINCT implementation, implementation_parameters::VARCHAR FROM mw_rows"
     ).fetchall()
     subjects = [
-        [name, params, cases.implementation_label(
-            {"implementation": name, "implementation_parameters": _json_or_none(params)})]
+        [
+            name,
+            params,
+            cases.implementation_label(
+                {"implementation": name, "implementation_parameters": _json_or_none(params)}
+            ),
+        ]
         for name, params in impls
-    ]  # fmt: skip
+    ]
     if subjects:
         con.executemany("INSERT INTO mw_subject_labels VALUES (?, ?, ?)", subjects)
 
@@ -211,8 +236,13 @@ def _insert_values(con: Any, suite: str, uid: str) -> tuple[int, int]:
 def _run_line(facts: dict[str, Any], uid: str, digest: str, rows: int) -> list[Any]:
     from metewand.measure.clock import utc_now
 
-    line = {**facts, "run_uid": uid, "content_sha256": digest, "rows_total": rows,
-            "added_at": utc_now()}  # fmt: skip
+    line = {
+        **facts,
+        "run_uid": uid,
+        "content_sha256": digest,
+        "rows_total": rows,
+        "added_at": utc_now(),
+    }
     for key in ("host", "identities", "pollution"):
         line[key] = canonical.dumps_str(line[key])
     return [line[name] for name in RUN_COLUMNS]

@@ -40,8 +40,12 @@ def _compare_page(
     from metewand.runtime.rundir import write_text_atomic
 
     link: str | None = None
-    if base["run_dir"] and new["run_dir"] and Path(base["run_dir"]).is_dir() and Path(
-        new["run_dir"]).is_dir():  # fmt: skip
+    if (
+        base["run_dir"]
+        and new["run_dir"]
+        and Path(base["run_dir"]).is_dir()
+        and Path(new["run_dir"]).is_dir()
+    ):
         try:
             result = compare_runs(load_run(base["run_dir"]), load_run(new["run_dir"]), metric)
             (out / COMPARE_DIR).mkdir(parents=True, exist_ok=True)
@@ -60,8 +64,9 @@ def _charts(detection: Detection, out: Path, cache: dict[str, str | None]) -> li
     groups = [*([detection.run_wide] if detection.run_wide else []), *detection.groups]
     for group in groups:
         one, analysis = group.series, group.analysis
-        changes = [change_entry(group, cp, False)
-                   for cp in (analysis.change_points if analysis else [])]  # fmt: skip
+        changes = [
+            change_entry(group, cp, False) for cp in (analysis.change_points if analysis else [])
+        ]
         links = {}
         for change in changes:
             link = _compare_page(out, change, detection.metric, cache)
@@ -75,8 +80,9 @@ def _charts(detection: Detection, out: Path, cache: dict[str, str | None]) -> li
     return charts
 
 
-def write_report(path: Path, out: Path, metric: str | None, filters: Filters,
-                 settings: Settings) -> Written:  # fmt: skip
+def write_report(
+    path: Path, out: Path, metric: str | None, filters: Filters, settings: Settings
+) -> Written:
     pages: dict[str, str] = {}
     index: list[tuple[str, str, int, int]] = []
     cache: dict[str, str | None] = {}
@@ -91,12 +97,14 @@ def write_report(path: Path, out: Path, metric: str | None, filters: Filters,
             found = sum(len(c.changes) for c in charts)
             changes += found
             runs = max((len(s.points) for s in series), default=0)
-            note = (f"{len(series)} groups, up to {runs} runs each; change points (as "
-                    f"`history check` finds them): each run's {settings.statistic}, the run-wide "
-                    "factor divided out, PELT (ruptures) + a robust location test, alpha "
-                    f"{settings.alpha}, steps of at least {settings.min_step:.0%} and "
-                    f"{settings.noise_multiple}x the group's historical noise (typical: "
-                    f"{detection.typical_noise:.1%})")  # fmt: skip
+            note = (
+                f"{len(series)} groups, up to {runs} runs each; change points (as "
+                f"`history check` finds them): each run's {settings.statistic}, the run-wide "
+                "factor divided out, PELT (ruptures) + a robust location test, alpha "
+                f"{settings.alpha}, steps of at least {settings.min_step:.0%} and "
+                f"{settings.noise_multiple}x the group's historical noise (typical: "
+                f"{detection.typical_noise:.1%})"
+            )
             pages[f"{suite}.html"] = site.suite_page(suite, chosen, charts, note)
             index.append((suite, chosen, len(charts), found))
     pages["index.html"] = site.index_page(index)

@@ -156,8 +156,9 @@ def _points(con: Any, metric: str, filters: Filters, by: str) -> None:
     """The temp tables ``mw_points`` (a row per group and point) and ``mw_ci_ranks``."""
     where, params = _where(filters)
     order = "order_time" if by == "commit" else "newest"
-    con.execute(POINTS.format(key=_point_key(by), where=where, order=order),
-                {"metric": metric, **params})  # fmt: skip
+    con.execute(
+        POINTS.format(key=_point_key(by), where=where, order=order), {"metric": metric, **params}
+    )
     max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
     _ranks_table(con, int(max_n))
 
@@ -201,8 +202,10 @@ def read_series_json(
     _points(con, metric, filters, by)
     rows = con.execute(POINTS_JSON, {"last": last or 2**62}).fetchall()
     con.execute("DROP TABLE IF EXISTS mw_points")
-    return [(Series(suite, task, subject, driver), points)
-            for suite, task, subject, driver, points in rows]  # fmt: skip
+    return [
+        (Series(suite, task, subject, driver), points)
+        for suite, task, subject, driver, points in rows
+    ]
 
 
 def suites_in(con: Any) -> list[str]:

@@ -42,8 +42,14 @@ class ShowData:
         for block in self.blocks:
             groups = []
             for series, points in block.json_points:
-                head = json.dumps({"suite": series.suite, "task": series.task,
-                                   "subject": series.subject, "driver": series.driver})  # fmt: skip
+                head = json.dumps(
+                    {
+                        "suite": series.suite,
+                        "task": series.task,
+                        "subject": series.subject,
+                        "driver": series.driver,
+                    }
+                )
                 groups.append(f'{head[:-1]}, "points": {points}}}')
             suite = json.dumps({"suite": block.suite, "metric": block.metric})
             suites.append(f'{suite[:-1]}, "groups": [{", ".join(groups)}]}}')
@@ -51,8 +57,9 @@ class ShowData:
         return f'{head[:-1]}, "suites": [{", ".join(suites)}]}}'
 
 
-def show_data(path: Path, metric: str | None, filters: Filters, by: str, count: int | None,
-              fmt: str = "text") -> ShowData:  # fmt: skip
+def show_data(
+    path: Path, metric: str | None, filters: Filters, by: str, count: int | None, fmt: str = "text"
+) -> ShowData:
     """Per suite, its metric's groups: the newest ``count`` points (the terminal table: the
     newest ``SPARK_WIDTH`` when no count is given; every point for JSON and HTML)."""
     blocks = []
@@ -61,8 +68,9 @@ def show_data(path: Path, metric: str | None, filters: Filters, by: str, count: 
             chosen = metric or default_metric(con, suite)
             one = replace(filters, suite=suite)
             if fmt == "json":
-                block = Block(suite, chosen, json_points=read_series_json(con, chosen, one, by,
-                                                                          count))  # fmt: skip
+                block = Block(
+                    suite, chosen, json_points=read_series_json(con, chosen, one, by, count)
+                )
             else:
                 last = count or (SPARK_WIDTH if fmt == "text" else None)
                 series = read_series(con, chosen, one, by, last)

@@ -44,10 +44,12 @@ def _ticks(low: float, high: float, metric: str) -> str:
     for fraction in (0.0, 0.5, 1.0):
         value = low + (high - low) * fraction
         y = PAD_T + (HEIGHT - PAD_T - PAD_B) * (1 - fraction)
-        ticks.append(f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end" '
-                     f'class="tick">{esc(text.figure(value, metric))}</text>'
-                     f'<line x1="{PAD_L}" x2="{WIDTH - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" '
-                     'class="grid"/>')  # fmt: skip
+        ticks.append(
+            f'<text x="{PAD_L - 4}" y="{y + 4:.1f}" text-anchor="end" '
+            f'class="tick">{esc(text.figure(value, metric))}</text>'
+            f'<line x1="{PAD_L}" x2="{WIDTH - PAD_R}" y1="{y:.1f}" y2="{y:.1f}" '
+            'class="grid"/>'
+        )
     return "".join(ticks)
 
 
@@ -69,10 +71,13 @@ def svg_chart(chart: GroupChart) -> str:
     )
     line = " ".join(f"{x_of(i):.1f},{y_of(p.median):.1f}" for i, p in enumerate(points))
     floor = " ".join(f"{x_of(i):.1f},{y_of(p.minimum):.1f}" for i, p in enumerate(points))
-    marks = [_marker(x_of(i), y_of(p.median), p, i in chart.outliers, chart.metric)
-             for i, p in enumerate(points)]  # fmt: skip
-    changes = [_change_mark(x_of(c["position"] - 1) - step / 2, c, chart.links)
-               for c in chart.changes]  # fmt: skip
+    marks = [
+        _marker(x_of(i), y_of(p.median), p, i in chart.outliers, chart.metric)
+        for i, p in enumerate(points)
+    ]
+    changes = [
+        _change_mark(x_of(c["position"] - 1) - step / 2, c, chart.links) for c in chart.changes
+    ]
     return (
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{esc(chart.title)}">{_ticks(low, high, chart.metric)}'
@@ -86,20 +91,23 @@ def _marker(x: float, y: float, point: Point, outlier: bool, metric: str) -> str
     cls = "pt polluted" if point.polluted else "pt"
     if outlier:
         cls += " outlier"
-    label = (f"{point.run_id} commit {text.short_commit(point.commit)}: "
-             f"{text.figure(point.median, metric)} [{text.figure(point.ci_low, metric)} – "
-             f"{text.figure(point.ci_high, metric)}, {point.ci_level:.0%}], floor "
-             f"{text.figure(point.minimum, metric)}"
-             + (" polluted host" if point.polluted else ""))  # fmt: skip
+    label = (
+        f"{point.run_id} commit {text.short_commit(point.commit)}: "
+        f"{text.figure(point.median, metric)} [{text.figure(point.ci_low, metric)} – "
+        f"{text.figure(point.ci_high, metric)}, {point.ci_level:.0%}], floor "
+        f"{text.figure(point.minimum, metric)}" + (" polluted host" if point.polluted else "")
+    )
     radius = 2.2 if not math.isfinite(x) else 3.0
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{radius}" class="{cls}"><title>{esc(label)}</title></circle>'
 
 
 def _change_mark(x: float, change: dict[str, Any], links: dict[int, str]) -> str:
     label = f"{text.short_commit(change['commit'])} {change['step']:+.1%}"
-    line = (f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{HEIGHT - PAD_B}" '
-            f'class="change"/><text x="{x + 3:.1f}" y="{HEIGHT - 8}" class="change-label">'
-            f"{esc(label)}</text>")  # fmt: skip
+    line = (
+        f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{HEIGHT - PAD_B}" '
+        f'class="change"/><text x="{x + 3:.1f}" y="{HEIGHT - 8}" class="change-label">'
+        f"{esc(label)}</text>"
+    )
     href = links.get(change["position"])
     return f'<a href="{esc(href)}">{line}</a>' if href else line
 
@@ -117,19 +125,29 @@ svg.chart{width:100%;max-width:760px;height:auto;border:1px solid var(--line);ba
 
 
 def legend() -> str:
-    return ('<p class="muted">Each point: one run\'s median over its counted attempts; band: the '
-            "95% order-statistic CI of that median (its true level is in the tooltip); dashed "
-            "green: each run's floor (its lowest attempt, what change points are found in by "
-            "default: a busy host only ever adds to a cost); hollow "
-            "red: a run whose host pollution gate failed; hollow brown: a run set aside as an "
-            "outlier; dashed red line: a change point, labelled with the commit of the first "
-            "run after it (a link to the compare report of the runs around it).</p>")  # fmt: skip
+    return (
+        '<p class="muted">Each point: one run\'s median over its counted attempts; band: the '
+        "95% order-statistic CI of that median (its true level is in the tooltip); dashed "
+        "green: each run's floor (its lowest attempt, what change points are found in by "
+        "default: a busy host only ever adds to a cost); hollow "
+        "red: a run whose host pollution gate failed; hollow brown: a run set aside as an "
+        "outlier; dashed red line: a change point, labelled with the commit of the first "
+        "run after it (a link to the compare report of the runs around it).</p>"
+    )
 
 
 def group_section(chart: GroupChart, ident: str) -> str:
-    rows = [[c["run_id"], text.short_commit(c["commit"]), f"{c['step']:+.1%}",
-             f"{c['step_ci95'][0]:+.1%} to {c['step_ci95'][1]:+.1%}", f"{c['p_value']:.2g}",
-             f"{c['historical_noise']:.1%}"] for c in chart.changes]  # fmt: skip
+    rows = [
+        [
+            c["run_id"],
+            text.short_commit(c["commit"]),
+            f"{c['step']:+.1%}",
+            f"{c['step_ci95'][0]:+.1%} to {c['step_ci95'][1]:+.1%}",
+            f"{c['p_value']:.2g}",
+            f"{c['historical_noise']:.1%}",
+        ]
+        for c in chart.changes
+    ]
     parts = [svg_chart(chart)]
     if rows:
         parts.append(table(["first run after", "commit", "step", "95% CI", "p", "noise"], rows))
@@ -140,12 +158,23 @@ def suite_page(suite: str, metric: str, charts: list[GroupChart], note: str) -> 
     body = [f"<h1>{esc(suite)}: {esc(metric)} over runs</h1>", legend(), f"<p>{esc(note)}</p>"]
     changed = [c for c in charts if c.changes]
     if changed:
-        body.append(section("changes", "Groups with change points",
-                            "".join(group_section(c, f"g{i}") for i, c in enumerate(changed))))  # fmt: skip
-    body.append(section("groups", "Every group",
-                        "".join(group_section(c, f"all{i}") for i, c in enumerate(charts))))  # fmt: skip
-    return _with_css(page(f"history: {suite}", [("changes", "Changes"), ("groups", "Groups")],
-                          "".join(body)))  # fmt: skip
+        body.append(
+            section(
+                "changes",
+                "Groups with change points",
+                "".join(group_section(c, f"g{i}") for i, c in enumerate(changed)),
+            )
+        )
+    body.append(
+        section(
+            "groups",
+            "Every group",
+            "".join(group_section(c, f"all{i}") for i, c in enumerate(charts)),
+        )
+    )
+    return _with_css(
+        page(f"history: {suite}", [("changes", "Changes"), ("groups", "Groups")], "".join(body))
+    )
 
 
 def _with_css(html_text: str) -> str:
@@ -155,8 +184,9 @@ def _with_css(html_text: str) -> str:
 def index_page(entries: list[tuple[str, str, int, int]]) -> str:
     rows = [[suite, metric, groups, changes] for suite, metric, groups, changes in entries]
     links = "".join(f'<li><a href="{esc(s)}.html">{esc(s)}</a></li>' for s, *_ in entries)
-    body = (f"<h1>metewand history</h1><ul>{links}</ul>"
-            + table(["suite", "metric", "groups", "change points"], rows, numeric=(2, 3)))  # fmt: skip
+    body = f"<h1>metewand history</h1><ul>{links}</ul>" + table(
+        ["suite", "metric", "groups", "change points"], rows, numeric=(2, 3)
+    )
     return _with_css(page("metewand history", [], body))
 
 
@@ -164,8 +194,14 @@ def show_page(data: Any) -> str:
     """``history show --format html``: the same charts, without change-point analysis."""
     parts = [legend()]
     for block in data.blocks:
-        charts = [GroupChart(f"{s.task} x {s.subject}" + (f" [{s.driver}]" if s.driver else ""),
-                             block.metric, points) for s, points in block.series]  # fmt: skip
+        charts = [
+            GroupChart(
+                f"{s.task} x {s.subject}" + (f" [{s.driver}]" if s.driver else ""),
+                block.metric,
+                points,
+            )
+            for s, points in block.series
+        ]
         parts.append(f"<h2>{esc(block.suite)}: {esc(block.metric)}</h2>")
         parts += [group_section(c, f"{block.suite}{i}") for i, c in enumerate(charts)]
     return _with_css(page("metewand history show", [], "".join(parts)))

@@ -50,13 +50,27 @@ def build(
     """A compute history of ``runs`` runs x ``groups`` groups, ``attempts`` values each; groups
     below ``step_groups`` step by ``step`` from run ``step_at`` on; runs with i % 7 == 3 are
     marked polluted."""
-    params: dict[str, Any] = {"runs": runs, "groups": groups, "attempts": attempts,
-                              "suite": "compute"}  # fmt: skip
+    params: dict[str, Any] = {
+        "runs": runs,
+        "groups": groups,
+        "attempts": attempts,
+        "suite": "compute",
+    }
     with writing(path) as con:
         con.execute("SELECT setseed($seed)", {"seed": seed})
         con.execute("BEGIN TRANSACTION")
         con.execute(RUNS_SQL, params)
-        con.execute(VALUES_SQL, {"runs": runs, "groups": groups, "attempts": attempts,
-                                 "metric": metric, "sigma": sigma, "step": step,
-                                 "step_at": step_at, "step_groups": step_groups})  # fmt: skip
+        con.execute(
+            VALUES_SQL,
+            {
+                "runs": runs,
+                "groups": groups,
+                "attempts": attempts,
+                "metric": metric,
+                "sigma": sigma,
+                "step": step,
+                "step_at": step_at,
+                "step_groups": step_groups,
+            },
+        )
         con.execute("COMMIT")

@@ -91,13 +91,24 @@ def change_line(change: dict[str, Any], metric: str) -> str:
 
 def check_header(r: Any, settings: Any) -> str:
     newest = r.newest
-    where = (f"newest run {newest.run_id} (commit {short_commit(newest.commit)}"
-             + (", host polluted" if newest.polluted else "") + ")") if newest else "no runs"  # fmt: skip
-    lines = [f"{r.suite}: {r.metric} (each run's {settings.statistic}), {r.analysed} of "
-             f"{r.groups} groups analysed, {where}; typical noise {r.typical_noise:.1%}"]  # fmt: skip
+    where = (
+        (
+            f"newest run {newest.run_id} (commit {short_commit(newest.commit)}"
+            + (", host polluted" if newest.polluted else "")
+            + ")"
+        )
+        if newest
+        else "no runs"
+    )
+    lines = [
+        f"{r.suite}: {r.metric} (each run's {settings.statistic}), {r.analysed} of "
+        f"{r.groups} groups analysed, {where}; typical noise {r.typical_noise:.1%}"
+    ]
     if r.too_short:
-        lines.append(f"  {r.too_short} groups have fewer than {settings.min_runs} runs "
-                     f"(the longest has {r.longest}): not judged")  # fmt: skip
+        lines.append(
+            f"  {r.too_short} groups have fewer than {settings.min_runs} runs "
+            f"(the longest has {r.longest}): not judged"
+        )
     return "\n".join(lines)
 
 
@@ -109,9 +120,14 @@ def check_verdict(results: Sequence[Any], settings: Any, status: int) -> list[st
         return []
     polluted = [r for r in results if r.polluted_newest]
     if polluted:
-        return [f"check cannot judge {r.metric}: the newest run {r.newest.run_id}'s host "
-                "pollution gate failed (a wall time then says more about the host than the "
-                "code); judge a CPU metric, or pass --allow-polluted" for r in polluted]  # fmt: skip
+        return [
+            f"check cannot judge {r.metric}: the newest run {r.newest.run_id}'s host "
+            "pollution gate failed (a wall time then says more about the host than the "
+            "code); judge a CPU metric, or pass --allow-polluted"
+            for r in polluted
+        ]
     longest = max((r.longest for r in results), default=0)
-    return [f"check cannot judge: the longest group has {longest} runs, a check needs "
-            f"{settings.min_runs} (run {settings.min_runs - longest} more)"]  # fmt: skip
+    return [
+        f"check cannot judge: the longest group has {longest} runs, a check needs "
+        f"{settings.min_runs} (run {settings.min_runs - longest} more)"
+    ]

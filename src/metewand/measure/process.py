@@ -187,9 +187,16 @@ class Process:
     ) -> tuple[subprocess.Popen[Any], int | None]:
         if not stamp_exec:
             popen = subprocess.Popen(
-                list(argv), cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr,
-                pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=join,
-            )  # fmt: skip
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=tuple(pass_fds),
+                start_new_session=True,
+                preexec_fn=join,
+            )
             return popen, None
         read_end, write_end = os.pipe()
 
@@ -200,9 +207,16 @@ class Process:
 
         try:
             popen = subprocess.Popen(
-                list(argv), cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr,
-                pass_fds=tuple(pass_fds), start_new_session=True, preexec_fn=join_then_stamp,
-            )  # fmt: skip
+                list(argv),
+                cwd=cwd,
+                env=env,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=stderr,
+                pass_fds=tuple(pass_fds),
+                start_new_session=True,
+                preexec_fn=join_then_stamp,
+            )
         except BaseException:
             os.close(read_end)
             os.close(write_end)

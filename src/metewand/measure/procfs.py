@@ -193,10 +193,14 @@ def read_all_cpu(proc: str = PROC) -> dict[int, CpuStat]:
             rest = text[close + 2 :].split(None, 20)
             own = int(rest[11]) + int(rest[12])
             found[int(name)] = CpuStat(
-                int(rest[1]), int(rest[3]), int(rest[19]), own,
-                own + int(rest[13]) + int(rest[14]), int(rest[6]),
+                int(rest[1]),
+                int(rest[3]),
+                int(rest[19]),
+                own,
+                own + int(rest[13]) + int(rest[14]),
+                int(rest[6]),
                 text[text.index(b"(") + 1 : close],
-            )  # fmt: skip
+            )
         except (ValueError, IndexError):
             continue  # an exiting process's empty read
     return found

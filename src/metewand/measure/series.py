@@ -134,7 +134,7 @@ def build_commands(
             commands.append(
                 Command(
                     text, to_argv(filled, shell), dict(setting), name, **helpers.of(index, setting)
-                )  # fmt: skip
+                )
             )
     return commands
 

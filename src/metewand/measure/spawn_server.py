@@ -74,9 +74,14 @@ def _spawn(
         os.chdir(cwd)  # posix_spawn has no chdir action here; the server has no other use of it
     started = time.monotonic_ns()
     pid = os.posix_spawn(
-        path, argv, os.environ if env is None else env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS,
+        path,
+        argv,
+        os.environ if env is None else env,
+        file_actions=actions,
+        setsid=True,
+        setsigdef=RESET_SIGNALS,
         setsigmask=(),
-    )  # fmt: skip
+    )
     return pid, started
 
 

@@ -92,8 +92,14 @@ class Spawner:
         try:
             for fd in (requests_read, replies_write):
                 os.set_inheritable(fd, True)
-            argv = [sys.executable, "-I", "-S", spawn_server.__file__,
-                    str(requests_read), str(replies_write)]  # fmt: skip
+            argv = [
+                sys.executable,
+                "-I",
+                "-S",
+                spawn_server.__file__,
+                str(requests_read),
+                str(replies_write),
+            ]
             self.pid = os.posix_spawn(sys.executable, argv, dict(os.environ))
         except BaseException:
             for fd in (self._requests, self._replies):

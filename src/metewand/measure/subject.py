@@ -144,14 +144,25 @@ def _start(
     try:
         if launch.spawner is not None:
             return launch.spawner.start(
-                argv, accounting.join_paths(), env=launch.env, cwd=launch.cwd,
-                quiet=launch.quiet, watch=watch,
-            )  # fmt: skip
+                argv,
+                accounting.join_paths(),
+                env=launch.env,
+                cwd=launch.cwd,
+                quiet=launch.quiet,
+                watch=watch,
+            )
         output = subprocess.DEVNULL if launch.quiet else None
         return Process.start(
-            argv, cwd=launch.cwd, env=launch.env, stdin=None, stdout=output, stderr=output,
-            join=accounting.preexec_join(), stamp_exec=True, watch=watch,
-        )  # fmt: skip
+            argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            stdin=None,
+            stdout=output,
+            stderr=output,
+            join=accounting.preexec_join(),
+            stamp_exec=True,
+            watch=watch,
+        )
     except OSError as exc:
         raise SubjectStartError(argv, exc) from exc
 

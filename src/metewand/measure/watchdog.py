@@ -92,9 +92,17 @@ def _start() -> tuple[int, int, int]:
         passed = [read_end, ready_write] + ([] if runner_fd is None else [runner_fd])
         for fd in passed:
             os.set_inheritable(fd, True)
-        argv = [sys.executable, "-I", "-S", WATCHDOG_SCRIPT, SRC_ROOT, str(read_end),
-                str(-1 if runner_fd is None else runner_fd), str(os.getpid()),
-                str(ready_write)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            WATCHDOG_SCRIPT,
+            SRC_ROOT,
+            str(read_end),
+            str(-1 if runner_fd is None else runner_fd),
+            str(os.getpid()),
+            str(ready_write),
+        ]
         pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True)
     except BaseException:
         os.close(write_end)

@@ -300,9 +300,13 @@ class DaskExecutor:
         names = self._worker_names()
         for address, why in sorted(failed.items()):
             self.registrations.append(
-                {"worker": address, "worker_name": names.get(address, ""), "accepted": False,
-                 "reason": why}
-            )  # fmt: skip
+                {
+                    "worker": address,
+                    "worker_name": names.get(address, ""),
+                    "accepted": False,
+                    "reason": why,
+                }
+            )
         if not any(r["accepted"] for r in self.registrations):
             reasons = "; ".join(f"{r['worker']}: {r['reason']}" for r in self.registrations)
             raise DaskExecutorError(

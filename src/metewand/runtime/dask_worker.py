@@ -101,17 +101,28 @@ def refusal_reason(expected: dict[str, str], runner: dict[str, Any]) -> str | No
 
 
 # what of a plugin travels from the client to its workers; the rest each worker builds
-_TRAVELS = ("ref", "expected", "run_token", "factory_path", "admission_path", "client_id",
-            "shared_host")  # fmt: skip
+_TRAVELS = (
+    "ref",
+    "expected",
+    "run_token",
+    "factory_path",
+    "admission_path",
+    "client_id",
+    "shared_host",
+)
 
 
 class SlotPlugin(WorkerPlugin):
     """One per worker and run: registration, the worker's slot, its host telemetry."""
 
     def __init__(
-        self, ref: SuiteRef, expected: dict[str, str], run_token: str, client_id: str = "",
+        self,
+        ref: SuiteRef,
+        expected: dict[str, str],
+        run_token: str,
+        client_id: str = "",
         shared_host: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.ref = ref
         self.shared_host = shared_host  # the run's workers share one host (a LocalCluster)
         self.client_id = client_id  # the client that owns this run: when it is gone, so is the run

@@ -32,7 +32,10 @@ class RowHead:
             "attempt": self.attempt,
             "artifacts": self.artifacts,
         }
-        optional = {"run_id": self.run_id, "started_at": self.started_at,
-                    "finished_at": self.finished_at}  # fmt: skip
+        optional = {
+            "run_id": self.run_id,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+        }
         head.update({name: value for name, value in optional.items() if value is not None})
         return head

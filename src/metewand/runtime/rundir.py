@@ -251,9 +251,14 @@ def open_run_file(path: Path | str) -> Iterator[BinaryIO | None]:
 
 
 def _file_kind(mode: int) -> str:
-    kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISCHR: "a character device",
-             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket", stat.S_ISDIR: "a directory",
-             stat.S_ISLNK: "a symbolic link"}  # fmt: skip
+    kinds = {
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISDIR: "a directory",
+        stat.S_ISLNK: "a symbolic link",
+    }
     return next((name for test, name in kinds.items() if test(mode)), "not a file")
 
 

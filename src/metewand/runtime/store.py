@@ -171,9 +171,12 @@ class RunStore(RunView):
 
     @classmethod
     def create(
-        cls, out_dir: Path | str, run_id: str | None, manifest_data: dict[str, Any],
+        cls,
+        out_dir: Path | str,
+        run_id: str | None,
+        manifest_data: dict[str, Any],
         top_level: dict[str, Any] | None = None,
-    ) -> RunStore:  # fmt: skip
+    ) -> RunStore:
         """Create ``out_dir/run_id`` (refusing an existing one) in state ``running``.
         ``top_level``: fields written beside the envelope (see ``update_top_level``)."""
         run_id = run_id or new_run_id()

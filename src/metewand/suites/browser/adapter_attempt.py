@@ -109,9 +109,13 @@ class AdapterDriver:
         self, planned: PlannedAttempt, engine: EngineProcess, ctx: DriverContext
     ) -> AttemptResult:
         ids = AdapterAttempt(
-            ctx.run_id, planned.attempt, ctx.seed, ctx.fixture_base_url, ctx.grader_token,
+            ctx.run_id,
+            planned.attempt,
+            ctx.seed,
+            ctx.fixture_base_url,
+            ctx.grader_token,
             ctx.score_mode,
-        )  # fmt: skip
+        )
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
         runner_for: RunnerFor | None = None
@@ -149,9 +153,13 @@ async def engine_endpoint(name: str, process: EngineProcess) -> EngineEndpoint:
     version = await process.cdp_version()
     identity = process.json_version
     return EngineEndpoint(
-        name, process.ws_url, process.port, str(identity.get("Browser", "")),
-        str(identity.get("User-Agent", "")), str(version.get("product", "")),
-    )  # fmt: skip
+        name,
+        process.ws_url,
+        process.port,
+        str(identity.get("Browser", "")),
+        str(identity.get("User-Agent", "")),
+        str(version.get("product", "")),
+    )
 
 
 @functools.lru_cache(maxsize=128)
@@ -205,22 +213,29 @@ async def run_adapter_attempt(
         verdict = classify.binding_missing(endpoint.name, path.key)
     else:
         payload = build_payload(
-            task.data, path.key, endpoint, ids.fixture_base_url,
-            AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)), binding,
-        )  # fmt: skip
+            task.data,
+            path.key,
+            endpoint,
+            ids.fixture_base_url,
+            AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)),
+            binding,
+        )
         deadline_s = payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S
         runner, mode = (
-            await runner_for(found) if runner_for is not None
+            await runner_for(found)
+            if runner_for is not None
             else (PerAttemptAdapter(found.command, f"adapter-{path.key}"), "per_attempt")
-        )  # fmt: skip
+        )
         mark("target_snapshot")
         before = await adapter_targets.snapshot(endpoint.browser_ws)
         mark("adapter_run")
         # with marks, the adapter's own marks (op_marks) split its run into its driver ops
         run = await runner.run(
-            payload, deadline_s, out_dir / ADAPTER_STDERR_FILE,
+            payload,
+            deadline_s,
+            out_dir / ADAPTER_STDERR_FILE,
             phases.mark if phases is not None else None,
-        )  # fmt: skip
+        )
         if phases is not None and run.op_marks is not None:
             phases.took_driver_marks(run.op_marks)
         if run.outcome in BROKEN_OUTCOMES:
@@ -239,15 +254,20 @@ async def run_adapter_attempt(
         )
     metrics = _metrics(run)
     result = AttemptResult.of(
-        verdict, checks=tuple(c.to_json() for c in checks), duration_ms=duration_ms,
-        cdp_wait_ms=None, cdp_commands=metrics.get("cdp_call_count"),
-        cdp_errors=metrics.get("cdp_error_count"), answer=answer, isolation=ADAPTER_ISOLATION,
+        verdict,
+        checks=tuple(c.to_json() for c in checks),
+        duration_ms=duration_ms,
+        cdp_wait_ms=None,
+        cdp_commands=metrics.get("cdp_call_count"),
+        cdp_errors=metrics.get("cdp_error_count"),
+        answer=answer,
+        isolation=ADAPTER_ISOLATION,
         row_fields={
             **driver_block(path, found, run, runner, mode, cleanup),
             # checks the adapter reported that the task does not declare: shown, never graded
             "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
         },
-    )  # fmt: skip
+    )
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
 
 
@@ -283,7 +303,7 @@ def _adapter_checks(run: AdapterRun) -> list[CheckResult]:
             "driver",
             "pass" if c.get("status") == "pass" else "fail",
             str(c.get("evidence", "")),
-        )  # fmt: skip
+        )
         for c in run.checks
     ]
 
@@ -420,10 +440,15 @@ async def _server_verdict(
 ) -> _ServerVerdict:
     observations = (run.result or {}).get("observations") or {}
     payload = {
-        "run_id": ids.run_id, "task_id": task.task_id, "attempt": ids.attempt, "engine": engine,
-        "seed": ids.seed, "session": ids.session(task.task_id, engine), "answer": answer,
+        "run_id": ids.run_id,
+        "task_id": task.task_id,
+        "attempt": ids.attempt,
+        "engine": engine,
+        "seed": ids.seed,
+        "session": ids.session(task.task_id, engine),
+        "answer": answer,
         "observations": observations,
-    }  # fmt: skip
+    }
     verdict = await grade_server_side(
         ids.fixture_base_url, str(task.grader["endpoint"]), payload, ids.grader_token
     )
@@ -466,10 +491,16 @@ def driver_resources(run: AdapterRun | None, found: Any) -> dict[str, Any]:
     """The adapter tree's CPU and peak memory as plain numbers beside an ``unavailable`` map,
     the way the peer's engine ``resource`` record is laid out, in harness scope."""
     record: dict[str, Any] = {
-        "schema": DRIVER_RESOURCES_SCHEMA, "scope": "harness_scope", "process": "adapter",
-        "cpu_total_ms": None, "peak_memory_bytes": None, "wall_ms": None,
-        "accounting_backend": None, "quality_flags": [], "unavailable": {},
-    }  # fmt: skip
+        "schema": DRIVER_RESOURCES_SCHEMA,
+        "scope": "harness_scope",
+        "process": "adapter",
+        "cpu_total_ms": None,
+        "peak_memory_bytes": None,
+        "wall_ms": None,
+        "accounting_backend": None,
+        "quality_flags": [],
+        "unavailable": {},
+    }
     if run is None:
         why = "driver_unavailable" if isinstance(found, DriverMissing) else "adapter_not_started"
         record["unavailable"] = {"cpu": why, "memory": why}
@@ -477,8 +508,9 @@ def driver_resources(run: AdapterRun | None, found: Any) -> dict[str, Any]:
     record["wall_ms"] = round(run.wall_ns / 1e6, 3)
     record["accounting_backend"] = run.accounting_backend
     for field, measurement, scale in (
-        ("cpu_total_ms", run.cpu_ns, 1e-6), ("peak_memory_bytes", run.peak_memory_bytes, 1),
-    ):  # fmt: skip
+        ("cpu_total_ms", run.cpu_ns, 1e-6),
+        ("peak_memory_bytes", run.peak_memory_bytes, 1),
+    ):
         key = "cpu" if field.startswith("cpu") else "memory"
         if measurement is None:
             record["unavailable"][key] = "no_accounting_group"

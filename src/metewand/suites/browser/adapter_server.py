@@ -61,9 +61,12 @@ STRAY_WAIT_S: Final = 0.002  # what is already in the pipe is read at once; noth
 
 class AdapterRunner(Protocol):
     async def run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        self,
+        payload: Mapping[str, Any],
+        deadline_s: float,
+        stderr_path: Path,
         marks: Mark | None = None,
-    ) -> AdapterRun: ...  # fmt: skip
+    ) -> AdapterRun: ...
 
     async def close(self) -> None: ...
 
@@ -77,9 +80,12 @@ class PerAttemptAdapter:
     journal: OwnedJournal | None = None  # the run's record of what it owns (see adapters)
 
     async def run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        self,
+        payload: Mapping[str, Any],
+        deadline_s: float,
+        stderr_path: Path,
         marks: Mark | None = None,
-    ) -> AdapterRun:  # fmt: skip
+    ) -> AdapterRun:
         return await run_adapter(
             self.command, payload, deadline_s, stderr_path, self.label, self.journal, marks
         )
@@ -92,9 +98,12 @@ class LongLivedAdapter:
     """One served adapter process at a time, restarted after an attempt that broke it."""
 
     def __init__(
-        self, command: AdapterCommand, log_path: Path, label: str = "adapter",
+        self,
+        command: AdapterCommand,
+        log_path: Path,
+        label: str = "adapter",
         journal: OwnedJournal | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if not command.serve_argv:
             raise ValueError(f"{command.argv[0]}: this adapter has no long-lived (--serve) mode")
         self.command = command
@@ -169,16 +178,22 @@ class LongLivedAdapter:
         return leftovers
 
     async def run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        self,
+        payload: Mapping[str, Any],
+        deadline_s: float,
+        stderr_path: Path,
         marks: Mark | None = None,
-    ) -> AdapterRun:  # fmt: skip
+    ) -> AdapterRun:
         async with self._lock:
             return await self._run(payload, deadline_s, stderr_path, marks)
 
     async def _run(
-        self, payload: Mapping[str, Any], deadline_s: float, stderr_path: Path,
+        self,
+        payload: Mapping[str, Any],
+        deadline_s: float,
+        stderr_path: Path,
         marks: Mark | None,
-    ) -> AdapterRun:  # fmt: skip
+    ) -> AdapterRun:
         process = self.process if self._alive() else None
         if process is not None and await self._stray_output():
             self.stray_restarts += 1  # it wrote after its last result: no attempt owns that
@@ -287,9 +302,12 @@ class LongLivedAdapter:
 
 
 def open_adapter(
-    command: AdapterCommand, mode: str = "per_attempt", label: str = "adapter",
-    log_path: Path | None = None, journal: OwnedJournal | None = None,
-) -> AdapterRunner:  # fmt: skip
+    command: AdapterCommand,
+    mode: str = "per_attempt",
+    label: str = "adapter",
+    log_path: Path | None = None,
+    journal: OwnedJournal | None = None,
+) -> AdapterRunner:
     """The runner for ``mode``; ``long_lived`` needs ``log_path`` (the served stderr) and a
     command with ``serve_argv`` (metewand's shipped adapters have one). With the run's
     ``journal``, every adapter process and group it starts is recorded for the resume sweep."""

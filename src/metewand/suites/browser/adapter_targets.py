@@ -100,8 +100,9 @@ async def _close(client: CdpClient, before: TargetSnapshot, cleanup: TargetClean
         if info.get("type") not in PAGE_TYPES or target_id in before.target_ids:
             continue
         try:
-            await client.send("Target.closeTarget", {"targetId": target_id},
-                              timeout=CLEANUP_TIMEOUT_S)  # fmt: skip
+            await client.send(
+                "Target.closeTarget", {"targetId": target_id}, timeout=CLEANUP_TIMEOUT_S
+            )
         except (CdpError, CdpTimeout) as exc:
             cleanup.errors.append(f"Target.closeTarget {target_id}: {exc}")
             continue
@@ -111,8 +112,11 @@ async def _close(client: CdpClient, before: TargetSnapshot, cleanup: TargetClean
         return
     for context in sorted(now - before.context_ids):
         try:
-            await client.send("Target.disposeBrowserContext", {"browserContextId": context},
-                              timeout=CLEANUP_TIMEOUT_S)  # fmt: skip
+            await client.send(
+                "Target.disposeBrowserContext",
+                {"browserContextId": context},
+                timeout=CLEANUP_TIMEOUT_S,
+            )
             cleanup.disposed_contexts.append(context)
         except (CdpError, CdpTimeout) as exc:
             cleanup.errors.append(f"Target.disposeBrowserContext {context}: {exc}")

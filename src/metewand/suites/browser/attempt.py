@@ -68,11 +68,20 @@ class CdpStepsDriver:
     ) -> AttemptResult:
         assert engine.ws_url is not None
         return await run_task_attempt(
-            planned.task, engine.ws_url, planned.engine, ctx.fixture_base_url, ctx.out_dir,
-            ctx.isolation, run_id=ctx.run_id, attempt=planned.attempt, seed=ctx.seed,
-            engine_health=engine.health, before_cleanup=ctx.work_done,
-            grader_token=ctx.grader_token, phases=ctx.phases,
-        )  # fmt: skip
+            planned.task,
+            engine.ws_url,
+            planned.engine,
+            ctx.fixture_base_url,
+            ctx.out_dir,
+            ctx.isolation,
+            run_id=ctx.run_id,
+            attempt=planned.attempt,
+            seed=ctx.seed,
+            engine_health=engine.health,
+            before_cleanup=ctx.work_done,
+            grader_token=ctx.grader_token,
+            phases=ctx.phases,
+        )
 
 
 @dataclass
@@ -141,10 +150,23 @@ async def run_task_attempt(
             before = _Counters.of(client)
         hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
-            _drive(task, client, isolation, engine_name, fixture_base_url, out_dir, run_id,
-                   attempt, seed, notes, hook, grader_token, mark),
+            _drive(
+                task,
+                client,
+                isolation,
+                engine_name,
+                fixture_base_url,
+                out_dir,
+                run_id,
+                attempt,
+                seed,
+                notes,
+                hook,
+                grader_token,
+                mark,
+            ),
             hard_kill_s,
-        )  # fmt: skip
+        )
         outcome = verdict.classification
     except Exception as exc:  # every failure becomes a classified outcome
         outcome = classify.classify_exception(exc)
@@ -183,8 +205,11 @@ async def _engine_checked(
     """The outcome after asking whether the engine survived the attempt (a dead or unanswering
     engine is charged to the attempt that caused it)."""
     if engine_health is not None:
-        health = await (engine_health(suspect, answered_ns) if answered_ns is not None
-                        else engine_health(suspect))  # fmt: skip
+        health = await (
+            engine_health(suspect, answered_ns)
+            if answered_ns is not None
+            else engine_health(suspect)
+        )
         return classify.promote_engine_trouble(outcome, health)
     if engine_alive is not None:
         return classify.promote_dead_engine(outcome, engine_alive())
@@ -214,19 +239,39 @@ def _attempt_result(
 
 
 async def _drive(
-    task: Task, client: CdpClient, isolation: str, engine: str, base_url: str, out_dir: Path,
-    run_id: str, attempt: int, seed: str, notes: list[str], hook: _TimedHook,
-    grader_token: str | None, mark: Mark,
-) -> DriverVerdict:  # fmt: skip
+    task: Task,
+    client: CdpClient,
+    isolation: str,
+    engine: str,
+    base_url: str,
+    out_dir: Path,
+    run_id: str,
+    attempt: int,
+    seed: str,
+    notes: list[str],
+    hook: _TimedHook,
+    grader_token: str | None,
+    mark: Mark,
+) -> DriverVerdict:
     driver = DRIVERS.get(task.driver_kind)
     if driver is None:
         raise DriverUnavailable(f"no metewand driver for driver kind {task.driver_kind!r}")
     mark("page_create")
     page: PageTarget = await new_page_target(client, isolation, timeout=task.task_ms / 1000)
     ctx = AttemptContext(
-        task, client, page.session_id, engine, base_url, str(out_dir), run_id, attempt, seed,
-        notes, grader_token, mark,
-    )  # fmt: skip
+        task,
+        client,
+        page.session_id,
+        engine,
+        base_url,
+        str(out_dir),
+        run_id,
+        attempt,
+        seed,
+        notes,
+        grader_token,
+        mark,
+    )
     try:
         verdict = await driver(ctx)
         mark(None)  # the hook (the observer's end scan) is not the task's: between marks

@@ -90,15 +90,21 @@ class AttemptResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "status": self.status, "failure_class": self.failure_class, "origin": self.origin,
-            "reason": self.reason, "secondary_status": self.secondary_status,
-            "checks": list(self.checks), "duration_ms": self.duration_ms,
+            "status": self.status,
+            "failure_class": self.failure_class,
+            "origin": self.origin,
+            "reason": self.reason,
+            "secondary_status": self.secondary_status,
+            "checks": list(self.checks),
+            "duration_ms": self.duration_ms,
             "cdp_wait_ms": None if self.cdp_wait_ms is None else round(self.cdp_wait_ms, 3),
             "cdp_commands": self.cdp_commands,
-            "cdp_errors": self.cdp_errors, "answer": jsonable(self.answer),
-            "isolation": self.isolation, "artifacts": list(self.artifacts),
+            "cdp_errors": self.cdp_errors,
+            "answer": jsonable(self.answer),
+            "isolation": self.isolation,
+            "artifacts": list(self.artifacts),
             "notes": list(self.notes),
-        }  # fmt: skip
+        }
 
 
 class AdapterRunners(Protocol):

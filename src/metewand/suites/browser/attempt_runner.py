@@ -48,11 +48,16 @@ GRADER_EVIDENCE_FILE = rundir.ATTEMPT_GRADER_EVIDENCE
 
 class AttemptRunner:
     def __init__(
-        self, plan: Plan, store: RunStore | SharedRunView, pool: EnginePool, server: FixtureServer,
-        base_url: str, groups: EngineGroups | None,
+        self,
+        plan: Plan,
+        store: RunStore | SharedRunView,
+        pool: EnginePool,
+        server: FixtureServer,
+        base_url: str,
+        groups: EngineGroups | None,
         identity_of: Callable[[str], dict[str, Any]] | None = None,
         registry: AttemptRegistry | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``identity_of``: an engine's recorded identity (default: the run manifest's; a Dask
         worker's suite gives the identity of its own host's binary). ``groups``: the engines'
         accounting groups (the resource profiler's; None: none). ``registry``: the drivers and

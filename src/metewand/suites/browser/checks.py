@@ -219,8 +219,9 @@ CHECKS: Final[dict[str, CheckKind]] = {
         _kind("saved_path_one_of", saved_path_one_of, "name path expected"),
         _kind("array_contains", array_contains, "name path expected"),
         _kind("array_length", array_length, "name", "path min max expected"),
-        _kind("array_match_contains", array_match_contains,
-              "name path match contains_path expected"),
+        _kind(
+            "array_match_contains", array_match_contains, "name path match contains_path expected"
+        ),
         _kind("value_equals", value_equals, "expected", "name"),
         _kind("value_contains", value_contains, "expected", "name"),
         _kind("value_truthy", value_truthy, "", "name"),
@@ -230,7 +231,7 @@ CHECKS: Final[dict[str, CheckKind]] = {
         _kind("eval_no_exception", eval_no_exception),
         _kind("saved_body_text_equals", saved_body_text_equals, "name expected", "path"),
     )
-}  # fmt: skip
+}
 
 
 # Older raw-CDP tasks write an inline check as one bare string naming the check and its
@@ -238,14 +239,28 @@ CHECKS: Final[dict[str, CheckKind]] = {
 # ``value_type`` number, both on the value saved as ``value``. Each pattern reads into the
 # object form; a bare string no pattern reads fails its check (it never refuses the run).
 UNKNOWN_BARE_CHECK: Final = "unknown inline assertion"
-JS_TYPES: Final = ("number", "string", "boolean", "object", "undefined", "bigint", "symbol",
-                   "function")  # fmt: skip
-BARE_CHECKS: Final[tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...]] = (
-    (re.compile(r"value_equals_(-?\d+(?:\.\d+)?|true|false|null)"),
-     lambda m: {"kind": "value_equals", "expected": json.loads(m[1])}),
-    (re.compile(r"result_type_(" + "|".join(JS_TYPES) + ")"),
-     lambda m: {"kind": "value_type", "expected": m[1]}),
-)  # fmt: skip
+JS_TYPES: Final = (
+    "number",
+    "string",
+    "boolean",
+    "object",
+    "undefined",
+    "bigint",
+    "symbol",
+    "function",
+)
+BARE_CHECKS: Final[
+    tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], dict[str, Any]]], ...]
+] = (
+    (
+        re.compile(r"value_equals_(-?\d+(?:\.\d+)?|true|false|null)"),
+        lambda m: {"kind": "value_equals", "expected": json.loads(m[1])},
+    ),
+    (
+        re.compile(r"result_type_(" + "|".join(JS_TYPES) + ")"),
+        lambda m: {"kind": "value_type", "expected": m[1]},
+    ),
+)
 
 
 def bare_check(text: str) -> dict[str, Any] | None:

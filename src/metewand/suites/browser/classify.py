@@ -85,12 +85,32 @@ def _cdp_unsupported(exc: BaseException) -> bool:
 
 
 RULES: Final[tuple[Rule, ...]] = (
-    Rule("command_unsupported", CommandRejected, "unsupported", "engine_unsupported", "engine_process", _rejected_as_unsupported),
+    Rule(
+        "command_unsupported",
+        CommandRejected,
+        "unsupported",
+        "engine_unsupported",
+        "engine_process",
+        _rejected_as_unsupported,
+    ),
     Rule("command_rejected", CommandRejected, "fail", "cdp_semantic", "engine_process"),
     Rule("event_not_observed", EventNotObserved, "fail", "cdp_semantic", "engine_process"),
-    Rule("cdp_unsupported", CdpError, "unsupported", "engine_unsupported", "engine_process", _cdp_unsupported),
+    Rule(
+        "cdp_unsupported",
+        CdpError,
+        "unsupported",
+        "engine_unsupported",
+        "engine_process",
+        _cdp_unsupported,
+    ),
     Rule("cdp_error", CdpError, "fail", "cdp_semantic", "engine_process"),
-    Rule("probe_engine_unsupported", ProbeEngineUnsupported, "unsupported", "engine_unsupported", "engine_process"),
+    Rule(
+        "probe_engine_unsupported",
+        ProbeEngineUnsupported,
+        "unsupported",
+        "engine_unsupported",
+        "engine_process",
+    ),
     Rule("probe_script_error", ProbeScriptError, "fail", "script_error", "driver"),
     Rule("driver_unavailable", DriverUnavailable, "unsupported", "engine_unsupported", "driver"),
     Rule("grader_unavailable", GraderUnavailable, "infra", "infra", "grader"),
@@ -98,7 +118,7 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule("disconnected", CdpDisconnected, "crash", "infra", "client_transport"),
     Rule("os_timeout", TimeoutError, "timeout", "infra", "task_timeout"),
     Rule("os_error", OSError, "infra", "infra", "client_transport"),
-)  # fmt: skip
+)
 
 FALLBACK: Final = Rule("unexpected_exception", BaseException, "infra", "infra", None)
 

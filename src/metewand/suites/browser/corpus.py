@@ -238,8 +238,11 @@ def sidecar_errors(fixtures_dir: Path, root: Path) -> list[ValidationError]:
             errors.append(ValidationError(rel, "$", "must be an object of header name -> value"))
         for name, value in (data if isinstance(data, dict) else {}).items():
             if not isinstance(value, str) or "\n" in value or "\r" in value:
-                errors.append(ValidationError(rel, f"$[{json.dumps(name)}]",
-                                              "a header value must be a one-line string"))  # fmt: skip
+                errors.append(
+                    ValidationError(
+                        rel, f"$[{json.dumps(name)}]", "a header value must be a one-line string"
+                    )
+                )
     return errors
 
 

@@ -67,28 +67,48 @@ def npm_install_check() -> dict[str, Any]:
         except (OSError, ValueError):
             installed = None
         if installed != entry.get("version") and not entry.get("optional"):
-            differing.append(f"{key.removeprefix('node_modules/')} {installed or 'absent'} "
-                             f"(locked {entry.get('version')})")  # fmt: skip
+            differing.append(
+                f"{key.removeprefix('node_modules/')} {installed or 'absent'} "
+                f"(locked {entry.get('version')})"
+            )
     detail = "; ".join(differing[:5]) + (
         f" and {len(differing) - 5} more" if len(differing) > 5 else ""
     )
-    return {"ok": not differing, "locked": len(locked), "differing": len(differing),
-            "detail": (detail + "; run make install") if differing else ""}  # fmt: skip
+    return {
+        "ok": not differing,
+        "locked": len(locked),
+        "differing": len(differing),
+        "detail": (detail + "; run make install") if differing else "",
+    }
 
 
 def chromedriver_check() -> dict[str, Any]:
     """Debian's chromium-driver must be chromium's own build (chromedriver refuses other majors)."""
     driver, chromium = shutil.which("chromedriver"), shutil.which("chromium")
     if driver is None:
-        return {"found": False, "ok": False, "detail": "chromedriver not on PATH (apt-get install chromium-driver)"}  # fmt: skip
+        return {
+            "found": False,
+            "ok": False,
+            "detail": "chromedriver not on PATH (apt-get install chromium-driver)",
+        }
     driver_version = _version_output([driver, "--version"]) or ""
     browser_version = (_version_output([chromium, "--version"]) or "") if chromium else ""
     number = re.compile(r"(\d+)\.(\d+)\.(\d+)\.(\d+)")
     found_driver, found_browser = number.search(driver_version), number.search(browser_version)
     ok = bool(found_driver and found_browser and found_driver.group(0) == found_browser.group(0))
-    detail = "" if ok else f"chromedriver {found_driver and found_driver.group(0)} vs chromium {found_browser and found_browser.group(0)}"  # fmt: skip
-    return {"found": True, "ok": ok, "path": driver, "version": found_driver.group(0) if found_driver else None,
-            "chromium_version": found_browser.group(0) if found_browser else None, "detail": detail}  # fmt: skip
+    detail = (
+        ""
+        if ok
+        else f"chromedriver {found_driver and found_driver.group(0)} vs chromium {found_browser and found_browser.group(0)}"
+    )
+    return {
+        "found": True,
+        "ok": ok,
+        "path": driver,
+        "version": found_driver.group(0) if found_driver else None,
+        "chromium_version": found_browser.group(0) if found_browser else None,
+        "detail": detail,
+    }
 
 
 def python_client_checks() -> list[dict[str, Any]]:
@@ -116,11 +136,25 @@ def driver_paths() -> list[dict[str, Any]]:
     for key, path in DRIVER_PATHS.items():
         found = resolve_driver(key)
         if isinstance(found, DriverMissing):
-            rows.append({"driver": key, "language": path.language, "found": False,
-                         "reason": found.reason, "detail": found.detail})  # fmt: skip
+            rows.append(
+                {
+                    "driver": key,
+                    "language": path.language,
+                    "found": False,
+                    "reason": found.reason,
+                    "detail": found.detail,
+                }
+            )
         else:
-            rows.append({"driver": key, "language": path.language, "found": True,
-                         "version": found.version, "detail": found.source})  # fmt: skip
+            rows.append(
+                {
+                    "driver": key,
+                    "language": path.language,
+                    "found": True,
+                    "version": found.version,
+                    "detail": found.source,
+                }
+            )
     return rows
 
 
@@ -146,7 +180,9 @@ def driver_lines(report: dict[str, Any]) -> list[str]:
     ]
     for client in report["python_clients"]:
         state = "ok" if client["ok"] else f"import {client.get('import')}"
-        lines.append(f"python {client['package']}: {client.get('version')} (pinned {client['pinned']}) {state}")  # fmt: skip
+        lines.append(
+            f"python {client['package']}: {client.get('version')} (pinned {client['pinned']}) {state}"
+        )
     for row in report["paths"]:
         state = f"found {row['version']}" if row["found"] else f"missing ({row['reason']})"
         lines.append(f"driver {row['driver']:<24} {state}: {row['detail']}")

@@ -103,8 +103,10 @@ def _lightpanda_lines(key: str, record: dict[str, dict[str, dict[str, str]]]) ->
     if not cells:
         return ["On Lightpanda: not recorded.", ""]
     failing = {op: o for op, o in cells.items() if o.get("status") != "pass"}
-    lines = [f"On Lightpanda: {len(cells) - len(failing)} of {len(cells)} implemented cells pass"
-             + ("; the others fail with the engine's error:" if failing else ".")]  # fmt: skip
+    lines = [
+        f"On Lightpanda: {len(cells) - len(failing)} of {len(cells)} implemented cells pass"
+        + ("; the others fail with the engine's error:" if failing else ".")
+    ]
     for op, outcome in failing.items():
         error = " ".join(str(outcome.get("error", "")).split())
         lines.append(f"- `{op}`: {error[:200]}{'…' if len(error) > 200 else ''}")

@@ -52,9 +52,12 @@ def _python_lock(distribution: str) -> dict[str, Any]:
 def path_provenance(path: DriverPath) -> dict[str, Any]:
     found = resolve_driver(path.key)
     entry: dict[str, Any] = {
-        "driver_path": path.key, "language": path.language, "library": path.library.name,
-        "pinned": path.version, "route_id": path.route_id,
-    }  # fmt: skip
+        "driver_path": path.key,
+        "language": path.language,
+        "library": path.library.name,
+        "pinned": path.version,
+        "route_id": path.route_id,
+    }
     if isinstance(found, DriverMissing):
         return entry | {"installed": None, "adapter": None, "missing": found.detail}
     adapter = found.command.argv[1] if len(found.command.argv) > 1 else found.command.argv[0]

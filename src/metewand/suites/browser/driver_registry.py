@@ -142,48 +142,164 @@ def _node(
     library = NodePackage(package)
     pin = pin_key or package
     return DriverPath(
-        key, kind, dirs, "node", library, version, pin, route_id, adapter, notes=notes,
+        key,
+        kind,
+        dirs,
+        "node",
+        library,
+        version,
+        pin,
+        route_id,
+        adapter,
+        notes=notes,
         native=native,
-    )  # fmt: skip
+    )
 
 
 DRIVER_PATHS: Final[dict[str, DriverPath]] = {
     p.key: p
     for p in (
-        _node("playwright", "framework_playwright", ("L1/playwright", "L2/playwright"), "playwright-core", "1.61.1",
-              route_id="playwright_cdp", adapter="adapters/playwright.js"),
-        _node("puppeteer", "framework_puppeteer", ("L1/puppeteer", "L2/puppeteer"), "puppeteer-core", "25.3.0",
-              route_id="puppeteer_cdp", adapter="adapters/puppeteer.js"),
-        _node("chrome_remote_interface", "thin_chrome_remote_interface", ("L1/chrome_remote_interface",),
-              "chrome-remote-interface", "0.34.0", route_id="chrome_remote_interface_cdp", adapter="adapters/cri.js"),
-        _node("chrome_devtools_mcp", "mcp_chrome_devtools", ("L1/chrome_devtools_mcp",), "chrome-devtools-mcp",
-              "1.6.0", route_id="chrome_devtools_mcp_cdp", adapter="adapters/cdt_mcp.js",
-              notes="an MCP client; the server runs as the adapter's child over stdio"),
-        _node("agent_browser", "tool_agent_browser", ("L1/agent_browser_scenarios",), "agent-browser", "0.31.1",
-              route_id="agent_browser_cdp", adapter="adapters/agent_browser.js",
-              native="agent-browser/bin/agent-browser-linux-{arch}",
-              notes="the CLI is a native binary inside the npm package (declares node >= 24; "
-                    "the binary does not use Node)"),
-        _node("stagehand", "framework_stagehand", ("L1/stagehand",), "@browserbasehq/stagehand", "3.7.0",
-              pin_key="stagehand", route_id="stagehand_cdp", adapter="adapters/stagehand.js",
-              notes="deterministic API only (LOCAL env, cdpUrl): no model client"),
-        DriverPath("selenium", "webdriver_selenium", ("L1/selenium",), "python", PythonPackage("selenium"),
-                   "4.46.0", "selenium", "chromedriver_cdp", "selenium_adapter.py", bridges=("chromedriver",),
-                   notes="Debian chromium-driver attached through debuggerAddress"),
-        DriverPath("pydoll", "thin_pydoll", ("L1/pydoll",), "python", PythonPackage("pydoll-python"), "2.23.1",
-                   "pydoll-python", "pydoll_cdp", "pydoll_adapter.py"),
-        DriverPath("cdp_use", "thin_cdp_use", ("L1/cdp_use",), "python", PythonPackage("cdp-use"), "1.4.5",
-                   "cdp-use", "cdp_use_cdp", "cdp_use_adapter.py"),
-        DriverPath("chromedp", "thin_chromedp", ("L1/chromedp",), "go", Foreign("github.com/chromedp/chromedp", "go"),
-                   "v0.16.0", "chromedp", "chromedp_cdp", None),
-        DriverPath("rod", "thin_rod", ("L1/rod",), "go", Foreign("github.com/go-rod/rod", "go"), "v0.116.2",
-                   "rod", "rod_cdp", None),
-        DriverPath("chromiumoxide", "thin_chromiumoxide", ("L1/chromiumoxide",), "rust",
-                   Foreign("chromiumoxide", "cargo"), "0.9.1", "chromiumoxide", "chromiumoxide_cdp", None),
-        DriverPath("ferrum", "thin_ferrum", ("L1/ferrum",), "ruby", Foreign("ferrum", "ruby"), "0.17.2",
-                   "ferrum", "ferrum_cdp", None),
+        _node(
+            "playwright",
+            "framework_playwright",
+            ("L1/playwright", "L2/playwright"),
+            "playwright-core",
+            "1.61.1",
+            route_id="playwright_cdp",
+            adapter="adapters/playwright.js",
+        ),
+        _node(
+            "puppeteer",
+            "framework_puppeteer",
+            ("L1/puppeteer", "L2/puppeteer"),
+            "puppeteer-core",
+            "25.3.0",
+            route_id="puppeteer_cdp",
+            adapter="adapters/puppeteer.js",
+        ),
+        _node(
+            "chrome_remote_interface",
+            "thin_chrome_remote_interface",
+            ("L1/chrome_remote_interface",),
+            "chrome-remote-interface",
+            "0.34.0",
+            route_id="chrome_remote_interface_cdp",
+            adapter="adapters/cri.js",
+        ),
+        _node(
+            "chrome_devtools_mcp",
+            "mcp_chrome_devtools",
+            ("L1/chrome_devtools_mcp",),
+            "chrome-devtools-mcp",
+            "1.6.0",
+            route_id="chrome_devtools_mcp_cdp",
+            adapter="adapters/cdt_mcp.js",
+            notes="an MCP client; the server runs as the adapter's child over stdio",
+        ),
+        _node(
+            "agent_browser",
+            "tool_agent_browser",
+            ("L1/agent_browser_scenarios",),
+            "agent-browser",
+            "0.31.1",
+            route_id="agent_browser_cdp",
+            adapter="adapters/agent_browser.js",
+            native="agent-browser/bin/agent-browser-linux-{arch}",
+            notes="the CLI is a native binary inside the npm package (declares node >= 24; "
+            "the binary does not use Node)",
+        ),
+        _node(
+            "stagehand",
+            "framework_stagehand",
+            ("L1/stagehand",),
+            "@browserbasehq/stagehand",
+            "3.7.0",
+            pin_key="stagehand",
+            route_id="stagehand_cdp",
+            adapter="adapters/stagehand.js",
+            notes="deterministic API only (LOCAL env, cdpUrl): no model client",
+        ),
+        DriverPath(
+            "selenium",
+            "webdriver_selenium",
+            ("L1/selenium",),
+            "python",
+            PythonPackage("selenium"),
+            "4.46.0",
+            "selenium",
+            "chromedriver_cdp",
+            "selenium_adapter.py",
+            bridges=("chromedriver",),
+            notes="Debian chromium-driver attached through debuggerAddress",
+        ),
+        DriverPath(
+            "pydoll",
+            "thin_pydoll",
+            ("L1/pydoll",),
+            "python",
+            PythonPackage("pydoll-python"),
+            "2.23.1",
+            "pydoll-python",
+            "pydoll_cdp",
+            "pydoll_adapter.py",
+        ),
+        DriverPath(
+            "cdp_use",
+            "thin_cdp_use",
+            ("L1/cdp_use",),
+            "python",
+            PythonPackage("cdp-use"),
+            "1.4.5",
+            "cdp-use",
+            "cdp_use_cdp",
+            "cdp_use_adapter.py",
+        ),
+        DriverPath(
+            "chromedp",
+            "thin_chromedp",
+            ("L1/chromedp",),
+            "go",
+            Foreign("github.com/chromedp/chromedp", "go"),
+            "v0.16.0",
+            "chromedp",
+            "chromedp_cdp",
+            None,
+        ),
+        DriverPath(
+            "rod",
+            "thin_rod",
+            ("L1/rod",),
+            "go",
+            Foreign("github.com/go-rod/rod", "go"),
+            "v0.116.2",
+            "rod",
+            "rod_cdp",
+            None,
+        ),
+        DriverPath(
+            "chromiumoxide",
+            "thin_chromiumoxide",
+            ("L1/chromiumoxide",),
+            "rust",
+            Foreign("chromiumoxide", "cargo"),
+            "0.9.1",
+            "chromiumoxide",
+            "chromiumoxide_cdp",
+            None,
+        ),
+        DriverPath(
+            "ferrum",
+            "thin_ferrum",
+            ("L1/ferrum",),
+            "ruby",
+            Foreign("ferrum", "ruby"),
+            "0.17.2",
+            "ferrum",
+            "ferrum_cdp",
+            None,
+        ),
     )
-}  # fmt: skip
+}
 
 # Required peers of a locked client library, pinned beside it: drivers/node/.npmrc sets
 # legacy-peer-deps (Stagehand's optional puppeteer-core ^24 peer conflicts with the locked 25.3.0,
@@ -198,13 +314,20 @@ BY_TASK_KIND: Final = {p.task_kind: p for p in DRIVER_PATHS.values()}
 PROBE_TASK_KIND: Final = "node_cdp_probe"
 PROBE_PATHS: Final[dict[str, DriverPath]] = {
     "l1_ab_probe.js": DriverPath(
-        "node_cdp_probe:l1_ab_probe.js", PROBE_TASK_KIND, ("L1/agent_browser",), "node",
-        NodePackage("agent-browser"), "0.31.1", "agent-browser", "agent_browser_cdp",
-        "adapters/agent_browser_tool.js", native="agent-browser/bin/agent-browser-linux-{arch}",
+        "node_cdp_probe:l1_ab_probe.js",
+        PROBE_TASK_KIND,
+        ("L1/agent_browser",),
+        "node",
+        NodePackage("agent-browser"),
+        "0.31.1",
+        "agent-browser",
+        "agent_browser_cdp",
+        "adapters/agent_browser_tool.js",
+        native="agent-browser/bin/agent-browser-linux-{arch}",
         notes="the agent-browser CLI per AB_STEPS command, graded by AB_CHECKS",
         binding_key="agent_browser",
     ),
-}  # fmt: skip
+}
 ALL_PATHS: Final = DRIVER_PATHS | {p.key: p for p in PROBE_PATHS.values()}
 
 
@@ -278,10 +401,11 @@ def resolve_driver(key: str, configured: str | None = None) -> FoundDriver | Dri
     if isinstance(path.library, Foreign):
         toolchain = "found" if shutil.which(path.library.toolchain) else "not installed"
         return DriverMissing(
-            path, UNAVAILABLE,
+            path,
+            UNAVAILABLE,
             f"{path.language} {path.library.name} {path.version}: no metewand adapter "
             f"({path.library.toolchain} toolchain {toolchain}); configure one with {path.env_variable}",
-        )  # fmt: skip
+        )
     runtime = _runtime_argv(path)
     if runtime is None:
         return DriverMissing(path, UNAVAILABLE, f"{path.language} runtime not found on PATH")

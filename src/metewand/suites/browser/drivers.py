@@ -149,17 +149,26 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
     url_path = url_path.replace("{seed}", quote(ctx.seed)).replace("{session}", quote(session))
     env = ctx.task.driver.get("env") or {}
     probe_ctx = ProbeContext(
-        ctx.client, ctx.page_session, ctx.fixture_base_url + url_path,
-        env.get("PROBE_SPEC") or {}, ctx.command_timeout_s, session,
-    )  # fmt: skip
+        ctx.client,
+        ctx.page_session,
+        ctx.fixture_base_url + url_path,
+        env.get("PROBE_SPEC") or {},
+        ctx.command_timeout_s,
+        session,
+    )
     ctx.mark("probe")
     result = await kind.run(probe_ctx)
     ctx.mark("grade")
     payload = {
-        "run_id": ctx.run_id, "task_id": ctx.task.task_id, "attempt": ctx.attempt,
-        "engine": ctx.engine, "seed": ctx.seed, "session": session,
-        "answer": result.answer, "observations": result.observations,
-    }  # fmt: skip
+        "run_id": ctx.run_id,
+        "task_id": ctx.task.task_id,
+        "attempt": ctx.attempt,
+        "engine": ctx.engine,
+        "seed": ctx.seed,
+        "session": session,
+        "answer": result.answer,
+        "observations": result.observations,
+    }
     verdict = await grade_server_side(
         ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload, ctx.grader_token
     )

@@ -63,9 +63,14 @@ class EnginePool:
         """Record a just-spawned engine (pid, session, private root) in the run directory."""
         record_pid(
             self.run_dir,
-            {"pid": process.pid, "engine": process.engine.name, "worker": self.worker,
-             "generation": process.generation, "private_dirs": process.private_dirs},
-        )  # fmt: skip
+            {
+                "pid": process.pid,
+                "engine": process.engine.name,
+                "worker": self.worker,
+                "generation": process.generation,
+                "private_dirs": process.private_dirs,
+            },
+        )
 
     def process(self, engine: str) -> EngineProcess:
         return self._processes[engine]

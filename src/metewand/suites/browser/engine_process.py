@@ -414,16 +414,19 @@ async def _quick_json_version(port: int, timeout_s: float) -> dict[str, Any] | N
     session, their teardown); this costs a connect, a write and a read. A body not framed by
     Content-Length (chunked) is asked again through aiohttp."""
     head_end = b"\r\n\r\n"
-    request = (f"GET /json/version HTTP/1.1\r\nHost: {LOOPBACK}:{port}\r\n"
-               "Connection: close\r\nAccept: application/json\r\n\r\n").encode()  # fmt: skip
+    request = (
+        f"GET /json/version HTTP/1.1\r\nHost: {LOOPBACK}:{port}\r\n"
+        "Connection: close\r\nAccept: application/json\r\n\r\n"
+    ).encode()
     try:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection(LOOPBACK, port)
             try:
                 writer.write(request)
                 head = (await reader.readuntil(head_end)).decode("latin-1").lower().split("\r\n")
-                length = next((int(h.split(":", 1)[1]) for h in head
-                               if h.startswith("content-length:")), None)  # fmt: skip
+                length = next(
+                    (int(h.split(":", 1)[1]) for h in head if h.startswith("content-length:")), None
+                )
                 if length is None:
                     return await _slow_json_version(port, timeout_s)
                 if head[0].split()[1:2] != ["200"]:
@@ -431,8 +434,14 @@ async def _quick_json_version(port: int, timeout_s: float) -> dict[str, Any] | N
                 body = json.loads(await reader.readexactly(length))
             finally:
                 writer.close()
-    except (OSError, TimeoutError, ValueError, IndexError, asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError):  # fmt: skip
+    except (
+        OSError,
+        TimeoutError,
+        ValueError,
+        IndexError,
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+    ):
         return None
     return body if isinstance(body, dict) and body.get("webSocketDebuggerUrl") else None
 

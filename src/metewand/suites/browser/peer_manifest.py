@@ -129,7 +129,7 @@ def start_fields(
                 "manifest": None,
                 "metewand": tool_version(),
                 "drivers": run_drivers(dict(t.driver) for t in tasks),
-            },  # fmt: skip
+            },
         },
         "resource_profile": {
             "mode": res.profile,
@@ -185,9 +185,15 @@ def resource_provenance(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             continue
         entry = out.setdefault(
             str(row.get("engine")),
-            {"attempts": 0, "backends": Counter(), "sample_interval_ms": set(),
-             "samples_seen": 0, "sampler_cpu_ms": 0.0, "quality_flags": Counter()},
-        )  # fmt: skip
+            {
+                "attempts": 0,
+                "backends": Counter(),
+                "sample_interval_ms": set(),
+                "samples_seen": 0,
+                "sampler_cpu_ms": 0.0,
+                "quality_flags": Counter(),
+            },
+        )
         entry["attempts"] += 1
         backend = res.get("measurement_backend") or {}
         entry["backends"][
@@ -214,9 +220,12 @@ def resource_provenance(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def finish_fields(
-    rows: Sequence[Mapping[str, Any]], status: str, now: str,
-    host_telemetry: Mapping[str, Any], host_summary: Mapping[str, Any] | None,
-) -> dict[str, Any]:  # fmt: skip
+    rows: Sequence[Mapping[str, Any]],
+    status: str,
+    now: str,
+    host_telemetry: Mapping[str, Any],
+    host_summary: Mapping[str, Any] | None,
+) -> dict[str, Any]:
     """``completion_status`` is ``completed`` or ``interrupted``, as the peer writes it."""
     return {
         "completed_at": now,

@@ -35,9 +35,13 @@ SETTLE_RULES: Final[dict[str, Callable[[str | None], bool]]] = {
     "none": lambda text: True,
 }
 PROBE_SPEC_TYPES: Final[Mapping[str, tuple[type, ...]]] = {
-    "selector": (str,), "read": (str,), "settle": (str,), "settle_timeout_ms": (int, float),
-    "wait_ms": (int, float), "pre_clicks": (list,),
-}  # fmt: skip
+    "selector": (str,),
+    "read": (str,),
+    "settle": (str,),
+    "settle_timeout_ms": (int, float),
+    "wait_ms": (int, float),
+    "pre_clicks": (list,),
+}
 READABLE_PROPERTIES: Final = ("textContent", "innerText", "innerHTML", "value", "outerHTML")
 
 
@@ -77,9 +81,11 @@ async def open_scene(ctx: ProbeContext) -> None:
     for method in ("Page.enable", "Runtime.enable"):
         await send(method, {}, session_id=ctx.page_session, timeout=ctx.command_timeout_s)
     await send(
-        "Page.navigate", {"url": ctx.url}, session_id=ctx.page_session,
+        "Page.navigate",
+        {"url": ctx.url},
+        session_id=ctx.page_session,
         timeout=ctx.command_timeout_s,
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + READY_LIMIT_S
     while time.monotonic() < deadline:
         if await evaluate(ctx, "document.readyState") in ("interactive", "complete"):

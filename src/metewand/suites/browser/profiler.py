@@ -170,8 +170,9 @@ class ResourceProfiler(EngineGroups):
     def sampler(self, worker: int, engine: str, group: TreeAccounting) -> Sampler:
         """A warm attempt's sampler over ``group`` (not started), on the group's one scanner."""
         scanner = self._scanners.setdefault((worker, engine), PssScanner(workers=PSS_READERS))
-        return Sampler(group, self.options.sample_interval_ms, scanner=scanner,
-                       fault_hook=self._fault_hook)  # fmt: skip
+        return Sampler(
+            group, self.options.sample_interval_ms, scanner=scanner, fault_hook=self._fault_hook
+        )
 
     def close(self) -> None:
         for scanner in self._scanners.values():
@@ -184,9 +185,11 @@ class ResourceProfiler(EngineGroups):
 
     # -- cold start -------------------------------------------------------------------------
     async def cold_starts(
-        self, engines: dict[str, ResolvedEngine], sink: ColdStartSink | None = None,
+        self,
+        engines: dict[str, ResolvedEngine],
+        sink: ColdStartSink | None = None,
         log_name: str = "cold_start",
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``--cold-start-samples`` launches per engine outside the warm loop; each record
         goes to ``sink`` (default: appended to the run's ``cold_start.jsonl``; a Dask worker's
         go back to the client as facts). ``log_name``: their engine logs' directory."""
@@ -223,8 +226,11 @@ class ResourceProfiler(EngineGroups):
             label=f"{self.run_id}-cold-{name}-{sample}", announce=self._journal.group
         )
         interval = min(COLD_START_INTERVAL_MS, self.options.sample_interval_ms)
-        process = EngineProcess(marked_engine(engine, self.run_id, self.run_dir), log_dir,
-                                preexec_fn=group.preexec_join())  # fmt: skip
+        process = EngineProcess(
+            marked_engine(engine, self.run_id, self.run_dir),
+            log_dir,
+            preexec_fn=group.preexec_join(),
+        )
         sampler = Sampler(group, interval)
         sampler.start()
         failure = None
@@ -232,8 +238,15 @@ class ResourceProfiler(EngineGroups):
             await process.start()
             if process.pid is not None:
                 group.attach(process.pid)
-                record_pid(self.run_dir, {"pid": process.pid, "engine": name, "cold_start": sample,
-                                          "private_dirs": process.private_dirs})  # fmt: skip
+                record_pid(
+                    self.run_dir,
+                    {
+                        "pid": process.pid,
+                        "engine": name,
+                        "cold_start": sample,
+                        "private_dirs": process.private_dirs,
+                    },
+                )
         except EngineLaunchError as exc:
             failure = str(exc)[:500]
         summary = sampler.stop()
@@ -241,8 +254,16 @@ class ResourceProfiler(EngineGroups):
         await process.stop()
         group.close()
         return cold_start_record(
-            summary, cpu, backend=group.backend, fallback_reasons=group.fallback_reasons,
-            engine=name, ready_ms=None if failure else process.ready_ms,
-            extra={"run_id": self.run_id, "sample": sample, "failure": failure,
-                   "port": getattr(process, "port", None)},
-        )  # fmt: skip
+            summary,
+            cpu,
+            backend=group.backend,
+            fallback_reasons=group.fallback_reasons,
+            engine=name,
+            ready_ms=None if failure else process.ready_ms,
+            extra={
+                "run_id": self.run_id,
+                "sample": sample,
+                "failure": failure,
+                "port": getattr(process, "port", None),
+            },
+        )

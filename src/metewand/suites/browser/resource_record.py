@@ -346,9 +346,14 @@ def cold_start_record(
     an ``abb_engine_resources/1`` record with ``phase: cold_start``, the ``launch_*`` fields and
     plain numbers; our forms ride along under ``metewand``."""
     ours = engine_resources_record(
-        summary, cpu, backend=backend, duration_ms=ready_ms,
-        collection_wall_ms=ready_ms or 0.0, fallback_reasons=fallback_reasons, engine=engine,
-    )  # fmt: skip
+        summary,
+        cpu,
+        backend=backend,
+        duration_ms=ready_ms,
+        collection_wall_ms=ready_ms or 0.0,
+        fallback_reasons=fallback_reasons,
+        engine=engine,
+    )
     record = peer_resources_record(ours)
     for name in ("control_plane_traffic", "wire_traffic"):
         record.pop(name)  # no task traffic during a launch

@@ -23,8 +23,11 @@ RESOURCE_PROFILES: Final = ("off", "baseline", "engine")
 # on one quiet host gave Chrome +11.07%, +11.41% and +5.32%: the verdict flipped, issue 24).
 CALIBRATION_MODES: Final = ("interleaved", "separate")
 # what the command line calls them: the separate A/B is named as the peer's mode
-CALIBRATION_CHOICES: Final = {"interleaved": "interleaved", "peer-ab": "separate",
-                              "separate": "separate"}  # fmt: skip
+CALIBRATION_CHOICES: Final = {
+    "interleaved": "interleaved",
+    "peer-ab": "separate",
+    "separate": "separate",
+}
 # How driver-path adapters run: a process per attempt, or one served (long-lived) adapter per
 # driver path × engine process in each slot. Long-lived is the default: the same pass counts
 # at 1.45-4.28x the attempts per minute (benchmarks/README.md, adapter_startup.py).
@@ -83,8 +86,10 @@ class ResourceOptions:
         if not (
             math.isfinite(interval) and MIN_INTERVAL_S <= interval <= MAX_HOST_SAMPLE_INTERVAL_S
         ):
-            out.append(f"--host-sample-interval-s must be between {MIN_INTERVAL_S:g} and "
-                       f"{MAX_HOST_SAMPLE_INTERVAL_S:g}, got {interval}")  # fmt: skip
+            out.append(
+                f"--host-sample-interval-s must be between {MIN_INTERVAL_S:g} and "
+                f"{MAX_HOST_SAMPLE_INTERVAL_S:g}, got {interval}"
+            )
         foreign = self.host_foreign_cpu_max
         if not (math.isfinite(foreign) and foreign >= 0):
             out.append(f"--host-foreign-cpu-max must be a finite number >= 0, got {foreign}")
@@ -132,8 +137,10 @@ class RunConfig:
         if self.score_mode not in SCORE_MODES:
             out.append(f"--score-mode must be one of {SCORE_MODES}")
         if not (math.isfinite(self.timeout_scale) and 0 < self.timeout_scale <= MAX_TIMEOUT_SCALE):
-            out.append(f"--timeout-scale must be > 0 and <= {MAX_TIMEOUT_SCALE:g}, "
-                       f"got {self.timeout_scale}")  # fmt: skip
+            out.append(
+                f"--timeout-scale must be > 0 and <= {MAX_TIMEOUT_SCALE:g}, "
+                f"got {self.timeout_scale}"
+            )
         if self.resource.profile not in RESOURCE_PROFILES:
             out.append(f"--resource-profile must be one of {RESOURCE_PROFILES}")
         resource = self.resource
@@ -187,8 +194,10 @@ def _calibration_problems(resource: ResourceOptions) -> list[str]:
     if resource.profile != "engine":
         out.append("--resource-calibration interleaved needs --resource-profile engine")
     if resource.calibration_baseline is not None:
-        out.append("--resource-calibration interleaved calibrates within the run: "
-                   "drop --resource-calibration-baseline")  # fmt: skip
+        out.append(
+            "--resource-calibration interleaved calibrates within the run: "
+            "drop --resource-calibration-baseline"
+        )
     return out
 
 

@@ -74,21 +74,32 @@ def build_plan(config: RunConfig) -> Plan:
     if corpus.errors:
         if not config.keep_going:
             lines = [format_error(e) for e in corpus.errors]
-            raise PlanError([*lines, f"{len(lines)} invalid task file error(s); nothing was run"
-                             " (use --keep-going to skip invalid files)"])  # fmt: skip
+            raise PlanError(
+                [
+                    *lines,
+                    f"{len(lines)} invalid task file error(s); nothing was run"
+                    " (use --keep-going to skip invalid files)",
+                ]
+            )
         skipped = list(corpus.errors)
     _check_subsets(corpus, config.subsets)
     tasks = select_tasks(corpus.tasks, config.subsets, config.task_ids, config.tags)
     if not tasks:
         pending = [p for p in corpus.pending if p.task_id in config.task_ids]
         why = explain_empty(corpus.tasks, config.subsets, config.task_ids, config.tags)
-        raise PlanError(["the selection (--subset/--task/--tag) matches no valid task:"]
-                        + [f"  {line}" for line in why]
-                        + [f"--task {p.task_id!r}: {p.reason}" for p in pending])  # fmt: skip
+        raise PlanError(
+            ["the selection (--subset/--task/--tag) matches no valid task:"]
+            + [f"  {line}" for line in why]
+            + [f"--task {p.task_id!r}: {p.reason}" for p in pending]
+        )
     planned = len(tasks) * len(config.engines) * config.k
     if planned > MAX_PLANNED_ATTEMPTS:
-        raise PlanError([f"{len(tasks)} tasks x {len(config.engines)} engines x k={config.k} is "
-                         f"{planned} attempts, over the limit of {MAX_PLANNED_ATTEMPTS}"])  # fmt: skip
+        raise PlanError(
+            [
+                f"{len(tasks)} tasks x {len(config.engines)} engines x k={config.k} is "
+                f"{planned} attempts, over the limit of {MAX_PLANNED_ATTEMPTS}"
+            ]
+        )
     tasks = [scale_timeouts(t, config.timeout_scale) for t in tasks]
     engines = resolve_engines(config)
     rotation = Rotation(tuple(config.engines), config.seed)
@@ -96,10 +107,11 @@ def build_plan(config: RunConfig) -> Plan:
     # per-attempt seeds use the same numbers)
     task_attempts = [(task, n) for n in range(1, config.k + 1) for task in tasks]
     attempts = [
-        PlannedAttempt(slot.task_attempt[0], slot.engine, slot.task_attempt[1], slot.round,
-                       slot.position)
+        PlannedAttempt(
+            slot.task_attempt[0], slot.engine, slot.task_attempt[1], slot.round, slot.position
+        )
         for slot in schedule(rotation, task_attempts)
-    ]  # fmt: skip
+    ]
     if config.resource.calibration_mode == "interleaved":
         attempts = interleave_twins(attempts)
     return Plan(config, corpus, tasks, engines, rotation, attempts, skipped)

@@ -166,8 +166,9 @@ def run_browser(
         units = _announce(store, plan, echo, cycles_per_unit(plan.config, executor.kind))
         profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
         # on Dask every worker runs its own host's cold starts before its first round
-        suite = BrowserSuite(plan, store, profiler, registry,
-                             cold_starts_here=executor.kind != "dask")  # fmt: skip
+        suite = BrowserSuite(
+            plan, store, profiler, registry, cold_starts_here=executor.kind != "dask"
+        )
         suite.cycles = cycles_per_unit(plan.config, executor.kind)
         run = Run(store, profiler.host_telemetry(os.getpid()), progress)
         try:
@@ -183,8 +184,10 @@ def run_browser(
         except Exception as exc:  # the harness broke: the run said so in its manifest
             reason = store.manifest["data"].get("interruption_reason", str(exc))
             traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
-            echo(f"error: {reason} (traceback in {traceback_file}; "
-                 f"--resume {store.run_dir} continues the run)")  # fmt: skip
+            echo(
+                f"error: {reason} (traceback in {traceback_file}; "
+                f"--resume {store.run_dir} continues the run)"
+            )
             return RunResult(BENCHMARK_FAILURES, store.run_dir)
         echo(f"done: {store.run_dir}")
         return RunResult(OK, store.run_dir)
@@ -252,9 +255,14 @@ def _announce(store: RunStore, plan: Plan, echo: Echo, cycles: bool = False) -> 
 
 
 def _open(
-    config: RunConfig | None, out_dir: Path, run_id: str | None, resume: str | None, echo: Echo,
-    planned: Plan | None = None, resume_phase_marks: bool | None = None,
-) -> tuple[RunStore, Plan]:  # fmt: skip
+    config: RunConfig | None,
+    out_dir: Path,
+    run_id: str | None,
+    resume: str | None,
+    echo: Echo,
+    planned: Plan | None = None,
+    resume_phase_marks: bool | None = None,
+) -> tuple[RunStore, Plan]:
     if resume is not None:
         run_dir = rundir.locate_run_dir(resume, out_dir)
         # Everything is checked on a read-only view first: a refused resume leaves the run
@@ -277,15 +285,25 @@ def _open(
     run_id = run_id or new_run_id()
     baseline = _baseline_dir(config, out_dir)
     peer_fields = peer_manifest.start_fields(
-        plan, run_id, provenance.collect(list_files=True), utc_now(),
+        plan,
+        run_id,
+        provenance.collect(list_files=True),
+        utc_now(),
         str(baseline.resolve()) if baseline is not None else None,
-    )  # fmt: skip
+    )
     try:
-        return open_store(out_dir, run_id, None, manifest_data(plan, run_id), peer_fields,
-                          on_open=_leftovers(echo)), plan  # fmt: skip
+        return open_store(
+            out_dir,
+            run_id,
+            None,
+            manifest_data(plan, run_id),
+            peer_fields,
+            on_open=_leftovers(echo),
+        ), plan
     except OSError as exc:  # --out is a file, under a file, or not writable
-        raise PlanError([f"--out {out_dir}: cannot create the run directory there: "
-                         f"{exc.strerror or exc}"]) from None  # fmt: skip
+        raise PlanError(
+            [f"--out {out_dir}: cannot create the run directory there: {exc.strerror or exc}"]
+        ) from None
 
 
 def _marks_flag(on: bool) -> str:
@@ -297,9 +315,13 @@ def _check_resumed_marks(run_dir: Path, config: RunConfig, flag: bool | None) ->
     observed with and without marks in one run (as ``metewand run`` refuses for compute)."""
     if flag is None or flag == config.phase_marks:
         return
-    raise PlanError([f"{run_dir} was run with {_marks_flag(not flag)}; resuming with "
-                     f"{_marks_flag(flag)} would mix attempts timed with and without marks "
-                     "(resume without the flag)"])  # fmt: skip
+    raise PlanError(
+        [
+            f"{run_dir} was run with {_marks_flag(not flag)}; resuming with "
+            f"{_marks_flag(flag)} would mix attempts timed with and without marks "
+            "(resume without the flag)"
+        ]
+    )
 
 
 def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:
@@ -318,15 +340,20 @@ def _resume_plan(view: RunView) -> Plan:
         data = view.manifest["data"]
         if not isinstance(data, dict) or data.get("suite") != "browser":
             suite = data.get("suite") if isinstance(data, dict) else None
-            raise PlanError([f"{where}: not a browser run (suite {suite!r}); resume it with the "
-                             "command that created it"])  # fmt: skip
+            raise PlanError(
+                [
+                    f"{where}: not a browser run (suite {suite!r}); resume it with the "
+                    "command that created it"
+                ]
+            )
         config = RunConfig.from_json(data[CONFIG_KEY])
         recorded = data["corpus"]["sha256"]
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, PlanError):
             raise
-        raise PlanError([f"{where}: unreadable browser run manifest ({type(exc).__name__}: "
-                         f"{exc})"]) from None  # fmt: skip
+        raise PlanError(
+            [f"{where}: unreadable browser run manifest ({type(exc).__name__}: {exc})"]
+        ) from None
     plan = build_plan(config)
     if corpus_digest(plan.corpus.root)["sha256"] != recorded:
         raise PlanError([f"{plan.corpus.root}: corpus changed since the run started"])
@@ -341,8 +368,9 @@ def _check_baseline(config: RunConfig, out_dir: Path) -> None:
     try:
         RunView(baseline_dir).manifest  # noqa: B018 - read to validate
     except (StoreError, ValueError, OSError) as exc:
-        raise PlanError([f"--resource-calibration-baseline "
-                         f"{config.resource.calibration_baseline}: {exc}"]) from None  # fmt: skip
+        raise PlanError(
+            [f"--resource-calibration-baseline {config.resource.calibration_baseline}: {exc}"]
+        ) from None
 
 
 __all__ = ["HARNESS_ERROR_FILE", "Executor", "RunResult", "run_browser"]

@@ -29,11 +29,20 @@ from metewand.suites.browser.driver_registry import DRIVER_PATHS
 
 # The file-name suffix of each driver's expansion, as the peer's generator names them.
 SUFFIXES: Final = {
-    "playwright": "pw", "puppeteer": "pp", "chrome_remote_interface": "cri", "cdp_use": "cdpu",
-    "pydoll": "pyd", "stagehand": "sh", "chrome_devtools_mcp": "mcp", "chromedp": "chromedp",
-    "rod": "rod", "chromiumoxide": "oxide", "ferrum": "fr", "agent_browser": "ab",
+    "playwright": "pw",
+    "puppeteer": "pp",
+    "chrome_remote_interface": "cri",
+    "cdp_use": "cdpu",
+    "pydoll": "pyd",
+    "stagehand": "sh",
+    "chrome_devtools_mcp": "mcp",
+    "chromedp": "chromedp",
+    "rod": "rod",
+    "chromiumoxide": "oxide",
+    "ferrum": "fr",
+    "agent_browser": "ab",
     "selenium": "se",
-}  # fmt: skip
+}
 GRADER: Final = {
     "checks": ["answer_matches_expected"],
     "endpoint": "/__grade__/expected_answer",
@@ -204,8 +213,14 @@ def load_specs(tasks_dir: Path, report: CheckReport) -> dict[str, dict[str, Any]
             continue
         stem = path.name[: -len(SPEC_SUFFIX)]
         if data.get("scenario_id") != stem:
-            report.differences.append(Difference(
-                "unreadable", relative, "scenario_id", f"{data.get('scenario_id')!r} != file stem {stem!r}"))  # fmt: skip
+            report.differences.append(
+                Difference(
+                    "unreadable",
+                    relative,
+                    "scenario_id",
+                    f"{data.get('scenario_id')!r} != file stem {stem!r}",
+                )
+            )
             continue
         specs[stem] = data
     return specs
@@ -220,9 +235,14 @@ def check(tasks_dir: Path, strict: bool = False) -> CheckReport:
     for spec in specs.values():
         for driver in spec.get("drivers", []):
             if driver not in SUFFIXES:
-                report.differences.append(Difference(
-                    "unbound", f"{SCENARIO_DIR}/{spec['scenario_id']}{SPEC_SUFFIX}", "drivers",
-                    f"unknown driver {driver!r}"))  # fmt: skip
+                report.differences.append(
+                    Difference(
+                        "unbound",
+                        f"{SCENARIO_DIR}/{spec['scenario_id']}{SPEC_SUFFIX}",
+                        "drivers",
+                        f"unknown driver {driver!r}",
+                    )
+                )
                 continue
             expected[task_file(spec, driver)] = (spec, driver)
     report.expansions = len(expected)
@@ -241,9 +261,14 @@ def check(tasks_dir: Path, strict: bool = False) -> CheckReport:
             report.orphaned.append(relative)
             continue
         if relative not in expected:
-            report.differences.append(Difference(
-                "unbound", relative, "_generated_from",
-                f"{marker} binds no driver whose expansion is this file"))  # fmt: skip
+            report.differences.append(
+                Difference(
+                    "unbound",
+                    relative,
+                    "_generated_from",
+                    f"{marker} binds no driver whose expansion is this file",
+                )
+            )
             continue
         seen.add(relative)
         spec, driver = expected[relative]

@@ -45,9 +45,11 @@ def _unknown(name: str, values: Sequence[str], everything: Sequence[Task]) -> st
         close = [m for v in values for m in difflib.get_close_matches(v, known, n=3, cutoff=0.8)]
         listed = ", ".join(known[:TAGS_NAMED]) + (", ..." if len(known) > TAGS_NAMED else "")
         hint = f"did you mean {' or '.join(dict.fromkeys(close))}? " if close else ""
-        return f"no task has {'this tag' if len(values) == 1 else 'any of these tags'} " \
-               f"({hint}tags here: {listed or 'none'}; `metewand browser list` shows them " \
-               "per subset)"  # fmt: skip
+        return (
+            f"no task has {'this tag' if len(values) == 1 else 'any of these tags'} "
+            f"({hint}tags here: {listed or 'none'}; `metewand browser list` shows them "
+            "per subset)"
+        )
     if name == "--subset":
         return "no valid task in this subset"
     return "no valid task with this id"
@@ -73,8 +75,11 @@ def explain_empty(
         kept = [task for task in left if keeps(task)]
         flag = _flag(name, values)
         if not lines:  # the first filter: what the whole corpus has
-            lines.append(f"{flag}: {tasks_text(len(kept))}, {_where(kept)}" if kept
-                         else f"{flag}: {_unknown(name, values, tasks)}")  # fmt: skip
+            lines.append(
+                f"{flag}: {tasks_text(len(kept))}, {_where(kept)}"
+                if kept
+                else f"{flag}: {_unknown(name, values, tasks)}"
+            )
         elif kept:
             lines.append(f"{flag}: {len(kept)} of them, {_where(kept)}")
         else:  # this filter emptied the selection: what it would keep on its own

@@ -145,9 +145,11 @@ async def run_event_wait(index: int, step: Mapping[str, Any], state: RawCdpState
     timeout_ms = min(int(step.get("timeout_ms", DEFAULT_EVENT_TIMEOUT_MS)), MAX_EVENT_TIMEOUT_MS)
     try:
         event = await state.client.wait_for_event(
-            method, match, session_id=state.event_filter(step.get("session")),
+            method,
+            match,
+            session_id=state.event_filter(step.get("session")),
             timeout=timeout_ms / 1000,
-        )  # fmt: skip
+        )
     except CdpTimeout:
         if step.get("optional"):
             state.saved[EVENT_TIMEOUTS].append(method)
@@ -176,25 +178,60 @@ STEP_FORMS: Final[dict[str, StepForm]] = {
     form.key: form
     for form in (
         StepForm(
-            "command", "method",
-            frozenset({"method", "params", "optional", "save_as", "save_result_as", "session",
-                       "save_session_as", "expect_unsupported"}),
-            {"method": _STR, "params": (dict,), "optional": _BOOL, "save_as": _STR,
-             "save_result_as": _STR, "session": _STR, "save_session_as": _STR,
-             "expect_unsupported": _BOOL},
+            "command",
+            "method",
+            frozenset(
+                {
+                    "method",
+                    "params",
+                    "optional",
+                    "save_as",
+                    "save_result_as",
+                    "session",
+                    "save_session_as",
+                    "expect_unsupported",
+                }
+            ),
+            {
+                "method": _STR,
+                "params": (dict,),
+                "optional": _BOOL,
+                "save_as": _STR,
+                "save_result_as": _STR,
+                "session": _STR,
+                "save_session_as": _STR,
+                "expect_unsupported": _BOOL,
+            },
             run_command,
         ),
         StepForm(
-            "event", "wait_for_event",
-            frozenset({"wait_for_event", "match", "timeout_ms", "optional", "save_result_as",
-                       "session", "save_session_as"}),
-            {"wait_for_event": _STR, "match": (dict,), "timeout_ms": _NUM, "optional": _BOOL,
-             "save_result_as": _STR, "session": _STR, "save_session_as": _STR},
+            "event",
+            "wait_for_event",
+            frozenset(
+                {
+                    "wait_for_event",
+                    "match",
+                    "timeout_ms",
+                    "optional",
+                    "save_result_as",
+                    "session",
+                    "save_session_as",
+                }
+            ),
+            {
+                "wait_for_event": _STR,
+                "match": (dict,),
+                "timeout_ms": _NUM,
+                "optional": _BOOL,
+                "save_result_as": _STR,
+                "session": _STR,
+                "save_session_as": _STR,
+            },
             run_event_wait,
         ),
         StepForm("sleep", "sleep_ms", frozenset({"sleep_ms"}), {"sleep_ms": _NUM}, run_sleep),
     )
-}  # fmt: skip
+}
 
 
 def form_of(step: Mapping[str, Any]) -> StepForm | None:

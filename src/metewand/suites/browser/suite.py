@@ -82,9 +82,14 @@ class BrowserSlot:
         self._thread.start()
         plan, store = suite.plan, suite.store
         self.pool = EnginePool(
-            plan.available, store.run_dir, store.run_id, index, suite.on_launch,
-            suite.groups.preexec_for, log_name=label,
-        )  # fmt: skip
+            plan.available,
+            store.run_dir,
+            store.run_id,
+            index,
+            suite.on_launch,
+            suite.groups.preexec_for,
+            log_name=label,
+        )
         self.server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)
         self.runner: AttemptRunner | None = None
         try:
@@ -93,9 +98,15 @@ class BrowserSlot:
             self._stop_loop()
             raise
         self.runner = AttemptRunner(
-            plan, store, self.pool, self.server, base_url, suite.groups, suite.identity_of,
+            plan,
+            store,
+            self.pool,
+            self.server,
+            base_url,
+            suite.groups,
+            suite.identity_of,
             suite.registry,
-        )  # fmt: skip
+        )
 
     def attempt(self, planned: PlannedAttempt) -> Row:
         """Run one attempt on this slot's loop; an interrupt cancels it (no row, no artifacts)."""
@@ -328,8 +339,9 @@ class BrowserSuite:
         with self._lock:
             if self.worker_side:
                 self._identities[engine] = {"found": True, **identity}
-                self._facts.append({"kind": "engine_identity", "engine": engine,
-                                    "identity": identity})  # fmt: skip
+                self._facts.append(
+                    {"kind": "engine_identity", "engine": engine, "identity": identity}
+                )
             elif self._by_host:
                 self._merge_identity(engine, identity, socket.gethostname())
             else:
@@ -371,10 +383,11 @@ def rounds(plan: Plan, done: set[str], cycles: bool = False) -> list[Unit]:
     for index in by_round:
         by_cycle.setdefault(index // width, []).append(index)
     return [
-        Unit(tuple(k for i in indexes for k in by_round[i]), {"round": indexes[0],
-                                                             "rounds": indexes})
+        Unit(
+            tuple(k for i in indexes for k in by_round[i]), {"round": indexes[0], "rounds": indexes}
+        )
         for indexes in by_cycle.values()
-    ]  # fmt: skip
+    ]
 
 
 def cycles_per_unit(config: RunConfig, executor_kind: str) -> bool:
@@ -404,9 +417,12 @@ def _dir_label(slot_id: str) -> str:
 
 
 def suite_config(
-    config: RunConfig, run_dir: Path, corpus_sha256: str,
-    engine_pins: dict[str, str] | None = None, cold_start_places: list[str] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    config: RunConfig,
+    run_dir: Path,
+    corpus_sha256: str,
+    engine_pins: dict[str, str] | None = None,
+    cold_start_places: list[str] | None = None,
+) -> dict[str, Any]:
     """The JSON config ``from_ref`` rebuilds the suite from (paths absolute). A profiled run
     adds ``engine_pins`` (engine -> binary sha256 every host must have) and
     ``cold_start_places`` (places whose cold starts the run holds already)."""
@@ -436,14 +452,17 @@ def admit(ref: SuiteRef) -> str | None:
     for name, pin in sorted(pins.items()):
         found = resolve(name, config.engine_paths.get(name))
         if isinstance(found, Missing):
-            problems.append(f"engine {name} not found on this host ({found.detail}); "
-                            f"the run pins sha256 {pin}")  # fmt: skip
+            problems.append(
+                f"engine {name} not found on this host ({found.detail}); the run pins sha256 {pin}"
+            )
             continue
         digest = binary_sha256(found.binary)
         if digest != pin:
-            problems.append(f"engine {name} binary {found.binary} has sha256 {digest}, not the "
-                            f"run's pin {pin} (a profiled comparison runs the same binaries "
-                            "on every host)")  # fmt: skip
+            problems.append(
+                f"engine {name} binary {found.binary} has sha256 {digest}, not the "
+                f"run's pin {pin} (a profiled comparison runs the same binaries "
+                "on every host)"
+            )
     return "; ".join(problems) or None
 
 
@@ -458,8 +477,12 @@ def from_ref(ref: SuiteRef) -> BrowserSuite:
     plan = build_plan(config)
     found = corpus_digest(plan.corpus.root)["sha256"]
     if found != ref.config["corpus_sha256"]:
-        raise PlanError([f"{plan.corpus.root}: corpus sha256 {found} on this worker differs from "
-                         f"the client's {ref.config['corpus_sha256']}"])  # fmt: skip
+        raise PlanError(
+            [
+                f"{plan.corpus.root}: corpus sha256 {found} on this worker differs from "
+                f"the client's {ref.config['corpus_sha256']}"
+            ]
+        )
     profiler = None
     if config.resource.profile != "off" or config.phase_marks:  # as a local run: groups
         profiler = ResourceProfiler(config, view.run_dir, view.run_id)

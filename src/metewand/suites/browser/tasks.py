@@ -34,14 +34,27 @@ from metewand.suites.browser.driver_tasks import adapter_driver_problems, inline
 from metewand.suites.browser.steps import BUILTIN_SESSIONS, STEP_FORMS, form_of
 
 REQUIRED_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
-    "task_id": (str,), "task_version": (int,), "layer": (str,), "subset_id": (str,),
-    "description": (str,), "features": (list,), "tags": (list,), "scene": (dict,),
-    "driver": (dict,), "grader": (dict,), "timeouts": (dict,), "artifact_profile": (str,),
-}  # fmt: skip
+    "task_id": (str,),
+    "task_version": (int,),
+    "layer": (str,),
+    "subset_id": (str,),
+    "description": (str,),
+    "features": (list,),
+    "tags": (list,),
+    "scene": (dict,),
+    "driver": (dict,),
+    "grader": (dict,),
+    "timeouts": (dict,),
+    "artifact_profile": (str,),
+}
 OPTIONAL_FIELDS: Final[Mapping[str, tuple[type, ...]]] = {
-    "title": (str,), "chrome_gate": (str,), "launch_profile": (str,), "human_query": (str,),
-    "seed_policy": (dict,), "_generated_from": (str, dict),
-}  # fmt: skip
+    "title": (str,),
+    "chrome_gate": (str,),
+    "launch_profile": (str,),
+    "human_query": (str,),
+    "seed_policy": (dict,),
+    "_generated_from": (str, dict),
+}
 SCENE_KINDS: Final = ("about_blank", "self_hosted_fixture")
 LAUNCH_PROFILES: Final = ("default", "all_resources")
 # Screenshots and PDFs are outside what the suite measures (the corpus format forbids them).
@@ -167,9 +180,12 @@ class _Where:
 
 
 def _check_fields(
-    obj: Mapping[str, Any], path: str, where: _Where,
-    required: Mapping[str, tuple[type, ...]], optional: Mapping[str, tuple[type, ...]],
-) -> None:  # fmt: skip
+    obj: Mapping[str, Any],
+    path: str,
+    where: _Where,
+    required: Mapping[str, tuple[type, ...]],
+    optional: Mapping[str, tuple[type, ...]],
+) -> None:
     for key in obj:
         if key not in required and key not in optional:
             where.add(f"{path}.{key}", "unknown key")
@@ -386,9 +402,13 @@ def load_corpus(root: Path | str) -> Corpus:
     if not corpus.fixtures_dir.is_dir():  # every run starts a fixture server on it
         route_errors.append(ValidationError("fixtures", "$", "required directory missing"))
     corpus.setup_errors = sorted(
-        [*errors, *route_errors, *answer_registry_errors(corpus.fixtures_dir, root),
-         *sidecar_errors(corpus.fixtures_dir, root)]
-    )  # fmt: skip
+        [
+            *errors,
+            *route_errors,
+            *answer_registry_errors(corpus.fixtures_dir, root),
+            *sidecar_errors(corpus.fixtures_dir, root),
+        ]
+    )
     corpus.errors = list(corpus.setup_errors)
     if manifest is None:
         return corpus

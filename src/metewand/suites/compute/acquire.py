@@ -66,7 +66,9 @@ def acquire_into_cache(root: str, config: DatasetConfig, did: str) -> tuple[str,
             fh.write(canonical.dumps(receipt))
         rundir.publish_dir(staging, final, replace=False)
     except (OSError, InvalidOutput) as exc:
-        raise AcquisitionError(f"dataset {definition.name}: cannot acquire {definition.path}: {exc}") from exc  # fmt: skip
+        raise AcquisitionError(
+            f"dataset {definition.name}: cannot acquire {definition.path}: {exc}"
+        ) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     data = os.path.join(final, DATA_NAME)

@@ -105,17 +105,38 @@ def run_fixed_dataset_outcome(
     attempt_dir = tempfile.mkdtemp(prefix="attempt-", dir=private_root)
     os.chmod(attempt_dir, 0o700)
     definition = DatasetDef("provided", "fixed", path=os.path.abspath(dataset_dir))
-    config = DatasetConfig(definition, {}, 0, canonical.identity("dataset-configuration", {"version": 1, "path": definition.path}))  # fmt: skip
+    config = DatasetConfig(
+        definition,
+        {},
+        0,
+        canonical.identity("dataset-configuration", {"version": 1, "path": definition.path}),
+    )
     receipt = {"schema_version": 1, "derivation_id": config.identity, "kind": "provided"}
     dataset = MaterializedDataset(
-        config, config.identity, definition.path, forms.unavailable(Reason.PROVIDED_DATASET),
+        config,
+        config.identity,
+        definition.path,
+        forms.unavailable(Reason.PROVIDED_DATASET),
         {**receipt, "origin": "provided"},
-    )  # fmt: skip
+    )
     policy = ExecutionPolicy(timing_scope=timing_scope, timeout_s=timeout_s)
     attempt = PlannedAttempt(
-        "fixed", "fixed", "fixed", "default", config, problem, problem_parameters or {}, "impl",
-        implementation_parameters or {}, "impl", implementation_seed, 0, "measured", None, policy,
-    )  # fmt: skip
+        "fixed",
+        "fixed",
+        "fixed",
+        "default",
+        config,
+        problem,
+        problem_parameters or {},
+        "impl",
+        implementation_parameters or {},
+        "impl",
+        implementation_seed,
+        0,
+        "measured",
+        None,
+        policy,
+    )
     spec = AttemptInput(
         attempt=attempt,
         problem=ProblemDef(

@@ -45,9 +45,16 @@ def transformed(r: Reader, name: str, t: dict[str, Any]) -> DatasetDef:
     launch = read_launch(r, t.get("transformer", {}), f"{where}.transformer")
     schema = r.schema(t.get("parameter_schema"), f"{where}.parameter_schema")
     return DatasetDef(
-        name, "transformed", launch, None, dict(defaults), schema, source, dict(source_parameters),
+        name,
+        "transformed",
+        launch,
+        None,
+        dict(defaults),
+        schema,
+        source,
+        dict(source_parameters),
         defaults_declared="parameter_defaults" in t,
-    )  # fmt: skip
+    )
 
 
 def acquired(r: Reader, name: str, t: dict[str, Any]) -> DatasetDef:

@@ -40,9 +40,11 @@ def load(path: str, root: str | None = None) -> Manifest:
         if dialect == RUST_DIALECT:
             if root is not None:
                 raise ManifestError(
-                    [f"{os.path.basename(path)}: a Rust-dialect manifest cannot be read against "
-                     "another tree (--ab-baseline takes metewand-dialect manifests)"]
-                )  # fmt: skip
+                    [
+                        f"{os.path.basename(path)}: a Rust-dialect manifest cannot be read against "
+                        "another tree (--ab-baseline takes metewand-dialect manifests)"
+                    ]
+                )
             return read_rust_manifest(os.path.abspath(path), document, why)
         manifest = read_manifest(os.path.abspath(path), document, root)
         return replace(manifest, dialect_reason=why)

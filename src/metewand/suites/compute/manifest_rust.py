@@ -222,11 +222,13 @@ def parse_shapes(path: str, doc: dict[str, Any]) -> Shapes:
         "implementations": {
             n: _implementation(r, n, v) for n, v in r.named(doc, "implementations").items()
         },
-        "execution_policies": {n: _policy(r, n, v) for n, v in r.named(doc, "execution_policies").items()},
+        "execution_policies": {
+            n: _policy(r, n, v) for n, v in r.named(doc, "execution_policies").items()
+        },
         "observation_policies": {
             n: _observation_policy(r, n, v) for n, v in r.named(doc, "observation_policies").items()
         },
-    }  # fmt: skip
+    }
     problems = repository.problem_shapes(r, r.named(doc, "problems"))
     return Shapes(r, name, tables, problems, experiments(r, doc.get("experiments", []), tables))
 
@@ -248,7 +250,15 @@ def read_rust_manifest(path: str, doc: dict[str, Any], why: str = "") -> Manifes
         datasets[UNIT_KEY] = DatasetDef("unit", "unit")
     implementations = repository.bind(r, "implementations", shapes["implementations"], repo.catalog)
     return Manifest(
-        path, r.root, parsed.name, datasets, repo.problems, implementations,
-        tuple(checks.with_unit(e, UNIT_KEY) for e in exps), dialect=RUST_DIALECT,
-        dialect_reason=why, environments=shapes["environments"], catalog=repo.catalog,
-    )  # fmt: skip
+        path,
+        r.root,
+        parsed.name,
+        datasets,
+        repo.problems,
+        implementations,
+        tuple(checks.with_unit(e, UNIT_KEY) for e in exps),
+        dialect=RUST_DIALECT,
+        dialect_reason=why,
+        environments=shapes["environments"],
+        catalog=repo.catalog,
+    )

@@ -132,15 +132,21 @@ def _experiment(r: RustReader, value: Any, where: str, shapes: dict[str, Any]) -
         problem=r.name(t.get("problem"), f"{where}.problem"),
         datasets=datasets,
         implementations=r.name_list(t.get("implementations"), f"{where}.implementations"),
-        repetitions=r.safe_int(t.get("implementation_repetitions", 1), f"{where}.implementation_repetitions", 1),
+        repetitions=r.safe_int(
+            t.get("implementation_repetitions", 1), f"{where}.implementation_repetitions", 1
+        ),
         seed=r.safe_int(t.get("seed", 0), f"{where}.seed", 0),
         policy=shapes["execution_policies"].get(policy_name, ExecutionPolicy(name=policy_name)),
         cases=cases,
-        measurement_repetitions=r.safe_int(t.get("measurement_repetitions", 1), f"{where}.measurement_repetitions", 1),
-        observation_policy=shapes["observation_policies"].get(observation_name, ObservationPolicy(observation_name)),
+        measurement_repetitions=r.safe_int(
+            t.get("measurement_repetitions", 1), f"{where}.measurement_repetitions", 1
+        ),
+        observation_policy=shapes["observation_policies"].get(
+            observation_name, ObservationPolicy(observation_name)
+        ),
         named_cases="cases" in t,
         warmups_per_specification=True,
-    )  # fmt: skip
+    )
 
 
 def experiments(r: RustReader, raw: Any, shapes: dict[str, Any]) -> list[Experiment]:

@@ -152,9 +152,13 @@ def worker(r: RustReader, t: dict[str, Any], where: str) -> Launch:
     sources = r.repo_paths(t["sources"], f"{where}.sources") if "sources" in t else None
     resolved = os.path.normpath(os.path.join(r.root, program)) if "/" in program else program
     return Launch(
-        "command", (resolved, *args), environment=environment, protocol_transport=transport,
-        program=program, source_patterns=sources,
-    )  # fmt: skip
+        "command",
+        (resolved, *args),
+        environment=environment,
+        protocol_transport=transport,
+        program=program,
+        source_patterns=sources,
+    )
 
 
 def _interpreted(
@@ -176,6 +180,10 @@ def _interpreted(
     sources = r.repo_paths(t.get("sources", ["-"]), f"{where}.sources")
     script = os.path.join(r.root, entrypoint)
     return Launch(
-        runner, (RUNNER_PROGRAMS[runner], script, *args), environment=environment,
-        protocol_transport=transport, entrypoint=entrypoint, source_patterns=sources,
-    )  # fmt: skip
+        runner,
+        (RUNNER_PROGRAMS[runner], script, *args),
+        environment=environment,
+        protocol_transport=transport,
+        entrypoint=entrypoint,
+        source_patterns=sources,
+    )

@@ -229,8 +229,21 @@ def _attempt(
     dcfg = c.dcfg
     key = f"{exp.name}/{c.case}/{dcfg.name}@{dcfg.identity[-10:]}/{c.impl}@{c.icfg[-10:]}/{tail}"
     return PlannedAttempt(
-        key, slot, exp.name, c.case, dcfg, exp.problem, c.pparams, c.impl, c.iparams, c.icfg,
-        seed, rep, role["kind"], warmup, exp.policy,
+        key,
+        slot,
+        exp.name,
+        c.case,
+        dcfg,
+        exp.problem,
+        c.pparams,
+        c.impl,
+        c.iparams,
+        c.icfg,
+        seed,
+        rep,
+        role["kind"],
+        warmup,
+        exp.policy,
         problem_config_id=c.pcfg,
         candidate_id=c.candidate,
         specification_id=spec,
@@ -238,7 +251,7 @@ def _attempt(
         measurement_index=index,
         scheduling_priority=priority,
         problem_contract_id=d.contracts.get(exp.problem, ""),
-    )  # fmt: skip
+    )
 
 
 def build_plan(

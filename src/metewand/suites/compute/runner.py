@@ -183,16 +183,26 @@ def run(
         data["ab"] = manifest_facts(baseline, manifest, plan)
     with sigterm_as_interrupt():  # also while the run directory is being opened
         store = open_store(
-            options.out_dir, options.run_id, options.resume, data,
+            options.out_dir,
+            options.run_id,
+            options.resume,
+            data,
             check_resume=lambda view: _check_same_benchmark(view, data),
-        )  # fmt: skip
+        )
         try:
             suite = ComputeSuite(
-                manifest, plan, store, jobs=jobs, cache_dir=options.cache_dir,
-                accounting_backend=options.accounting_backend, timeouts=options.timeouts,
-                log_limit=options.log_limit, phase_marks=options.phase_marks,
-                pair_on_host=options.executor == "dask", baseline=baseline,
-            )  # fmt: skip
+                manifest,
+                plan,
+                store,
+                jobs=jobs,
+                cache_dir=options.cache_dir,
+                accounting_backend=options.accounting_backend,
+                timeouts=options.timeouts,
+                log_limit=options.log_limit,
+                phase_marks=options.phase_marks,
+                pair_on_host=options.executor == "dask",
+                baseline=baseline,
+            )
             units = suite.units()
             host = _host_telemetry(store.run_dir, options)
             session = Run(store, host, reporter)
@@ -211,11 +221,17 @@ def _ref_config(
     manifest: Manifest, run_dir: Path, options: RunOptions, jobs: int
 ) -> dict[str, Any]:
     return suite_config(
-        manifest.path, options.max_attempts, run_dir, jobs=jobs, cache_dir=options.cache_dir,
-        accounting_backend=options.accounting_backend, timeouts=options.timeouts,
-        log_limit=options.log_limit, phase_marks=options.phase_marks,
+        manifest.path,
+        options.max_attempts,
+        run_dir,
+        jobs=jobs,
+        cache_dir=options.cache_dir,
+        accounting_backend=options.accounting_backend,
+        timeouts=options.timeouts,
+        log_limit=options.log_limit,
+        phase_marks=options.phase_marks,
         ab_baseline=options.ab_baseline,
-    )  # fmt: skip
+    )
 
 
 def _execute_on_dask(

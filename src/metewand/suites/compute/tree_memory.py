@@ -75,7 +75,9 @@ class TreeMemory:
         try:
             backend = AccountingBackend(obj["accounting_backend"])
         except ValueError as exc:
-            raise PayloadError("$.accounting_backend", f"unknown value {obj['accounting_backend']!r}") from exc  # fmt: skip
+            raise PayloadError(
+                "$.accounting_backend", f"unknown value {obj['accounting_backend']!r}"
+            ) from exc
         return cls(high_water, backend)
 
 

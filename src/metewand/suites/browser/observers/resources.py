@@ -126,10 +126,13 @@ class EngineResources(Observer):
         try:
             self.record = self._engine_record()
         except Exception as exc:
-            self.record = {"schema": "metewand_engine_resources/1", "scope": "engine_scope",
-                           "engine": self.setup.planned.engine,
-                           "fault": f"{type(exc).__name__}: {exc}",
-                           "quality_flags": ["sampler_fault"]}  # fmt: skip
+            self.record = {
+                "schema": "metewand_engine_resources/1",
+                "scope": "engine_scope",
+                "engine": self.setup.planned.engine,
+                "fault": f"{type(exc).__name__}: {exc}",
+                "quality_flags": ["sampler_fault"],
+            }
         sampler_ns = self.summary.sampler_cpu_ns if self.summary is not None else 0
         self.harness = harness_scope(process_cpu_ns, sampler_ns, self.profiler.jobs, host_cpu_ns)
 
@@ -141,14 +144,21 @@ class EngineResources(Observer):
         attempt_cpu = cpu_delta(self.cpu_before, group.cpu())
         cpu_wall_ms = (time.perf_counter() - self.wall_start) * 1000
         record = engine_resources_record(
-            summary, attempt_cpu, backend=group.backend, duration_ms=None,
-            collection_wall_ms=self.wall_ms, fallback_reasons=group.fallback_reasons,
-            engine=self.setup.planned.engine, memory_peak_per_attempt=self.peak_reset,
+            summary,
+            attempt_cpu,
+            backend=group.backend,
+            duration_ms=None,
+            collection_wall_ms=self.wall_ms,
+            fallback_reasons=group.fallback_reasons,
+            engine=self.setup.planned.engine,
+            memory_peak_per_attempt=self.peak_reset,
             cpu_wall_ms=cpu_wall_ms,
-        )  # fmt: skip
+        )
         # where the observer's wall goes: baseline scan (+ setup) and end scan (+ teardown)
-        record["observer_wall_ms"] = {"start": round(self.start_ms, 3),
-                                      "stop": round(self.stop_ms, 3)}  # fmt: skip
+        record["observer_wall_ms"] = {
+            "start": round(self.start_ms, 3),
+            "stop": round(self.stop_ms, 3),
+        }
         with open(self.setup.out_dir / RESOURCE_FILE, "wb") as handle:
             for sample in summary.samples:
                 handle.write(canonical.line(peer_sample_line(sample, None)))
@@ -156,8 +166,11 @@ class EngineResources(Observer):
 
     def end(self, ended: AttemptEnd) -> Observed:
         # the peer's record carries the row's duration and fixture traffic
-        forms = {**self.record, "duration_ms": ended.result.duration_ms,
-                 "fixture_traffic": ended.fields.get("traffic")}  # fmt: skip
+        forms = {
+            **self.record,
+            "duration_ms": ended.result.duration_ms,
+            "fixture_traffic": ended.fields.get("traffic"),
+        }
         fields = {
             "harness_scope": self.harness,
             # ours (measurement forms) beside the peer's layout (plain numbers + unavailable)
