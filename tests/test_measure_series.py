@@ -67,8 +67,9 @@ def test_second_command_about_twice_slower_with_a_ci_and_every_run_exported(
     assert ratio["method"] == "paired" and ratio["units"] == 16
     low, high = ratio["ratio_ci95"]
     assert low <= ratio["ratio"] <= high and ratio["level"] >= 0.95
-    # 100 ms / 50 ms plus the start of sh and sleep each: a few ms quiet, ~45 ms at load 20
-    assert 1.25 < ratio["ratio"] < 2.2, ratio
+    # 100 ms / 50 ms plus the start of sh and sleep each: a few ms quiet, ~45 ms at load 20;
+    # above 2 when a loaded host wakes the longer sleep later (2.22 at load 6 in CI)
+    assert 1.25 < ratio["ratio"] < 2.6, ratio
     assert low > 1.0, ratio  # the CI alone says "slower" (its width is the loaded host's)
     assert ratio["p_value"] < 0.05  # the sign test agrees with the interval
     assert "  sleep 0.1:\n    wall " in done.stdout and "slower" in done.stdout
