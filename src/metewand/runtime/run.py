@@ -1,6 +1,16 @@
 """One run of any suite, from its directory's creation (or resumption) to its final state.
 
-Both suites go through the same steps, in this order:
+``start(starter, RunRequest) -> RunOutcome`` is the front half of every run, the same for every
+suite: the suite's resume refusals (``RunStarter.check_resume``) and the shared ones
+(``check_phase_marks``: a resume never changes the phase-mark choice), the provenance collected
+once for a new run's manifest, the store opened, host telemetry made once (``host_telemetry``),
+then ``Run.execute`` on the local executor or a Dask session (``ExecutorChoice``). What ends a run
+early is an outcome, never an exception that reaches the command (one interrupt contract):
+exit 130 interrupted, 3 no usable cluster, 1 the harness broke, 2 refused; every command says it
+and exits with it through ``RunOutcome.report``. The suites keep their plan, their own resume
+checks and their summary; ``runtime`` names no suite.
+
+Every run goes through the same steps, in this order:
 
 1. ``open_store``: create ``out/<run_id>`` with the suite's manifest data, or reopen a run to
    resume it once the suite's refusal rules (``check_resume``) accepted its read-only view; then
@@ -15,11 +25,11 @@ Both suites go through the same steps, in this order:
    - completed: the state is ``complete`` (the derived files are the caller's: a run writes rows
      and raw files only);
    - interrupted (Ctrl-C, SIGTERM): state ``interrupted``, reason ``interrupted by signal``, and
-     ``KeyboardInterrupt`` propagates (the CLI exits 130; ``--resume`` runs the attempts
-     without a row);
+     ``KeyboardInterrupt`` propagates (``start`` makes it the outcome 130; ``--resume`` runs the
+     attempts without a row);
    - the harness broke (an exception from the suite): state ``interrupted``, the reason
      ``harness failed: <type>: <message>`` in the manifest, the traceback in
-     ``harness_error.txt``, and the exception propagates.
+     ``harness_error.txt``, and the exception propagates (``start``: the outcome 1).
 """
 
 from __future__ import annotations
