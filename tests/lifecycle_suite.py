@@ -4,7 +4,8 @@ An attempt's row records the pid of the process that ran it and its slot; ``slee
 long that process lives; an attempt whose key is in ``fail_keys`` raises (a harness bug).
 ``interrupt`` kills the live processes, as the real suites do. Also a script: ``python
 lifecycle_suite.py OUT RUN_ID UNITS ATTEMPTS SLEEP_S JOBS [--resume]`` runs such a suite through
-``runtime.run.Run`` and exits 130 on an interrupt, like the CLI.
+``runtime.run.start`` (``ProcessStarter``) and exits with its outcome's code (130 on an
+interrupt), as both CLIs do.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from metewand.runtime.store import RunStore
+from metewand.runtime.run import ExecutorChoice, Prepared, RunRequest, start
+from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, Unit, UnitEvents
 
 
@@ -119,22 +121,54 @@ class ProcessSuite:
             self.store.update_manifest({"finished": completed})
 
 
-def main(argv: list[str]) -> int:
-    from metewand.runtime.executor import LocalExecutor
-    from metewand.runtime.run import Run, open_store
+class ProcessStarter:
+    """The toy suite's part of ``runtime.run.start`` (a third ``RunStarter``: the front half,
+    the phase-mark rule and the interrupt contract are the runtime's, not a suite's)."""
 
+    name = "process-test"
+
+    def __init__(
+        self,
+        units: int,
+        attempts: int,
+        sleep_s: float = 0.0,
+        jobs: int = 1,
+        phase_marks: bool = True,
+        fail_keys: frozenset[str] = frozenset(),
+    ) -> None:
+        self.shape = (units, attempts, sleep_s)
+        self.jobs = jobs
+        self.phase_marks = phase_marks
+        self.fail_keys = fail_keys
+        self.suite: ProcessSuite | None = None
+
+    def check_resume(self, view: RunView) -> None:
+        suite = view.manifest["data"].get("suite")
+        if suite != self.name:
+            raise StoreError(f"{view.run_dir} is not a {self.name} run (suite {suite!r})")
+
+    def new_run(
+        self, run_id: str, facts: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return {"suite": self.name, "phase_marks": self.phase_marks, **facts}, None
+
+    def on_open(self, store: RunStore) -> None:
+        pass
+
+    def prepare(self, store: RunStore, executor: ExecutorChoice) -> Prepared:
+        units, attempts, sleep_s = self.shape
+        self.suite = ProcessSuite(units, attempts, sleep_s, self.fail_keys, store)
+        todo = self.suite.units()
+        print(f"todo {sum(len(u.keys) for u in todo)}", flush=True)
+        return Prepared(self.suite, todo, self.jobs, dict)
+
+
+def main(argv: list[str]) -> int:
     out, run_id, units, attempts, sleep_s, jobs = argv[:6]
     resume = Path(out) / run_id if "--resume" in argv else None
-    store = open_store(out, run_id, resume, {"suite": "process-test"})
-    with store:
-        suite = ProcessSuite(int(units), int(attempts), float(sleep_s), store=store)
-        todo = suite.units()
-        print(f"todo {sum(len(u.keys) for u in todo)}", flush=True)
-        try:
-            Run(store).execute(suite, LocalExecutor(int(jobs)), todo)
-        except KeyboardInterrupt:
-            return 130
-    return 0
+    starter = ProcessStarter(int(units), int(attempts), float(sleep_s), int(jobs))
+    outcome = start(starter, RunRequest(Path(out), run_id, resume))
+    return outcome.report(lambda text: print(text, file=sys.stderr))
 
 
 if __name__ == "__main__":

@@ -314,8 +314,11 @@ def test_a_dask_worker_sends_back_the_receipt_of_a_source_no_row_names(tmp_path:
     row names the source, so its receipt reaches the client's manifest only as a worker's fact."""
     import json
 
+    from metewand.runtime.run import ExecutorChoice
+
     manifest = _transformed_manifest(tmp_path)
-    summary = run(manifest, tmp_path, run_id="d", executor="dask", dask_local=1)
+    dask = ExecutorChoice("dask", local_workers=1)
+    summary = run(manifest, tmp_path, run_id="d", executor=dask)
     (row,) = summary.rows
     assert row["status"] == "accepted", row["message"]
     assert row["placement"]["executor"] == "dask"

@@ -13,11 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from lifecycle_suite import ProcessSuite
+from lifecycle_suite import ProcessStarter, ProcessSuite
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.runtime.executor import LocalExecutor
-from metewand.runtime.run import HARNESS_ERROR_FILE, INTERRUPTED_REASON, Run, open_store
+from metewand.runtime.run import (
+    HARNESS_ERROR_FILE,
+    INTERRUPTED_REASON,
+    Run,
+    RunRequest,
+    open_store,
+    start,
+)
 from metewand.runtime.store import RunView, StoreError
 
 TESTS = Path(__file__).parent
@@ -176,3 +183,48 @@ def test_a_refused_resume_leaves_the_run_directory_as_it_was(tmp_path: Path) -> 
     with pytest.raises(StoreError, match="is not this benchmark"):
         open_store(tmp_path, None, tmp_path / "old", {}, check_resume=refuse)
     assert manifest.read_bytes() == before
+
+
+def test_start_keeps_the_recorded_phase_marks_for_every_suite(tmp_path: Path) -> None:
+    """The "phase marks cannot change on resume" rule is ``runtime.run.start``'s: a toy suite's
+    resume given the other flag is refused (exit 2, the run directory as it was)."""
+    new = RunRequest(tmp_path, "m")
+    assert start(ProcessStarter(1, 1, phase_marks=False), new).exit_code == 0
+    run_dir = tmp_path / "m"
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
+
+    refused = start(ProcessStarter(1, 1), RunRequest(tmp_path, resume=run_dir, phase_marks=True))
+    assert refused.exit_code == 2
+    assert refused.lines == [
+        f"error: {run_dir} was run with --no-phase-marks; resuming with --phase-marks would mix "
+        "attempts timed with and without marks (resume without the flag)"
+    ]
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
+    for same in (None, False):  # no flag, or the recorded one: no contradiction
+        resumed = start(
+            ProcessStarter(1, 1), RunRequest(tmp_path, resume=run_dir, phase_marks=same)
+        )
+        assert resumed.exit_code == 0, resumed.lines
+
+
+def test_start_makes_a_harness_fault_an_outcome_not_an_exception(tmp_path: Path) -> None:
+    """One contract: what ends a run early is an outcome with its exit code and its words."""
+    starter = ProcessStarter(1, 2, fail_keys=frozenset({"u0/a1"}))
+    outcome = start(starter, RunRequest(tmp_path, "f"))
+    run_dir = tmp_path / "f"
+    assert (outcome.exit_code, outcome.run_dir) == (1, run_dir)
+    assert isinstance(outcome.error, RuntimeError)
+    (line,) = outcome.lines
+    reason = "harness failed: RuntimeError: injected fault in u0/a1"
+    assert line.startswith(f"error: {reason} (the run is marked interrupted; traceback in ")
+    assert line.endswith(f"--resume {run_dir} continues the run)")
+    assert RunView(run_dir).state == "interrupted"
+    assert _keys(run_dir) == ["u0/a0"]
+
+    other = start(ProcessStarter(1, 1), RunRequest(tmp_path, "o"))
+    assert other.exit_code == 0
+    manifest = tmp_path / "o" / "run_manifest.json"
+    manifest.write_text(manifest.read_text().replace('"process-test"', '"other"'))
+    refused = start(ProcessStarter(1, 1), RunRequest(tmp_path, resume=tmp_path / "o"))
+    assert refused.exit_code == 2 and refused.run_dir is None
+    assert refused.lines == [f"error: {tmp_path / 'o'} is not a process-test run (suite 'other')"]

@@ -284,13 +284,10 @@ def run(**opts: object) -> None:
 
 def _executor(opts: dict[str, object]) -> Any:
     """The executor flags, checked (exit 2 when they disagree, 3 without the dask extra)."""
-    from metewand.suites.browser.runner import Executor
-
     scheduler, local = opts["scheduler"], opts["dask_local"]
     jobs_source = click.get_current_context().get_parameter_source("jobs")
     jobs_given = jobs_source is click.core.ParameterSource.COMMANDLINE
-    check_executor(str(opts["executor"]), scheduler, local, jobs_given)  # type: ignore[arg-type]
-    return Executor(str(opts["executor"]), scheduler, local)  # type: ignore[arg-type]
+    return check_executor(str(opts["executor"]), scheduler, local, jobs_given)  # type: ignore[arg-type]
 
 
 def _statuses(text: str) -> frozenset[str]:

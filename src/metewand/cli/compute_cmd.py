@@ -207,7 +207,7 @@ def run(
     """
     from metewand.suites.compute import runner
 
-    check_executor(executor, scheduler, dask_local, jobs is not None)
+    chosen = check_executor(executor, scheduler, dask_local, jobs is not None)
     # Every path is resolved here, once, against the directory the command was run from.
     out_dir = os.path.abspath(out_dir)
     resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
@@ -225,9 +225,7 @@ def run(
         host_sample_interval_s=host_sample_interval_s if host_telemetry == "on" else None,
         host_foreign_cpu_max=host_foreign_cpu_max,
         max_attempts=max_attempts,
-        executor=executor,
-        scheduler=scheduler,
-        dask_local=dask_local,
+        executor=chosen,
         phase_marks=_phase_marks(phase_marks, resume_dir),
         ab_baseline=ab_baseline,
     )
@@ -314,38 +312,21 @@ def _phase_marks(flag: bool | None, resume_dir: Path | None) -> bool:
 def _run_or_exit(
     loaded: Any, options: Any, resume_dir: Path | None, no_progress: bool, quiet: bool
 ) -> Any:
-    """The run's summary; an error, Ctrl-C or a lost cluster exits with its code and says how
-    to resume."""
+    """The run's summary; a refusal, Ctrl-C, a lost cluster or a broken harness exits with the
+    outcome's code (``RunOutcome.report``, as ``metewand browser run`` does) and says how to
+    resume."""
     from metewand.cli.progress import progress_mode, reporter_factory
     from metewand.runtime.rundir import journal_warnings
-    from metewand.runtime.store import StoreError
     from metewand.suites.compute import runner
 
     reporter = reporter_factory(progress_mode(no_progress, quiet))
-    cluster_errors = _cluster_errors(options.executor)
-    resume_with = f"--resume {resume_dir or _run_dir(options)}"
-    try:
-        for line in journal_warnings(resume_dir) if resume_dir else []:
-            click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
-        return runner.run(loaded.path, options, reporter=reporter)
-    except StoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo(f"interrupted: resume with {resume_with}", err=True)
-        sys.exit(exit_codes.INTERRUPTED)
-    except cluster_errors as exc:  # no usable Dask worker: the run is marked interrupted
-        click.echo(f"error: {exc} (resume with {resume_with})", err=True)
-        sys.exit(exit_codes.ENVIRONMENT_MISSING)
-    except Exception as exc:  # the harness broke; the runner marked the run interrupted
-        if os.environ.get("METEWAND_DEBUG"):
-            raise
-        click.echo(
-            f"error: harness failed: {type(exc).__name__}: {exc} (the run is marked "
-            "interrupted; METEWAND_DEBUG=1 shows the traceback)",
-            err=True,
-        )
-        sys.exit(exit_codes.BENCHMARK_FAILURES)
+    for line in journal_warnings(resume_dir) if resume_dir else []:
+        click.echo(f"warning: {line}", err=True)  # the resume's cleanup skips these lines
+    outcome, summary = runner.start_run(loaded.path, options, reporter=reporter)
+    code = outcome.report(lambda text: click.echo(text, err=True))
+    if summary is None:
+        sys.exit(code)
+    return summary
 
 
 def _echo_unless(quiet: bool) -> Any:
@@ -379,14 +360,6 @@ def _conclude(summary: Any, executor: str, quiet: bool, remember: Callable[[], N
             )
         _warn_at_end(summary.run_dir)
     click.echo(f"run directory: {summary.run_dir}")
-
-
-def _cluster_errors(executor: str) -> tuple[type[Exception], ...]:
-    if executor != "dask":
-        return ()
-    from metewand.runtime.dask_executor import DaskExecutorError
-
-    return (DaskExecutorError,)
 
 
 def _finite(value: float, param: Any) -> float:
@@ -465,7 +438,3 @@ def _print_case_table(rows: list[dict[str, Any]]) -> None:
     for row in terminal_rows(stats, SHOWN_METRICS):
         table.add_row(*row)
     print_table(table, stderr=True)
-
-
-def _run_dir(options: Any) -> str:
-    return str(rundir.new_run_dir(options.out_dir, options.run_id)) if options.run_id else "RUN"

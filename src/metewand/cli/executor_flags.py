@@ -10,13 +10,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import click
 
 from metewand.cli import exit_codes
 from metewand.runtime import rundir
+
+if TYPE_CHECKING:
+    from metewand.runtime.run import ExecutorChoice
 
 
 def executor_options(local_help: str) -> Callable[[Any], Any]:
@@ -70,9 +73,11 @@ def scheduler_problem(address: str) -> str | None:
 
 def check_executor(
     executor: str, scheduler: str | None, local: int | None, jobs_given: bool
-) -> None:
-    """The executor flags agree, and ``dask`` is installed (exit 2 / exit 3 otherwise).
-    ``jobs_given``: ``--jobs`` was on the command line (it is the local executor's)."""
+) -> ExecutorChoice:
+    """The executor the flags choose, once they agree and ``dask`` is installed (exit 2 / exit 3
+    otherwise). ``jobs_given``: ``--jobs`` was on the command line (it is the local executor's)."""
+    from metewand.runtime.run import ExecutorChoice
+
     problem = None
     if executor == "local" and (scheduler is not None or local is not None):
         problem = "--scheduler and --dask-local need --executor dask"
@@ -99,6 +104,7 @@ def check_executor(
                 err=True,
             )
             sys.exit(exit_codes.ENVIRONMENT_MISSING)
+    return ExecutorChoice(executor, scheduler, local)
 
 
 def print_hosts(run_dir: str | Path, echo: Callable[[str], None] = click.echo) -> None:

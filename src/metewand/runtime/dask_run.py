@@ -25,13 +25,15 @@ from __future__ import annotations
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.runtime import run_sessions, rundir
 from metewand.runtime.dask_executor import DaskExecutor, DaskExecutorError
-from metewand.runtime.run import Run
 from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, Suite, SuiteRef, Unit
+
+if TYPE_CHECKING:  # the run lifecycle starts a Dask session (runtime.run.start), never the reverse
+    from metewand.runtime.run import Run
 
 LOST_TRIES_NAME = rundir.LOST_TRIES
 HOSTS_NAME = rundir.DASK_HOSTS

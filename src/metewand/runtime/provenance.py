@@ -137,3 +137,11 @@ def runner_facts(list_files: bool = False) -> dict[str, Any]:
 def collect(list_files: bool = False) -> dict[str, Any]:
     """``{"host": ..., "runner": ...}`` for a run manifest's ``data``."""
     return {"host": host_facts(), "runner": runner_facts(list_files=list_files)}
+
+
+def without_files(facts: dict[str, Any]) -> dict[str, Any]:
+    """``collect(list_files=True)``'s facts as ``collect()`` gives them (no per-file list): one
+    collection serves the manifest's short form and the peer manifest's long one."""
+    runner = facts["runner"]
+    source = {key: value for key, value in runner["source"].items() if key != "files"}
+    return {**facts, "runner": {**runner, "source": source}}

@@ -20,12 +20,12 @@ from typing import Any
 from metewand import canonical
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
-from metewand.measure.host_gate import GateThresholds
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler
 from metewand.runtime import rundir
 from metewand.runtime.owned import OwnedJournal
+from metewand.runtime.run import HostSampling, host_telemetry
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
@@ -78,27 +78,30 @@ class ResourceProfiler(EngineGroups):
         self._host: HostTelemetry | None = None
 
     # -- host telemetry -------------------------------------------------------------------
+    def host_sampling(self) -> HostSampling | None:
+        """The run's host telemetry settings (None: ``--host-telemetry off``)."""
+        if not self.options.host_telemetry:
+            return None
+        return HostSampling(self.options.host_sample_interval_s, self.options.host_foreign_cpu_max)
+
+    def adopt_host(self, host: HostTelemetry | None) -> None:
+        """The run's host telemetry (``runtime.run.start`` makes it, the run starts and stops
+        it); kept to subtract its sampler's own CPU from the harness scope."""
+        self._host = host
+
     def host_telemetry(self, root_pid: int, to_file: bool = True) -> HostTelemetry | None:
-        """The run's host telemetry (started and stopped by the run), when asked for; the
-        profiler keeps it to subtract its sampler's own CPU from the harness scope.
-        ``to_file`` False: samples are kept in memory only (a Dask worker: the run's
-        ``host_telemetry.jsonl`` is the client's host; the worker's summary goes back whole)."""
-        if self.options.host_telemetry:
-            sink = self.run_dir / rundir.HOST_TELEMETRY if to_file else None
-            self._host = HostTelemetry(
-                self.options.host_sample_interval_s,
-                root_pid,
-                sink,
-                GateThresholds(foreign_cpu_max_cores=self.options.host_foreign_cpu_max),
-                member_pids=self._group_members,
-            )
+        """This profiler's host telemetry (not started), when asked for. ``to_file`` False:
+        samples are kept in memory only (a Dask worker: the run's ``host_telemetry.jsonl`` is
+        the client's host; the worker's summary goes back whole)."""
+        sink = self.run_dir / rundir.HOST_TELEMETRY if to_file else None
+        self.adopt_host(host_telemetry(self.host_sampling(), root_pid, sink, self.group_members))
         return self._host
 
     def host_cpu_ns(self) -> int:
         """The host-telemetry thread's CPU so far (ns), which the harness scope leaves out."""
         return self._host.sampler_cpu_ns if self._host is not None else 0
 
-    def _group_members(self) -> list[int]:
+    def group_members(self) -> list[int]:
         """Every process in the engines' accounting groups (host telemetry's thread asks, so
         a group removed meanwhile is skipped): an engine helper that left the harness's tree
         is still the benchmark's, never foreign CPU."""

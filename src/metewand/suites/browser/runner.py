@@ -3,41 +3,36 @@ runtime (``runtime.run.Run`` over ``BrowserSuite`` on the local executor, ``--jo
 with its own engines and fixture server, or on a Dask cluster, ``Executor.dask``: whole rounds,
 one slot per worker); then score.
 
-``run_browser(...)`` is the whole command (``metewand browser run``); it returns an exit code:
-0 done, 2 invalid input (nothing run), 3 no usable Dask cluster (state ``interrupted``,
-resumable), 130 interrupted (state ``interrupted``, resumable).
+``run_browser(...)`` is the whole command (``metewand browser run``); its front half (resume
+checks, the run directory, host telemetry, the executor, the interrupt contract) is
+``runtime.run.start``'s, and it returns that ``RunOutcome``: ``exit_code`` 0 done, 2 invalid
+input (nothing run), 3 no usable Dask cluster (state ``interrupted``, resumable), 130
+interrupted (state ``interrupted``, resumable), 1 the harness broke (interrupted, resumable).
 A run directory is only ever changed through ``RunStore`` (whole rows, whole artifact dirs).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from metewand.errors import (
-    BENCHMARK_FAILURES,
-    ENVIRONMENT_MISSING,
-    INTERRUPTED,
-    INVALID_INPUT,
-    OK,
-    EnvironmentMissing,
-)
+from metewand.errors import INVALID_INPUT, OK
 from metewand.measure.clock import utc_now
-from metewand.runtime import provenance, run_sessions, rundir
-from metewand.runtime.executor import LocalExecutor
+from metewand.runtime import provenance, rundir
 from metewand.runtime.progress import ReporterFactory, null_reporter
-from metewand.runtime.run import HARNESS_ERROR_FILE, Run, open_store
-from metewand.runtime.store import (
-    MANIFEST_NAME,
-    RunStore,
-    RunView,
-    StoreError,
+from metewand.runtime.run import (
+    HARNESS_ERROR_FILE,
+    ExecutorChoice,
+    Prepared,
+    RunOutcome,
+    RunRequest,
+    start,
 )
-from metewand.runtime.suite import SuiteRef, Unit
+from metewand.runtime.store import MANIFEST_NAME, RunStore, RunView, StoreError
+from metewand.runtime.suite import Unit
 from metewand.suites.browser import peer_manifest
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.leftovers import kill_leftovers
@@ -67,26 +62,15 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-@dataclass(frozen=True)
-class Executor:
-    """Where the rounds run: ``local`` (``--jobs`` slots here) or ``dask`` (exactly one of
-    ``scheduler``, a running cluster's ``tcp://HOST:PORT``, and ``local_workers``, a
-    LocalCluster of that many worker processes; the CLI checks the flags)."""
-
-    kind: str = "local"
-    scheduler: str | None = None
-    local_workers: int | None = None
+# the names this module's callers know: one executor spelling, one outcome, for every suite
+Executor = ExecutorChoice
+RunResult = RunOutcome
 
 
-@dataclass
-class RunResult:
-    exit_code: int
-    run_dir: Path | None = None
-
-
-def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
+def manifest_data(plan: Plan, run_id: str, facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``facts``: ``provenance.collect()``'s (collected here when not given)."""
     config = plan.config
-    facts = provenance.collect()
+    facts = facts if facts is not None else provenance.collect()
     return {
         "suite": "browser",
         "run_id": run_id,
@@ -148,64 +132,110 @@ def run_browser(
     echo: Echo = _stderr,
     registry: AttemptRegistry | None = None,
     plan: Plan | None = None,
-    executor: Executor | None = None,
+    executor: ExecutorChoice | None = None,
     resume_phase_marks: bool | None = None,
-) -> RunResult:
+) -> RunOutcome:
     """``plan``: the plan of ``config`` when the caller built it already (to check it first).
     ``registry``: the attempts' drivers and observers (default: ``attempt_registry``'s).
     ``resume_phase_marks``: ``--phase-marks``/``--no-phase-marks`` given with ``resume`` (None:
-    neither); one contradicting the run's recorded choice is refused (exit 2)."""
-    executor = executor or Executor()
+    neither); one contradicting the run's recorded choice is refused (exit 2).
+
+    The outcome is ``runtime.run.start``'s, said through ``echo`` (``RunOutcome.report``, as
+    ``metewand run`` does). Rows and raw files only: scores.json and the resource summary are
+    derived files, written by compare.generate.write_after_run (the CLI calls it next)."""
     try:
-        store, plan = _open(config, out_dir, run_id, resume, echo, plan, resume_phase_marks)
-    except (PlanError, StoreError) as exc:
-        for line in getattr(exc, "lines", [str(exc)]):
-            echo(f"error: {line}")
-        return RunResult(INVALID_INPUT)
-    with store:
-        units = _announce(store, plan, echo, cycles_per_unit(plan.config, executor.kind))
+        resume_dir = rundir.locate_run_dir(resume, out_dir) if resume is not None else None
+    except StoreError as exc:
+        echo(f"error: {exc}")
+        return RunOutcome(INVALID_INPUT)
+    starter = _BrowserStart(config, out_dir, echo, registry, plan)
+    executor = executor or ExecutorChoice()
+    request = RunRequest(out_dir, run_id, resume_dir, executor, resume_phase_marks, progress)
+    outcome = start(starter, request)
+    if outcome.report(echo) == OK:
+        echo(f"done: {outcome.run_dir}")
+    return outcome
+
+
+@dataclass
+class _BrowserStart:
+    """The browser suite's part of ``runtime.run.start`` (a ``RunStarter``)."""
+
+    config: RunConfig | None
+    out_dir: Path
+    echo: Echo
+    registry: AttemptRegistry | None
+    plan: Plan | None = None
+    name: str = "browser"
+
+    def check_resume(self, view: RunView) -> None:
+        """The plan of the run being resumed, refused when it is not a browser run, its corpus
+        changed or its calibration baseline is gone (exit 2)."""
+        self.plan = _resume_plan(view)
+        _check_baseline(self.plan.config, self.out_dir)
+
+    def new_run(
+        self, run_id: str, facts: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        assert self.config is not None
+        config = self.config
+        plan = self.plan = self.plan or build_plan(config)
+        _check_baseline(config, self.out_dir)
+        for error in plan.skipped_invalid:
+            self.echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
+        for subset_id, why in not_run_subsets(plan).items():
+            self.echo(f"subset {subset_id}: {why}")
+        for name, missing in plan.missing.items():
+            self.echo(
+                f"engine {name}: {missing.reason} ({missing.detail}); its rows are unsupported"
+            )
+        baseline = _baseline_dir(config, self.out_dir)
+        peer_fields = peer_manifest.start_fields(
+            plan,
+            run_id,
+            facts,
+            utc_now(),
+            str(baseline.resolve()) if baseline is not None else None,
+        )
+        return manifest_data(plan, run_id, provenance.without_files(facts)), peer_fields
+
+    def on_open(self, store: RunStore) -> None:
+        """Engines a killed session of the run left are killed (and said so) before the sweep."""
+        for line in rundir.journal_warnings(store.run_dir):
+            self.echo(f"warning: {line}")
+        killed = kill_leftovers(store.run_dir, store.run_id)
+        if killed:
+            self.echo(f"killed {len(killed)} engine process(es) left by an earlier run: {killed}")
+
+    def prepare(self, store: RunStore, executor: ExecutorChoice) -> Prepared:
+        assert self.plan is not None
+        plan = self.plan
+        cycles = cycles_per_unit(plan.config, executor.kind)
+        units = _announce(store, plan, self.echo, cycles)
         profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
         # on Dask every worker runs its own host's cold starts before its first round
-        suite = BrowserSuite(
-            plan, store, profiler, registry, cold_starts_here=executor.kind != "dask"
+        on_dask = executor.kind == "dask"
+        suite = BrowserSuite(plan, store, profiler, self.registry, cold_starts_here=not on_dask)
+        suite.cycles = cycles
+        return Prepared(
+            suite,
+            units,
+            plan.config.jobs,
+            lambda: _dask_config(store, plan),
+            profiler.host_sampling(),
+            profiler.group_members,
+            profiler.adopt_host,
         )
-        suite.cycles = cycles_per_unit(plan.config, executor.kind)
-        run = Run(store, profiler.host_telemetry(os.getpid()), progress)
-        try:
-            # Rows and raw files only: scores.json and the resource summary are derived files,
-            # written by compare.generate.write_after_run (the CLI calls it next).
-            _execute(run, suite, units, executor)
-        except KeyboardInterrupt:
-            echo(f"interrupted: {store.run_dir} (resume with --resume {store.run_dir})")
-            return RunResult(INTERRUPTED, store.run_dir)
-        except EnvironmentMissing as exc:  # no usable Dask cluster: interrupted, resumable
-            echo(f"error: {exc} (resume with --resume {store.run_dir})")
-            return RunResult(ENVIRONMENT_MISSING, store.run_dir)
-        except Exception as exc:  # the harness broke: the run said so in its manifest
-            reason = store.manifest["data"].get("interruption_reason", str(exc))
-            traceback_file = rundir.side_file(store.run_dir, HARNESS_ERROR_FILE)
-            echo(
-                f"error: {reason} (traceback in {traceback_file}; "
-                f"--resume {store.run_dir} continues the run)"
-            )
-            return RunResult(BENCHMARK_FAILURES, store.run_dir)
-        echo(f"done: {store.run_dir}")
-        return RunResult(OK, store.run_dir)
 
 
-def _execute(run: Run, suite: BrowserSuite, units: list[Unit], executor: Executor) -> None:
-    if executor.kind != "dask":
-        run_sessions.begin_session(run.store, "local")
-        run.execute(suite, LocalExecutor(suite.plan.config.jobs), units)
-        return
-    from metewand.runtime.dask_run import execute_on_dask  # the optional extra, imported late
-
-    store, config = run.store, suite.plan.config
+def _dask_config(store: RunStore, plan: Plan) -> dict[str, Any]:
+    """The ``SuiteRef`` config a Dask worker rebuilds the suite from."""
+    config = plan.config
     corpus_sha256 = store.manifest["data"]["corpus"]["sha256"]
-    pins = _engine_pins(store, suite.plan) if config.resource.profile != "off" else {}
-    places = cold_start_places(store.run_dir)
-    ref = SuiteRef("browser", suite_config(config, store.run_dir, corpus_sha256, pins, places))
-    execute_on_dask(run, suite, ref, units, executor.scheduler, executor.local_workers)
+    pins = _engine_pins(store, plan) if config.resource.profile != "off" else {}
+    return suite_config(
+        config, store.run_dir, corpus_sha256, pins, cold_start_places(store.run_dir)
+    )
 
 
 def _engine_pins(store: RunStore, plan: Plan) -> dict[str, str]:
@@ -229,19 +259,6 @@ def cold_start_places(run_dir: Path) -> list[str]:
     return sorted(places)
 
 
-def _leftovers(echo: Echo) -> Callable[[RunStore], None]:
-    """Engines a killed session of the run left are killed (and said so) before the sweep."""
-
-    def kill(store: RunStore) -> None:
-        for line in rundir.journal_warnings(store.run_dir):
-            echo(f"warning: {line}")
-        killed = kill_leftovers(store.run_dir, store.run_id)
-        if killed:
-            echo(f"killed {len(killed)} engine process(es) left by an earlier run: {killed}")
-
-    return kill
-
-
 def _announce(store: RunStore, plan: Plan, echo: Echo, cycles: bool = False) -> list[Unit]:
     """What is left to run, said before it runs; the rounds of it."""
     done = store.finished_keys()
@@ -252,76 +269,6 @@ def _announce(store: RunStore, plan: Plan, echo: Echo, cycles: bool = False) -> 
         shape += ", each attempt also run once unprofiled beside it (interleaved calibration)"
     echo(f"run {store.run_id}: {todo} of {len(plan.attempts)} attempts to run ({shape})")
     return rounds(plan, done, cycles)
-
-
-def _open(
-    config: RunConfig | None,
-    out_dir: Path,
-    run_id: str | None,
-    resume: str | None,
-    echo: Echo,
-    planned: Plan | None = None,
-    resume_phase_marks: bool | None = None,
-) -> tuple[RunStore, Plan]:
-    if resume is not None:
-        run_dir = rundir.locate_run_dir(resume, out_dir)
-        # Everything is checked on a read-only view first: a refused resume leaves the run
-        # directory as it was (no resumed_at, no state change, no torn-tail repair).
-        plan = _resume_plan(RunView(run_dir))
-        _check_resumed_marks(run_dir, plan.config, resume_phase_marks)
-        _check_baseline(plan.config, out_dir)
-        return open_store(out_dir, None, run_dir, {}, on_open=_leftovers(echo)), plan
-    assert config is not None
-    plan = planned or build_plan(config)
-    _check_baseline(config, out_dir)
-    for error in plan.skipped_invalid:
-        echo(f"skipped (--keep-going): {error.file}: {error.json_path}: {error.message}")
-    for subset_id, why in not_run_subsets(plan).items():
-        echo(f"subset {subset_id}: {why}")
-    for name, missing in plan.missing.items():
-        echo(f"engine {name}: {missing.reason} ({missing.detail}); its rows are unsupported")
-    from metewand.runtime.store import new_run_id
-
-    run_id = run_id or new_run_id()
-    baseline = _baseline_dir(config, out_dir)
-    peer_fields = peer_manifest.start_fields(
-        plan,
-        run_id,
-        provenance.collect(list_files=True),
-        utc_now(),
-        str(baseline.resolve()) if baseline is not None else None,
-    )
-    try:
-        return open_store(
-            out_dir,
-            run_id,
-            None,
-            manifest_data(plan, run_id),
-            peer_fields,
-            on_open=_leftovers(echo),
-        ), plan
-    except OSError as exc:  # --out is a file, under a file, or not writable
-        raise PlanError(
-            [f"--out {out_dir}: cannot create the run directory there: {exc.strerror or exc}"]
-        ) from None
-
-
-def _marks_flag(on: bool) -> str:
-    return "--phase-marks" if on else "--no-phase-marks"
-
-
-def _check_resumed_marks(run_dir: Path, config: RunConfig, flag: bool | None) -> None:
-    """A resume keeps the run's recorded phase-mark choice; the other flag would mix attempts
-    observed with and without marks in one run (as ``metewand run`` refuses for compute)."""
-    if flag is None or flag == config.phase_marks:
-        return
-    raise PlanError(
-        [
-            f"{run_dir} was run with {_marks_flag(not flag)}; resuming with "
-            f"{_marks_flag(flag)} would mix attempts timed with and without marks "
-            "(resume without the flag)"
-        ]
-    )
 
 
 def _baseline_dir(config: RunConfig, out_dir: Path) -> Path | None:

@@ -3,9 +3,10 @@ the plan's worker units to the runtime (``runtime.run.Run`` over ``ComputeSuite`
 executor with ``jobs`` slots, in plan order: sequential, or the seeded randomized order of the
 plan). Concurrency changes nothing inside an attempt: every envelope and scope stays the same.
 
-Ctrl-C (or SIGTERM): every live worker process is killed, attempts cut short leave neither row
-nor artifacts, the run is marked ``interrupted`` and ``KeyboardInterrupt`` propagates (the CLI
-exits 130); ``--resume`` runs exactly the attempts without a row.
+The front half (resume checks, the run directory, host telemetry, the executor) and the interrupt
+contract are ``runtime.run.start``'s: Ctrl-C (or SIGTERM) kills every live worker process,
+attempts cut short leave neither row nor artifacts, the run is marked ``interrupted`` and the
+outcome says 130; ``--resume`` runs exactly the attempts without a row.
 """
 
 from __future__ import annotations
@@ -17,16 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metewand.measure.host import HostTelemetry
-from metewand.measure.host_gate import GateThresholds
-from metewand.runtime import provenance, run_sessions, rundir
-from metewand.runtime.executor import LocalExecutor
-from metewand.runtime.interrupts import sigterm_as_interrupt
+from metewand.errors import OK
+from metewand.runtime import provenance, rundir
 from metewand.runtime.progress import ReporterFactory, null_reporter
-from metewand.runtime.run import Run, open_store
+from metewand.runtime.run import (
+    ExecutorChoice,
+    HostSampling,
+    Prepared,
+    RunOutcome,
+    RunRequest,
+    start,
+)
 from metewand.runtime.store import RunStore, RunView, StoreError
-from metewand.runtime.suite import Row, SuiteRef, Unit
-from metewand.suites.compute.ab import ab_plan, load_baseline, manifest_facts
+from metewand.runtime.suite import Row, Unit
+from metewand.suites.compute.ab import Baseline, ab_plan, load_baseline, manifest_facts
 from metewand.suites.compute.execute import Timeouts
 from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
 from metewand.suites.compute.manifest import Manifest
@@ -52,9 +57,7 @@ class RunOptions:
     host_sample_interval_s: float | None = 1.0  # None: no host telemetry
     max_attempts: int = DEFAULT_MAX_ATTEMPTS  # a larger plan is refused before expansion
     host_foreign_cpu_max: float = 0.10  # cores beside the run that trip foreign_cpu_load
-    executor: str = "local"  # "local" (jobs slots here) or "dask" (scheduler or dask_local)
-    scheduler: str | None = None  # --executor dask: tcp://HOST:PORT of a running scheduler
-    dask_local: int | None = None  # --executor dask: a LocalCluster of this many workers
+    executor: ExecutorChoice = field(default_factory=ExecutorChoice)  # local, or dask
     phase_marks: bool = True  # --no-phase-marks: attempts take no phase marks (rows' phases null)
     ab_baseline: str | None = None  # --ab-baseline: an interleaved A/B run against this tree
 
@@ -85,7 +88,8 @@ def absolute_options(options: RunOptions) -> RunOptions:
 
 
 def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
-    """A resume appends rows of this manifest: it must be the manifest the run started from."""
+    """A resume appends rows of this manifest: it must be the manifest the run started from
+    (the phase-mark rule every suite shares is ``runtime.run.check_phase_marks``)."""
     run_dir = view.run_dir
     recorded = view.manifest.get("data", {})
     if recorded.get("suite") != "compute":
@@ -113,12 +117,6 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             "but it cannot be resumed; start a new run"
         )
     _check_rows_resumable(view)
-    marks = recorded.get("phase_marks", True)  # runs recorded before the switch took marks
-    if marks != data["phase_marks"]:
-        raise StoreError(
-            f"{run_dir} was run with {_marks_flag(marks)}; resuming with "
-            f"{_marks_flag(data['phase_marks'])} would mix attempts timed with and without marks"
-        )
 
 
 RECEIPT_PATH = ("record", "provenance", "data", "context", "dataset_materialization")
@@ -138,11 +136,10 @@ def _check_rows_resumable(view: RunView) -> None:
             )
 
 
-def _marks_flag(on: bool) -> str:
-    return "--phase-marks" if on else "--no-phase-marks"
-
-
-def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool) -> dict[str, Any]:
+def _benchmark_facts(
+    manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool
+) -> dict[str, Any]:
+    """The manifest data that says which benchmark this is (what a resume is checked against)."""
     with open(manifest.path, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
     return {
@@ -157,18 +154,74 @@ def _manifest_data(manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool)
         "reference_implementation": manifest.reference_implementation,
         # whether attempts took phase marks (their reads are inside the timed envelope)
         "phase_marks": phase_marks,
-        # what ran it and on what, and the commit of the benchmarked tree (the history's axis)
-        **provenance.collect(),
-        "benchmarked_tree": provenance.benchmarked_tree(os.path.dirname(manifest.path)),
     }
 
 
-def run(
+@dataclass
+class _ComputeStart:
+    """The compute suite's part of ``runtime.run.start`` (a ``RunStarter``)."""
+
+    manifest: Manifest
+    plan: Plan
+    options: RunOptions
+    jobs: int
+    data: dict[str, Any]
+    baseline: Baseline | None
+    name: str = "compute"
+
+    def check_resume(self, view: RunView) -> None:
+        _check_same_benchmark(view, self.data)
+
+    def new_run(
+        self, run_id: str, facts: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        ab = {"ab": self.data["ab"]} if "ab" in self.data else {}
+        benchmark = {key: value for key, value in self.data.items() if key != "ab"}
+        return {
+            **benchmark,
+            # what ran it and on what, and the commit of the benchmarked tree (the history's axis)
+            **provenance.without_files(facts),
+            "benchmarked_tree": provenance.benchmarked_tree(os.path.dirname(self.manifest.path)),
+            **ab,
+        }, None
+
+    def on_open(self, store: RunStore) -> None:
+        pass
+
+    def prepare(self, store: RunStore, executor: ExecutorChoice) -> Prepared:
+        options = self.options
+        suite = ComputeSuite(
+            self.manifest,
+            self.plan,
+            store,
+            jobs=self.jobs,
+            cache_dir=options.cache_dir,
+            accounting_backend=options.accounting_backend,
+            timeouts=options.timeouts,
+            log_limit=options.log_limit,
+            phase_marks=options.phase_marks,
+            pair_on_host=executor.kind == "dask",
+            baseline=self.baseline,
+        )
+        interval = options.host_sample_interval_s
+        # workers and evaluators are this process's children: its tree is the whole benchmark
+        host = None if interval is None else HostSampling(interval, options.host_foreign_cpu_max)
+        return Prepared(
+            suite,
+            list(suite.units()),
+            self.jobs,
+            lambda: _ref_config(self.manifest, store.run_dir, options, self.jobs),
+            host,
+        )
+
+
+def start_run(
     manifest_path: str,
     options: RunOptions,
     reporter: ReporterFactory = null_reporter,
-) -> RunSummary:
-    """Run (or resume) a manifest; ``reporter`` shows the counts."""
+) -> tuple[RunOutcome, RunSummary | None]:
+    """Run (or resume) a manifest through ``runtime.run.start``: the outcome (exit code and what
+    to say), and the summary when the run completed; ``reporter`` shows the counts."""
     options = absolute_options(options)
     manifest = load(os.path.abspath(manifest_path))
     plan = build_plan(manifest, options.max_attempts)
@@ -178,43 +231,37 @@ def run(
         plan = ab_plan(plan, baseline)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     jobs = max(1, options.jobs or first)
-    data = _manifest_data(manifest, plan, options.jobs or first, options.phase_marks)
+    data = _benchmark_facts(manifest, plan, options.jobs or first, options.phase_marks)
     if baseline is not None:
         data["ab"] = manifest_facts(baseline, manifest, plan)
-    with sigterm_as_interrupt():  # also while the run directory is being opened
-        store = open_store(
-            options.out_dir,
-            options.run_id,
-            options.resume,
-            data,
-            check_resume=lambda view: _check_same_benchmark(view, data),
-        )
-        try:
-            suite = ComputeSuite(
-                manifest,
-                plan,
-                store,
-                jobs=jobs,
-                cache_dir=options.cache_dir,
-                accounting_backend=options.accounting_backend,
-                timeouts=options.timeouts,
-                log_limit=options.log_limit,
-                phase_marks=options.phase_marks,
-                pair_on_host=options.executor == "dask",
-                baseline=baseline,
-            )
-            units = suite.units()
-            host = _host_telemetry(store.run_dir, options)
-            session = Run(store, host, reporter)
-            if options.executor == "dask":
-                ref = SuiteRef("compute", _ref_config(manifest, store.run_dir, options, jobs))
-                rows = _execute_on_dask(session, suite, ref, units, options)
-            else:
-                run_sessions.begin_session(store, "local")
-                rows = session.execute(suite, LocalExecutor(jobs), units)
-        finally:
-            store.close()
-    return _summary(store, plan, units, rows)
+    starter = _ComputeStart(manifest, plan, options, jobs, data, baseline)
+    request = RunRequest(
+        Path(options.out_dir),
+        options.run_id,
+        Path(options.resume) if options.resume is not None else None,
+        options.executor,
+        options.phase_marks,
+        reporter,
+    )
+    outcome = start(starter, request)
+    if outcome.exit_code != OK or outcome.run_dir is None:
+        return outcome, None
+    return outcome, _summary(outcome.run_dir, plan, outcome.units, outcome.rows)
+
+
+def run(
+    manifest_path: str,
+    options: RunOptions,
+    reporter: ReporterFactory = null_reporter,
+) -> RunSummary:
+    """``start_run`` for callers that want an exception (the one that ended the run) instead of
+    an outcome: the API's, the conformance runs', the tests'."""
+    outcome, summary = start_run(manifest_path, options, reporter)
+    if summary is None:
+        if outcome.error is not None:
+            raise outcome.error
+        raise StoreError("; ".join(line.removeprefix("error: ") for line in outcome.lines))
+    return summary
 
 
 def _ref_config(
@@ -234,18 +281,10 @@ def _ref_config(
     )
 
 
-def _execute_on_dask(
-    session: Run, suite: ComputeSuite, ref: SuiteRef, units: list[Unit], options: RunOptions
-) -> list[Row]:
-    from metewand.runtime.dask_run import execute_on_dask  # the optional extra, imported late
-
-    return execute_on_dask(session, suite, ref, units, options.scheduler, options.dask_local)
-
-
-def _summary(store: RunStore, plan: Plan, units: list[Unit], rows: list[Row]) -> RunSummary:
+def _summary(run_dir: Path, plan: Plan, units: list[Unit], rows: list[Row]) -> RunSummary:
     """This session's rows in plan order; ``skipped``: planned attempts done by earlier ones."""
     order = {attempt.key: index for index, attempt in enumerate(plan.attempts)}
-    summary = RunSummary(str(store.run_dir))
+    summary = RunSummary(str(run_dir))
     summary.rows = sorted(rows, key=lambda row: order[str(row["key"])])
     summary.skipped = len(plan.attempts) - sum(len(unit.keys) for unit in units)
     for row in summary.rows:
@@ -253,14 +292,3 @@ def _summary(store: RunStore, plan: Plan, units: list[Unit], rows: list[Row]) ->
         summary.accepted += row["status"] == "accepted"
         summary.failed += row["status"] == "failed"
     return summary
-
-
-def _host_telemetry(run_dir: Path, options: RunOptions) -> HostTelemetry | None:
-    """Host load, memory, swap, PSI and foreign CPU beside the run (appended to on resume).
-
-    Workers and evaluators are this process's children, so its tree is the whole benchmark."""
-    if options.host_sample_interval_s is None:
-        return None
-    thresholds = GateThresholds(foreign_cpu_max_cores=options.host_foreign_cpu_max)
-    sink = run_dir / rundir.HOST_TELEMETRY
-    return HostTelemetry(options.host_sample_interval_s, os.getpid(), sink, thresholds)
