@@ -26,11 +26,13 @@ def run(
     tasks: tuple[str, ...] = (CHEAP_TASK,),
     baseline: str | None = None,
     interval_ms: int = 500,
+    calibration: str | None = None,
 ) -> Path:
     resource = ResourceOptions(
         profile=profile,
         sample_interval_ms=interval_ms,
         calibration_baseline=baseline,
+        calibration=calibration,
         cold_start_samples=0,
         host_sample_interval_s=0.5,
     )

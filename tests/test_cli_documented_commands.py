@@ -497,6 +497,13 @@ def history_exported(done: Done, repo: Path) -> None:
     assert (repo / "history-parquet" / "meta.parquet").is_file()
 
 
+def history_reimported(done: Done, repo: Path) -> None:
+    # its own export merged back: every run already there, nothing added or replaced
+    assert re.search(r"imported: 0 runs added, 0 replaced, [1-9]\d* unchanged", done.stdout), (
+        done.stdout
+    )
+
+
 def reference_cases_pass(done: Done, repo: Path) -> None:
     assert "sum case 0: ok: metrics as expected" in done.stdout
 
@@ -630,6 +637,7 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand history show --implementation python-heapsort --last 10", 0, history_shown),
     Expect("metewand history report --out history-site", 0, history_site),
     Expect("metewand history export --parquet history-parquet", 0, history_exported),
+    Expect("metewand history import --parquet history-parquet", 0, history_reimported),
     Expect("cd examples/sorting && metewand run --quiet", 0, quiet_in_example_dir),
     Expect("metewand status runs/sort1", 0, status_text),
     Expect("metewand status sort1 --json", 0, status_json),

@@ -43,7 +43,9 @@ def test_envelopes_of_the_three_scopes(tmp_path: Path) -> None:
     assert all(row["status"] == "accepted" for row in rows.values()), rows
     warm = measurements(rows["warm"])
     wall = warm["timed_wall_time_ns"]["value"]
-    assert 250e6 <= wall <= 300e6, wall  # prepare 100 + execute 100 + result writing 50
+    # prepare 100 + execute 100 + result writing 50; no fixed upper bound (555 ms at load 5 in
+    # CI): the envelope's end is pinned against its parts below
+    assert wall >= 250e6, wall
     assert warm["prepare_time_ns"]["value"] >= 100e6
     assert warm["execute_request_time_ns"]["value"] >= 150e6
     assert warm["evaluation_time_ns"]["value"] >= 250e6  # outside the envelope

@@ -13,7 +13,16 @@ from metewand.cli import exit_codes
 SRC = Path(__file__).resolve().parents[1] / "src"
 # not ours to rebase: raised by user code inside a worker (the SDK imports only canonical), and
 # click's own exception type (it carries click's exit_code already)
-OUTSIDE = {"metewand.worker.WorkerFailure", "metewand.cli.rundirs.RunNotFound"}
+OUTSIDE = {
+    "metewand.worker.WorkerFailure",
+    "metewand.cli.rundirs.RunNotFound",
+    # signals caught a few lines from where they are raised, never reaching a command: the
+    # canonical encoder's fall-back to the reference path, an option converter's refusal (click
+    # turns it into its usage error), a ratio of a value <= 0 (compare writes it as a note)
+    "metewand.canonical._Slow",
+    "metewand.cli.measure_options.BadValue",
+    "metewand.compare.hierarchy.NotPositive",
+}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:

@@ -13,12 +13,21 @@ from metewand.runtime.schemas import violations
 from metewand.suites.browser.profiler import SAMPLER_FAULT_ENV
 
 MIB = 1 << 20
+# these tests read the profiled attempts' samples: no interleaved calibration twins (the default
+# for a profiled run) to double the attempts
+SEPARATE = "separate"
 
 
 def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path) -> None:
     # 5 s between ticks: the spike (~300 MiB for ~40 ms) falls between the baseline and end scans
     run_dir = run(
-        tmp_path, "spike", engines=("chrome",), k=2, tasks=("own_memory_spike",), interval_ms=5000
+        tmp_path,
+        "spike",
+        engines=("chrome",),
+        k=2,
+        tasks=("own_memory_spike",),
+        interval_ms=5000,
+        calibration=SEPARATE,
     )
     for row in rows_of(run_dir):
         assert row["status"] == "pass", row.get("reason")
@@ -42,7 +51,9 @@ def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path
 
 
 def test_quiet_attempt_is_not_flagged_as_a_missed_peak(tmp_path: Path) -> None:
-    run_dir = run(tmp_path, "quiet", engines=("chrome",), k=2, interval_ms=5000)
+    run_dir = run(
+        tmp_path, "quiet", engines=("chrome",), k=2, interval_ms=5000, calibration=SEPARATE
+    )
     for row in rows_of(run_dir):
         assert "peak_missed_by_sampler" not in row["resource_forms"]["quality_flags"]
 
@@ -51,9 +62,25 @@ def test_sampler_fault_mid_attempt_is_a_flag_not_a_status(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     task = ("own_slow_page",)  # a page served after 300 ms: ticks at 50 ms land inside it
-    clean = run(tmp_path, "clean", engines=("chrome",), k=1, tasks=task, interval_ms=50)
+    clean = run(
+        tmp_path,
+        "clean",
+        engines=("chrome",),
+        k=1,
+        tasks=task,
+        interval_ms=50,
+        calibration=SEPARATE,
+    )
     monkeypatch.setenv(SAMPLER_FAULT_ENV, "2")
-    faulty = run(tmp_path, "faulty", engines=("chrome",), k=1, tasks=task, interval_ms=50)
+    faulty = run(
+        tmp_path,
+        "faulty",
+        engines=("chrome",),
+        k=1,
+        tasks=task,
+        interval_ms=50,
+        calibration=SEPARATE,
+    )
     clean_rows, faulty_rows = rows_of(clean), rows_of(faulty)
     assert [r["status"] for r in faulty_rows] == [r["status"] for r in clean_rows] == ["pass"]
     assert [r["failure_class"] for r in faulty_rows] == [r["failure_class"] for r in clean_rows]

@@ -64,7 +64,7 @@ def test_every_chart_keeps_its_legend_outside_the_axes(
     points = engine_points(run.rows, scores, columns, BROWSER_METRICS)
     _legend_clear_of_axes(plots.efficiency_map(points, BROWSER_METRICS))
     (axis,) = case_plots.scaling_axes(compute_summary)
-    _legend_clear_of_axes(case_plots.scaling_chart(compute_summary, axis, TIME_METRIC))
+    _legend_clear_of_axes(case_plots.scaling_chart(compute_summary, axis, [TIME_METRIC]))
     _legend_clear_of_axes(case_plots.phase_chart(compute_summary))
     costs = [
         {

@@ -67,7 +67,9 @@ def test_close_makes_the_last_row_durable(tmp_path: Path, monkeypatch: pytest.Mo
     store.append({"key": "t/2", "status": "pass", "attempt": 1})  # lands in the rest
     count = log.calls.count(results_fd)
     store.close()
-    assert log.calls.count(results_fd) == count + 1
+    # at least one fsync of the results file after the last append (in a process that ran other
+    # tests, a descriptor number may be fsynced by their stores too: not "exactly one")
+    assert log.calls.count(results_fd) >= count + 1
 
 
 def test_a_failed_fsync_fails_the_next_append(

@@ -24,7 +24,13 @@ Examples:
   metewand history show --implementation python-heapsort --last 10
   metewand history report --out history-site
   metewand history export --parquet history-parquet
+  metewand history import --parquet history-parquet
 """
+
+
+def _examples(*commands: str) -> str:
+    return "\b\nExamples:\n" + "".join(f"  {c}\n" for c in commands)
+
 
 FILTERS = (
     ("--case", "task", "Compute: cases whose label contains this text."),
@@ -87,7 +93,7 @@ def history() -> None:
     """Every run kept in one DuckDB file; a metric over commits per group; change points."""
 
 
-@history.command("add")
+@history.command("add", epilog=_examples("metewand history add runs/base runs/new"))
 @click.argument("runs", nargs=-1, required=True)
 @history_option
 def add(runs: tuple[str, ...], history_path: str | None, out_dir: str) -> None:
@@ -116,7 +122,7 @@ def add(runs: tuple[str, ...], history_path: str | None, out_dir: str) -> None:
     click.echo(f"history: {path}")
 
 
-@history.command("list")
+@history.command("list", epilog=_examples("metewand history list"))
 @click.option(
     "--suite",
     type=click.Choice(["compute", "browser"]),
@@ -200,7 +206,9 @@ def _print_run_table(rows: list[dict[str, Any]]) -> None:
     Console().print(table)
 
 
-@history.command("show")
+@history.command(
+    "show", epilog=_examples("metewand history show --implementation python-heapsort --last 10")
+)
 @click.option(
     "--metric",
     default=None,
@@ -356,7 +364,7 @@ def _settings(recent: int = 1, **opts: Any) -> Any:
     return Settings(recent=recent, **{name: opts.pop(name) for name in names})
 
 
-@history.command("check")
+@history.command("check", epilog=_examples("metewand history check --fail-on-change"))
 @click.option("--metric", default=None, help="Default: the suite's CPU metric.")
 @filter_options
 @click.option(
@@ -396,7 +404,7 @@ def check(
     sys.exit(print_check(results, settings, fail_on_change, as_json, click.echo))
 
 
-@history.command("report")
+@history.command("report", epilog=_examples("metewand history report --out history-site"))
 @click.option(
     "--out",
     "site_dir",
@@ -452,7 +460,7 @@ def report(
     click.echo(f"report: {Path(site_dir).absolute() / 'index.html'}")
 
 
-@history.command("export")
+@history.command("export", epilog=_examples("metewand history export --parquet history-parquet"))
 @click.option(
     "--parquet",
     "target",
@@ -473,7 +481,7 @@ def export(target: str, history_path: str | None, out_dir: str) -> None:
     click.echo(f"exported {runs} runs, {values} values to {Path(target).absolute()}")
 
 
-@history.command("import")
+@history.command("import", epilog=_examples("metewand history import --parquet history-parquet"))
 @click.option(
     "--parquet",
     "source",

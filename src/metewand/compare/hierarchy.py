@@ -394,7 +394,9 @@ def variance_components(side: Nested) -> dict[str, float | None]:
 
 
 TIED_VARIANCE = 1e-9  # a resample's variance below this share of the observed one is none
-MAX_LOG_BOUND = 700.0  # exp() of more overflows a float: a ratio CI that wide says nothing
+# a ratio CI beyond 2^53 either way says nothing, and a float that large is integral, which the
+# canonical JSON of scores.json refuses (unsafe_integer): a 2-repetition case on Dask gave 1.4e16
+MAX_LOG_BOUND = math.log(2.0**53 - 1)
 
 
 def _bootstrap_quantiles(
