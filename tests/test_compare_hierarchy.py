@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from metewand.compare import hierarchy, significance
+from metewand.compare import hierarchy, hierarchy_figures, significance
 
 TRIALS = 1000
 RESAMPLES = 500  # per CI; the coverage does not depend on it beyond noise (2000 in compare)
@@ -99,7 +99,7 @@ def test_variance_components_recover_the_known_variances() -> None:
     rng = np.random.default_rng(3)
     found = {level: [] for level in hierarchy.LEVELS}
     for _ in range(300):
-        components = hierarchy.variance_components(_side(rng, 10, 6, 4, 0.0, SIGMA))
+        components = hierarchy_figures.variance_components(_side(rng, 10, 6, 4, 0.0, SIGMA))
         for level, value in components.items():
             found[level].append(value)
     for level, sigma in SIGMA.items():
@@ -109,7 +109,7 @@ def test_variance_components_recover_the_known_variances() -> None:
 def test_a_level_that_is_not_repeated_has_no_variance_and_sets_the_units() -> None:
     rng = np.random.default_rng(5)
     one_process = _side(rng, 1, 1, 6, 0.0, SIGMA)  # a reused worker: repetitions only
-    components = hierarchy.variance_components(one_process)
+    components = hierarchy_figures.variance_components(one_process)
     assert components["run"] is None and components["launch"] is None
     assert components["repetition"] is not None
     estimate = hierarchy.two_sample(one_process, _side(rng, 1, 1, 6, 0.0, SIGMA))

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from metewand import canonical
-from metewand.compare import compute_rows, hierarchy, hosts, stats
+from metewand.compare import compute_rows, hierarchy, hierarchy_figures, hosts, stats
 from metewand.compare.columns import metric_value
 
 SCHEMA = "metewand_compute_cases/1"
@@ -235,7 +235,7 @@ def _ratio(
             paired = False
     except hierarchy.NotPositive:
         return {"ratio": None, "ratio_ci95": None, "note": "a value of 0 has no ratio"}
-    figures = hierarchy.describe(estimate)
+    figures = hierarchy_figures.describe(estimate)
     for key in ("between_run", "between_run_source", "notes"):  # one run: not a question here
         figures.pop(key)
     return {**figures, "paired": paired, "n": [len(a), len(b)], "note": None}

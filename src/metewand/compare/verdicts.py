@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import hierarchy, significance
+from metewand.compare import hierarchy, hierarchy_figures, significance
 
 SLOWER, FASTER, SAME = "slower", "faster", "no change"
 UNMEASURED = "not comparable"
@@ -54,9 +54,9 @@ def two_sample_figures(
     except ValueError:  # no values on a side: the caller names which
         return {**figures, **_undefined(None)}
     estimate = hierarchy.two_sample(base_sample, new_sample, between_run, resamples, seed)
-    figures["base"]["levels"] = hierarchy.components_of(base_sample)
-    figures["new"]["levels"] = hierarchy.components_of(new_sample)
-    figures.update(hierarchy.describe(estimate))
+    figures["base"]["levels"] = hierarchy_figures.components_of(base_sample)
+    figures["new"]["levels"] = hierarchy_figures.components_of(new_sample)
+    figures.update(hierarchy_figures.describe(estimate))
     figures["p_value"] = significance.rank_sum_test(
         hierarchy.unit_means(base_sample, estimate.level),
         hierarchy.unit_means(new_sample, estimate.level),
@@ -85,8 +85,8 @@ def paired_figures(
     except ValueError:
         return {**figures, **_undefined(None)}
     estimate = hierarchy.one_sample(sample, between_run, resamples, seed)
-    figures["levels"] = hierarchy.components_of(sample)
-    figures.update(hierarchy.describe(estimate))
+    figures["levels"] = hierarchy_figures.components_of(sample)
+    figures.update(hierarchy_figures.describe(estimate))
     figures["p_value"] = significance.signed_rank_test(
         hierarchy.unit_means(sample, estimate.level), seed
     )
