@@ -17,7 +17,7 @@ from metewand import canonical
 from metewand.measure import forms
 from metewand.measure.forms import Reason
 from metewand.runtime import rundir
-from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
+from metewand.suites.compute.execute import AttemptInput, AttemptOutcome, AttemptRun, Timeouts
 from metewand.suites.compute.manifest import DatasetDef, ExecutionPolicy, Launch, ProblemDef
 from metewand.suites.compute.materialize import MaterializedDataset
 from metewand.suites.compute.payload import ExecutionMeasurements, observation_timing
@@ -104,28 +104,13 @@ def run_fixed_dataset_outcome(
     """
     attempt_dir = tempfile.mkdtemp(prefix="attempt-", dir=private_root)
     os.chmod(attempt_dir, 0o700)
-    definition = DatasetDef("provided", "fixed", path=os.path.abspath(dataset_dir))
-    config = DatasetConfig(
-        definition,
-        {},
-        0,
-        canonical.identity("dataset-configuration", {"version": 1, "path": definition.path}),
-    )
-    receipt = {"schema_version": 1, "derivation_id": config.identity, "kind": "provided"}
-    dataset = MaterializedDataset(
-        config,
-        config.identity,
-        definition.path,
-        forms.unavailable(Reason.PROVIDED_DATASET),
-        {**receipt, "origin": "provided"},
-    )
-    policy = ExecutionPolicy(timing_scope=timing_scope, timeout_s=timeout_s)
+    dataset = _provided_dataset(dataset_dir)
     attempt = PlannedAttempt(
         "fixed",
         "fixed",
         "fixed",
         "default",
-        config,
+        dataset.config,
         problem,
         problem_parameters or {},
         "impl",
@@ -135,7 +120,7 @@ def run_fixed_dataset_outcome(
         0,
         "measured",
         None,
-        policy,
+        ExecutionPolicy(timing_scope=timing_scope, timeout_s=timeout_s),
     )
     spec = AttemptInput(
         attempt=attempt,
@@ -160,6 +145,33 @@ def run_fixed_dataset_outcome(
         outcome = AttemptRun(spec, worker, release_worker=True).run()
     finally:
         worker.finish(spec.timeouts.shutdown_s)
+    return _fixed_outcome(outcome, attempt_dir)
+
+
+def _provided_dataset(dataset_dir: str) -> MaterializedDataset:
+    """A dataset directory given as is: its identity is its path, and it was not materialized
+    here, so it has no materialization time."""
+    definition = DatasetDef("provided", "fixed", path=os.path.abspath(dataset_dir))
+    config = DatasetConfig(
+        definition,
+        {},
+        0,
+        canonical.identity("dataset-configuration", {"version": 1, "path": definition.path}),
+    )
+    receipt = {"schema_version": 1, "derivation_id": config.identity, "kind": "provided"}
+    return MaterializedDataset(
+        config,
+        config.identity,
+        definition.path,
+        forms.unavailable(Reason.PROVIDED_DATASET),
+        {**receipt, "origin": "provided"},
+    )
+
+
+def _fixed_outcome(
+    outcome: AttemptOutcome, attempt_dir: str
+) -> FixedDatasetResult | FixedDatasetFailure:
+    """The attempt's outcome as the API returns it: a failure with its code, or the result."""
     m = outcome.measurements
     if not outcome.accepted:
         return FixedDatasetFailure(str(outcome.code), outcome.message or "", m, outcome.tree_memory)
