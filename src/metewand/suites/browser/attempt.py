@@ -130,7 +130,6 @@ async def run_task_attempt(
     """
     out_dir = Path(artifact_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    seed = seed if seed is not None else attempt_seed(None, task.task_id, attempt)
     started = time.monotonic()
     recorder = log_recorder if log_recorder is not None else CdpLogRecorder()
     first_record = len(recorder.records)
@@ -139,16 +138,13 @@ async def run_task_attempt(
     before: _Counters | None = _Counters.of(client) if client is not None else None
     verdict: DriverVerdict | None = None
     hook = _TimedHook(before_cleanup)
-    mark: Mark = phases.mark if phases is not None else no_mark
-    if phases is not None:
-        phases.begin()
+    mark = _begin_phases(phases)
     try:
         if client is None:
             assert isinstance(cdp, str)
             mark("connect")
             client = await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000)
             before = _Counters.of(client)
-        hard_kill_s = int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
         verdict = await asyncio.wait_for(
             _drive(
                 task,
@@ -165,7 +161,7 @@ async def run_task_attempt(
                 grader_token,
                 mark,
             ),
-            hard_kill_s,
+            _hard_kill_s(task),
         )
         outcome = verdict.classification
     except Exception as exc:  # every failure becomes a classified outcome
@@ -174,12 +170,54 @@ async def run_task_attempt(
         if client is not None and not isinstance(cdp, CdpClient):
             await asyncio.shield(client.close())
         raise
+    after, outcome, health_s = await _end_attempt(
+        outcome, client, not isinstance(cdp, CdpClient), notes, phases, engine_health, engine_alive
+    )
+    duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
+    result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
+    return _write(out_dir, result, verdict, recorder.jsonl(first_record))
+
+
+def _begin_phases(phases: AttemptPhases | None) -> Mark:
+    """The attempt's phase marks begun, and how to mark the next phase (nothing without them)."""
+    if phases is None:
+        return no_mark
+    phases.begin()
+    return phases.mark
+
+
+def _write(
+    out_dir: Path, result: AttemptResult, verdict: DriverVerdict | None, cdp_log: bytes
+) -> AttemptResult:
+    """The attempt's artifacts (result, the grader's observations, the CDP log) in ``out_dir``."""
+    observations = verdict.observations if verdict is not None else None
+    return write_artifacts(out_dir, result, observations, [(CDP_LOG_FILE, cdp_log)])
+
+
+def _hard_kill_s(task: Task) -> float:
+    """The task's hard bound on its driver and grader, past which the attempt is cut."""
+    return int(task.data["timeouts"].get("hard_kill_ms", DEFAULT_HARD_KILL_MS)) / 1000
+
+
+async def _end_attempt(
+    outcome: classify.Classification,
+    client: CdpClient | None,
+    opened_here: bool,
+    notes: list[str],
+    phases: AttemptPhases | None,
+    engine_health: EngineHealth | None,
+    engine_alive: Callable[[], bool] | None,
+) -> tuple[_Counters | None, classify.Classification, float]:
+    """After the driver: the CDP counters, the connection closed if it was opened here, the phase
+    marks finished, then the engine asked whether it survived. Returns the counters, the outcome
+    as the engine's health makes it, and the seconds the health check took."""
     after = _Counters.of(client) if client is not None else None
     # Suspect engine: it dropped our connection (we have not closed it yet) or the cleanup met
     # trouble (e.g. "No target with given id": the page went away with a closing browser).
     suspect = client is None or not client.is_connected or bool(notes)
-    if client is not None and not isinstance(cdp, CdpClient):
-        mark("disconnect")
+    if client is not None and opened_here:
+        if phases is not None:
+            phases.mark("disconnect")
         await client.close()
     if phases is not None:
         phases.finish()  # before the health check: the harness's question, not the task's
@@ -187,12 +225,7 @@ async def run_task_attempt(
     # the page's closing reply is proof the endpoint served this attempt to its end
     answered = client.last_reply_ns if client is not None and not suspect else None
     outcome = await _engine_checked(outcome, suspect, engine_health, engine_alive, answered)
-    health_s = time.monotonic() - health_started  # the harness's check, not the task's time
-    duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
-    result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
-    log = recorder.jsonl(first_record)
-    observations = verdict.observations if verdict is not None else None
-    return write_artifacts(out_dir, result, observations, [(CDP_LOG_FILE, log)])
+    return after, outcome, time.monotonic() - health_started  # the harness's, not the task's
 
 
 async def _engine_checked(
@@ -247,7 +280,7 @@ async def _drive(
     out_dir: Path,
     run_id: str,
     attempt: int,
-    seed: str,
+    seed: str | None,
     notes: list[str],
     hook: _TimedHook,
     grader_token: str | None,
@@ -267,7 +300,7 @@ async def _drive(
         str(out_dir),
         run_id,
         attempt,
-        seed,
+        seed if seed is not None else attempt_seed(None, task.task_id, attempt),
         notes,
         grader_token,
         mark,
