@@ -66,7 +66,7 @@ from metewand.suites.browser.driver_registry import (
 from metewand.suites.browser.drivers import server_checks
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.errors import GraderUnavailable
-from metewand.suites.browser.phase_marks import AttemptPhases, no_mark
+from metewand.suites.browser.phase_marks import AttemptPhases, begin_marks
 from metewand.suites.browser.probes import grade_server_side
 from metewand.suites.browser.tasks import Task
 
@@ -192,9 +192,7 @@ async def run_adapter_attempt(
     ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
     grade."""
-    mark = phases.mark if phases is not None else no_mark
-    if phases is not None:
-        phases.begin()
+    mark = begin_marks(phases)
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -212,27 +210,15 @@ async def run_adapter_attempt(
     elif binding is None:
         verdict = classify.binding_missing(endpoint.name, path.key)
     else:
-        payload = build_payload(
-            task.data,
-            path.key,
-            endpoint,
-            ids.fixture_base_url,
-            AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)),
-            binding,
-        )
-        deadline_s = payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S
-        runner, mode = (
-            await runner_for(found)
-            if runner_for is not None
-            else (PerAttemptAdapter(found.command, f"adapter-{path.key}"), "per_attempt")
-        )
+        payload = _payload(task, path, endpoint, ids, out_dir, binding)
+        runner, mode = await _runner(path, found, runner_for)
         mark("target_snapshot")
         before = await adapter_targets.snapshot(endpoint.browser_ws)
         mark("adapter_run")
         # with marks, the adapter's own marks (op_marks) split its run into its driver ops
         run = await runner.run(
             payload,
-            deadline_s,
+            payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S,
             out_dir / ADAPTER_STDERR_FILE,
             phases.mark if phases is not None else None,
         )
@@ -269,6 +255,35 @@ async def run_adapter_attempt(
         },
     )
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
+
+
+def _payload(
+    task: Task,
+    path: DriverPath,
+    endpoint: EngineEndpoint,
+    ids: AdapterAttempt,
+    out_dir: Path,
+    binding: dict[str, Any],
+) -> dict[str, Any]:
+    """What the adapter is sent for this attempt (the task bound to this engine and attempt)."""
+    return build_payload(
+        task.data,
+        path.key,
+        endpoint,
+        ids.fixture_base_url,
+        AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)),
+        binding,
+    )
+
+
+async def _runner(
+    path: DriverPath, found: FoundDriver, runner_for: RunnerFor | None
+) -> tuple[AdapterRunner, str]:
+    """The runner that serves this attempt and its mode: the slot's (a long-lived adapter) when
+    there is one, else a process of the adapter for this attempt alone."""
+    if runner_for is not None:
+        return await runner_for(found)
+    return PerAttemptAdapter(found.command, f"adapter-{path.key}"), "per_attempt"
 
 
 def _served_facts(runner: AdapterRunner | None) -> dict[str, Any] | None:

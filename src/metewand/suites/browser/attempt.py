@@ -37,7 +37,7 @@ from metewand.suites.browser.cdp import (
 )
 from metewand.suites.browser.drivers import DRIVERS, AttemptContext, DriverVerdict
 from metewand.suites.browser.errors import DriverUnavailable
-from metewand.suites.browser.phase_marks import AttemptPhases, Mark, no_mark
+from metewand.suites.browser.phase_marks import AttemptPhases, Mark, begin_marks
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ async def run_task_attempt(
     before: _Counters | None = _Counters.of(client) if client is not None else None
     verdict: DriverVerdict | None = None
     hook = _TimedHook(before_cleanup)
-    mark = _begin_phases(phases)
+    mark = begin_marks(phases)
     try:
         if client is None:
             assert isinstance(cdp, str)
@@ -176,14 +176,6 @@ async def run_task_attempt(
     duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
     result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
     return _write(out_dir, result, verdict, recorder.jsonl(first_record))
-
-
-def _begin_phases(phases: AttemptPhases | None) -> Mark:
-    """The attempt's phase marks begun, and how to mark the next phase (nothing without them)."""
-    if phases is None:
-        return no_mark
-    phases.begin()
-    return phases.mark
 
 
 def _write(

@@ -217,3 +217,11 @@ class AttemptPhases:
         self.driver_marks = counts
         if counts.get("received", 0) > 0:
             self.granularity = "driver_ops"
+
+
+def begin_marks(phases: AttemptPhases | None) -> Mark:
+    """An attempt's phase marks begun, and how to mark its next phase (nothing without them)."""
+    if phases is None:
+        return no_mark
+    phases.begin()
+    return phases.mark
