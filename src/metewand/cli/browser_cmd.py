@@ -11,7 +11,13 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
-from metewand.cli.browser_info_cmd import doctor, engine_list, list_cmd, scenarios
+from metewand.cli.browser_info_cmd import (
+    doctor,
+    engine_list,
+    list_cmd,
+    scenarios,
+    tasks_dir_option,
+)
 from metewand.cli.derived import write_derived
 from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
 from metewand.cli.history_hook import add_to_history, history_flags
@@ -44,13 +50,7 @@ def browser() -> None:
 
 
 @browser.command()
-@click.option(
-    "--tasks",
-    "tasks_dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Task corpus directory (default: the built-in suite).",
-)
+@tasks_dir_option
 @click.option("--subset", "subsets", multiple=True, help="Only this subset id (repeatable).")
 @click.option("--task", "task_ids", multiple=True, help="Only this task id (repeatable).")
 @click.option("--tag", "tags", multiple=True, help="Only tasks with this tag (repeatable).")

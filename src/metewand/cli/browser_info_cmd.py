@@ -15,6 +15,15 @@ from metewand.cli import exit_codes
 from metewand.suites.browser.engines import ENGINES, Missing, UnknownEngine, resolve
 from metewand.suites.browser.run_config import builtin_suite_dir
 
+# --tasks of every browser subcommand that reads a corpus (run, list, scenarios)
+tasks_dir_option = click.option(
+    "--tasks",
+    "tasks_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Task corpus directory (default: the built-in suite).",
+)
+
 
 def engine_list(text: str) -> tuple[str, ...]:
     """``--engines chrome, lightpanda`` as its engine names."""
@@ -22,13 +31,7 @@ def engine_list(text: str) -> tuple[str, ...]:
 
 
 @click.command(name="list")
-@click.option(
-    "--tasks",
-    "tasks_dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Task corpus directory (default: the built-in suite).",
-)
+@tasks_dir_option
 @click.option("--json", "as_json", is_flag=True, help="Canonical JSON on stdout.")
 def list_cmd(tasks_dir: Path | None, as_json: bool) -> None:
     """Tasks and subsets of a corpus, and the engines registry (found or missing).
@@ -200,13 +203,7 @@ def doctor(engines: str, as_json: bool, foreign_look_s: float) -> None:
     is_flag=True,
     help="Compare the corpus's generated scenario tasks with the expansion of their specs.",
 )
-@click.option(
-    "--tasks",
-    "tasks_dir",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Task corpus directory (default: the built-in suite).",
-)
+@tasks_dir_option
 @click.option(
     "--strict",
     is_flag=True,
