@@ -150,7 +150,7 @@ class ProcessStarter:
     def new_run(
         self, run_id: str, facts: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        return {"suite": self.name, "phase_marks": self.phase_marks, **facts}, None
+        return {"suite": self.name, "phase_marks": self.phase_marks}, None
 
     def on_open(self, store: RunStore) -> None:
         pass

@@ -69,7 +69,12 @@ def _check_run(run_dir: Path, tasks: int, engines: tuple[str, ...]) -> list[dict
     for engine in engines:
         identity = data["engines"][engine]
         assert len(identity["binary_sha256"]) == 64 and identity["json_version"]
-    assert data["engine_reuse"] and data["harness_pin"] and data["corpus"]["sha256"]
+    assert (
+        data["engine_reuse"]
+        and data["runner"]["source"]["tree_sha256"]
+        and data["corpus"]["sha256"]
+    )
+    assert "provenance" not in data and "harness_pin" not in data  # written once: host, runner
     for worker in data["teardown"].values():
         assert all(report["clean"] for report in worker.values())
     scores = json.loads((run_dir / "scores.json").read_text())

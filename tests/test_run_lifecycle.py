@@ -207,6 +207,17 @@ def test_start_keeps_the_recorded_phase_marks_for_every_suite(tmp_path: Path) ->
         assert resumed.exit_code == 0, resumed.lines
 
 
+def test_start_records_the_provenance_once_for_every_suite(tmp_path: Path) -> None:
+    """A suite's starter does not write provenance: ``start`` puts the host and runner facts in
+    every manifest, once, at the same keys (the per-file list of the source tree stays out)."""
+    assert start(ProcessStarter(1, 1), RunRequest(tmp_path, "p")).exit_code == 0
+    data = RunView(tmp_path / "p").manifest["data"]
+    assert data["host"]["kernel"].startswith("Linux")
+    assert len(data["runner"]["source"]["tree_sha256"]) == 64
+    assert "files" not in data["runner"]["source"]
+    assert not {"provenance", "harness_pin"} & set(data)
+
+
 def test_start_makes_a_harness_fault_an_outcome_not_an_exception(tmp_path: Path) -> None:
     """One contract: what ends a run early is an outcome with its exit code and its words."""
     starter = ProcessStarter(1, 2, fail_keys=frozenset({"u0/a1"}))

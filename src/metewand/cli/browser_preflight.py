@@ -88,6 +88,7 @@ def check_baseline(plan: Any, baseline_dir: Path, echo: Echo) -> None:
     """The baseline must be a profiler-off browser run with this run's provenance facts."""
     from metewand.compare.calibration import PROVENANCE_FACTS
     from metewand.compare.run_facts import MISSING, read_facts
+    from metewand.runtime import provenance
     from metewand.runtime.store import RunView, StoreError
     from metewand.suites.browser.runner import manifest_data
 
@@ -96,7 +97,7 @@ def check_baseline(plan: Any, baseline_dir: Path, echo: Echo) -> None:
     except (StoreError, ValueError) as exc:
         refuse(echo, [f"--resource-calibration-baseline: {exc}"], exit_codes.INVALID_INPUT)
     base = read_facts(recorded)
-    planned = read_facts({"data": manifest_data(plan, "preflight")})
+    planned = read_facts({"data": {**manifest_data(plan, "preflight"), **provenance.collect()}})
     problems = []
     if recorded.get("data", {}).get("suite") != "browser":
         problems.append(f"{baseline_dir} is not a browser run")

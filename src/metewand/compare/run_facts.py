@@ -33,7 +33,13 @@ FACT_PATHS: dict[str, tuple[str, ...]] = {
     ),
     "corpus": ("corpus", "tasks", "resolved_tasks"),
     "engine_pins": ("engines",),
-    "harness_pins": ("harness_pins", "runner.harness_pins", "harness_pin"),
+    # the peer's pins; ours is the source tree's hash (runs before 2026-12 also wrote harness_pin)
+    "harness_pins": (
+        "harness_pins",
+        "runner.harness_pins",
+        "harness_pin",
+        "runner.source.tree_sha256",
+    ),
     "runner_source": ("runner.source.tree_sha256", "runner_source.tree_sha256"),
     "host": ("host",),
     "reuse": ("reuse", "browser_reuse", "runner.browser_reuse"),

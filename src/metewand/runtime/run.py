@@ -237,7 +237,8 @@ class RunStarter(Protocol):
     ``name``: the suite's registered name (its Dask ``SuiteRef``). ``check_resume``: the suite's
     own refusals of a resume, on a read-only view (``InvalidInput``: exit 2). ``new_run``: the
     manifest data and top-level fields of a new run, given its id and the provenance collected
-    once (``provenance.collect(list_files=True)``). ``on_open``: the store once held, before the
+    once (``provenance.collect(list_files=True)``; ``start`` itself writes its ``host`` and
+    ``runner`` into the data, so a suite does not). ``on_open``: the store once held, before the
     sweep of what a killed session left. ``prepare``: the suite and its units."""
 
     name: str
@@ -343,7 +344,10 @@ def _open(starter: RunStarter, request: RunRequest) -> RunStore:
 
         return open_store(request.out_dir, None, request.resume, {}, None, check, starter.on_open)
     run_id = request.run_id or new_run_id()
-    data, top_level = starter.new_run(run_id, provenance.collect(list_files=True))
+    facts = provenance.collect(list_files=True)
+    data, top_level = starter.new_run(run_id, facts)
+    # every suite's manifest records what ran it and on what, once, in the same place
+    data = {**data, **provenance.without_files(facts)}
     try:
         return open_store(request.out_dir, run_id, None, data, top_level, None, starter.on_open)
     except OSError as exc:  # --out is a file, under a file, or not writable

@@ -67,10 +67,9 @@ Executor = ExecutorChoice
 RunResult = RunOutcome
 
 
-def manifest_data(plan: Plan, run_id: str, facts: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``facts``: ``provenance.collect()``'s (collected here when not given)."""
+def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
+    """The run's own settings; ``runtime.run.start`` adds the provenance facts (host, runner)."""
     config = plan.config
-    facts = facts if facts is not None else provenance.collect()
     return {
         "suite": "browser",
         "run_id": run_id,
@@ -98,13 +97,9 @@ def manifest_data(plan: Plan, run_id: str, facts: dict[str, Any] | None = None) 
         **plan.rotation.describe(),
         "engine_reuse": REUSE_POLICY,
         "reuse": REUSE_POLICY,
-        "host": facts["host"],
         "benchmarked_tree": provenance.benchmarked_tree(config.tasks_dir),
-        "runner": facts["runner"],
         "cdp_connection": CONNECTION_POLICY,
         "corpus": corpus_digest(plan.corpus.root),
-        "harness_pin": facts["runner"]["source"]["tree_sha256"],
-        "provenance": facts,
         "engines": {
             name: {"found": False, "reason": m.reason, "detail": m.detail}
             for name, m in plan.missing.items()
@@ -197,7 +192,7 @@ class _BrowserStart:
             utc_now(),
             str(baseline.resolve()) if baseline is not None else None,
         )
-        return manifest_data(plan, run_id, provenance.without_files(facts)), peer_fields
+        return manifest_data(plan, run_id), peer_fields
 
     def on_open(self, store: RunStore) -> None:
         """Engines a killed session of the run left are killed (and said so) before the sweep."""

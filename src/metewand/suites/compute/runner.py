@@ -179,8 +179,7 @@ class _ComputeStart:
         benchmark = {key: value for key, value in self.data.items() if key != "ab"}
         return {
             **benchmark,
-            # what ran it and on what, and the commit of the benchmarked tree (the history's axis)
-            **provenance.without_files(facts),
+            # the commit of the benchmarked tree (the history's axis); run.start adds host, runner
             "benchmarked_tree": provenance.benchmarked_tree(os.path.dirname(self.manifest.path)),
             **ab,
         }, None
