@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from metewand.cli import exit_codes
+from metewand.cli import compare_history, exit_codes
 from metewand.cli.rundirs import resolve_run_dir
 
 FORMATS = ("md", "json", "html")
@@ -139,9 +139,11 @@ def _compute(options: dict[str, Any]) -> dict[str, Any]:
         loaded = _load(list(runs), "RUN")
         return compare_engines(loaded, _engines(options["ab_engines"]), options["metric"], **rules)
     base_runs, new_runs = _sides(runs, base, new)
-    return compare_runs(
-        _load(base_runs, "BASE"), _load(new_runs, "NEW"), options["metric"], **rules
-    )
+    base_data, new_data = _load(base_runs, "BASE"), _load(new_runs, "NEW")
+    between, account = compare_history.between_run(options, base_data, new_data)
+    result = compare_runs(base_data, new_data, options["metric"], **rules, between_run=between)
+    result["statistics"]["history"] = account
+    return result
 
 
 def _refuse_polluted(result: dict[str, Any]) -> None:
@@ -250,6 +252,7 @@ MAX_RESAMPLES = 100_000
     help="Let --fail-on-regression judge a wall-time metric although a run's host "
     "pollution gate failed (refused with exit 2 otherwise).",
 )
+@compare_history.history_options
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON on stdout.")
 @click.option(
     "--resamples",
@@ -296,7 +299,7 @@ def compare(**options: Any) -> None:
         formats = _formats(options["fmt"])
         result = _compute(options)
         written = _write(result, formats, Path(out_dir))
-    except (RunDirError, CompareError, click.BadParameter) as exc:
+    except (RunDirError, CompareError, click.BadParameter, compare_history.HistoryUnusable) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)  # 2: invalid input, for click's refusals too
     except OSError as exc:  # --out names a file, or a directory we may not write

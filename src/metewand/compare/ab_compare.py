@@ -69,7 +69,7 @@ def _entry(
     names: tuple[str, str],
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {names[0]: key[0], names[1]: key[1]}
-    between = (settings.between_run or {}).get(key)
+    between = (settings.between_run or {}).get((settings.metric, key))
     items, split = _pair_values(pairs, kind, settings.metric, sessions)
     entry.update(verdicts.paired_figures(items, between, settings.resamples, settings.seed))
     if not items:

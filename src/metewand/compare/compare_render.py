@@ -169,7 +169,30 @@ def notes(result: Mapping[str, Any]) -> list[str]:
     nc = verdicts.not_comparable_text(result["gate"])
     if nc:
         out.append(nc)
+    history = history_text(result["statistics"].get("history"))
+    if history:
+        out.append(history)
     return out
+
+
+def history_text(account: Mapping[str, Any] | None) -> str | None:
+    """Where a side of one run took its between-run noise from, or why it had none."""
+    if not account or account["status"] == "not needed":
+        return None
+    if account["status"] == "used":
+        if not account["groups"]:
+            return (
+                f"history {account['path']}: no group has {account['min_runs']} earlier runs on this host; "
+                "between-run noise could not be estimated"
+            )
+        low, high = account["earlier_runs"]
+        runs = f"{low}" if low == high else f"{low}-{high}"
+        return (
+            f"between-run noise from the history ({account['path']}): {account['groups']} "
+            f"group x metric spreads over {runs} earlier runs; a change must exceed them"
+        )
+    where = "--no-history" if account["status"] == "off" else f"no history at {account['path']}"
+    return f"{where}: between-run noise of a side with one run could not be estimated"
 
 
 def method_text(result: Mapping[str, Any]) -> str:

@@ -55,9 +55,9 @@ class Settings:
     seed: int = stats.DEFAULT_BOOTSTRAP_SEED
     min_units: int = verdicts.DEFAULT_MIN_UNITS
     alpha: float = 0.05
-    # per group, between-run variance known from the run history (issue #23's store): a side
-    # judged below the run level adds it, so a change must exceed the group's historical spread
-    between_run: Mapping[Group, hierarchy.BetweenRun] | None = None
+    # per (metric, group), between-run variance known from the run history (issue #23's store):
+    # a side of one run adds it, so a change must exceed the group's historical spread
+    between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None
 
 
 def as_runs(runs: RunsArg) -> list[RunData]:
@@ -104,7 +104,7 @@ def _figures(base: _Side, new: _Side, metric: str, group: Group, s: Settings) ->
     figures = verdicts.two_sample_figures(
         base.items.get(metric, []),
         new.items.get(metric, []),
-        (s.between_run or {}).get(group),
+        (s.between_run or {}).get((metric, group)),
         s.resamples,
         s.seed,
     )
@@ -256,12 +256,12 @@ def compare_runs(
     *,
     min_units: int = verdicts.DEFAULT_MIN_UNITS,
     alpha: float = 0.05,
-    between_run: Mapping[Group, hierarchy.BetweenRun] | None = None,
+    between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None,
 ) -> dict[str, Any]:
     """NEW against BASE, each one run or several runs of the same suite.
 
-    ``between_run``: per group, a between-run variance (log scale) from the run history; see
-    ``Settings``."""
+    ``between_run``: per (metric, group), a between-run variance (log scale) from the run
+    history; see ``Settings``."""
     base_runs, new_runs = as_runs(base), as_runs(new)
     if not base_runs or not new_runs:
         raise CompareError("each side needs at least one run")

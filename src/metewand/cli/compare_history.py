@@ -1,0 +1,96 @@
+"""``compare``'s use of the run history: each group's between-run spread, for a side of one run.
+
+The statistics live in ``compare.hierarchy`` (a side of one run adds a known between-run
+variance) and the query in ``history.spread``; this module joins them, since ``compare`` sits
+below ``history`` and may not open it itself. What was used, or why nothing was, is recorded in
+the comparison's ``statistics.history`` and printed before the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from metewand.errors import InvalidInput
+
+if TYPE_CHECKING:  # the statistics import numpy: loaded when a comparison runs, not at start
+    from metewand.compare.hierarchy import BetweenRun
+    from metewand.compare.rundir import RunData
+
+Between = dict[tuple[str, tuple[str, str]], "BetweenRun"]
+
+
+class HistoryUnusable(InvalidInput):
+    """--history names a file that is absent, or the history cannot be read (exit 2)."""
+
+
+def between_run(
+    options: dict[str, Any], base: Sequence[RunData], new: Sequence[RunData]
+) -> tuple[Between | None, dict[str, Any]]:
+    """The per-(metric, group) between-run variances from the history, and the account of it."""
+    if len(base) >= 2 and len(new) >= 2:
+        return None, {"status": "not needed", "reason": "both sides have several runs"}
+    if options["no_history"]:
+        return None, {"status": "off", "reason": "--no-history"}
+    from metewand.compare.hierarchy import BetweenRun
+    from metewand.history.spread import MIN_RUNS
+    from metewand.history.store import HistoryError, default_path, reading
+
+    given = options["history_path"]
+    path = Path(given).expanduser().absolute() if given else default_path(base[0].path.parent)
+    if not path.is_file():
+        if given:
+            raise HistoryUnusable(f"--history {given}: no such file")
+        return None, {"status": "absent", "path": str(path)}
+    try:
+        with reading(path) as con:
+            spreads = _spreads(con, options["metric"], base, new)
+    except HistoryError as exc:
+        raise HistoryUnusable(f"{exc} (compare --no-history judges without it)") from None
+    between: Between = {
+        (metric, (task, subject)): BetweenRun(
+            spread.variance, float(spread.runs - 1), f"history: {spread.runs} earlier runs"
+        )
+        for (metric, task, subject), spread in spreads.items()
+    }
+    runs = sorted({b.df + 1 for b in between.values()})
+    account: dict[str, Any] = {
+        "status": "used",
+        "path": str(path),
+        "groups": len(between),
+        "min_runs": MIN_RUNS,
+    }
+    if runs:
+        account["earlier_runs"] = [int(runs[0]), int(runs[-1])]
+    return between, account
+
+
+def _spreads(con: Any, metric: str | None, base: Sequence[RunData], new: Sequence[RunData]) -> Any:
+    from metewand.compare.run_compare import settings_for
+    from metewand.compare.suite_registry import suite_kind
+    from metewand.history.spread import group_spreads, identify
+
+    settings = settings_for(suite_kind(base[0].kind), metric)
+    metrics = [m for m in (settings.metric, settings.companion) if m]
+    identities = [identify(run.path) for run in [*base, *new]]
+    first_base = min(identities[: len(base)], key=lambda i: i.started_at or "")
+    return group_spreads(con, first_base, [i.uid for i in identities], metrics)
+
+
+def history_options(command: Any) -> Any:
+    command = click.option(
+        "--no-history",
+        is_flag=True,
+        help="Do not read the run history's between-run spread.",
+    )(command)
+    return click.option(
+        "--history",
+        "history_path",
+        default=None,
+        metavar="PATH",
+        help="Run history whose between-run spread a side of one run borrows (default: "
+        "$METEWAND_HISTORY, else history.duckdb beside BASE's run store; unused when absent).",
+    )(command)

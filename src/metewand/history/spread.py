@@ -1,0 +1,120 @@
+"""Each group's between-run spread in the run history, for ``compare`` (issue #22, section 2).
+
+A comparison of one run against one run cannot see how much a group's level moves from one run
+to the next on this host (the host's load, a new engine process, caches): that variance sits
+between runs, and each run shows only its own. The history has seen many runs of the same
+groups. For each group and metric this module gives the variance of a run's mean (natural log
+of the values) over the earlier runs of the same suite on the same kind of host, with its
+degrees of freedom; ``compare`` adds it to each side that has a single run, so a change must
+exceed the noise the group showed between runs before (``compare.hierarchy.BetweenRun``).
+
+Which runs count, and why:
+- the same suite and the same host fingerprint as the BASE run (another machine's spread says
+  nothing about this one's), when BASE's fingerprint is known;
+- runs that started before the BASE run, the newest ``MAX_RUNS`` of them: the spread is what
+  the history knew before the change being judged, and a step long ago (an earlier change) does
+  not inflate it for ever;
+- not the compared runs themselves. Runs whose host pollution gate failed are kept: on a busy
+  CI host most runs have neighbours, and leaving them out would make the spread look smaller
+  than the noise this host's runs really carry (a polluted pair's wall-time gate is refused by
+  ``compare`` itself);
+- a group needs ``MIN_RUNS`` such runs, else it gets no spread (the report then says the
+  between-run noise could not be estimated for it).
+
+A run's mean is the plain mean of its complete, counted attempts' log values; as with a side of
+several runs in ``compare.hierarchy``, the raw variance of run means is used (it includes each
+run's own sampling share), which errs towards a wider interval.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metewand import canonical
+from metewand.history.run_facts import read_manifest, run_facts, run_uid, suite_of
+
+MIN_RUNS = 3
+MAX_RUNS = 30
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Variance of a run's mean log value, over ``runs`` earlier runs (df = runs - 1)."""
+
+    variance: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    uid: str
+    suite: str
+    started_at: str | None
+    host_fingerprint: str | None
+
+
+def identify(run_dir: Path) -> RunIdentity:
+    """The history's identity of a run directory (the same ``run_uid`` ``history add`` uses)."""
+    manifest = read_manifest(run_dir)
+    suite = suite_of(manifest, set())
+    facts = run_facts(run_dir, manifest, suite)
+    host = json.loads(canonical.dumps_str(facts["host"]))
+    return RunIdentity(run_uid(facts, host), suite, facts["started_at"], facts["host_fingerprint"])
+
+
+SPREAD_SQL = """
+WITH eligible AS (
+    SELECT run_uid, started_at FROM runs
+    WHERE suite = $suite
+      AND NOT list_contains($exclude, run_uid)
+      AND ($fingerprint IS NULL OR host_fingerprint = $fingerprint)
+      AND ($before IS NULL OR started_at < $before::TIMESTAMPTZ)
+), per_run AS (
+    SELECT v.metric, v.task, v.subject, v.driver, v.run_uid, e.started_at,
+           avg(ln(v.value)) AS level
+    FROM attempt_values v JOIN eligible e USING (run_uid)
+    WHERE list_contains($metrics, v.metric) AND v.form = 'complete' AND v.counted
+      AND v.value > 0
+    GROUP BY ALL
+), recent AS (
+    SELECT *, row_number() OVER (
+        PARTITION BY metric, task, subject, driver ORDER BY started_at DESC) AS newest
+    FROM per_run
+)
+SELECT metric, task, subject, count(DISTINCT driver) AS drivers,
+       var_samp(level) AS variance, count(*) AS runs
+FROM recent WHERE newest <= $max_runs
+GROUP BY metric, task, subject
+HAVING count(*) >= $min_runs
+"""
+
+
+def group_spreads(
+    con: Any,
+    base: RunIdentity,
+    exclude: Iterable[str],
+    metrics: Sequence[str],
+) -> dict[tuple[str, str, str], Spread]:
+    """``{(metric, task, subject): Spread}`` for the groups with enough earlier runs. A task and
+    subject measured through several driver paths has no single spread and is left out."""
+    found = con.execute(
+        SPREAD_SQL,
+        {
+            "suite": base.suite,
+            "exclude": sorted(set(exclude)),
+            "fingerprint": base.host_fingerprint,
+            "before": base.started_at,
+            "metrics": list(metrics),
+            "max_runs": MAX_RUNS,
+            "min_runs": MIN_RUNS,
+        },
+    ).fetchall()
+    return {
+        (metric, task, subject): Spread(float(variance), int(runs))
+        for metric, task, subject, drivers, variance, runs in found
+        if drivers == 1 and variance is not None
+    }
