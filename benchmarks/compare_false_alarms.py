@@ -23,6 +23,11 @@ host's load average (1/5/15 min) before and after the runs it comes from:
    fixed JS work, chrome's pages 20% heavier in the NEW run (lightpanda's unchanged, from a run of
    its own: ``compare --base B --new N1 --new N2``). On duration_ms and engine_cpu_ns.
 
+Separate-run comparisons are judged twice: with ``--no-history`` (each pair alone) and with the
+work dir's run history, from which a side of one run borrows each group's between-run spread
+(the runs that started before BASE; the first pairs have too few). The interleaved A/A is
+paired and reads no history.
+
 The host's own pollution gate is reported per run: on a shared machine a "quiet" pair may well
 have been polluted by others, and the figures say so rather than hide it.
 
@@ -160,12 +165,19 @@ def verdicts(result: dict[str, Any]) -> dict[tuple[str, str], str]:
     return {(g[first], g[second]): g["verdict"] for g in result["groups"]}
 
 
+# what every separate-run comparison adds: ["--no-history"], or [] to let it borrow each group's
+# between-run spread from the work dir's history (the runs add themselves to it); see judge()
+HISTORY_ARGS: list[str] = []
+
+
 def compared(*args: Any) -> dict[str, Any]:
-    return json.loads(metewand("compare", *args, "--json").stdout)
+    extra = [] if "--ab" in args else HISTORY_ARGS
+    return json.loads(metewand("compare", *args, *extra, "--json").stdout)
 
 
 def gate_exit(*args: Any) -> int:
-    return metewand("compare", *args, "--fail-on-regression", check=False).returncode
+    extra = [] if "--ab" in args else HISTORY_ARGS
+    return metewand("compare", *args, *extra, "--fail-on-regression", check=False).returncode
 
 
 def alarms(found: dict[Any, str]) -> int:
@@ -502,27 +514,32 @@ def summary(aa: list, ab: list, planted: dict) -> list[str]:
 
 
 def judge(work: Path) -> None:
-    """Every figure from the runs in ``work/runs.json``, printed and kept in summary.json."""
+    """Every figure from the runs in ``work/runs.json``, printed and kept in summary.json:
+    separate-run comparisons twice, without the history (each pair on its own) and with it
+    (a side of one run borrows each group's between-run spread from the runs before BASE)."""
     ledger = Ledger(work)
+    document: dict[str, Any] = {"runs": [r.__dict__ for r in ledger.runs.values()]}
     print(f"== judging the runs of {work} (host load now {load()})", flush=True)
-    aa, ab = judge_aa(ledger, work), judge_ab(ledger, work)
-    planted = judge_planted(ledger, work)
-    browser = judge_browser(ledger, work)
-    lines = summary(aa, ab, planted)
-    for name, block in (browser or {}).items():
-        for metric, counts in block.items():
-            lines.append(f"browser {name} {metric}: {counts}")
-    print(f"== summary (host load now {load()})")
-    for line in lines:
-        print(f"  {line}")
-    document = {
-        "separate_aa": aa,
-        "interleaved_aa": ab,
-        "planted": planted,
-        "browser": browser,
-        "runs": [r.__dict__ for r in ledger.runs.values()],
-        "summary": lines,
-    }
+    ab = judge_ab(ledger, work)
+    document["interleaved_aa"] = ab
+    for mode, extra in (("without history", ["--no-history"]), ("with history", [])):
+        HISTORY_ARGS[:] = extra
+        print(f"== separate runs, {mode}", flush=True)
+        aa, planted = judge_aa(ledger, work), judge_planted(ledger, work)
+        browser = judge_browser(ledger, work)
+        lines = summary(aa, ab, planted)
+        for name, block in (browser or {}).items():
+            for metric, counts in block.items():
+                lines.append(f"browser {name} {metric}: {counts}")
+        print(f"== summary, {mode} (host load now {load()})")
+        for line in lines:
+            print(f"  {line}")
+        document[mode.replace(" ", "_")] = {
+            "separate_aa": aa,
+            "planted": planted,
+            "browser": browser,
+            "summary": lines,
+        }
     (work / "summary.json").write_text(json.dumps(document, indent=1, default=str))
     print(f"figures: {work / 'summary.json'}")
 
