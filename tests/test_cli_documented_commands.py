@@ -5,7 +5,7 @@ Each documented command has an expectation below (exit status and a check of its
 a documented command without one fails ``test_every_documented_command_has_an_expectation``.
 Commands run once, in the order below (later ones read the runs earlier ones made: sort1,
 base1, prof1, lex1). ``make test`` (this suite itself) and the full demo (``make demo``,
-``metewand demo``: a compute run and two k=5 browser runs, about three minutes on a quiet host;
+``metewand demo``: a compute run and a k=5 profiled browser run with interleaved twins, about three minutes on a quiet host;
 ``--full``: the whole built-in suite, many minutes) run only with METEWAND_LONG_EXAMPLES=1.
 """
 
