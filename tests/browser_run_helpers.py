@@ -29,6 +29,15 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_on_missing_engine(
+    corpus: Path, out: Path, *extra: str, run_id: str = "r"
+) -> subprocess.CompletedProcess[str]:
+    """``metewand browser run`` of ``corpus`` on moli, an engine this machine lacks: what task
+    validation, planning, the run directory and the rows do without launching anything."""
+    args = ["--tasks", str(corpus), "--engines", "moli", "--out", str(out), "--run-id", run_id]
+    return cli("browser", "run", *args, "--no-progress", *extra)
+
+
 def run_killed_after_rows(run_args: list[str], out: Path, run_id: str, rows: int = 1) -> Path:
     """Start ``metewand browser run *run_args`` into ``out/run_id``, ``kill -9`` the runner as soon
     as ``results.jsonl`` holds ``rows`` lines, and return the run directory (what a resume finds)."""

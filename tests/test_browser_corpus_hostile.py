@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from browser_run_helpers import ABOUT_BLANK_TASK, cli, tiny_corpus
+from browser_run_helpers import ABOUT_BLANK_TASK, cli, run_on_missing_engine, tiny_corpus
 from metewand.suites.browser.tasks import load_corpus
 
 PENDING_PROBE = "runner/scripts/no_such_probe.js"  # a probe script metewand has no runner for
@@ -20,19 +20,7 @@ PENDING_PROBE = "runner/scripts/no_such_probe.js"  # a probe script metewand has
 def _refused(corpus: Path, tmp_path: Path, *expected: str) -> str:
     """Run the CLI on ``corpus``; it must exit 2, name every ``expected`` text, create nothing."""
     out = tmp_path / "runs"
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-    )
+    done = run_on_missing_engine(corpus, out)
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     for text in expected:
         assert text in done.stderr, (text, done.stderr[-2000:])
@@ -160,20 +148,7 @@ def test_malformed_answers_refused_even_with_keep_going(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
     (corpus / "fixtures" / "expected_answers.json").write_text("{oops")
     out = tmp_path / "runs"
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-        "--keep-going",
-    )
+    done = run_on_missing_engine(corpus, out, "--keep-going")
     assert done.returncode == 2, done.stderr
     assert "fixtures/expected_answers.json" in done.stderr and not out.exists()
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from browser_run_helpers import ABOUT_BLANK_TASK, cli, rows_of, tiny_corpus
+from browser_run_helpers import ABOUT_BLANK_TASK, cli, rows_of, run_on_missing_engine, tiny_corpus
 from metewand.compare.report_browser import task_titles
 from metewand.compare.rundir import load_run
 
@@ -19,20 +19,7 @@ UNTITLED = {**ABOUT_BLANK_TASK, "task_id": "untitled", "description": "Adds one 
 def test_rows_carry_titles_and_the_report_reads_them_without_the_corpus(tmp_path: Path) -> None:
     corpus = tiny_corpus(tmp_path / "corpus", {"a.json": TITLED, "b.json": UNTITLED})
     out = tmp_path / "runs"
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--allow-missing-engines",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-    )
+    done = run_on_missing_engine(corpus, out, "--allow-missing-engines")
     assert done.returncode == 0, done.stderr
     assert "attempts by status" in done.stderr  # --no-progress keeps the final summary table
     titles = {row["task_id"]: row["title"] for row in rows_of(out / "r")}

@@ -7,7 +7,14 @@ import copy
 import json
 from pathlib import Path
 
-from browser_run_helpers import ABOUT_BLANK_TASK, cli, manifest_of, rows_of, tiny_corpus
+from browser_run_helpers import (
+    ABOUT_BLANK_TASK,
+    cli,
+    manifest_of,
+    rows_of,
+    run_on_missing_engine,
+    tiny_corpus,
+)
 from metewand.runtime.schedule import max_imbalance
 from metewand.suites.browser.run_config import RunConfig
 from metewand.suites.browser.run_plan import build_plan
@@ -37,20 +44,7 @@ def _corpus_with_invalid(tmp_path: Path) -> Path:
 def test_invalid_tasks_exit_2_naming_file_and_path(tmp_path: Path) -> None:
     corpus = _corpus_with_invalid(tmp_path)
     out = tmp_path / "runs"
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--allow-missing-engines",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-    )
+    done = run_on_missing_engine(corpus, out, "--allow-missing-engines")
     assert done.returncode == 2, done.stderr
     assert "tasks/b_bad_step.json: $.driver.steps[0].bogus: unknown key" in done.stderr
     assert "tasks/c_broken.json" in done.stderr
@@ -60,21 +54,7 @@ def test_invalid_tasks_exit_2_naming_file_and_path(tmp_path: Path) -> None:
 def test_keep_going_skips_invalid_and_says_so(tmp_path: Path) -> None:
     corpus = _corpus_with_invalid(tmp_path)
     out = tmp_path / "runs"
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--allow-missing-engines",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-        "--keep-going",
-    )
+    done = run_on_missing_engine(corpus, out, "--allow-missing-engines", "--keep-going")
     assert done.returncode == 0, done.stderr
     assert "skipped (--keep-going): tasks/b_bad_step.json" in done.stderr
     rows = rows_of(out / "r")
@@ -184,83 +164,28 @@ def test_pending_subset_never_refuses_a_run_and_says_why_it_is_not_run(tmp_path:
     corpus = _corpus_with_pending_subset(tmp_path)
     out = tmp_path / "runs"
     for run_id, subsets in (("all", []), ("raw", ["--subset", "t.raw"])):
-        done = cli(
-            "browser",
-            "run",
-            "--tasks",
-            str(corpus),
-            "--engines",
-            "moli",
-            "--allow-missing-engines",
-            "--out",
-            str(out),
-            "--run-id",
-            run_id,
-            "--no-progress",
-            *subsets,
+        done = run_on_missing_engine(
+            corpus, out, "--allow-missing-engines", *subsets, run_id=run_id
         )
         assert done.returncode == 0, done.stderr
         assert [r["task_id"] for r in rows_of(out / run_id)] == ["tiny_eval"]
     assert (
         "subset t.pw: 1 task(s) not run yet: driver path node_cdp_probe:no_such_probe.js not implemented yet"
-        in cli(
-            "browser",
-            "run",
-            "--tasks",
-            str(corpus),
-            "--engines",
-            "moli",
-            "--allow-missing-engines",
-            "--out",
-            str(out),
-            "--run-id",
-            "again",
-            "--no-progress",
-        ).stderr
+        in run_on_missing_engine(corpus, out, "--allow-missing-engines", run_id="again").stderr
     )
 
 
 def test_asking_for_a_pending_subset_is_refused_with_the_reason(tmp_path: Path) -> None:
     corpus = _corpus_with_pending_subset(tmp_path)
     out = tmp_path / "runs"
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-        "--subset",
-        "t.raw",
-        "--subset",
-        "t.pw",
-    )
+    done = run_on_missing_engine(corpus, out, "--subset", "t.raw", "--subset", "t.pw")
     assert done.returncode == 2, done.stderr
     assert (
         "--subset 't.pw' has no runnable task: driver path node_cdp_probe:no_such_probe.js not implemented yet"
         in done.stderr
     )
     assert not out.exists()
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "moli",
-        "--out",
-        str(out),
-        "--run-id",
-        "r",
-        "--no-progress",
-        "--task",
-        "pw_one",
-    )
+    done = run_on_missing_engine(corpus, out, "--task", "pw_one")
     assert done.returncode == 2, done.stderr
     assert (
         "--task 'pw_one': driver path node_cdp_probe:no_such_probe.js not implemented yet"
