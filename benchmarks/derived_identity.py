@@ -48,7 +48,9 @@ MEASURED_KEY = re.compile(
     r"cdp\.commands|cdp_call_count|cdp\.events|^commands$|^events$|"
     # a measurement form's value, the engine's process counts (helpers come and go), and how
     # often the settle wait looked at the engine before it was quiet
-    r"^value$|process_count|processes|looks)",
+    r"^value$|process_count|processes|looks|"
+    # a fitted line's coefficients (the leak curve) are measurements too
+    r"intercept|slope)",
     re.IGNORECASE,
 )
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
@@ -60,7 +62,7 @@ HEX = re.compile(r"\b([0-9a-f]{12,64}|[0-9A-F]{16,64})\b")
 # identities in attempt keys (``integers@7aa3f6f092``) hash the source tree, so they differ
 # between two versions of metewand, and with them the seeded execution order
 KEY_ID = re.compile(r"@[0-9a-f]{10}\b")
-DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(e[+-]?\d+)?")
+DECIMAL = re.compile(r"(?<![\w.])-?\d{1,3}(,\d{3})+(\.\d+)?|(?<![\w.])-?\d+\.\d+(e[+-]?\d+)?")
 HOST_NOISE_KEYS = frozenset(
     {"top_foreign", "samples_over", "consecutive_over", "worst", "started_during_run"}
 )
