@@ -195,13 +195,17 @@ def _json_or_none(text: str | None) -> Any:
 
 
 def _attempts_sql(suite: str) -> str:
+    """Each attempt's columns (``extract.ATTEMPT_COLUMNS``) beside the staged columns its values
+    are read from, so a value line needs no join back to its attempt."""
     counted = _counted_condition(suite)
+    sources = ", ".join(f"r.{c}" for c in extract.SOURCE_COLUMNS[suite])
     if suite == "compute":
         return f"""
         SELECT r.line, coalesce(t.task, r.coords) AS task, coalesce(s.subject,
                coalesce(r.implementation, 'unknown')) AS subject, '' AS driver,
                coalesce(r.key, 'line' || r.line::VARCHAR) AS attempt_key,
-               coalesce(r.status, 'failed') AS status, ({counted}) IS TRUE AS counted
+               coalesce(r.status, 'failed') AS status, ({counted}) IS TRUE AS counted,
+               {sources}
         FROM mw_rows r
         LEFT JOIN mw_task_labels t ON t.coords = r.coords
         LEFT JOIN mw_subject_labels s ON s.impl IS NOT DISTINCT FROM r.implementation
@@ -210,26 +214,24 @@ def _attempts_sql(suite: str) -> str:
     return f"""
         SELECT r.line, r.task_id AS task, coalesce(r.engine, '') AS subject,
                r.driver, coalesce(r.key, 'line' || r.line::VARCHAR) AS attempt_key,
-               coalesce(r.status, 'infra') AS status, ({counted}) IS TRUE AS counted
+               coalesce(r.status, 'infra') AS status, ({counted}) IS TRUE AS counted,
+               {sources}
         FROM mw_rows r
         WHERE r.task_id IS NOT NULL
           AND coalesce(r.calibration_twin::VARCHAR, 'false') <> 'true'"""
 
 
 def _insert_values(con: Any, suite: str, uid: str) -> tuple[int, int]:
-    values = extract.values_sql(suite)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE mw_attempts AS {_attempts_sql(suite)}")
-    con.execute(
-        f"""INSERT INTO attempt_values
-            SELECT $uid, a.task, a.subject, a.driver, a.attempt_key, a.status, a.counted,
-                   v.metric, v.form, v.value, v.reason
-            FROM ({values}) v JOIN mw_attempts a USING (line)""",
-        {"uid": uid},
-    )
-    attempts = con.execute("SELECT count(*) FROM mw_attempts").fetchone()[0]
+    """(attempts, values) of the run, its values inserted; ``mw_attempts`` is a view (the
+    values are read in one pass over the staged rows)."""
+    con.execute(f"CREATE OR REPLACE TEMP VIEW mw_attempts AS {_attempts_sql(suite)}")
     stored = con.execute(
-        "SELECT count(*) FROM attempt_values WHERE run_uid = $uid", {"uid": uid}
+        f"""INSERT INTO attempt_values
+            SELECT $uid, {extract.ATTEMPT_COLUMNS}, metric, form, value, reason
+            FROM ({extract.values_sql(suite)})""",
+        {"uid": uid},
     ).fetchone()[0]
+    attempts = con.execute("SELECT count(*) FROM mw_attempts").fetchone()[0]
     return int(attempts), int(stored)
 
 
@@ -298,7 +300,8 @@ def add_run(con: Any, run_dir: Path) -> Added:
             raise
         con.execute("COMMIT")
     finally:
-        for table in ("mw_rows", "mw_attempts", "mw_task_labels", "mw_subject_labels"):
+        con.execute("DROP VIEW IF EXISTS mw_attempts")
+        for table in ("mw_rows", "mw_task_labels", "mw_subject_labels"):
             con.execute(f"DROP TABLE IF EXISTS {table}")
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
