@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import metewand.compare.compare_suites  # noqa: F401  (registers the suites suite_kind reads)
 from metewand.compare.phase_costs import PHASE_FIELDS
 from metewand.compare.rundir import load_run
 from metewand.compare.suite_registry import suite_kind

@@ -10,7 +10,7 @@ reader in ``compare`` it mirrors, and ``tests/test_history_store.py`` checks the
 for value on real runs:
 
 - compute (``compare.compute_rows``): ``measurements_of(row)``'s forms for each of
-  ``compare.cases.CASE_METRICS`` (the observation's, else the failure diagnostic's, else the
+  ``compare.labels.CASE_METRICS`` (the observation's, else the failure diagnostic's, else the
   attempt record's), the tree's kernel memory high-water (``tree_memory``), and each phase of
   the implementation's and the evaluator's marks (``compare.phase_costs``);
 - browser (``compare.compare_suites``): ``duration_ms``, the resource metrics of profiled runs
@@ -26,8 +26,8 @@ read (an object where a form should be is a number) is refused naming the file a
 
 from __future__ import annotations
 
-from metewand.compare.cases import CASE_METRICS
-from metewand.compare.compare_suites import BROWSER_RESOURCE_METRICS
+from metewand.compare.labels import CASE_METRICS
+from metewand.compare.resource_metrics import BROWSER_RESOURCE_METRICS
 
 TREE_MEMORY_METRIC = "kernel_tree_memory_high_water_bytes"
 COMPUTE_PHASE_FIELDS = {

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
-from metewand.compare import cases
+from metewand.compare import labels
 from metewand.history import extract
 from metewand.history.run_facts import read_manifest, run_facts, run_uid, suite_of
 from metewand.runtime import rundir
@@ -165,9 +165,9 @@ def _label_tables(con: Any, suite: str) -> None:
     if suite != "compute":
         return
     coords = [r[0] for r in con.execute("SELECT DISTINCT coords FROM mw_rows").fetchall()]
-    labels = [[c, cases.case_label(_case(json.loads(c)))] for c in coords]
-    if labels:
-        con.executemany("INSERT INTO mw_task_labels VALUES (?, ?)", labels)
+    tasks = [[c, labels.case_label(_case(json.loads(c)))] for c in coords]
+    if tasks:
+        con.executemany("INSERT INTO mw_task_labels VALUES (?, ?)", tasks)
     impls = con.execute(
         "SELECT DISTINCT implementation, implementation_parameters::VARCHAR FROM mw_rows"
     ).fetchall()
@@ -175,7 +175,7 @@ def _label_tables(con: Any, suite: str) -> None:
         [
             name,
             params,
-            cases.implementation_label(
+            labels.implementation_label(
                 {"implementation": name, "implementation_parameters": _json_or_none(params)}
             ),
         ]
@@ -186,8 +186,8 @@ def _label_tables(con: Any, suite: str) -> None:
 
 
 def _case(coords: dict[str, Any]) -> dict[str, Any]:
-    """``cases.case_of`` over the coordinates DuckDB collected (parameters default to {})."""
-    return cases.case_of(coords)
+    """``labels.case_of`` over the coordinates DuckDB collected (parameters default to {})."""
+    return labels.case_of(coords)
 
 
 def _json_or_none(text: str | None) -> Any:
