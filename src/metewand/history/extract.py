@@ -175,52 +175,70 @@ def _entry(metric: str, form: str) -> str:
     return f"{{'metric': {metric}, 'f': {form}}}"
 
 
-def _phase_entries(columns: tuple[str, ...], fields: dict[str, str]) -> str:
-    """``phase.<name>.<field>`` of each named phase in ``columns``, in order (the first list's
-    phases, then the next's)."""
-    phases = f"list_concat({', '.join(columns)})" if len(columns) > 1 else columns[0]
-    per_phase = ", ".join(
-        _entry(f"'phase.' || p.name || '.{short}'", f"p.{long}") for short, long in fields.items()
-    )
-    return (
-        f"flatten(list_transform(list_filter({phases}, lambda p: p.name IS NOT NULL), "
-        f"lambda p: [{per_phase}]))"
-    )
+PHASE_COLUMNS = {"compute": ("phases_0", "phases_1"), "browser": ("phases_0",)}
+PHASE_FIELDS = {"compute": COMPUTE_PHASE_FIELDS, "browser": BROWSER_PHASE_FIELDS}
 
 
-def _entries(suite: str) -> str:
-    """One list per attempt of its forms, ``{metric, f}``: the named forms, then the phases'."""
+def _named_forms(suite: str) -> dict[str, str]:
+    """metric -> the SQL of its form, for the metrics a row names outright."""
     if suite == "compute":
         scalars = {m: f"measurements.{_quoted(m)}" for m in CASE_METRICS}
         scalars[TREE_MEMORY_METRIC] = f"tree_memory.{TREE_MEMORY_METRIC}"
-        phases = _phase_entries(("phases_0", "phases_1"), COMPUTE_PHASE_FIELDS)
-    else:
-        scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
-        scalars.update(
-            {
-                f"phase.{TOTAL}.{short}": f"total.{long}"
-                for short, long in BROWSER_PHASE_FIELDS.items()
-            }
-        )
-        phases = _phase_entries(("phases_0",), BROWSER_PHASE_FIELDS)
-    named = ", ".join(_entry(_literal(metric), sql) for metric, sql in scalars.items())
+        return scalars
+    scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
+    scalars.update(
+        {f"phase.{TOTAL}.{short}": f"total.{long}" for short, long in BROWSER_PHASE_FIELDS.items()}
+    )
+    return scalars
+
+
+def _entries(suite: str) -> str:
+    """One list per attempt of its forms, ``{metric, f}``: the named forms, then
+    ``phase.<name>.<field>`` of each named phase in order (the first list's, then the next's)."""
+    named = ", ".join(_entry(_literal(m), sql) for m, sql in _named_forms(suite).items())
+    per_phase = ", ".join(
+        _entry(f"'phase.' || p.name || '.{short}'", f"p.{long}")
+        for short, long in PHASE_FIELDS[suite].items()
+    )
+    phases = (
+        f"flatten(list_transform(list_filter(list_concat({', '.join(PHASE_COLUMNS[suite])}), "
+        f"lambda p: p.name IS NOT NULL), lambda p: [{per_phase}]))"
+    )
     return f"list_concat([{named}], {phases})"
+
+
+def _no_metric_twice(suite: str) -> str:
+    """True when an attempt cannot name a metric twice: its phase names are distinct and none
+    is a phase a named metric already spells (``phase.total.*``). The fields' suffixes differ,
+    so distinct names make distinct metrics; this reads only the names (cheaper than
+    comparing the 27 metrics of every row)."""
+    names = (
+        "list_concat("
+        + ", ".join(f"list_transform({c}, lambda p: p.name)" for c in PHASE_COLUMNS[suite])
+        + ")"
+    )
+    taken = sorted({m.split(".")[1] for m in _named_forms(suite) if m.startswith("phase.")})
+    spelled = ", ".join(_literal(name) for name in taken)
+    return (
+        f"list_unique(list_concat({names}, [{spelled}]::VARCHAR[])) = "
+        f"coalesce(list_aggregate({names}, 'count'), 0) + {len(taken)}"
+    )
 
 
 def _forms_sql(suite: str) -> str:
     """(attempt columns, metric, f): every form of the staged attempts. A form that is absent
     or null is not a line; a metric met twice (a phase name marked twice) keeps its first
     form, as the readers in compare do. Duplicates are rare, so the first-of-each filter (a
-    search per form) runs only on an attempt that has one."""
+    search per form) runs only on an attempt that may have one."""
     metrics = "list_transform(forms, lambda x: x.metric)"
     first_of_each = f"list_filter(forms, lambda x, i: list_position({metrics}, x.metric) = i)"
     return f"""
     SELECT {ATTEMPT_COLUMNS}, e.metric AS metric, e.f AS f
     FROM (SELECT {ATTEMPT_COLUMNS},
-                 unnest(CASE WHEN len(list_distinct({metrics})) = len(forms) THEN forms
-                             ELSE {first_of_each} END) AS e
+                 unnest(CASE WHEN once THEN forms ELSE {first_of_each} END) AS e
           FROM (SELECT {ATTEMPT_COLUMNS},
-                       list_filter({_entries(suite)}, lambda x: x.f IS NOT NULL) AS forms
+                       list_filter({_entries(suite)}, lambda x: x.f IS NOT NULL) AS forms,
+                       {_no_metric_twice(suite)} AS once
                 FROM mw_attempts))"""
 
 
