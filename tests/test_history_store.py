@@ -141,6 +141,20 @@ def test_a_phase_marked_twice_keeps_its_first_form(sorted_run: Path, tmp_path: P
         assert value == kind.value_of(row, metric) != 1, metric
 
 
+def test_a_row_larger_than_the_read_buffers_is_read(sorted_run: Path, tmp_path: Path) -> None:
+    """A 40 MB row (the reader's buffers are sized for ordinary rows first) is read whole, as
+    rows up to extract.MAX_ROW_BYTES are."""
+    run = tmp_path / "wide"
+    shutil.copytree(sorted_run, run)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    row = json.loads(lines[0])
+    row["message"] = "x" * (40 << 20)
+    lines[0] = json.dumps(row)
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    added = add_runs(tmp_path / "h.duckdb", [run])[0]
+    assert (added.outcome, added.attempts) == (ADDED, len(lines))
+
+
 def test_unavailable_is_null_with_its_reason_never_zero(tmp_path: Path) -> None:
     history = tmp_path / "h.duckdb"
     add_runs(history, [peer_dir("profiled_on")])

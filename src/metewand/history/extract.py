@@ -37,7 +37,8 @@ COMPUTE_PHASE_FIELDS = {
 }
 BROWSER_PHASE_FIELDS = {"wall_ns": "wall_time_ns", "cpu_ns": "cpu_time_ns"}
 TOTAL = "total"  # phase.total.<field>: the engine group's whole attempt (browser)
-MAX_ROW_BYTES = 64 << 20
+MAX_ROW_BYTES = 64 << 20  # the largest row read
+READ_ROW_BYTES = 16 << 20  # what the reader's buffers are sized for first (DuckDB's default)
 
 # A measurement form; its value stays JSON text so a non-number is told from a number.
 FORM = "STRUCT(status VARCHAR, value JSON, reason VARCHAR)"
