@@ -170,14 +170,13 @@ SOURCE_COLUMNS = {
     "compute": ("measurements", "tree_memory", "phases_0", "phases_1"),
     "browser": ("resource_forms", "total", "phases_0", "duration_ms", "peer_resource"),
 }
+# Of those, the lists of phase marks (in the order their phases count), and each phase's fields.
+PHASE_COLUMNS = {"compute": ("phases_0", "phases_1"), "browser": ("phases_0",)}
+PHASE_FIELDS = {"compute": COMPUTE_PHASE_FIELDS, "browser": BROWSER_PHASE_FIELDS}
 
 
 def _entry(metric: str, form: str) -> str:
     return f"{{'metric': {metric}, 'f': {form}}}"
-
-
-PHASE_COLUMNS = {"compute": ("phases_0", "phases_1"), "browser": ("phases_0",)}
-PHASE_FIELDS = {"compute": COMPUTE_PHASE_FIELDS, "browser": BROWSER_PHASE_FIELDS}
 
 
 def _named_forms(suite: str) -> dict[str, str]:
