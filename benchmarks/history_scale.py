@@ -137,16 +137,19 @@ def big_run(seed: Path, rows: int) -> Path:
 
 
 def scan_baseline(path: Path) -> tuple[float, float]:
-    """DuckDB parsing the rows (two top-level columns), the floor any reader of them pays."""
+    """DuckDB parsing the rows (two top-level columns), the floor any reader of them pays; its
+    read buffers sized as ``history add`` sizes them first."""
     import duckdb
+
+    from metewand.history.extract import READ_ROW_BYTES
 
     con = duckdb.connect()
     con.execute("SET enable_progress_bar = false")
     sql = (
         "SELECT count(key), count(status) FROM read_json($p, format = 'newline_delimited', "
-        "maximum_object_size = 67108864, columns = {key: 'VARCHAR', status: 'VARCHAR'})"
+        "maximum_object_size = $max, columns = {key: 'VARCHAR', status: 'VARCHAR'})"
     )
-    return in_process(lambda: con.execute(sql, {"p": str(path)}).fetchall())
+    return in_process(lambda: con.execute(sql, {"p": str(path), "max": READ_ROW_BYTES}).fetchall())
 
 
 def add_figures(work: Path, runs: dict[str, Path], rows: int) -> None:

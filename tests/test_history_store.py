@@ -17,6 +17,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import metewand.compare.compare_suites  # noqa: F401  (registers the suites suite_kind reads)
+from metewand.compare.phase_costs import PHASE_FIELDS
 from metewand.compare.rundir import load_run
 from metewand.compare.suite_registry import suite_kind
 from metewand.history import store
@@ -109,6 +111,48 @@ def test_values_agree_with_compares_readers(sorted_run: Path, tmp_path: Path) ->
                 elif (key, metric) in stored:
                     assert stored[(key, metric)] is None, (key, metric)
     assert checked > 300
+
+
+def test_a_phase_marked_twice_keeps_its_first_form(sorted_run: Path, tmp_path: Path) -> None:
+    """A phase name met twice in a row (within the implementation's marks, and again in the
+    evaluator's) is stored once, with its first form, as compare's reader reads it."""
+    run = tmp_path / "twice"
+    shutil.copytree(sorted_run, run)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if json.loads(line)["status"] == "accepted")
+    row = json.loads(lines[at])
+    own = row["phases"]["implementation"]["phases"]
+    name = own[0]["name"]
+    again = {**own[0], "wall_time_ns": {"status": "complete", "value": 1}}
+    own.append(again)
+    row["phases"]["evaluator"]["phases"].append({**again, "cpu_time_ns": again["wall_time_ns"]})
+    lines[at] = json.dumps(row)
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    history = tmp_path / "h.duckdb"
+    add_runs(history, [run])
+    with store.reading(history) as con:
+        stored = con.execute(
+            "SELECT metric, value FROM attempt_values WHERE attempt_key = $k AND metric LIKE $m",
+            {"k": row["key"], "m": f"phase.{name}.%"},
+        ).fetchall()
+    kind = suite_kind(load_run(run).kind)
+    assert sorted(m for m, _ in stored) == [f"phase.{name}.{f}" for f in sorted(PHASE_FIELDS)]
+    for metric, value in stored:
+        assert value == kind.value_of(row, metric) != 1, metric
+
+
+def test_a_row_larger_than_the_read_buffers_is_read(sorted_run: Path, tmp_path: Path) -> None:
+    """A 40 MB row (the reader's buffers are sized for ordinary rows first) is read whole, as
+    rows up to extract.MAX_ROW_BYTES are."""
+    run = tmp_path / "wide"
+    shutil.copytree(sorted_run, run)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    row = json.loads(lines[0])
+    row["message"] = "x" * (40 << 20)
+    lines[0] = json.dumps(row)
+    (run / "results.jsonl").write_text("\n".join(lines) + "\n")
+    added = add_runs(tmp_path / "h.duckdb", [run])[0]
+    assert (added.outcome, added.attempts) == (ADDED, len(lines))
 
 
 def test_unavailable_is_null_with_its_reason_never_zero(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
 from metewand.compare.phase_costs import PHASE_METRICS, phase_value
+from metewand.compare.resource_metrics import BROWSER_RESOURCE_METRICS as BROWSER_RESOURCE_METRICS
 from metewand.compare.resource_metrics import form_value
 from metewand.compare.run_facts import ENGINE_PIN_FIELDS, MISSING, lookup, manifest_data
 from metewand.compare.run_warnings import browser_failed_attempts, compute_failed_attempts
@@ -29,15 +30,6 @@ if TYPE_CHECKING:
 
 ENGINE_CPU = "engine_cpu_ns"  # the engine group's CPU over one attempt, from its phase marks
 HOST_FACTS = ("hostname", "kernel", "cpu_model", "machine", "cpu_count", "platform")
-BROWSER_RESOURCE_METRICS = (
-    "cpu_total_ms",
-    "cpu_user_ms",
-    "cpu_system_ms",
-    "pss_peak_bytes",
-    "pss_peak_delta_bytes",
-    "cgroup_memory_peak_bytes",
-    "process_count_peak",
-)
 
 
 def _found(data: Mapping[str, Any], *paths: str) -> Any:

@@ -13,6 +13,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+# the resource figures of a browser attempt a comparison (and the history) reads
+BROWSER_RESOURCE_METRICS = (
+    "cpu_total_ms",
+    "cpu_user_ms",
+    "cpu_system_ms",
+    "pss_peak_bytes",
+    "pss_peak_delta_bytes",
+    "cgroup_memory_peak_bytes",
+    "process_count_peak",
+)
+
 Row = Mapping[str, Any]
 PRESENT = ("complete", "partial")
 _NO_FIELDS: Mapping[str, Any] = {}  # stands in for a missing object: every field reads None

@@ -10,7 +10,7 @@ reader in ``compare`` it mirrors, and ``tests/test_history_store.py`` checks the
 for value on real runs:
 
 - compute (``compare.compute_rows``): ``measurements_of(row)``'s forms for each of
-  ``compare.cases.CASE_METRICS`` (the observation's, else the failure diagnostic's, else the
+  ``compare.labels.CASE_METRICS`` (the observation's, else the failure diagnostic's, else the
   attempt record's), the tree's kernel memory high-water (``tree_memory``), and each phase of
   the implementation's and the evaluator's marks (``compare.phase_costs``);
 - browser (``compare.compare_suites``): ``duration_ms``, the resource metrics of profiled runs
@@ -26,8 +26,8 @@ read (an object where a form should be is a number) is refused naming the file a
 
 from __future__ import annotations
 
-from metewand.compare.cases import CASE_METRICS
-from metewand.compare.compare_suites import BROWSER_RESOURCE_METRICS
+from metewand.compare.labels import CASE_METRICS
+from metewand.compare.resource_metrics import BROWSER_RESOURCE_METRICS
 
 TREE_MEMORY_METRIC = "kernel_tree_memory_high_water_bytes"
 COMPUTE_PHASE_FIELDS = {
@@ -37,7 +37,8 @@ COMPUTE_PHASE_FIELDS = {
 }
 BROWSER_PHASE_FIELDS = {"wall_ns": "wall_time_ns", "cpu_ns": "cpu_time_ns"}
 TOTAL = "total"  # phase.total.<field>: the engine group's whole attempt (browser)
-MAX_ROW_BYTES = 64 << 20
+MAX_ROW_BYTES = 64 << 20  # the largest row read
+READ_ROW_BYTES = 16 << 20  # what the reader's buffers are sized for first (DuckDB's default)
 
 # A measurement form; its value stays JSON text so a non-number is told from a number.
 FORM = "STRUCT(status VARCHAR, value JSON, reason VARCHAR)"
@@ -162,60 +163,94 @@ FROM {_reader(BROWSER_COLUMNS)}
 """
 
 
-def _scalar_forms(fields: dict[str, str]) -> str:
-    """(line, metric, f, pos): one line per named form of the staged rows; UNPIVOT drops a
-    NULL form (a metric the row does not have)."""
-    columns = ", ".join(f"{sql} AS {_quoted(metric)}" for metric, sql in fields.items())
-    return f"""SELECT line, metric, f, 0 AS pos
-        FROM (UNPIVOT (SELECT line, {columns} FROM mw_rows)
-              ON COLUMNS(* EXCLUDE line) INTO NAME metric VALUE f)"""
+# What each value line carries of its attempt (``ingest`` stages them as ``mw_attempts``).
+ATTEMPT_COLUMNS = "task, subject, driver, attempt_key, status, counted"
+# The staged columns the values are read from, per suite.
+SOURCE_COLUMNS = {
+    "compute": ("measurements", "tree_memory", "phases_0", "phases_1"),
+    "browser": ("resource_forms", "total", "phases_0", "duration_ms", "peer_resource"),
+}
+# Of those, the lists of phase marks (in the order their phases count), and each phase's fields.
+PHASE_COLUMNS = {"compute": ("phases_0", "phases_1"), "browser": ("phases_0",)}
+PHASE_FIELDS = {"compute": COMPUTE_PHASE_FIELDS, "browser": BROWSER_PHASE_FIELDS}
 
 
-def _phase_forms(column: str, order: int, fields: dict[str, str]) -> str:
-    """(line, metric, f, pos): ``phase.<name>.<field>`` of each named phase in ``column``;
-    ``pos`` orders the phases (the list's ``order``, then the position in it)."""
-    columns = ", ".join(f"p.{long} AS {short}" for short, long in fields.items())
-    return f"""SELECT line, 'phase.' || name || '.' || field AS metric, f, pos
-        FROM (UNPIVOT (SELECT line, p.name AS name, {order} * 1000000 + pos AS pos, {columns}
-                       FROM (SELECT line, unnest({column}) AS p,
-                                    generate_subscripts({column}, 1) AS pos FROM mw_rows)
-                       WHERE p.name IS NOT NULL)
-              ON {", ".join(fields)} INTO NAME field VALUE f)"""
+def _entry(metric: str, form: str) -> str:
+    return f"{{'metric': {metric}, 'f': {form}}}"
 
 
-def _forms_sql(suite: str) -> str:
-    """(line, metric, f): every form of the staged rows, a phase name marked twice keeping
-    its first (the readers in compare do the same)."""
+def _named_forms(suite: str) -> dict[str, str]:
+    """metric -> the SQL of its form, for the metrics a row names outright."""
     if suite == "compute":
         scalars = {m: f"measurements.{_quoted(m)}" for m in CASE_METRICS}
         scalars[TREE_MEMORY_METRIC] = f"tree_memory.{TREE_MEMORY_METRIC}"
-        phases = [
-            _phase_forms("phases_0", 0, COMPUTE_PHASE_FIELDS),
-            _phase_forms("phases_1", 1, COMPUTE_PHASE_FIELDS),
-        ]
-    else:
-        scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
-        scalars.update(
-            {
-                f"phase.{TOTAL}.{short}": f"total.{long}"
-                for short, long in BROWSER_PHASE_FIELDS.items()
-            }
-        )
-        phases = [_phase_forms("phases_0", 0, BROWSER_PHASE_FIELDS)]
-    return f"""SELECT line, metric, f FROM ({_scalar_forms(scalars)})
-        UNION ALL
-        SELECT line, metric, f FROM ({" UNION ALL ".join(phases)})
-        QUALIFY row_number() OVER (PARTITION BY line, metric ORDER BY pos) = 1"""
+        return scalars
+    scalars = {m: f"resource_forms.{_quoted(m)}" for m in BROWSER_RESOURCE_METRICS}
+    scalars.update(
+        {f"phase.{TOTAL}.{short}": f"total.{long}" for short, long in BROWSER_PHASE_FIELDS.items()}
+    )
+    return scalars
+
+
+def _entries(suite: str) -> str:
+    """One list per attempt of its forms, ``{metric, f}``: the named forms, then
+    ``phase.<name>.<field>`` of each named phase in order (the first list's, then the next's)."""
+    named = ", ".join(_entry(_literal(m), sql) for m, sql in _named_forms(suite).items())
+    per_phase = ", ".join(
+        _entry(f"'phase.' || p.name || '.{short}'", f"p.{long}")
+        for short, long in PHASE_FIELDS[suite].items()
+    )
+    phases = (
+        f"flatten(list_transform(list_filter(list_concat({', '.join(PHASE_COLUMNS[suite])}), "
+        f"lambda p: p.name IS NOT NULL), lambda p: [{per_phase}]))"
+    )
+    return f"list_concat([{named}], {phases})"
+
+
+def _no_metric_twice(suite: str) -> str:
+    """True when an attempt cannot name a metric twice: its phase names are distinct and none
+    is a phase a named metric already spells (``phase.total.*``). The fields' suffixes differ,
+    so distinct names make distinct metrics; this reads only the names (cheaper than
+    comparing the 27 metrics of every row)."""
+    names = (
+        "list_concat("
+        + ", ".join(f"list_transform({c}, lambda p: p.name)" for c in PHASE_COLUMNS[suite])
+        + ")"
+    )
+    taken = sorted({m.split(".")[1] for m in _named_forms(suite) if m.startswith("phase.")})
+    spelled = ", ".join(_literal(name) for name in taken)
+    return (
+        f"list_unique(list_concat({names}, [{spelled}]::VARCHAR[])) = "
+        f"coalesce(list_aggregate({names}, 'count'), 0) + {len(taken)}"
+    )
+
+
+def _forms_sql(suite: str) -> str:
+    """(attempt columns, metric, f): every form of the staged attempts. A form that is absent
+    or null is not a line; a metric met twice (a phase name marked twice) keeps its first
+    form, as the readers in compare do. Duplicates are rare, so the first-of-each filter (a
+    search per form) runs only on an attempt that may have one."""
+    metrics = "list_transform(forms, lambda x: x.metric)"
+    first_of_each = f"list_filter(forms, lambda x, i: list_position({metrics}, x.metric) = i)"
+    return f"""
+    SELECT {ATTEMPT_COLUMNS}, e.metric AS metric, e.f AS f
+    FROM (SELECT {ATTEMPT_COLUMNS},
+                 unnest(CASE WHEN once THEN forms ELSE {first_of_each} END) AS e
+          FROM (SELECT {ATTEMPT_COLUMNS},
+                       list_filter({_entries(suite)}, lambda x: x.f IS NOT NULL) AS forms,
+                       {_no_metric_twice(suite)} AS once
+                FROM mw_attempts))"""
 
 
 def _form_lines(suite: str) -> str:
-    """(line, metric, form, value, reason) of every form; its number is its JSON text cast (a
-    string keeps its quotes, so it is not a number)."""
+    """(attempt columns, metric, form, value, reason) of every form; its number is its JSON
+    text cast (a string keeps its quotes, so it is not a number)."""
     return f"""
-    SELECT line, metric, CASE WHEN measured THEN f.status ELSE 'unavailable' END AS form,
+    SELECT {ATTEMPT_COLUMNS}, metric,
+           CASE WHEN measured THEN f.status ELSE 'unavailable' END AS form,
            CASE WHEN measured THEN number END AS value,
            CASE WHEN NOT measured THEN coalesce(f.reason, 'form without a number') END AS reason
-    FROM (SELECT line, metric, f, TRY_CAST(f.value::VARCHAR AS DOUBLE) AS number,
+    FROM (SELECT {ATTEMPT_COLUMNS}, metric, f, TRY_CAST(f.value::VARCHAR AS DOUBLE) AS number,
                  coalesce(f.status IN ('complete', 'partial') AND number IS NOT NULL, false)
                      AS measured
           FROM ({_forms_sql(suite)}))
@@ -258,17 +293,19 @@ def _plain_lines() -> str:
         FROM (SELECT unnest(json_keys(unavailable)) AS k)
         WHERE starts_with(metric, k) ORDER BY length(k) DESC LIMIT 1)"""
     return f"""
-    SELECT line, metric, mw_form(x) AS form, mw_value(x) AS value,
+    SELECT {ATTEMPT_COLUMNS}, metric, mw_form(x) AS form, mw_value(x) AS value,
            mw_reason(x, {peer_reason}) AS reason
-    FROM (SELECT line, e.metric AS metric, e.x AS x,
+    FROM (SELECT {ATTEMPT_COLUMNS}, e.metric AS metric, e.x AS x,
                  json_extract(peer_resource, '$.unavailable') AS unavailable
-          FROM (SELECT line, peer_resource, unnest([{", ".join(entries)}]) AS e FROM mw_rows))
+          FROM (SELECT {ATTEMPT_COLUMNS}, peer_resource, unnest([{", ".join(entries)}]) AS e
+                FROM mw_attempts))
     WHERE x IS NOT NULL
     """
 
 
 def values_sql(suite: str) -> str:
-    """(line, metric, form, value, reason) of every value of the staged rows ``mw_rows``."""
+    """(attempt columns, metric, form, value, reason) of every value of the staged attempts
+    ``mw_attempts`` (``ATTEMPT_COLUMNS`` and ``SOURCE_COLUMNS``)."""
     if suite == "compute":
         return _form_lines(suite)
     return f"{_form_lines(suite)} UNION ALL {_plain_lines()}"

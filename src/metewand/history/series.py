@@ -118,28 +118,46 @@ def _where(filters: Filters) -> tuple[str, dict[str, Any]]:
     return "".join(f" AND {c}" for c in clauses), params
 
 
-def _point_key(by: str) -> str:
-    """What one point pools: a run, or every run of one commit (runs without a commit alone)."""
-    if by == "commit":
-        return "coalesce(r.git_commit, 'run:' || r.run_uid)"
-    return "r.run_uid"
-
-
+# One point per run (``--by date``): each run's values of a group are aggregated before the
+# join with ``runs`` (1,000 run lines, not 300,000 value lines, go through the join), and a
+# point is one run, so it pools 1 run; ``max`` and ``arg_max`` over that one run give what the
+# pooled form below gives (a run without a start has no point run: NULL, as there).
+POINTS_BY_RUN = """
+SELECT r.suite, a.task, a.subject, a.driver, a.vals, 1 AS runs, r.started_at AS newest,
+       CASE WHEN r.started_at IS NOT NULL THEN r.run_uid END AS run_uid,
+       coalesce(r.git_commit_time, r.started_at) AS order_time
+FROM (SELECT run_uid, task, subject, driver, list_sort(list(value)) AS vals
+      FROM attempt_values WHERE metric = $metric AND counted AND value IS NOT NULL
+      GROUP BY ALL) a
+JOIN runs r USING (run_uid)
+WHERE true {where}
+"""
+# One point per commit (``--by commit``): the commit's runs pooled (a run without a commit alone).
+POINTS_BY_COMMIT = """
+SELECT r.suite, a.task, a.subject, a.driver,
+       coalesce(r.git_commit, 'run:' || r.run_uid) AS point_key,
+       list_sort(list(a.value)) AS vals, count(DISTINCT r.run_uid) AS runs,
+       max(r.started_at) AS newest, arg_max(r.run_uid, r.started_at) AS run_uid,
+       min(coalesce(r.git_commit_time, r.started_at)) AS order_time
+FROM attempt_values a JOIN runs r USING (run_uid)
+WHERE a.metric = $metric AND a.counted AND a.value IS NOT NULL {where}
+GROUP BY ALL
+"""
+# ``back`` counts points from the newest; the oldest point's median is read off the same
+# ordering (one sort, not two): the oldest is the last point with an order time (NULLs sort
+# last both ways), else, when no point has one, the last point of all.
 POINTS = """
 CREATE OR REPLACE TEMP TABLE mw_points AS
 SELECT suite, task, subject, driver, vals, runs, newest, run_uid, order_time,
-       row_number() OVER (PARTITION BY suite, task, subject, driver
-                          ORDER BY {order} DESC, run_uid DESC) AS back,
+       row_number() OVER newest_first AS back,
        count(*) OVER (PARTITION BY suite, task, subject, driver) AS total,
-       first_value(list_median(vals)) OVER (PARTITION BY suite, task, subject, driver
-                                            ORDER BY {order}, run_uid) AS first_median
-FROM (SELECT r.suite, a.task, a.subject, a.driver, {key} AS point_key,
-             list_sort(list(a.value)) AS vals, count(DISTINCT r.run_uid) AS runs,
-             max(r.started_at) AS newest, arg_max(r.run_uid, r.started_at) AS run_uid,
-             min(coalesce(r.git_commit_time, r.started_at)) AS order_time
-      FROM attempt_values a JOIN runs r USING (run_uid)
-      WHERE a.metric = $metric AND a.counted AND a.value IS NOT NULL {where}
-      GROUP BY ALL)
+       coalesce(last_value(CASE WHEN {order} IS NOT NULL THEN median END IGNORE NULLS)
+                    OVER whole_group,
+                last_value(median) OVER whole_group) AS first_median
+FROM (SELECT *, list_median(vals) AS median FROM ({points}))
+WINDOW newest_first AS (PARTITION BY suite, task, subject, driver
+                        ORDER BY {order} DESC, run_uid DESC),
+       whole_group AS (newest_first ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
 """
 QUERY = """
 SELECT v.suite, v.task, v.subject, v.driver, v.total, v.first_median, v.run_uid, r.run_id,
@@ -156,9 +174,12 @@ def _points(con: Any, metric: str, filters: Filters, by: str) -> None:
     """The temp tables ``mw_points`` (a row per group and point) and ``mw_ci_ranks``."""
     where, params = _where(filters)
     order = "order_time" if by == "commit" else "newest"
-    con.execute(
-        POINTS.format(key=_point_key(by), where=where, order=order), {"metric": metric, **params}
+    points = (
+        POINTS_BY_COMMIT.format(where=where)
+        if by == "commit"
+        else POINTS_BY_RUN.format(where=where)
     )
+    con.execute(POINTS.format(points=points, order=order), {"metric": metric, **params})
     max_n = con.execute("SELECT coalesce(max(len(vals)), 1) FROM mw_points").fetchone()[0]
     _ranks_table(con, int(max_n))
 
