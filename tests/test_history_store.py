@@ -86,6 +86,17 @@ def test_run_adds_itself_and_adding_again_changes_nothing(sorted_run: Path) -> N
     assert count(history, "SELECT count(*) FROM runs") == 1
 
 
+def test_show_and_list_print_labels_as_written(sorted_run: Path) -> None:
+    """Terminal tables take no markup from the data: a case label ends in ``[timing_scope]``,
+    which rich would read as a style tag and drop."""
+    work = sorted_run.parent.parent
+    shown = metewand("history", "show", "--implementation", "python-heapsort", cwd=work)
+    assert shown.returncode == 0, shown.stderr
+    assert "[prepare_and_execute]" in shown.stdout
+    listed = metewand("history", "list", cwd=work)
+    assert listed.returncode == 0 and "s1" in listed.stdout
+
+
 def test_values_agree_with_compares_readers(sorted_run: Path, tmp_path: Path) -> None:
     history = tmp_path / "h.duckdb"
     runs = [sorted_run, peer_dir("profiled_on"), peer_dir("functional")]

@@ -184,26 +184,30 @@ def _run_list(con: Any, suite: str | None, since: str | None) -> list[dict[str, 
 
 
 def _print_run_table(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from metewand.cli.tables import print_table
 
     table = Table(title=f"{len(rows)} runs")
     for column in ("run", "suite", "state", "started", "commit", "host", "gate", "rows"):
         table.add_column(column)
-    gates = {True: "passed", False: "[red]polluted[/red]", None: "-"}
+    gates = {True: Text("passed"), False: Text("polluted", style="red"), None: Text("-")}
     for row in rows:
         commit = (row["git_commit"] or "-")[:10] + (" (dirty)" if row["git_dirty"] else "")
-        table.add_row(
+        cells = (
             row["run_id"],
             row["suite"] + (" (peer)" if row["layout"] == "peer" else ""),
             str(row["state"]),
             str(row["started_at"])[:19],
             commit,
             str(row["host_fingerprint"] or "-")[:8],
-            gates[row["pollution_passed"]],
-            str(row["rows_total"]),
         )
-    Console().print(table)
+        # Text, not markup: a run id or label with [brackets] is shown as written
+        table.add_row(
+            *map(Text, cells), gates[row["pollution_passed"]], Text(str(row["rows_total"]))
+        )
+    print_table(table)
 
 
 @history.command(
@@ -276,10 +280,12 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
         write_text_atomic(output, show_page(data))
         click.echo(f"wrote {Path(output).absolute()}")
         return
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    from metewand.cli import tables
+
+    out = tables.console()
     for block in data.blocks:
         table = Table(title=f"{block.suite}: {block.metric} per run (median, 95% CI of the median)")
         for column in (
@@ -294,8 +300,9 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
         ):
             table.add_column(column)
         for row in text.show_rows(block.series, block.metric):
-            table.add_row(*row)
-        console.print(table)
+            # Text, not markup: case labels end in [timing_scope], browser subjects in [driver]
+            table.add_row(*(Text(cell) for cell in row))
+        tables.print_table(table, out=out)
     if not data.blocks:
         click.echo("no values for this metric and these filters", err=True)
 
