@@ -29,8 +29,6 @@ import sys
 import threading
 from typing import Final
 
-from metewand.measure import procfs
-
 # os.path, not pathlib: this module is on `measure`'s start-up path, which loads no pathlib
 _HERE: Final = os.path.dirname(os.path.realpath(__file__))
 SRC_ROOT: Final = os.path.dirname(os.path.dirname(_HERE))
@@ -146,6 +144,10 @@ def guard_group(path: str) -> None:
 def guard_process(pid: int) -> tuple[int, int] | None:
     """A process this one started: the watchdog kills it and its session if this one dies.
     Its (start time, session), for ``release_process``; None when it is already gone."""
+    from metewand.measure import (
+        procfs,
+    )  # here: importing watchdog stays cheap (measure starts it first)
+
     try:
         stat = procfs.read_stat(pid)
     except (procfs.ProcessGone, OSError, ValueError, IndexError):
