@@ -32,8 +32,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import IO, Any, Final
+from typing import IO, Any, Final, NamedTuple
 
 from metewand.measure import watchdog
 
@@ -45,8 +44,7 @@ OnExit = Callable[["Process"], None]
 Stream = int | IO[Any] | None
 
 
-@dataclass(frozen=True)
-class Ending:
+class Ending(NamedTuple):  # not a dataclass: see measure.accounting
     """How a stop went: the status (None: still not reaped after the KILL wait), whether TERM
     was not enough, and whether the process had exited before anything was sent."""
 
@@ -437,8 +435,7 @@ class _Watcher:
         process._watched()
 
 
-@dataclass(frozen=True)
-class Captured:
+class Captured(NamedTuple):
     """What ``run_captured`` saw: the status (None when the deadline ended it) and the output."""
 
     returncode: int | None

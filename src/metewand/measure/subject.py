@@ -10,7 +10,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.errors import MetewandError
@@ -50,8 +49,7 @@ class SubjectStartError(MetewandError, RuntimeError):
         self.exit_code = 127 if error.errno == errno.ENOENT else 126
 
 
-@dataclass(slots=True)
-class SubjectReport:
+class SubjectReport(NamedTuple):  # not a dataclass: see measure.accounting
     argv: list[str]
     backend: str
     fallback_reasons: list[str]
@@ -61,7 +59,7 @@ class SubjectReport:
     quality_flags: list[QualityFlag]
     sampler: SamplerSummary
     root_pid: int
-    samples: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = []  # noqa: RUF012 - always given (run_measured)
     phases: dict[str, Any] | None = None  # metewand_phases/1 when the run was marked
 
     @property
