@@ -66,22 +66,27 @@ def _spawn(
     cwd: str | None,
     quiet: bool,
     devnull: int,
+    home: str,
 ) -> tuple[int, int]:
     actions = (
         [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)] if quiet else []
     )
     if cwd is not None:
         os.chdir(cwd)  # posix_spawn has no chdir action here; the server has no other use of it
-    started = time.monotonic_ns()
-    pid = os.posix_spawn(
-        path,
-        argv,
-        os.environ if env is None else env,
-        file_actions=actions,
-        setsid=True,
-        setsigdef=RESET_SIGNALS,
-        setsigmask=(),
-    )
+    try:
+        started = time.monotonic_ns()
+        pid = os.posix_spawn(
+            path,
+            argv,
+            os.environ if env is None else env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=RESET_SIGNALS,
+            setsigmask=(),
+        )
+    finally:
+        if cwd is not None:  # home again before the reply: the caller may look at once
+            os.chdir(home)
     return pid, started
 
 
@@ -111,15 +116,12 @@ def serve(requests: int, replies: int) -> None:
         try:
             if message[0] == "spawn":
                 _, path, argv, env, cwd, quiet = message
-                pid, started = _spawn(path, argv, env, cwd, quiet, devnull)
+                pid, started = _spawn(path, argv, env, cwd, quiet, devnull, home)
                 _send(replies, ("ok", pid, started))
             else:
                 _send(replies, ("ok", _wait(message[1], message[2])))
         except OSError as exc:
             _send(replies, ("err", exc.errno or 0, exc.strerror or str(exc)))
-        finally:
-            if message[0] == "spawn" and message[4] is not None:
-                os.chdir(home)
 
 
 if __name__ == "__main__":

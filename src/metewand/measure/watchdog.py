@@ -101,7 +101,11 @@ def _start() -> tuple[int, int, int]:
             str(os.getpid()),
             str(ready_write),
         ]
-        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True)
+        # stdin, stdout and stderr on /dev/null: the watchdog outlives its runner by a moment
+        # (its sweep), and a reader of the runner's output (`metewand measure --json | jq`, a
+        # captured subprocess) must see end of file when the runner exits, not then
+        null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=null, setsid=True)
     except BaseException:
         os.close(write_end)
         os.close(ready_read)
