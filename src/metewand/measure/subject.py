@@ -6,7 +6,6 @@ import contextlib
 import errno
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -16,7 +15,7 @@ from metewand.errors import MetewandError
 from metewand.measure.accounting import CpuReading, TreeAccounting, open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
-from metewand.measure.process import Process
+from metewand.measure.process import DEVNULL, Process
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 if TYPE_CHECKING:
@@ -149,7 +148,7 @@ def _start(
                 quiet=launch.quiet,
                 watch=watch,
             )
-        output = subprocess.DEVNULL if launch.quiet else None
+        output = DEVNULL if launch.quiet else None
         return Process.start(
             argv,
             cwd=launch.cwd,
