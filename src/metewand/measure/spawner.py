@@ -122,6 +122,7 @@ class Spawner:
         self._pid_bytes = str(self.pid).encode()
         self._homes: dict[str, int] = {}  # the groups it returns to: kept open across runs
         self._resolved: dict[tuple[str, str | None], str] = {}  # (name, PATH) -> file
+        self._exited: list[int] = []  # children to reap with the next spawn request
 
     def start(
         self,
@@ -196,19 +197,12 @@ class Spawner:
         return None if code is None else int(code)
 
     def reap(self, pid: int) -> None:
-        """Have the server reap ``pid``, which has exited (its status is already known)."""
-        self._tell(("reap", pid))
-
-    def _tell(self, message: tuple[Any, ...]) -> None:
-        """A message the server answers with nothing."""
+        """Have the server reap ``pid``, which has exited (its status is already known): with
+        the next spawn request, not a message of its own (a wake-up of the server a run less;
+        until then it is a zombie, outside every group, and the server's end reaps what is left).
+        """
         with self._lock:
-            if self._broken:
-                raise SpawnerGone("the spawn server is no longer usable")
-            try:
-                self._send(message)
-            except BaseException:
-                self._broken = True
-                raise
+            self._exited.append(pid)
 
     def _send(self, message: tuple[Any, ...]) -> None:
         body = marshal.dumps(message)
@@ -218,6 +212,8 @@ class Spawner:
         with self._lock:
             if self._broken:
                 raise SpawnerGone("the spawn server is no longer usable")
+            if message[0] == "spawn":  # it carries the children to reap (``reap``)
+                message, self._exited = (*message, self._exited), []
             try:
                 self._send(message)
                 reply = self._read_reply()
