@@ -113,8 +113,8 @@ def serve(requests: int, replies: int) -> None:
     home = os.getcwd()
     while True:
         message = _receive(requests)
-        if message is None:
-            return
+        if message is None:  # the caller closed: it waits for this exit (Spawner.close), so
+            os._exit(0)  # no interpreter teardown; nothing is buffered (os.write only)
         try:
             if message[0] == "spawn":
                 _, path, argv, env, cwd, quiet, exited = message
