@@ -106,15 +106,13 @@ def test_another_posix_platform_is_unsupported(
 
 def _cpu_only_cgroup2(backend: str, label: str) -> object:
     """Real cgroup2 accounting from a layout that offers no memory controller at all."""
-    from dataclasses import replace
-
     from metewand.measure.accounting import open_accounting
 
     layout = detect_layout()
     assert layout.v2 is not None
-    v2 = replace(layout.v2, controllers=frozenset(layout.v2.controllers) - {"memory"})
+    v2 = layout.v2._replace(controllers=frozenset(layout.v2.controllers) - {"memory"})
     v1 = {name: h for name, h in layout.v1.items() if name != "memory"}
-    return open_accounting("cgroup2", label=label, layout=replace(layout, v2=v2, v1=v1))
+    return open_accounting("cgroup2", label=label, layout=layout._replace(v2=v2, v1=v1))
 
 
 def _cgroup2_writable() -> bool:
@@ -146,11 +144,9 @@ def test_no_memory_controller_falls_back_to_vm_hwm(tmp_path: Path) -> None:
 
 def _no_cgroups_at_all(backend: str, label: str) -> object:
     """Asking for cgroup2 on a layout that has none: the real opener refuses."""
-    from dataclasses import replace
-
     from metewand.measure.accounting import open_accounting
 
-    layout = replace(detect_layout(), v2=None, v1={})
+    layout = detect_layout()._replace(v2=None, v1={})
     return open_accounting("cgroup2", label=label, layout=layout)
 
 

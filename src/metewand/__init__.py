@@ -1,12 +1,10 @@
 """metewand: benchmark programs as processes and tell the truth about what they cost."""
 
-from typing import Any
-
 # The fixed-dataset API is imported lazily so `import metewand` (and every worker) stays cheap.
 _COMPUTE_API = ("run_fixed_dataset_outcome", "FixedDatasetResult", "FixedDatasetFailure")
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # no typing import: every start-up pays for this module
     if name == "__version__":
         from metewand.version import tool_version
 

@@ -7,7 +7,6 @@ whatever the terminal's width (a CI log is read later, in a wider window or none
 
 from __future__ import annotations
 
-import csv
 import io
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -417,6 +416,8 @@ def report_markdown(result: Mapping[str, Any], unit: str = "auto") -> str:
 
 def report_csv(result: Mapping[str, Any]) -> str:
     """One line per command; text cells spreadsheet-safe (``compare.csv_safe``)."""
+    import csv  # only for --export-csv
+
     from metewand.compare.csv_safe import safe_cell
 
     buffer = io.StringIO()

@@ -70,12 +70,15 @@ def main(values: dict[str, Any], words: tuple[str, ...] | list[str]) -> None:
     targets: dict[str, Target] = {}
     try:
         _check_flags(values, groups)
+        from metewand.measure import watchdog
+
+        # every measurement makes groups or starts processes, so it has a watchdog; started
+        # now, its interpreter starts while measure loads its modules (a series waits for it
+        # before its first run: measure.series)
+        watchdog.start()
         created_fifo = _prepare_fifo(values["mark_fifo"])
         if not _repeated(groups, values):
             _single_run(groups[0], values, spawner)
-        from metewand.measure import watchdog
-
-        watchdog.start()  # a series waits for it (measure.series): its start overlaps ours
         targets = _open_exports(values)
         _measure_series(groups, values, targets, spawner)
     finally:

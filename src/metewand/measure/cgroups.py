@@ -13,8 +13,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Self
+from typing import NamedTuple, Self
 
 from metewand.measure import orphans, watchdog
 
@@ -22,8 +21,11 @@ V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
 REMOVE_RETRY_S = 0.01  # an emptied group can be busy for a moment before rmdir succeeds
 
 
-@dataclass(frozen=True, slots=True)
-class Hierarchy:
+# NamedTuples, not dataclasses, on measure's start-up path: creating a dataclass compiles its
+# methods (~0.4 ms each) and the dataclasses module loads inspect (~7 ms); see docs/measure.md.
+
+
+class Hierarchy(NamedTuple):
     """One mounted hierarchy and this process's own group directory inside it."""
 
     version: int  # 1 or 2
@@ -33,11 +35,10 @@ class Hierarchy:
     writable: bool  # a child group could be created under own_dir
 
 
-@dataclass(frozen=True, slots=True)
-class CgroupLayout:
+class CgroupLayout(NamedTuple):
     v2: Hierarchy | None
-    v1: dict[str, Hierarchy] = field(default_factory=dict)  # controller -> hierarchy
-    reasons: dict[str, str] = field(default_factory=dict)  # what is unusable, and why
+    v1: dict[str, Hierarchy] = {}  # noqa: RUF012 - never changed: controller -> hierarchy
+    reasons: dict[str, str] = {}  # noqa: RUF012 - never changed: what is unusable, and why
 
     def v1_usable(self, controller: str) -> bool:
         hierarchy = self.v1.get(controller)
@@ -61,8 +62,7 @@ class CgroupLayout:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class _Mount:
+class _Mount(NamedTuple):
     root: str
     mountpoint: str
     fstype: str

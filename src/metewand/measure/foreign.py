@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from metewand.measure import procfs
 from metewand.measure.procfs import CpuStat
@@ -55,8 +54,7 @@ def boot_ticks_now() -> int:
     return int(time.clock_gettime(time.CLOCK_BOOTTIME) * procfs.clock_ticks())
 
 
-@dataclass
-class _Snapshot:
+class _Snapshot(NamedTuple):  # not a dataclass: see measure.accounting
     monotonic_ns: int
     boot_ticks: int
     machine_busy_ticks: int
@@ -87,22 +85,30 @@ def _tree_keys(root_pid: int, stats: dict[Key, CpuStat]) -> set[Key]:
     return found
 
 
-@dataclass
 class ForeignCpuTracker:
-    """Foreign CPU of a benchmark rooted at ``root_pid``; see the module docstring."""
+    """Foreign CPU of a benchmark rooted at ``root_pid``; see the module docstring. (A plain
+    class, not a dataclass: this module is on measure's start-up path, see measure.accounting.)
+    """
 
-    root_pid: int
-    member_pids: MemberPids | None = None
-    proc: str = PROC
-    top_n: int = TOP_FOREIGN
-    member_errors: list[str] = field(default_factory=list)
-    _previous: _Snapshot | None = None
-    _start_boot_ticks: int = field(default_factory=boot_ticks_now)
-    _ever_bench: set[Key] = field(default_factory=set)
-    _bench_sessions: set[int] = field(default_factory=set)
-    _started_foreign: dict[Key, tuple[str, bool]] = field(default_factory=dict)
-    # descendants of the root in the last scan (root excluded): the host sample's process count
-    tree_size: int | None = None
+    def __init__(
+        self,
+        root_pid: int,
+        member_pids: MemberPids | None = None,
+        proc: str = PROC,
+        top_n: int = TOP_FOREIGN,
+    ) -> None:
+        self.root_pid = root_pid
+        self.member_pids = member_pids
+        self.proc = proc
+        self.top_n = top_n
+        self.member_errors: list[str] = []
+        self._previous: _Snapshot | None = None
+        self._start_boot_ticks = boot_ticks_now()
+        self._ever_bench: set[Key] = set()
+        self._bench_sessions: set[int] = set()
+        self._started_foreign: dict[Key, tuple[str, bool]] = {}
+        # descendants of the root in the last scan (root excluded): the host sample's count
+        self.tree_size: int | None = None
 
     def observe(self) -> dict[str, Any] | None:
         """The figures of the interval since the previous call (None on the first call)."""

@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from metewand import canonical
 from metewand.measure import procfs
 from metewand.measure.clock import utc_now
 from metewand.measure.foreign import ForeignCpuTracker, MemberPids
@@ -284,6 +283,8 @@ class HostTelemetry:
 
     def _emit(self, sample: Sample) -> None:
         if self._file is not None:
+            from metewand import canonical  # only when samples are written to a file
+
             self._file.write(canonical.line(sample))
             self._file.flush()
         elif callable(self._sink):

@@ -2,7 +2,7 @@
 
 The gate reads ``abb_host_telemetry/1`` samples and returns a verdict (pass/fail, the triggered
 conditions with their figures, and conditions it could not evaluate, with the reason). The
-thresholds are a dataclass recorded in the verdict, so a reader can see what "polluted" meant.
+thresholds are a record recorded in the verdict, so a reader can see what "polluted" meant.
 The verdict is comparability evidence only; it never rewrites a functional result.
 """
 
@@ -10,22 +10,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from metewand.measure.order_stats import middle
 
 Sample = dict[str, Any]
 
 
-@dataclass(frozen=True)
-class GateThresholds:
-    """What counts as pollution. Defaults follow the peer benchmark where it was sound.
-
-    PSI conditions must hold for ``sustained_samples`` consecutive samples: one busy moment
-    (a compile next door for two seconds) is not a polluted run, a sustained one is.
-    """
-
+# NamedTuples, not dataclasses: this module is on measure's start-up path (see
+# measure.accounting); the thresholds' checks are in GateThresholds.__new__.
+class _Thresholds(NamedTuple):
     max_swap_pages: int = 0  # pages swapped in+out during the run above this → swap_activity
     min_available_ratio: float = 0.05  # MemAvailable/MemTotal below this → low_memory_available
     cpu_some_avg10_max: float = 50.0  # % of time some runnable task waited for a CPU
@@ -39,22 +33,32 @@ class GateThresholds:
     # core: another tenant compiling, a browser in the next session, a runaway cron job.
     foreign_cpu_max_cores: float = 0.10
 
-    def __post_init__(self) -> None:
+
+class GateThresholds(_Thresholds):
+    """What counts as pollution. Defaults follow the peer benchmark where it was sound.
+
+    PSI conditions must hold for ``sustained_samples`` consecutive samples: one busy moment
+    (a compile next door for two seconds) is not a polluted run, a sustained one is.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> GateThresholds:
+        self = super().__new__(cls, *args, **kwargs)
         if self.sustained_samples < 1:
             raise ValueError("sustained_samples must be >= 1")
         if not self.foreign_cpu_max_cores >= 0:
             raise ValueError("foreign_cpu_max_cores must be >= 0")
+        return self
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     triggered: bool | None  # None: not evaluable (the reason is in ``detail``)
     detail: str
     figures: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class GateCondition:
+class GateCondition(NamedTuple):
     name: str
     evaluate: Callable[[Sequence[Sample], GateThresholds], Outcome]
 
@@ -236,7 +240,7 @@ def evaluate_gate(
         "triggered": triggered,
         "evaluated": evaluated,
         "unevaluated": unevaluated,
-        "thresholds": asdict(th),
+        "thresholds": th._asdict(),
         "sample_count": len(samples),
     }
 

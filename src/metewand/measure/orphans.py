@@ -22,7 +22,6 @@ import functools
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from metewand.measure import procfs
@@ -147,10 +146,13 @@ def remove_group(path: str, timeout_s: float) -> str | None:
         time.sleep(REMOVE_RETRY_S)
 
 
-@dataclass
 class OrphanSweep:
-    removed: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)  # "path: why"
+    """(A plain class, not a dataclass: this module is on measure's start-up path, see
+    measure.accounting.)"""
+
+    def __init__(self) -> None:
+        self.removed: list[str] = []
+        self.failed: list[str] = []  # "path: why"
 
     def to_json(self) -> dict[str, Any]:
         return {"orphan_groups_removed": self.removed, "orphan_groups_failed": self.failed}

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -26,8 +25,7 @@ class ProcessGone(MetewandError, LookupError):
     """The process exited (or was reaped) before its file could be read."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProcStat:
+class ProcStat(NamedTuple):  # not a dataclass: see measure.accounting
     pid: int
     state: str
     ppid: int
@@ -65,8 +63,7 @@ class ProcStat:
         return self.own_ticks + self.cutime_ticks + self.cstime_ticks
 
 
-@dataclass(frozen=True, slots=True)
-class ProcStatus:
+class ProcStatus(NamedTuple):
     pid: int
     state: str
     vm_hwm_bytes: int | None  # absent for zombies and kernel threads (no address space)

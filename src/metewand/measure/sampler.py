@@ -17,8 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.measure.accounting import CpuReading, MemoryReading, TreeAccounting
 from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, partial, unavailable
@@ -33,8 +32,7 @@ MISSING_BY_FAULT = unavailable(Reason.SAMPLER_FAULT, "sampler")
 FaultHook = Callable[[int], None]  # called with the tick index; raising simulates a sampler fault
 
 
-@dataclass(slots=True)
-class SamplerSummary:
+class SamplerSummary(NamedTuple):  # not a dataclass: see measure.accounting
     pss_baseline: Measurement
     pss_peak: Measurement
     pss_end: Measurement
@@ -51,9 +49,9 @@ class SamplerSummary:
     pss_every: int
     quality_flags: list[QualityFlag]
     fault: str | None
-    samples: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = []  # noqa: RUF012 - always given (Sampler.summary)
     pss_policy: str = "fixed"
-    pss_triggers: dict[str, int] = field(default_factory=dict)  # scans taken, by trigger
+    pss_triggers: dict[str, int] = {}  # noqa: RUF012 - scans taken, by trigger; always given
     pss_walked_processes: int = 0  # smaps_rollup page walks over all scans
     pss_reused_processes: int = 0  # member reads answered from unchanged signals instead
 

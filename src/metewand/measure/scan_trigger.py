@@ -15,23 +15,35 @@ always taken by the sampler itself and named ``baseline`` and ``end``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 POLICIES = ("changes", "fixed")
 
 
-@dataclass(slots=True)
 class ScanTrigger:
-    policy: str
-    every_ticks: int
-    max_interval_ns: int
-    rise_bytes: int
-    counts: dict[str, int] = field(default_factory=dict)
-    _last_ns: int = 0
-    _last_members: frozenset[int] | None = None
-    _last_memory: int | None = None
+    """(A plain class, not a dataclass: this module is on measure's start-up path, see
+    measure.accounting.)"""
 
-    def __post_init__(self) -> None:
+    __slots__ = (
+        "_last_memory",
+        "_last_members",
+        "_last_ns",
+        "counts",
+        "every_ticks",
+        "max_interval_ns",
+        "policy",
+        "rise_bytes",
+    )
+
+    def __init__(
+        self, policy: str, every_ticks: int, max_interval_ns: int, rise_bytes: int
+    ) -> None:
+        self.policy = policy
+        self.every_ticks = every_ticks
+        self.max_interval_ns = max_interval_ns
+        self.rise_bytes = rise_bytes
+        self.counts: dict[str, int] = {}
+        self._last_ns = 0
+        self._last_members: frozenset[int] | None = None
+        self._last_memory: int | None = None
         if self.policy not in POLICIES:
             raise ValueError(f"unknown PSS policy {self.policy!r}; choose one of {POLICIES}")
         if self.every_ticks <= 0 or self.max_interval_ns <= 0 or self.rise_bytes <= 0:

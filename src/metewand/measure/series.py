@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +33,7 @@ from metewand.measure.cgroups import CgroupLayout, detect_layout
 from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.measure.proc_events import ProcEvents, open_events
-from metewand.measure.process import Process
+from metewand.measure.process import DEVNULL, Process
 from metewand.measure.spawner import Spawner, open_spawner
 from metewand.measure.subject import SubjectReport, run_measured, terminate_as_interrupt
 
@@ -245,7 +244,7 @@ def _helper(argv: tuple[str, ...] | None, role: str, options: SeriesOptions) -> 
     """--setup/--prepare/--cleanup: not measured, its own process, outside any run's group."""
     if argv is None:
         return
-    output = None if options.show_output else subprocess.DEVNULL
+    output = None if options.show_output else DEVNULL
     helper = Process.start(argv, stdin=None, stdout=output, stderr=output)
     try:
         code = helper.reap()

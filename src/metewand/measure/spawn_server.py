@@ -13,11 +13,11 @@ parent's groups), and moves it back out: the command then starts with ``vfork`` 
 
 Protocol, over two pipes (fds given on the command line), each message a 4-byte little-endian
 length and a ``marshal``-ed tuple:
-    ("spawn", path, argv, env, cwd, quiet) -> ("ok", pid, started_ns) | ("err", errno, text)
-        (env None: the server's own environment, inherited from metewand at its start)
+    ("spawn", path, argv, env, cwd, quiet, exited) -> ("ok", pid, started_ns)
+                                                    | ("err", errno, text)
+        (env None: the server's own environment, inherited from metewand at its start;
+        exited: children to reap first, whose status the caller has read from /proc/PID/stat)
     ("wait", pid, block)                   -> ("ok", returncode or None) | ("err", errno, text)
-    ("reap", pid)                          -> no reply (the caller knows the child has exited
-                                              and has read its status from /proc/PID/stat)
 ``started_ns`` is CLOCK_MONOTONIC just before ``posix_spawn``; ``returncode`` follows
 ``subprocess`` (negative: the signal that ended it). End of file on the request pipe ends the
 server. The children lead their own sessions; the server only spawns and reaps them.
@@ -66,22 +66,27 @@ def _spawn(
     cwd: str | None,
     quiet: bool,
     devnull: int,
+    home: str,
 ) -> tuple[int, int]:
     actions = (
         [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)] if quiet else []
     )
     if cwd is not None:
         os.chdir(cwd)  # posix_spawn has no chdir action here; the server has no other use of it
-    started = time.monotonic_ns()
-    pid = os.posix_spawn(
-        path,
-        argv,
-        os.environ if env is None else env,
-        file_actions=actions,
-        setsid=True,
-        setsigdef=RESET_SIGNALS,
-        setsigmask=(),
-    )
+    try:
+        started = time.monotonic_ns()
+        pid = os.posix_spawn(
+            path,
+            argv,
+            os.environ if env is None else env,
+            file_actions=actions,
+            setsid=True,
+            setsigdef=RESET_SIGNALS,
+            setsigmask=(),
+        )
+    finally:
+        if cwd is not None:  # home again before the reply: the caller may look at once
+            os.chdir(home)
     return pid, started
 
 
@@ -92,6 +97,14 @@ def _wait(pid: int, block: bool) -> int | None:
     return os.waitstatus_to_exitcode(status)
 
 
+def _reap(pids: list[int]) -> None:
+    for pid in pids:
+        try:  # noqa: SIM105 - contextlib is not loaded here: the server imports built-ins only
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+
+
 def serve(requests: int, replies: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for fd in (requests, replies):  # inherited to be passed here; the commands get neither
@@ -100,26 +113,18 @@ def serve(requests: int, replies: int) -> None:
     home = os.getcwd()
     while True:
         message = _receive(requests)
-        if message is None:
-            return
-        if message[0] == "reap":  # no reply: the caller does not wait for it
-            try:  # noqa: SIM105 - contextlib is not loaded here: the server imports built-ins only
-                os.waitpid(message[1], 0)
-            except ChildProcessError:
-                pass
-            continue
+        if message is None:  # the caller closed: it waits for this exit (Spawner.close), so
+            os._exit(0)  # no interpreter teardown; nothing is buffered (os.write only)
         try:
             if message[0] == "spawn":
-                _, path, argv, env, cwd, quiet = message
-                pid, started = _spawn(path, argv, env, cwd, quiet, devnull)
+                _, path, argv, env, cwd, quiet, exited = message
+                _reap(exited)
+                pid, started = _spawn(path, argv, env, cwd, quiet, devnull, home)
                 _send(replies, ("ok", pid, started))
             else:
                 _send(replies, ("ok", _wait(message[1], message[2])))
         except OSError as exc:
             _send(replies, ("err", exc.errno or 0, exc.strerror or str(exc)))
-        finally:
-            if message[0] == "spawn" and message[4] is not None:
-                os.chdir(home)
 
 
 if __name__ == "__main__":

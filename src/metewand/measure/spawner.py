@@ -26,15 +26,20 @@ import contextlib
 import errno
 import marshal
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from metewand.errors import MetewandError
 from metewand.measure import spawn_server
-from metewand.measure.process import Process, fd_ready, open_exit_fd
+
+if TYPE_CHECKING:
+    from metewand.measure.process import Process
+
+# measure.process (and subprocess, threads, queues) are imported where a command is started, not
+# here: measure opens its spawner first thing, so the server's interpreter starts while measure
+# loads the rest of its modules (importing process here put ~35 ms of imports before the spawn).
 
 # (group's cgroup.procs, the cgroup.procs the server returns to) for each group to join
 JoinPaths = Sequence[tuple[str, str]]
@@ -50,10 +55,14 @@ def spawner_unavailable_reason() -> str | None:
         return "os.posix_spawn is not available on this platform"
     if not sys.executable:
         return "no Python executable to run the spawn server with (sys.executable is empty)"
-    fd, reason = open_exit_fd(os.getpid())
-    if fd is None:  # the command is not metewand's child: only a pidfd can see its exit
-        return reason
-    os.close(fd)
+    # the command is not metewand's child: only a pidfd can see its exit (the check of
+    # measure.process.open_exit_fd, made here without loading that module)
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except AttributeError:
+        return "os.pidfd_open is not available on this platform"
+    except OSError as exc:
+        return f"pidfd_open: {exc.strerror or exc}"
     return None
 
 
@@ -113,6 +122,7 @@ class Spawner:
         self._pid_bytes = str(self.pid).encode()
         self._homes: dict[str, int] = {}  # the groups it returns to: kept open across runs
         self._resolved: dict[tuple[str, str | None], str] = {}  # (name, PATH) -> file
+        self._exited: list[int] = []  # children to reap with the next spawn request
 
     def start(
         self,
@@ -127,6 +137,8 @@ class Spawner:
         """Start ``argv`` in a new session inside the groups of ``join``. ``exec_ns`` of the
         result is the monotonic clock just before the spawn (the spawn's own cost included, as
         a fork-and-wait tool measures it). Raises OSError when the command cannot start."""
+        from metewand.measure.process import Process
+
         path = self._resolve(argv[0], env)
         # None: the server's own environment, which is this process's as it was at the server's
         # start (measure changes nothing in it after); copying it every run cost ~0.1 ms
@@ -136,7 +148,9 @@ class Spawner:
             pid, started_ns = self._spawn_joined(path, list(argv), environment, cwd, quiet, join)
             return SpawnedChild(self, pid), started_ns
 
-        return Process.started_by(spawn, watch)
+        # born inside its groups, which the watchdog guards (it kills their members): no
+        # record of its own; without groups (the proc backend), the process itself is guarded
+        return Process.started_by(spawn, watch, guarded=not join)
 
     def _resolve(self, name: str, env: Mapping[str, str] | None) -> str:
         """``resolve_executable``, remembered for this server's life (a series runs one
@@ -183,19 +197,12 @@ class Spawner:
         return None if code is None else int(code)
 
     def reap(self, pid: int) -> None:
-        """Have the server reap ``pid``, which has exited (its status is already known)."""
-        self._tell(("reap", pid))
-
-    def _tell(self, message: tuple[Any, ...]) -> None:
-        """A message the server answers with nothing."""
+        """Have the server reap ``pid``, which has exited (its status is already known): with
+        the next spawn request, not a message of its own (a wake-up of the server a run less;
+        until then it is a zombie, outside every group, and the server's end reaps what is left).
+        """
         with self._lock:
-            if self._broken:
-                raise SpawnerGone("the spawn server is no longer usable")
-            try:
-                self._send(message)
-            except BaseException:
-                self._broken = True
-                raise
+            self._exited.append(pid)
 
     def _send(self, message: tuple[Any, ...]) -> None:
         body = marshal.dumps(message)
@@ -205,6 +212,8 @@ class Spawner:
         with self._lock:
             if self._broken:
                 raise SpawnerGone("the spawn server is no longer usable")
+            if message[0] == "spawn":  # it carries the children to reap (``reap``)
+                message, self._exited = (*message, self._exited), []
             try:
                 self._send(message)
                 reply = self._read_reply()
@@ -275,10 +284,14 @@ class SpawnedChild:
                 self.spawner.reap(self.pid)
                 self.returncode = status
                 return status
+            from metewand.measure.process import fd_ready, open_exit_fd
+
             fd, _ = open_exit_fd(self.pid)
             if fd is not None:
                 try:
                     if not fd_ready(fd, timeout):
+                        import subprocess
+
                         raise subprocess.TimeoutExpired([str(self.pid)], timeout or 0)
                 finally:
                     os.close(fd)

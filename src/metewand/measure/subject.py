@@ -6,18 +6,16 @@ import contextlib
 import errno
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.errors import MetewandError
 from metewand.measure.accounting import CpuReading, TreeAccounting, open_accounting
 from metewand.measure.forms import Measurement, QualityFlag, complete
 from metewand.measure.proc_events import ProcEvents, open_events
-from metewand.measure.process import Process
+from metewand.measure.process import DEVNULL, Process
 from metewand.measure.sampler import FaultHook, Sampler, SamplerSummary
 
 if TYPE_CHECKING:
@@ -50,8 +48,7 @@ class SubjectStartError(MetewandError, RuntimeError):
         self.exit_code = 127 if error.errno == errno.ENOENT else 126
 
 
-@dataclass(slots=True)
-class SubjectReport:
+class SubjectReport(NamedTuple):  # not a dataclass: see measure.accounting
     argv: list[str]
     backend: str
     fallback_reasons: list[str]
@@ -61,7 +58,7 @@ class SubjectReport:
     quality_flags: list[QualityFlag]
     sampler: SamplerSummary
     root_pid: int
-    samples: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = []  # noqa: RUF012 - always given (run_measured)
     phases: dict[str, Any] | None = None  # metewand_phases/1 when the run was marked
 
     @property
@@ -151,7 +148,7 @@ def _start(
                 quiet=launch.quiet,
                 watch=watch,
             )
-        output = subprocess.DEVNULL if launch.quiet else None
+        output = DEVNULL if launch.quiet else None
         return Process.start(
             argv,
             cwd=launch.cwd,

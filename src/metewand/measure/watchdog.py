@@ -29,8 +29,6 @@ import sys
 import threading
 from typing import Final
 
-from metewand.measure import procfs
-
 # os.path, not pathlib: this module is on `measure`'s start-up path, which loads no pathlib
 _HERE: Final = os.path.dirname(os.path.realpath(__file__))
 SRC_ROOT: Final = os.path.dirname(os.path.dirname(_HERE))
@@ -103,7 +101,11 @@ def _start() -> tuple[int, int, int]:
             str(os.getpid()),
             str(ready_write),
         ]
-        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), setsid=True)
+        # stdin, stdout and stderr on /dev/null: the watchdog outlives its runner by a moment
+        # (its sweep), and a reader of the runner's output (`metewand measure --json | jq`, a
+        # captured subprocess) must see end of file when the runner exits, not then
+        null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=null, setsid=True)
     except BaseException:
         os.close(write_end)
         os.close(ready_read)
@@ -146,6 +148,10 @@ def guard_group(path: str) -> None:
 def guard_process(pid: int) -> tuple[int, int] | None:
     """A process this one started: the watchdog kills it and its session if this one dies.
     Its (start time, session), for ``release_process``; None when it is already gone."""
+    from metewand.measure import (
+        procfs,
+    )  # here: importing watchdog stays cheap (measure starts it first)
+
     try:
         stat = procfs.read_stat(pid)
     except (procfs.ProcessGone, OSError, ValueError, IndexError):

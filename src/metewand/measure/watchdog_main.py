@@ -76,9 +76,13 @@ def _drain(fd: int, guarded: Guarded) -> bool:
 
 
 def _sweep(guarded: Guarded) -> None:
+    # the groups a runner removed itself are gone: nothing to load or do for them (a runner
+    # that ended normally, the usual case, leaves none)
+    groups = [path for path in guarded.groups if os.path.isdir(path)]
+    if not groups and not guarded.processes:
+        return
     from metewand.measure import orphans, process_sweep
 
-    groups = list(guarded.groups)
     for path in groups:
         orphans.kill_group(path)
     identities = [
