@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SORTING = ROOT / "examples" / "sorting"
 DELAYED = Path(__file__).parent / "workers" / "delayed_sort.py"
-SHIPPED_REPETITIONS = "repetitions = 8"  # what examples/sorting/metewand.toml ships with
+SHIPPED_REPETITIONS = "repetitions = 10"  # what examples/sorting/metewand.toml ships with
 
 
 def sorting_copy(directory: Path, repetitions: int = 2) -> Path:

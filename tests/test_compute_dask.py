@@ -26,7 +26,7 @@ MANIFEST = helpers.REPO / "examples" / "sorting" / "metewand.toml"  # replaced b
 
 @pytest.fixture(scope="module", autouse=True)
 def _short_example(short_sorting: Path) -> None:
-    """Every run here takes the example with 2 repetitions (30 attempts), not its shipped 8."""
+    """Every run here takes the example with 2 repetitions (30 attempts), not its shipped 10."""
     global MANIFEST
     MANIFEST = short_sorting
 

@@ -24,8 +24,8 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(SORTING, example)
     manifest = example / "metewand.toml"
     text = manifest.read_text()
-    assert "repetitions = 8" in text  # every experiment of the example gets more repetitions
-    manifest.write_text(text.replace("repetitions = 8", f"repetitions = {REPETITIONS}"))
+    assert "repetitions = 10" in text  # every experiment of the example runs REPETITIONS times
+    manifest.write_text(text.replace("repetitions = 10", f"repetitions = {REPETITIONS}"))
     metewand(
         "run",
         manifest,
