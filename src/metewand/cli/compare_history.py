@@ -19,6 +19,7 @@ from metewand.errors import InvalidInput
 if TYPE_CHECKING:  # the statistics import numpy: loaded when a comparison runs, not at start
     from metewand.compare.hierarchy import BetweenRun
     from metewand.compare.rundir import RunData
+    from metewand.history.spread import Spread
 
 Between = dict[tuple[str, tuple[str, str]], "BetweenRun"]
 
@@ -56,7 +57,7 @@ def between_run(
         )
         for (metric, task, subject), spread in spreads.items()
     }
-    runs = sorted({b.df + 1 for b in between.values()})
+    runs = sorted({spread.runs for spread in spreads.values()})
     account: dict[str, Any] = {
         "status": "used",
         "path": str(path),
@@ -64,11 +65,13 @@ def between_run(
         "min_runs": MIN_RUNS,
     }
     if runs:
-        account["earlier_runs"] = [int(runs[0]), int(runs[-1])]
+        account["earlier_runs"] = [runs[0], runs[-1]]
     return between, account
 
 
-def _spreads(con: Any, metric: str | None, base: Sequence[RunData], new: Sequence[RunData]) -> Any:
+def _spreads(
+    con: Any, metric: str | None, base: Sequence[RunData], new: Sequence[RunData]
+) -> dict[tuple[str, str, str], Spread]:
     from metewand.compare.run_compare import settings_for
     from metewand.compare.suite_registry import suite_kind
     from metewand.history.spread import group_spreads, identify
