@@ -1,5 +1,6 @@
 """Fixtures every test file may use (helpers live in plain modules beside the tests)."""
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,12 @@ from shared_paths import lexbench
 __all__ = ["lexbench", "short_sorting"]
 
 HISTORY_ENV = "METEWAND_HISTORY"
+
+# Tests that kill a runner and its watchdog on purpose leave orphan groups for `clean` or
+# `--resume` to find; any other test's metewand starting meanwhile would sweep them first (CI lost
+# two such tests to it). Set here, at import, so module-level copies of the environment have it
+# too; the tests of the start-up sweep turn it back on for their own subprocesses.
+os.environ["METEWAND_ORPHAN_SWEEP"] = "off"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -172,17 +172,24 @@ def test_groups_left_by_a_runner_killed_with_its_watchdog_go_with_the_next_metew
     runner.wait()
     time.sleep(0.5)
     assert [g for g in groups if os.path.isdir(g)] == groups  # nothing removed them yet
-    # the next metewand that starts work (any command) removes them, its subject unharmed
-    done = subprocess.run(
+    # with the start-up sweep switched off (the suite's default) the next metewand leaves them
+    assert _measure_true(tmp_path, "off").returncode == 0
+    assert [g for g in groups if os.path.isdir(g)] == groups
+    # on (a user's default), the next metewand that starts work removes them
+    done = _measure_true(tmp_path, "on")
+    assert done.returncode == 0, done.stderr
+    assert wait_groups_gone(groups, LIMIT_S) == []
+
+
+def _measure_true(cwd: Path, sweep: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "metewand", "measure", "--", "true"],
-        cwd=tmp_path,
-        env=ENV,
+        cwd=cwd,
+        env={**ENV, "METEWAND_ORPHAN_SWEEP": sweep},
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert done.returncode == 0, done.stderr
-    assert wait_groups_gone(groups, LIMIT_S) == []
 
 
 @pytest.mark.timeout(120)

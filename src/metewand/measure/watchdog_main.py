@@ -14,8 +14,8 @@ the kernel has it) and every live guarded process with the members of the sessio
 (``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, and exits.
 A runner that ended normally left nothing, so then there is nothing to do. On its start it also
 removes orphan groups that earlier metewand processes left (``measure.orphans``), in a thread,
-so the pipe is read meanwhile, at the lowest priority; READY_FD hears a byte once it is up
-(``watchdog.ready``).
+so the pipe is read meanwhile, at the lowest priority (not with ``METEWAND_ORPHAN_SWEEP=off``);
+READY_FD hears a byte once it is up (``watchdog.ready``).
 """
 
 from __future__ import annotations
@@ -95,9 +95,21 @@ def _sweep(guarded: Guarded) -> None:
         orphans.remove_group(path, SWEEP_WAIT_S)
 
 
+# "off" (or 0/false/no) keeps a starting metewand's hands off other processes' orphan groups: for
+# looking at what a killed run left before `clean` removes it, or a test suite whose tests kill
+# runs on purpose beside others that start metewand all the time. `clean --orphans` still works.
+SWEEP_SWITCH = "METEWAND_ORPHAN_SWEEP"
+
+
+def _sweep_switched_off() -> bool:
+    return os.environ.get(SWEEP_SWITCH, "").strip().lower() in {"off", "0", "false", "no"}
+
+
 def _remove_orphans() -> None:
     """Earlier metewand processes' orphan groups, at the lowest priority (this thread only: the
     watch itself keeps its own), so the sweep never competes with what the runner measures."""
+    if _sweep_switched_off():
+        return
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
     from metewand.measure import orphans
