@@ -175,10 +175,27 @@ def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
 ) -> None:
     process, group = chrome_in_group
     root = _corpus(tmp_path / "corpus")
-    attempts = asyncio.run(_attempts(process, group, key, mode, root, tmp_path / "work"))
-    for phases, _outcome, block in attempts:
-        assert block["adapter_mode"] == mode
-        _check_attempt(phases, f"{key} {mode}")
+    late: list[str] = []
+    for attempt in range(TRIES):  # a try the host delayed is run again; late every time fails
+        work = tmp_path / f"work{attempt}"
+        attempts = asyncio.run(_attempts(process, group, key, mode, root, work))
+        try:
+            for phases, _outcome, block in attempts:
+                assert block["adapter_mode"] == mode
+                _check_attempt(phases, f"{key} {mode}")
+            return
+        except LateWitness as exc:
+            late.append(str(exc))
+    pytest.fail(f"every try's burn was read late: {late}")
+
+
+TRIES = 3
+
+
+class LateWitness(AssertionError):
+    """The loop's CPU fell before op1's witness: the mark reached the harness after the burn (CI
+    at load ~4 once: op0:new_page held 1,369 ms of engine CPU, the burn op 80). What is marked
+    where is checked by every try; the timing of one reading is not what this test is about."""
 
 
 def _check_attempt(phases: Witnessed, label: str) -> None:
@@ -227,7 +244,8 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
                 f"the witness lost pid(s) {sorted(before - after)} of the group during "
                 f"the burn: it cannot say which thread ran the loop ({cpu_ms})"
             )
-    assert burn_ns >= 150e6, f"the loop hardly ran: no burn to attribute ({cpu_ms})"
+    if burn_ns < 150e6:
+        raise LateWitness(f"the loop hardly ran after op1's mark: no burn to attribute ({cpu_ms})")
     # the group's CPU in the burn op holds the loop (95%: the burner's op1 work, 1+1, is in
     # burn_ns too): a mark at op2 that came late would leave that part of the loop in op1 and
     # fail this. The neighbours hold less than the burn op (what they do hold is Chrome's own
