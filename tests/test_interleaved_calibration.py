@@ -23,16 +23,23 @@ ENGINES = ("chrome", "lightpanda")
 TASKS = ("own_eval_values", "own_dom_saved_chain", "own_l2_inner_text")
 
 
-def _config(k: int, calibration: str = "interleaved", profile: str = "engine") -> RunConfig:
+def _config(
+    k: int,
+    calibration: str = "interleaved",
+    profile: str = "engine",
+    every: int = 1,
+    seed: str = "ilv",
+) -> RunConfig:
     resource = ResourceOptions(
         profile=profile,
         calibration=calibration,
+        calibration_every=every,
         cold_start_samples=1,
         reference_engine="chrome",
         host_sample_interval_s=0.5,
     )
     return RunConfig(
-        str(builtin_suite_dir()), ENGINES, k=k, seed="ilv", task_ids=TASKS, resource=resource
+        str(builtin_suite_dir()), ENGINES, k=k, seed=seed, task_ids=TASKS, resource=resource
     )
 
 
@@ -58,6 +65,56 @@ def test_plan_puts_each_twin_beside_its_attempt_with_the_order_balanced() -> Non
     for engine in ENGINES:
         assert first[(engine, True)] == pairs_per_engine // 2 + 1
         assert first[(engine, False)] == pairs_per_engine // 2
+
+
+def test_a_sampled_calibration_twins_whole_rounds_drawn_with_the_seed() -> None:
+    plain = build_plan(_config(8, calibration="separate")).attempts
+    rounds = sorted({p.round for p in plain})  # 3 tasks x k=8: 24 rounds
+    paired = build_plan(_config(8, every=4)).attempts
+    assert [p for p in paired if p.observed] == plain
+    twins = [p for p in paired if not p.observed]
+    twinned = {p.round for p in twins}
+    assert len(twinned) == len(rounds) // 4  # 6 rounds, each with every engine's twin
+    assert len(twins) == len(twinned) * len(ENGINES)
+    for index, planned in enumerate(paired):  # each twin is beside its own attempt
+        if not planned.observed:
+            beside = [paired[i] for i in (index - 1, index + 1) if 0 <= i < len(paired)]
+            assert any(b.observed and b.key + "-observer-off" == planned.key for b in beside)
+    # the same seed draws the same rounds (a resume repeats the plan); the draw is not the
+    # plan's first rounds, and another seed draws others
+    assert [p.key for p in build_plan(_config(8, every=4)).attempts] == [p.key for p in paired]
+    assert twinned != set(rounds[: len(twinned)])
+    other = build_plan(_config(8, every=4, seed="another")).attempts
+    assert {p.round for p in other if not p.observed} != twinned
+    # rounded up: 24 rounds, one in 5 is 5 rounds
+    fifth = build_plan(_config(8, every=5)).attempts
+    assert len({p.round for p in fifth if not p.observed}) == 5
+
+
+def test_a_sampled_calibration_needs_interleaved_and_a_sane_n() -> None:
+    assert any(
+        "--resource-calibration-every must be between 1 and" in p
+        for p in (_config(2, every=0).problems())
+    )
+    separate = _config(2, calibration="separate", every=2).problems()
+    assert "--resource-calibration-every samples interleaved calibration's twins" in separate
+    done = cli(
+        "browser",
+        "run",
+        "--engines",
+        "chrome",
+        "--resource-profile",
+        "engine",
+        "--resource-calibration",
+        "peer-ab",
+        "--resource-calibration-every",
+        "4",
+        "--out",
+        "/nonexistent-ilv",
+    )
+    assert done.returncode == 2, done.stderr
+    assert "samples interleaved calibration's twins" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None:
@@ -233,3 +290,25 @@ def test_interleaved_run_pairs_twins_and_keeps_them_out_of_scores(tmp_path: Path
     )
     assert json.loads(seen.stdout)["key"] == twin["key"].removesuffix("-observer-off")
     assert_peer_layouts(d)  # the twin rows are peer-readable rows too (score_included false)
+
+
+def test_a_run_calibrated_on_a_sample_of_rounds_is_fully_paired(tmp_path: Path) -> None:
+    """One round in 3 twinned: the profiled rows of the other rounds are no unmatched half."""
+    said: list[str] = []
+    result = run_browser(_config(2, every=3), tmp_path, "ilv3", echo=said.append)
+    assert result.exit_code == 0 and result.run_dir is not None
+    assert "4 of its attempts also run once unprofiled beside them" in said[0], said[0]
+    assert "one round in 3" in said[0]
+    run = load_run(result.run_dir)
+    assert len(run.rows) == len(TASKS) * len(ENGINES) * 2 and len(run.calibration_twins) == 4
+    assert {r["order"]["round"] for r in run.calibration_twins} < {
+        r["order"]["round"] for r in run.rows
+    }
+    calibration = calibrate_interleaved(run.manifest, run.rows, run.calibration_twins)
+    assert violations("metewand_calibration-1", calibration) == []
+    assert calibration["calibration_every"] == 3
+    paired = next(c for c in calibration["checks"] if c["name"] == "fully_paired")
+    assert paired["passed"], paired
+    assert paired["figures"]["matched"] == 4 and paired["figures"]["only_in_profiled"] == 0
+    manifest = json.loads((result.run_dir / "run_manifest.json").read_text())
+    assert manifest["data"]["resource_profile"]["calibration_every"] == 3

@@ -39,7 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare.run_facts import MISSING, RunFacts, latest_rows, read_facts
+from metewand.compare.run_facts import (
+    MISSING,
+    RunFacts,
+    latest_rows,
+    manifest_data,
+    read_facts,
+)
 
 CALIBRATION_SCHEMA = "metewand_calibration/1"
 Row = Mapping[str, Any]
@@ -327,6 +333,10 @@ def calibrate_interleaved(
     (in one k=2 run here, Chrome's first pair: +22% duration, +73% collection wall)."""
     th = thresholds or CalibrationThresholds()
     facts = read_facts(manifest)
+    every = calibration_every(manifest)
+    if every > 1:  # a sample of rounds has twins: the others' rows are no unmatched half
+        sampled = {_round(r) for r in twins}
+        rows = [r for r in rows if _round(r) in sampled]
     a = {_key(r): r for r in latest_rows(twins)}
     b = {_key(r): r for r in latest_rows(rows) if r.get("status") != "not_run"}
     used, excluded = _sort_pairs(a, b)
@@ -334,6 +344,7 @@ def calibrate_interleaved(
     engines = [e for e in facts.engines if e not in _not_run_engines(rows)]
     head = {
         "mode": "interleaved",
+        "calibration_every": every,
         "baseline_run": facts.run_id,
         "profiled_run": facts.run_id,
         "order": _order_figures(a, b, used),
@@ -343,6 +354,18 @@ def calibrate_interleaved(
         },
     }
     return _verdict(head, [_pairing_check(a, b, engines)], pairs, engines, th)
+
+
+def calibration_every(manifest: Mapping[str, Any]) -> int:
+    """One round in how many had twins (``--resource-calibration-every``; 1 before it existed)."""
+    profile = manifest_data(manifest).get("resource_profile")
+    every = profile.get("calibration_every", 1) if isinstance(profile, Mapping) else 1
+    return every if isinstance(every, int) and every >= 1 else 1
+
+
+def _round(row: Row) -> Any:
+    order = row.get("order")
+    return order.get("round") if isinstance(order, Mapping) else None
 
 
 EXCLUDED_PAIRS = {

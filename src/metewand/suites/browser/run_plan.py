@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -113,19 +114,35 @@ def build_plan(config: RunConfig) -> Plan:
         for slot in schedule(rotation, task_attempts)
     ]
     if config.resource.calibration_mode == "interleaved":
-        attempts = interleave_twins(attempts)
+        every = config.resource.calibration_every
+        attempts = interleave_twins(attempts, twinned_rounds(attempts, every, config.seed))
     return Plan(config, corpus, tasks, engines, rotation, attempts, skipped)
 
 
-def interleave_twins(attempts: list[PlannedAttempt]) -> list[PlannedAttempt]:
-    """Each attempt followed or preceded by its unprofiled twin, back to back in its round (so
-    on the same engine process, minutes of host drift apart from nothing). Which twin goes first
-    alternates per engine: every engine has as many profiled-first as unprofiled-first pairs
-    (one more of the first when its count is odd), so the order's own effect (a warm cache for
-    the second) cancels in the median."""
+def twinned_rounds(attempts: list[PlannedAttempt], every: int, seed: str) -> set[int]:
+    """The rounds whose attempts get twins: all of them, or one in ``every`` (rounded up),
+    drawn at random with the run's seed, so a resume draws the same and the sample spreads over
+    tasks, attempts and the run's length rather than following the plan's order. A whole round
+    is twinned: every engine is calibrated on the same task attempts."""
+    rounds = sorted({planned.round for planned in attempts})
+    if every <= 1:
+        return set(rounds)
+    wanted = -(-len(rounds) // every)
+    return set(random.Random(f"calibration:{seed}").sample(rounds, wanted))
+
+
+def interleave_twins(attempts: list[PlannedAttempt], rounds: set[int]) -> list[PlannedAttempt]:
+    """Each attempt of ``rounds`` followed or preceded by its unprofiled twin, back to back in
+    its round (so on the same engine process, minutes of host drift apart from nothing). Which
+    twin goes first alternates per engine: every engine has as many profiled-first as
+    unprofiled-first pairs (one more of the first when its count is odd), so the order's own
+    effect (a warm cache for the second) cancels in the median."""
     seen: dict[str, int] = {}
     out = []
     for planned in attempts:
+        if planned.round not in rounds:
+            out.append(planned)
+            continue
         twin = dataclasses.replace(planned, observed=False)
         index = seen.get(planned.engine, 0)
         seen[planned.engine] = index + 1

@@ -87,6 +87,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
             "sample_interval_ms": config.resource.sample_interval_ms,
             "calibration_baseline": config.resource.calibration_baseline,
             "calibration": config.resource.calibration_mode,
+            "calibration_every": config.resource.calibration_every,
             "max_observer_effect_pct": config.resource.max_observer_effect_pct,
             "reference_engine": config.resource.reference_engine,
             "cold_start_samples": config.resource.cold_start_samples,
@@ -259,9 +260,16 @@ def _announce(store: RunStore, plan: Plan, echo: Echo, cycles: bool = False) -> 
     done = store.finished_keys()
     todo = sum(planned.key not in done for planned in plan.attempts)
     shape = f"{len(plan.tasks)} tasks x {len(plan.config.engines)} engines x k={plan.config.k}"
-    if any(not planned.observed for planned in plan.attempts):
+    twins = sum(not planned.observed for planned in plan.attempts)
+    if twins and plan.config.resource.calibration_every == 1:
         # the twins are attempts too (rows, time), but not the matrix's: say so, not 2x the shape
         shape += ", each attempt also run once unprofiled beside it (interleaved calibration)"
+    elif twins:
+        every = plan.config.resource.calibration_every
+        shape += (
+            f", {twins} of its attempts also run once unprofiled beside them (interleaved "
+            f"calibration on one round in {every})"
+        )
     echo(f"run {store.run_id}: {todo} of {len(plan.attempts)} attempts to run ({shape})")
     return rounds(plan, done, cycles)
 
