@@ -67,6 +67,14 @@ def test_plan_puts_each_twin_beside_its_attempt_with_the_order_balanced() -> Non
         assert first[(engine, False)] == pairs_per_engine // 2
 
 
+def _refused(*flags: str) -> str:
+    """``browser run --engines chrome *flags`` refused before anything runs: its stderr."""
+    done = cli("browser", "run", "--engines", "chrome", *flags, "--out", "/nonexistent-ilv")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
 def test_a_sampled_calibration_twins_whole_rounds_drawn_with_the_seed() -> None:
     plain = build_plan(_config(8, calibration="separate")).attempts
     rounds = sorted({p.round for p in plain})  # 3 tasks x k=8: 24 rounds
@@ -98,23 +106,15 @@ def test_a_sampled_calibration_needs_interleaved_and_a_sane_n() -> None:
     )
     separate = _config(2, calibration="separate", every=2).problems()
     assert "--resource-calibration-every samples interleaved calibration's twins" in separate
-    done = cli(
-        "browser",
-        "run",
-        "--engines",
-        "chrome",
+    refused = _refused(
         "--resource-profile",
         "engine",
         "--resource-calibration",
         "peer-ab",
         "--resource-calibration-every",
         "4",
-        "--out",
-        "/nonexistent-ilv",
     )
-    assert done.returncode == 2, done.stderr
-    assert "samples interleaved calibration's twins" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert "samples interleaved calibration's twins" in refused
 
 
 def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None:
@@ -128,21 +128,8 @@ def test_interleaved_needs_the_engine_profile_and_no_separate_baseline() -> None
         ),
     )
     assert any("drop --resource-calibration-baseline" in p for p in with_baseline.problems())
-    done = cli(
-        "browser",
-        "run",
-        "--engines",
-        "chrome",
-        "--resource-profile",
-        "baseline",
-        "--resource-calibration",
-        "interleaved",
-        "--out",
-        "/nonexistent-ilv",
-    )
-    assert done.returncode == 2, done.stderr
-    assert "needs --resource-profile engine" in done.stderr
-    assert "Traceback" not in done.stderr
+    refused = _refused("--resource-profile", "baseline", "--resource-calibration", "interleaved")
+    assert "needs --resource-profile engine" in refused
 
 
 def test_an_interleaved_run_is_its_own_calibration_before_it_starts(tmp_path: Path) -> None:
