@@ -194,7 +194,8 @@ def test_wall_time_comes_from_the_kernel_exec_and_exit_events_where_allowed() ->
     assert done.returncode == 0, done.stderr
     report = canonical.loads(done.stdout)
     assert report["sources"]["wall_time_ns"] == expected
-    assert 50_000_000 <= report["wall_time_ns"]["value"] < 500_000_000
+    # the upper bound only catches a wrong unit; a loaded 2-core CI host can stretch a 50 ms sleep
+    assert 50_000_000 <= report["wall_time_ns"]["value"] < 5_000_000_000
 
 
 def test_process_peak_comes_from_the_kernel_fork_and_exit_events_where_allowed() -> None:
