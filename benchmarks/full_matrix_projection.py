@@ -249,12 +249,9 @@ def _figures(wall: float, rows: int, before: str, found: dict[str, Any], kind: s
     }
 
 
-def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, Any]:
-    """Mean slot time per subset x engine: unprofiled (``off``), profiled with its twin
-    (``profiled``: interleaved calibration) and profiled alone (``profiled_alone``: what a run
-    calibrated against a separate baseline pays per attempt, the baseline being an ``off``)."""
-    selection = [a for ids in sample.values() for t in ids for a in ("--task", t)]
-    common = [
+def _run_args(out: Path, selection: Sequence[str], k: int) -> list[str]:
+    """The arguments every measuring run of this script shares (its own run id aside)."""
+    return [
         "--tasks",
         str(LEXBENCH),
         "--engines",
@@ -267,6 +264,14 @@ def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, 
         "projection",
         *selection,
     ]
+
+
+def attempt_costs(out: Path, sample: dict[str, list[str]], k: int) -> dict[str, Any]:
+    """Mean slot time per subset x engine: unprofiled (``off``), profiled with its twin
+    (``profiled``: interleaved calibration) and profiled alone (``profiled_alone``: what a run
+    calibrated against a separate baseline pays per attempt, the baseline being an ``off``)."""
+    selection = [a for ids in sample.values() for t in ids for a in ("--task", t)]
+    common = _run_args(out, selection, k)
     figures: dict[str, Any] = {"tasks": sum(map(len, sample.values())), "k": k}
     before = load()
     wall = metewand(*common, "--run-id", "cost-off")
@@ -300,19 +305,7 @@ def round_costs(rows: Sequence[dict[str, Any]]) -> float:
 
 def dask_overhead(out: Path, tasks: Sequence[str], k: int) -> dict[str, Any]:
     selection = [a for t in tasks for a in ("--task", t)]
-    common = [
-        "--tasks",
-        str(LEXBENCH),
-        "--engines",
-        ",".join(MEASURED_ENGINES),
-        "--k",
-        str(k),
-        "--out",
-        str(out),
-        "--seed",
-        "projection",
-        *selection,
-    ]
+    common = _run_args(out, selection, k)
     found: dict[str, Any] = {}
     for name, extra in (("local", []), ("dask", ["--executor", "dask", "--dask-local", "1"])):
         before = load()

@@ -1,7 +1,7 @@
 """The observer's floor on a browser run: what the baseline and end scans cost a Chromium attempt
 when nothing else runs, against that attempt's collection window without a profiler.
 
-Usage: .venv/bin/python benchmarks/observer_floor.py [--reps 30] [--baseline-run RUN]
+Usage: .venv/bin/python benchmarks/observer_floor.py [--reps 30] [--baseline-run RUN] [--readers 1,2,4]
 
 1. Collection windows without a profiler: the median Chrome ``collection_wall_ms`` of a run with
    ``--resource-profile baseline`` (``--baseline-run RUN``, or a fresh one-attempt run of the
@@ -82,29 +82,42 @@ def baseline_windows(run_dir: Path | None) -> tuple[list[float], str]:
     return walls, str(run_dir)
 
 
-def observer_path(accounting: TreeAccounting, reps: int) -> dict[str, list[float]]:
-    """Walls and CPU of Sampler.start() and Sampler.stop() on the idle tree, in ms."""
-    scanner = PssScanner(workers=PSS_READERS)
-    out: dict[str, list[float]] = {"start": [], "stop": [], "cpu": []}
+def observer_path(
+    accounting: TreeAccounting, reps: int, readers: list[int]
+) -> dict[int, dict[str, list[float]]]:
+    """Walls and CPU (ms) of Sampler.start() and Sampler.stop() on the idle tree, per reader
+    count; the counts take turns rep by rep, so drift of the host falls on each alike."""
+    scanners = {n: PssScanner(workers=n) for n in readers}
+    out: dict[int, dict[str, list[float]]] = {
+        n: {"start": [], "stop": [], "cpu": []} for n in readers
+    }
     try:
-        for _ in range(reps):
-            time.sleep(0.15)
-            accounting.reset_memory_peak()
-            t0 = time.perf_counter()
-            accounting.cpu()
-            sampler = Sampler(accounting, 500, scanner=scanner)
-            sampler.start()
-            t1 = time.perf_counter()
-            time.sleep(0.05)
-            t2 = time.perf_counter()
-            summary = sampler.stop()
-            t3 = time.perf_counter()
-            out["start"].append((t1 - t0) * 1000)
-            out["stop"].append((t3 - t2) * 1000)
-            out["cpu"].append(summary.sampler_cpu_ns / 1e6)
+        for rep in range(reps):
+            for n in readers[rep % len(readers) :] + readers[: rep % len(readers)]:
+                _one_attempt(accounting, scanners[n], out[n])
     finally:
-        scanner.close()
+        for scanner in scanners.values():
+            scanner.close()
     return out
+
+
+def _one_attempt(
+    accounting: TreeAccounting, scanner: PssScanner, out: dict[str, list[float]]
+) -> None:
+    time.sleep(0.15)
+    accounting.reset_memory_peak()
+    t0 = time.perf_counter()
+    accounting.cpu()
+    sampler = Sampler(accounting, 500, scanner=scanner)
+    sampler.start()
+    t1 = time.perf_counter()
+    time.sleep(0.05)
+    t2 = time.perf_counter()
+    summary = sampler.stop()
+    t3 = time.perf_counter()
+    out["start"].append((t1 - t0) * 1000)
+    out["stop"].append((t3 - t2) * 1000)
+    out["cpu"].append(summary.sampler_cpu_ns / 1e6)
 
 
 def walk_costs(pids: list[int], reps: int = 10) -> list[tuple[float, float, int]]:
@@ -129,7 +142,13 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--baseline-run", type=Path, default=None)
     parser.add_argument("--chromium", default=None, help="default: the engines registry's chrome")
+    parser.add_argument(
+        "--readers",
+        default=str(PSS_READERS),
+        help=f"comma-separated reader-thread counts to compare (default: the profiler's {PSS_READERS})",
+    )
     args = parser.parse_args()
+    readers = [int(n) for n in args.readers.split(",")]
     chrome = engines.resolve("chrome", args.chromium)
     if not isinstance(chrome, ResolvedEngine):
         raise SystemExit(f"chrome not found: {chrome.detail}")
@@ -140,24 +159,22 @@ def main() -> None:
         try:
             pids = settle(accounting)
             costs = walk_costs(pids)
-            path = observer_path(accounting, args.reps)
+            paths = observer_path(accounting, args.reps, readers)
         finally:
             accounting.kill()
             proc.wait()
             accounting.close()
-    report(windows, source, costs, path, args.reps)
+    report(windows, source, costs, paths, args.reps)
 
 
 def report(
     windows: list[float],
     source: str,
     costs: list[tuple[float, float, int]],
-    path: dict[str, list[float]],
+    paths: dict[int, dict[str, list[float]]],
     reps: int,
 ) -> None:
     window = statistics.median(windows)
-    start, stop = statistics.median(path["start"]), statistics.median(path["stop"])
-    cpu = statistics.median(path["cpu"])
     walk_cpu = sum(c for c, _, _ in costs)
     print(f"baseline run {source}: {len(windows)} chrome windows, median {window:.1f} ms")
     print(
@@ -166,16 +183,16 @@ def report(
         + ", ".join(f"{c:.2f} ms/{r:.0f} MiB" for c, r, _ in costs[:3])
         + ")"
     )
-    print(
-        f"observer per attempt, idle tree, {reps} reps, {PSS_READERS} readers: start "
-        f"{start:.2f} ms + stop {stop:.2f} ms = {start + stop:.2f} ms wall, {cpu:.1f} ms CPU"
-    )
-    floor = (start + stop) / window * 100
-    print(f"floor of the collection-wall overhead: {floor:.2f}% of the median window")
-    print(
-        f"median window that keeps it at 5%: {(start + stop) / 0.05:.0f} ms "
-        f"({(start + stop) / 0.05 / window:.2f}x this suite's)"
-    )
+    for readers, path in paths.items():
+        start, stop = statistics.median(path["start"]), statistics.median(path["stop"])
+        cpu = statistics.median(path["cpu"])
+        floor = (start + stop) / window * 100
+        print(
+            f"{readers} readers, idle tree, {reps} reps: start {start:.2f} ms + stop "
+            f"{stop:.2f} ms = {start + stop:.2f} ms wall, {cpu:.1f} ms CPU; floor {floor:.2f}% "
+            f"of the median window (5% needs windows of {(start + stop) / 0.05:.0f} ms, "
+            f"{(start + stop) / 0.05 / window:.2f}x)"
+        )
 
 
 if __name__ == "__main__":
