@@ -1,0 +1,161 @@
+"""Where the harness's own CPU goes during a run's attempts, by sampling (issue 24 item 1).
+
+    .venv/bin/python benchmarks/harness_sample.py --subset l1.raw_cdp --per-subset 25 \
+        [--engine chrome] [--adapter-mode per-attempt] [--top 15] [--rate 250]
+
+``harness_profile.py`` (cProfile) times every call, which inflates call-heavy code: canonical
+JSON's value check is 15% of a raw-CDP attempt under cProfile and ~2% timed directly. A sampling
+profiler does not: py-spy (the dev extra) reads the stacks of the running ``metewand browser run``
+from outside, ``--nonblocking`` (the run is never paused) and ``--gil`` (only the thread holding
+the GIL: Python code running, not a thread waiting on a socket or a lock).
+
+Sampling starts once the second row has landed (start-up, corpus load and the first engine launch
+left out) and stops when the last planned row lands (the report and teardown left out). Over that
+window the script polls the process's CPU (utime + stime of all its threads, /proc/PID/stat) and
+prints: attempts in the window, CPU per attempt, the top ``--top`` functions by self samples (the
+innermost Python frame holding the GIL) as a share and as ms per attempt (share x CPU per
+attempt: approximate, since CPU spent outside the GIL, in system calls, is not sampled), and the
+same by module. Per-attempt adapters are processes of their own and are not in these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+METEWAND = Path(sys.executable).parent / "metewand"
+TICKS = os.sysconf("SC_CLK_TCK")
+_LINE_NO = re.compile(r":\d+\)$")
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of every thread of ``pid`` (seconds)."""
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        fields = handle.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def rows_landed(results: Path) -> int:
+    try:
+        with open(results, "rb") as handle:
+            return handle.read().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def task_ids(subset: str, count: int) -> list[str]:
+    layer, folder = subset.split(".", 1)
+    found = sorted(p.stem for p in (CORPUS / "tasks" / layer.upper() / folder).glob("*.json"))
+    if len(found) < 3:
+        raise SystemExit(f"{subset}: fewer than 3 tasks under {CORPUS}")
+    return found[:count]
+
+
+def leaf_counts(raw: Path) -> Counter[str]:
+    """Samples per innermost frame, ``function (file)``, from py-spy's raw (collapsed) output."""
+    leaves: Counter[str] = Counter()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack:
+            leaves[_LINE_NO.sub(")", stack.rsplit(";", 1)[-1])] += int(count)
+    return leaves
+
+
+def module_of(label: str) -> str:
+    inside = label.rsplit("(", 1)[-1].rstrip(")")
+    return inside.rsplit("/", 1)[0] if inside.startswith("metewand/") else inside.split("/")[0]
+
+
+def sample_run(args: argparse.Namespace, out: Path) -> tuple[Counter[str], float, int]:
+    """(self samples per function, CPU seconds, attempts) over the sampled window."""
+    tasks = task_ids(args.subset, args.per_subset)
+    results = out / "sample" / "results.jsonl"
+    run = subprocess.Popen(
+        [METEWAND, "browser", "run", "--tasks", str(CORPUS), "--subset", args.subset]
+        + [a for t in tasks for a in ("--task", t)]
+        + ["--engines", args.engine, "--k", "1", "--adapter-mode", args.adapter_mode]
+        + ["--out", str(out), "--run-id", "sample", "--quiet", "--no-history"],
+    )
+    while rows_landed(results) < 2:
+        if run.poll() is not None:
+            raise SystemExit(f"the run ended (exit {run.returncode}) before its second row")
+        time.sleep(0.02)
+    raw = out / "pyspy.txt"
+    spy = subprocess.Popen(
+        [args.py_spy, "record", "--pid", str(run.pid), "--gil", "--nonblocking"]
+        + ["--format", "raw", "--rate", str(args.rate), "--output", str(raw)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    first_rows, first_cpu = rows_landed(results), process_cpu_s(run.pid)
+    last_cpu = first_cpu
+    while rows_landed(results) < len(tasks) and run.poll() is None:
+        last_cpu = process_cpu_s(run.pid)
+        time.sleep(0.01)
+    spy.send_signal(signal.SIGINT)  # py-spy writes what it has and exits
+    spy.wait(60)
+    if run.wait(600) != 0:
+        raise SystemExit(f"the run exited {run.returncode}")
+    attempts = rows_landed(results) - first_rows
+    return leaf_counts(raw), last_cpu - first_cpu, attempts
+
+
+def report(leaves: Counter[str], cpu_s: float, attempts: int, top: int) -> None:
+    total = sum(leaves.values())
+    per_attempt_ms = cpu_s * 1000 / attempts
+    print(
+        f"{attempts} attempts sampled; harness process CPU {per_attempt_ms:.1f} ms per attempt; "
+        f"{total} samples holding the GIL"
+    )
+    print(f"top {top} by self samples:")
+    for label, count in leaves.most_common(top):
+        share = count / total
+        print(f"  {share * per_attempt_ms:7.2f} ms/att {100 * share:5.1f}%  {label}")
+    modules: Counter[str] = Counter()
+    for label, count in leaves.items():
+        modules[module_of(label)] += count
+    print("by module:")
+    for module, count in modules.most_common(12):
+        share = count / total
+        print(f"  {share * per_attempt_ms:7.2f} ms/att {100 * share:5.1f}%  {module or '?'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--subset", default="l1.raw_cdp")
+    parser.add_argument("--per-subset", type=int, default=25)
+    parser.add_argument("--engine", default="chrome")
+    parser.add_argument("--adapter-mode", default="per-attempt")
+    parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--rate", type=int, default=250, help="samples per second")
+    parser.add_argument("--py-spy", default=shutil.which("py-spy", path=str(METEWAND.parent)))
+    args = parser.parse_args()
+    if not args.py_spy:
+        raise SystemExit("py-spy not found beside this interpreter: pip install py-spy")
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="mw-harness-sample-") as tmp:
+        leaves, cpu_s, attempts = sample_run(args, Path(tmp))
+    print(
+        f"{args.subset} x {args.engine}, adapter mode {args.adapter_mode}; load average "
+        f"{load:.2f} before, {os.getloadavg()[0]:.2f} after"
+    )
+    if attempts < 1 or not leaves:
+        raise SystemExit("nothing was sampled")
+    report(leaves, cpu_s, attempts, args.top)
+
+
+if __name__ == "__main__":
+    main()
