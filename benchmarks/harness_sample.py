@@ -93,7 +93,8 @@ def sample_run(args: argparse.Namespace, out: Path) -> tuple[Counter[str], float
         time.sleep(0.02)
     raw = out / "pyspy.txt"
     spy = subprocess.Popen(
-        [args.py_spy, "record", "--pid", str(run.pid), "--gil", "--nonblocking"]
+        [args.py_spy, "record", "--pid", str(run.pid), "--gil"]
+        + ([] if args.blocking else ["--nonblocking"])
         + ["--format", "raw", "--rate", str(args.rate), "--output", str(raw)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -141,6 +142,11 @@ def main() -> None:
     parser.add_argument("--adapter-mode", default="per-attempt")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--rate", type=int, default=250, help="samples per second")
+    parser.add_argument(
+        "--blocking",
+        action="store_true",
+        help="pause the run for each sample (exact stacks; the run slows down)",
+    )
     parser.add_argument("--py-spy", default=shutil.which("py-spy", path=str(METEWAND.parent)))
     args = parser.parse_args()
     if not args.py_spy:
