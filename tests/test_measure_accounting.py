@@ -50,6 +50,14 @@ PARENT = BURN + textwrap.dedent(
 )
 
 
+def tree_cpu_slack_ns(expected_ns: float) -> float:
+    """How far the group's exact CPU may lie from the two processes' own reports: 5%, plus what
+    the reports cannot see. ``os.times`` truncates to clock ticks (up to 10 ms per process), and
+    each process still exits after its report (the kernel tears down its address space on its
+    CPU): CI at load ~6 saw 55 ms above a 1.03 s sum. A lost child is 0.5 s, far outside."""
+    return 0.05 * expected_ns + 40e6
+
+
 def require(backend: str) -> None:
     try:
         open_accounting(backend, label="probe").close()
@@ -72,7 +80,7 @@ def test_cgroup_tree_cpu_is_complete_and_matches_the_sum(backend: str, tmp_path:
     assert report.backend == backend
     assert cpu.status is Status.COMPLETE
     assert cpu.source.startswith("cgroup")
-    assert abs(cpu.value - expected_ns) <= 0.05 * expected_ns, (cpu.value, expected_ns)
+    assert abs(cpu.value - expected_ns) <= tree_cpu_slack_ns(expected_ns), (cpu.value, expected_ns)
 
 
 def test_proc_tree_cpu_is_partial_and_misses_the_unreaped_child(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.measure.forms import Status
 from metewand.measure.spawner import Spawner, spawner_unavailable_reason
 from metewand.measure.subject import SubjectStartError, run_measured
-from test_measure_accounting import ALLOCATE, CHILD, MIB, PARENT
+from test_measure_accounting import ALLOCATE, CHILD, MIB, PARENT, tree_cpu_slack_ns
 
 pytestmark = pytest.mark.skipif(
     spawner_unavailable_reason() is not None, reason=f"no spawner: {spawner_unavailable_reason()}"
@@ -72,7 +72,7 @@ def test_the_tree_cpu_through_the_spawner_matches_the_sum(spawner: Spawner, tmp_
     expected = sum(float(Path(out + s).read_text()) for s in (".parent", ".child")) * 1e9
     cpu = report.measurements["cpu_time_ns"]
     assert cpu.status is Status.COMPLETE
-    assert abs(cpu.value - expected) <= 0.05 * expected, (cpu.value, expected)
+    assert abs(cpu.value - expected) <= tree_cpu_slack_ns(expected), (cpu.value, expected)
 
 
 def test_the_memory_high_water_covers_an_exited_child(spawner: Spawner) -> None:
