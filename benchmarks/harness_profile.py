@@ -149,9 +149,44 @@ class AttemptWindow:
         return selfs, self.last[1] - self.first[1] - sum(own.values()), self.planned - 1
 
 
-def _module(label: str) -> str:
-    inside = label.rsplit("(", 1)[1].rstrip(")")
+def module_of(label: str) -> str:
+    """The module part of a ``function (file)`` label: metewand's package path, else the file's
+    first path part (the standard library's file, a package's name)."""
+    inside = label.rsplit("(", 1)[-1].rstrip(")")
     return inside.rsplit("/", 1)[0] if inside.startswith("metewand/") else inside.split("/")[0]
+
+
+def print_shares(heading: str, weights: Counter[str], ms_per_attempt: float, top: int) -> None:
+    """The top ``top`` labels and the top modules by weight, each as ms per attempt and share
+    (``ms_per_attempt``: what the whole weight stands for, per attempt)."""
+    total = sum(weights.values())
+    print(heading)
+    for label, weight in weights.most_common(top):
+        share = weight / total
+        print(f"  {share * ms_per_attempt:7.2f} ms/att {100 * share:5.1f}%  {label}")
+    modules: Counter[str] = Counter()
+    for label, weight in weights.items():
+        modules[module_of(label)] += weight
+    print("by module:")
+    for module, weight in modules.most_common(12):
+        share = weight / total
+        print(f"  {share * ms_per_attempt:7.2f} ms/att {100 * share:5.1f}%  {module}")
+
+
+def task_ids(subset: str, count: int) -> list[str]:
+    """The first ``count`` task ids of an L1/L2 subset of the corpus, by id."""
+    layer, folder = subset.split(".", 1)
+    found = sorted(p.stem for p in (CORPUS / "tasks" / layer.upper() / folder).glob("*.json"))
+    return found[:count]
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both profilers take: which attempts to run, and how many lines to print."""
+    parser.add_argument("--subset", default="l1.raw_cdp")
+    parser.add_argument("--per-subset", type=int, default=25)
+    parser.add_argument("--engine", default="chrome")
+    parser.add_argument("--adapter-mode", default="per-attempt")
+    parser.add_argument("--top", type=int, default=15)
 
 
 def report(selfs: Counter[str], process_ns: int, attempts: int, top: int) -> None:
@@ -161,26 +196,14 @@ def report(selfs: Counter[str], process_ns: int, attempts: int, top: int) -> Non
         f"({attempts} attempts, profiler overhead included); profiled self CPU "
         f"{total / 1e6 / attempts:.1f} ms per attempt"
     )
-    print(f"top {top} by self CPU:")
-    for label, ns in selfs.most_common(top):
-        print(f"  {ns / 1e6 / attempts:7.2f} ms/att {100 * ns / total:5.1f}%  {label}")
-    modules: Counter[str] = Counter()
-    for label, ns in selfs.items():
-        modules[_module(label)] += ns
-    print("by module:")
-    for module, ns in modules.most_common(12):
-        print(f"  {ns / 1e6 / attempts:7.2f} ms/att {100 * ns / total:5.1f}%  {module}")
+    print_shares(f"top {top} by self CPU:", selfs, total / 1e6 / attempts, top)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--subset", default="l1.raw_cdp")
-    parser.add_argument("--per-subset", type=int, default=25)
-    parser.add_argument("--engine", default="chrome")
-    parser.add_argument("--adapter-mode", default="per-attempt")
-    parser.add_argument("--top", type=int, default=15)
+    add_run_arguments(parser)
     parser.add_argument(
         "--clock",
         choices=("cpu", "wall"),
@@ -189,9 +212,7 @@ def main() -> None:
     )
     parser.add_argument("--inclusive", type=int, default=0, help="also the top N inclusive")
     args = parser.parse_args()
-    layer, folder = args.subset.split(".", 1)
-    tasks = sorted(p.stem for p in (CORPUS / "tasks" / layer.upper() / folder).glob("*.json"))
-    tasks = tasks[: args.per_subset]
+    tasks = task_ids(args.subset, args.per_subset)
     load = os.getloadavg()
     from metewand.cli.main import cli
 

@@ -32,8 +32,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
+from harness_profile import CORPUS, add_run_arguments, print_shares, task_ids
+
 METEWAND = Path(sys.executable).parent / "metewand"
 TICKS = os.sysconf("SC_CLK_TCK")
 _LINE_NO = re.compile(r":\d+\)$")
@@ -54,14 +54,6 @@ def rows_landed(results: Path) -> int:
         return 0
 
 
-def task_ids(subset: str, count: int) -> list[str]:
-    layer, folder = subset.split(".", 1)
-    found = sorted(p.stem for p in (CORPUS / "tasks" / layer.upper() / folder).glob("*.json"))
-    if len(found) < 3:
-        raise SystemExit(f"{subset}: fewer than 3 tasks under {CORPUS}")
-    return found[:count]
-
-
 def leaf_counts(raw: Path) -> Counter[str]:
     """Samples per innermost frame, ``function (file)``, from py-spy's raw (collapsed) output."""
     leaves: Counter[str] = Counter()
@@ -72,14 +64,11 @@ def leaf_counts(raw: Path) -> Counter[str]:
     return leaves
 
 
-def module_of(label: str) -> str:
-    inside = label.rsplit("(", 1)[-1].rstrip(")")
-    return inside.rsplit("/", 1)[0] if inside.startswith("metewand/") else inside.split("/")[0]
-
-
 def sample_run(args: argparse.Namespace, out: Path) -> tuple[Counter[str], float, int]:
     """(self samples per function, CPU seconds, attempts) over the sampled window."""
     tasks = task_ids(args.subset, args.per_subset)
+    if len(tasks) < 3:  # sampling starts at the second row and needs one more after it
+        raise SystemExit(f"{args.subset}: fewer than 3 tasks under {CORPUS}")
     results = out / "sample" / "results.jsonl"
     run = subprocess.Popen(
         [METEWAND, "browser", "run", "--tasks", str(CORPUS), "--subset", args.subset]
@@ -113,34 +102,19 @@ def sample_run(args: argparse.Namespace, out: Path) -> tuple[Counter[str], float
 
 
 def report(leaves: Counter[str], cpu_s: float, attempts: int, top: int) -> None:
-    total = sum(leaves.values())
     per_attempt_ms = cpu_s * 1000 / attempts
     print(
         f"{attempts} attempts sampled; harness process CPU {per_attempt_ms:.1f} ms per attempt; "
-        f"{total} samples holding the GIL"
+        f"{sum(leaves.values())} samples holding the GIL"
     )
-    print(f"top {top} by self samples:")
-    for label, count in leaves.most_common(top):
-        share = count / total
-        print(f"  {share * per_attempt_ms:7.2f} ms/att {100 * share:5.1f}%  {label}")
-    modules: Counter[str] = Counter()
-    for label, count in leaves.items():
-        modules[module_of(label)] += count
-    print("by module:")
-    for module, count in modules.most_common(12):
-        share = count / total
-        print(f"  {share * per_attempt_ms:7.2f} ms/att {100 * share:5.1f}%  {module or '?'}")
+    print_shares(f"top {top} by self samples:", leaves, per_attempt_ms, top)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--subset", default="l1.raw_cdp")
-    parser.add_argument("--per-subset", type=int, default=25)
-    parser.add_argument("--engine", default="chrome")
-    parser.add_argument("--adapter-mode", default="per-attempt")
-    parser.add_argument("--top", type=int, default=15)
+    add_run_arguments(parser)
     parser.add_argument("--rate", type=int, default=250, help="samples per second")
     parser.add_argument(
         "--blocking",
