@@ -194,7 +194,8 @@ def _measure_true(cwd: Path, sweep: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(120)
 def test_clean_orphans_removes_groups_whose_creator_is_gone_and_no_others(tmp_path: Path) -> None:
-    live = _start("measure", "--", "sleep", "60", cwd=tmp_path)  # alive: never touched
+    # alive for the whole test (killed below): a 60 s sleep ran out on a CI host at load 6
+    live = _start("measure", "--", "sleep", "600", cwd=tmp_path)  # never touched
     try:
         live_groups = _until(lambda: groups_made_by(live.pid), live, "the live run's groups")
         started = tmp_path / "started"
@@ -217,8 +218,8 @@ def test_clean_orphans_removes_groups_whose_creator_is_gone_and_no_others(tmp_pa
         assert set(json.loads(done.stdout)["orphan_groups_removed"]) <= set(groups)
         assert wait_groups_gone(groups, LIMIT_S) == []
         assert wait_all_gone(subject, LIMIT_S)[0] == []  # the subject with its group
+        assert live.poll() is None  # first: a finished run removes its own groups
         assert all(os.path.isdir(g) for g in live_groups)
-        assert live.poll() is None
     finally:
         live.kill()
         live.wait()
