@@ -7,7 +7,7 @@ SYSTEM_STAMP := $(VENV)/.system
 NODE_DIR := drivers/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.metewand-installed
 
-.PHONY: demo test lint typecheck pytest install system-deps clean
+.PHONY: demo test lint typecheck pytest install bytecode system-deps clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -62,15 +62,23 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# Byte-compile our own sources once: where PYTHONDONTWRITEBYTECODE is set (these machines), Python
+# never caches them, and every metewand process and Python worker the suite starts would compile
+# them again (`metewand browser list` 0.94 -> 0.66 s, `measure --runs 1 -- true` 246 -> 154 ms).
+# compileall skips what is up to date; a stale file is only ignored, never wrong. Only src: the
+# examples and test workers are trees whose digests runs record.
+bytecode: install
+	$(PY) -m compileall -q -j 0 src >/dev/null
+
 # Two test processes by default (a file stays on one, so its module fixtures start once): the
 # suite mostly waits on engines, workers and timeouts. PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
-pytest: install
+pytest: install bytecode
 	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
 test: lint typecheck pytest
 
-demo: install
+demo: install bytecode
 	$(VENV)/bin/metewand demo
 
 clean:
