@@ -21,30 +21,30 @@ from math import comb
 
 import numpy as np
 
+from metewand.compare import rank_null
+
 ALPHA = 0.05
 EXACT_LIMIT = 2_000  # tied data: splits or sign patterns enumerated exactly up to this many
 MONTE_CARLO = 9_999
-
-
-def _scipy_stats():  # type: ignore[no-untyped-def]  # scipy.stats takes ~0.3 s to import
-    from scipy import stats
-
-    return stats
+# the exact null tables (rank_null) grow with m*n (rank sum) or n^2/2 (signed rank) entries, each
+# built in as many passes as the smaller sample has units; beyond this many entries (~0.1 s) the
+# seeded permutation test of the ranks stands in
+EXACT_TABLE_LIMIT = 20_000
 
 
 def rank_sum_test(
     base: Sequence[float] | np.ndarray, new: Sequence[float] | np.ndarray, seed: int = 0
 ) -> float | None:
     """Two-sided p of the rank-sum test (None with one unit a side, or none). Without ties,
-    scipy's exact Mann-Whitney distribution; with ties, a permutation test of the mid-ranks."""
+    the exact Mann-Whitney distribution (``rank_null``); with ties, a permutation test of the
+    mid-ranks."""
     x, y = np.asarray(new, float), np.asarray(base, float)
     if not x.size or not y.size or (x.size < 2 and y.size < 2):
         return None
-    stats = _scipy_stats()
     pooled = np.concatenate([x, y])
-    if np.unique(pooled).size == pooled.size:
-        return float(stats.mannwhitneyu(x, y, alternative="two-sided", method="exact").pvalue)
-    ranks = stats.rankdata(pooled)
+    if np.unique(pooled).size == pooled.size and x.size * y.size <= EXACT_TABLE_LIMIT:
+        return rank_null.rank_sum_p(x, y)
+    ranks = rank_null.average_ranks(pooled)
     sampled = comb(pooled.size, x.size) > EXACT_LIMIT
     if not sampled:  # every split of the units, once
         chosen = np.array(list(combinations(range(pooled.size), x.size)))
@@ -58,15 +58,17 @@ def rank_sum_test(
 
 def signed_rank_test(log_ratios: Sequence[float] | np.ndarray, seed: int = 0) -> float | None:
     """Two-sided p of the signed-rank test of paired log ratios against 0 (None with one pair):
-    scipy's exact Wilcoxon distribution without ties or zeros, else a sign-flip permutation
-    test of the signed mid-ranks."""
+    the exact Wilcoxon distribution (``rank_null``) without ties or zeros, else a sign-flip
+    permutation test of the signed mid-ranks."""
     d = np.asarray(log_ratios, float)
     if d.size < 2:  # one pair: its sign alone says nothing
         return None
-    stats = _scipy_stats()
-    if np.all(d != 0) and np.unique(np.abs(d)).size == d.size:
-        return float(stats.wilcoxon(d, alternative="two-sided", method="exact").pvalue)
-    magnitude = np.where(d == 0, 0.0, stats.rankdata(np.abs(d)))  # a tie of the sides: no sign
+    no_ties = np.all(d != 0) and np.unique(np.abs(d)).size == d.size
+    if no_ties and d.size * (d.size + 1) // 2 <= EXACT_TABLE_LIMIT:
+        return rank_null.signed_rank_p(d)
+    magnitude = np.where(
+        d == 0, 0.0, rank_null.average_ranks(np.abs(d))
+    )  # a tie of the sides: no sign
     sampled = 2**d.size > EXACT_LIMIT
     if not sampled:  # every sign pattern, once
         signs = 1 - 2 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
@@ -96,7 +98,7 @@ def adjusted(pvalues: Sequence[float | None]) -> list[float | None]:
     out: list[float | None] = [None] * len(pvalues)
     if not present:
         return out
-    q = _scipy_stats().false_discovery_control([p for _, p in present], method="bh")
+    q = rank_null.benjamini_hochberg([p for _, p in present])
     for (i, _), value in zip(present, q, strict=True):
         out[i] = float(value)
     return out
