@@ -184,12 +184,19 @@ def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
                 assert block["adapter_mode"] == mode
                 _check_attempt(phases, f"{key} {mode}")
             return
-        except LateWitness as exc:
+        except (LateWitness, BusyNeighbour) as exc:
             late.append(str(exc))
-    pytest.fail(f"every try's burn was read late: {late}")
+    pytest.fail(f"every try's burn was read late or beside Chrome's own work: {late}")
 
 
 TRIES = 3
+
+
+class BusyNeighbour(AssertionError):
+    """A neighbouring op held more of the group's CPU than the burn op, and the loop's thread was
+    not what ran there: Chrome's own work (CI at load ~5 once: op1 970 ms while its loop thread
+    was idle, the burn op 514 ms). Run again like a late reading; a burn found in the wrong op
+    fails at once."""
 
 
 class LateWitness(AssertionError):
@@ -252,7 +259,12 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
     # work, e.g. the fresh page settling after op0; on a loaded host up to ~150 ms was seen)
     assert op_ns >= 0.95 * burn_ns, cpu_ms
     for neighbour in ("op1:evaluate", "op3:evaluate"):
-        assert _cpu(by_name[neighbour]) < op_ns, (neighbour, cpu_ms)
+        if _cpu(by_name[neighbour]) < op_ns:
+            continue
+        # More CPU in a neighbour than in the burn op: the loop's thread decides whose it was.
+        loop_there = grown(neighbour, marks[marks.index(neighbour) + 1]).get(burner, 0)
+        assert loop_there < 0.5 * burn_ns, (neighbour, loop_there, burn_ns, cpu_ms)
+        raise BusyNeighbour(f"{neighbour} held Chrome's own work, not the loop ({cpu_ms})")
     total, between = _cpu(engine["total"]), _cpu(engine["between_marks"])
     assert sum(_cpu(p) for p in engine["phases"]) + between == total
 
