@@ -66,9 +66,8 @@ def signed_rank_test(log_ratios: Sequence[float] | np.ndarray, seed: int = 0) ->
     no_ties = np.all(d != 0) and np.unique(np.abs(d)).size == d.size
     if no_ties and d.size * (d.size + 1) // 2 <= EXACT_TABLE_LIMIT:
         return rank_null.signed_rank_p(d)
-    magnitude = np.where(
-        d == 0, 0.0, rank_null.average_ranks(np.abs(d))
-    )  # a tie of the sides: no sign
+    # a tie of the sides (a zero) carries no sign
+    magnitude = np.where(d == 0, 0.0, rank_null.average_ranks(np.abs(d)))
     sampled = 2**d.size > EXACT_LIMIT
     if not sampled:  # every sign pattern, once
         signs = 1 - 2 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
