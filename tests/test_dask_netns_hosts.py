@@ -36,6 +36,7 @@ import pytest
 import dask_helpers as helpers
 import netns_hosts
 from browser_run_helpers import manifest_of
+from metewand.runtime.rundir import read_jsonl
 from metewand.suites.browser.engines import ResolvedEngine, resolve
 from metewand.suites.browser.leftovers import run_processes
 
@@ -100,9 +101,25 @@ def hosts_of(rows: list[dict[str, Any]]) -> Counter[str]:
 
 
 def all_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """Every row, the unprofiled twins too."""
-    text = (run_dir / "results.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    """Every whole row, the unprofiled twins too, by the run store's reading rule: a client
+    killed mid-write leaves a torn last line (an 18 KB row cut at a page), which no reader counts
+    and a resume cuts off."""
+    return read_jsonl(run_dir / "results.jsonl").rows
+
+
+def engines_on(host: netns_hosts.NsHost) -> list[str]:
+    commands = [helpers.command_of(pid) for pid in host.pids()]
+    return [c for c in commands if "chromium" in c or "lightpanda" in c]
+
+
+def wait_until_idle(host: netns_hosts.NsHost, timeout_s: float = 120) -> None:
+    """An earlier test's client killed mid-round leaves its round running on the worker until
+    the next client closes its slot; a test that watches a host's engines starts once it is
+    quiet, or it would see that round's engines and take them for its own."""
+    deadline = time.monotonic() + timeout_s
+    while engines_on(host) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not engines_on(host), f"{host.name} still runs engines: {engines_on(host)}"
 
 
 def test_a_profiled_run_over_two_hosts_judges_each_on_its_own(
@@ -252,6 +269,7 @@ def test_a_host_torn_down_mid_round_reruns_its_round_on_the_other(
 ) -> None:
     """The last test: host-b does not come back."""
     doomed = next(h for h in lab.hosts if h.name == "host-b")
+    wait_until_idle(doomed)
     out = tmp_path / "runs"
     command = [
         sys.executable,
@@ -283,12 +301,11 @@ def test_a_host_torn_down_mid_round_reruns_its_round_on_the_other(
         start_new_session=True,
         cwd=helpers.REPO,
     )
+    seen: list[str] = []
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and client.poll() is None:
-            commands = [helpers.command_of(pid) for pid in doomed.pids()]
-            if any("chromium" in c or "lightpanda" in c for c in commands):
-                break  # an engine of host-b's round is up: the round is in flight
+        while time.monotonic() < deadline and client.poll() is None and not seen:
+            seen = engines_on(doomed)  # an engine of host-b's round is up: the round is in flight
             time.sleep(0.02)
         lab.tear_down(doomed)
         _, stderr = client.communicate(timeout=400)
@@ -297,10 +314,12 @@ def test_a_host_torn_down_mid_round_reruns_its_round_on_the_other(
             os.killpg(client.pid, signal.SIGKILL)
             client.wait()
     assert client.returncode == 0, stderr[-4000:]
+    assert seen, f"host-b never ran an engine of this run; its end:\n{stderr[-4000:]}"
     run_dir = out / "t"
     rows = all_rows(run_dir)
     assert len(rows) == len({r["key"] for r in rows}) == 2 * 2 * 2 * 2  # every key once
-    lost = [json.loads(line) for line in (run_dir / "lost_tries.jsonl").read_text().splitlines()]
+    lost = read_jsonl(run_dir / "lost_tries.jsonl").rows
+    assert lost, f"no try lost; rows by host {hosts_of(rows)}; its end:\n{stderr[-4000:]}"
     assert lost and {record["host"] for record in lost} == {"host-b"}
     by_key = {r["key"]: r for r in rows}
     for record in lost:  # the whole cycle ran again, on host-a, as another try
