@@ -248,6 +248,50 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             os.killpg(process.pid, signal.SIGKILL)
 
 
+def communicate_or_explain(process: subprocess.Popen[str], timeout_s: float) -> tuple[str, str]:
+    """``communicate``; a process that has not ended in ``timeout_s`` fails the test with the
+    Python stacks of every process of its session (py-spy, the dev extra) and its stderr, so a
+    hang on a loaded CI host says where it was, then is killed."""
+    try:
+        return process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stacks = [_stacks_of(pid) for pid in session_members(process.pid)]
+        os.killpg(process.pid, signal.SIGKILL)
+        _, stderr = process.communicate()
+        raise AssertionError(
+            f"{process.args!r} did not end within {timeout_s} s; its stacks:\n"
+            + "\n".join(stacks)
+            + f"\nits stderr's end:\n{(stderr or '')[-3000:]}"
+        ) from None
+
+
+def session_members(sid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid:  # the session id, after state, ppid and pgrp
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def _stacks_of(pid: int) -> str:
+    command = command_of(pid)
+    if "python" not in command:
+        return f"== {pid} {command[:200]}"
+    spy = Path(sys.executable).with_name("py-spy")
+    try:
+        dump = subprocess.run(
+            [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+        )
+        text = dump.stdout or dump.stderr
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        text = f"(py-spy: {exc})"
+    return f"== {pid} {command[:200]}\n{text}"
+
+
 def children(pid: int) -> list[int]:
     """Children of every thread of ``pid`` (a worker forks attempts from its executor thread)."""
     found = []

@@ -281,7 +281,7 @@ def test_ctrl_c_on_dask_closes_every_worker_slot_and_resume_runs_what_is_left(
                 break
             time.sleep(0.01)
         client.send_signal(signal.SIGINT)
-        _, stderr = client.communicate(timeout=90)
+        _, stderr = helpers.communicate_or_explain(client, 90)
     finally:
         if client.poll() is None:
             os.killpg(client.pid, signal.SIGKILL)

@@ -318,7 +318,7 @@ def test_ctrl_c_mid_run_on_dask_exits_130_interrupted_and_resume_finishes(tmp_pa
     try:
         helpers.wait_for_rows(tmp_path / "runs" / "c" / "results.jsonl", 4)
         client.send_signal(signal.SIGINT)
-        _, stderr = client.communicate(timeout=60)
+        _, stderr = helpers.communicate_or_explain(client, 60)
     finally:
         _wait_for_group_to_end(client.pid)
         _kill_group(client.pid)
