@@ -106,3 +106,43 @@ def test_no_units_opens_no_slot() -> None:
 def test_jobs_must_be_positive() -> None:
     with pytest.raises(ValueError, match="jobs must be >= 1"):
         LocalExecutor(0)
+
+
+class _Cycle:
+    """A reference cycle: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_the_start_up_heap_is_frozen_before_the_first_unit_and_later_garbage_still_collected() -> (
+    None
+):
+    import gc
+    import weakref
+
+    garbage = _Cycle()
+    garbage_gone = weakref.ref(garbage)
+    del garbage  # start-up garbage: collected before the freeze, never frozen with the rest
+    kept = _Cycle()
+    seen_in_unit: list[bool] = []
+
+    class Probe(ProcessSuite):
+        def run_unit(self, slot: Any, unit: Any, events: Any = None) -> list[Row]:
+            # frozen: in no generation a collection walks (get_objects lists only those)
+            seen_in_unit.append(not any(o is kept for o in gc.get_objects()))
+            later = _Cycle()
+            later_gone.append(weakref.ref(later))
+            del later
+            return super().run_unit(slot, unit, events)
+
+    later_gone: list[weakref.ref[_Cycle]] = []
+    before = gc.get_freeze_count()
+    try:
+        _run(Probe(units=2, attempts=1), jobs=1)
+        assert garbage_gone() is None
+        assert gc.get_freeze_count() > before and seen_in_unit == [True, True]
+        gc.collect()  # what a unit made after the freeze is collected as before
+        assert [ref() for ref in later_gone] == [None, None]
+    finally:
+        gc.unfreeze()  # the rest of this test process collects as it did

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
+from metewand.runtime.heap import freeze_startup_heap
 from metewand.runtime.interrupts import ignoring_interrupts
 from metewand.runtime.suite import Row, Slot, Suite, Unit, UnitEvents
 
@@ -103,6 +104,7 @@ class LocalExecutor:
             threading.Thread(target=slot_thread, args=(n,), name=f"mw-slot-{n}", daemon=True)
             for n in range(min(self.jobs, len(units)))
         ]
+        freeze_startup_heap()  # before the slots start: their attempts then pay no walk of it
         for thread in threads:
             thread.start()
         try:
