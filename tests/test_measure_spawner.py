@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,12 @@ import pytest
 
 from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.measure.forms import Status
-from metewand.measure.spawner import Spawner, spawner_unavailable_reason
+from metewand.measure.spawner import (
+    WARM_AT_MOST_S,
+    Spawner,
+    own_v2_procs,
+    spawner_unavailable_reason,
+)
 from metewand.measure.subject import SubjectStartError, run_measured
 from test_measure_accounting import ALLOCATE, CHILD, MIB, PARENT, tree_cpu_slack_ns
 
@@ -181,3 +187,45 @@ def test_without_env_the_command_gets_metewands_environment(
         )
     assert report.exit_status == 0
     assert out.read_text().strip() == "from-metewand"
+
+
+def _ends_within(thread: threading.Thread | None, seconds: float) -> bool:
+    assert thread is not None, "no warmer thread was started"
+    thread.join(seconds)
+    return not thread.is_alive()
+
+
+def test_the_move_lock_warmer_runs_until_the_first_join_and_moves_nothing(
+    tmp_path: Path,
+) -> None:
+    """From the server's start to the first command's join, this process is moved into its own
+    cgroup2 group every few ms (a move that changes nothing: its groups stay as they were); the
+    first join stops it."""
+    _require("cgroup2")
+    procs = own_v2_procs()
+    if procs is None or not os.access(procs, os.W_OK):
+        pytest.skip(f"this process's cgroup2 group cannot be written here: {procs}")
+    mine = _cgroup_paths(os.getpid())
+    with Spawner() as server:
+        warm = server.move_warmer.thread
+        assert warm is not None and not server.move_warmer.stopped
+        accounting = open_accounting("cgroup2", label="warm")
+        try:
+            proc = server.start(["true"], accounting.join_paths())
+            assert proc.reap() == 0
+            proc.close()
+        finally:
+            accounting.close()
+        assert server.move_warmer.stopped  # the join stopped it
+        assert _ends_within(warm, 2.0)
+    assert _cgroup_paths(os.getpid()) == mine
+
+
+def test_the_move_lock_warmer_stops_by_itself(tmp_path: Path) -> None:
+    """A spawner that never joins (the proc backend) moves nothing after WARM_AT_MOST_S."""
+    with Spawner() as server:
+        warm = server.move_warmer.thread
+        if warm is None:
+            pytest.skip("this process's cgroup2 group cannot be written here")
+        assert _ends_within(warm, WARM_AT_MOST_S + 3.0)
+        assert not server.move_warmer.stopped  # it ended by its cap, not by a stop
