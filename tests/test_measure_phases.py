@@ -181,14 +181,19 @@ def test_record_arithmetic_keeps_the_weaker_form_and_signs_memory() -> None:
 
 
 # Fills 80 MiB in the first phase and 10 MiB in the second, freeing each.
+# A mark takes effect when metewand's reader thread reads it, not when it is written: the pauses
+# give the reader time on a loaded host (in local CI the "big" phase's high-water was 0.7 MB: the
+# reader had begun that phase, and restarted the high-water, only after the 80 MiB fill)
 TWO_FILLS = """
 import sys, time
 
 with open(sys.argv[1], "w", buffering=1) as marks:
     marks.write("big\\n")
+    time.sleep(0.5)
     block = b"x" * (80 << 20)
     del block
     marks.write("small\\n")
+    time.sleep(0.5)
     block = b"x" * (10 << 20)
     del block
     marks.write("\\n")

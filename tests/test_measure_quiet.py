@@ -110,17 +110,19 @@ def _process_cpu_ns(pid: int) -> int | None:
 
 def test_cpu_reader_sees_work_that_states_hide() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HIDDEN_SPIN, "0.8"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HIDDEN_SPIN, "3.0"], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "spinning"
         blind = asyncio.run(wait_quiet(proc.pid, limit_s=0.3))
         assert blind.quiet and not blind.cpu_checked  # states alone: the spin is invisible
         cpu = functools.partial(_process_cpu_ns, proc.pid)
-        busy = asyncio.run(wait_quiet(proc.pid, limit_s=0.2, poll_s=0.03, cpu_ns=cpu))
+        # looks 0.1 s apart: the CPU is read in clock ticks, and a spin that a loaded host (CI at
+        # load ~6) gave a third of a core could gain no tick in 30 ms and look flat
+        busy = asyncio.run(wait_quiet(proc.pid, limit_s=0.5, poll_s=0.1, cpu_ns=cpu))
         assert not busy.quiet and busy.cpu_checked
-        after = asyncio.run(wait_quiet(proc.pid, limit_s=5.0, poll_s=0.03, cpu_ns=cpu))
-        assert after.quiet and after.waited_ms > 100  # it waited the rest of the spin out
+        after = asyncio.run(wait_quiet(proc.pid, limit_s=8.0, poll_s=0.1, cpu_ns=cpu))
+        assert after.quiet and after.waited_ms > 300  # it waited the rest of the spin out
     finally:
         proc.kill()
         proc.wait()
