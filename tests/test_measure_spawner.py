@@ -14,13 +14,9 @@ from pathlib import Path
 import pytest
 
 from metewand.measure.accounting import AccountingUnavailable, open_accounting
+from metewand.measure.cgroups import own_v2_dir
 from metewand.measure.forms import Status
-from metewand.measure.spawner import (
-    WARM_AT_MOST_S,
-    Spawner,
-    own_v2_procs,
-    spawner_unavailable_reason,
-)
+from metewand.measure.spawner import WARM_AT_MOST_S, Spawner, spawner_unavailable_reason
 from metewand.measure.subject import SubjectStartError, run_measured
 from test_measure_accounting import ALLOCATE, CHILD, MIB, PARENT, tree_cpu_slack_ns
 
@@ -189,8 +185,7 @@ def test_without_env_the_command_gets_metewands_environment(
     assert out.read_text().strip() == "from-metewand"
 
 
-def _ends_within(thread: threading.Thread | None, seconds: float) -> bool:
-    assert thread is not None, "no warmer thread was started"
+def _ends_within(thread: threading.Thread, seconds: float) -> bool:
     thread.join(seconds)
     return not thread.is_alive()
 
@@ -202,9 +197,9 @@ def test_the_move_lock_warmer_runs_until_the_first_join_and_moves_nothing(
     cgroup2 group every few ms (a move that changes nothing: its groups stay as they were); the
     first join stops it."""
     _require("cgroup2")
-    procs = own_v2_procs()
-    if procs is None or not os.access(procs, os.W_OK):
-        pytest.skip(f"this process's cgroup2 group cannot be written here: {procs}")
+    group = own_v2_dir()
+    if group is None or not os.access(os.path.join(group, "cgroup.procs"), os.W_OK):
+        pytest.skip(f"this process's cgroup2 group cannot be written here: {group}")
     mine = _cgroup_paths(os.getpid())
     with Spawner() as server:
         warm = server.move_warmer.thread
@@ -225,7 +220,5 @@ def test_the_move_lock_warmer_stops_by_itself(tmp_path: Path) -> None:
     """A spawner that never joins (the proc backend) moves nothing after WARM_AT_MOST_S."""
     with Spawner() as server:
         warm = server.move_warmer.thread
-        if warm is None:
-            pytest.skip("this process's cgroup2 group cannot be written here")
         assert _ends_within(warm, WARM_AT_MOST_S + 3.0)
         assert not server.move_warmer.stopped  # it ended by its cap, not by a stop

@@ -196,6 +196,18 @@ def _v1_hierarchies(
     return found
 
 
+def own_v2_dir() -> str | None:
+    """This process's cgroup2 group directory as this mount namespace shows it, without probing
+    it; None where there is no cgroup2 mount or the group lies outside it."""
+    try:
+        mounts = _parse_mountinfo(_read_text("/proc/self/mountinfo"))
+        v2_path, _ = _parse_self_cgroup(_read_text("/proc/self/cgroup"))
+    except OSError:
+        return None
+    mount = next((m for m in mounts if m.fstype == "cgroup2"), None)
+    return None if mount is None else _own_dir(mount, v2_path)
+
+
 def detect_layout() -> CgroupLayout:
     reasons: dict[str, str] = {}
     try:

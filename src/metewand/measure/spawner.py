@@ -79,20 +79,6 @@ WARM_EVERY_S = 0.005
 WARM_AT_MOST_S = 0.25  # measure joins within ~0.1 s of its start; later ones start cold
 
 
-def own_v2_procs() -> str | None:
-    """The ``cgroup.procs`` of this process's cgroup2 group, where cgroup2 is mounted."""
-    try:
-        with open("/proc/self/cgroup") as handle:
-            group = next(line[3:] for line in handle.read().splitlines() if line.startswith("0::"))
-        with open("/proc/self/mounts") as handle:
-            mount = next(
-                f[1] for line in handle if len(f := line.split()) > 2 and f[2] == "cgroup2"
-            )
-    except (OSError, StopIteration):
-        return None
-    return os.path.join(mount, group.lstrip("/"), "cgroup.procs")
-
-
 class MoveLockWarmer:
     """Moves this process into its own cgroup2 group every ``WARM_EVERY_S`` until ``stop`` (or
     ``WARM_AT_MOST_S``); nothing at all where that group cannot be written (not root, no cgroup2,
@@ -100,20 +86,23 @@ class MoveLockWarmer:
 
     def __init__(self) -> None:
         self._stop = threading.Event()
-        self.thread: threading.Thread | None = None
-        procs = own_v2_procs()
-        try:
-            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC) if procs else -1
-        except OSError:
-            fd = -1
-        if fd >= 0:
-            self.thread = threading.Thread(target=self._run, args=(fd,), name="mw-move-warm")
-            self.thread.daemon = True
-            self.thread.start()
+        # the group is found on the thread: measure.cgroups loads there, beside measure's own
+        # imports (which need it too), not before the spawn server starts
+        self.thread = threading.Thread(target=self._run, name="mw-move-warm", daemon=True)
+        self.thread.start()
 
-    def _run(self, fd: int) -> None:
-        pid = str(os.getpid()).encode()
+    def _run(self) -> None:
+        from metewand.measure.cgroups import own_v2_dir
+
         deadline = time.monotonic() + WARM_AT_MOST_S
+        group = own_v2_dir()
+        if group is None:
+            return
+        try:
+            fd = os.open(os.path.join(group, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        pid = str(os.getpid()).encode()
         try:
             while time.monotonic() < deadline:
                 os.write(fd, pid)
