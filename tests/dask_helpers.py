@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import metewand
+from metewand.measure import procfs
 from metewand.runtime import suite as suite_registry
 from metewand.runtime.dask_executor import quiet_worker_env
 from metewand.runtime.progress import ReporterFactory, null_reporter
@@ -266,15 +267,7 @@ def communicate_or_explain(process: subprocess.Popen[str], timeout_s: float) -> 
 
 
 def session_members(sid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid:  # the session id, after state, ppid and pgrp
-            found.append(int(stat.parent.name))
-    return sorted(found)
+    return sorted(pid for pid, stat in procfs.read_all_stats().items() if stat.session == sid)
 
 
 def _stacks_of(pid: int) -> str:

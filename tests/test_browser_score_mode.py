@@ -7,6 +7,7 @@ manifest's driver provenance and the peer's eligibility rule."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -107,4 +108,4 @@ def test_peer_compatible_grades_l1_server_rows_by_the_answer_alone(tmp_path: Pat
     assert len(entry["lock_sha256"]) == 64 and entry["integrity"].startswith("sha512-")
     assert strict["driver_source"] == "shipped drivers/node/adapters/playwright.js"
     launch = " ".join(strict["engine_provenance"]["launch_command"])
-    assert "<private-dir>" in launch and "/tmp/" not in launch
+    assert "<private-dir>" in launch and tempfile.gettempdir() + "/" not in launch
