@@ -117,9 +117,11 @@ def wait_until_idle(host: netns_hosts.NsHost, timeout_s: float = 120) -> None:
     the next client closes its slot; a test that watches a host's engines starts once it is
     quiet, or it would see that round's engines and take them for its own."""
     deadline = time.monotonic() + timeout_s
-    while engines_on(host) and time.monotonic() < deadline:
+    left = engines_on(host)
+    while left and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not engines_on(host), f"{host.name} still runs engines: {engines_on(host)}"
+        left = engines_on(host)
+    assert not left, f"{host.name} still runs engines: {left}"
 
 
 def test_a_profiled_run_over_two_hosts_judges_each_on_its_own(
