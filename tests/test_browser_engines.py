@@ -228,3 +228,42 @@ def test_chrome_resolves_loopback_names_only(tmp_path: Path) -> None:
             await runner.cleanup()
 
     asyncio.run(scenario())
+
+
+def test_chrome_windows_start_no_invisible_omnibox_webui(tmp_path: Path) -> None:
+    # Chromium 156 renders its omnibox popup as a WebUI page in a renderer of its own per window
+    # (the first one and one per browser context), ~1 s of CPU each that no headless user sees.
+    process = EngineProcess(resolved_or_skip("chrome"), tmp_path)
+
+    def webui_renderers(session: int) -> list[int]:
+        found = []
+        for member in proc_session.session_members(session):
+            try:  # Chromium rewrites a child's argv into one space-joined string
+                argv = Path(f"/proc/{member.pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b" --top-chrome-webui " in argv.replace(b"\0", b" "):
+                found.append(member.pid)
+        return found
+
+    async def scenario() -> None:
+        await process.start()
+        try:
+            async with await CdpClient.connect(str(process.ws_url)) as client:
+                context = await client.send("Target.createBrowserContext")
+                await client.send(
+                    "Target.createTarget",
+                    {"url": "about:blank", "browserContextId": context["browserContextId"]},
+                )
+                await asyncio.sleep(1.0)  # the popup WebUI appears within ~0.3 s when on
+                targets = (await client.send("Target.getTargets"))["targetInfos"]
+                session = process.pid
+                assert session is not None
+                assert webui_renderers(session) == []
+        finally:
+            await process.stop()
+        ui = [t["url"] for t in targets if t["type"] != "page"]
+        assert not [url for url in ui if url.startswith("chrome://omnibox-popup")], ui
+        assert sum(t["type"] == "page" for t in targets) == 2, targets
+
+    asyncio.run(scenario())
