@@ -126,3 +126,58 @@ def test_cpu_reader_sees_work_that_states_hide() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+# A parent that leaves its exited child unreaped for good (Chromium's zygote reaps ~1.1 s late).
+NO_REAP = """
+import os, time
+if os.fork() == 0:
+    os._exit(0)
+print("forked", flush=True)
+time.sleep(60)
+"""
+
+
+def _zombie_tree() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-c", NO_REAP], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "forked"
+    deadline = time.monotonic() + 5
+    while not look(proc.pid).zombies and time.monotonic() < deadline:
+        time.sleep(0.01)
+    [child] = look(proc.pid).zombies
+    return proc, child
+
+
+def test_a_zombie_is_busy_unless_the_cpu_shows_nothing_runs() -> None:
+    proc, child = _zombie_tree()
+    try:
+        time.sleep(0.2)  # past the parent's own start-up work
+        blind = asyncio.run(wait_quiet(proc.pid, limit_s=0.4))
+        assert not blind.quiet and blind.busy_at_limit == (child,)
+        cpu = functools.partial(_process_cpu_ns, proc.pid)
+        seen = asyncio.run(wait_quiet(proc.pid, limit_s=2.0, cpu_ns=cpu))
+        assert seen.quiet and seen.unreaped == (child,) and seen.cpu_checked
+        assert seen.looks >= 5 and seen.waited_ms < 1000, seen
+        assert seen.to_json()["unreaped"] == [child]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_zombie_beside_work_keeps_the_tree_busy() -> None:
+    # the parent spins in a second thread while its child lies unreaped: the CPU is not flat
+    spin = NO_REAP.replace(
+        'print("forked"',
+        "import threading\n"
+        "threading.Thread(target=lambda: [0 for _ in iter(int, 1)], daemon=True).start()\n"
+        'print("forked"',
+    )
+    proc = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "forked"
+        cpu = functools.partial(_process_cpu_ns, proc.pid)
+        outcome = asyncio.run(wait_quiet(proc.pid, limit_s=0.6, poll_s=0.1, cpu_ns=cpu))
+        assert not outcome.quiet and outcome.unreaped == ()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -120,6 +120,7 @@ def _settle(rows: Sequence[Row]) -> dict[str, Any]:
     return {
         "attempts": len(settles),
         "quiet": sum(bool(s.get("quiet")) for s in settles),
+        "quiet_with_unreaped": sum(bool(s.get("quiet") and s.get("unreaped")) for s in settles),
         "waited_ms_median": _median(waited),
         "waited_ms_max": max(waited) if waited else None,
     }
