@@ -1,0 +1,55 @@
+"""Start a command that joins its accounting groups before exec, without forking the caller.
+
+``subprocess`` can join a child to its groups before exec only through a ``preexec_fn``, and a
+``preexec_fn`` forces a full ``fork`` of the caller. For a harness with a large heap that is
+expensive: the page tables are copied, and then every page that Python's reference counting
+writes takes a copy-on-write fault in the parent. With an 80 MB heap here a spawn cost the
+parent ~29 ms of CPU, against ~0.9 ms for the ``vfork`` that ``subprocess`` uses without
+one (``benchmarks/README.md``, "the adapter spawn").
+
+The gate starts ``/bin/sh`` by ``vfork``. The shell blocks reading one line from its stdin. The
+caller moves the shell's pid into the groups, then writes ``GATE_LINE`` before the command's own
+input, and the shell execs the command. The command's first instruction, and everything it
+forks, run inside the groups. The groups are charged only the shell's read and its exec. The
+shell's start-up before the move is charged to the caller's tree, as a fork's would be. The
+shell reads its line a byte at a time from a pipe (POSIX ``read``), so the command's stdin starts
+right after it. If the caller dies before the line, stdin ends and the shell exits 126 without
+running the command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from metewand.measure.spawner import resolve_executable
+
+SHELL = "/bin/sh"
+GATE_LINE = b"go\n"
+GATE_EXIT = 126  # the shell's status when its stdin ended before the gate line
+_SCRIPT = f'read -r gate && [ "$gate" = go ] && exec "$@"; exit {GATE_EXIT}'
+
+
+def unavailable_reason() -> str | None:
+    """None where a gate can start here, else why not (callers then fork with a preexec_fn)."""
+    if not os.access(SHELL, os.X_OK):
+        return f"{SHELL} is not an executable file"
+    return None
+
+
+def gated_argv(
+    argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | os.PathLike[str] | None
+) -> list[str]:
+    """The shell's argv that runs ``argv`` once the gate line arrives. The program is found
+    here, as ``subprocess`` would find it, so a missing one still fails the start with
+    FileNotFoundError (or PermissionError) instead of a shell's exit 127."""
+    program = argv[0]
+    if os.sep in program:
+        where = os.path.join(os.fspath(cwd), program) if cwd is not None else program
+        if not os.path.isfile(where):
+            raise FileNotFoundError(2, "No such file or directory", program)
+        if not os.access(where, os.X_OK):
+            raise PermissionError(13, "Permission denied", program)
+    else:
+        program = resolve_executable(program, env)
+    return [SHELL, "-c", _SCRIPT, "metewand-gate", program, *argv[1:]]
