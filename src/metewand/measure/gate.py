@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from metewand.measure.accounting import CgroupAccounting
 from metewand.measure.spawner import resolve_executable
 
 SHELL = "/bin/sh"
@@ -35,6 +36,12 @@ def unavailable_reason() -> str | None:
     if not os.access(SHELL, os.X_OK):
         return f"{SHELL} is not an executable file"
     return None
+
+
+def can_join(accounting: object) -> bool:
+    """Whether a command measured by ``accounting`` can start through the gate: there are
+    groups to move it into, and a shell to gate it."""
+    return isinstance(accounting, CgroupAccounting) and unavailable_reason() is None
 
 
 def gated_argv(

@@ -305,8 +305,7 @@ def _gated(accounting: TreeAccounting | None) -> bool:
     """Start through ``measure.gate`` (a ``vfork``ed shell moved into the groups, then exec)
     rather than a ``preexec_fn``, whose full fork of this process cost it ~29 ms of CPU per
     adapter with an 80 MB heap. Only with accounting groups to move it into."""
-    in_groups = accounting is not None and accounting.backend in CGROUP_BACKENDS
-    return in_groups and gate.unavailable_reason() is None
+    return gate.can_join(accounting)
 
 
 async def _feed(pipe: IO[bytes], data: bytes) -> asyncio.WriteTransport:

@@ -1,8 +1,9 @@
 """One worker process: launch with the protocol pipes, log capture, hello, calls, teardown.
 
 The worker runs in its own session (process group) and, when the caller passes a
-``TreeAccounting``, joins the accounting groups before exec (``preexec_join``) so nothing it forks
-escapes the accounting or the final kill.
+``TreeAccounting``, joins the accounting groups before exec so nothing it forks escapes the
+accounting or the final kill: through ``measure.gate`` where the accounting has groups, else with
+``preexec_join``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from metewand.measure import gate
 from metewand.measure.process import Process
 from metewand.suites.compute.protocol import (
     PROTOCOL_VERSION,
@@ -141,26 +143,38 @@ class WorkerSession:
         if not stdio:
             env["METEWAND_PROTOCOL_READ_FD"] = str(req_r)
             env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
-        join = self.accounting.preexec_join() if self.accounting is not None else None
+        # Through measure.gate where there are groups: a preexec_fn join forks all of metewand
+        # (copy-on-write faults in this process afterwards), the gate's shell is vforked.
+        gated = gate.can_join(self.accounting)
+        join = self.accounting.preexec_join() if self.accounting and not gated else None
+        gate_r, gate_w = os.pipe() if gated and not stdio else (-1, -1)
         try:
             self.proc = Process.start(
-                self.spec.argv,
+                gate.gated_argv(self.spec.argv, env, self.spec.cwd) if gated else self.spec.argv,
                 cwd=self.spec.cwd,
                 env=env,
-                stdin=req_r if stdio else subprocess.DEVNULL,
+                stdin=req_r if stdio else (gate_r if gated else subprocess.DEVNULL),
                 pass_fds=() if stdio else (req_r, resp_w),
                 stdout=resp_w if stdio else subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 join=join,
             )
         except BaseException:
-            for fd in (req_r, req_w, resp_r, resp_w):
-                os.close(fd)
+            for fd in (req_r, req_w, resp_r, resp_w, gate_r, gate_w):
+                if fd >= 0:
+                    os.close(fd)
             raise
-        os.close(req_r)
-        os.close(resp_w)
-        if self.accounting is not None:
-            self.accounting.attach(self.proc.pid)  # the /proc backend walks from this root
+        for fd in (req_r, resp_w, gate_r):
+            if fd >= 0:
+                os.close(fd)
+        try:
+            if self.accounting is not None:
+                self.accounting.attach(self.proc.pid)  # the /proc backend walks from this root
+            if gated:  # in its groups now: let it exec
+                os.write(req_w if stdio else gate_w, gate.GATE_LINE)
+        finally:
+            if gate_w >= 0:
+                os.close(gate_w)  # the worker's stdin then reads as end of file, as /dev/null does
         self.channel = Channel(resp_r, req_w)
         channel = self.channel
         # The worker's own exit (not its pipes' end of file) tells the channel it is gone.
