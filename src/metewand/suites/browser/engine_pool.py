@@ -14,13 +14,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from metewand.measure.accounting import TreeAccounting
 from metewand.runtime import rundir
-from metewand.suites.browser.engine_process import HEALTH_FRESH_S, EngineProcess, PreexecFn
+from metewand.suites.browser.engine_process import HEALTH_FRESH_S, EngineProcess
 from metewand.suites.browser.engines import ResolvedEngine
 from metewand.suites.browser.leftovers import record_pid, run_markers
 
 OnLaunch = Callable[[str, EngineProcess], Awaitable[None]]
-PreexecFor = Callable[[int, str], PreexecFn | None]
+GroupFor = Callable[[int, str], TreeAccounting | None]
 
 
 def marked_engine(
@@ -40,7 +41,7 @@ class EnginePool:
         run_id: str,
         worker: int,
         on_launch: OnLaunch | None = None,
-        preexec_for: PreexecFor | None = None,
+        group_for: GroupFor | None = None,
         log_name: str | None = None,
     ) -> None:
         self.run_dir = run_dir
@@ -50,12 +51,11 @@ class EnginePool:
         # ``log_name``: a Dask worker's pools all have index 0 and share the run directory
         self.log_dir = log_dir = run_dir / rundir.ENGINE_LOGS / (log_name or f"worker-{worker}")
         for name, engine in engines.items():
-            preexec = preexec_for(worker, name) if preexec_for is not None else None
             self._processes[name] = EngineProcess(
                 marked_engine(engine, run_id, run_dir),
                 log_dir,
-                preexec_fn=preexec,
                 on_spawn=self._record,
+                accounting=group_for(worker, name) if group_for is not None else None,
             )
         self.relaunches: dict[str, int] = {name: 0 for name in engines}
 

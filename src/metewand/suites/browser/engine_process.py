@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import signal
 import socket
@@ -30,6 +31,8 @@ from typing import IO, Any, Final
 import aiohttp
 
 from metewand.errors import MetewandError
+from metewand.measure import gate
+from metewand.measure.accounting import TreeAccounting
 from metewand.measure.process import Process
 from metewand.suites.browser import private_dirs, proc_session
 from metewand.suites.browser.binary_identity import binary_sha256, version_output
@@ -145,10 +148,14 @@ class EngineProcess:
         preexec_fn: PreexecFn | None = None,
         ready_timeout_s: float | None = None,
         on_spawn: OnSpawn | None = None,
+        accounting: TreeAccounting | None = None,
     ) -> None:
         self.engine = engine
         self.log_dir = Path(log_dir)
         self.preexec_fn = preexec_fn
+        # ``accounting``: the groups every launch joins before exec, through ``measure.gate``
+        # where it has cgroups (a preexec_fn forks all of metewand, inside ``ready_ms``)
+        self.accounting = accounting
         # Called right after the process exists, before the readiness wait: a runner killed
         # while an engine starts up must already have recorded it (see ``leftovers``).
         self.on_spawn = on_spawn
@@ -303,21 +310,51 @@ class EngineProcess:
         stdout = open(self.stdout_path, "wb")  # noqa: SIM115 - closed in stop()
         stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         self._logs = [stdout, stderr]
+        env = self.engine.environment(tmp_dir=root / private_dirs.TMP_DIR)
         started = time.perf_counter()
-        self._process = Process.start(
-            self.argv,
-            stdout=stdout,
-            stderr=stderr,
-            env=self.engine.environment(tmp_dir=root / private_dirs.TMP_DIR),
-            cwd=root,
-            join=self.preexec_fn,
-            watch=True,
-        )
+        self._process = self._spawn(env, root, stdout, stderr)
         if self.on_spawn is not None:
             self.on_spawn(self)
         self.json_version = await self._wait_ready(started)
         self.ws_url = str(self.json_version["webSocketDebuggerUrl"])
         self.ready_ms = (time.perf_counter() - started) * 1000.0
+
+    def _spawn(
+        self, env: dict[str, str], root: Path, stdout: IO[bytes], stderr: IO[bytes]
+    ) -> Process:
+        accounting = self.accounting
+        if accounting is None or not gate.can_join(accounting):
+            join = self.preexec_fn
+            if join is None and accounting is not None:
+                join = accounting.preexec_join()
+            argv = self.argv
+            return Process.start(
+                argv, stdout=stdout, stderr=stderr, env=env, cwd=root, join=join, watch=True
+            )
+        gate_r, gate_w = os.pipe()
+        try:
+            process = Process.start(
+                gate.gated_argv(self.argv, env, root),
+                stdin=gate_r,
+                stdout=stdout,
+                stderr=stderr,
+                env=env,
+                cwd=root,
+                watch=True,
+            )
+            os.close(gate_r)
+            gate_r = -1
+            try:
+                accounting.attach(process.pid)
+                os.write(gate_w, gate.GATE_LINE)
+            except BaseException:
+                process.kill()
+                raise
+            return process
+        finally:
+            for fd in (gate_r, gate_w):  # the engine's stdin then reads as end of file
+                if fd >= 0:
+                    os.close(fd)
 
     async def _wait_ready(self, started: float) -> dict[str, Any]:
         url = f"http://{LOOPBACK}:{self.port}/json/version"

@@ -28,7 +28,7 @@ from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.run import HostSampling, host_telemetry
 from metewand.suites.browser.binary_identity import binary_sha256
 from metewand.suites.browser.engine_pool import marked_engine
-from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess, PreexecFn
+from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess
 from metewand.suites.browser.engines import ResolvedEngine
 from metewand.suites.browser.leftovers import record_pid
 from metewand.suites.browser.observers.base import EngineGroups
@@ -124,14 +124,13 @@ class ResourceProfiler(EngineGroups):
                 return None
         return self._groups[key]
 
-    def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
+    def launch_group(self, worker: int, engine: str) -> TreeAccounting | None:
         # Engines join a group in both resource profiles, so a baseline run differs from a
         # profiled one only by the sampler, and both can tell when an engine has gone quiet;
         # with phase marks on, a functional run's engines join one too (the marks read it).
         if self.options.profile == "off" and not self.phase_marks:
             return None
-        group = self.group(worker, engine)
-        return group.preexec_join() if group is not None else None
+        return self.group(worker, engine)
 
     def attach(self, worker: int, engine: str, process: EngineProcess) -> None:
         """The engine's root into its group (the proc backend needs it; cgroups ignore a
@@ -232,7 +231,7 @@ class ResourceProfiler(EngineGroups):
         process = EngineProcess(
             marked_engine(engine, self.run_id, self.run_dir),
             log_dir,
-            preexec_fn=group.preexec_join(),
+            accounting=group,
         )
         sampler = Sampler(group, interval)
         sampler.start()

@@ -8,7 +8,7 @@ the server are asyncio; its engines are launched on first use and reused by ever
 runs, and its teardown report lands in the manifest (``teardown["worker-N"]``).
 
 An engine that was not found gives its ``not_run`` row without a launch. The resource profiler's
-accounting groups see every launch (``preexec_for``) and its observers every attempt
+accounting groups see every launch (``launch_group``) and its observers every attempt
 (``attempt_registry``); its cold starts run in ``prepare``, before any slot opens, on a run that
 has no row yet.
 
@@ -87,7 +87,7 @@ class BrowserSlot:
             store.run_id,
             index,
             suite.on_launch,
-            suite.groups.preexec_for,
+            suite.groups.launch_group,
             log_name=label,
         )
         self.server = FixtureServer(plan.corpus.fixtures_dir, harness_only_graders=True)

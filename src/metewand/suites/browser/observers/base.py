@@ -33,7 +33,7 @@ from metewand.measure.quiet import CpuNs
 
 if TYPE_CHECKING:
     from metewand.suites.browser.attempt_driver import AttemptDriver, AttemptResult
-    from metewand.suites.browser.engine_process import EngineProcess, PreexecFn
+    from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.fixtures.traffic import TrafficTracker
     from metewand.suites.browser.phase_marks import AttemptPhases
     from metewand.suites.browser.rows import PlannedAttempt
@@ -45,7 +45,8 @@ class EngineGroups:
     base has none (a Dask worker's suite); the resource profiler's are one per worker x engine,
     joined by the engine before exec."""
 
-    def preexec_for(self, worker: int, engine: str) -> PreexecFn | None:
+    def launch_group(self, worker: int, engine: str) -> TreeAccounting | None:
+        """The group an engine's every launch joins before exec; None: none."""
         return None
 
     def tree_cpu(self, worker: int, engine: str, process: EngineProcess) -> CpuNs | None:
