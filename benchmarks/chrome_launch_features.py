@@ -24,26 +24,18 @@ from pathlib import Path
 
 import aiohttp
 
+from metewand.measure import procfs
+from metewand.suites.browser import proc_session
 from metewand.suites.browser.cdp import CdpClient
 from metewand.suites.browser.engine_process import free_loopback_port
 from metewand.suites.browser.engines import Missing, ResolvedEngine, resolve
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CONTEXT_WINDOW_S = 1.5
 
 
 def session_cpu_ms(session: int) -> float:
-    ticks = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == session:  # field 6: session id
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks * 1000 / CLOCK_TICKS
+    members = proc_session.session_members(session)
+    return procfs.ticks_to_ns(sum(m.utime_ticks + m.stime_ticks for m in members)) / 1e6
 
 
 async def _json_version(port: int) -> dict:

@@ -13,7 +13,6 @@ ratio gate/preexec from the same run. Also prints what touching the heap alone c
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import subprocess
 import time
@@ -40,10 +39,9 @@ def spawn(method: str) -> None:
         if not isinstance(accounting, CgroupAccounting):
             raise SystemExit(f"no cgroups here (backend {accounting.backend})")
         if method == "gate":
-            argv = gate.gated_argv(["true"], os.environ, None)
-            child = subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
-            accounting.attach(child.pid)
-            child.communicate(gate.GATE_LINE)
+            joined = gate.start_joined(["true"], accounting, env=None, cwd=None)
+            joined.wait(None)
+            joined.close()
         else:
             child = subprocess.Popen(
                 ["true"], preexec_fn=accounting.preexec_join(), start_new_session=True

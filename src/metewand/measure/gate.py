@@ -19,10 +19,13 @@ running the command.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard
 
-from metewand.measure.accounting import CgroupAccounting
+from metewand.measure.accounting import CgroupAccounting, TreeAccounting
+from metewand.measure.process import Process
 from metewand.measure.spawner import resolve_executable
 
 SHELL = "/bin/sh"
@@ -31,6 +34,7 @@ GATE_EXIT = 126  # the shell's status when its stdin ended before the gate line
 _SCRIPT = f'read -r gate && [ "$gate" = go ] && exec "$@"; exit {GATE_EXIT}'
 
 
+@functools.cache  # a fact of the host, asked at every spawn
 def unavailable_reason() -> str | None:
     """None where a gate can start here, else why not (callers then fork with a preexec_fn)."""
     if not os.access(SHELL, os.X_OK):
@@ -38,7 +42,7 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def can_join(accounting: object) -> bool:
+def can_join(accounting: object) -> TypeGuard[CgroupAccounting]:
     """Whether a command measured by ``accounting`` can start through the gate: there are
     groups to move it into, and a shell to gate it."""
     return isinstance(accounting, CgroupAccounting) and unavailable_reason() is None
@@ -60,3 +64,40 @@ def gated_argv(
     else:
         program = resolve_executable(program, env)
     return [SHELL, "-c", _SCRIPT, "metewand-gate", program, *argv[1:]]
+
+
+def start_joined(
+    argv: Sequence[str],
+    accounting: TreeAccounting,
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    stdin: Any = None,
+    **start: Any,
+) -> Process:
+    """Start ``argv`` through the gate and move it into ``accounting``'s groups (``can_join``
+    must hold); ``start`` goes on to ``Process.start``. Without ``stdin`` the command gets a
+    pipe of its own, which carries the line and then reads as end of file. With a ``stdin`` of
+    the caller's, the caller writes ``GATE_LINE`` to it first, then the command's input. If the
+    move fails, the shell is killed before it runs anything."""
+    gate_r, gate_w = os.pipe() if stdin is None else (-1, -1)
+    try:
+        process = Process.start(
+            gated_argv(argv, env, cwd),
+            env=env,
+            cwd=cwd,
+            stdin=gate_r if stdin is None else stdin,
+            **start,
+        )
+        try:
+            accounting.attach(process.pid)
+            if gate_w >= 0:
+                os.write(gate_w, GATE_LINE)
+        except BaseException:
+            process.kill()
+            raise
+        return process
+    finally:
+        for fd in (gate_r, gate_w):
+            if fd >= 0:
+                os.close(fd)

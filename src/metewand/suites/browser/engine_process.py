@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import socket
@@ -323,38 +322,13 @@ class EngineProcess:
         self, env: dict[str, str], root: Path, stdout: IO[bytes], stderr: IO[bytes]
     ) -> Process:
         accounting = self.accounting
-        if accounting is None or not gate.can_join(accounting):
-            join = self.preexec_fn
-            if join is None and accounting is not None:
-                join = accounting.preexec_join()
-            argv = self.argv
-            return Process.start(
-                argv, stdout=stdout, stderr=stderr, env=env, cwd=root, join=join, watch=True
-            )
-        gate_r, gate_w = os.pipe()
-        try:
-            process = Process.start(
-                gate.gated_argv(self.argv, env, root),
-                stdin=gate_r,
-                stdout=stdout,
-                stderr=stderr,
-                env=env,
-                cwd=root,
-                watch=True,
-            )
-            os.close(gate_r)
-            gate_r = -1
-            try:
-                accounting.attach(process.pid)
-                os.write(gate_w, gate.GATE_LINE)
-            except BaseException:
-                process.kill()
-                raise
-            return process
-        finally:
-            for fd in (gate_r, gate_w):  # the engine's stdin then reads as end of file
-                if fd >= 0:
-                    os.close(fd)
+        streams: dict[str, Any] = {"stdout": stdout, "stderr": stderr, "watch": True}
+        if accounting is not None and gate.can_join(accounting):
+            return gate.start_joined(self.argv, accounting, env=env, cwd=root, **streams)
+        join = self.preexec_fn
+        if join is None and accounting is not None:
+            join = accounting.preexec_join()
+        return Process.start(self.argv, env=env, cwd=root, join=join, **streams)
 
     async def _wait_ready(self, started: float) -> dict[str, Any]:
         url = f"http://{LOOPBACK}:{self.port}/json/version"

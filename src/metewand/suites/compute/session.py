@@ -145,36 +145,35 @@ class WorkerSession:
             env["METEWAND_PROTOCOL_WRITE_FD"] = str(resp_w)
         # Through measure.gate where there are groups: a preexec_fn join forks all of metewand
         # (copy-on-write faults in this process afterwards), the gate's shell is vforked.
-        gated = gate.can_join(self.accounting)
-        join = self.accounting.preexec_join() if self.accounting and not gated else None
-        gate_r, gate_w = os.pipe() if gated and not stdio else (-1, -1)
+        common: dict[str, Any] = {
+            "env": env,
+            "cwd": self.spec.cwd,
+            "pass_fds": () if stdio else (req_r, resp_w),
+            "stdout": resp_w if stdio else subprocess.PIPE,
+            "stderr": subprocess.PIPE,
+        }
+        # over stdio the worker's stdin is the request pipe: the gate line goes first on it;
+        # otherwise the gate gives it a stdin of its own (end of file after the line)
+        stdin = req_r if stdio else None
+        accounting = self.accounting
+        groups = accounting if gate.can_join(accounting) else None
         try:
-            self.proc = Process.start(
-                gate.gated_argv(self.spec.argv, env, self.spec.cwd) if gated else self.spec.argv,
-                cwd=self.spec.cwd,
-                env=env,
-                stdin=req_r if stdio else (gate_r if gated else subprocess.DEVNULL),
-                pass_fds=() if stdio else (req_r, resp_w),
-                stdout=resp_w if stdio else subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                join=join,
-            )
+            if groups is not None:
+                self.proc = gate.start_joined(self.spec.argv, groups, stdin=stdin, **common)
+            else:
+                join = accounting.preexec_join() if accounting is not None else None
+                stdin = subprocess.DEVNULL if stdin is None else stdin
+                self.proc = Process.start(self.spec.argv, stdin=stdin, join=join, **common)
         except BaseException:
-            for fd in (req_r, req_w, resp_r, resp_w, gate_r, gate_w):
-                if fd >= 0:
-                    os.close(fd)
-            raise
-        for fd in (req_r, resp_w, gate_r):
-            if fd >= 0:
+            for fd in (req_r, req_w, resp_r, resp_w):
                 os.close(fd)
-        try:
-            if self.accounting is not None:
-                self.accounting.attach(self.proc.pid)  # the /proc backend walks from this root
-            if gated:  # in its groups now: let it exec
-                os.write(req_w if stdio else gate_w, gate.GATE_LINE)
-        finally:
-            if gate_w >= 0:
-                os.close(gate_w)  # the worker's stdin then reads as end of file, as /dev/null does
+            raise
+        os.close(req_r)
+        os.close(resp_w)
+        if groups is None and accounting is not None:
+            accounting.attach(self.proc.pid)  # the /proc backend walks from this root
+        elif groups is not None and stdio:
+            os.write(req_w, gate.GATE_LINE)  # in its groups now: let it exec
         self.channel = Channel(resp_r, req_w)
         channel = self.channel
         # The worker's own exit (not its pipes' end of file) tells the channel it is gone.
