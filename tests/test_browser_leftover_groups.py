@@ -27,9 +27,20 @@ def _recorded_groups(run_dir: Path) -> list[str]:
     return [r["path"] for r in records if r.get("kind") == "group"]
 
 
+def _running(binary: str, pids: list[int]) -> list[int]:
+    found = []
+    for pid in pids:
+        try:
+            if os.readlink(f"/proc/{pid}/exe") == binary:
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
 @pytest.mark.timeout(240)
 def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path) -> None:
-    resolved_or_skip("lightpanda")
+    binary = str(resolved_or_skip("lightpanda").binary)
     run_id = f"bk{os.getpid()}"
     run_dir = tmp_path / "runs" / run_id
     proc = subprocess.Popen(
@@ -66,7 +77,9 @@ def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # an engine group is in use by a live engine
             live = [g for g in _recorded_groups(run_dir) if os.path.isdir(g)]
-            if live and marked_processes(run_id) and proc.poll() is None:
+            # the engine itself: a launch's gate shell carries the markers before it execs the
+            # engine, and exits unrun when the runner dies first (measure.gate)
+            if live and _running(binary, marked_processes(run_id)) and proc.poll() is None:
                 break
             time.sleep(0.05)
         else:
