@@ -20,7 +20,7 @@ from metewand.measure.cgroups import (
     V1CpuacctGroup,
     V1MemoryGroup,
     V2Group,
-    detect_layout,
+    detect_layout_cached,
 )
 from metewand.measure.forms import Measurement, QualityFlag, Reason, complete, partial, unavailable
 
@@ -404,7 +404,7 @@ def open_accounting(
     """
     if backend != "auto" and backend not in _OPENERS:
         raise ValueError(f"unknown backend {backend!r}; choose auto or one of {BACKENDS}")
-    layout = layout or detect_layout()
+    layout = layout or detect_layout_cached()
     order = BACKENDS if backend == "auto" else (backend,)
     reasons: list[str] = []
     for name in order:

@@ -209,15 +209,41 @@ def own_v2_dir() -> str | None:
 
 
 def detect_layout() -> CgroupLayout:
-    reasons: dict[str, str] = {}
+    """The layout as it is now, every hierarchy's writability probed afresh."""
     try:
-        mounts = _parse_mountinfo(_read_text("/proc/self/mountinfo"))
-        v2_path, v1_paths = _parse_self_cgroup(_read_text("/proc/self/cgroup"))
+        sources = (_read_text("/proc/self/mountinfo"), _read_text("/proc/self/cgroup"))
     except OSError as exc:
         return CgroupLayout(None, {}, {"cgroup": f"cannot read /proc/self: {exc}"})
+    return _layout_of(*sources)
+
+
+def _layout_of(mountinfo: str, self_cgroup: str) -> CgroupLayout:
+    reasons: dict[str, str] = {}
+    mounts = _parse_mountinfo(mountinfo)
+    v2_path, v1_paths = _parse_self_cgroup(self_cgroup)
     v2 = _v2_hierarchy(mounts, v2_path, reasons)
     v1 = _v1_hierarchies(mounts, v1_paths, reasons)
     return CgroupLayout(v2, v1, reasons)
+
+
+_known_layouts: dict[tuple[int, str, str], CgroupLayout] = {}
+
+
+def detect_layout_cached() -> CgroupLayout:
+    """``detect_layout`` without probing again while this process's mounts and groups read the
+    same: every accounting group a run opens (two per compute attempt) paid ~1 ms of mkdir and
+    rmdir probes in four hierarchies for an answer that had not changed. A hierarchy that stops
+    accepting groups later still fails the group's own mkdir, and ``open_accounting`` falls
+    back from that as it does after a probe that said yes."""
+    try:
+        key = (os.getpid(), _read_text("/proc/self/mountinfo"), _read_text("/proc/self/cgroup"))
+    except OSError:
+        return detect_layout()  # says why, uncached
+    layout = _known_layouts.get(key)
+    if layout is None:
+        _known_layouts.clear()  # one entry: a process moved to another group keeps no stale one
+        layout = _known_layouts[key] = _layout_of(key[1], key[2])
+    return layout
 
 
 class Group:
