@@ -32,6 +32,21 @@ def test_out_of_range_becomes_unavailable() -> None:
     assert forms.complete(canonical.SAFE_INTEGER_MAX).value == canonical.SAFE_INTEGER_MAX
 
 
+@pytest.mark.parametrize("value", [0, 1, 2**31, canonical.SAFE_INTEGER_MAX, True, 7.9])
+def test_complete_builds_the_form_the_checked_constructor_builds(value: object) -> None:
+    # complete() skips the checks for an int in range: same fields, type and bytes as checked
+    fast = forms.complete(value, "cgroup2:cpu.stat")  # type: ignore[arg-type]
+    checked = forms.Measurement(forms.Status.COMPLETE, int(value), None, "cgroup2:cpu.stat")  # type: ignore[call-overload]
+    assert type(fast) is forms.Measurement and type(fast.value) is int
+    assert tuple(fast) == tuple(checked)
+    assert canonical.dumps(fast.to_json()) == canonical.dumps(checked.to_json())
+
+
+def test_complete_still_refuses_a_negative_value() -> None:
+    with pytest.raises(forms.FormError):
+        forms.complete(-1)
+
+
 @pytest.mark.parametrize(
     "obj",
     [
