@@ -6,9 +6,10 @@ It runs, one after the other, the same commands a user would type:
 2. the compute example (``run`` on the packaged ``sorting`` example) and its report;
 3. a calibrated browser comparison of chrome and lightpanda on the built-in suite: one profiled
    run whose observer is calibrated by interleaved unobserved twins, and its reports. By
-   default on the tasks tagged ``purpose.demo`` (7 tasks; the whole demo is meant to take under
-   three minutes on a quiet 2-core host, and took 181 s at load average 7-19); ``--full`` takes
-   the whole suite (29 tasks, several times longer).
+   default on the tasks tagged ``purpose.demo`` (6 tasks whose Chrome attempts last ~430-680 ms,
+   long enough for the observer's two exact PSS walks to stay under the calibration's 10% on a
+   2-vCPU host; the whole demo is meant to take under three minutes on a quiet 2-core host, and
+   took 163 s at load ~1); ``--full`` takes the whole suite (29 tasks, several times longer).
 
 Then it prints the verdict of each suite (``compare.verdict``): the question, the answer with its
 key figures and CIs, eligibility with the failed conditions in words, the failures grouped by
