@@ -66,9 +66,10 @@ def groups_made_by(pid: int) -> list[str]:
     live run's "groups" vanish while the run went on)."""
     found = []
     for path in orphans.metewand_groups():
-        if os.path.basename(path).startswith(cgroups.PROBE_PREFIX):
+        name = os.path.basename(path)
+        if name.startswith(cgroups.PROBE_PREFIX):
             continue
-        creator = orphans.creator_of(os.path.basename(path))
+        creator = orphans.creator_of(name)
         if creator is not None and creator[0] == pid:
             found.append(path)
     return found

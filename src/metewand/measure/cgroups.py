@@ -226,7 +226,7 @@ def _layout_of(mountinfo: str, self_cgroup: str) -> CgroupLayout:
     return CgroupLayout(v2, v1, reasons)
 
 
-_known_layouts: dict[tuple[int, str, str], CgroupLayout] = {}
+_last_layout: tuple[tuple[int, str, str], CgroupLayout] | None = None  # (its sources, it)
 
 
 def detect_layout_cached() -> CgroupLayout:
@@ -235,15 +235,15 @@ def detect_layout_cached() -> CgroupLayout:
     rmdir probes in four hierarchies for an answer that had not changed. A hierarchy that stops
     accepting groups later still fails the group's own mkdir, and ``open_accounting`` falls
     back from that as it does after a probe that said yes."""
+    global _last_layout
     try:
-        key = (os.getpid(), _read_text("/proc/self/mountinfo"), _read_text("/proc/self/cgroup"))
+        mountinfo, self_cgroup = _read_text("/proc/self/mountinfo"), _read_text("/proc/self/cgroup")
     except OSError:
         return detect_layout()  # says why, uncached
-    layout = _known_layouts.get(key)
-    if layout is None:
-        _known_layouts.clear()  # one entry: a process moved to another group keeps no stale one
-        layout = _known_layouts[key] = _layout_of(key[1], key[2])
-    return layout
+    sources = (os.getpid(), mountinfo, self_cgroup)
+    if _last_layout is None or _last_layout[0] != sources:
+        _last_layout = (sources, _layout_of(mountinfo, self_cgroup))
+    return _last_layout[1]
 
 
 class Group:

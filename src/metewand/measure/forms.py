@@ -135,7 +135,7 @@ def complete(value: int, source: str | None = None) -> Measurement:
     v = int(value)
     if 0 <= v <= SAFE_INTEGER_MAX:
         # what _check would accept: an int in range, complete, no reason. Phase marks decode
-        # ~150 of these per browser attempt: 0.3 us each this way, 1.9 us through the checks.
+        # ~150 of these per browser attempt: 0.75 us each this way, 1.9 us through the checks.
         return _new_fields(Measurement, (Status.COMPLETE, v, None, source))
     return _ranged(v, lambda: Measurement(Status.COMPLETE, v, None, source))
 
