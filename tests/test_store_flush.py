@@ -94,3 +94,70 @@ def test_a_failed_fsync_fails_the_next_append(
     finally:
         log.fail = False
         store.close()
+
+
+# A child that notes writes in a tight loop while Ctrl-C keeps arriving. The handler raises only
+# while a note is under way, so every KeyboardInterrupt lands inside ``note`` (anywhere in it) and
+# is caught, as a run's interrupted attempt is caught and its store then closed.
+_INTERRUPTED_NOTER = """
+import os, signal, sys, time
+from metewand.runtime.flusher import Flusher
+
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+flusher = Flusher(fd, interval_s=0.001)
+inside = False
+interrupts = 0
+
+def interrupt(signum, frame):
+    if inside:
+        raise KeyboardInterrupt
+
+def noting(end):
+    global inside
+    while time.monotonic() < end:
+        inside = True
+        flusher.note()
+        inside = False
+
+signal.signal(signal.SIGINT, interrupt)
+end = time.monotonic() + float(sys.argv[2])
+print("ready", flush=True)
+while time.monotonic() < end:
+    try:
+        noting(end)
+    except KeyboardInterrupt:
+        inside = False
+        interrupts += 1
+flusher.close()
+print(interrupts, flush=True)
+"""
+
+
+def test_ctrl_c_during_note_never_leaves_close_waiting_forever(tmp_path: Path) -> None:
+    """A KeyboardInterrupt can land on any bytecode of the main thread, including the one right
+    after a lock was taken inside a Python-level ``__enter__`` (``threading.Condition``'s), which
+    then stays held: the flusher thread waited for it forever and ``close`` with it (a Ctrl-C'd
+    Dask run hung so in CI). ``note`` must take no such lock; 200 interrupts during notes, then
+    ``close`` returns."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTED_NOTER, str(tmp_path / "rows"), "3"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for _ in range(200):
+            child.send_signal(signal.SIGINT)
+            time.sleep(0.005)
+        out, _ = child.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail("close() never returned after Ctrl-C during note(): a lock was left held")
+    assert child.returncode == 0
+    assert int(out.strip()) >= 100  # most interrupts landed inside a note

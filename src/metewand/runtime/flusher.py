@@ -19,7 +19,9 @@ append itself was before.
 from __future__ import annotations
 
 import os
+import queue
 import threading
+import time
 from pathlib import Path
 
 from metewand.runtime.rundir import StoreError, fsync_dir
@@ -28,10 +30,16 @@ FLUSH_INTERVAL_S = 1.0
 
 
 class Flusher:
+    """The main thread only takes C-level locks here and wakes the thread through a
+    ``SimpleQueue``: a Ctrl-C lands between any two bytecodes, and one landing inside a
+    Python-level ``__enter__`` (``threading.Condition``'s) leaves its lock held, which left the
+    thread, and ``close`` joining it, waiting forever."""
+
     def __init__(self, fd: int, interval_s: float = FLUSH_INTERVAL_S) -> None:
         self._fd = fd
         self._interval_s = interval_s
-        self._cond = threading.Condition()
+        self._state = threading.Lock()  # _dirty and _dirs
+        self._wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._dirty = False
         self._dirs: set[str] = set()
         self._error: BaseException | None = None
@@ -41,7 +49,7 @@ class Flusher:
 
     def note(self, directory: Path | None = None) -> None:
         """Something was written (and ``directory`` had an entry renamed into it)."""
-        with self._cond:
+        with self._state:  # a C lock: released whatever exception leaves the block
             self._dirty = True
             if directory is not None:
                 self._dirs.add(str(directory))
@@ -50,7 +58,7 @@ class Flusher:
                     target=self._loop, name="mw-store-flush", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+        self._wake.put(None)
 
     def check(self) -> None:
         """Raise the error a background pass met, once."""
@@ -64,27 +72,36 @@ class Flusher:
         self.check()
 
     def close(self) -> None:
-        with self._cond:
-            self._closing = True
-            self._cond.notify()
+        self._closing = True
+        self._wake.put(None)
         if self._thread is not None:
             self._thread.join()
         self.flush()
 
     def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._dirty and not self._closing:
-                    self._cond.wait()
-                if self._closing:
-                    return
+        while not self._closing:
+            if not self._dirty:
+                self._wake.get()  # a note (its wake-up may have been taken by the rest)
+                continue
             self._pass()
-            with self._cond:  # rest: what is written meanwhile goes in the next pass
-                self._cond.wait_for(lambda: self._closing, self._interval_s)
+            self._rest()
+
+    def _rest(self) -> None:
+        """Wait ``interval_s`` (what is written meanwhile goes in the next pass), or until
+        closing."""
+        deadline = time.monotonic() + self._interval_s
+        while not self._closing:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                self._wake.get(timeout=remaining)
+            except queue.Empty:
+                return
 
     def _pass(self) -> None:
         with self._pass_lock:
-            with self._cond:
+            with self._state:
                 dirty, dirs = self._dirty, self._dirs
                 self._dirty, self._dirs = False, set()
             if not dirty:
