@@ -103,7 +103,8 @@ async def fd_ready_async(fd: int, timeout_s: float | None) -> bool:
 
     loop.add_reader(own, wake)
     try:
-        await asyncio.wait_for(ready, timeout_s)
+        async with asyncio.timeout(timeout_s):
+            await ready
         return True
     except TimeoutError:
         return False

@@ -247,7 +247,8 @@ class LongLivedAdapter:
         assert isinstance(into, asyncio.WriteTransport) and reader is not None
         try:
             into.write(json.dumps(payload).encode() + b"\n")
-            line = await asyncio.wait_for(reader.readline(), deadline_s)
+            async with asyncio.timeout(deadline_s):
+                line = await reader.readline()
         except TimeoutError:
             return "adapter_hang", None, f"no result within {deadline_s:.1f} s", b""
         except (BrokenPipeError, ConnectionResetError):
@@ -272,7 +273,8 @@ class LongLivedAdapter:
         if reader is None:
             return False
         try:
-            return bool(await asyncio.wait_for(reader.read(STDOUT_LIMIT), STRAY_WAIT_S))
+            async with asyncio.timeout(STRAY_WAIT_S):
+                return bool(await reader.read(STDOUT_LIMIT))
         except TimeoutError:
             return False
 

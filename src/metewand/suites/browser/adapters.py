@@ -388,7 +388,8 @@ async def _supervise(
     op_marks = listener.finish() if listener is not None else None
     leftovers = await asyncio.to_thread(_sweep, process, accounting)
     try:
-        stdout = await asyncio.wait_for(reader, STDOUT_DRAIN_S)
+        async with asyncio.timeout(STDOUT_DRAIN_S):
+            stdout = await reader
     except TimeoutError:
         stdout = b""
     if stdin_transport.get_write_buffer_size():  # never read: drop it (else already closed)

@@ -145,8 +145,10 @@ async def run_task_attempt(
             mark("connect")
             client = await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000)
             before = _Counters.of(client)
-        verdict = await asyncio.wait_for(
-            _drive(
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for returned a result that came in
+        # with a cancel (Ctrl-C) and dropped the cancel
+        async with asyncio.timeout(_hard_kill_s(task)):
+            verdict = await _drive(
                 task,
                 client,
                 isolation,
@@ -160,9 +162,7 @@ async def run_task_attempt(
                 hook,
                 grader_token,
                 mark,
-            ),
-            _hard_kill_s(task),
-        )
+            )
         outcome = verdict.classification
     except Exception as exc:  # every failure becomes a classified outcome
         outcome = classify.classify_exception(exc)

@@ -279,7 +279,11 @@ class CdpClient:
         started = time.perf_counter()
         try:
             await self._send_frame(message)
-            reply = await asyncio.wait_for(future, timeout)
+            # asyncio.timeout, not wait_for: on Python 3.11, a cancel that came after the reply
+            # but before this resumed made wait_for return the reply and drop the cancel (a
+            # hard-killed attempt then ran on). The same below for events.
+            async with asyncio.timeout(timeout):
+                reply = await future
         except TimeoutError:
             raise CdpTimeout(method, timeout) from None
         finally:
@@ -323,7 +327,8 @@ class CdpClient:
         self._waiters.append(waiter)
         started = time.perf_counter()
         try:
-            return await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                return await future
         except TimeoutError:
             raise CdpTimeout(f"event {method}", timeout) from None
         finally:
