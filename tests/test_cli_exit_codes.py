@@ -75,6 +75,20 @@ def test_run_exits_0_when_all_accepted_with_relative_out_from_another_dir(tmp_pa
     assert manifest["data"]["manifest_path"] == str(tmp_path / "bench" / "metewand.toml")
 
 
+def test_no_report_writes_no_derived_files_and_report_writes_them_later(tmp_path: Path) -> None:
+    _manifest(tmp_path, {"good": "ok"})
+    done = metewand("run", "--run-id", "r", "--no-progress", "--no-report", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "runs" / "r"
+    assert f"derived files not written (--no-report): metewand report {run}" in done.stderr
+    derived = ("scores.json", "scorecard.md", "report.html", "results.csv")
+    assert not any((run / name).exists() for name in derived)
+    assert [r["status"] for r in rows_of(run)] == ["accepted"]
+    later = metewand("report", "runs/r", cwd=tmp_path)
+    assert later.returncode == 0, later.stderr
+    assert all((run / name).is_file() for name in derived)
+
+
 def test_run_exits_1_when_an_attempt_failed_and_says_which_code_last(tmp_path: Path) -> None:
     _manifest(tmp_path, {"good": "ok", "bad": "crash"})
     done = metewand("run", "metewand.toml", "--run-id", "r", "--no-progress", cwd=tmp_path)
@@ -270,9 +284,17 @@ def test_browser_run_exits_0_with_failed_tasks_and_1_with_fail_on(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert sorted(r["status"] for r in rows_of(tmp_path / "runs/plain")) == ["fail", "pass"]
     assert "warning: 1 of 2 attempts did not pass: fail 1" in done.stderr
-    strict = metewand(*common, "--run-id", "strict", "--fail-on", "fail,timeout", cwd=tmp_path)
+    assert (tmp_path / "runs/plain/scores.json").is_file()
+    # the verdict is read from the rows: a run that writes no derived files exits the same
+    strict = metewand(
+        *common, "--run-id", "strict", "--fail-on", "fail,timeout", "--no-report", cwd=tmp_path
+    )
     assert strict.returncode == 1 and "exit 1: attempts ended fail" in strict.stderr
-    lenient = metewand(*common, "--run-id", "lenient", "--fail-on", "timeout", cwd=tmp_path)
+    assert "derived files not written (--no-report)" in strict.stderr
+    assert not (tmp_path / "runs/strict/scores.json").exists()
+    lenient = metewand(
+        *common, "--run-id", "lenient", "--fail-on", "timeout", "--no-report", cwd=tmp_path
+    )
     assert lenient.returncode == 0, lenient.stderr
     bad = metewand(*common, "--run-id", "bad", "--fail-on", "failed", cwd=tmp_path)
     assert bad.returncode == 2 and not (tmp_path / "runs/bad").exists()

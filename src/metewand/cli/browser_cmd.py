@@ -18,7 +18,7 @@ from metewand.cli.browser_info_cmd import (
     scenarios,
     tasks_dir_option,
 )
-from metewand.cli.derived import write_derived
+from metewand.cli.derived import report_flag, write_derived
 from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
 from metewand.cli.history_hook import add_to_history, history_flags
 from metewand.cli.rundirs import find_run_dir, resolve_run_dir
@@ -218,6 +218,7 @@ def browser() -> None:
     help="Record a missing engine's attempts as unsupported instead of exiting 3.",
 )
 @executor_options("--jobs slots on this machine, each with its own engines")
+@report_flag
 @history_flags
 def run(**opts: object) -> None:
     """Run tasks x engines x k attempts; rows go to OUT/RUN_ID/results.jsonl.
@@ -279,7 +280,7 @@ def run(**opts: object) -> None:
     )
     if result.exit_code != exit_codes.OK or result.run_dir is None:
         sys.exit(result.exit_code)
-    if not write_derived(result.run_dir, echo):
+    if not write_derived(result.run_dir, echo, skip=bool(opts["no_report"])):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     if executor.kind == "dask":
         print_hosts(result.run_dir, echo)

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from metewand.cli import exit_codes
-from metewand.cli.derived import write_derived
+from metewand.cli.derived import report_flag, write_derived
 from metewand.cli.executor_flags import check_executor, executor_options, print_hosts
 from metewand.cli.history_hook import add_to_history, history_flags
 from metewand.cli.rundirs import resolve_run_dir
@@ -177,6 +177,7 @@ def _resumed_manifest(run_dir: Path) -> str:
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar or lines; summary only.")
 @click.option("--quiet", "-q", is_flag=True, help="Only errors and the run directory.")
+@report_flag
 @history_flags
 def run(
     manifest: str | None,
@@ -197,6 +198,7 @@ def run(
     dask_local: int | None,
     phase_marks: bool | None,
     ab_baseline: str | None,
+    no_report: bool,
     history_path: str | None,
     no_history: bool,
 ) -> None:
@@ -234,6 +236,7 @@ def run(
         summary,
         executor,
         quiet,
+        no_report,
         lambda: add_to_history(
             summary.run_dir, out_dir, history_path, no_history, _echo_unless(quiet)
         ),
@@ -339,10 +342,12 @@ def _echo_unless(quiet: bool) -> Any:
     return echo
 
 
-def _conclude(summary: Any, executor: str, quiet: bool, remember: Callable[[], None]) -> None:
-    """Derived files, the run added to the history (``remember``), the case table and counts,
-    warnings last (where the user looks)."""
-    if not write_derived(summary.run_dir, lambda text: click.echo(text, err=True)):
+def _conclude(
+    summary: Any, executor: str, quiet: bool, no_report: bool, remember: Callable[[], None]
+) -> None:
+    """Derived files (unless ``no_report``), the run added to the history (``remember``), the
+    case table and counts, warnings last (where the user looks)."""
+    if not write_derived(summary.run_dir, _echo_unless(quiet), skip=no_report):
         sys.exit(exit_codes.BENCHMARK_FAILURES)
     remember()  # after the derived files: the history hashes the run directory as it stays
     if not quiet:
