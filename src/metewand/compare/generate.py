@@ -21,7 +21,6 @@ from metewand import canonical
 from metewand.compare import compare_suites  # noqa: F401  (the edge: registers the suite kinds)
 from metewand.compare.hosts import hosts_block
 from metewand.compare.report_hosts import hosts_markdown
-from metewand.compare.report_html import render_report
 from metewand.compare.report_resources import (
     RESOURCE_CARD,
     RESOURCE_SUMMARY,
@@ -77,6 +76,10 @@ def _csv(d: Derived) -> dict[str, tuple[str, bytes]]:
 
 
 def _report_html(d: Derived) -> dict[str, tuple[str, bytes]]:
+    # here, not at import: report.html draws with matplotlib (~0.9 s of CPU to import on a 2-vCPU
+    # host), which a run whose suite derives no HTML (a browser run: scores.json) never needs
+    from metewand.compare.report_html import render_report
+
     return {"html": (REPORT, render_report(d.run, d.scores, d.resources).encode("utf-8"))}
 
 
