@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -139,11 +143,6 @@ def test_ctrl_c_during_note_never_leaves_close_waiting_forever(tmp_path: Path) -
     then stays held: the flusher thread waited for it forever and ``close`` with it (a Ctrl-C'd
     Dask run hung so in CI). ``note`` must take no such lock; 200 interrupts during notes, then
     ``close`` returns."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     child = subprocess.Popen(
         [sys.executable, "-c", _INTERRUPTED_NOTER, str(tmp_path / "rows"), "3"],
         stdout=subprocess.PIPE,
