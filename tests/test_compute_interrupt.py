@@ -55,7 +55,17 @@ raise SystemExit(role().serve())
 """
 
 
-def _manifest(tmp_path: Path, marker: str) -> Path:
+# an experiment a run can leave out with --experiment slow
+QUICK_EXPERIMENT = """
+[[experiments]]
+name = "quick"
+problem = "answer"
+implementations = ["a"]
+repetitions = 3
+"""
+
+
+def _manifest(tmp_path: Path, marker: str, extra: str = "") -> Path:
     script = tmp_path / "sleepy.py"
     script.write_text(SLEEPY)
     (tmp_path / "sleep_a").write_text("0.1")
@@ -90,7 +100,8 @@ problem = "answer"
 implementations = ["a", "b"]
 repetitions = 2
 execution_policy = "patient"
-""",
+"""
+        + extra,
     )
 
 
@@ -198,3 +209,40 @@ def test_sigint_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
     manifest_data = json.loads((run_dir / "run_manifest.json").read_text())
     assert manifest_data["state"] == "complete"
     assert manifest_data["data"]["dataset_materializations"], "materialization receipts recorded"
+
+
+def test_a_resume_keeps_the_experiments_the_run_was_started_with(tmp_path: Path) -> None:
+    """``--experiment slow``, Ctrl-C, then ``--resume`` without the flag: the run finishes the
+    slow experiment's attempts and never plans the other's; another selection is refused."""
+    marker = f"mw-interrupt-sel-{os.getpid()}-{tmp_path.name}"
+    manifest = _manifest(tmp_path, marker, QUICK_EXPERIMENT)
+    whole = build_plan(load(str(manifest))).attempts
+    slow = {a.key for a in whole if a.key.startswith("slow/")}
+    assert slow and len(slow) < len(whole)
+    out = ["--out", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache")]
+    run_dir = tmp_path / "runs" / "r"
+
+    proc = _metewand(
+        "run", str(manifest), "--experiment", "slow", "--run-id", "r", *out, cwd=tmp_path
+    )
+    try:
+        _interrupt_mid_run(proc, run_dir, marker)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        _kill_all(proc, marker)
+    assert proc.returncode == 130, stderr
+    before = (run_dir / "results.jsonl").read_bytes()
+
+    (tmp_path / "sleep_b").write_text("0.1")
+    other = _metewand("run", "--resume", "r", "--experiment", "quick", *out, cwd=tmp_path)
+    _, stderr = other.communicate(timeout=60)
+    assert other.returncode == 2, stderr
+    assert "was run with --experiment slow; resuming with --experiment quick" in stderr
+    assert (run_dir / "results.jsonl").read_bytes() == before, "a refused resume wrote rows"
+
+    resumed = _metewand("run", "--resume", "r", *out, "--no-progress", cwd=tmp_path)
+    _, stderr = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, stderr
+    assert sorted(row["key"] for row in _rows(run_dir)) == sorted(slow)
+    data = json.loads((run_dir / "run_manifest.json").read_text())["data"]
+    assert data["selected_experiments"] == ["slow"] and data["planned_attempts"] == len(slow)

@@ -25,17 +25,18 @@ Examples:
   metewand plan examples/sorting/metewand.toml
   metewand plan examples/sorting/metewand.toml --json | head -3
   metewand plan examples/sorting/metewand.toml --explain
+  metewand plan examples/sorting/metewand.toml --experiment presorted
 """
 
 RUN_EXAMPLES = """\b
 Examples:
   metewand run examples/sorting/metewand.toml
-  metewand run examples/sorting/metewand.toml --jobs 2 --run-id sort1
-  metewand run examples/sorting/metewand.toml --run-id sort2 --no-progress
-  metewand run examples/sorting/metewand.toml --run-id sort3 --no-phase-marks
-  metewand run --resume sort1            # after Ctrl-C (exit 130)
-  metewand run examples/sorting/metewand.toml --executor dask --dask-local 2 --run-id sortd
-  cd examples/sorting && metewand run --quiet   # ./metewand.toml; no progress, no table
+  metewand run examples/sorting/metewand.toml --experiment presorted --jobs 2 --run-id sort1
+  metewand run examples/sorting/metewand.toml --experiment presorted --run-id sort2 --no-progress
+  metewand run examples/sorting/metewand.toml --experiment presorted --run-id sort3 --no-phase-marks
+  metewand run --resume sort1            # after Ctrl-C (exit 130); keeps --experiment
+  metewand run examples/sorting/metewand.toml --experiment presorted --executor dask --dask-local 2 --run-id sortd
+  cd examples/sorting && metewand run --quiet --experiment presorted   # ./metewand.toml
 """
 
 
@@ -53,14 +54,29 @@ def _max_attempts_option(command: Any) -> Any:
     )(command)
 
 
-def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any, Any]:
-    """The manifest and its plan, or every validation error and exit 2."""
+def _experiment_option(command: Any) -> Any:
+    return click.option(
+        "--experiment",
+        "experiments",
+        multiple=True,
+        metavar="NAME",
+        help="Only this experiment of the manifest (repeat for more); default all. Its attempts "
+        "are the ones a whole run plans for it, so its rows compare with a whole run's.",
+    )(command)
+
+
+def _load(
+    manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS, experiments: tuple[str, ...] = ()
+) -> tuple[Any, Any]:
+    """The manifest (narrowed to ``experiments`` when given) and its plan, or every validation
+    error and exit 2."""
+    from metewand.suites.compute.experiment_select import select
     from metewand.suites.compute.manifest import ManifestError
     from metewand.suites.compute.manifest_load import load
     from metewand.suites.compute.plan_expand import build_plan
 
     try:
-        loaded = load(manifest)
+        loaded = select(load(manifest), experiments)
         return loaded, build_plan(loaded, max_attempts)
     except ManifestError as exc:
         for line in exc.errors:
@@ -78,13 +94,16 @@ def _load(manifest: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> tuple[Any,
     "the plan cannot run on this host.",
 )
 @_max_attempts_option
-def plan(manifest: str, as_json: bool, explain: bool, max_attempts: int) -> None:
+@_experiment_option
+def plan(
+    manifest: str, as_json: bool, explain: bool, max_attempts: int, experiments: tuple[str, ...]
+) -> None:
     """Show the attempts MANIFEST expands to, without running anything.
 
     MANIFEST may be written in metewand's dialect or in the Rust metewand's."""
     from metewand import canonical
 
-    loaded, expanded = _load(manifest, max_attempts)
+    loaded, expanded = _load(manifest, max_attempts, experiments)
     if explain:
         from metewand.suites.compute.explain import explain as explain_lines
 
@@ -149,6 +168,7 @@ def _resumed_manifest(run_dir: Path) -> str:
     help="Seconds between host telemetry samples (0.1 to 3600).",
 )
 @_max_attempts_option
+@_experiment_option
 @click.option(
     "--host-foreign-cpu-max",
     type=click.FloatRange(min=0),
@@ -193,6 +213,7 @@ def run(
     no_progress: bool,
     quiet: bool,
     max_attempts: int,
+    experiments: tuple[str, ...],
     executor: str,
     scheduler: str | None,
     dask_local: int | None,
@@ -213,7 +234,8 @@ def run(
     # Every path is resolved here, once, against the directory the command was run from.
     out_dir = os.path.abspath(out_dir)
     resume_dir = resolve_run_dir(resume, out_dir, what="--resume") if resume else None
-    loaded = _checked_manifest(manifest, resume_dir, out_dir, run_id, max_attempts)
+    experiments = _experiments(experiments, resume_dir)
+    loaded = _checked_manifest(manifest, resume_dir, out_dir, run_id, max_attempts, experiments)
     ab_baseline = _checked_baseline(loaded, ab_baseline, resume_dir, max_attempts)
     if cache_dir is not None:
         _check_writable_dir(cache_dir, "--cache-dir")
@@ -230,6 +252,7 @@ def run(
         executor=chosen,
         phase_marks=_phase_marks(phase_marks, resume_dir),
         ab_baseline=ab_baseline,
+        experiments=experiments,
     )
     summary = _run_or_exit(loaded, options, resume_dir, no_progress, quiet)
     _conclude(
@@ -245,12 +268,19 @@ def run(
 
 
 def _checked_manifest(
-    manifest: str | None, resume_dir: Path | None, out_dir: str, run_id: str | None, limit: int
+    manifest: str | None,
+    resume_dir: Path | None,
+    out_dir: str,
+    run_id: str | None,
+    limit: int,
+    experiments: tuple[str, ...],
 ) -> Any:
     """The loaded manifest, once nothing would refuse the run (exit 2 or 3 otherwise)."""
     if manifest is None:
         manifest = _resumed_manifest(resume_dir) if resume_dir else DEFAULT_MANIFEST
-    loaded, expanded = _load(os.path.abspath(manifest), limit)  # before anything exists
+    loaded, expanded = _load(
+        os.path.abspath(manifest), limit, experiments
+    )  # before anything exists
     _refuse_before_running(loaded, expanded, out_dir, run_id if resume_dir is None else None)
     if resume_dir is None:  # a resumed run's dir is already there: --out is not written
         _check_writable_dir(out_dir, "--out")
@@ -294,6 +324,20 @@ def _recorded_baseline(run_dir: Path) -> str | None:
     except StoreError:
         return None  # the resume itself reports the unreadable run
     return ab.get("baseline_tree") if isinstance(ab, dict) else None
+
+
+def _experiments(given: tuple[str, ...], resume_dir: Path | None) -> tuple[str, ...]:
+    """The experiments as given; none given: all for a new run, the recorded selection for a
+    resumed one (a resume given another selection is refused by the runner)."""
+    if given or resume_dir is None:
+        return given
+    from metewand.runtime.store import RunView, StoreError
+
+    try:
+        return tuple(RunView(resume_dir).manifest["data"].get("selected_experiments") or ())
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
 
 
 def _phase_marks(flag: bool | None, resume_dir: Path | None) -> bool:

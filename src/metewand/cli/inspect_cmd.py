@@ -215,7 +215,7 @@ def inspect(
     Examples:
       metewand inspect runs/base1 --task own_ax_tree --engine chrome --attempt 1
       metewand inspect base1 --key L1/l1.raw_cdp/own_ax_tree/lightpanda/1 --json
-      metewand inspect sort1 --implementation c-mergesort --case 'scaling: distribution=uniform, size=20000' --repetition 1
+      metewand inspect sort1 --implementation c-mergesort --case 'presorted: swaps=200' --repetition 1
     """
     chosen = ComputeSelection(implementation, cases, repetition, attempt, warmup)
     browser_given = task is not None or engine is not None

@@ -33,6 +33,7 @@ from metewand.runtime.store import RunStore, RunView, StoreError
 from metewand.runtime.suite import Row, Unit
 from metewand.suites.compute.ab import Baseline, ab_plan, load_baseline, manifest_facts
 from metewand.suites.compute.execute import Timeouts
+from metewand.suites.compute.experiment_select import recorded, select
 from metewand.suites.compute.identities import LEGACY_IDENTITY_RECIPE
 from metewand.suites.compute.manifest import Manifest
 from metewand.suites.compute.manifest_guard import DEFAULT_MAX_ATTEMPTS
@@ -60,6 +61,7 @@ class RunOptions:
     executor: ExecutorChoice = field(default_factory=ExecutorChoice)  # local, or dask
     phase_marks: bool = True  # --no-phase-marks: attempts take no phase marks (rows' phases null)
     ab_baseline: str | None = None  # --ab-baseline: an interleaved A/B run against this tree
+    experiments: tuple[str, ...] = ()  # --experiment: only these of the manifest (empty: all)
 
 
 @dataclass
@@ -101,6 +103,12 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             f"differs (sha256 {data['manifest_sha256'][:12]}…): refusing to mix two benchmarks "
             "in one run"
         )
+    if recorded.get("selected_experiments") != data["selected_experiments"]:
+        raise StoreError(
+            f"{run_dir} was run with {_selection(recorded.get('selected_experiments'))}; "
+            f"resuming with {_selection(data['selected_experiments'])} would leave the run "
+            "with a plan it never had"
+        )
     recorded_tree = (recorded.get("ab") or {}).get("baseline_tree")
     tree = (data.get("ab") or {}).get("baseline_tree")
     if recorded_tree != tree:
@@ -117,6 +125,10 @@ def _check_same_benchmark(view: RunView, data: dict[str, Any]) -> None:
             "but it cannot be resumed; start a new run"
         )
     _check_rows_resumable(view)
+
+
+def _selection(names: list[str] | None) -> str:
+    return " ".join(f"--experiment {name}" for name in names) if names else "every experiment"
 
 
 RECEIPT_PATH = ("record", "provenance", "data", "context", "dataset_materialization")
@@ -137,7 +149,7 @@ def _check_rows_resumable(view: RunView) -> None:
 
 
 def _benchmark_facts(
-    manifest: Manifest, plan: Plan, jobs: int, phase_marks: bool
+    manifest: Manifest, plan: Plan, jobs: int, options: RunOptions
 ) -> dict[str, Any]:
     """The manifest data that says which benchmark this is (what a resume is checked against)."""
     with open(manifest.path, "rb") as fh:
@@ -151,9 +163,11 @@ def _benchmark_facts(
         "versions": {**VERSIONS, "measurements_version": 2},
         "jobs": jobs,
         "planned_attempts": len(plan.attempts),
+        # --experiment: the experiments planned (null: all of the manifest's)
+        "selected_experiments": recorded(options.experiments),
         "reference_implementation": manifest.reference_implementation,
         # whether attempts took phase marks (their reads are inside the timed envelope)
-        "phase_marks": phase_marks,
+        "phase_marks": options.phase_marks,
     }
 
 
@@ -222,7 +236,7 @@ def start_run(
     """Run (or resume) a manifest through ``runtime.run.start``: the outcome (exit code and what
     to say), and the summary when the run completed; ``reporter`` shows the counts."""
     options = absolute_options(options)
-    manifest = load(os.path.abspath(manifest_path))
+    manifest = select(load(os.path.abspath(manifest_path)), options.experiments)
     plan = build_plan(manifest, options.max_attempts)
     baseline = None
     if options.ab_baseline is not None:
@@ -230,7 +244,7 @@ def start_run(
         plan = ab_plan(plan, baseline)
     first = manifest.experiments[0].policy.jobs if manifest.experiments else 1
     jobs = max(1, options.jobs or first)
-    data = _benchmark_facts(manifest, plan, options.jobs or first, options.phase_marks)
+    data = _benchmark_facts(manifest, plan, options.jobs or first, options)
     if baseline is not None:
         data["ab"] = manifest_facts(baseline, manifest, plan)
     starter = _ComputeStart(manifest, plan, options, jobs, data, baseline)
@@ -277,6 +291,7 @@ def _ref_config(
         log_limit=options.log_limit,
         phase_marks=options.phase_marks,
         ab_baseline=options.ab_baseline,
+        experiments=options.experiments,
     )
 
 

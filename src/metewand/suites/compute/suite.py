@@ -31,6 +31,7 @@ from metewand.runtime.store import RunStore, RunView
 from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.compute.ab import Baseline, ab_plan, load_baseline, pairs_of
 from metewand.suites.compute.execute import AttemptInput, AttemptRun, Timeouts
+from metewand.suites.compute.experiment_select import select
 from metewand.suites.compute.interrupt import RunInterrupted, SessionRegistry
 from metewand.suites.compute.launch import Builder, launch_spec
 from metewand.suites.compute.manifest import Manifest
@@ -336,6 +337,7 @@ def suite_config(
     log_limit: int,
     phase_marks: bool = True,
     ab_baseline: str | None = None,
+    experiments: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The JSON config ``from_ref`` rebuilds the suite from (all paths absolute)."""
     return {
@@ -349,6 +351,7 @@ def suite_config(
         "log_limit": log_limit,
         "phase_marks": phase_marks,
         "ab_baseline": ab_baseline,
+        "experiments": list(experiments),
     }
 
 
@@ -359,7 +362,7 @@ def from_ref(ref: SuiteRef) -> ComputeSuite:
     scratch files live in a private dir under the run's ``.work``, removed when its slot closes
     (and with ``.work`` by the client's next session, should this worker die with the run)."""
     config = ref.config
-    manifest = load(config["manifest_path"])
+    manifest = select(load(config["manifest_path"]), config.get("experiments") or ())
     plan = build_plan(manifest, int(config["max_attempts"]))
     baseline = None
     if config.get("ab_baseline"):
