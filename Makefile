@@ -65,10 +65,12 @@ typecheck: install
 # Byte-compile our own sources once: where PYTHONDONTWRITEBYTECODE is set (these machines), Python
 # never caches them, and every metewand process and Python worker the suite starts would compile
 # them again (`metewand browser list` 0.94 -> 0.66 s, `measure --runs 1 -- true` 246 -> 154 ms).
-# compileall skips what is up to date; a stale file is only ignored, never wrong. Only src: the
-# examples and test workers are trees whose digests runs record.
+# compileall skips what is up to date; a stale file is only ignored, never wrong. src and the
+# Python driver adapters' modules (a per-attempt adapter compiled adapter_common, raw_cdp_ops and
+# raw_cdp_more, ~1,100 lines, every attempt: ~20 ms of CPU each); not the examples and test
+# workers, trees whose digests runs record.
 bytecode: install
-	$(PY) -m compileall -q -j 0 src >/dev/null
+	$(PY) -m compileall -q -j 0 src drivers/python >/dev/null
 
 # Two test processes by default (a file stays on one, so its module fixtures start once): the
 # suite mostly waits on engines, workers and timeouts. PYTEST_WORKERS=0 runs it in one process.
