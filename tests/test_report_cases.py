@@ -36,6 +36,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--run-id",
         "sort",
         "--quiet",
+        "--no-report",  # the report below writes them (the run's own would be thrown away)
     )
     run = tmp / "runs" / "sort"
     metewand("report", run)  # the example's manifest names python-builtin as the reference
