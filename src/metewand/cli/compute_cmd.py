@@ -123,15 +123,20 @@ def plan(
     )
 
 
-def _resumed_manifest(run_dir: Path) -> str:
-    """The manifest a run was started from (``run --resume RUN`` needs no MANIFEST)."""
+def _recorded(run_dir: Path) -> dict[str, Any]:
+    """The data a run's manifest recorded when it started, or the store's error and its exit."""
     from metewand.runtime.store import RunView, StoreError
 
     try:
-        path = RunView(run_dir).manifest["data"].get("manifest_path")
+        return dict(RunView(run_dir).manifest["data"])
     except StoreError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
+
+
+def _resumed_manifest(run_dir: Path) -> str:
+    """The manifest a run was started from (``run --resume RUN`` needs no MANIFEST)."""
+    path = _recorded(run_dir).get("manifest_path")
     if not isinstance(path, str):
         click.echo(f"error: {run_dir} is not a compute run (no manifest_path)", err=True)
         sys.exit(exit_codes.INVALID_INPUT)
@@ -331,13 +336,7 @@ def _experiments(given: tuple[str, ...], resume_dir: Path | None) -> tuple[str, 
     resumed one (a resume given another selection is refused by the runner)."""
     if given or resume_dir is None:
         return given
-    from metewand.runtime.store import RunView, StoreError
-
-    try:
-        return tuple(RunView(resume_dir).manifest["data"].get("selected_experiments") or ())
-    except StoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    return tuple(_recorded(resume_dir).get("selected_experiments") or ())
 
 
 def _phase_marks(flag: bool | None, resume_dir: Path | None) -> bool:
@@ -347,13 +346,7 @@ def _phase_marks(flag: bool | None, resume_dir: Path | None) -> bool:
         return flag
     if resume_dir is None:
         return True
-    from metewand.runtime.store import RunView, StoreError
-
-    try:
-        return bool(RunView(resume_dir).manifest["data"].get("phase_marks", True))
-    except StoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+    return bool(_recorded(resume_dir).get("phase_marks", True))
 
 
 def _run_or_exit(
