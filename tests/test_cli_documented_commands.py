@@ -179,7 +179,17 @@ def host_doctor(done: Done, repo: Path) -> None:
 
 
 def host_doctor_json(done: Done, repo: Path) -> None:
-    assert "accounting" in json.loads(done.stdout)
+    report = json.loads(done.stdout)
+    assert "accounting" in report
+    steady = report["cpu_steadiness"]  # the probe runs by default: a figure per usable CPU
+    assert set(steady["cpus"]) == {str(c) for c in os.sched_getaffinity(0)}
+    assert steady["log_sd"] > 0 and steady["pairs_needed"]["20%"] >= 2
+
+
+def doctor_bare(done: Done, repo: Path) -> None:
+    assert "cgroup layout:" in done.stdout and "accounting backend:" in done.stdout
+    assert "CPU steadiness" not in done.stdout and "foreign CPU" not in done.stdout
+    assert "driver paths:" not in done.stdout and "engine " not in done.stdout
 
 
 def listing(done: Done, repo: Path) -> None:
@@ -689,6 +699,11 @@ EXPECTED: tuple[Expect, ...] = (
     Expect("metewand doctor", 0, host_doctor),
     Expect("metewand doctor --json --engines chrome", 0, host_doctor_json),
     Expect("metewand doctor --engines '' --foreign-look-s 1", 0, foreign_look),
+    Expect(
+        "metewand doctor --engines '' --no-drivers --foreign-look-s 0 --no-cpu-probe",
+        0,
+        doctor_bare,
+    ),
     Expect("metewand browser doctor --engines chrome --foreign-look-s 1", 0, foreign_look),
     Expect("metewand browser doctor", 0, doctor_ready),
     Expect("metewand browser doctor --engines chrome --json", 0, doctor_json_chrome),

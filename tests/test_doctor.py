@@ -103,3 +103,20 @@ def test_doctor_names_how_process_exits_are_waited_for() -> None:
     assert report["system"]["exit_wait"] == {"method": "pidfd", "reason": None}  # Linux ≥ 5.3
     human = CliRunner().invoke(cli, ["doctor", "--engines", "", "--foreign-look-s", "0"])
     assert "process exit wait: pidfd" in human.output
+
+
+def test_doctor_advises_on_an_unsteady_cpu_with_the_pairs_a_comparison_needs() -> None:
+    """The advice follows the probe's figure: this machine's real report, its probe's log SD
+    set on each side of the threshold."""
+    from metewand.cli.doctor_cmd import UNSTEADY_LOG_SD, build_report, problems_of
+    from metewand.measure.cpu_steadiness import pairs_needed
+
+    report = build_report([], 0.0, drivers=False, cpu_probe=True)
+    steady = report["cpu_steadiness"]
+    for log_sd, advised in ((UNSTEADY_LOG_SD * 3, True), (UNSTEADY_LOG_SD / 2, False)):
+        pairs = {"10%": pairs_needed(log_sd, 0.10)}
+        report["cpu_steadiness"] = {**steady, "log_sd": log_sd, "pairs_needed": pairs}
+        found = [p for p in problems_of(report) if "CPU speed unsteady" in p["message"]]
+        assert bool(found) is advised
+        if advised:
+            assert f"needs about {pairs['10%']} interleaved pairs" in found[0]["message"]

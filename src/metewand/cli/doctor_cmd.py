@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from metewand.measure.cgroups import CgroupLayout
 
 PRESSURE = Path("/proc/pressure")
+# Above this, a 10% CPU-time change needs more than 10 interleaved pairs (log SD 0.06 needs 9,
+# 0.08 needs 14), the sorting example's repetitions: the doctor advises.
+UNSTEADY_LOG_SD = 0.065
 ENGINE_FIXES = {
     "chrome": "apt-get install -y chromium",
     "lightpanda": "pip install 'metewand[lightpanda]'",
@@ -101,6 +104,35 @@ def foreign_line(check: dict[str, Any] | None) -> str | None:
     )
 
 
+def steadiness_check(enabled: bool) -> dict[str, Any] | None:
+    """The CPU speed's steadiness under fixed work (None: skipped)."""
+    if not enabled:
+        return None
+    from metewand.measure import cpu_steadiness
+
+    try:
+        return cpu_steadiness.probe()
+    except OSError as exc:  # no affinity syscalls here: say so rather than guess
+        return {"unavailable": f"cannot pin this thread to each CPU ({exc})"}
+
+
+def steadiness_line(check: dict[str, Any] | None) -> str | None:
+    """``CPU steadiness: 20 ms of fixed work took 0.70-1.29x its median (log SD 0.18) ...``"""
+    if check is None:
+        return None
+    if "unavailable" in check:
+        return f"CPU steadiness: unavailable ({check['unavailable']})"
+    low, high = check["range_of_median"]
+    cpus = ", ".join(f"{c}: {v['median_ms']:.1f} ms" for c, v in check["cpus"].items())
+    needed = ", ".join(f"{n} for a {c} change" for c, n in check["pairs_needed"].items())
+    return (
+        f"CPU steadiness: {check['slice_ms']:.0f} ms of fixed work took {low:.2f}-{high:.2f}x its "
+        f"median over {check['slices_per_cpu']} slices per CPU (log SD {check['log_sd']:.3f}; "
+        f"medians {cpus})\n  interleaved pairs a CPU-time comparison needs here: {needed} "
+        "(two-sided 5% test, 80% power)"
+    )
+
+
 def lightpanda_wheel() -> str | None:
     import importlib.metadata  # scans every installed distribution: only when asked
 
@@ -141,6 +173,17 @@ def problems_of(report: dict[str, Any]) -> list[dict[str, str]]:
             fix = ENGINE_FIXES.get(engine["engine"], f"configure a path for {engine['engine']}")
             what = f"engine {engine['engine']}: {engine.get('reason')} {engine.get('detail') or ''}"
             found.append(_problem("required", what.strip(), fix))
+    steady = report.get("cpu_steadiness") or {}
+    if steady.get("log_sd", 0) > UNSTEADY_LOG_SD:
+        found.append(
+            _problem(
+                "advice",
+                f"CPU speed unsteady: fixed work's CPU time has log SD {steady['log_sd']:.3f}, so "
+                f"a 10% change needs about {steady['pairs_needed']['10%']} interleaved pairs",
+                "raise repetitions to that many, compare CPU on an interleaved A/B run, or "
+                "benchmark on a dedicated (bare-metal) host",
+            )
+        )
     look = report.get("foreign_cpu") or {}
     if look.get("foreign_cpu_cores", 0) > look.get("threshold_cores", float("inf")):
         busy = foreign_line(look) or ""
@@ -176,13 +219,17 @@ def _problem(severity: str, message: str, fix: str) -> dict[str, str]:
     return {"severity": severity, "message": message, "fix": fix}
 
 
-def build_report(engines: list[str], look_s: float = 0.0, drivers: bool = True) -> dict[str, Any]:
+def build_report(
+    engines: list[str], look_s: float = 0.0, drivers: bool = True, cpu_probe: bool = True
+) -> dict[str, Any]:
     from metewand.measure.cgroups import detect_layout
 
     look = foreign_check(look_s)  # first, before this command launches any engine
+    steadiness = steadiness_check(cpu_probe)  # also before: an engine's start would disturb it
     layout = detect_layout()
     report: dict[str, Any] = {
         "foreign_cpu": look,
+        "cpu_steadiness": steadiness,
         "cgroup_layout": {"name": layout_name(layout), **layout.to_json()},
         "accounting": accounting_check(layout),
         "system": system_checks(),
@@ -223,8 +270,9 @@ def _print_text(report: dict[str, Any]) -> None:
         f"process exit wait: {wait['method']}" + (f" ({wait['reason']})" if wait["reason"] else "")
     )
     click.echo(f"lightpanda wheel: {report['lightpanda_wheel'] or 'not installed'}")
-    if (line := foreign_line(report["foreign_cpu"])) is not None:
-        click.echo(line)
+    for line in (foreign_line(report["foreign_cpu"]), steadiness_line(report["cpu_steadiness"])):
+        if line is not None:
+            click.echo(line)
     for engine in report["engines"]:
         state = "ready" if engine.get("ready") else f"NOT READY ({engine.get('reason')})"
         click.echo(f"engine {engine['engine']}: {state} {engine.get('path')}")
@@ -259,7 +307,16 @@ def _print_text(report: dict[str, Any]) -> None:
     help="Check Node, the npm install, chromedriver, the Python driver clients and "
     "every browser driver path.",
 )
-def doctor(as_json: bool, engines: str, foreign_look_s: float, drivers: bool) -> None:
+@click.option(
+    "--cpu-probe/--no-cpu-probe",
+    default=True,
+    show_default=True,
+    help="Time fixed work in slices on each CPU (~3 s): how steady the CPU speed is, and how "
+    "many interleaved pairs a CPU-time comparison needs here.",
+)
+def doctor(
+    as_json: bool, engines: str, foreign_look_s: float, drivers: bool, cpu_probe: bool
+) -> None:
     """Check what a run needs: accounting backend, PSI, governor, swap, clock, engines, browser
     driver paths (Node, npm install, chromedriver, Python clients), and how busy the machine is
     outside metewand.
@@ -270,9 +327,10 @@ def doctor(as_json: bool, engines: str, foreign_look_s: float, drivers: bool) ->
       metewand doctor
       metewand doctor --json --engines chrome
       metewand doctor --engines '' --foreign-look-s 1
+      metewand doctor --engines '' --no-drivers --foreign-look-s 0 --no-cpu-probe
     """
     names = [e.strip() for e in engines.split(",") if e.strip()]
-    report = build_report(names, foreign_look_s, drivers)
+    report = build_report(names, foreign_look_s, drivers, cpu_probe)
     if as_json:
         sys.stdout.write(canonical.dumps_str(report) + "\n")
     else:
