@@ -311,7 +311,7 @@ def _print_text(report: dict[str, Any]) -> None:
     "--cpu-probe/--no-cpu-probe",
     default=True,
     show_default=True,
-    help="Time fixed work in slices on each CPU (~3 s): how steady the CPU speed is, and how "
+    help="Time fixed work in slices on each CPU (~1.6 s): how steady the CPU speed is, and how "
     "many interleaved pairs a CPU-time comparison needs here.",
 )
 def doctor(

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
-from statistics import NormalDist
 from typing import Any
+
+from metewand.measure.order_stats import middle
 
 CALIBRATION_NS = 2_000_000  # the first guess's work, timed to scale the loop to slice_ms
 POWER_CHANGES = (0.05, 0.10, 0.20)
@@ -55,15 +57,7 @@ def calibrate(slice_ns: int) -> int:
 
 
 def _log_sd(values: list[float]) -> float:
-    logs = [math.log(v) for v in values]
-    mean = sum(logs) / len(logs)
-    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return statistics.stdev(math.log(v) for v in values)
 
 
 def _slices_on(cpu: int, iterations: int, slices: int) -> list[float]:
@@ -90,7 +84,7 @@ def pairs_needed(log_sd: float, change: float, power: float = 0.80, alpha: float
         return upper + (lower if math.isfinite(lower) else 0.0)  # scipy underflows, i.e. ~0
 
     # the normal approximation never asks for more than the t-test needs: start below it
-    z = NormalDist().inv_cdf
+    z = statistics.NormalDist().inv_cdf
     n = max(2, math.floor(((z(1 - alpha / 2) + z(power)) / effect) ** 2))
     while power_at(n) < power:
         n += 1
@@ -108,7 +102,7 @@ def probe(slice_ms: float = 20.0, slices: int = 15) -> dict[str, Any]:
     finally:
         os.sched_setaffinity(0, allowed)
     every = [ms for times in per_cpu.values() for ms in times]
-    median = _median(every)
+    median = middle(every)
     log_sd = _log_sd(every)
     return {
         "method": "a fixed pure-Python loop, timed with the thread's CPU clock, pinned per CPU",
@@ -116,7 +110,7 @@ def probe(slice_ms: float = 20.0, slices: int = 15) -> dict[str, Any]:
         "slices_per_cpu": slices,
         "cpus": {
             str(cpu): {
-                "median_ms": round(_median(times), 3),
+                "median_ms": round(middle(times), 3),
                 "min_ms": round(min(times), 3),
                 "max_ms": round(max(times), 3),
                 "log_sd": round(_log_sd(times), 4),
