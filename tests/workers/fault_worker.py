@@ -6,14 +6,19 @@ memory (prepare fills 96 MiB and frees it, execute fills 24 MiB and frees it),
 crash (exit 17 in execute), hang (execute never answers; a child process sleeps too), garbage
 (non-JSON line), oversized (a 2 MiB line), wrong_protocol (hello picks protocol 2),
 eval_crash (the evaluator exits 3 in evaluate).
+
+With ``METEWAND_TEST_CPU_LOG`` set, the worker also keeps the process CPU each request's handling
+used and appends it to that file as JSON lines when it is asked to shut down (after every measured
+phase, so the writing is in none of them).
 """
 
+import json
 import os
 import subprocess
 import sys
 import time
 
-from metewand.worker import WRITE_FD_ENV, Evaluator, Implementation, Materializer
+from metewand.worker import WRITE_FD_ENV, Evaluator, Implementation, Materializer, Worker
 
 MODE = os.environ.get("METEWAND_TEST_MODE", "ok")
 
@@ -120,6 +125,26 @@ def materializer() -> Materializer:
     return gen
 
 
+def record_request_cpu(worker: Worker, path: str) -> None:
+    """Time each request's handling on the process CPU clock; write the figures at shutdown."""
+    original = worker._dispatch
+    used: list[dict] = []
+
+    def dispatch(request: dict) -> dict:
+        if request.get("method") == "shutdown":
+            with open(path, "a") as fh:
+                fh.writelines(json.dumps({"role": sys.argv[1], **u}) + "\n" for u in used)
+        start = time.process_time_ns()
+        response = original(request)
+        used.append({"method": request.get("method"), "cpu_ns": time.process_time_ns() - start})
+        return response
+
+    worker._dispatch = dispatch  # type: ignore[method-assign]
+
+
 if __name__ == "__main__":
     role = {"impl": implementation, "eval": evaluator, "gen": materializer}[sys.argv[1]]
-    raise SystemExit(role().serve())
+    worker = role()
+    if os.environ.get("METEWAND_TEST_CPU_LOG"):
+        record_request_cpu(worker, os.environ["METEWAND_TEST_CPU_LOG"])
+    raise SystemExit(worker.serve())
