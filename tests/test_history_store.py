@@ -46,11 +46,15 @@ def metewand(
 
 @pytest.fixture(scope="module")
 def sorted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One real run of the sorting example; it adds itself to history.duckdb beside runs/."""
+    """One real run of the sorting example's presorted experiment (30 attempts: what these tests
+    need of a real run, in a fifth of the whole example's time); it adds itself to
+    history.duckdb beside runs/."""
     work = tmp_path_factory.mktemp("history")
     done = metewand(
         "run",
         str(REPO_ROOT / "examples/sorting/metewand.toml"),
+        "--experiment",
+        "presorted",
         "--run-id",
         "s1",
         "--no-progress",
@@ -227,7 +231,7 @@ def _big_run(sorted_run: Path, dest: Path, copies: int) -> int:
 def test_kill_9_during_add_leaves_the_run_absent_or_whole(sorted_run: Path, tmp_path: Path) -> None:
     """Killed at moments counted from the store file's appearing (an event, not a guess of how
     long an import takes): the next writer finds the run absent or whole, never in part."""
-    rows = _big_run(sorted_run, tmp_path / "big", 60)
+    rows = _big_run(sorted_run, tmp_path / "big", 300)  # 9,000 rows: an add of ~1 s
     history = tmp_path / "h.duckdb"
     outcomes = []
     for delay in (0.0, 0.05, 0.3, 2.0):
