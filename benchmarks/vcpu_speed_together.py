@@ -33,39 +33,32 @@ import sys
 import time
 from typing import Any
 
-from metewand.measure.cpu_steadiness import _spin, calibrate
+from metewand.measure.cpu_steadiness import calibrate, spin
 
 
 def _on_cpu(
     cpu: int, iterations: int, start_at: float, period_s: float, slices: int, out: Any
 ) -> None:
     os.sched_setaffinity(0, {cpu})
-    _spin(iterations)  # caches warm after the migration; not kept
+    spin(iterations)  # caches warm after the migration; not kept
     times = []
     for k in range(slices):
         while time.time() < start_at + k * period_s:  # the same wall-clock start on both CPUs
             pass
         begin = time.thread_time_ns()
-        _spin(iterations)
+        spin(iterations)
         times.append(math.log(time.thread_time_ns() - begin))
     out.put((cpu, times))
-
-
-def _corr(a: list[float], b: list[float]) -> float:
-    ma, mb = statistics.fmean(a), statistics.fmean(b)
-    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True)) / (len(a) - 1)
-    return cov / (statistics.stdev(a) * statistics.stdev(b))
 
 
 def measure(cpus: tuple[int, int], slice_ms: float, slices: int) -> dict[str, float]:
     iterations = calibrate(int(slice_ms * 1e6))
     period_s = 2.5 * slice_ms / 1000  # room for a slow slice before the next one starts
-    queue: Any = mp.get_context("fork").Queue()
+    fork = mp.get_context("fork")
+    queue: Any = fork.Queue()
     start_at = time.time() + 0.3
     procs = [
-        mp.get_context("fork").Process(
-            target=_on_cpu, args=(cpu, iterations, start_at, period_s, slices, queue)
-        )
+        fork.Process(target=_on_cpu, args=(cpu, iterations, start_at, period_s, slices, queue))
         for cpu in cpus
     ]
     for proc in procs:
@@ -80,7 +73,7 @@ def measure(cpus: tuple[int, int], slice_ms: float, slices: int) -> dict[str, fl
         "slice_ms": slice_ms,
         "log_sd_cpu_a": statistics.stdev(a),
         "log_sd_cpu_b": statistics.stdev(b),
-        "correlation": _corr(a, b),
+        "correlation": statistics.correlation(a, b),
         "concurrent_pair_sd": statistics.stdev(concurrent),
         "sequential_pair_sd": statistics.stdev(sequential),
     }
@@ -88,11 +81,11 @@ def measure(cpus: tuple[int, int], slice_ms: float, slices: int) -> dict[str, fl
 
 TWICE = """
 import math, time
-from metewand.measure.cpu_steadiness import _spin
+from metewand.measure.cpu_steadiness import spin
 out = []
 for _ in range(2):
     begin = time.process_time_ns()
-    _spin({iterations})
+    spin({iterations})
     out.append(math.log(time.process_time_ns() - begin))
     time.sleep(0.05)
 print(*out)
@@ -113,7 +106,7 @@ def persistence(processes: int, work_ms: float) -> dict[str, float]:
     ]
     first, second = [r[0] for r in runs], [r[1] for r in runs]
     return {
-        "correlation": _corr(first, second),
+        "correlation": statistics.correlation(first, second),
         "median_ms": math.exp(statistics.median(first)) / 1e6,
         "between_process_sd": statistics.stdev(first),
     }

@@ -34,7 +34,8 @@ CALIBRATION_NS = 2_000_000  # the first guess's work, timed to scale the loop to
 POWER_CHANGES = (0.05, 0.10, 0.20)
 
 
-def _spin(iterations: int) -> int:
+def spin(iterations: int) -> int:
+    """The probe's fixed work: ``iterations`` of a pure-Python loop (``calibrate`` sizes it)."""
     total = 0
     for i in range(iterations):
         total += i * i
@@ -43,7 +44,7 @@ def _spin(iterations: int) -> int:
 
 def _timed(iterations: int) -> int:
     start = time.thread_time_ns()
-    _spin(iterations)
+    spin(iterations)
     return time.thread_time_ns() - start
 
 
