@@ -156,6 +156,31 @@ def test_a_phase_marked_twice_keeps_its_first_form(sorted_run: Path, tmp_path: P
         assert value == kind.value_of(row, metric) != 1, metric
 
 
+def test_a_row_without_a_key_is_named_by_its_line(sorted_run: Path, tmp_path: Path) -> None:
+    """Rows with no key are stored under ``line<N>``, N their line in results.jsonl, and each
+    line's values are that row's (the stage keeps the file's order for its row ids)."""
+    run = tmp_path / "keyless"
+    shutil.copytree(sorted_run, run)
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    keys = [row.pop("key") for row in rows]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    by_key: dict[str, set[tuple[str, float | None]]] = {}
+    for name, run_dir in (("keyed", sorted_run), ("keyless", run)):  # one run id: two stores
+        history = tmp_path / f"{name}.duckdb"
+        add_runs(history, [run_dir])
+        with store.reading(history) as con:
+            stored = con.execute(
+                "SELECT attempt_key, metric, value FROM attempt_values WHERE counted"
+            ).fetchall()
+        for key, metric, value in stored:
+            by_key.setdefault(key, set()).add((metric, value))
+    named = {key for key in by_key if key.startswith("line")}
+    counted = [i for i, row in enumerate(rows) if row["status"] == "accepted"]
+    assert counted and named == {f"line{i + 1}" for i in counted}
+    for i in counted:
+        assert by_key[f"line{i + 1}"] == by_key[keys[i]], i
+
+
 def test_a_row_larger_than_the_read_buffers_is_read(sorted_run: Path, tmp_path: Path) -> None:
     """A 40 MB row (the reader's buffers are sized for ordinary rows first) is read whole, as
     rows up to extract.MAX_ROW_BYTES are."""
