@@ -23,7 +23,7 @@ class Session:
         self.session_id: str | None = None
         self.context_id: str | None = None
         self.pages: list[tuple[str, str]] = []  # (targetId, sessionId), newest last
-        self.events: list[str] = []
+        self.events = raw_cdp_ops.PageEvents()
         self.recorders = raw_cdp_more.Recorders()
         self.handlers: dict[str, list[tuple[bool, Handler]]] = {}
         self.metrics = {"cdp_call_count": 0, "cdp_error_count": 0}
@@ -61,7 +61,7 @@ class Session:
 
     def _dispatch(self, method: str, params: Any, session_id: str | None) -> None:
         if method in PAGE_EVENTS and session_id == self.session_id:
-            self.events.append(method)
+            self.events.saw(method)
         for page, handler in self.handlers.get(method, []):
             if not page or session_id == self.session_id:
                 handler(dict(params or {}))

@@ -24,7 +24,7 @@ class Session:
         self.tab: Any = None
         self.session_id: str | None = None  # set once a page exists (raw ops read it)
         self.context_id: str | None = None
-        self.events: list[str] = []
+        self.events = raw_cdp_ops.PageEvents()
         self.tabs: list[Any] = []  # opened by this attempt, newest last
         self.recorders = raw_cdp_more.Recorders()
         self.metrics = {"cdp_call_count": 0, "cdp_error_count": 0}
@@ -93,7 +93,7 @@ async def new_page(s: Session, step: dict[str, Any], state: State) -> str:
     await s.tab.enable_page_events()
     await s.tab.enable_runtime_events()
     for name in PAGE_EVENTS:
-        await s.tab.on(name, lambda event, name=name: s.events.append(name))
+        await s.tab.on(name, lambda event, name=name: s.events.saw(name))
     await raw_cdp_more.watch_page(s)
     return "tab"
 

@@ -5,6 +5,7 @@ Runtime.evaluate, observation ops as their CDP calls. A session supplies ``send(
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -22,16 +23,40 @@ KEYS = {
 DEFAULT_REQUIRED = ["display", "visibility", "opacity", "pointer-events"]
 
 
-async def poll(state: State, limit_ms: Any, probe: Any, what: str) -> Any:
+class PageEvents(list[str]):
+    """The names of the page events a session saw, in order. ``arrived`` is set at each one, so
+    a poll waiting on an event wakes when it lands, not at its next 50 ms tick (a load event
+    comes a few ms after Page.navigate answers: polling alone paid ~50 ms for it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = asyncio.Event()
+
+    def saw(self, name: str) -> None:
+        self.append(name)
+        self.arrived.set()
+
+
+async def poll(
+    state: State, limit_ms: Any, probe: Any, what: str, wake: asyncio.Event | None = None
+) -> Any:
+    """``probe()`` every 50 ms until it answers, and at once when ``wake`` is set (cleared
+    before each probe, so an event landing during the probe is not missed)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + state.budget.wait(limit_ms)
     while True:
+        if wake is not None:
+            wake.clear()
         value = await probe()
         if value:
             return value
         if loop.time() >= end:
             raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+        if wake is None:
+            await asyncio.sleep(0.05)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), 0.05)
 
 
 async def evaluate(s: Any, expression: str) -> Any:
@@ -53,7 +78,11 @@ async def navigation(s: Any, state: State, action: Any, events: tuple[str, ...] 
     if await action() is None:
         return  # a same-document goto fires no load event
     await poll(
-        state, None, _async(lambda: any(e in events for e in s.events[seen:])), "|".join(events)
+        state,
+        None,
+        _async(lambda: any(e in events for e in s.events[seen:])),
+        "|".join(events),
+        getattr(s.events, "arrived", None),
     )
     await poll(state, None, lambda: _not_loading(s), "document parsed")
 

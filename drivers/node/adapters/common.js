@@ -320,14 +320,25 @@ async function serve(driver) {
 // Helpers used by several op tables.
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function poll(budget, limitMs, probe, what) {
+// Probes every 50 ms until it answers. `wake` (optional) returns a promise of the next event the
+// probe waits on: the probe then runs again as soon as that arrives instead of at the next tick
+// (a load event lands a few ms after Page.navigate answers; polling alone paid ~50 ms for it).
+// It is taken before the probe runs, so an event that lands during the probe is not missed.
+async function poll(budget, limitMs, probe, what, wake) {
   const end = Date.now() + budget.wait(limitMs);
   for (;;) {
+    const woken = wake ? wake() : null;
     const value = await probe();
     if (value) return value;
     if (Date.now() >= end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
+    await (woken ? sleepOr(50, woken) : sleep(50));
   }
+}
+
+async function sleepOr(ms, woken) {
+  let timer;
+  const slept = new Promise((resolve) => { timer = setTimeout(resolve, ms); });
+  try { await Promise.race([slept, woken]); } finally { clearTimeout(timer); }
 }
 
 // Playwright-style URL globs, as the corpus writes them: ** crosses '/', * does not, ? is one char.

@@ -19,10 +19,15 @@ const KEYS = {
 
 async function connect(payload) {
   const client = await CDP({ target: payload.browser_ws, local: true });
-  const session = { client, events: [], pages: [], listeners: new Map(), browserListeners: new Map(), metrics: { cdp_call_count: 0, cdp_error_count: 0 } };
+  const session = { client, events: [], waiters: [], pages: [], listeners: new Map(), browserListeners: new Map(), metrics: { cdp_call_count: 0, cdp_error_count: 0 } };
+  // the next page event, for a poll waiting on one (common.poll's `wake`)
+  session.nextEvent = () => new Promise((resolve) => session.waiters.push(resolve));
   client.on('event', (message) => {
     const handlers = message.sessionId ? session.listeners.get(message.method) : session.browserListeners.get(message.method);
-    if (message.sessionId && message.sessionId === session.sessionId) session.events.push(message.method);
+    if (message.sessionId && message.sessionId === session.sessionId) {
+      session.events.push(message.method);
+      for (const resolve of session.waiters.splice(0)) resolve();
+    }
     for (const handler of handlers || []) if (!message.sessionId || message.sessionId === session.sessionId) handler(message.params);
   });
   const counted = async (sent) => {
@@ -69,7 +74,7 @@ async function navigation(s, state, action, events = LOADED) {
   const seen = s.events.length;
   const loaderId = await action();
   if (loaderId === null) return;
-  await poll(state.budget, null, async () => s.events.slice(seen).some((e) => events.includes(e)), events.join('|'));
+  await poll(state.budget, null, async () => s.events.slice(seen).some((e) => events.includes(e)), events.join('|'), s.nextEvent);
   await poll(state.budget, null, async () => (await evaluate(s, 'document.readyState')) !== 'loading', 'document parsed');
 }
 
