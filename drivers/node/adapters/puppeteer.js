@@ -7,7 +7,7 @@ const fs = require('fs');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
 const { main, poll, globToRegExp, digestFile } = require('./common');
-const { commonOps, navigationOps, framesMatching } = require('./page_ops');
+const { commonOps, navigationOps, framesMatching, pageExpression } = require('./page_ops');
 
 async function connect(payload, budget) {
   const browser = await puppeteer.connect({
@@ -108,6 +108,14 @@ const ops = commonOps({
     return step.key;
   },
   keyboard_type: async (s, step) => { await s.page.keyboard.type(step.text); return step.text; },
+  // Puppeteer's own wait, as the peer's probe waits: polled in the page (one round trip, not one
+  // per 50 ms tick) and carried over a navigation. Its poller awaits a promise result, as our
+  // evaluate does; every 16 ms (about a frame) rather than on animation frames, which not every
+  // engine runs.
+  wait_for_function: async (s, step, state) => {
+    await s.page.waitForFunction(pageExpression(step.expression), { timeout: state.budget.wait(step.timeout_ms), polling: 16 });
+    return true;
+  },
   select_option: async (s, step, state) => { await element(s, step, state); return (await s.page.select(step.selector, step.value)).join(','); },
   // reads act on the page as it is now ($eval fails at once when nothing matches)
   text_content: (s, step) => s.page.$eval(step.selector, (e) => e.textContent),
