@@ -155,13 +155,26 @@ async function openPage(s, forGate) {
   s.gatePage = forGate;
 }
 
+// The element's uid, waiting for it as an action waits (up to the op's limit). The snapshot is
+// tried first: every MCP tool call waits for the page's DOM to settle (~200 ms here), so checking
+// for the element beforehand cost each action on a present element one more call.
 async function uidFor(s, selector, state, limitMs) {
+  const present = await snapshotUid(s, selector);
+  if (present !== null) return present;
   await poll(state.budget, limitMs, () => evaluate(s, `!!document.querySelector(${JSON.stringify(selector)})`), `selector ${selector}`);
+  const uid = await snapshotUid(s, selector);
+  if (uid === null) throw new Error(`${selector} has no uid in the MCP snapshot`);
+  return uid;
+}
+
+// The uid the snapshot gives the selector's first element, or null (no such element yet).
+async function snapshotUid(s, selector) {
   const snapshot = await tool(s, 'take_snapshot', { verbose: true });
   // Text boxes, markers and ignored nodes are never an op's target (and the verbose snapshot
   // gives them one shared uid that resolves to no element): only element nodes are candidates.
   const uids = [...new Set([...snapshot.matchAll(/uid=(\S+) (\S+)/g)]
     .filter((m) => !NOT_ELEMENTS.has(m[2])).map((m) => m[1]))];
+  if (!uids.length) return null;
   const find = `(...elements) => elements.indexOf(document.querySelector(${JSON.stringify(selector)}))`;
   let index;
   try {
@@ -174,8 +187,7 @@ async function uidFor(s, selector, state, limitMs) {
       if ((await script(s, find, [uid]).catch(() => -1)) === 0) { index = i; break; }
     }
   }
-  if (index < 0) throw new Error(`${selector} has no uid in the MCP snapshot`);
-  return uids[index];
+  return index < 0 ? null : uids[index];
 }
 
 const navigate = (type) => async (s, step, state) => {
