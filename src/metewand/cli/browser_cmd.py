@@ -72,7 +72,9 @@ def browser() -> None:
     type=click.Choice(ISOLATIONS),
     default="shared",
     show_default=True,
-    help="shared: a fresh page per attempt; context: also a fresh browser context.",
+    help="Raw CDP tasks. shared: a fresh page per attempt; context: also a fresh browser "
+    "context. Driver-path adapters manage their own pages and contexts whatever this says "
+    "(rows say adapter_managed; docs/driver-ops.md).",
 )
 @click.option(
     "--adapter-mode",
