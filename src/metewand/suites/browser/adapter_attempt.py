@@ -71,6 +71,8 @@ from metewand.suites.browser.probes import grade_server_side
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from metewand.suites.browser.rows import PlannedAttempt
 
 ADAPTER_STDERR_FILE: Final = "adapter_stderr.log"
@@ -83,7 +85,7 @@ PEER_COMPATIBLE: Final = "peer-compatible"
 # adapter endings after which it was killed, its pages possibly still open in the engine
 BROKEN_OUTCOMES: Final = frozenset({"adapter_crash", "adapter_hang", "adapter_garbage"})
 
-EngineHealth = Callable[[bool], Awaitable[str]]
+EngineHealth = Callable[..., Awaitable[str]]  # (suspect, answered_ns=None) -> health
 RunnerFor = Callable[[FoundDriver], Awaitable[tuple[AdapterRunner, str]]]
 
 
@@ -115,6 +117,7 @@ class AdapterDriver:
             ctx.fixture_base_url,
             ctx.grader_token,
             ctx.score_mode,
+            ctx.grader_http,
         )
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
@@ -125,7 +128,14 @@ class AdapterDriver:
                 return await adapters.runner(found, planned.engine, engine.generation, engine.pid)
 
         return await run_adapter_attempt(
-            planned.task, endpoint, ctx.out_dir, ids, engine.health, runner_for, ctx.phases
+            planned.task,
+            endpoint,
+            ctx.out_dir,
+            ids,
+            engine.health,
+            runner_for,
+            ctx.phases,
+            ctx.resolve_driver or resolve_driver,
         )
 
 
@@ -141,6 +151,7 @@ class AdapterAttempt:
     # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
     # historical grading); "independent" (default): every declared check must pass as well
     score_mode: str = "independent"
+    grader_http: aiohttp.ClientSession | None = dataclasses.field(default=None, compare=False)
 
     def session(self, task_id: str, engine: str) -> str:
         return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
@@ -185,24 +196,26 @@ async def run_adapter_attempt(
     engine_health: EngineHealth | None = None,
     runner_for: RunnerFor | None = None,
     phases: AttemptPhases | None = None,
+    resolve: Callable[[str], FoundDriver | DriverMissing] = resolve_driver,
 ) -> AttemptResult:
     """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
     anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
     for the driver (a long-lived one) and its mode; without it the adapter runs per attempt.
     ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
-    grade."""
+    grade. ``resolve``: where the driver path's adapter is found (the run's, resolved once)."""
     mark = begin_marks(phases)
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    found = resolve_driver(path.key)
+    found = resolve(path.key)
     binding = binding_for(task, endpoint.name, path.catalog_key)
     run: AdapterRun | None = None
     mode: str | None = None
     runner: AdapterRunner | None = None
     cleanup: adapter_targets.TargetCleanup | None = None
+    adapter_ended_ns = 0
     checks: list[CheckResult] = []
     answer: Any = None
     if isinstance(found, DriverMissing):
@@ -222,6 +235,7 @@ async def run_adapter_attempt(
             out_dir / ADAPTER_STDERR_FILE,
             phases.mark if phases is not None else None,
         )
+        adapter_ended_ns = time.monotonic_ns()
         if phases is not None and run.op_marks is not None:
             phases.took_driver_marks(run.op_marks)
         if run.outcome in BROKEN_OUTCOMES:
@@ -236,7 +250,7 @@ async def run_adapter_attempt(
     if run is not None and engine_health is not None:
         # an adapter that did not end with a result may have taken the engine down with it
         verdict = classify.promote_engine_trouble(
-            verdict, await engine_health(run.outcome != "result")
+            verdict, await _engine_after(engine_health, run, adapter_ended_ns)
         )
     metrics = _metrics(run)
     result = AttemptResult.of(
@@ -255,6 +269,18 @@ async def run_adapter_attempt(
         },
     )
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
+
+
+async def _engine_after(engine_health: EngineHealth, run: AdapterRun, ended_ns: int) -> str:
+    """The engine's health after the adapter. A result that says ``ok`` is the adapter's word
+    that every op it ran, its page's close the last, was answered by the engine just now: that
+    is the evidence the raw-CDP path takes from its closing reply, so the endpoint is not asked
+    again (an HTTP request to the engine and ~0.5 ms of harness CPU per attempt); the process
+    must still be alive. Any other ending asks the endpoint, and one without a result waits
+    out the suspect's grace."""
+    if run.outcome == "result" and (run.result or {}).get("ok") is True:
+        return str(await engine_health(False, ended_ns))
+    return str(await engine_health(run.outcome != "result"))
 
 
 def _payload(
@@ -465,7 +491,11 @@ async def _server_verdict(
         "observations": observations,
     }
     verdict = await grade_server_side(
-        ids.fixture_base_url, str(task.grader["endpoint"]), payload, ids.grader_token
+        ids.fixture_base_url,
+        str(task.grader["endpoint"]),
+        payload,
+        ids.grader_token,
+        ids.grader_http,
     )
     checks, infra = server_checks(verdict)
     if verdict.get("ok") is not True and not any(not c.ok for c in checks) and infra is None:

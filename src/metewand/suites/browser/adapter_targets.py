@@ -15,6 +15,7 @@ an engine that cannot be asked is recorded as such, never as "nothing was left".
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -71,8 +72,8 @@ async def snapshot(ws_url: str) -> TargetSnapshot:
     """The targets open before the adapter starts (the connection is closed again before it)."""
     try:
         async with await CdpClient.connect(ws_url, timeout=CLEANUP_TIMEOUT_S) as client:
-            infos = await _targets(client)
-            contexts = await _contexts(client)
+            # both questions in flight at once: one round trip, one wake-up of this loop
+            infos, contexts = await asyncio.gather(_targets(client), _contexts(client))
     except _FAILURES as exc:
         return TargetSnapshot(error=f"Target.getTargets before the attempt: {exc}")
     return TargetSnapshot(frozenset(str(t.get("targetId")) for t in infos), contexts)

@@ -41,6 +41,8 @@ from metewand.suites.browser.phase_marks import AttemptPhases, Mark, begin_marks
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
 
@@ -80,6 +82,7 @@ class CdpStepsDriver:
             engine_health=engine.health,
             before_cleanup=ctx.work_done,
             grader_token=ctx.grader_token,
+            grader_http=ctx.grader_http,
             phases=ctx.phases,
         )
 
@@ -112,6 +115,7 @@ async def run_task_attempt(
     log_recorder: CdpLogRecorder | None = None,
     before_cleanup: BeforeCleanup | None = None,
     grader_token: str | None = None,
+    grader_http: aiohttp.ClientSession | None = None,
     phases: AttemptPhases | None = None,
 ) -> AttemptResult:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
@@ -161,6 +165,7 @@ async def run_task_attempt(
                 notes,
                 hook,
                 grader_token,
+                grader_http,
                 mark,
             )
         outcome = verdict.classification
@@ -276,6 +281,7 @@ async def _drive(
     notes: list[str],
     hook: _TimedHook,
     grader_token: str | None,
+    grader_http: aiohttp.ClientSession | None,
     mark: Mark,
 ) -> DriverVerdict:
     driver = DRIVERS.get(task.driver_kind)
@@ -296,6 +302,7 @@ async def _drive(
         notes,
         grader_token,
         mark,
+        grader_http=grader_http,
     )
     try:
         verdict = await driver(ctx)

@@ -29,8 +29,10 @@ from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.phase_marks import AttemptPhases
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from metewand.suites.browser.adapter_server import AdapterRunner
-    from metewand.suites.browser.driver_registry import FoundDriver
+    from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
     from metewand.suites.browser.tasks import Task
@@ -124,6 +126,8 @@ class DriverContext:
     seed: str
     fixture_base_url: str
     grader_token: str | None
+    # the run's connection to its graders, kept open across attempts (probes.grader_client)
+    grader_http: aiohttp.ClientSession | None = None
     isolation: str  # --isolation (a driver path's adapter manages its own pages)
     out_dir: Path
     phases: AttemptPhases | None = None  # the attempt's phase marks (None: not marked)
@@ -131,6 +135,9 @@ class DriverContext:
     # the page (the CDP driver does; an adapter closes its own pages, so the window ends after)
     work_done: BeforeCleanup | None = None
     adapters: AdapterRunners | None = None  # None: a driver path's adapter runs per attempt
+    # the run's adapter lookup, each path resolved once (a lookup reads package manifests or
+    # distribution metadata: 0.2-0.7 ms of harness CPU); None: ``resolve_driver`` each attempt
+    resolve_driver: Callable[[str], FoundDriver | DriverMissing] | None = None
     score_mode: str = (
         "independent"  # --score-mode (peer-compatible grades L1 server rows by the answer)
     )

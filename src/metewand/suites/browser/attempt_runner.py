@@ -11,6 +11,7 @@ their blocks; the engine's log tail is kept when it died; ``outcome.json``; then
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,14 +32,18 @@ from metewand.suites.browser.attempt_driver import (
 )
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.classify import Classification
+from metewand.suites.browser.driver_registry import resolve_driver
 from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer
 from metewand.suites.browser.observers.base import EngineGroups, Observers, ObserverSetup
+from metewand.suites.browser.probes import grader_client
 from metewand.suites.browser.rows import PlannedAttempt, attempt_row, base_row, not_run_row
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from metewand.suites.browser.run_plan import Plan
 
 ENGINE_LOG_TAIL_FILE = rundir.ATTEMPT_ENGINE_LOG_TAIL
@@ -81,9 +86,25 @@ class AttemptRunner:
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
         # engine -> (launch id, its recorded identity): looked up once per launched process
         self._identities: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        # the graders' connection, kept open across attempts (made in the slot's loop; close())
+        self._grader_http: aiohttp.ClientSession | None = None
+        # each driver path's adapter, looked up once for the slot's run (as its provenance was)
+        self._resolve_driver = functools.cache(resolve_driver)
+
+    async def close(self) -> None:
+        """End the slot's served adapters (before the engines they drive) and the graders'
+        connection."""
+        try:
+            await self.adapters.close_all()
+        finally:
+            http, self._grader_http = self._grader_http, None
+            if http is not None:
+                await http.close()
 
     async def run(self, planned: PlannedAttempt) -> dict[str, Any]:
         config = self.plan.config
+        if self._grader_http is None:
+            self._grader_http = grader_client()
         base = base_row(self.store.run_id, planned, config.isolation, config.seed)
         try:
             process = await self.pool.ready(planned.engine)
@@ -152,11 +173,13 @@ class AttemptRunner:
             seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
             fixture_base_url=self.base_url,
             grader_token=self.server.context.grader_token,
+            grader_http=self._grader_http,
             isolation=config.isolation,
             out_dir=out_dir,
             phases=observers.marks,
             work_done=observers.work_done,
             adapters=self.adapters,
+            resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
         )
 

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from metewand.suites.browser import classify
@@ -23,6 +23,9 @@ from metewand.suites.browser.probes import ProbeContext, grade_server_side, prob
 from metewand.suites.browser.steps import RawCdpState, reset_download_behavior, run_steps
 from metewand.suites.browser.substitute import RunnerTokens
 from metewand.suites.browser.tasks import Task
+
+if TYPE_CHECKING:
+    import aiohttp
 
 SCENE_READY_LIMIT_S: Final = 3.0
 SCENE_POLL_S: Final = 0.1
@@ -46,6 +49,7 @@ class AttemptContext:
     notes: list[str] = field(default_factory=list)  # cleanup trouble, never a status change
     grader_token: str | None = None  # proves to a harness-only grader that this is the harness
     mark: Mark = no_mark  # a phase boundary (phase_marks): page work the engine is charged for
+    grader_http: aiohttp.ClientSession | None = None  # the graders' kept-open connection
 
     @property
     def command_timeout_s(self) -> float:
@@ -170,7 +174,11 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
         "observations": result.observations,
     }
     verdict = await grade_server_side(
-        ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload, ctx.grader_token
+        ctx.fixture_base_url,
+        str(ctx.task.grader["endpoint"]),
+        payload,
+        ctx.grader_token,
+        ctx.grader_http,
     )
     checks, infra = server_checks(verdict)
     if verdict.get("ok") is True:

@@ -127,7 +127,7 @@ class BrowserSlot:
         """Stop the engines (their teardown report goes to the suite) and the server."""
         try:
             if self.runner is not None:  # served adapters end before the engines they drive
-                self._call(self.runner.adapters.close_all(), cancellable=False)
+                self._call(self.runner.close(), cancellable=False)
             reports = self._call(self.pool.stop_all(), cancellable=False)
             self.suite.slot_closed(self.label, reports)
             self._call(self.server.stop(), cancellable=False)
