@@ -275,12 +275,12 @@ async def _engine_after(engine_health: EngineHealth, run: AdapterRun, ended_ns: 
     """The engine's health after the adapter. A result that says ``ok`` is the adapter's word
     that every op it ran, its page's close the last, was answered by the engine just now: that
     is the evidence the raw-CDP path takes from its closing reply, so the endpoint is not asked
-    again (an HTTP request to the engine and ~0.5 ms of harness CPU per attempt); the process
-    must still be alive. Any other ending asks the endpoint, and one without a result waits
-    out the suspect's grace."""
+    again (a /json/version request: on Chrome most of the wall between two attempts,
+    benchmarks/README.md "after four cuts"); the process must still be alive. Any other ending
+    asks the endpoint, and one without a result waits out the suspect's grace."""
     if run.outcome == "result" and (run.result or {}).get("ok") is True:
-        return str(await engine_health(False, ended_ns))
-    return str(await engine_health(run.outcome != "result"))
+        return await engine_health(False, ended_ns)
+    return await engine_health(run.outcome != "result")
 
 
 def _payload(

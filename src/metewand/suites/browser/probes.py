@@ -219,8 +219,8 @@ def _spec_problems(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
 def grader_client() -> aiohttp.ClientSession:
     """A session ``grade_server_side`` reuses across attempts (call inside the running loop; its
     owner closes it). One connection kept open instead of one per grade: a fresh connection cost
-    ~0.45 ms of harness CPU per grade here (connect, accept, a close on each side), ~0.2 ms
-    reused (benchmarks/README.md, "the harness's own connections")."""
+    0.67-0.71 ms of harness CPU per grade here (connect, accept, a close on each side),
+    0.20-0.27 ms on a kept one (benchmarks/README.md, "after four cuts")."""
     connector = aiohttp.TCPConnector(keepalive_timeout=GRADER_KEEPALIVE_S)
     return aiohttp.ClientSession(connector=connector)
 
