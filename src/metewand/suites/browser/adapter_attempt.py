@@ -248,10 +248,7 @@ async def run_adapter_attempt(
         phases.finish()
     duration_ms = int((time.monotonic() - started) * 1000)
     if run is not None and engine_health is not None:
-        # an adapter that did not end with a result may have taken the engine down with it
-        verdict = classify.promote_engine_trouble(
-            verdict, await _engine_after(engine_health, run, adapter_ended_ns)
-        )
+        verdict = await _engine_checked(verdict, engine_health, run, adapter_ended_ns)
     metrics = _metrics(run)
     result = AttemptResult.of(
         verdict,
@@ -269,6 +266,16 @@ async def run_adapter_attempt(
         },
     )
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
+
+
+async def _engine_checked(
+    verdict: Classification, engine_health: EngineHealth, run: AdapterRun, ended_ns: int
+) -> Classification:
+    """The verdict once the engine's health after the adapter is known (an adapter may have
+    taken the engine down with it: that is charged to this attempt)."""
+    return classify.promote_engine_trouble(
+        verdict, await _engine_after(engine_health, run, ended_ns)
+    )
 
 
 async def _engine_after(engine_health: EngineHealth, run: AdapterRun, ended_ns: int) -> str:
