@@ -88,6 +88,7 @@ def test_profiled_run_artifacts_validate_and_calibrate(tmp_path: Path) -> None:
     assert manifest["completion_status"] == "completed"
     assert manifest["completed_result_rows"] == manifest["expected_result_rows"] == len(rows_of(d))
     assert manifest["engines"]["chrome"]["sha256"] and manifest["runner"]["source"]["files"]
+    assert manifest["runner"]["event_loop"].startswith("uvloop ")  # the default loop ran it
     assert run_processes(tmp_path / "prof", "prof") == []
 
 

@@ -339,6 +339,7 @@ def _checked_plan(opts: dict[str, object], out_dir: Path, echo: Echo) -> tuple[R
                 2,
             )
         opts = {**opts, "resource_calibration_baseline": str(baseline_dir)}
+    preflight.check_event_loop(echo)
     config = _config(opts)
     try:
         plan = build_plan(config)

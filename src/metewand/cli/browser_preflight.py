@@ -29,6 +29,16 @@ def refuse(echo: Echo, lines: list[str], code: int) -> NoReturn:
     sys.exit(code)
 
 
+def check_event_loop(echo: Echo) -> None:
+    """A ``METEWAND_EVENT_LOOP`` metewand does not know is refused before the run exists."""
+    from metewand.suites.browser import event_loop
+
+    try:
+        event_loop.describe()
+    except event_loop.EventLoopChoiceError as exc:
+        refuse(echo, [str(exc)], exc.exit_code)
+
+
 def check_engines(plan: Any, allow_missing: bool, echo: Echo) -> None:
     if not plan.missing or allow_missing:
         return

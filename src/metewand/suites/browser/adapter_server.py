@@ -122,6 +122,7 @@ class LongLivedAdapter:
         self._lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
         self._transports: list[asyncio.BaseTransport] = []
+        self._into: asyncio.WriteTransport | None = None  # the adapter's stdin, on the loop
 
     async def _start(self) -> Process:
         """A served adapter in its own session and accounting group, its stdin and stdout on the
@@ -152,6 +153,7 @@ class LongLivedAdapter:
         )
         into, _ = await loop.connect_write_pipe(asyncio.Protocol, process.popen.stdin)
         self.process, self._reader, self._transports = process, reader, [into, out]
+        self._into = into
         self.starts += 1
         return process
 
@@ -170,7 +172,7 @@ class LongLivedAdapter:
         leftovers = await asyncio.to_thread(_sweep, process, accounting)
         for transport in self._transports:
             transport.close()
-        self._transports = []
+        self._transports, self._into = [], None
         process.close()
         if accounting is not None:
             with contextlib.suppress(OSError):
@@ -243,8 +245,9 @@ class LongLivedAdapter:
     async def _exchange(
         self, process: Process, payload: Mapping[str, Any], deadline_s: float
     ) -> tuple[str, dict[str, Any] | None, str, bytes]:
-        into, reader = self._transports[0], self._reader
-        assert isinstance(into, asyncio.WriteTransport) and reader is not None
+        # Not isinstance: uvloop's pipe transports do not subclass asyncio's classes.
+        into, reader = self._into, self._reader
+        assert into is not None and reader is not None
         try:
             into.write(json.dumps(payload).encode() + b"\n")
             async with asyncio.timeout(deadline_s):

@@ -13,7 +13,6 @@ page open, so the figure is a lower bound.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 from metewand.measure import procfs
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import wait_quiet
+from metewand.suites.browser import event_loop
 from metewand.suites.browser.binary_identity import binary_sha256, version_output
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess
 from metewand.suites.browser.engines import Missing, resolve
@@ -57,7 +57,7 @@ def engine_report(name: str, configured_path: str | Path | None = None) -> dict[
     report["version"] = version_output(resolved.binary, resolved.spec.version_argv)
     with tempfile.TemporaryDirectory(prefix="metewand-doctor-") as logs:
         process = EngineProcess(resolved, Path(logs))
-        asyncio.run(_launch_and_check(process, report))
+        event_loop.run(_launch_and_check(process, report))
     return report
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from metewand.runtime import rundir
 from metewand.runtime.schedule import ROTATION_ALGORITHM
+from metewand.suites.browser import event_loop
 from metewand.suites.browser.driver_provenance import run_drivers
 from metewand.suites.browser.engines import ENGINES
 from metewand.suites.browser.resource_record import (
@@ -121,6 +122,7 @@ def start_fields(
         "runner": {
             "jobs": config.jobs,
             "python": sys.version.split()[0],
+            "event_loop": event_loop.describe(),
             "browser_reuse": REUSE_POLICY,
             "artifact_write_order": "artifact_then_results_jsonl",
             "source": facts["runner"]["source"],

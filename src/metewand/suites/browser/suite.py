@@ -48,7 +48,7 @@ from metewand.runtime.host_name import worker_place
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore
 from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
-from metewand.suites.browser import classify, peer_manifest
+from metewand.suites.browser import classify, event_loop, peer_manifest
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.attempt_runner import AttemptRunner
 from metewand.suites.browser.binary_identity import binary_sha256
@@ -75,7 +75,7 @@ class BrowserSlot:
         self.label = label  # its teardown report's key and its engine logs' directory
         self._task: asyncio.Task[Any] | None = None
         self._stopping = False
-        self.loop = asyncio.new_event_loop()
+        self.loop = event_loop.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name=f"mw-slot-loop-{index}", daemon=True
         )
@@ -210,7 +210,7 @@ class BrowserSuite:
         if self.profiler is None or not self.cold_starts_here or self.worker_side:
             return
         if not self.store.finished_keys():
-            asyncio.run(self.profiler.cold_starts(self.plan.available))
+            event_loop.run(self.profiler.cold_starts(self.plan.available))
 
     def open_slot(self, slot_id: str) -> BrowserSlot:
         if self.worker_side:  # not under the lock: an interrupt must not wait for them
@@ -233,7 +233,7 @@ class BrowserSuite:
             with self._lock:
                 self._facts.append({"kind": "cold_start", "record": record})
 
-        asyncio.run(self.profiler.cold_starts(self.plan.available, keep, f"{label}/cold_start"))
+        event_loop.run(self.profiler.cold_starts(self.plan.available, keep, f"{label}/cold_start"))
 
     def worker_telemetry(self, root_pid: int) -> HostTelemetry | None:
         """A profiled worker's host telemetry: the run's thresholds, its engine groups' members

@@ -1,0 +1,61 @@
+"""The event loop a browser run's slots, fixture servers and cold starts run on.
+
+uvloop (libuv under asyncio's interface) by default: the harness shares the host's cores with
+the engine it measures, and each attempt's CDP frames, fixture requests and adapter pipes pass
+through this loop. With the same tree alternating between the two loops, uvloop took 3-6% less
+harness CPU per attempt (benchmarks/README.md, "event_loop_ab.py"). ``METEWAND_EVENT_LOOP=asyncio``
+chooses the standard library's loop (an A/B, or a platform uvloop does not support); when uvloop
+cannot be imported the standard loop is used and ``describe()`` says why, so a run's manifest
+names the loop its figures came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, TypeVar
+
+from metewand.errors import InvalidInput
+
+T = TypeVar("T")
+
+ENV_VARIABLE: Final = "METEWAND_EVENT_LOOP"
+CHOICES: Final = ("uvloop", "asyncio")
+
+
+class EventLoopChoiceError(InvalidInput):
+    """``METEWAND_EVENT_LOOP`` names no loop metewand knows."""
+
+
+@functools.cache
+def _choice() -> tuple[Callable[[], asyncio.AbstractEventLoop], str]:
+    wanted = os.environ.get(ENV_VARIABLE, "") or "uvloop"
+    if wanted not in CHOICES:
+        raise EventLoopChoiceError(
+            f"{ENV_VARIABLE}={wanted!r}: expected one of {', '.join(CHOICES)}"
+        )
+    if wanted == "asyncio":
+        return asyncio.new_event_loop, f"asyncio (chosen by {ENV_VARIABLE})"
+    try:
+        import uvloop
+    except ImportError as exc:
+        return asyncio.new_event_loop, f"asyncio (uvloop not importable: {exc})"
+    return uvloop.new_event_loop, f"uvloop {uvloop.__version__}"
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A new loop of the chosen kind (not set as any thread's current loop)."""
+    return _choice()[0]()
+
+
+def describe() -> str:
+    """Which loop runs the harness, and why when it is not the default."""
+    return _choice()[1]
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` on a loop of the chosen kind."""
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(coro)
