@@ -67,12 +67,10 @@ from metewand.suites.browser.drivers import server_checks
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.errors import GraderUnavailable
 from metewand.suites.browser.phase_marks import AttemptPhases, begin_marks
-from metewand.suites.browser.probes import grade_server_side
+from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from metewand.suites.browser.rows import PlannedAttempt
 
 ADAPTER_STDERR_FILE: Final = "adapter_stderr.log"
@@ -115,9 +113,8 @@ class AdapterDriver:
             planned.attempt,
             ctx.seed,
             ctx.fixture_base_url,
-            ctx.grader_token,
+            ctx.grader,
             ctx.score_mode,
-            ctx.grader_http,
         )
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
@@ -147,11 +144,10 @@ class AdapterAttempt:
     attempt: int
     seed: str
     fixture_base_url: str
-    grader_token: str | None = None
+    grader: GraderAccess = NO_GRADER_ACCESS
     # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
     # historical grading); "independent" (default): every declared check must pass as well
     score_mode: str = "independent"
-    grader_http: aiohttp.ClientSession | None = dataclasses.field(default=None, compare=False)
 
     def session(self, task_id: str, engine: str) -> str:
         return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
@@ -497,13 +493,7 @@ async def _server_verdict(
         "answer": answer,
         "observations": observations,
     }
-    verdict = await grade_server_side(
-        ids.fixture_base_url,
-        str(task.grader["endpoint"]),
-        payload,
-        ids.grader_token,
-        ids.grader_http,
-    )
+    verdict = await ids.grader.grade(ids.fixture_base_url, str(task.grader["endpoint"]), payload)
     checks, infra = server_checks(verdict)
     if verdict.get("ok") is not True and not any(not c.ok for c in checks) and infra is None:
         checks.append(CheckResult("answer", "server_side", "fail", f"answer {answer!r}"))

@@ -38,11 +38,10 @@ from metewand.suites.browser.cdp import (
 from metewand.suites.browser.drivers import DRIVERS, AttemptContext, DriverVerdict
 from metewand.suites.browser.errors import DriverUnavailable
 from metewand.suites.browser.phase_marks import AttemptPhases, Mark, begin_marks
+from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
 
@@ -81,8 +80,7 @@ class CdpStepsDriver:
             seed=ctx.seed,
             engine_health=engine.health,
             before_cleanup=ctx.work_done,
-            grader_token=ctx.grader_token,
-            grader_http=ctx.grader_http,
+            grader=ctx.grader,
             phases=ctx.phases,
         )
 
@@ -114,8 +112,7 @@ async def run_task_attempt(
     engine_health: EngineHealth | None = None,
     log_recorder: CdpLogRecorder | None = None,
     before_cleanup: BeforeCleanup | None = None,
-    grader_token: str | None = None,
-    grader_http: aiohttp.ClientSession | None = None,
+    grader: GraderAccess = NO_GRADER_ACCESS,
     phases: AttemptPhases | None = None,
 ) -> AttemptResult:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
@@ -164,8 +161,7 @@ async def run_task_attempt(
                 seed,
                 notes,
                 hook,
-                grader_token,
-                grader_http,
+                grader,
                 mark,
             )
         outcome = verdict.classification
@@ -280,8 +276,7 @@ async def _drive(
     seed: str | None,
     notes: list[str],
     hook: _TimedHook,
-    grader_token: str | None,
-    grader_http: aiohttp.ClientSession | None,
+    grader: GraderAccess,
     mark: Mark,
 ) -> DriverVerdict:
     driver = DRIVERS.get(task.driver_kind)
@@ -300,9 +295,8 @@ async def _drive(
         attempt,
         seed if seed is not None else attempt_seed(None, task.task_id, attempt),
         notes,
-        grader_token,
+        grader,
         mark,
-        grader_http=grader_http,
     )
     try:
         verdict = await driver(ctx)

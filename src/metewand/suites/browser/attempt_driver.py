@@ -27,10 +27,9 @@ from metewand import canonical
 from metewand.runtime import rundir
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.phase_marks import AttemptPhases
+from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from metewand.suites.browser.adapter_server import AdapterRunner
     from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver
     from metewand.suites.browser.engine_process import EngineProcess
@@ -125,9 +124,8 @@ class DriverContext:
     run_id: str
     seed: str
     fixture_base_url: str
-    grader_token: str | None
-    # the run's connection to its graders, kept open across attempts (probes.grader_client)
-    grader_http: aiohttp.ClientSession | None = None
+    # the graders' token and the run's connection to them, kept open across attempts
+    grader: GraderAccess = NO_GRADER_ACCESS
     isolation: str  # --isolation (a driver path's adapter manages its own pages)
     out_dir: Path
     phases: AttemptPhases | None = None  # the attempt's phase marks (None: not marked)

@@ -38,7 +38,7 @@ from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer
 from metewand.suites.browser.observers.base import EngineGroups, Observers, ObserverSetup
-from metewand.suites.browser.probes import grader_client
+from metewand.suites.browser.probes import GraderAccess, grader_client
 from metewand.suites.browser.rows import PlannedAttempt, attempt_row, base_row, not_run_row
 
 if TYPE_CHECKING:
@@ -172,8 +172,7 @@ class AttemptRunner:
             run_id=self.store.run_id,
             seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
             fixture_base_url=self.base_url,
-            grader_token=self.server.context.grader_token,
-            grader_http=self._grader_http,
+            grader=GraderAccess(self.server.context.grader_token, self._grader_http),
             isolation=config.isolation,
             out_dir=out_dir,
             phases=observers.marks,

@@ -19,13 +19,18 @@ from metewand.suites.browser.cdp import CdpClient, CdpError
 from metewand.suites.browser.checks import CheckResult, run_checks
 from metewand.suites.browser.errors import DriverUnavailable
 from metewand.suites.browser.phase_marks import Mark, no_mark, step_phase
-from metewand.suites.browser.probes import ProbeContext, grade_server_side, probe_for
+from metewand.suites.browser.probes import (
+    NO_GRADER_ACCESS,
+    GraderAccess,
+    ProbeContext,
+    probe_for,
+)
 from metewand.suites.browser.steps import RawCdpState, reset_download_behavior, run_steps
 from metewand.suites.browser.substitute import RunnerTokens
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
-    import aiohttp
+    pass
 
 SCENE_READY_LIMIT_S: Final = 3.0
 SCENE_POLL_S: Final = 0.1
@@ -47,9 +52,8 @@ class AttemptContext:
     attempt: int
     seed: str
     notes: list[str] = field(default_factory=list)  # cleanup trouble, never a status change
-    grader_token: str | None = None  # proves to a harness-only grader that this is the harness
+    grader: GraderAccess = NO_GRADER_ACCESS
     mark: Mark = no_mark  # a phase boundary (phase_marks): page work the engine is charged for
-    grader_http: aiohttp.ClientSession | None = None  # the graders' kept-open connection
 
     @property
     def command_timeout_s(self) -> float:
@@ -173,12 +177,8 @@ async def run_node_cdp_probe(ctx: AttemptContext) -> DriverVerdict:
         "answer": result.answer,
         "observations": result.observations,
     }
-    verdict = await grade_server_side(
-        ctx.fixture_base_url,
-        str(ctx.task.grader["endpoint"]),
-        payload,
-        ctx.grader_token,
-        ctx.grader_http,
+    verdict = await ctx.grader.grade(
+        ctx.fixture_base_url, str(ctx.task.grader["endpoint"]), payload
     )
     checks, infra = server_checks(verdict)
     if verdict.get("ok") is True:

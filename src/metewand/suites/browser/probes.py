@@ -225,6 +225,24 @@ def grader_client() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
+@dataclass(frozen=True)
+class GraderAccess:
+    """How the harness reaches its fixture server's graders: the token that proves to a
+    harness-only grader that this is the harness, and the run's kept-open connection
+    (``grader_client``; None: a session of its own per grade)."""
+
+    token: str | None = None
+    http: aiohttp.ClientSession | None = field(default=None, compare=False)
+
+    async def grade(
+        self, base_url: str, endpoint: str, payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return await grade_server_side(base_url, endpoint, payload, self.token, self.http)
+
+
+NO_GRADER_ACCESS: Final = GraderAccess()
+
+
 async def grade_server_side(
     base_url: str,
     endpoint: str,
