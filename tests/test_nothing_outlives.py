@@ -124,8 +124,22 @@ def test_a_killed_browser_run_leaves_no_engine_process_or_group(tmp_path: Path) 
     )
     results = tmp_path / "runs" / "b1" / "results.jsonl"
     _until(lambda: results.exists() and results.read_text().count("\n") >= 1, runner, "a row")
+    roots = _private_roots(tmp_path / "runs" / "b1")
+    assert roots and all(os.path.isdir(root) for root in roots)  # the live engine's profile
     tree = _kill_and_expect_nothing_left(runner)
     assert len(tree) >= 3  # the watchdog, Chromium and its helpers
+    # the watchdog removed the killed engine's profile and TMPDIR: no --resume needed for that
+    deadline = time.monotonic() + LIMIT_S  # the dirs go last, after the kills and the groups
+    while any(os.path.exists(root) for root in roots) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [root for root in roots if os.path.exists(root)] == []
+
+
+def _private_roots(run_dir: Path) -> list[str]:
+    """The engine launches' private roots this run recorded, still on disk."""
+    lines = (run_dir / "engine_pids.jsonl").read_text().splitlines()
+    named = [root for line in lines for root in json.loads(line).get("private_dirs", [])]
+    return [root for root in named if os.path.isdir(root)]
 
 
 @pytest.mark.timeout(240)
@@ -223,3 +237,44 @@ def test_clean_orphans_removes_groups_whose_creator_is_gone_and_no_others(tmp_pa
     finally:
         live.kill()
         live.wait()
+
+
+_GUARDING_RUNNER = """
+import os, sys, time
+from metewand.measure import watchdog
+kept, released, linked = sys.argv[1:4]
+for path in (kept, released, linked):
+    watchdog.guard_dir(path)
+watchdog.release_dir(released)  # removed by the runner itself: the watchdog must forget it
+assert watchdog.ready(10.0)
+print("guarded", flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_the_watchdog_removes_guarded_dirs_but_not_released_ones_or_through_a_link(
+    tmp_path: Path,
+) -> None:
+    kept = tmp_path / "an engine profile"  # a space in the path: the rest of the line is it
+    released = tmp_path / "released"
+    target = tmp_path / "not ours"
+    for directory in (kept / "Default", released, target):
+        directory.mkdir(parents=True)
+    (kept / "Default" / "Cookies").write_text("x")
+    (target / "keep.txt").write_text("x")
+    linked = tmp_path / "link"
+    linked.symlink_to(target, target_is_directory=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-c", _GUARDING_RUNNER, str(kept), str(released), str(linked)],
+        stdout=subprocess.PIPE,
+        env=ENV,
+    )
+    assert runner.stdout is not None and runner.stdout.readline() == b"guarded\n"
+    watchdog = tree_of(runner.pid)
+    runner.send_signal(signal.SIGKILL)
+    runner.wait()
+    assert wait_all_gone(watchdog, LIMIT_S)[0] == []  # the watchdog finished its sweep
+    assert not kept.exists()
+    assert released.is_dir()  # forgotten, so never touched
+    assert linked.is_symlink() and (target / "keep.txt").exists()

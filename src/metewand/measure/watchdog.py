@@ -7,8 +7,9 @@ groups stay in the hierarchies. So the first time a metewand process makes a gro
 process, it starts a watchdog (``watchdog_main``): a small interpreter in a session of its own,
 outside every group, that holds a pidfd of its runner and hears, over a pipe, each group (before
 it is made) and each process (once started; ``release`` when reaped). When the runner is gone
-for whatever reason, the watchdog kills what is left of them and removes the groups, within a
-second or so, then exits; when the runner ended normally there is nothing left to do.
+for whatever reason, the watchdog kills what is left of them and removes the groups and the
+private directories it was told of (an engine's profile, which a killed engine would otherwise
+leave in the temp dir), within a second or so, then exits; when the runner ended normally there is nothing left to do.
 
 What it cannot cover, and what covers it: the watchdog killed as well (``kill -9`` of both):
 a run's ``owned.jsonl`` (``runtime.owned.sweep`` on ``--resume`` / ``metewand clean``), and
@@ -159,6 +160,21 @@ def guard_process(pid: int) -> tuple[int, int] | None:
     with _lock:
         _mine().send(f"P {pid} {stat.starttime_ticks} {stat.session}")
     return stat.starttime_ticks, stat.session
+
+
+def guard_dir(path: str) -> None:
+    """A private directory this process made (an engine's profile and TMPDIR): the watchdog
+    removes it, after the kills, if this process dies first."""
+    if "\n" in path or not os.path.isabs(path):
+        return  # one line per command, and never a path relative to the watchdog's cwd
+    with _lock:
+        _mine().send(f"D {path}")
+
+
+def release_dir(path: str) -> None:
+    """This process removed the directory itself: the watchdog forgets it."""
+    with _lock:
+        _mine().forget(f"D {path}", f"U {path}")
 
 
 def release_process(pid: int, starttime: int, session: int) -> None:

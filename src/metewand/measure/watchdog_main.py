@@ -7,11 +7,14 @@ pipe, one line each:
     G <path>                      an accounting group (sent before the group is made)
     P <pid> <start> <session>     a process the runner started (its identity)
     F <pid> <start>               that process was reaped: forget it
+    D <path>                      a private directory the runner made (an engine's profile)
+    U <path>                      the runner removed that directory itself: forget it
 
 When the runner is gone (its pidfd becomes readable; without a pidfd, the pipe's end of file),
 it reads what is still in the pipe, kills every guarded group's members (``cgroup.kill`` where
 the kernel has it) and every live guarded process with the members of the session it led
-(``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, and exits.
+(``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, then the guarded directories (a real directory at an absolute path, never
+through a symlink), and exits.
 A runner that ended normally left nothing, so then there is nothing to do. On its start it also
 removes orphan groups that earlier metewand processes left (``measure.orphans``), in a thread,
 so the pipe is read meanwhile, at the lowest priority (not with ``METEWAND_ORPHAN_SWEEP=off``);
@@ -40,13 +43,27 @@ class Guarded:
     def __init__(self) -> None:
         self.groups: dict[str, None] = {}
         self.processes: dict[tuple[int, int], int] = {}  # (pid, start) -> session
+        self.dirs: dict[str, None] = {}
         self._pending = b""
 
     def feed(self, data: bytes) -> None:
         lines = (self._pending + data).split(b"\n")
         self._pending = lines.pop()
         for line in lines:
-            self._apply(line.decode("utf-8", "surrogateescape").split(" ", 3))
+            text = line.decode("utf-8", "surrogateescape")
+            if text[:2] in ("D ", "U "):  # a path may hold spaces: the rest of the line is it
+                self._directory(text[0], text[2:])
+            else:
+                self._apply(text.split(" ", 3))
+
+    def _directory(self, command: str, path: str) -> None:
+        if command == "D":
+            self.dirs[path] = None
+        else:
+            self.dirs.pop(path, None)
+
+    def __bool__(self) -> bool:
+        return bool(self.groups or self.processes or self.dirs)
 
     def _apply(self, parts: list[str]) -> None:
         try:
@@ -79,8 +96,25 @@ def _sweep(guarded: Guarded) -> None:
     # the groups a runner removed itself are gone: nothing to load or do for them (a runner
     # that ended normally, the usual case, leaves none)
     groups = [path for path in guarded.groups if os.path.isdir(path)]
-    if not groups and not guarded.processes:
-        return
+    if groups or guarded.processes:
+        _kill_and_remove_groups(guarded, groups)
+    for path in guarded.dirs:  # after the kills: no engine is left to write into them
+        _remove_dir(path)
+
+
+def _remove_dir(path: str) -> None:
+    import shutil
+    import stat
+
+    try:
+        real_dir = os.path.isabs(path) and stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return  # gone already (the runner removed it and its release was lost with it)
+    if real_dir and os.path.realpath(path) == path:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _kill_and_remove_groups(guarded: Guarded, groups: list[str]) -> None:
     from metewand.measure import orphans, process_sweep
 
     for path in groups:
@@ -149,7 +183,7 @@ def main(argv: list[str]) -> int:
                     break  # no pidfd: the pipe's end is the runner's end
     if reading:
         _drain(command_fd, guarded)
-    if guarded.groups or guarded.processes:
+    if guarded:
         _sweep(guarded)
     # a runner done in milliseconds (`measure -- true`) must not end the orphan sweep it started
     orphan_sweep.join(2 * SWEEP_WAIT_S)

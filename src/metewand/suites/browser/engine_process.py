@@ -30,7 +30,7 @@ from typing import IO, Any, Final
 import aiohttp
 
 from metewand.errors import MetewandError
-from metewand.measure import gate
+from metewand.measure import gate, watchdog
 from metewand.measure.accounting import TreeAccounting
 from metewand.measure.process import Process
 from metewand.suites.browser import private_dirs, proc_session
@@ -302,6 +302,7 @@ class EngineProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         owner = self.engine.spec.env.get(RUN_MARKER_VAR, "")
         self._private_root = root = private_dirs.make_root(self.engine.name, owner)
+        watchdog.guard_dir(str(root))  # a kill -9 of this process leaves no profile behind
         if self.engine.spec.uses_user_data_dir:
             self._user_data_dir = root / private_dirs.PROFILE_DIR
             self._user_data_dir.mkdir()
@@ -402,6 +403,7 @@ class EngineProcess:
         self._logs = []
         if self._private_root is not None:
             shutil.rmtree(self._private_root, ignore_errors=True)
+            watchdog.release_dir(str(self._private_root))
             self._private_root = self._user_data_dir = None
         return report
 

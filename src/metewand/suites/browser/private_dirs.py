@@ -8,8 +8,10 @@ Every launch gets one fresh ``<tempdir>/metewand-<engine>-XXXXXXXX`` root holdin
   engine never has; inside the root it goes away with the root;
 - ``.metewand-owner``: the run id the engine was launched for (empty outside a run).
 
-``EngineProcess.stop()`` removes the root. A runner killed with ``kill -9`` never gets there, so
-its roots are recorded in ``engine_pids.jsonl`` and removed by ``leftovers`` on ``--resume``.
+``EngineProcess.stop()`` removes the root. A runner killed with ``kill -9`` never gets there: its
+watchdog (``measure.watchdog.guard_dir``) removes the roots it was told of once the engines are
+killed, and, should the watchdog die with it, the roots are recorded in ``engine_pids.jsonl``
+and removed by ``leftovers`` on ``--resume``.
 That removal trusts nothing it reads: ``owned_root`` accepts only a real (non-symlink) directory
 directly in the temp dir, named with metewand's pattern, whose owner file names the run being
 resumed (a root made while the runner had another ``TMPDIR`` is left alone: never guess).

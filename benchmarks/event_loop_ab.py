@@ -1,0 +1,110 @@
+"""The browser harness on uvloop against asyncio's own loop: same tree, runs alternating.
+
+    .venv/bin/python benchmarks/event_loop_ab.py --per-subset 25 --rounds 4
+    .venv/bin/python benchmarks/event_loop_ab.py --subset l1.raw_cdp --engines lightpanda
+
+For each subset x engine x adapter mode, ``--rounds`` pairs of whole ``metewand browser run``s
+(k=1, one job, the first ``--per-subset`` tasks of the subset), one with the default loop and
+one with ``METEWAND_EVENT_LOOP=asyncio``, the order alternating pair by pair. Each run is
+watched from outside as ``harness_vs_peer.py`` watches it: the harness process's own CPU
+(utime + stime of every thread) from its first row to its last, per attempt, and the wall
+between attempts. Prints each run, the medians per loop and the ratio uvloop / asyncio of the
+medians (<= 1.00: the default loop is the lighter one), with the 1-minute load average.
+``/proc``'s CPU counters tick at 10 ms, so one run's figure moves in steps of 10 ms / (rows-1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import harness_vs_peer as hvp
+import peer_harness
+
+LOOPS = ("uvloop", "asyncio")
+DEFAULT_CELLS = [
+    ("l1.raw_cdp", "per-attempt"),
+    ("l1.chrome_remote_interface", "per-attempt"),
+    ("l1.playwright", "long-lived"),
+]
+
+
+def our_tasks(subset: str, n: int) -> list[str]:
+    return sorted(p.stem for p in (hvp.CORPUS / "tasks" / hvp.SUBSETS[subset]).glob("*.json"))[:n]
+
+
+def one_run(
+    loop: str, subset: str, engine: str, mode: str, tasks: list[str], work: Path, name: str
+) -> dict[str, Any]:
+    env = {k: v for k, v in peer_harness.environment().items() if k != "METEWAND_EVENT_LOOP"}
+    if loop == "asyncio":
+        env["METEWAND_EVENT_LOOP"] = "asyncio"
+    out = work / "runs"
+    argv = hvp.ours_argv(subset, tasks, engine, mode, out, name, "1")
+    seen = hvp.watch("ours", mode, argv, out / name / "results.jsonl", env, hvp.REPO, 0.005, 1800)
+    figures = seen.figures()
+    manifest = out / name / "run_manifest.json"
+    said = (
+        json.loads(manifest.read_text())["runner"].get("event_loop") if manifest.exists() else None
+    )
+    return {**figures, "loop": loop, "event_loop": said}
+
+
+def cell(args: argparse.Namespace, subset: str, engine: str, mode: str, work: Path) -> None:
+    tasks = our_tasks(subset, args.per_subset)
+    got: dict[str, list[dict[str, Any]]] = {loop: [] for loop in LOOPS}
+    print(f"\n{subset} x {engine}, {mode}: {len(tasks)} tasks", flush=True)
+    for r in range(args.rounds):
+        for loop in LOOPS if r % 2 == 0 else LOOPS[::-1]:
+            name = f"{subset.replace('.', '_')}_{engine}_{mode}_{loop}_{r}"
+            run = one_run(loop, subset, engine, mode, tasks, work, name)
+            got[loop].append(run)
+            cpu, between = run.get("harness_cpu_ms"), run.get("between_ms")
+            print(
+                f"  {loop:8} round {r}: exit {run['exit']}, {run['rows']} rows, harness CPU "
+                f"{hvp._ms(cpu)} ms/attempt, between {hvp._ms(between)} ms, duration "
+                f"{run['duration_ms']} ms, load {run['load']} ({run['event_loop']})",
+                flush=True,
+            )
+    medians: dict[str, tuple[float, float]] = {}
+    for loop in LOOPS:
+        cpu = [r["harness_cpu_ms"] for r in got[loop] if r.get("harness_cpu_ms") is not None]
+        between = [r["between_ms"] for r in got[loop] if r.get("between_ms") is not None]
+        if cpu and between:
+            medians[loop] = (statistics.median(cpu), statistics.median(between))
+            print(
+                f"  {loop:8} medians: harness CPU {medians[loop][0]:.2f} ms, "
+                f"between {medians[loop][1]:.2f} ms"
+            )
+    if len(medians) == len(LOOPS):
+        (uv_cpu, uv_between), (aio_cpu, aio_between) = medians["uvloop"], medians["asyncio"]
+        print(
+            f"  uvloop / asyncio: harness CPU {uv_cpu / aio_cpu:.3f}, "
+            f"between {uv_between / aio_between:.3f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-subset", type=int, default=25)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--subset", action="append", choices=sorted(hvp.SUBSETS))
+    parser.add_argument("--mode", choices=hvp.MODES, help="with --subset (default: per-attempt)")
+    parser.add_argument("--engines", default="chrome,lightpanda")
+    args = parser.parse_args()
+    cells = [(s, args.mode or "per-attempt") for s in args.subset] if args.subset else DEFAULT_CELLS
+    work = Path(tempfile.mkdtemp(prefix="mw-event-loop-ab-"))
+    print(f"work dir {work}; load average {os.getloadavg()[0]:.2f}")
+    for subset, mode in cells:
+        for engine in args.engines.split(","):
+            cell(args, subset, engine, mode, work)
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
