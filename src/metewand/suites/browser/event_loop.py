@@ -2,8 +2,9 @@
 
 uvloop (libuv under asyncio's interface) by default: the harness shares the host's cores with
 the engine it measures, and each attempt's CDP frames, fixture requests and adapter pipes pass
-through this loop. With the same tree alternating between the two loops, uvloop took 3-6% less
-harness CPU per attempt (benchmarks/README.md, "event_loop_ab.py"). ``METEWAND_EVENT_LOOP=asyncio``
+through this loop. With the same tree alternating between the two loops, uvloop took 6% less
+harness CPU per attempt, pooled over six subset x engine x mode cells (0.86-1.04 cell by cell;
+benchmarks/README.md, "event_loop_ab.py"). ``METEWAND_EVENT_LOOP=asyncio``
 chooses the standard library's loop (an A/B, or a platform uvloop does not support); when uvloop
 cannot be imported the standard loop is used and ``describe()`` says why, so a run's manifest
 names the loop its figures came from.
