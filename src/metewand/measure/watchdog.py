@@ -9,7 +9,8 @@ outside every group, that holds a pidfd of its runner and hears, over a pipe, ea
 it is made) and each process (once started; ``release`` when reaped). When the runner is gone
 for whatever reason, the watchdog kills what is left of them and removes the groups and the
 private directories it was told of (an engine's profile, which a killed engine would otherwise
-leave in the temp dir), within a second or so, then exits; when the runner ended normally there is nothing left to do.
+leave in the temp dir), within a second or so, then exits; when the runner ended normally there
+is nothing left to do.
 
 What it cannot cover, and what covers it: the watchdog killed as well (``kill -9`` of both):
 a run's ``owned.jsonl`` (``runtime.owned.sweep`` on ``--resume`` / ``metewand clean``), and

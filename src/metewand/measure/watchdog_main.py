@@ -13,8 +13,8 @@ pipe, one line each:
 When the runner is gone (its pidfd becomes readable; without a pidfd, the pipe's end of file),
 it reads what is still in the pipe, kills every guarded group's members (``cgroup.kill`` where
 the kernel has it) and every live guarded process with the members of the session it led
-(``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, then the guarded directories (a real directory at an absolute path, never
-through a symlink), and exits.
+(``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, then the
+guarded directories (a real directory at an absolute path, never through a symlink), and exits.
 A runner that ended normally left nothing, so then there is nothing to do. On its start it also
 removes orphan groups that earlier metewand processes left (``measure.orphans``), in a thread,
 so the pipe is read meanwhile, at the lowest priority (not with ``METEWAND_ORPHAN_SWEEP=off``);
@@ -107,9 +107,10 @@ def _remove_dir(path: str) -> None:
     import stat
 
     try:
-        real_dir = os.path.isabs(path) and stat.S_ISDIR(os.lstat(path).st_mode)
+        real_dir = stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return  # gone already (the runner removed it and its release was lost with it)
+    # realpath of a relative path, or of one through a symlink, is another string
     if real_dir and os.path.realpath(path) == path:
         shutil.rmtree(path, ignore_errors=True)
 

@@ -121,8 +121,10 @@ class LongLivedAdapter:
         self.stray_restarts = 0  # restarts for output written between payloads
         self._lock = asyncio.Lock()
         self._reader: asyncio.StreamReader | None = None
-        self._transports: list[asyncio.BaseTransport] = []
-        self._into: asyncio.WriteTransport | None = None  # the adapter's stdin, on the loop
+        # the adapter's stdin and stdout on the loop (not checked by isinstance: uvloop's pipe
+        # transports do not subclass asyncio's classes)
+        self._into: asyncio.WriteTransport | None = None
+        self._out: asyncio.ReadTransport | None = None
 
     async def _start(self) -> Process:
         """A served adapter in its own session and accounting group, its stdin and stdout on the
@@ -152,8 +154,7 @@ class LongLivedAdapter:
             lambda: asyncio.StreamReaderProtocol(reader), process.popen.stdout
         )
         into, _ = await loop.connect_write_pipe(asyncio.Protocol, process.popen.stdin)
-        self.process, self._reader, self._transports = process, reader, [into, out]
-        self._into = into
+        self.process, self._reader, self._into, self._out = process, reader, into, out
         self.starts += 1
         return process
 
@@ -170,9 +171,10 @@ class LongLivedAdapter:
         if not process.has_exited():
             await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
         leftovers = await asyncio.to_thread(_sweep, process, accounting)
-        for transport in self._transports:
-            transport.close()
-        self._transports, self._into = [], None
+        for transport in (self._into, self._out):
+            if transport is not None:
+                transport.close()
+        self._into = self._out = None
         process.close()
         if accounting is not None:
             with contextlib.suppress(OSError):
@@ -245,7 +247,6 @@ class LongLivedAdapter:
     async def _exchange(
         self, process: Process, payload: Mapping[str, Any], deadline_s: float
     ) -> tuple[str, dict[str, Any] | None, str, bytes]:
-        # Not isinstance: uvloop's pipe transports do not subclass asyncio's classes.
         into, reader = self._into, self._reader
         assert into is not None and reader is not None
         try:
@@ -300,8 +301,8 @@ class LongLivedAdapter:
     async def close(self) -> None:
         async with self._lock:
             process = self.process
-            if process is not None and not process.has_exited() and self._transports:
-                self._transports[0].close()  # a served adapter exits when its input ends
+            if process is not None and not process.has_exited() and self._into is not None:
+                self._into.close()  # a served adapter exits when its input ends
                 await process.wait_exited_async(CLOSE_WAIT_S)
             await self._discard()
 

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import quote
 
 from metewand.suites.browser import classify
@@ -28,9 +28,6 @@ from metewand.suites.browser.probes import (
 from metewand.suites.browser.steps import RawCdpState, reset_download_behavior, run_steps
 from metewand.suites.browser.substitute import RunnerTokens
 from metewand.suites.browser.tasks import Task
-
-if TYPE_CHECKING:
-    pass
 
 SCENE_READY_LIMIT_S: Final = 3.0
 SCENE_POLL_S: Final = 0.1
