@@ -274,18 +274,28 @@ def groups_of(args: argparse.Namespace, work: Path, one: Series) -> list[tuple[s
 def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> bool:
     """Print the whole history's change points and whether they are exactly the planted ones:
     every group of the target (implementation, or browser task) at the planted run, nothing
-    else (for A/A: nothing at all; a step only the newest runs show counts too)."""
+    else (for A/A: nothing at all; a step only the newest runs show counts too). Environment
+    shifts (a step across which the group's declared inputs stayed the same: ``history check``
+    lists them and does not count them) are printed beside, with their number, and not judged."""
     suites = one.final["suites"]
-    shifts = [c for s in suites for c in s["change_points"] if c["host_shift"]]
-    changes = [c for s in suites for c in s["change_points"] if not c["host_shift"]]
+    every = [c for s in suites for c in s["change_points"]]
+    shifts = [c for c in every if c["host_shift"]]
+    environment = [c for c in every if not c["host_shift"] and c.get("environment_shift")]
+    changes = [c for c in every if not c["host_shift"] and not c.get("environment_shift")]
     metric = ",".join(f"{s['metric']} (typical noise {s['typical_noise']:.1%})" for s in suites)
-    print(f"{one.name}: {len(changes)} change point(s) over the whole history; {metric}")
-    for c in changes:
+    print(
+        f"{one.name}: {len(changes)} change point(s) over the whole history, and "
+        f"{len(environment)} environment shift(s) (steps across which the group's declared "
+        f"inputs did not change: listed, not counted); {metric}"
+    )
+    for c in changes + environment:
+        kind = "environment shift: " if c in environment else ""
         print(
-            f"  {c['subject']} | {c['task'][:70]} | from run {c['run_id']} (position "
+            f"  {kind}{c['subject']} | {c['task'][:70]} | from run {c['run_id']} (position "
             f"{c['position']}, commit {str(c['commit'])[:10]}) step {c['step']:+.1%} "
             f"[{c['step_ci95'][0]:+.1%}, {c['step_ci95'][1]:+.1%}] p={c['p_value']:.2g} "
-            f"noise {c['historical_noise']:.1%}, {c['runs_after']} runs after"
+            f"noise {c['historical_noise']:.1%}, {c['runs_after']} runs after, inputs "
+            f"{c.get('inputs', 'unknown')}"
         )
     for c in shifts:
         print(
@@ -296,7 +306,10 @@ def judge(args: argparse.Namespace, work: Path, one: Series, target: str) -> boo
     flagged = [r["run"] for r in one.runs if r["check_exit"] == 1]
     print(f"  CI-style checks after each run that exited 1: {flagged or 'none'}")
     if one.planted_at is None:
-        print(f"  A/A verdict: {'PASS' if not changes else 'FAIL'} (0 change points expected)")
+        print(
+            f"  A/A verdict: {'PASS' if not changes else 'FAIL'} (0 change points expected; "
+            f"{len(environment)} environment shift(s) listed)"
+        )
         return not changes
     groups = groups_of(args, work, one)
     expected = {g for g in groups if target in g}

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from compute_helpers import problem, python_impl, write_manifest
+from compute_helpers import FAULT, problem, python_impl, write_manifest
 from metewand.suites.compute.manifest import ManifestError
 from metewand.suites.compute.manifest_load import load
 from metewand.suites.compute.plan_expand import build_plan
@@ -90,3 +90,35 @@ implementation_parameters = { a = { x = { grid = [10, 11] } } }
     plan = build_plan(load(str(write_manifest(tmp_path, cases))))
     # cases are unioned; each case replaces x and keeps the experiment's y grid
     assert len(plan.attempts) == (1 * 2 + 2 * 2) * 2
+
+
+def test_source_files_must_be_files_inside_the_manifests_directory(tmp_path: Path) -> None:
+    (tmp_path / "impl.py").write_text("pass\n")
+    (tmp_path / "helper.py").write_text("X = 1\n")
+    (tmp_path / "sub").mkdir()
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.py"
+    outside.write_text("Y = 2\n")
+    here = problem() + python_impl("a", "ok").replace(str(FAULT), "impl.py") + EXPERIMENT
+
+    def declared(files: str, body: str = here) -> str:
+        return body.replace("problems = [", f"source_files = {files}\nproblems = [", 1)
+
+    errors = "\n".join(_errors(tmp_path, declared('["helper.py", 3]')))
+    assert "implementations.a.source_files: must be an array of strings" in errors, errors
+    bad = f'["helper.py", "nope.py", "sub", "../{outside.name}"]'
+    errors = "\n".join(_errors(tmp_path, declared(bad)))
+    assert "implementations.a.source_files[1]: no such file: nope.py" in errors, errors
+    assert "implementations.a.source_files[2]: sub is not a regular file" in errors, errors
+    assert f"source_files[3]: ../{outside.name} is outside the manifest's directory" in errors
+    assert "source_files[0]" not in errors, errors
+    away = problem() + python_impl("a", "ok") + EXPERIMENT  # its entrypoint lies elsewhere
+    errors = "\n".join(_errors(tmp_path, declared('["helper.py"]', away)))
+    assert "implementations.a.source_files: needs the entrypoint inside" in errors, errors
+    # a declared file is part of the implementation's identity
+    first = build_plan(load(str(write_manifest(tmp_path, declared('["helper.py"]'))))).attempts[0]
+    (tmp_path / "helper.py").write_text("X = 2\n")
+    again = build_plan(load(str(write_manifest(tmp_path, declared('["helper.py"]'))))).attempts[0]
+    assert again.key != first.key
+    plain = build_plan(load(str(write_manifest(tmp_path, here)))).attempts[0]
+    (tmp_path / "helper.py").write_text("X = 3\n")
+    assert build_plan(load(str(write_manifest(tmp_path, here)))).attempts[0].key == plain.key

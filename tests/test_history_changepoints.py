@@ -195,3 +195,54 @@ def test_check_exit_codes_on_a_store(tmp_path: Path) -> None:
     checked = run_check(stepped, None, Filters(), Settings())[0].changes
     written = write_report(stepped, tmp_path / "site", None, Filters(), Settings())
     assert written.changes == len(checked) >= 1
+
+
+def test_a_step_whose_inputs_did_not_change_is_an_environment_shift(tmp_path: Path) -> None:
+    """Two groups step by 30% at the newest run; only the first one's declared inputs changed
+    there. The check counts that one (it names the commit), lists the other as an environment
+    shift, and counts it too with --fail-on-environment; a store without known inputs counts
+    both (unknown inputs keep the step on its commit)."""
+    both, env_only, unknown = (tmp_path / f"{n}.duckdb" for n in ("both", "env", "unknown"))
+    common = {"sigma": 0.02, "step": 0.3, "step_at": 29, "step_groups": 2}
+    synthetic.build(both, 30, 6, inputs_groups=1, **common)
+    synthetic.build(env_only, 30, 6, inputs_groups=0, **common)
+    synthetic.build(unknown, 30, 6, **common)
+    check = [sys.executable, "-m", "metewand", "history", "check", "--fail-on-change"]
+    runs = [
+        [*check, "--history", str(both)],
+        [*check, "--history", str(env_only)],
+        [*check, "--history", str(env_only), "--fail-on-environment"],
+        [*check, "--history", str(unknown)],
+    ]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for argv in runs
+    ]
+    done = [
+        subprocess.CompletedProcess(p.args, p.wait(timeout=300), *p.communicate()) for p in procs
+    ]
+    lines = {
+        name: [line for line in d.stdout.splitlines() if "NEW change" in line]
+        for name, d in zip(("both", "env", "env_counted", "unknown"), done, strict=True)
+    }
+    assert done[0].returncode == 1, done[0].stdout
+    assert len(lines["both"]) == 2, done[0].stdout
+    changed = [line for line in lines["both"] if "case 000 x impl 0" in line]
+    shifted = [line for line in lines["both"] if "case 001 x impl 1" in line]
+    assert changed and "inputs changed at run syn00029" in changed[0], done[0].stdout
+    assert shifted and "inputs unchanged: an environment shift" in shifted[0], done[0].stdout
+    assert "starts 1 significant step(s)" in done[0].stderr, done[0].stderr
+    assert "not counted: 1 step(s)" in done[0].stderr, done[0].stderr
+    assert done[1].returncode == 0, (done[1].stdout, done[1].stderr)
+    assert len(lines["env"]) == 2 and "not counted: 2 step(s)" in done[1].stderr, done[1].stderr
+    assert done[2].returncode == 1 and "starts 2 significant" in done[2].stderr, done[2].stderr
+    assert done[3].returncode == 1 and "starts 2 significant" in done[3].stderr, done[3].stderr
+    assert not any("inputs" in line for line in lines["unknown"]), done[3].stdout
+    # the JSON says the same per change point
+    results = run_check(both, None, Filters(), Settings())
+    by_group = {(c["task"], c["inputs"], c["environment_shift"]) for c in results[0].changes}
+    assert ("case 000", "changed", False) in by_group, by_group
+    assert ("case 001", "unchanged", True) in by_group, by_group
+    assert exit_status(results) == 1
+    counted = run_check(env_only, None, Filters(), Settings(count_environment=True))
+    assert exit_status(counted) == 1

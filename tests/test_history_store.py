@@ -314,9 +314,10 @@ def test_a_version_1_file_migrates(sorted_run: Path, tmp_path: Path) -> None:
     assert added.outcome == ADDED
     with store.reading(old) as con:
         assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (
-            "2",
+            str(store.SCHEMA_VERSION),
         )
         assert con.execute("SELECT count(git_commit_time) FROM runs").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM group_inputs").fetchone()[0] >= 3
     with store.writing(old) as con:
         con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     done = metewand("history", "list", "--history", str(old), cwd=tmp_path)
@@ -338,3 +339,62 @@ def test_env_names_the_store_and_parquet_round_trips(sorted_run: Path, tmp_path:
     assert count(tmp_path / "copy.duckdb", "SELECT count(*) FROM attempt_values") == count(
         tmp_path / "env.duckdb", "SELECT count(*) FROM attempt_values"
     )
+
+
+def _plan_identities(manifest: Path, cwd: Path) -> dict[str, str]:
+    """implementation -> the identity digest its attempt keys carry, from ``metewand plan``."""
+    done = metewand("plan", str(manifest), cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    found: dict[str, str] = {}
+    for word in done.stdout.split():
+        for part in word.split("/"):
+            name, at, digest = part.partition("@")
+            if at and name in ("python-builtin", "python-heapsort", "c-mergesort"):
+                found[name] = digest
+    assert len(found) == 3, done.stdout[-2000:]
+    return found
+
+
+def test_group_inputs_follow_each_groups_declared_sources(sorted_run: Path, tmp_path: Path) -> None:
+    """Every group of a run has its declared inputs' digest; a change to one implementation's
+    file changes that implementation's groups only; a change to the module the Python workers
+    import, declared in their ``source_files`` (the evaluator's too, which every
+    implementation's problem names), changes every implementation's identity."""
+    history = sorted_run.parent.parent / "history.duckdb"
+    groups = count(history, "SELECT count(DISTINCT (task, subject, driver)) FROM attempt_values")
+    assert count(history, "SELECT count(*) FROM group_inputs") == groups >= 3
+    example = tmp_path / "sorting"
+    shutil.copytree(REPO_ROOT / "examples/sorting", example, ignore=shutil.ignore_patterns("runs"))
+    before = _plan_identities(example / "metewand.toml", tmp_path)
+    with open(example / "workers/common.py", "a") as handle:
+        handle.write("# a change both Python implementations import\n")
+    after = _plan_identities(example / "metewand.toml", tmp_path)
+    assert all(before[k] != after[k] for k in before), (before, after)
+    shutil.copy(REPO_ROOT / "examples/sorting/workers/common.py", example / "workers/common.py")
+    with open(example / "workers/heapsort.py", "a") as handle:
+        handle.write("# a change to heapsort alone\n")
+    done = metewand(
+        "run",
+        str(example / "metewand.toml"),
+        "--experiment",
+        "presorted",
+        "--run-id",
+        "s2",
+        "--no-progress",
+        "--no-history",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    both = tmp_path / "both.duckdb"
+    add_runs(both, [sorted_run, tmp_path / "runs" / "s2"])
+    with store.reading(both) as con:
+        moved = con.execute(
+            """SELECT DISTINCT a.subject FROM group_inputs a JOIN group_inputs b
+               USING (task, subject, driver) WHERE a.run_uid < b.run_uid AND a.inputs <> b.inputs"""
+        ).fetchall()
+        kept = con.execute(
+            """SELECT count(*) FROM group_inputs a JOIN group_inputs b
+               USING (task, subject, driver) WHERE a.run_uid < b.run_uid AND a.inputs = b.inputs"""
+        ).fetchone()[0]
+    assert [m[0] for m in moved] == ["python-heapsort"], moved
+    assert kept == groups - 1, kept

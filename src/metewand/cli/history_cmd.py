@@ -381,6 +381,12 @@ def _settings(recent: int = 1, **opts: Any) -> Any:
 )
 @detection_options
 @click.option(
+    "--fail-on-environment",
+    is_flag=True,
+    help="Count steps in groups whose declared inputs did not change (environment shifts: "
+    "the host, the interpreter, metewand) as well; by default they are listed, not counted.",
+)
+@click.option(
     "--recent",
     type=click.IntRange(min=1),
     default=1,
@@ -393,6 +399,7 @@ def check(
     metric: str | None,
     suite: str | None,
     fail_on_change: bool,
+    fail_on_environment: bool,
     recent: int,
     as_json: bool,
     history_path: str | None,
@@ -400,10 +407,12 @@ def check(
     **opts: Any,
 ) -> None:
     """Change points per group; for CI, whether the newest run starts one."""
+    from dataclasses import replace
+
     from metewand.errors import MetewandError
     from metewand.history.check import print_check, run_check
 
-    settings = _settings(recent, **opts)
+    settings = replace(_settings(recent, **opts), count_environment=fail_on_environment)
     try:
         results = run_check(_path(history_path, out_dir), metric, _filters(suite, opts), settings)
     except MetewandError as exc:

@@ -5,10 +5,18 @@ For CI: after a run has added itself, ``check --fail-on-change`` exits 1 when th
 (or one of the newest ``recent`` runs) is the first run after a significant step beyond the
 group's historical noise, 0 otherwise, and 2 when no group has enough runs to say (or when the
 metric is a wall time and the newest run's host pollution gate failed).
+
+Each change point says whether the group's declared inputs changed near it (``inputs``): the
+store keeps a digest of them per run and group (``ingest``). A step across which they stayed
+the same (``unchanged``) is an *environment shift*: the host, the interpreter or metewand moved
+that group, no commit to what the benchmark declares did. It is listed and kept in the
+report, and it fails the check only with ``count_environment``. ``changed`` and ``unknown``
+(a run that did not record them) steps count as before.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -328,6 +336,55 @@ def change_entry(group: GroupResult, cp: changepoints.ChangePoint, recent: bool)
     }
 
 
+UNCHANGED, CHANGED, UNKNOWN = "unchanged", "changed", "unknown"
+
+
+def _window(points: list[Point], index: int) -> list[Point]:
+    """The points around a step at ``index``: the estimate of where a step starts can be a run
+    or two off (``ALIGN_REACH``), so inputs that changed that close are the step's cause."""
+    return points[max(0, index - 1 - ALIGN_REACH) : index + ALIGN_REACH + 1]
+
+
+def _inputs_near(points: list[Point]) -> tuple[str, Point | None]:
+    """(``unchanged`` / ``changed`` / ``unknown``, the first point whose inputs differ from the
+    point before it)."""
+    if any(p.inputs is None for p in points):
+        return UNKNOWN, None
+    for before, after in itertools.pairwise(points):
+        if after.inputs != before.inputs:
+            return CHANGED, after
+    return UNCHANGED, None
+
+
+def _run_wide_inputs(detection: Detection, group: GroupResult, index: int) -> str:
+    """A run-wide step is the environment's when no judged group's inputs changed near it."""
+    runs = {p.run_uid for p in _window(group.points, index)}
+    verdicts = [
+        _inputs_near([p for p in g.points if p.run_uid in runs])[0]
+        for g in detection.groups
+        if g.analysis is not None
+    ]
+    if not verdicts or UNKNOWN in verdicts:
+        return UNKNOWN
+    return CHANGED if CHANGED in verdicts else UNCHANGED
+
+
+def attribute(
+    detection: Detection, group: GroupResult, cp: changepoints.ChangePoint, entry: dict[str, Any]
+) -> None:
+    """Add to a change entry whether its group's declared inputs changed near it."""
+    moved: Point | None = None
+    if group is detection.run_wide:
+        verdict = _run_wide_inputs(detection, group, cp.index)
+    else:
+        verdict, moved = _inputs_near(_window(group.points, cp.index))
+    entry["inputs"] = verdict
+    entry["inputs_changed_in"] = (
+        None if moved is None else {"run_id": moved.run_id, "commit": moved.commit}
+    )
+    entry["environment_shift"] = verdict == UNCHANGED
+
+
 def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[dict[str, Any]]:
     """Every change point of the suite (the run-wide group's last), each marked ``recent``
     when it starts at one of the newest ``recent`` runs of a group whose newest point is the
@@ -350,6 +407,7 @@ def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[
             entry["host_shift"] = group is detection.run_wide and bool(
                 entry["base_run"]["polluted"] or entry["new_run"]["polluted"]
             )
+            attribute(detection, group, cp, entry)
             out.append(entry)
     return out
 
@@ -366,10 +424,26 @@ class SuiteCheck:
     longest: int = 0
     typical_noise: float = 0.0
     polluted_newest: bool = False  # a wall metric and the newest run's gate failed
+    count_environment: bool = False  # environment shifts fail the check too
 
     @property
     def starts_now(self) -> list[dict[str, Any]]:
-        return [c for c in self.changes if c["recent"] and not c["host_shift"]]
+        return [
+            c
+            for c in self.changes
+            if c["recent"]
+            and not c["host_shift"]
+            and (self.count_environment or not c["environment_shift"])
+        ]
+
+    @property
+    def environment_now(self) -> list[dict[str, Any]]:
+        """Recent environment shifts the check does not count."""
+        return [
+            c
+            for c in self.changes
+            if c["recent"] and c["environment_shift"] and c not in self.starts_now
+        ]
 
 
 def check_suite(
@@ -383,7 +457,12 @@ def check_suite(
     detection = detect(all_series, suite, metric, settings)
     groups = detection.groups + ([detection.run_wide] if detection.run_wide else [])
     result = SuiteCheck(
-        suite, metric, newest, groups=len(groups), typical_noise=detection.typical_noise
+        suite,
+        metric,
+        newest,
+        groups=len(groups),
+        typical_noise=detection.typical_noise,
+        count_environment=settings.count_environment,
     )
     for group in groups:
         result.longest = max(result.longest, len(group.kept))

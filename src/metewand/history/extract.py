@@ -94,6 +94,7 @@ COMPUTE_COLUMNS = {
         }
     ),
     "phases": _struct({"implementation": COMPUTE_PHASES, "evaluator": COMPUTE_PHASES}),
+    "candidate": "JSON",
 }
 
 BROWSER_PHASE = _struct({"name": "VARCHAR", **{f: FORM for f in BROWSER_PHASE_FIELDS.values()}})
@@ -107,6 +108,9 @@ BROWSER_COLUMNS = {
     "engine": "VARCHAR",
     "driver_path": "VARCHAR",
     "driver": "VARCHAR",
+    "task_version": "JSON",
+    "driver_version": "JSON",
+    "engine_provenance": "JSON",
     "duration_ms": "JSON",
     # the peer's layout: plain numbers, null where nothing was measured (its reason in
     # ``unavailable``); small, so kept as JSON and read by the generic macros below
@@ -148,7 +152,8 @@ SELECT key, status, role, calibration_twin,
                 record.provenance.data.measurements) AS measurements,
        coalesce(observation.provenance.data.tree_memory,
                 record.provenance.data.tree_memory) AS tree_memory,
-       phases.implementation.phases AS phases_0, phases.evaluator.phases AS phases_1
+       phases.implementation.phases AS phases_0, phases.evaluator.phases AS phases_1,
+       json_extract_string(candidate, '$') AS inputs
 FROM {_reader(COMPUTE_COLUMNS)}
 """
 
@@ -157,7 +162,12 @@ SELECT coalesce(key, artifact_dir, task_id || '/' || engine || '/' || attempt::V
        status, calibration_twin, task_id, engine,
        coalesce(driver_path, driver, 'unknown') AS driver,
        resource_forms, phases.engine.total AS total, phases.engine.phases AS phases_0,
-       duration_ms, CASE WHEN resource_forms IS NULL THEN resource END AS peer_resource
+       duration_ms, CASE WHEN resource_forms IS NULL THEN resource END AS peer_resource,
+       CASE WHEN json_extract_string(engine_provenance, '$.binary_sha256') IS NOT NULL
+            THEN concat_ws(' ', 'task_version=' || coalesce(task_version::VARCHAR, 'null'),
+                           'engine=' || json_extract_string(engine_provenance, '$.binary_sha256'),
+                           'driver_version=' || coalesce(driver_version::VARCHAR, 'null'))
+       END AS inputs
 FROM {_reader(BROWSER_COLUMNS)}
 """
 
@@ -174,6 +184,7 @@ KEPT_COLUMNS = {
         "implementation",
         "implementation_parameters",
         "coords",
+        "inputs",
     ),
     "browser": (
         "key",
@@ -184,6 +195,7 @@ KEPT_COLUMNS = {
         "driver",
         "duration_ms",
         "peer_resource",
+        "inputs",
     ),
 }
 # The staged columns the values are read from, per suite.

@@ -24,7 +24,7 @@ from typing import Any
 from metewand import canonical
 from metewand.compare import labels
 from metewand.history import extract
-from metewand.history.run_facts import read_manifest, run_facts, run_uid, suite_of
+from metewand.history.run_facts import inputs_base, read_manifest, run_facts, run_uid, suite_of
 from metewand.runtime import rundir
 from metewand.runtime.store import read_results
 
@@ -221,7 +221,7 @@ def _attempts_sql(suite: str) -> str:
                coalesce(r.implementation, 'unknown')) AS subject, '' AS driver,
                coalesce(r.key, 'line' || (r.rowid + 1)::VARCHAR) AS attempt_key,
                coalesce(r.status, 'failed') AS status, ({counted}) IS TRUE AS counted,
-               {sources}
+               {sources}, r.inputs
         FROM mw_rows r
         LEFT JOIN mw_task_labels t ON t.coords = r.coords
         LEFT JOIN mw_subject_labels s ON s.impl IS NOT DISTINCT FROM r.implementation
@@ -231,7 +231,7 @@ def _attempts_sql(suite: str) -> str:
         SELECT r.task_id AS task, coalesce(r.engine, '') AS subject,
                r.driver, coalesce(r.key, 'line' || (r.rowid + 1)::VARCHAR) AS attempt_key,
                coalesce(r.status, 'infra') AS status, ({counted}) IS TRUE AS counted,
-               {sources}
+               {sources}, r.inputs
         FROM mw_rows r
         WHERE r.task_id IS NOT NULL
           AND coalesce(r.calibration_twin::VARCHAR, 'false') <> 'true'"""
@@ -249,6 +249,25 @@ def _insert_values(con: Any, suite: str, uid: str) -> tuple[int, int]:
     ).fetchone()[0]
     attempts = con.execute("SELECT count(*) FROM mw_attempts").fetchone()[0]
     return int(attempts), int(stored)
+
+
+def _insert_inputs(con: Any, uid: str, base: str | None) -> None:
+    """A digest of each group's declared inputs (``run_facts.inputs_base`` and each row's own),
+    for the groups whose every row names them: one row that does not leaves the group's inputs
+    unknown, never guessed from the others."""
+    if base is None:
+        return
+    groups = con.execute(
+        "SELECT task, subject, driver, string_agg(DISTINCT inputs, chr(10) ORDER BY inputs), "
+        "count(inputs) = count(*) FROM mw_attempts GROUP BY ALL"
+    ).fetchall()
+    lines = [
+        [uid, task, subject, driver, hashlib.sha256(f"{base}\n{named}".encode()).hexdigest()]
+        for task, subject, driver, named, whole in groups
+        if whole and named
+    ]
+    if lines:
+        con.executemany("INSERT INTO group_inputs VALUES (?, ?, ?, ?, ?)", lines)
 
 
 def _run_line(facts: dict[str, Any], uid: str, digest: str, rows: int) -> list[Any]:
@@ -303,14 +322,15 @@ def add_run(con: Any, run_dir: Path) -> Added:
         rows = con.execute("SELECT count(*) FROM mw_rows").fetchone()[0]
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute("DELETE FROM attempt_values WHERE run_uid = $uid", {"uid": uid})
-            con.execute("DELETE FROM runs WHERE run_uid = $uid", {"uid": uid})
+            for table in ("attempt_values", "group_inputs", "runs"):
+                con.execute(f"DELETE FROM {table} WHERE run_uid = $uid", {"uid": uid})
             con.execute(
                 f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES "
                 f"({', '.join('?' for _ in RUN_COLUMNS)})",
                 _run_line(facts, uid, digest, int(rows)),
             )
             attempts, stored = _insert_values(con, suite, uid)
+            _insert_inputs(con, uid, inputs_base(manifest, suite))
         except BaseException:
             con.execute("ROLLBACK")
             raise

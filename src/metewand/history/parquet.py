@@ -5,7 +5,11 @@ Layout (hive partitioning, so a reader can prune by suite)::
 
     DIR/runs/suite=<suite>/data_0.parquet            one line per run
     DIR/attempt_values/suite=<suite>/data_0.parquet  one line per attempt x metric
+    DIR/group_inputs/suite=<suite>/data_0.parquet    one line per run x group with known inputs
     DIR/meta.parquet                                 format and schema version of the export
+
+An export of schema version 2 (before ``group_inputs``) imports too: its runs' groups have no
+known inputs, as in a store migrated from version 2.
 
 Import is idempotent: a run already in the store with the same content digest is skipped, one
 with another digest (it was resumed since) replaces the store's entry, all in one transaction.
@@ -18,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from metewand.history.store import FORMAT, SCHEMA_VERSION, HistoryError, reading, writing
+
+OLDEST_IMPORTED = 2  # an export of this schema version or newer (up to ours) imports
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,12 @@ def export(history: Path, out: Path) -> tuple[int, int]:
             f"{_quote(out / 'attempt_values')} (FORMAT parquet, PARTITION_BY (suite), "
             "OVERWRITE_OR_IGNORE)"
         )
+        if con.execute("SELECT count(*) FROM group_inputs").fetchone()[0]:
+            con.execute(
+                f"COPY (SELECT g.*, r.suite FROM group_inputs g JOIN runs r USING (run_uid)) TO "
+                f"{_quote(out / 'group_inputs')} (FORMAT parquet, PARTITION_BY (suite), "
+                "OVERWRITE_OR_IGNORE)"
+            )
         con.execute(
             f"COPY (SELECT '{FORMAT}' AS format, {SCHEMA_VERSION} AS schema_version) TO "
             f"{_quote(out / 'meta.parquet')} (FORMAT parquet)"
@@ -53,7 +65,8 @@ def export(history: Path, out: Path) -> tuple[int, int]:
     return int(runs), int(values)
 
 
-def _check_export(con: Any, src: Path) -> None:
+def _check_export(con: Any, src: Path) -> int:
+    """The export's schema version, when this store can import it."""
     import duckdb
 
     meta_path = src / "meta.parquet"
@@ -65,14 +78,19 @@ def _check_export(con: Any, src: Path) -> None:
         raise HistoryError(
             f"{meta_path}: not a metewand history export ({str(exc).splitlines()[0]})"
         ) from None
-    if meta is None or meta[0] != FORMAT or int(meta[1]) != SCHEMA_VERSION:
-        raise HistoryError(f"{meta_path}: format {meta!r}, expected ({FORMAT!r}, {SCHEMA_VERSION})")
+    if meta is None or meta[0] != FORMAT or not OLDEST_IMPORTED <= int(meta[1]) <= SCHEMA_VERSION:
+        raise HistoryError(
+            f"{meta_path}: format {meta!r}, expected ({FORMAT!r}, {OLDEST_IMPORTED} to "
+            f"{SCHEMA_VERSION})"
+        )
+    return int(meta[1])
 
 
 def import_parquet(history: Path, src: Path) -> Imported:
     """Merge the export at ``src`` into the store at ``history`` (created when absent)."""
     with writing(history) as con:
         _check_export(con, src)
+        inputs_dir = src / "group_inputs"
         runs_glob = _quote(src / "runs" / "**" / "*.parquet")
         values_glob = _quote(src / "attempt_values" / "**" / "*.parquet")
         con.execute(
@@ -98,8 +116,8 @@ def import_parquet(history: Path, src: Path) -> Imported:
                    LEFT JOIN runs r USING (run_uid)
                    WHERE r.run_uid IS NULL OR r.content_sha256 <> i.content_sha256"""
             )
-            con.execute("DELETE FROM attempt_values WHERE run_uid IN (SELECT run_uid FROM mw_take)")
-            con.execute("DELETE FROM runs WHERE run_uid IN (SELECT run_uid FROM mw_take)")
+            for table in ("attempt_values", "group_inputs", "runs"):
+                con.execute(f"DELETE FROM {table} WHERE run_uid IN (SELECT run_uid FROM mw_take)")
             con.execute(
                 f"INSERT INTO runs ({', '.join(columns)}) SELECT {', '.join(columns)} FROM mw_in_runs "
                 "WHERE run_uid IN (SELECT run_uid FROM mw_take)"
@@ -109,6 +127,12 @@ def import_parquet(history: Path, src: Path) -> Imported:
                 f"{', '.join(value_columns)} FROM read_parquet({values_glob}, hive_partitioning = true) "
                 "WHERE run_uid IN (SELECT run_uid FROM mw_take)"
             )
+            if inputs_dir.is_dir():  # an export with no known inputs (or of v2) has none
+                con.execute(
+                    "INSERT INTO group_inputs SELECT run_uid, task, subject, driver, inputs FROM "
+                    f"read_parquet({_quote(inputs_dir / '**' / '*.parquet')}, "
+                    "hive_partitioning = true) WHERE run_uid IN (SELECT run_uid FROM mw_take)"
+                )
         except BaseException:
             con.execute("ROLLBACK")
             raise

@@ -110,6 +110,26 @@ def _identities(settings: Mapping[str, Any], manifest: Mapping[str, Any]) -> dic
     return out
 
 
+def inputs_base(manifest: Mapping[str, Any], suite: str) -> str | None:
+    """What a run's groups share of their declared inputs, or None when the run does not say
+    (then no group's inputs are known). A compute row names all of its own (its logical
+    candidate: dataset, problem and implementation configurations with their source bundles,
+    and the policies), so the run adds nothing; a browser row names its task's version, the
+    engine binary's digest and the driver's version, and the run adds the corpus's digest (task
+    files, fixture pages) and the runner's source tree (the adapters), which change for every
+    group at once. The peer's runs record neither."""
+    if layout_of(manifest) != OURS:
+        return None
+    if suite == "compute":
+        return "compute"
+    settings = _obj(manifest.get("data"))
+    corpus = _text(_obj(settings.get("corpus")).get("sha256"))
+    source = _text(_obj(_obj(settings.get("runner")).get("source")).get("tree_sha256"))
+    if corpus is None or source is None:
+        return None
+    return f"browser corpus={corpus} runner={source}"
+
+
 def _tree(settings: Mapping[str, Any]) -> dict[str, Any]:
     tree = _obj(settings.get("benchmarked_tree"))
     return {

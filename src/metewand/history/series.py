@@ -51,6 +51,9 @@ class Point(NamedTuple):
     ci_level: float
     runs: int = 1  # with --by commit: how many runs the point pools
     minimum: float = math.nan  # the lowest counted value (the run's floor)
+    inputs: str | None = (
+        None  # the digest of the group's declared inputs in this run (None: unknown)
+    )
 
 
 @dataclass
@@ -163,8 +166,10 @@ QUERY = """
 SELECT v.suite, v.task, v.subject, v.driver, v.total, v.first_median, v.run_uid, r.run_id,
        strftime(v.newest, '%Y-%m-%dT%H:%M:%S.%gZ'), r.git_commit,
        r.git_branch, r.git_dirty, NOT r.pollution_passed, r.run_dir, len(v.vals),
-       list_median(v.vals), v.vals[c.lo], v.vals[c.hi], c.level, v.runs, v.vals[1]
+       list_median(v.vals), v.vals[c.lo], v.vals[c.hi], c.level, v.runs, v.vals[1], g.inputs
 FROM mw_points v JOIN runs r USING (run_uid) JOIN mw_ci_ranks c ON c.n = len(v.vals)
+LEFT JOIN group_inputs g ON g.run_uid = v.run_uid AND g.task = v.task
+     AND g.subject = v.subject AND g.driver = v.driver
 WHERE v.back <= $last
 ORDER BY v.suite, v.task, v.subject, v.driver, v.back DESC
 """
@@ -197,7 +202,7 @@ def read_series(
         suite, task, subject, driver, total, first = row[:6]
         if not out or out[-1].group != (task, subject, driver) or out[-1].suite != suite:
             out.append(Series(suite, task, subject, driver, total=total, first_median=first))
-        out[-1].points.append(Point._make(row[6:21]))
+        out[-1].points.append(Point._make(row[6:22]))
     con.execute("DROP TABLE IF EXISTS mw_points")
     return out
 

@@ -22,3 +22,4 @@ class Settings:
     run_factor: bool = True  # divide out what the host did to every group of a run alike
     statistic: str = "floor"  # a run's level: the lowest of its attempts (floor) or their median
     allow_polluted: bool = False  # judge wall times of runs whose pollution gate failed
+    count_environment: bool = False  # a step whose group's inputs did not change fails too

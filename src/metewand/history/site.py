@@ -102,10 +102,12 @@ def _marker(x: float, y: float, point: Point, outlier: bool, metric: str) -> str
 
 
 def _change_mark(x: float, change: dict[str, Any], links: dict[int, str]) -> str:
-    label = f"{text.short_commit(change['commit'])} {change['step']:+.1%}"
+    env = bool(change.get("environment_shift"))
+    label = f"{'environment' if env else text.short_commit(change['commit'])} {change['step']:+.1%}"
+    cls = "change env" if env else "change"
     line = (
         f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{HEIGHT - PAD_B}" '
-        f'class="change"/><text x="{x + 3:.1f}" y="{HEIGHT - 8}" class="change-label">'
+        f'class="{cls}"/><text x="{x + 3:.1f}" y="{HEIGHT - 8}" class="{cls}-label">'
         f"{esc(label)}</text>"
     )
     href = links.get(change["position"])
@@ -121,6 +123,7 @@ svg.chart{width:100%;max-width:760px;height:auto;border:1px solid var(--line);ba
 .pt.outlier{fill:#fff;stroke:#8c564b;stroke-dasharray:2 1}
 .change{stroke:#d62728;stroke-width:1.5;stroke-dasharray:5 3}
 .change-label{font-size:11px;fill:#d62728}
+.change.env{stroke:#7f7f7f}.change.env-label{font-size:11px;fill:#7f7f7f}
 """
 
 
@@ -132,7 +135,9 @@ def legend() -> str:
         "default: a busy host only ever adds to a cost); hollow "
         "red: a run whose host pollution gate failed; hollow brown: a run set aside as an "
         "outlier; dashed red line: a change point, labelled with the commit of the first "
-        "run after it (a link to the compare report of the runs around it).</p>"
+        "run after it (a link to the compare report of the runs around it); dashed grey "
+        "line: an environment shift, a change point across which the group's declared "
+        "inputs did not change.</p>"
     )
 
 
@@ -145,12 +150,14 @@ def group_section(chart: GroupChart, ident: str) -> str:
             f"{c['step_ci95'][0]:+.1%} to {c['step_ci95'][1]:+.1%}",
             f"{c['p_value']:.2g}",
             f"{c['historical_noise']:.1%}",
+            text.cause_note(c).removeprefix("; ") or "inputs unknown",
         ]
         for c in chart.changes
     ]
     parts = [svg_chart(chart)]
     if rows:
-        parts.append(table(["first run after", "commit", "step", "95% CI", "p", "noise"], rows))
+        head = ["first run after", "commit", "step", "95% CI", "p", "noise", "cause"]
+        parts.append(table(head, rows))
     return f'<section id="{esc(ident)}"><h3>{esc(chart.title)}</h3>{"".join(parts)}</section>'
 
 

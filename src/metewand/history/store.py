@@ -3,7 +3,8 @@
 One DuckDB file (no server). ``meta`` marks it as ours and holds the schema version; ``runs``
 holds one line per run; ``attempt_values`` one line per attempt x metric, its form kept beside
 the value: a value that was not measured is ``unavailable`` with a NULL value and a reason, and a
-CHECK constraint makes the file itself refuse a number there.
+CHECK constraint makes the file itself refuse a number there; ``group_inputs`` one line per run
+and group whose declared inputs are known (a digest of them).
 
 Every write is one DuckDB transaction, so a writer killed with ``kill -9`` leaves the file as it
 was before the transaction (DuckDB replays or drops its write-ahead log on the next open). DuckDB
@@ -23,7 +24,7 @@ from typing import Any
 from metewand.errors import InvalidInput
 
 FORMAT = "metewand-history"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_NAME = "history.duckdb"
 ENV_VAR = "METEWAND_HISTORY"
 LOCK_WAIT_S = 60.0
@@ -78,8 +79,24 @@ def _v1_to_v2(con: Any) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN git_commit_time TIMESTAMPTZ")
 
 
+def _v2_to_v3(con: Any) -> None:
+    """v3 keeps, per run and group, a digest of the group's declared inputs (``ingest``): a
+    step across which they did not change is the environment's, not a commit's. v2 runs have
+    none, and their steps stay attributed to their commits."""
+    con.execute(
+        """CREATE TABLE group_inputs (
+            run_uid VARCHAR NOT NULL,
+            task VARCHAR NOT NULL,
+            subject VARCHAR NOT NULL,
+            driver VARCHAR NOT NULL,
+            inputs VARCHAR NOT NULL,
+            PRIMARY KEY (run_uid, task, subject, driver)
+        )"""
+    )
+
+
 # version N -> the step that makes a version-N file version N+1
-MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 class HistoryError(InvalidInput):

@@ -34,6 +34,15 @@ SELECT 'syn' || r, 'case ' || lpad(g::VARCHAR, 3, '0'), 'impl ' || (g % 5)::VARC
 FROM range($runs) t1(r), range($groups) t2(g), range($attempts) t3(a)
 """
 
+# each group's declared inputs: one digest per group, another from ``step_at`` on for the groups
+# below ``inputs_groups`` (a commit that changed them)
+INPUTS_SQL = """
+INSERT INTO group_inputs
+SELECT 'syn' || r, 'case ' || lpad(g::VARCHAR, 3, '0'), 'impl ' || (g % 5)::VARCHAR, '',
+       md5('inputs' || g || CASE WHEN g < $inputs_groups AND r >= $step_at THEN 'new' ELSE '' END)
+FROM range($runs) t1(r), range($groups) t2(g)
+"""
+
 
 def build(
     path: Path,
@@ -46,10 +55,12 @@ def build(
     step_at: int = 0,
     step_groups: int = 0,
     seed: float = 0.5,
+    inputs_groups: int | None = None,
 ) -> None:
     """A compute history of ``runs`` runs x ``groups`` groups, ``attempts`` values each; groups
     below ``step_groups`` step by ``step`` from run ``step_at`` on; runs with i % 7 == 3 are
-    marked polluted."""
+    marked polluted. With ``inputs_groups``, every group's declared inputs are known, and those
+    of the groups below it change at ``step_at`` (None: no group's inputs are known)."""
     params: dict[str, Any] = {
         "runs": runs,
         "groups": groups,
@@ -73,4 +84,14 @@ def build(
                 "step_groups": step_groups,
             },
         )
+        if inputs_groups is not None:
+            con.execute(
+                INPUTS_SQL,
+                {
+                    "runs": runs,
+                    "groups": groups,
+                    "step_at": step_at,
+                    "inputs_groups": inputs_groups,
+                },
+            )
         con.execute("COMMIT")

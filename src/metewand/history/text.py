@@ -85,8 +85,21 @@ def change_line(change: dict[str, Any], metric: str) -> str:
         f"{group}: {metric} {change['step']:+.1%} (95% CI {low:+.1%} to {high:+.1%}, "
         f"p={change['p_value']:.2g}, noise {change['historical_noise']:.1%}) from run "
         f"{change['run_id']} (run {change['position']} of this group, commit "
-        f"{short_commit(change['commit'])})"
+        f"{short_commit(change['commit'])}){cause_note(change)}"
     )
+
+
+def cause_note(change: dict[str, Any]) -> str:
+    """What the group's declared inputs did around the step."""
+    verdict = change.get("inputs")
+    if verdict == "unchanged":
+        return "; inputs unchanged: an environment shift"
+    moved = change.get("inputs_changed_in")
+    if verdict == "changed" and moved:
+        return f"; inputs changed at run {moved['run_id']} (commit {short_commit(moved['commit'])})"
+    if verdict == "changed":
+        return "; inputs changed"
+    return ""
 
 
 def check_header(r: Any, settings: Any) -> str:
@@ -112,12 +125,25 @@ def check_header(r: Any, settings: Any) -> str:
     return "\n".join(lines)
 
 
+def environment_note(results: Sequence[Any]) -> list[str]:
+    shifts = [c for r in results for c in r.environment_now]
+    if not shifts:
+        return []
+    return [
+        f"not counted: {len(shifts)} step(s) at the newest run(s) in groups whose declared "
+        "inputs did not change (environment shifts; --fail-on-environment counts them)"
+    ]
+
+
 def check_verdict(results: Sequence[Any], settings: Any, status: int) -> list[str]:
     if status == 1:
         starts = [c for r in results for c in r.starts_now]
-        return [f"check failed: the newest run starts {len(starts)} significant step(s)"]
+        return [
+            f"check failed: the newest run starts {len(starts)} significant step(s)",
+            *environment_note(results),
+        ]
     if status != 2:
-        return []
+        return environment_note(results)
     polluted = [r for r in results if r.polluted_newest]
     if polluted:
         return [

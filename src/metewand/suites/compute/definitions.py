@@ -164,7 +164,11 @@ class Definitions:
         if launch.runner == "python":
             script = str(launch.entrypoint)
             root, rel = bundle_root(self.manifest.root, script)
-            form = ids.interpreted_launch("python", rel, self.bundle(root, (rel,)))
+            # its ``source_files``: in the manifest's directory, as the script then is (the
+            # reader checks), so ``root`` is that directory and one bundle holds them all
+            extra = [s for s in launch.sources if s != script]
+            rels = (rel, *(os.path.relpath(os.path.realpath(s), root) for s in extra))
+            form = ids.interpreted_launch("python", rel, self.bundle(root, rels))
             return ids.worker_fields(form, list(launch.argv[2:]), env, None)
         bundle = None
         if launch.sources:

@@ -41,6 +41,7 @@ METEWAND_KEYS = {
     ("implementations", "problems"),
     ("implementations", "build"),
     ("implementations", "env"),
+    ("implementations", "source_files"),
     ("execution_policies", "jobs"),
     ("experiments", "repetitions"),
 }

@@ -18,7 +18,7 @@ from metewand.suites.compute.manifest import Launch
 
 RUNNERS = ("python", "command")
 LAUNCH_KEYS = {"runner": True, "entrypoint": False, "program": False, "args": False}
-LAUNCH_KEYS |= {"build": False, "env": False}
+LAUNCH_KEYS |= {"build": False, "env": False, "source_files": False}
 
 
 class Reader:
@@ -151,12 +151,19 @@ def read_launch(r: Reader, value: Any, where: str) -> Launch:
         r.error(f"{where}.env.{key!r}", problem)
     if runner not in RUNNERS:  # said once, at the runner: the other keys depend on it
         return Launch(runner, (), build, env, ())
+    extra = _source_files(r, t.get("source_files", []), f"{where}.source_files")
     if runner == "python":
         if "program" in t:
             r.error(f"{where}.program", "python launchers take 'entrypoint', not 'program'")
         script = r.file_path(t.get("entrypoint"), f"{where}.entrypoint", regular=True)
+        if extra and script and not _inside(r.root, script):
+            r.error(
+                f"{where}.source_files",
+                "needs the entrypoint inside the manifest's directory (one source bundle)",
+            )
+        sources = tuple(dict.fromkeys((script, *extra)))
         return Launch(
-            "python", (sys.executable, script, *args), build, env, (script,), entrypoint=script
+            "python", (sys.executable, script, *args), build, env, sources, entrypoint=script
         )
     if "entrypoint" in t:
         r.error(f"{where}.entrypoint", "command launchers take 'program', not 'entrypoint'")
@@ -170,4 +177,23 @@ def read_launch(r: Reader, value: Any, where: str) -> Launch:
         for a in build
         if os.path.isfile(os.path.join(r.root, a))
     )
+    sources = tuple(dict.fromkeys((*sources, *extra)))
     return Launch("command", (program, *args), build, env, sources, program=program)
+
+
+def _source_files(r: Reader, value: Any, where: str) -> tuple[str, ...]:
+    """``source_files``: files inside the manifest's directory whose bytes identify the worker
+    besides its entrypoint or build sources (a module it imports, a header it includes), so a
+    change to them changes its identity (and the history attributes a step to it)."""
+    out = []
+    for i, rel in enumerate(r.strings(value, where)):
+        full = r.file_path(rel, f"{where}[{i}]", regular=True)
+        if full and not _inside(r.root, full):
+            r.error(f"{where}[{i}]", f"{rel} is outside the manifest's directory")
+        elif full:
+            out.append(full)
+    return tuple(out)
+
+
+def _inside(root: str, path: str) -> bool:
+    return os.path.realpath(path).startswith(os.path.realpath(root) + os.sep)
