@@ -336,9 +336,22 @@ def test_env_names_the_store_and_parquet_round_trips(sorted_run: Path, tmp_path:
         )
         assert done.returncode == 0, done.stderr
     assert "0 runs added, 0 replaced, 1 unchanged" in done.stdout
-    assert count(tmp_path / "copy.duckdb", "SELECT count(*) FROM attempt_values") == count(
-        tmp_path / "env.duckdb", "SELECT count(*) FROM attempt_values"
+    for table in ("attempt_values", "group_inputs"):
+        sql = f"SELECT count(*) FROM {table}"
+        assert count(tmp_path / "copy.duckdb", sql) == count(tmp_path / "env.duckdb", sql) > 0
+    # an export written before group_inputs (schema 2) imports: its groups' inputs are unknown
+    shutil.rmtree(tmp_path / "pq" / "group_inputs")
+    con = duckdb.connect()
+    meta = str(tmp_path / "pq" / "meta.parquet")
+    con.execute(
+        f"COPY (SELECT format, 2 AS schema_version FROM read_parquet('{meta}')) TO "
+        f"'{tmp_path / 'meta2.parquet'}' (FORMAT parquet)"
     )
+    con.close()
+    shutil.move(tmp_path / "meta2.parquet", meta)
+    done = metewand("history", "import", "--parquet", "pq", "--history", "v2.duckdb", cwd=tmp_path)
+    assert done.returncode == 0 and "1 runs added" in done.stdout, (done.stdout, done.stderr)
+    assert count(tmp_path / "v2.duckdb", "SELECT count(*) FROM group_inputs") == 0
 
 
 def _plan_identities(manifest: Path, cwd: Path) -> dict[str, str]:

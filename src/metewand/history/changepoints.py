@@ -328,6 +328,16 @@ def shared_at(
     return _judged_at(values, analysis, index, settings, positions)
 
 
+def declared_at(
+    values: Sequence[float], analysis: Analysis, index: int, positions: int, settings: Settings
+) -> ChangePoint | None:
+    """A step before run ``index``, the run at which the group's declared inputs changed (a
+    commit to its code or data), judged with Bonferroni over the ``positions`` where they
+    changed in its history instead of over the whole series: the run was named before the
+    values were looked at, so no search chose it. None when not significant."""
+    return _judged_at(values, analysis, index, settings, positions)
+
+
 def _judged_at(
     values: Sequence[float],
     analysis: Analysis,

@@ -137,7 +137,8 @@ def _factors(groups: list[GroupResult], settings: Settings, fitted: bool) -> dic
 def detect(all_series: Sequence[Series], suite: str, metric: str, settings: Settings) -> Detection:
     """Every group's change points: each group searched on its own, then asked again near the
     runs other groups named (``_shared``), the changes several groups share placed together
-    (``_align``). With ``run_factor``, what the host did to every group of a run alike is
+    (``_align``), and each group asked at the runs where its declared inputs changed
+    (``_declared``). With ``run_factor``, what the host did to every group of a run alike is
     divided out first, in two passes (``_factors``; the second knows the first's steps); the
     factors are then analysed as a group of their own."""
     result = Detection(suite, metric)
@@ -152,6 +153,7 @@ def detect(all_series: Sequence[Series], suite: str, metric: str, settings: Sett
         result.typical_noise = _analyse_all(judged, result.factors, settings)
         _shared(judged, result.factors, settings)
         _align(judged, result.factors, settings)
+        _declared(judged, result.factors, settings)
     if settings.run_factor:
         result.run_wide = _run_wide(suite, judged, result.factors, settings)
     return result
@@ -267,6 +269,45 @@ def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Sett
                 g.analysis.change_points = sorted(
                     [*g.analysis.change_points, found], key=lambda p: p.index
                 )
+
+
+def input_changes(points: Sequence[Point]) -> list[int]:
+    """The indices of the points whose group's declared inputs differ from the point before's
+    (both known)."""
+    return [
+        i
+        for i in range(1, len(points))
+        if points[i].inputs is not None
+        and points[i - 1].inputs is not None
+        and points[i].inputs != points[i - 1].inputs
+    ]
+
+
+def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> None:
+    """Every group asked at each run where its declared inputs changed: a change point within
+    ``ALIGN_REACH`` runs of one is moved there when it stays significant (a position estimate
+    can be a run or two off; the commit cannot), and a run without one near is tested on its
+    own, with Bonferroni over the group's input changes only (``changepoints.declared_at``):
+    the commit named the run, the values did not."""
+    for g in groups:
+        if g.analysis is None:
+            continue
+        changes = input_changes(g.points)
+        values = _values(g, settings.statistic, factors)
+        for index in changes:
+            near = [cp for cp in g.analysis.change_points if abs(cp.index - index) <= ALIGN_REACH]
+            if any(cp.index == index for cp in near):
+                continue
+            found = (
+                changepoints.moved(values, g.analysis, near[0], index, _tests(settings))
+                if near
+                else changepoints.declared_at(
+                    values, g.analysis, index, len(changes), _tests(settings)
+                )
+            )
+            if found is not None:
+                kept = [p for p in g.analysis.change_points if not near or p != near[0]]
+                g.analysis.change_points = sorted([*kept, found], key=lambda p: p.index)
 
 
 def _index_of(group: GroupResult, run_uid: str) -> int | None:
