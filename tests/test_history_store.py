@@ -411,3 +411,40 @@ def test_group_inputs_follow_each_groups_declared_sources(sorted_run: Path, tmp_
         ).fetchone()[0]
     assert [m[0] for m in moved] == ["python-heapsort"], moved
     assert kept == groups - 1, kept
+
+
+def test_a_browser_runs_groups_have_their_declared_inputs(tmp_path: Path) -> None:
+    """A real browser run (the built-in suite, Lightpanda) adds its groups' inputs (the corpus,
+    the runner's source tree, the task version, the engine binary, the driver version); a
+    second run of the same everything has the same."""
+    for run_id in ("b1", "b2"):
+        done = metewand(
+            "browser",
+            "run",
+            "--engines",
+            "lightpanda",
+            "--k",
+            "1",
+            "--task",
+            "own_ax_tree",
+            "--task",
+            "own_l2_inner_text",
+            "--run-id",
+            run_id,
+            "--no-progress",
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    history = tmp_path / "history.duckdb"
+    with store.reading(history) as con:
+        lines = con.execute(
+            "SELECT r.run_id, g.task, g.subject, g.inputs FROM group_inputs g JOIN runs r "
+            "USING (run_uid) ORDER BY 1, 2"
+        ).fetchall()
+    by_run: dict[str, dict[str, str]] = {}
+    for run_id, task, subject, inputs in lines:
+        assert subject == "lightpanda", lines
+        by_run.setdefault(run_id, {})[task] = inputs
+    assert set(by_run["b1"]) == {"own_ax_tree", "own_l2_inner_text"}, lines
+    assert by_run["b1"] == by_run["b2"], lines
+    assert all(len(v) == 64 for v in by_run["b1"].values()), lines  # sha256 hex digests
