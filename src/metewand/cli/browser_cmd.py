@@ -174,9 +174,9 @@ def browser() -> None:
 @click.option(
     "--host-sample-interval-s",
     type=float,
-    default=1.0,
+    default=2.0,
     show_default=True,
-    help="Seconds between host telemetry samples.",
+    help="Seconds between host telemetry samples (the foreign-CPU gate needs 3 in a row).",
 )
 @click.option(
     "--host-foreign-cpu-max",

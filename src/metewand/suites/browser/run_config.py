@@ -63,7 +63,10 @@ class ResourceOptions:
     max_observer_effect_pct: float = 10.0
     reference_engine: str | None = None
     host_telemetry: bool = True
-    host_sample_interval_s: float = 1.0
+    # the seed's normal run (``--host-sample-interval-s 2``), as the peer's default: each sample
+    # scans every process on the host (~3 ms of harness CPU during a Chrome run here), and at
+    # 1 s that was the largest measurement item of a driver attempt (docs/performance.md)
+    host_sample_interval_s: float = 2.0
     # foreign_cpu_load: CPU beside the benchmark above this many cores for 3 samples in a row
     host_foreign_cpu_max: float = 0.10
     cold_start_samples: int = 5
