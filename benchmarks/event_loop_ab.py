@@ -26,7 +26,6 @@ from typing import Any
 import harness_vs_peer as hvp
 import peer_harness
 
-LOOPS = ("uvloop", "asyncio")
 DEFAULT_CELLS = [
     ("l1.raw_cdp", "per-attempt"),
     ("l1.chrome_remote_interface", "per-attempt"),
@@ -38,55 +37,77 @@ def our_tasks(subset: str, n: int) -> list[str]:
     return sorted(p.stem for p in (hvp.CORPUS / "tasks" / hvp.SUBSETS[subset]).glob("*.json"))[:n]
 
 
+Variant = tuple[dict[str, str], list[str]]  # (environment added, arguments added)
+VARIANTS: dict[str, Variant] = {
+    "uvloop": ({}, []),
+    "asyncio": ({"METEWAND_EVENT_LOOP": "asyncio"}, []),
+}
+
+
 def one_run(
-    loop: str, subset: str, engine: str, mode: str, tasks: list[str], work: Path, name: str
+    variant: Variant, subset: str, engine: str, mode: str, tasks: list[str], work: Path, name: str
 ) -> dict[str, Any]:
     env = {k: v for k, v in peer_harness.environment().items() if k != "METEWAND_EVENT_LOOP"}
-    if loop == "asyncio":
-        env["METEWAND_EVENT_LOOP"] = "asyncio"
+    env.update(variant[0])
     out = work / "runs"
-    argv = hvp.ours_argv(subset, tasks, engine, mode, out, name, "1")
+    argv = [*hvp.ours_argv(subset, tasks, engine, mode, out, name, "1"), *variant[1]]
     seen = hvp.watch("ours", mode, argv, out / name / "results.jsonl", env, hvp.REPO, 0.005, 1800)
     figures = seen.figures()
     manifest = out / name / "run_manifest.json"
     said = (
         json.loads(manifest.read_text())["runner"].get("event_loop") if manifest.exists() else None
     )
-    return {**figures, "loop": loop, "event_loop": said}
+    summary = out / name / "host_summary.json"
+    sampler = json.loads(summary.read_text()).get("sampler_cpu_ms") if summary.exists() else None
+    rows = figures.get("rows") or 0
+    per_attempt = sampler / rows if isinstance(sampler, (int, float)) and rows else None
+    return {**figures, "event_loop": said, "sampler_cpu_ms_per_attempt": per_attempt}
 
 
-def cell(args: argparse.Namespace, subset: str, engine: str, mode: str, work: Path) -> None:
+def cell(
+    args: argparse.Namespace,
+    subset: str,
+    engine: str,
+    mode: str,
+    work: Path,
+    variants: dict[str, Variant] = VARIANTS,
+) -> dict[str, tuple[float, float]]:
+    """Alternating runs of each variant; the medians per variant (harness CPU, between)."""
+    names = list(variants)
     tasks = our_tasks(subset, args.per_subset)
-    got: dict[str, list[dict[str, Any]]] = {loop: [] for loop in LOOPS}
+    got: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     print(f"\n{subset} x {engine}, {mode}: {len(tasks)} tasks", flush=True)
     for r in range(args.rounds):
-        for loop in LOOPS if r % 2 == 0 else LOOPS[::-1]:
-            name = f"{subset.replace('.', '_')}_{engine}_{mode}_{loop}_{r}"
-            run = one_run(loop, subset, engine, mode, tasks, work, name)
-            got[loop].append(run)
+        for name in names if r % 2 == 0 else names[::-1]:
+            label = f"{subset.replace('.', '_')}_{engine}_{mode}_{name}_{r}".replace(" ", "")
+            run = one_run(variants[name], subset, engine, mode, tasks, work, label)
+            got[name].append(run)
             cpu, between = run.get("harness_cpu_ms"), run.get("between_ms")
+            sampler = run.get("sampler_cpu_ms_per_attempt")
             print(
-                f"  {loop:8} round {r}: exit {run['exit']}, {run['rows']} rows, harness CPU "
-                f"{hvp._ms(cpu)} ms/attempt, between {hvp._ms(between)} ms, duration "
-                f"{run['duration_ms']} ms, load {run['load']} ({run['event_loop']})",
+                f"  {name:8} round {r}: exit {run['exit']}, {run['rows']} rows, harness CPU "
+                f"{hvp._ms(cpu)} ms/attempt (host telemetry {hvp._ms(sampler)}), between "
+                f"{hvp._ms(between)} ms, duration {run['duration_ms']} ms, load {run['load']} "
+                f"({run['event_loop']})",
                 flush=True,
             )
     medians: dict[str, tuple[float, float]] = {}
-    for loop in LOOPS:
-        cpu = [r["harness_cpu_ms"] for r in got[loop] if r.get("harness_cpu_ms") is not None]
-        between = [r["between_ms"] for r in got[loop] if r.get("between_ms") is not None]
+    for name in names:
+        cpu = [r["harness_cpu_ms"] for r in got[name] if r.get("harness_cpu_ms") is not None]
+        between = [r["between_ms"] for r in got[name] if r.get("between_ms") is not None]
         if cpu and between:
-            medians[loop] = (statistics.median(cpu), statistics.median(between))
+            medians[name] = (statistics.median(cpu), statistics.median(between))
             print(
-                f"  {loop:8} medians: harness CPU {medians[loop][0]:.2f} ms, "
-                f"between {medians[loop][1]:.2f} ms"
+                f"  {name:8} medians: harness CPU {medians[name][0]:.2f} ms, "
+                f"between {medians[name][1]:.2f} ms"
             )
-    if len(medians) == len(LOOPS):
-        (uv_cpu, uv_between), (aio_cpu, aio_between) = medians["uvloop"], medians["asyncio"]
+    if len(medians) == len(names):
+        (a_cpu, a_between), (b_cpu, b_between) = medians[names[0]], medians[names[1]]
         print(
-            f"  uvloop / asyncio: harness CPU {uv_cpu / aio_cpu:.3f}, "
-            f"between {uv_between / aio_between:.3f}"
+            f"  {names[0]} / {names[1]}: harness CPU {a_cpu / b_cpu:.3f}, "
+            f"between {a_between / b_between:.3f}"
         )
+    return medians
 
 
 def main() -> None:
