@@ -110,21 +110,32 @@ def cell(
     return medians
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def run_ab(
+    description: str,
+    variants: dict[str, Variant],
+    default_cells: list[tuple[str, str]],
+    rounds: int,
+    engines: str,
+) -> None:
+    """Parse the A/B's arguments and run each cell (subset x mode) on each engine."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--per-subset", type=int, default=25)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--subset", action="append", choices=sorted(hvp.SUBSETS))
     parser.add_argument("--mode", choices=hvp.MODES, help="with --subset (default: per-attempt)")
-    parser.add_argument("--engines", default="chrome,lightpanda")
+    parser.add_argument("--engines", default=engines)
     args = parser.parse_args()
-    cells = [(s, args.mode or "per-attempt") for s in args.subset] if args.subset else DEFAULT_CELLS
-    work = Path(tempfile.mkdtemp(prefix="mw-event-loop-ab-"))
+    cells = [(s, args.mode or "per-attempt") for s in args.subset] if args.subset else default_cells
+    work = Path(tempfile.mkdtemp(prefix="mw-ab-"))
     print(f"work dir {work}; load average {os.getloadavg()[0]:.2f}")
     for subset, mode in cells:
         for engine in args.engines.split(","):
-            cell(args, subset, engine, mode, work)
+            cell(args, subset, engine, mode, work, variants)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+
+
+def main() -> None:
+    run_ab(__doc__.split("\n\n")[0], VARIANTS, DEFAULT_CELLS, 4, "chrome,lightpanda")
 
 
 if __name__ == "__main__":

@@ -50,19 +50,28 @@ def sorted_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     need of a real run, in a fifth of the whole example's time); it adds itself to
     history.duckdb beside runs/."""
     work = tmp_path_factory.mktemp("history")
+    done = run_presorted(REPO_ROOT / "examples/sorting", "s1", work)
+    assert "history: added s1 " in done.stderr
+    return work / "runs" / "s1"
+
+
+def run_presorted(
+    example: Path, run_id: str, cwd: Path, *more: str
+) -> subprocess.CompletedProcess[str]:
+    """The example's presorted experiment (30 attempts) run for real, into ``cwd/runs``."""
     done = metewand(
         "run",
-        str(REPO_ROOT / "examples/sorting/metewand.toml"),
+        str(example / "metewand.toml"),
         "--experiment",
         "presorted",
         "--run-id",
-        "s1",
+        run_id,
         "--no-progress",
-        cwd=work,
+        *more,
+        cwd=cwd,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "history: added s1 " in done.stderr
-    return work / "runs" / "s1"
+    return done
 
 
 def peer_dir(name: str) -> Path:
@@ -386,18 +395,7 @@ def test_group_inputs_follow_each_groups_declared_sources(sorted_run: Path, tmp_
     shutil.copy(REPO_ROOT / "examples/sorting/workers/common.py", example / "workers/common.py")
     with open(example / "workers/heapsort.py", "a") as handle:
         handle.write("# a change to heapsort alone\n")
-    done = metewand(
-        "run",
-        str(example / "metewand.toml"),
-        "--experiment",
-        "presorted",
-        "--run-id",
-        "s2",
-        "--no-progress",
-        "--no-history",
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_presorted(example, "s2", tmp_path, "--no-history")
     both = tmp_path / "both.duckdb"
     add_runs(both, [sorted_run, tmp_path / "runs" / "s2"])
     with store.reading(both) as con:
