@@ -332,8 +332,8 @@ def declared_at(
     values: Sequence[float], analysis: Analysis, index: int, positions: int, settings: Settings
 ) -> ChangePoint | None:
     """A step before run ``index``, the run at which the group's declared inputs changed (a
-    commit to its code or data), judged with Bonferroni over the ``positions`` where they
-    changed in its history instead of over the whole series: the run was named before the
+    commit to its code or data), judged with Bonferroni over the ``positions`` the commits
+    named (``check._declared``) instead of over the whole series: the run was named before the
     values were looked at, so no search chose it. None when not significant."""
     return _judged_at(values, analysis, index, settings, positions)
 

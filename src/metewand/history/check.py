@@ -287,8 +287,20 @@ def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Se
     """Every group asked at each run where its declared inputs changed: a change point within
     ``ALIGN_REACH`` runs of one is moved there when it stays significant (a position estimate
     can be a run or two off; the commit cannot), and a run without one near is tested on its
-    own, with Bonferroni over the group's input changes only (``changepoints.declared_at``):
-    the commit named the run, the values did not."""
+    own (``changepoints.declared_at``): the commit named the run, the values did not. The test
+    is corrected (Bonferroni) for the group's input changes times the groups whose inputs
+    changed at that run: a commit that touched every group (a shared file, a new corpus) says
+    no more about which of them moved than a search would, so it buys no power there, and the
+    false steps it can add stay at about ``alpha`` per such commit, not per group."""
+    changed = [
+        {g.points[i].run_uid for i in input_changes(g.points)}
+        for g in groups
+        if g.analysis is not None
+    ]
+    touched: dict[str, int] = {}
+    for runs in changed:
+        for run in runs:
+            touched[run] = touched.get(run, 0) + 1
     for g in groups:
         if g.analysis is None:
             continue
@@ -298,11 +310,12 @@ def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Se
             near = [cp for cp in g.analysis.change_points if abs(cp.index - index) <= ALIGN_REACH]
             if any(cp.index == index for cp in near):
                 continue
+            positions = len(changes) * touched[g.points[index].run_uid]
             found = (
                 changepoints.moved(values, g.analysis, near[0], index, _tests(settings))
                 if near
                 else changepoints.declared_at(
-                    values, g.analysis, index, len(changes), _tests(settings)
+                    values, g.analysis, index, positions, _tests(settings)
                 )
             )
             if found is not None:
