@@ -206,3 +206,25 @@ def test_browser_list_names_pending_subsets_and_their_reason(tmp_path: Path) -> 
     assert by_id["t.pw"]["why_no_runnable_task"] == (
         "driver path node_cdp_probe:no_such_probe.js not implemented yet"
     )
+
+
+def test_the_corpus_digest_is_its_content_not_its_checkouts_store(tmp_path: Path) -> None:
+    """A corpus at the root of a git checkout holds ``.git``, which every commit changes: the
+    digest (the history's browser inputs, resume's check) reads the corpus's files only."""
+    import subprocess
+
+    from metewand.suites.browser.run_plan import corpus_digest
+
+    corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
+    before = corpus_digest(corpus)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost"]
+    subprocess.run([*git, "init", "-q"], cwd=corpus, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=corpus, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=corpus, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "two"], cwd=corpus, check=True)
+    assert corpus_digest(corpus) == before
+    (corpus / "__pycache__").mkdir()
+    (corpus / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert corpus_digest(corpus) == before
+    (corpus / "extra.txt").write_text("content")
+    assert corpus_digest(corpus)["sha256"] != before["sha256"]

@@ -306,21 +306,31 @@ def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Se
             continue
         changes = input_changes(g.points)
         values = _values(g, settings.statistic, factors)
-        for index in changes:
-            near = [cp for cp in g.analysis.change_points if abs(cp.index - index) <= ALIGN_REACH]
-            if any(cp.index == index for cp in near):
+        _onto_declared(g.analysis, values, changes, settings)
+        for index in changes:  # a declared run without a change point near: tested there
+            if any(abs(cp.index - index) <= ALIGN_REACH for cp in g.analysis.change_points):
                 continue
             positions = len(changes) * touched[g.points[index].run_uid]
-            found = (
-                changepoints.moved(values, g.analysis, near[0], index, _tests(settings))
-                if near
-                else changepoints.declared_at(
-                    values, g.analysis, index, positions, _tests(settings)
-                )
-            )
+            found = changepoints.declared_at(values, g.analysis, index, positions, _tests(settings))
             if found is not None:
-                kept = [p for p in g.analysis.change_points if not near or p != near[0]]
-                g.analysis.change_points = sorted([*kept, found], key=lambda p: p.index)
+                g.analysis.change_points = sorted(
+                    [*g.analysis.change_points, found], key=lambda p: p.index
+                )
+
+
+def _onto_declared(
+    analysis: changepoints.Analysis, values: list[float], changes: list[int], settings: Settings
+) -> None:
+    """Each change point not on a declared run, moved onto the nearest one within
+    ``ALIGN_REACH`` runs when it stays significant there."""
+    for cp in list(analysis.change_points):
+        near = sorted((abs(i - cp.index), i) for i in changes if abs(i - cp.index) <= ALIGN_REACH)
+        if not near or cp.index in changes:
+            continue
+        found = changepoints.moved(values, analysis, cp, near[0][1], _tests(settings))
+        if found is not None:
+            kept = [p for p in analysis.change_points if p != cp]
+            analysis.change_points = sorted([*kept, found], key=lambda p: p.index)
 
 
 def _index_of(group: GroupResult, run_uid: str) -> int | None:

@@ -196,12 +196,22 @@ def scale_timeouts(task: Task, scale: float) -> Task:
     return dataclasses.replace(task, data={**task.data, "timeouts": timeouts})
 
 
+# Not the corpus's content: a version-control store (a corpus at the root of a checkout holds
+# one, and every commit changes it) and Python's bytecode caches.
+NOT_CORPUS = frozenset({".git", ".hg", ".svn", "__pycache__"})
+
+
 def corpus_digest(root: Path) -> dict[str, Any]:
-    """sha256 over sorted ``relpath NUL filesha256 LF`` of every file of the corpus."""
+    """sha256 over sorted ``relpath NUL filesha256 LF`` of every file of the corpus (outside
+    ``NOT_CORPUS`` directories)."""
     digest = hashlib.sha256()
     count = 0
     files = sorted(
-        (p for p in root.rglob("*") if p.is_file()),
+        (
+            p
+            for p in root.rglob("*")
+            if p.is_file() and not NOT_CORPUS.intersection(p.relative_to(root).parts)
+        ),
         key=lambda p: p.relative_to(root).as_posix().encode("utf-8"),
     )
     for path in files:
