@@ -16,8 +16,8 @@ report, and it fails the check only with ``count_environment``. ``changed`` and 
 
 from __future__ import annotations
 
-import itertools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +25,15 @@ from typing import Any
 import numpy as np
 
 from metewand.history import changepoints
+from metewand.history.inputs import (
+    CHANGED,
+    REACH,
+    UNCHANGED,
+    UNKNOWN,
+    input_changes,
+    inputs_near,
+    window,
+)
 from metewand.history.series import Filters, Point, Series, default_metric, metric_kind
 from metewand.history.series import read_series as read_series
 from metewand.history.settings import Settings
@@ -159,7 +168,8 @@ def detect(all_series: Sequence[Series], suite: str, metric: str, settings: Sett
     return result
 
 
-ALIGN_REACH = 2  # runs: change points of different groups this close may be one change
+# runs: change points of different groups this close may be one change (``inputs.REACH``)
+ALIGN_REACH = REACH
 
 
 def _align(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> None:
@@ -271,40 +281,21 @@ def _shared(groups: list[GroupResult], factors: dict[str, float], settings: Sett
                 )
 
 
-def input_changes(points: Sequence[Point]) -> list[int]:
-    """The indices of the points whose group's declared inputs differ from the point before's
-    (both known)."""
-    return [
-        i
-        for i in range(1, len(points))
-        if points[i].inputs is not None
-        and points[i - 1].inputs is not None
-        and points[i].inputs != points[i - 1].inputs
-    ]
-
-
 def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Settings) -> None:
-    """Every group asked at each run where its declared inputs changed: a change point within
-    ``ALIGN_REACH`` runs of one is moved there when it stays significant (a position estimate
-    can be a run or two off; the commit cannot), and a run without one near is tested on its
-    own (``changepoints.declared_at``): the commit named the run, the values did not. The test
+    """Every group asked at each run where its declared inputs changed: a change point not on
+    such a run is moved onto the nearest one within ``ALIGN_REACH`` runs when it stays
+    significant there (a position estimate can be a run or two off; the commit cannot), and
+    such a run without one near is tested on its own (``changepoints.declared_at``): the commit named the run, the values did not. The test
     is corrected (Bonferroni) for the group's input changes times the groups whose inputs
     changed at that run: a commit that touched every group (a shared file, a new corpus) says
     no more about which of them moved than a search would, so it buys no power there, and the
     false steps it can add stay at about ``alpha`` per such commit, not per group."""
-    changed = [
-        {g.points[i].run_uid for i in input_changes(g.points)}
-        for g in groups
-        if g.analysis is not None
-    ]
-    touched: dict[str, int] = {}
-    for runs in changed:
-        for run in runs:
-            touched[run] = touched.get(run, 0) + 1
-    for g in groups:
-        if g.analysis is None:
-            continue
-        changes = input_changes(g.points)
+    judged = [g for g in groups if g.analysis is not None]
+    changes_of_group = {id(g): input_changes(g.points) for g in judged}
+    touched = Counter(g.points[i].run_uid for g in judged for i in changes_of_group[id(g)])
+    for g in judged:
+        assert g.analysis is not None
+        changes = changes_of_group[id(g)]
         values = _values(g, settings.statistic, factors)
         _onto_declared(g.analysis, values, changes, settings)
         for index in changes:  # a declared run without a change point near: tested there
@@ -400,31 +391,11 @@ def change_entry(group: GroupResult, cp: changepoints.ChangePoint, recent: bool)
     }
 
 
-UNCHANGED, CHANGED, UNKNOWN = "unchanged", "changed", "unknown"
-
-
-def _window(points: list[Point], index: int) -> list[Point]:
-    """The points around a step at ``index``: the estimate of where a step starts can be a run
-    or two off (``ALIGN_REACH``), so inputs that changed that close are the step's cause."""
-    return points[max(0, index - 1 - ALIGN_REACH) : index + ALIGN_REACH + 1]
-
-
-def _inputs_near(points: list[Point]) -> tuple[str, Point | None]:
-    """(``unchanged`` / ``changed`` / ``unknown``, the first point whose inputs differ from the
-    point before it)."""
-    if any(p.inputs is None for p in points):
-        return UNKNOWN, None
-    for before, after in itertools.pairwise(points):
-        if after.inputs != before.inputs:
-            return CHANGED, after
-    return UNCHANGED, None
-
-
 def _run_wide_inputs(detection: Detection, group: GroupResult, index: int) -> str:
     """A run-wide step is the environment's when no judged group's inputs changed near it."""
-    runs = {p.run_uid for p in _window(group.points, index)}
+    runs = {p.run_uid for p in window(group.points, index)}
     verdicts = [
-        _inputs_near([p for p in g.points if p.run_uid in runs])[0]
+        inputs_near([p for p in g.points if p.run_uid in runs])[0]
         for g in detection.groups
         if g.analysis is not None
     ]
@@ -441,7 +412,7 @@ def attribute(
     if group is detection.run_wide:
         verdict = _run_wide_inputs(detection, group, cp.index)
     else:
-        verdict, moved = _inputs_near(_window(group.points, cp.index))
+        verdict, moved = inputs_near(window(group.points, cp.index))
     entry["inputs"] = verdict
     entry["inputs_changed_in"] = (
         None if moved is None else {"run_id": moved.run_id, "commit": moved.commit}
@@ -503,11 +474,9 @@ class SuiteCheck:
     @property
     def environment_now(self) -> list[dict[str, Any]]:
         """Recent environment shifts the check does not count."""
-        return [
-            c
-            for c in self.changes
-            if c["recent"] and c["environment_shift"] and c not in self.starts_now
-        ]
+        if self.count_environment:
+            return []
+        return [c for c in self.changes if c["recent"] and c["environment_shift"]]
 
 
 def check_suite(
