@@ -4,6 +4,7 @@ driver's real client library, graded by the tasks' own ``driver.checks``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,3 +202,28 @@ def test_on_lightpanda_every_adapter_ends_with_a_result_never_an_adapter_problem
     assert run.classification().origin != "adapter"
     assert run.leftover_pids == []
     assert lightpanda.engine.is_alive()
+
+
+# Fault injection: the MCP server takes 400 ms longer to exit than it would, as on a loaded host
+# (its shutdown on TERM or stdin's end ends in process.exit). The adapter itself is left alone.
+SLOW_EXIT = """
+if (process.argv[1] && process.argv[1].includes('chrome-devtools-mcp')) {
+  const exit = process.exit.bind(process);
+  process.exit = (code) => { setTimeout(() => exit(code), 400); };
+}
+"""
+
+
+def test_the_mcp_adapter_exits_only_after_its_server(bench: Bench, tmp_path: Path) -> None:
+    """The one-shot MCP adapter waits for the server it started: a server still going when the
+    adapter exits would be a leftover (CI at load once saw one outlive the harness's grace)."""
+    found = found_or_skip("chrome_devtools_mcp")
+    preload = tmp_path / "slow_exit.js"
+    preload.write_text(SLOW_EXIT)
+    env = {**found.command.env, "NODE_OPTIONS": f"--require {preload}"}
+    command = dataclasses.replace(found.command, env=env)
+    task = load_task("L1/chrome_devtools_mcp", "sc_nav_title_read__mcp")
+    run = run_task(bench, command, "chrome_devtools_mcp", task, tmp_path)
+    assert run.outcome == "result", (run.detail, run.stderr_tail)
+    assert run.leftover_pids == []
+    assert run.wall_ns > 400_000_000  # the adapter did wait for its server

@@ -143,8 +143,21 @@ async function close(session) {
     try { await tool(session, 'close_page', { pageId }); } catch (e) { /* the server's last page stays */ }
   }
   if ([...servers.values()].includes(session.rpc)) return; // kept for the next attempt
-  session.rpc.child.stdin.end();
-  session.rpc.child.kill('SIGTERM');
+  await stopServer(session.rpc);
+}
+
+// The adapter leaves nothing behind: the one-shot server is waited for, not just signalled (on a
+// loaded host a Node server takes longer than the harness's grace to exit after TERM).
+const STOP_GRACE_MS = 2000;
+function stopServer(rpc) {
+  const { child } = rpc;
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const killer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+    child.once('exit', () => { clearTimeout(killer); resolve(); });
+    child.stdin.end();
+    child.kill('SIGTERM');
+  });
 }
 
 async function openPage(s, forGate) {
