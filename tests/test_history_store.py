@@ -110,6 +110,19 @@ def test_show_and_list_print_labels_as_written(sorted_run: Path) -> None:
     assert listed.returncode == 0 and "s1" in listed.stdout
 
 
+def test_show_draws_polluted_runs_red_in_the_trend(tmp_path: Path) -> None:
+    """The trend column is the one cell with markup: a polluted run's bar is red, and no tag
+    is printed as text (the synthetic store's run 3 is polluted)."""
+    from metewand.history import synthetic
+
+    synthetic.build(tmp_path / "history.duckdb", 8, 1)
+    plain = metewand("history", "show", cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    assert "trend" in plain.stdout and "[red]" not in plain.stdout, plain.stdout
+    coloured = metewand("history", "show", cwd=tmp_path, env={"FORCE_COLOR": "1"})
+    assert "\x1b[31m" in coloured.stdout and "[/red]" not in coloured.stdout, coloured.stdout
+
+
 def test_values_agree_with_compares_readers(sorted_run: Path, tmp_path: Path) -> None:
     history = tmp_path / "h.duckdb"
     runs = [sorted_run, peer_dir("profiled_on"), peer_dir("functional")]

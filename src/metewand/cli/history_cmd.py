@@ -300,8 +300,9 @@ def _print_show(data: Any, fmt: str, output: str) -> None:
         ):
             table.add_column(column)
         for row in text.show_rows(block.series, block.metric):
-            # Text, not markup: case labels end in [timing_scope], browser subjects in [driver]
-            table.add_row(*(Text(cell) for cell in row))
+            # Text, not markup: case labels end in [timing_scope], browser subjects in [driver];
+            # only the trend (block characters and its polluted runs' [red]) is markup
+            table.add_row(*(Text(cell) for cell in row[:-1]), Text.from_markup(row[-1]))
         tables.print_table(table, out=out)
     if not data.blocks:
         click.echo("no values for this metric and these filters", err=True)
