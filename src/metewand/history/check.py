@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -302,11 +302,13 @@ def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Se
             if any(abs(cp.index - index) <= ALIGN_REACH for cp in g.analysis.change_points):
                 continue
             positions = len(changes) * touched[g.points[index].run_uid]
-            found = changepoints.declared_at(values, g.analysis, index, positions, _tests(settings))
+            trial = _first_runs_restored(g.analysis, index, index)
+            found = changepoints.declared_at(values, trial, index, positions, _tests(settings))
             if found is not None:
                 g.analysis.change_points = sorted(
                     [*g.analysis.change_points, found], key=lambda p: p.index
                 )
+                g.analysis.outliers = trial.outliers
 
 
 def _onto_declared(
@@ -318,10 +320,27 @@ def _onto_declared(
         near = sorted((abs(i - cp.index), i) for i in changes if abs(i - cp.index) <= ALIGN_REACH)
         if not near or cp.index in changes:
             continue
-        found = changepoints.moved(values, analysis, cp, near[0][1], _tests(settings))
+        target = near[0][1]
+        trial = _first_runs_restored(analysis, target, cp.index)
+        found = changepoints.moved(values, trial, cp, target, _tests(settings))
         if found is not None:
             kept = [p for p in analysis.change_points if p != cp]
             analysis.change_points = sorted([*kept, found], key=lambda p: p.index)
+            analysis.outliers = trial.outliers
+
+
+def _first_runs_restored(
+    analysis: changepoints.Analysis, declared: int, found: int
+) -> changepoints.Analysis:
+    """The analysis with the runs from the declared run up to the found change point taken
+    back from the outliers. The search sets a run standing alone aside as an outlier; but the
+    first runs after a commit are where a new level begins, often overshooting it (a cold
+    cache, a transient), so such runs alone are the step's evidence, not a polluted hour
+    (the sorting example once put the step two runs late: its first two runs were lone)."""
+    back = set(range(declared, max(found, declared + 1)))
+    if not back & set(analysis.outliers):
+        return analysis
+    return replace(analysis, outliers=[o for o in analysis.outliers if o not in back])
 
 
 def _index_of(group: GroupResult, run_uid: str) -> int | None:
