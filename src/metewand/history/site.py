@@ -104,10 +104,12 @@ def _marker(x: float, y: float, point: Point, outlier: bool, metric: str) -> str
 def _change_mark(x: float, change: dict[str, Any], links: dict[int, str]) -> str:
     env = bool(change.get("environment_shift"))
     label = f"{'environment' if env else text.short_commit(change['commit'])} {change['step']:+.1%}"
-    cls = "change env" if env else "change"
+    kind = " env" if env else ""
+    # the label's classes never include "change": that rule strokes lines, and a stroked
+    # label reads doubled
     line = (
         f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{PAD_T}" y2="{HEIGHT - PAD_B}" '
-        f'class="{cls}"/><text x="{x + 3:.1f}" y="{HEIGHT - 8}" class="{cls}-label">'
+        f'class="change{kind}"/><text x="{x + 3:.1f}" y="{HEIGHT - 8}" class="change-label{kind}">'
         f"{esc(label)}</text>"
     )
     href = links.get(change["position"])
@@ -123,7 +125,7 @@ svg.chart{width:100%;max-width:760px;height:auto;border:1px solid var(--line);ba
 .pt.outlier{fill:#fff;stroke:#8c564b;stroke-dasharray:2 1}
 .change{stroke:#d62728;stroke-width:1.5;stroke-dasharray:5 3}
 .change-label{font-size:11px;fill:#d62728}
-.change.env{stroke:#7f7f7f}.change.env-label{font-size:11px;fill:#7f7f7f}
+.change.env{stroke:#7f7f7f}.change-label.env{fill:#7f7f7f}
 """
 
 
