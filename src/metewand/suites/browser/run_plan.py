@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -201,19 +203,24 @@ def scale_timeouts(task: Task, scale: float) -> Task:
 NOT_CORPUS = frozenset({".git", ".hg", ".svn", "__pycache__"})
 
 
+def _corpus_files(root: Path) -> Iterator[Path]:
+    """Every file under ``root`` outside ``NOT_CORPUS``, which is pruned from the walk rather
+    than listed and dropped (a checkout's ``.git`` holds more files than the corpus). Symlinked
+    directories are not followed."""
+    for top, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in NOT_CORPUS]
+        for name in names:
+            path = Path(top, name)
+            if name not in NOT_CORPUS and path.is_file():
+                yield path
+
+
 def corpus_digest(root: Path) -> dict[str, Any]:
     """sha256 over sorted ``relpath NUL filesha256 LF`` of every file of the corpus (outside
     ``NOT_CORPUS`` directories)."""
     digest = hashlib.sha256()
     count = 0
-    files = sorted(
-        (
-            p
-            for p in root.rglob("*")
-            if p.is_file() and not NOT_CORPUS.intersection(p.relative_to(root).parts)
-        ),
-        key=lambda p: p.relative_to(root).as_posix().encode("utf-8"),
-    )
+    files = sorted(_corpus_files(root), key=lambda p: p.relative_to(root).as_posix().encode())
     for path in files:
         file_sha = hashlib.sha256(path.read_bytes()).hexdigest()
         digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha}\n".encode())
