@@ -297,7 +297,7 @@ def test_a_step_that_overshoots_at_its_declared_run_is_placed_there() -> None:
     """The first run after a commit often overshoots the new level (+25%, then +12% on):
     the search sets that lone run aside as an outlier and puts the step a run late. A
     declared run's first runs are the step's evidence, so they come back from the outliers
-    when the step is moved onto the declared run (``check._first_runs_restored``)."""
+    when the step is moved onto the declared run (``changepoints.first_runs_restored``)."""
     rng = np.random.default_rng(4242)
     trials = 60
     placed = late = 0

@@ -310,6 +310,18 @@ def gain(values: Sequence[float], analysis: Analysis, index: int) -> float | Non
     return a * b / (a + b) * (diff / analysis.noise) ** 2
 
 
+def first_runs_restored(analysis: Analysis, declared: int, found: int) -> Analysis:
+    """The analysis with the runs from the declared run up to the found change point taken
+    back from the outliers. The search sets a run standing alone aside as an outlier; but the
+    first runs after a commit are where a new level begins, often overshooting it (a cold
+    cache, a transient), so such runs alone are the step's evidence, not a polluted hour
+    (the sorting example once put the step two runs late: its first two runs were lone)."""
+    back = set(range(declared, max(found, declared + 1)))
+    if not back & set(analysis.outliers):
+        return analysis
+    return replace(analysis, outliers=[o for o in analysis.outliers if o not in back])
+
+
 def moved(
     values: Sequence[float], analysis: Analysis, old: ChangePoint, index: int, settings: Settings
 ) -> ChangePoint | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -302,7 +302,7 @@ def _declared(groups: list[GroupResult], factors: dict[str, float], settings: Se
             if any(abs(cp.index - index) <= ALIGN_REACH for cp in g.analysis.change_points):
                 continue
             positions = len(changes) * touched[g.points[index].run_uid]
-            trial = _first_runs_restored(g.analysis, index, index)
+            trial = changepoints.first_runs_restored(g.analysis, index, index)
             found = changepoints.declared_at(values, trial, index, positions, _tests(settings))
             if found is not None:
                 g.analysis.change_points = sorted(
@@ -321,26 +321,12 @@ def _onto_declared(
         if not near or cp.index in changes:
             continue
         target = near[0][1]
-        trial = _first_runs_restored(analysis, target, cp.index)
+        trial = changepoints.first_runs_restored(analysis, target, cp.index)
         found = changepoints.moved(values, trial, cp, target, _tests(settings))
         if found is not None:
             kept = [p for p in analysis.change_points if p != cp]
             analysis.change_points = sorted([*kept, found], key=lambda p: p.index)
             analysis.outliers = trial.outliers
-
-
-def _first_runs_restored(
-    analysis: changepoints.Analysis, declared: int, found: int
-) -> changepoints.Analysis:
-    """The analysis with the runs from the declared run up to the found change point taken
-    back from the outliers. The search sets a run standing alone aside as an outlier; but the
-    first runs after a commit are where a new level begins, often overshooting it (a cold
-    cache, a transient), so such runs alone are the step's evidence, not a polluted hour
-    (the sorting example once put the step two runs late: its first two runs were lone)."""
-    back = set(range(declared, max(found, declared + 1)))
-    if not back & set(analysis.outliers):
-        return analysis
-    return replace(analysis, outliers=[o for o in analysis.outliers if o not in back])
 
 
 def _index_of(group: GroupResult, run_uid: str) -> int | None:
@@ -439,6 +425,19 @@ def attribute(
     entry["environment_shift"] = verdict == UNCHANGED
 
 
+def described(
+    detection: Detection, group: GroupResult, cp: changepoints.ChangePoint, recent: bool
+) -> dict[str, Any]:
+    """A change point's entry as ``check`` and ``report`` give it: where, how much, whether a
+    host shift, and whether the group's declared inputs changed near it."""
+    entry = change_entry(group, cp, recent)
+    entry["host_shift"] = group is detection.run_wide and bool(
+        entry["base_run"]["polluted"] or entry["new_run"]["polluted"]
+    )
+    attribute(detection, group, cp, entry)
+    return entry
+
+
 def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[dict[str, Any]]:
     """Every change point of the suite (the run-wide group's last), each marked ``recent``
     when it starts at one of the newest ``recent`` runs of a group whose newest point is the
@@ -457,12 +456,7 @@ def changes_of(detection: Detection, newest: Point | None, recent: int) -> list[
                 and newest is not None
                 and (points[-1].run_uid == newest.run_uid)
             )
-            entry = change_entry(group, cp, starts_now)
-            entry["host_shift"] = group is detection.run_wide and bool(
-                entry["base_run"]["polluted"] or entry["new_run"]["polluted"]
-            )
-            attribute(detection, group, cp, entry)
-            out.append(entry)
+            out.append(described(detection, group, cp, starts_now))
     return out
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand.history import site
-from metewand.history.check import Detection, Settings, attribute, change_entry, detect
+from metewand.history.check import Detection, Settings, described, detect
 from metewand.history.series import Filters, default_metric, read_series, suites_in
 from metewand.history.store import reading
 
@@ -64,11 +64,10 @@ def _charts(detection: Detection, out: Path, cache: dict[str, str | None]) -> li
     groups = [*([detection.run_wide] if detection.run_wide else []), *detection.groups]
     for group in groups:
         one, analysis = group.series, group.analysis
-        changes = []
-        for cp in analysis.change_points if analysis else []:
-            changes.append(change_entry(group, cp, False))
-            # as check says it: whether the group's declared inputs changed near the step
-            attribute(detection, group, cp, changes[-1])
+        changes = [
+            described(detection, group, cp, False)
+            for cp in (analysis.change_points if analysis else [])
+        ]
         links = {}
         for change in changes:
             link = _compare_page(out, change, detection.metric, cache)
