@@ -240,6 +240,27 @@ def test_interleaved_ab_pairs_correctly_after_kill_9_and_resume(tmp_path: Path) 
             assert 1.15 < group["ratio"] < 1.45 and group["test"] == "signed_rank"
         assert group["companion"]["ratio"] is not None  # wall beside CPU, from the same pairs
     assert any("left out" in w for w in result["warnings"])
+    _assert_speed_adjusted(result, run)
+
+
+def _assert_speed_adjusted(result: dict, run: Path) -> None:
+    """Each implementation's pairs were adjusted by its workers' prepare CPU, the unadjusted
+    figures beside; --no-speed-adjust gives those back as the figures."""
+    account = result["statistics"]["speed_adjustment"]
+    assert account["status"] == "used" and account["probe"] == "phase.prepare.cpu_ns"
+    fits = account["implementations"]
+    assert sorted(fits) == ["slow", "steady"] and all(f["applied"] for f in fits.values())
+    assert all(0 <= f["beta"] <= 1 and f["pairs"] in (15, 16) for f in fits.values())
+    plain = _json(
+        metewand("compare", "--ab", run, "--json", "--metric", "cpu_time_ns", "--no-speed-adjust")
+    )
+    assert plain["statistics"]["speed_adjustment"] == {"status": "off"}
+    unadjusted = {(g["case"], g["implementation"]): g for g in plain["groups"]}
+    for group in result["groups"]:
+        before = group["speed_adjustment"]["unadjusted"]
+        same = unadjusted[(group["case"], group["implementation"])]
+        assert "speed_adjustment" not in same
+        assert (before["ratio"], before["p_value"]) == (same["ratio"], same["p_value"])
 
 
 def test_a_separate_run_comparison_refuses_an_ab_run(tmp_path: Path) -> None:

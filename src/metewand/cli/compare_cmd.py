@@ -132,7 +132,8 @@ def _compute(options: dict[str, Any]) -> dict[str, Any]:
     if options["ab_runs"]:
         if runs or base or new or options["ab_engines"]:
             raise click.BadParameter("--ab takes the A/B runs alone (no BASE NEW, --base, --new)")
-        return compare_ab(_load(list(options["ab_runs"]), "--ab"), options["metric"], **rules)
+        loaded = _load(list(options["ab_runs"]), "--ab")
+        return compare_ab(loaded, options["metric"], **rules, speed_adjust=options["speed_adjust"])
     if options["ab_engines"]:
         if not runs or base or new:
             raise click.BadParameter("--ab-engines A,B takes one or more browser runs: RUN...")
@@ -193,6 +194,13 @@ MAX_RESAMPLES = 100_000
     metavar="RUN",
     help="An interleaved A/B compute run (run --ab-baseline): NEW/BASE from its pairs; "
     "repeat for several.",
+)
+@click.option(
+    "--speed-adjust/--no-speed-adjust",
+    default=True,
+    show_default=True,
+    help="--ab: adjust each pair for its processes' speed, read from the worker's prepare "
+    "CPU (docs/DESIGN.md); the unadjusted figures are kept beside.",
 )
 @click.option(
     "--ab-engines",

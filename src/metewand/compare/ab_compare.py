@@ -10,6 +10,9 @@ browser runs. Host drift moves both halves of a pair alike, so it cancels in eac
   task the k-th passing attempt of B is paired with A's k-th (the same round); B/A per task.
 
 Several runs may be given: runs are then the top level of the pairs' hierarchy.
+
+Compute pairs are adjusted for each worker process's speed, read from a phase both halves share
+(``speed_adjust``; ``--no-speed-adjust`` turns it off); the unadjusted figures stay beside.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from metewand.compare import run_compare, verdicts
+from metewand.compare import run_compare, speed_adjust
 from metewand.compare.rundir import RunData
 from metewand.compare.suite_registry import CompareError, Group, SuiteKind, suite_kind
 
@@ -42,11 +45,16 @@ def _kind_of(runs: Sequence[RunData], suite: str) -> SuiteKind:
 
 
 def _pair_values(
-    pairs: _Pairs, kind: SuiteKind, metric: str, sessions: Mapping[tuple[int, str], set[int]]
-) -> tuple[list[verdicts.PairItem], list[str]]:
-    """(run, pair, base value, new value) of each complete pair, and the pairs left out because
-    their halves ran in different sessions of the run."""
-    items: list[verdicts.PairItem] = []
+    pairs: _Pairs,
+    kind: SuiteKind,
+    metric: str,
+    sessions: Mapping[tuple[int, str], set[int]],
+    probe: str | None = None,
+) -> tuple[list[speed_adjust.ProbedPair], list[str]]:
+    """(run, pair, base value, new value, base probe, new probe) of each complete pair (probes
+    None without ``probe``), and the pairs left out because their halves ran in different
+    sessions of the run."""
+    items: list[speed_adjust.ProbedPair] = []
     split: list[str] = []
     for (run, pair), halves in sorted(pairs.halves.items()):
         if set(halves) != {"base", "new"}:
@@ -55,8 +63,10 @@ def _pair_values(
             split.append(pair)
             continue
         base, new = kind.value_of(halves["base"], metric), kind.value_of(halves["new"], metric)
-        if base is not None and new is not None:
-            items.append((run, pair, base, new))
+        if base is None or new is None:
+            continue
+        probes = [kind.value_of(halves[side], probe) if probe else None for side in ("base", "new")]
+        items.append((run, pair, base, new, probes[0], probes[1]))
     return items, split
 
 
@@ -67,11 +77,17 @@ def _entry(
     settings: run_compare.Settings,
     sessions: Mapping[tuple[int, str], set[int]],
     names: tuple[str, str],
+    fits: Mapping[str, Mapping[str, speed_adjust.Fit]] | None = None,
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {names[0]: key[0], names[1]: key[1]}
+    fits = fits or {}
     between = (settings.between_run or {}).get((settings.metric, key))
-    items, split = _pair_values(pairs, kind, settings.metric, sessions)
-    entry.update(verdicts.paired_figures(items, between, settings.resamples, settings.seed))
+    metric_fit = fits.get(settings.metric, {}).get(key[1])
+    probe = metric_fit.probe if metric_fit else None
+    items, split = _pair_values(pairs, kind, settings.metric, sessions, probe)
+    entry.update(
+        speed_adjust.figures(items, metric_fit, between, settings.resamples, settings.seed)
+    )
     if not items:
         entry["note"] = "no pair where both sides succeeded"
     if split:
@@ -79,11 +95,50 @@ def _entry(
     entry["base_status"] = run_compare.status_text(pairs.statuses["base"])
     entry["new_status"] = run_compare.status_text(pairs.statuses["new"])
     if settings.companion:
-        companion, _ = _pair_values(pairs, kind, settings.companion, sessions)
-        entry["companion"] = verdicts.paired_figures(
-            companion, between, settings.resamples, settings.seed
+        companion_fit = fits.get(settings.companion, {}).get(key[1])
+        probe = companion_fit.probe if companion_fit else None
+        companion, _ = _pair_values(pairs, kind, settings.companion, sessions, probe)
+        entry["companion"] = speed_adjust.figures(
+            companion, companion_fit, between, settings.resamples, settings.seed
         )
     return entry
+
+
+def _speed_fits(
+    groups: Mapping[Group, _Pairs],
+    kind: SuiteKind,
+    settings: run_compare.Settings,
+    sessions: Mapping[tuple[int, str], set[int]],
+) -> dict[str, dict[str, speed_adjust.Fit]]:
+    """Per metric (the judged one and its companion) and implementation, the speed adjustment
+    (``speed_adjust``); none when it is off or the suite names no probe for the metric."""
+    out: dict[str, dict[str, speed_adjust.Fit]] = {}
+    for metric in filter(None, (settings.metric, settings.companion)):
+        probe = kind.speed_probe_of(metric) if settings.speed_adjust else None
+        if probe is None:
+            continue
+        probed = {
+            key: _pair_values(pairs, kind, metric, sessions, probe)[0]
+            for key, pairs in groups.items()
+        }
+        out[metric] = speed_adjust.fits_by(probed, lambda key: key[1], probe)
+    return out
+
+
+def _speed_account(
+    fits: Mapping[str, Mapping[str, speed_adjust.Fit]], settings: run_compare.Settings
+) -> dict[str, Any]:
+    """What the comparison says about the adjustment: off, or the judged metric's fits."""
+    if not settings.speed_adjust:
+        return {"status": "off"}
+    chosen = fits.get(settings.metric)
+    if chosen is None:
+        return {"status": "no probe", "reason": f"no speed probe for {settings.metric}"}
+    return {
+        "status": "used" if any(f.applied for f in chosen.values()) else "not applied",
+        "probe": next(iter(chosen.values())).probe if chosen else None,
+        "implementations": {name: f.as_json() for name, f in chosen.items()},
+    }
 
 
 def _result(
@@ -145,11 +200,12 @@ def compare_ab(runs: Sequence[RunData], metric: str | None = None, **rules: Any)
             pairs.halves.setdefault((index, pair), {})[side] = row
             pairs.statuses[side][kind.status_of(row)] += 1
             sessions.setdefault((index, pair), set()).add(session)
+    fits = _speed_fits(groups, kind, settings, sessions)
     entries = [
-        _entry(key, groups[key], kind, settings, sessions, kind.group_names)
+        _entry(key, groups[key], kind, settings, sessions, kind.group_names, fits)
         for key in sorted(groups)
     ]
-    return _result(
+    result = _result(
         kind,
         settings,
         "interleaved_ab",
@@ -158,6 +214,8 @@ def compare_ab(runs: Sequence[RunData], metric: str | None = None, **rules: Any)
         kind.group_names,
         ("baseline tree", "current tree"),
     )
+    result["statistics"]["speed_adjustment"] = _speed_account(fits, settings)
+    return result
 
 
 def compare_engines(

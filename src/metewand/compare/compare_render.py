@@ -172,7 +172,29 @@ def notes(result: Mapping[str, Any]) -> list[str]:
     history = history_text(result["statistics"].get("history"))
     if history:
         out.append(history)
+    speed = speed_text(result["statistics"].get("speed_adjustment"))
+    if speed:
+        out.append(speed)
     return out
+
+
+def speed_text(account: Mapping[str, Any] | None) -> str | None:
+    """Which implementations' pairs were adjusted for process speed, by how much, and why not."""
+    if not account or account["status"] in ("off", "no probe"):
+        return None
+    parts = []
+    for name, fit in account["implementations"].items():
+        if fit["applied"] and fit["probe_moved"]:
+            moved = f"its probe moved x{fit['probe_ratio']:.3f} (p {fit['probe_p']:.2g})"
+            parts.append(f"{name} beta {fit['beta']:.2f}, {moved}")
+        elif fit["applied"]:
+            parts.append(f"{name} beta {fit['beta']:.2f}")
+        else:
+            parts.append(f"{name} not adjusted: {fit['reason']}")
+    return (
+        f"pairs adjusted for process speed by their {account['probe']} "
+        f"(--no-speed-adjust: off): {'; '.join(parts)}"
+    )
 
 
 def history_text(account: Mapping[str, Any] | None) -> str | None:
@@ -197,10 +219,17 @@ def history_text(account: Mapping[str, Any] | None) -> str | None:
 
 def method_text(result: Mapping[str, Any]) -> str:
     gate, stats = result["gate"], result["statistics"]
+    walsh = any(g.get("ci_method") == "walsh" for g in result["groups"])
+    paired = (
+        "; for one run's pairs, the Hodges–Lehmann ratio and the Walsh CI that inverts the "
+        "signed-rank test"
+        if walsh
+        else ""
+    )
     return (
         f"A group is slower/faster only when the whole 95% CI of NEW/BASE (ratio of 20%-trimmed "
         f"geometric means; hierarchical bootstrap-t over runs ⊃ process launches ⊃ repetitions, "
-        f"{stats['resamples']} resamples, seed {stats['seed']}) lies beyond "
+        f"{stats['resamples']} resamples, seed {stats['seed']}{paired}) lies beyond "
         f"±{result['threshold'] * 100:g}% and a rank test over the independent units is "
         f"significant after Benjamini–Hochberg over the {gate['family_size']} comparable groups "
         f"(q <= {gate['alpha']:g}); a group with fewer than {gate['min_units']} units on a side "

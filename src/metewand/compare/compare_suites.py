@@ -94,6 +94,26 @@ def _phase_companion(metric: str) -> str | None:
     return None
 
 
+SPEED_PROBE = "phase.prepare.cpu_ns"
+# the implementation process's own time after prepare: what the probe's speed applies to (not
+# the evaluator's or the materializer's, other processes, nor prepare itself)
+SPEED_ADJUSTED = frozenset(
+    {
+        "timed_wall_time_ns",
+        "cpu_time_ns",
+        "execute_request_time_ns",
+        "phase.execute.wall_ns",
+        "phase.execute.cpu_ns",
+    }
+)
+
+
+def _compute_speed_probe(metric: str) -> str | None:
+    """The worker's prepare CPU (it loads the dataset: the same work in both halves of an A/B
+    pair) as its process's speed, for the implementation's own time metrics."""
+    return SPEED_PROBE if metric in SPEED_ADJUSTED else None
+
+
 def _compute_value(row: Mapping[str, Any], metric: str) -> float | None:
     if not compute_rows.is_accepted(row):
         return None
@@ -170,6 +190,7 @@ register(
         metric_family=_compute_family,
         companion_of=_compute_companion,
         ab_of=compute_rows.ab_of,
+        speed_probe_of=_compute_speed_probe,
     )
 )
 

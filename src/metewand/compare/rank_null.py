@@ -41,7 +41,7 @@ def _rank_sum_counts(m: int, n: int) -> tuple[int, ...]:
 
 
 @cache
-def _signed_rank_counts(n: int) -> tuple[int, ...]:
+def signed_rank_counts(n: int) -> tuple[int, ...]:
     """Sign patterns of n ranked pairs with each value of W+ (index w)."""
     counts = [1]
     for i in range(1, n + 1):  # times (1 + q^i)
@@ -71,7 +71,7 @@ def signed_rank_p(d: np.ndarray) -> float:
     w_plus = round(float(ranks[d > 0].sum()))
     total = d.size * (d.size + 1) // 2
     larger = max(w_plus, total - w_plus)
-    return min(1.0, 2 * _upper_tail(_signed_rank_counts(d.size), larger))
+    return min(1.0, 2 * _upper_tail(signed_rank_counts(d.size), larger))
 
 
 def average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:

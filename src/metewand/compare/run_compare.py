@@ -58,6 +58,8 @@ class Settings:
     # per (metric, group), between-run variance known from the run history (issue #23's store):
     # a side of one run adds it, so a change must exceed the group's historical spread
     between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None
+    # interleaved A/B pairs adjusted by each process's speed (compare.speed_adjust)
+    speed_adjust: bool = True
 
 
 def as_runs(runs: RunsArg) -> list[RunData]:

@@ -76,6 +76,9 @@ class SuiteKind:
     # interleaved A/B inside one run: the side ("base"/"new") and the pair of a row (None: not
     # an A/B row) — compute runs made with ``run --ab-baseline``
     ab_of: Callable[[Mapping[str, Any]], tuple[str, str, int] | None] | None = None
+    # interleaved A/B: the metric of a phase that does the same work in both halves of a pair,
+    # read as each process's speed to adjust ``metric`` by (compare.speed_adjust); None: none
+    speed_probe_of: Callable[[str], str | None] = lambda metric: None
     # the run's verdict (compare.verdict): (run, its scores or None, a regenerated resource
     # summary or None) -> Verdict; None: the suite has no verdict
     verdict_of: (
