@@ -68,6 +68,12 @@ def test_a_30_percent_slower_worker_fails_the_gate_and_is_named(
     # the changed worker configuration is a provenance difference, listed first
     facts = [d["fact"] for d in result["provenance_differences"]]
     assert "implementation_config.slow" in facts
+    # so `slow` is judged unadjusted for process speed; `steady`, the same code, is adjusted
+    fits = result["statistics"]["speed_adjustment"]["implementations"]
+    assert not fits["slow"]["applied"] and "code differs" in fits["slow"]["reason"]
+    assert fits["steady"]["applied"] and fits["steady"]["units"] == 2 * 2 * REPETITIONS
+    for group in result["groups"]:
+        assert ("speed_adjustment" in group) == (group["implementation"] == "steady")
     md = (tmp_path / "compare.md").read_text()
     assert md.index("Provenance differences") < md.index("## Groups")
     html = (tmp_path / "compare.html").read_text()
@@ -86,6 +92,9 @@ def test_a_a_is_no_change_everywhere(runs: dict[str, Path]) -> None:
     )
     result = canonical.loads(done.stdout.encode())
     assert [g["verdict"] for g in result["groups"]] == ["no change"] * 4, result["groups"]
+    account = result["statistics"]["speed_adjustment"]
+    assert account["status"] == "used" and account["probe"] == "phase.prepare.cpu_ns"
+    assert all(fit["applied"] for fit in account["implementations"].values())
     assert result["provenance_differences"] == [] or all(
         d["fact"].startswith("pollution") for d in result["provenance_differences"]
     )

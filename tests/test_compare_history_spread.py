@@ -71,8 +71,11 @@ def test_a_change_must_exceed_the_groups_spread_between_earlier_runs(tmp_path: P
     assert _verdicts(informed)["slow"] == {"no change"}
     blind_groups = _by_group(blind)
     for key, group in _by_group(informed).items():
-        assert group["between_run_source"] == "history: 3 earlier runs"
-        assert group["companion"]["between_run_source"] == "history: 3 earlier runs"
+        # steady's code is the same on both sides: its units, and the history's spread, are
+        # taken speed-adjusted (compare.speed_sides); slow's changed, so neither is
+        source = "history: 3 earlier runs" + (", speed-adjusted" if key[1] == "steady" else "")
+        assert group["between_run_source"] == source
+        assert group["companion"]["between_run_source"] == source
         if key[1] == "slow":  # the group whose level moved between runs: a far wider CI
             (low, high), (b_low, b_high) = group["ratio_ci95"], blind_groups[key]["ratio_ci95"]
             assert low < b_low and high > b_high, key

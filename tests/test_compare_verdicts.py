@@ -44,6 +44,11 @@ def test_too_few_units_is_not_comparable_and_does_not_fail_the_gate(tmp_path: Pa
     assert {g["verdict_reason"] for g in result["groups"]} == {"n=2 < 5"}
     assert all(g["q_value"] is None and g["p_value"] is not None for g in result["groups"])
     assert result["gate"]["not_comparable"] == {"count": 4, "reasons": {"n=2 < 5": 4}}
+    fits = result["statistics"]["speed_adjustment"]["implementations"].values()
+    assert {f["reason"] for f in fits} == {
+        "its code differs between the sides (or is unknown): its probe may have moved",
+        "8 units < 20 to fit the slope",
+    }
     assert "gate: 4 groups not comparable, not counted by the gate: n=2 < 5 (x4)" in done.stderr
     metewand("compare", base, slow, "--metric", "cpu_time_ns", "--format", "md", "--out", tmp_path)
     # every Markdown cell goes through metewand.markdown's one escaping rule: < is &lt;
@@ -250,7 +255,7 @@ def _assert_speed_adjusted(result: dict, run: Path) -> None:
     assert account["status"] == "used" and account["probe"] == "phase.prepare.cpu_ns"
     fits = account["implementations"]
     assert sorted(fits) == ["slow", "steady"] and all(f["applied"] for f in fits.values())
-    assert all(0 <= f["beta"] <= 1 and f["pairs"] in (15, 16) for f in fits.values())
+    assert all(0 <= f["beta"] <= 1 and f["units"] in (15, 16) for f in fits.values())
     plain = _json(
         metewand("compare", "--ab", run, "--json", "--metric", "cpu_time_ns", "--no-speed-adjust")
     )

@@ -142,7 +142,14 @@ def _compute(options: dict[str, Any]) -> dict[str, Any]:
     base_runs, new_runs = _sides(runs, base, new)
     base_data, new_data = _load(base_runs, "BASE"), _load(new_runs, "NEW")
     between, account = compare_history.between_run(options, base_data, new_data)
-    result = compare_runs(base_data, new_data, options["metric"], **rules, between_run=between)
+    result = compare_runs(
+        base_data,
+        new_data,
+        options["metric"],
+        **rules,
+        between_run=between,
+        speed_adjust=options["speed_adjust"],
+    )
     result["statistics"]["history"] = account
     return result
 
@@ -199,8 +206,9 @@ MAX_RESAMPLES = 100_000
     "--speed-adjust/--no-speed-adjust",
     default=True,
     show_default=True,
-    help="--ab: adjust each pair for its processes' speed, read from the worker's prepare "
-    "CPU (docs/DESIGN.md); the unadjusted figures are kept beside.",
+    help="Adjust each worker process's time for the speed it ran at, read from its prepare "
+    "CPU (compute; separate runs: only implementations whose code is the same on both "
+    "sides). The unadjusted figures stay in the JSON (docs/DESIGN.md).",
 )
 @click.option(
     "--ab-engines",

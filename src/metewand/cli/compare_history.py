@@ -53,7 +53,11 @@ def between_run(
         raise HistoryUnusable(f"{exc} (compare --no-history judges without it)") from None
     between: Between = {
         (metric, (task, subject)): BetweenRun(
-            spread.variance, float(spread.runs - 1), f"history: {spread.runs} earlier runs"
+            spread.variance,
+            float(spread.runs - 1),
+            f"history: {spread.runs} earlier runs",
+            spread.probe_variance,
+            spread.covariance,
         )
         for (metric, task, subject), spread in spreads.items()
     }
@@ -76,11 +80,13 @@ def _spreads(
     from metewand.compare.suite_registry import suite_kind
     from metewand.history.spread import group_spreads, identify
 
-    settings = settings_for(suite_kind(base[0].kind), metric)
+    kind = suite_kind(base[0].kind)
+    settings = settings_for(kind, metric)
     metrics = [m for m in (settings.metric, settings.companion) if m]
     identities = [identify(run.path) for run in [*base, *new]]
     first_base = min(identities[: len(base)], key=lambda i: i.started_at or "")
-    return group_spreads(con, first_base, [i.uid for i in identities], metrics)
+    probe = kind.speed_probe_of(settings.metric)  # the companion's is the same, or none
+    return group_spreads(con, first_base, [i.uid for i in identities], metrics, probe)
 
 
 def history_options(command: Any) -> Any:

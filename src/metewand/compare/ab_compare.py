@@ -125,22 +125,6 @@ def _speed_fits(
     return out
 
 
-def _speed_account(
-    fits: Mapping[str, Mapping[str, speed_adjust.Fit]], settings: run_compare.Settings
-) -> dict[str, Any]:
-    """What the comparison says about the adjustment: off, or the judged metric's fits."""
-    if not settings.speed_adjust:
-        return {"status": "off"}
-    chosen = fits.get(settings.metric)
-    if chosen is None:
-        return {"status": "no probe", "reason": f"no speed probe for {settings.metric}"}
-    return {
-        "status": "used" if any(f.applied for f in chosen.values()) else "not applied",
-        "probe": next(iter(chosen.values())).probe if chosen else None,
-        "implementations": {name: f.as_json() for name, f in chosen.items()},
-    }
-
-
 def _result(
     kind: SuiteKind,
     settings: run_compare.Settings,
@@ -214,7 +198,7 @@ def compare_ab(runs: Sequence[RunData], metric: str | None = None, **rules: Any)
         kind.group_names,
         ("baseline tree", "current tree"),
     )
-    result["statistics"]["speed_adjustment"] = _speed_account(fits, settings)
+    result["statistics"]["speed_adjustment"] = run_compare.speed_account(fits, settings)
     return result
 
 

@@ -192,7 +192,7 @@ def speed_text(account: Mapping[str, Any] | None) -> str | None:
         else:
             parts.append(f"{name} not adjusted: {fit['reason']}")
     return (
-        f"pairs adjusted for process speed by their {account['probe']} "
+        f"worker processes' times read against their speed, from their {account['probe']} "
         f"(--no-speed-adjust: off): {'; '.join(parts)}"
     )
 

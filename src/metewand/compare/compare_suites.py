@@ -191,6 +191,7 @@ register(
         companion_of=_compute_companion,
         ab_of=compute_rows.ab_of,
         speed_probe_of=_compute_speed_probe,
+        code_of=lambda row: row.get("implementation_configuration"),
     )
 )
 

@@ -65,6 +65,10 @@ class BetweenRun:
     variance: float
     df: float
     source: str
+    # with a speed probe (compare.speed_sides): the run means' log-probe variance and their
+    # covariance with the metric's, over the same runs; None where unknown
+    probe_variance: float | None = None
+    probe_covariance: float | None = None
 
 
 NO_EXTERNAL = BetweenRun(0.0, math.inf, "")

@@ -23,6 +23,8 @@ from metewand.compare import (
     hierarchy,
     hosts,
     pollution,
+    speed_adjust,
+    speed_sides,
     stats,
     verdicts,
 )
@@ -40,6 +42,7 @@ RunsArg = RunData | Sequence[RunData]
 @dataclass
 class _Side:
     items: dict[str, list[verdicts.Item]] = field(default_factory=dict)  # metric -> items
+    sources: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # their rows
     statuses: Counter[str] = field(default_factory=Counter)
     rows: list[Mapping[str, Any]] = field(default_factory=list)  # for the hosts they ran on
 
@@ -58,7 +61,7 @@ class Settings:
     # per (metric, group), between-run variance known from the run history (issue #23's store):
     # a side of one run adds it, so a change must exceed the group's historical spread
     between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None
-    # interleaved A/B pairs adjusted by each process's speed (compare.speed_adjust)
+    # units adjusted by each process's speed (compare.speed_adjust: pairs; speed_sides: runs)
     speed_adjust: bool = True
 
 
@@ -84,6 +87,7 @@ def _collect(runs: list[RunData], kind: SuiteKind, metrics: list[str]) -> dict[G
                     value = kind.value_of(row, metric)
                     if value is not None:
                         side.items.setdefault(metric, []).append((index, launch, value))
+                        side.sources.setdefault(metric, []).append(row)
     return groups
 
 
@@ -102,14 +106,29 @@ def _missing_note(base: _Side, new: _Side, metric: str) -> str | None:
     return None
 
 
-def _figures(base: _Side, new: _Side, metric: str, group: Group, s: Settings) -> dict[str, Any]:
-    figures = verdicts.two_sample_figures(
-        base.items.get(metric, []),
-        new.items.get(metric, []),
-        (s.between_run or {}).get((metric, group)),
-        s.resamples,
-        s.seed,
-    )
+def _units(side: _Side, metric: str, kind: SuiteKind, probe: str | None) -> list[speed_sides.Unit]:
+    """The side's items of ``metric`` with each one's probe value and code identity."""
+    return [
+        (run, launch, value, kind.value_of(row, probe) if probe else None, kind.code_of(row))
+        for (run, launch, value), row in zip(
+            side.items.get(metric, []), side.sources.get(metric, []), strict=True
+        )
+    ]
+
+
+def _figures(
+    base: _Side,
+    new: _Side,
+    metric: str,
+    group: Group,
+    s: Settings,
+    kind: SuiteKind,
+    fit: speed_adjust.Fit | None,
+) -> dict[str, Any]:
+    probe = fit.probe if fit else None
+    sides = (_units(base, metric, kind, probe), _units(new, metric, kind, probe))
+    between = (s.between_run or {}).get((metric, group))
+    figures = speed_sides.figures(sides, fit, between, s.resamples, s.seed)
     note = _missing_note(base, new, metric)
     if note:
         figures["note"] = note
@@ -117,14 +136,23 @@ def _figures(base: _Side, new: _Side, metric: str, group: Group, s: Settings) ->
 
 
 def _group_entry(
-    key: Group, base: _Side, new: _Side, kind: SuiteKind, settings: Settings
+    key: Group,
+    base: _Side,
+    new: _Side,
+    kind: SuiteKind,
+    settings: Settings,
+    fits: Mapping[str, Mapping[str, speed_adjust.Fit]],
 ) -> dict[str, Any]:
     entry: dict[str, Any] = {kind.group_names[0]: key[0], kind.group_names[1]: key[1]}
-    entry.update(_figures(base, new, settings.metric, key, settings))
+    metric_fit = fits.get(settings.metric, {}).get(key[1])
+    entry.update(_figures(base, new, settings.metric, key, settings, kind, metric_fit))
     entry["base_status"] = status_text(base.statuses)
     entry["new_status"] = status_text(new.statuses)
     if settings.companion:
-        entry["companion"] = _figures(base, new, settings.companion, key, settings)
+        companion_fit = fits.get(settings.companion, {}).get(key[1])
+        entry["companion"] = _figures(
+            base, new, settings.companion, key, settings, kind, companion_fit
+        )
     pooled = {"base": hosts.pooling(base.rows), "new": hosts.pooling(new.rows)}
     if pooled["base"] or pooled["new"]:  # a Dask run's group ran on several hosts: say so
         entry["pooled_over_hosts"] = {
@@ -259,11 +287,13 @@ def compare_runs(
     min_units: int = verdicts.DEFAULT_MIN_UNITS,
     alpha: float = 0.05,
     between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None,
+    speed_adjust: bool = True,
 ) -> dict[str, Any]:
     """NEW against BASE, each one run or several runs of the same suite.
 
     ``between_run``: per (metric, group), a between-run variance (log scale) from the run
-    history; see ``Settings``."""
+    history; see ``Settings``. ``speed_adjust``: units rescaled by their processes' speed where
+    the implementation's code is the same on both sides (``speed_sides``)."""
     base_runs, new_runs = as_runs(base), as_runs(new)
     if not base_runs or not new_runs:
         raise CompareError("each side needs at least one run")
@@ -285,13 +315,15 @@ def compare_runs(
         min_units=min_units,
         alpha=alpha,
         between_run=between_run,
+        speed_adjust=speed_adjust,
     )
     metrics = [m for m in (settings.metric, settings.companion) if m]
     base_groups = _collect(base_runs, kind, metrics)
     new_groups = _collect(new_runs, kind, metrics)
+    shared = sorted(set(base_groups) & set(new_groups))
+    fits = _speed_fits(shared, base_groups, new_groups, kind, settings)
     groups = [
-        _group_entry(key, base_groups[key], new_groups[key], kind, settings)
-        for key in sorted(set(base_groups) & set(new_groups))
+        _group_entry(key, base_groups[key], new_groups[key], kind, settings, fits) for key in shared
     ]
     sides = [("BASE", base_runs), ("NEW", new_runs)]
     result = head(kind, settings, "separate_runs", sides)
@@ -314,7 +346,49 @@ def compare_runs(
             "warnings": _warnings(result_runs=sides, groups=groups) + _host_warnings(sides),
         }
     )
+    result["statistics"]["speed_adjustment"] = speed_account(fits, settings)
     return finish(result, groups, kind, settings)
+
+
+def _speed_fits(
+    shared: Sequence[Group],
+    base_groups: Mapping[Group, _Side],
+    new_groups: Mapping[Group, _Side],
+    kind: SuiteKind,
+    settings: Settings,
+) -> dict[str, dict[str, speed_adjust.Fit]]:
+    """Per metric (the judged one and its companion) and implementation, the adjustment of
+    ``speed_sides``; none when it is off or the suite names no probe for the metric."""
+    out: dict[str, dict[str, speed_adjust.Fit]] = {}
+    for metric in filter(None, (settings.metric, settings.companion)):
+        probe = kind.speed_probe_of(metric) if settings.speed_adjust else None
+        if probe is None:
+            continue
+        sides = {
+            key: (
+                _units(base_groups[key], metric, kind, probe),
+                _units(new_groups[key], metric, kind, probe),
+            )
+            for key in shared
+        }
+        out[metric] = speed_sides.fits_by(sides, lambda key: key[1], probe)
+    return out
+
+
+def speed_account(
+    fits: Mapping[str, Mapping[str, speed_adjust.Fit]], settings: Settings
+) -> dict[str, Any]:
+    """What a comparison says about the speed adjustment: off, or the judged metric's fits."""
+    if not settings.speed_adjust:
+        return {"status": "off"}
+    chosen = fits.get(settings.metric)
+    if chosen is None:
+        return {"status": "no probe", "reason": f"no speed probe for {settings.metric}"}
+    return {
+        "status": "used" if any(f.applied for f in chosen.values()) else "not applied",
+        "probe": next(iter(chosen.values())).probe if chosen else None,
+        "implementations": {name: f.as_json() for name, f in chosen.items()},
+    }
 
 
 def _warnings(result_runs: Sequence[tuple[str, list[RunData]]], groups: list[Any]) -> list[str]:

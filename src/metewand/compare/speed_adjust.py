@@ -59,7 +59,7 @@ class Fit:
     """One implementation's adjustment: applied with ``beta``, or not, and why."""
 
     probe: str
-    pairs: int
+    units: int  # pairs, or (separate runs) units of both sides, it was fitted over
     beta: float | None = None
     probe_ratio: float | None = None  # NEW/BASE of the probe itself (Hodges–Lehmann)
     probe_p: float | None = None  # its signed-rank p
@@ -83,7 +83,7 @@ class Fit:
         return {
             "probe": self.probe,
             "applied": self.applied,
-            "pairs": self.pairs,
+            "units": self.units,
             "beta": self.beta,
             "probe_ratio": self.probe_ratio,
             "probe_p": self.probe_p,

@@ -79,6 +79,9 @@ class SuiteKind:
     # interleaved A/B: the metric of a phase that does the same work in both halves of a pair,
     # read as each process's speed to adjust ``metric`` by (compare.speed_adjust); None: none
     speed_probe_of: Callable[[str], str | None] = lambda metric: None
+    # the identity of the code a row measured (compute: its implementation configuration):
+    # separate runs adjust for speed only an implementation whose code is the same on both sides
+    code_of: Callable[[Mapping[str, Any]], str | None] = lambda row: None
     # the run's verdict (compare.verdict): (run, its scores or None, a regenerated resource
     # summary or None) -> Verdict; None: the suite has no verdict
     verdict_of: (

@@ -43,10 +43,14 @@ MAX_RUNS = 30
 
 @dataclass(frozen=True)
 class Spread:
-    """Variance of a run's mean log value, over ``runs`` earlier runs (df = runs - 1)."""
+    """Variance of a run's mean log value, over ``runs`` earlier runs (df = runs - 1); with a
+    speed probe, the variance of the run's mean log probe and their covariance, so that
+    ``compare`` can take the spread of a speed-adjusted metric (``compare.speed_sides``)."""
 
     variance: float
     runs: int
+    probe_variance: float | None = None
+    covariance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,20 +77,29 @@ WITH eligible AS (
       AND NOT list_contains($exclude, run_uid)
       AND ($fingerprint IS NULL OR host_fingerprint = $fingerprint)
       AND ($before IS NULL OR started_at < $before::TIMESTAMPTZ)
-), per_run AS (
+), logs AS (
     SELECT v.metric, v.task, v.subject, v.driver, v.run_uid, e.started_at,
-           avg(ln(v.value)) AS level
+           ln(v.value) AS lv, ln(p.value) AS lp
     FROM attempt_values v JOIN eligible e USING (run_uid)
+    LEFT JOIN attempt_values p
+      ON p.metric = $probe AND p.run_uid = v.run_uid AND p.task = v.task
+     AND p.subject = v.subject AND p.driver = v.driver AND p.attempt_key = v.attempt_key
+     AND p.form = 'complete' AND p.value > 0
     WHERE list_contains($metrics, v.metric) AND v.form = 'complete' AND v.counted
       AND v.value > 0
-    GROUP BY ALL
+), per_run AS (
+    SELECT metric, task, subject, driver, run_uid, started_at, avg(lv) AS level,
+           avg(lp) AS probe_level, count(lp) = count(*) AS probed
+    FROM logs GROUP BY ALL
 ), recent AS (
     SELECT *, row_number() OVER (
         PARTITION BY metric, task, subject, driver ORDER BY started_at DESC) AS newest
     FROM per_run
 )
 SELECT metric, task, subject, count(DISTINCT driver) AS drivers,
-       var_samp(level) AS variance, count(*) AS runs
+       var_samp(level) AS variance, count(*) AS runs,
+       CASE WHEN bool_and(probed) THEN var_samp(probe_level) END AS probe_variance,
+       CASE WHEN bool_and(probed) THEN covar_samp(level, probe_level) END AS covariance
 FROM recent WHERE newest <= $max_runs
 GROUP BY metric, task, subject
 HAVING count(*) >= $min_runs
@@ -98,9 +111,12 @@ def group_spreads(
     base: RunIdentity,
     exclude: Iterable[str],
     metrics: Sequence[str],
+    probe: str | None = None,
 ) -> dict[tuple[str, str, str], Spread]:
     """``{(metric, task, subject): Spread}`` for the groups with enough earlier runs. A task and
-    subject measured through several driver paths has no single spread and is left out."""
+    subject measured through several driver paths has no single spread and is left out.
+    ``probe``: a metric of the same attempts (a speed probe) whose run-level moments come too,
+    where every counted attempt of every run has it."""
     found = con.execute(
         SPREAD_SQL,
         {
@@ -111,10 +127,17 @@ def group_spreads(
             "metrics": list(metrics),
             "max_runs": MAX_RUNS,
             "min_runs": MIN_RUNS,
+            "probe": probe,
         },
     ).fetchall()
     return {
-        (metric, task, subject): Spread(float(variance), int(runs))
-        for metric, task, subject, drivers, variance, runs in found
+        (metric, task, subject): Spread(
+            float(variance), int(runs), _float(probe_variance), _float(covariance)
+        )
+        for metric, task, subject, drivers, variance, runs, probe_variance, covariance in found
         if drivers == 1 and variance is not None
     }
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,158 @@
+"""Separate runs adjusted for the speed each worker process ran at, read from the same probe as
+``speed_adjust`` (the compute worker's prepare CPU).
+
+Two runs of unchanged code differ by more than the scatter of their processes: the host ran
+slower during one of them (a neighbour VM, a burner beside it), and every process of that run
+slowed alike, its prepare phase with it. Within a run, one fresh process in ten runs 40-45% slow.
+The probe reads both. So each unit's value ``v`` (one worker process's) is rescaled by its probe
+``p``: ``v (p / p_ref)^-β``, ``β`` the least-squares slope of log v on log p inside each
+(group, side, run) cell, pooled over the implementation's groups and clipped to [0, 1]; ``p_ref``
+is a constant (the group's median probe), which the ratio does not see. Not centred on the
+probe's shift between the sides, unlike the pairs of ``speed_adjust``: that shift is the drift
+this removes.
+
+That is right only when the probe's shift can come from the host alone, so an implementation is
+adjusted only when its code is the same on both sides: every row of its groups carries one
+implementation identity (``SuiteKind.code_of``; compute: the implementation configuration,
+which pins its sources, build and environment). A changed implementation may have changed its
+prepare, and is judged unadjusted, with the reason.
+
+The history's between-run spread (``cli.compare_history``), when it comes with the probe's
+run-level moments, is taken for the adjusted metric too (``adjusted_between``).
+
+Measured on the two kept work dirs of ``benchmarks/compare_false_alarms.py`` (10 A/A pairs and
+5 planted runs each), judged without the run history: the A/A group false alarms went from 4
+and 3 of 150 to 0 and 1; in the planted runs the unchanged implementations' groups flagged on
+wall time from 4 and 3 to 1 and 1, on CPU time from 0 and 3 to 0 and 0; the planted (changed,
+so unadjusted) implementation was found within one group of before.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from metewand.compare import hierarchy, verdicts
+from metewand.compare.speed_adjust import MIN_PAIRS, Fit
+
+# (run, launch, value, probe, code): one unit of a side; probe and code None where absent
+Unit = tuple[Hashable, Hashable, float, float | None, str | None]
+Sides = tuple[Sequence[Unit], Sequence[Unit]]  # (BASE, NEW) of one group
+
+
+def _cells(sides: Sides) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(log v, log p) of each run of each side: the cells a slope is fitted inside."""
+    out = []
+    for units in sides:
+        runs: dict[Hashable, list[tuple[float, float]]] = {}
+        for run, _, value, probe, _ in units:
+            assert probe  # fit() refused units without a probe
+            runs.setdefault(run, []).append((math.log(value), math.log(probe)))
+        out += [
+            (np.array([v for v, _ in cell]), np.array([p for _, p in cell]))
+            for cell in runs.values()
+        ]
+    return out
+
+
+def _refusal(groups: Sequence[Sides], probe: str) -> str | None:
+    units = [unit for sides in groups for side in sides for unit in side]
+    if any(unit[3] is None or unit[3] <= 0 or unit[2] <= 0 for unit in units):
+        return f"a unit has no {probe}"
+    codes = {unit[4] for unit in units}
+    if None in codes or len(codes) != 1:
+        return "its code differs between the sides (or is unknown): its probe may have moved"
+    if len(units) < 2 * MIN_PAIRS:
+        return f"{len(units)} units < {2 * MIN_PAIRS} to fit the slope"
+    return None
+
+
+def fit(groups: Sequence[Sides], probe: str) -> Fit:
+    """One implementation's adjustment from the units of its groups' two sides."""
+    count = sum(len(side) for sides in groups for side in sides)
+    why = _refusal(groups, probe)
+    if why:
+        return Fit(probe, count, reason=why)
+    cells = [cell for sides in groups for cell in _cells(sides)]
+    across = sum(float(((p - p.mean()) ** 2).sum()) for _, p in cells)
+    if across <= 0:
+        return Fit(probe, count, reason=f"its {probe} did not vary")
+    along = sum(float(((v - v.mean()) * (p - p.mean())).sum()) for v, p in cells)
+    shifts = [_probe_shift(sides) for sides in groups]
+    return Fit(
+        probe,
+        count,
+        beta=min(max(along / across, 0.0), 1.0),
+        probe_ratio=math.exp(float(np.median(shifts))),
+    )
+
+
+def _probe_shift(sides: Sides) -> float:
+    """log(NEW/BASE) of the group's median probe."""
+    base, new = ([unit[3] or math.nan for unit in side] for side in sides)
+    return math.log(float(np.median(new)) / float(np.median(base)))
+
+
+def rescaled(units: Sequence[Unit], beta: float, reference: float) -> list[verdicts.Item]:
+    """The units' values times (probe / reference)^-beta."""
+    return [
+        (run, launch, value * ((probe or reference) / reference) ** -beta)
+        for run, launch, value, probe, _ in units
+    ]
+
+
+def adjusted_between(
+    between: hierarchy.BetweenRun | None, beta: float
+) -> hierarchy.BetweenRun | None:
+    """The history's between-run variance of the adjusted metric, log v - β log p:
+    Var(v) - 2β Cov(v, p) + β² Var(p) over the same earlier runs. Without the probe's moments
+    (runs recorded without it) the unadjusted spread stays, which errs towards a wider CI."""
+    if between is None or between.probe_variance is None or between.probe_covariance is None:
+        return between
+    variance = (
+        between.variance - 2 * beta * between.probe_covariance + beta**2 * between.probe_variance
+    )
+    return replace(between, variance=max(variance, 0.0), source=f"{between.source}, speed-adjusted")
+
+
+def figures(
+    sides: Sides,
+    fit: Fit | None,
+    between: hierarchy.BetweenRun | None,
+    resamples: int,
+    seed: int,
+) -> dict[str, Any]:
+    """A group's two-sample figures, adjusted when ``fit`` applies, with the unadjusted ratio,
+    CI and p beside."""
+    base, new = ([unit[:3] for unit in side] for side in sides)
+    raw = verdicts.two_sample_figures(base, new, between, resamples, seed)
+    if fit is None or fit.beta is None or not sides[0] or not sides[1]:
+        return raw
+    reference = float(np.median([unit[3] for side in sides for unit in side]))
+    out = verdicts.two_sample_figures(
+        rescaled(sides[0], fit.beta, reference),
+        rescaled(sides[1], fit.beta, reference),
+        adjusted_between(between, fit.beta),
+        resamples,
+        seed,
+    )
+    out["speed_adjustment"] = {
+        "probe": fit.probe,
+        "beta": fit.beta,
+        "unadjusted": {k: raw.get(k) for k in ("ratio", "ratio_ci95", "p_value")},
+    }
+    return out
+
+
+def fits_by(
+    groups: Mapping[Any, Sides], pool_of: Callable[[Any], str], probe: str
+) -> dict[str, Fit]:
+    """One fit per pool (an implementation) over the groups that ``pool_of(group)`` names."""
+    pools: dict[str, list[Sides]] = {}
+    for key, sides in groups.items():
+        pools.setdefault(pool_of(key), []).append(sides)
+    return {name: fit(members, probe) for name, members in sorted(pools.items())}

@@ -1,0 +1,104 @@
+"""The speed adjustment of separate runs (compare.speed_sides), held to its error rates on seeded
+simulations: two runs of unchanged code on a host that ran 6% slower during one of them, with
+this VM's slow processes, raise alarms when judged raw and none once adjusted; a planted change
+keeps its power; a changed implementation is not adjusted. Real runs: test_compare_compute.py and
+test_compare_verdicts.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from metewand.compare import hierarchy, speed_sides, verdicts
+from metewand.compare.speed_sides import Unit
+
+GROUPS, UNITS = 5, 10
+PROBE = "phase.prepare.cpu_ns"
+
+
+def _side(rng: np.random.Generator, run: int, level: float, host: float, code: str) -> list[Unit]:
+    """One run's units of a group: each process's speed (one in ten 30-45% slow) and the
+    host's moves both the metric and the probe."""
+    slow = rng.random(UNITS) < 0.1
+    speed = np.where(slow, rng.uniform(0.30, 0.45, UNITS), rng.normal(0, 0.03, UNITS)) + host
+    metric = level + speed + rng.normal(0, 0.03, UNITS)
+    probe = 1.0 + speed + rng.normal(0, 0.06, UNITS)
+    return [(run, f"l{i}", math.exp(metric[i]), math.exp(probe[i]), code) for i in range(UNITS)]
+
+
+def _comparison(rng: np.random.Generator, drift: float, planted: float, adjust: bool) -> list[dict]:
+    """15 judged groups: three implementations of five cases; NEW's run on a host ``drift``
+    slower; the first implementation's NEW code ``planted`` slower (log) and so not the same."""
+    groups = []
+    for impl in range(3):
+        new_code = "changed" if impl == 0 and planted else "same"
+        sides = {
+            g: (
+                _side(rng, 0, 3.0 + g, 0.0, "same"),
+                _side(rng, 1, 3.0 + g + (planted if impl == 0 else 0.0), drift, new_code),
+            )
+            for g in range(GROUPS)
+        }
+        fit = speed_sides.fits_by(sides, lambda key: "impl", PROBE)["impl"]
+        for pair in sides.values():
+            figures = speed_sides.figures(pair, fit if adjust else None, None, 200, 0)
+            groups.append({**figures, "implementation": impl, "applied": fit.applied})
+    verdicts.judge(groups, threshold=0.05, min_units=5, alpha=0.05)
+    return groups
+
+
+def _alarms(groups: list[dict], planted: bool) -> int:
+    return sum(
+        g["verdict"] != "no change" for g in groups if not (planted and g["implementation"] == 0)
+    )
+
+
+def test_a_host_that_drifted_between_the_runs_alarms_raw_and_not_adjusted() -> None:
+    rng = np.random.default_rng(1)
+    raw = sum(_alarms(_comparison(rng, 0.06, 0.0, adjust=False), False) for _ in range(30))
+    adjusted = sum(_alarms(_comparison(rng, 0.06, 0.0, adjust=True), False) for _ in range(30))
+    assert raw >= 30, raw  # the drift reads as a change in most groups
+    assert adjusted <= 2, adjusted
+
+
+def test_a_changed_implementation_is_judged_unadjusted_and_still_found() -> None:
+    rng = np.random.default_rng(2)
+    found = other = 0
+    for _ in range(30):
+        groups = _comparison(rng, 0.0, 0.16, adjust=True)
+        changed = [g for g in groups if g["implementation"] == 0]
+        assert not any(g["applied"] for g in changed)
+        assert all("speed_adjustment" not in g for g in changed)
+        found += sum(g["verdict"] == "slower" for g in changed)
+        other += _alarms(groups, True)
+    assert found >= 0.8 * 150, found
+    assert other <= 2, other
+
+
+def test_refusals_are_named() -> None:
+    rng = np.random.default_rng(3)
+    few = {0: (_side(rng, 0, 3.0, 0.0, "same")[:4], _side(rng, 1, 3.0, 0.0, "same")[:4])}
+    assert (
+        speed_sides.fits_by(few, lambda k: "i", PROBE)["i"].reason
+        == "8 units < 20 to fit the slope"
+    )
+    base, new = _side(rng, 0, 3.0, 0.0, "same"), _side(rng, 1, 3.0, 0.0, "same")
+    new[2] = (*new[2][:3], None, "same")
+    missing = speed_sides.fits_by({0: (base, new), 1: (base, base)}, lambda k: "i", PROBE)["i"]
+    assert missing.reason == f"a unit has no {PROBE}"
+    unknown = [(*unit[:4], None) for unit in _side(rng, 1, 3.0, 0.0, "same")]
+    assert "code differs" in speed_sides.fit([(base, unknown)], PROBE).reason
+
+
+def test_the_historys_spread_is_taken_for_the_adjusted_metric() -> None:
+    """Var(log v - b log p) = Var(v) - 2b Cov + b^2 Var(p), never below 0; without the probe's
+    moments the unadjusted spread stays."""
+    between = hierarchy.BetweenRun(0.010, 9.0, "history: 10 earlier runs", 0.012, 0.009)
+    adjusted = speed_sides.adjusted_between(between, 0.5)
+    assert adjusted is not None and math.isclose(adjusted.variance, 0.010 - 0.009 + 0.003)
+    assert adjusted.df == 9.0 and adjusted.source.endswith("speed-adjusted")
+    perfect = hierarchy.BetweenRun(0.010, 9.0, "h", 0.010, 0.0101)
+    assert speed_sides.adjusted_between(perfect, 1.0).variance == 0.0
+    plain = hierarchy.BetweenRun(0.010, 9.0, "h")
+    assert speed_sides.adjusted_between(plain, 0.5) is plain
