@@ -47,7 +47,7 @@ def test_too_few_units_is_not_comparable_and_does_not_fail_the_gate(tmp_path: Pa
     fits = result["statistics"]["speed_adjustment"]["implementations"].values()
     assert {f["reason"] for f in fits} == {
         "its code differs between the sides (or is unknown): its probe may have moved",
-        "8 units < 20 to fit the slope",
+        "8 units < 20 to fit the slope",  # steady: too few, so no drift for slow to borrow
     }
     assert "gate: 4 groups not comparable, not counted by the gate: n=2 < 5 (x4)" in done.stderr
     metewand("compare", base, slow, "--metric", "cpu_time_ns", "--format", "md", "--out", tmp_path)

@@ -187,6 +187,9 @@ def speed_text(account: Mapping[str, Any] | None) -> str | None:
         if fit["applied"] and fit["probe_moved"]:
             moved = f"its probe moved x{fit['probe_ratio']:.3f} (p {fit['probe_p']:.2g})"
             parts.append(f"{name} beta {fit['beta']:.2f}, {moved}")
+        elif fit["applied"] and fit.get("host_drift"):
+            drift = f"its code changed: the host's drift x{fit['host_drift']:.3f} from the others"
+            parts.append(f"{name} beta {fit['beta']:.2f}, {drift}")
         elif fit["applied"]:
             parts.append(f"{name} beta {fit['beta']:.2f}")
         else:

@@ -65,6 +65,9 @@ class Fit:
     probe_p: float | None = None  # its signed-rank p
     centre_se: float = 0.0  # the standard error of log(probe_ratio), from its Walsh CI
     reason: str | None = None  # why not applied; None: applied
+    # separate runs, a changed implementation: the host's drift between the sides (NEW/BASE of
+    # the probe) read from the implementations whose code did not change (compare.speed_sides)
+    host_drift: float | None = None
 
     @property
     def applied(self) -> bool:
@@ -88,6 +91,7 @@ class Fit:
             "probe_ratio": self.probe_ratio,
             "probe_p": self.probe_p,
             "probe_moved": self.moved,
+            "host_drift": self.host_drift,
             "reason": self.reason,
         }
 

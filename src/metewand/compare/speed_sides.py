@@ -11,20 +11,25 @@ is a constant (the group's median probe), which the ratio does not see. Not cent
 probe's shift between the sides, unlike the pairs of ``speed_adjust``: that shift is the drift
 this removes.
 
-That is right only when the probe's shift can come from the host alone, so an implementation is
-adjusted only when its code is the same on both sides: every row of its groups carries one
-implementation identity (``SuiteKind.code_of``; compute: the implementation configuration,
-which pins its sources, build and environment). A changed implementation may have changed its
-prepare, and is judged unadjusted, with the reason.
+That is right only when the probe's shift can come from the host alone: an implementation whose
+code is the same on both sides, every row of its groups carrying one implementation identity
+(``SuiteKind.code_of``; compute: the implementation configuration, which pins its sources,
+build and environment). A changed implementation may have changed its prepare: each of its
+sides is read against its own median probe (what the code did to the probe stays out), and
+NEW is then moved by the host's drift that the unchanged implementations' probes read (the
+median of their groups' probe shifts; ``Fit.host_drift``). With no unchanged implementation
+in the comparison it is judged unadjusted, with the reason.
 
 The history's between-run spread (``cli.compare_history``), when it comes with the probe's
 run-level moments, is taken for the adjusted metric too (``adjusted_between``).
 
-Measured on the two kept work dirs of ``benchmarks/compare_false_alarms.py`` (10 A/A pairs and
-5 planted runs each), judged without the run history: the A/A group false alarms went from 4
-and 3 of 150 to 0 and 1; in the planted runs the unchanged implementations' groups flagged on
-wall time from 4 and 3 to 1 and 1, on CPU time from 0 and 3 to 0 and 0; the planted (changed,
-so unadjusted) implementation was found within one group of before.
+Measured on two kept work dirs of ``benchmarks/compare_false_alarms.py`` (10 A/A pairs and 5
+planted runs each), without / with the run history, before -> after:
+- A/A group false alarms (of 150): 4 -> 0 and 3 -> 1 / 3 -> 0 and 0 -> 0;
+- unchanged implementations' groups flagged in the planted runs, wall: 4 -> 1 and 3 -> 1 /
+  0 -> 0 and 2 -> 1; CPU: 0 -> 0 and 3 -> 0 / 0 -> 0 and 1 -> 0;
+- the planted implementation's 25 groups found, wall: 19 -> 20 and 21 -> 21 / 16 -> 18 and
+  18 -> 19; CPU: 24 -> 25 and 22 -> 22 / 17 -> 19 and 19 -> 20.
 """
 
 from __future__ import annotations
@@ -59,22 +64,27 @@ def _cells(sides: Sides) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _refusal(groups: Sequence[Sides], probe: str) -> str | None:
+CODE_DIFFERS = "its code differs between the sides (or is unknown): its probe may have moved"
+
+
+def _refusal(groups: Sequence[Sides], probe: str, same_code: bool) -> str | None:
     units = [unit for sides in groups for side in sides for unit in side]
     if any(unit[3] is None or unit[3] <= 0 or unit[2] <= 0 for unit in units):
         return f"a unit has no {probe}"
     codes = {unit[4] for unit in units}
-    if None in codes or len(codes) != 1:
-        return "its code differs between the sides (or is unknown): its probe may have moved"
+    if same_code and (None in codes or len(codes) != 1):
+        return CODE_DIFFERS
     if len(units) < 2 * MIN_PAIRS:
         return f"{len(units)} units < {2 * MIN_PAIRS} to fit the slope"
     return None
 
 
-def fit(groups: Sequence[Sides], probe: str) -> Fit:
-    """One implementation's adjustment from the units of its groups' two sides."""
+def fit(groups: Sequence[Sides], probe: str, host_drift: float | None = None) -> Fit:
+    """One implementation's adjustment from the units of its groups' two sides. With
+    ``host_drift`` (a changed implementation): the drift to apply in place of its own probe's
+    shift, which its changed code may have moved."""
     count = sum(len(side) for sides in groups for side in sides)
-    why = _refusal(groups, probe)
+    why = _refusal(groups, probe, same_code=host_drift is None)
     if why:
         return Fit(probe, count, reason=why)
     cells = [cell for sides in groups for cell in _cells(sides)]
@@ -88,6 +98,7 @@ def fit(groups: Sequence[Sides], probe: str) -> Fit:
         count,
         beta=min(max(along / across, 0.0), 1.0),
         probe_ratio=math.exp(float(np.median(shifts))),
+        host_drift=host_drift,
     )
 
 
@@ -103,6 +114,26 @@ def rescaled(units: Sequence[Unit], beta: float, reference: float) -> list[verdi
         (run, launch, value * ((probe or reference) / reference) ** -beta)
         for run, launch, value, probe, _ in units
     ]
+
+
+def _side_median(units: Sequence[Unit]) -> float:
+    return float(np.median([unit[3] for unit in units]))
+
+
+def _adjusted_sides(sides: Sides, fit: Fit) -> tuple[list[verdicts.Item], list[verdicts.Item]]:
+    """Same code: every unit against one reference (the probe's shift is the host's). Changed
+    code: each side against its own median probe (what its code did to the probe stays out),
+    then NEW moved by the host's drift that the unchanged implementations read."""
+    assert fit.beta is not None
+    base, new = sides
+    if fit.host_drift is None:
+        reference = float(np.median([unit[3] for side in sides for unit in side]))
+        return rescaled(base, fit.beta, reference), rescaled(new, fit.beta, reference)
+    drift = fit.host_drift**-fit.beta
+    shifted = [
+        (run, unit, v * drift) for run, unit, v in rescaled(new, fit.beta, _side_median(new))
+    ]
+    return rescaled(base, fit.beta, _side_median(base)), shifted
 
 
 def adjusted_between(
@@ -132,13 +163,9 @@ def figures(
     raw = verdicts.two_sample_figures(base, new, between, resamples, seed)
     if fit is None or fit.beta is None or not sides[0] or not sides[1]:
         return raw
-    reference = float(np.median([unit[3] for side in sides for unit in side]))
+    base_adjusted, new_adjusted = _adjusted_sides(sides, fit)
     out = verdicts.two_sample_figures(
-        rescaled(sides[0], fit.beta, reference),
-        rescaled(sides[1], fit.beta, reference),
-        adjusted_between(between, fit.beta),
-        resamples,
-        seed,
+        base_adjusted, new_adjusted, adjusted_between(between, fit.beta), resamples, seed
     )
     out["speed_adjustment"] = {
         "probe": fit.probe,
@@ -151,8 +178,22 @@ def figures(
 def fits_by(
     groups: Mapping[Any, Sides], pool_of: Callable[[Any], str], probe: str
 ) -> dict[str, Fit]:
-    """One fit per pool (an implementation) over the groups that ``pool_of(group)`` names."""
+    """One fit per pool (an implementation) over the groups that ``pool_of(group)`` names; a
+    changed implementation borrows the host's drift from the unchanged ones (their groups'
+    median probe shift), when there are any."""
     pools: dict[str, list[Sides]] = {}
     for key, sides in groups.items():
         pools.setdefault(pool_of(key), []).append(sides)
-    return {name: fit(members, probe) for name, members in sorted(pools.items())}
+    fits = {name: fit(members, probe) for name, members in sorted(pools.items())}
+    shifts = [
+        _probe_shift(sides)
+        for name, members in pools.items()
+        if fits[name].applied
+        for sides in members
+    ]
+    if shifts:
+        drift = math.exp(float(np.median(shifts)))
+        for name, members in pools.items():
+            if fits[name].reason == CODE_DIFFERS:
+                fits[name] = fit(members, probe, host_drift=drift)
+    return fits
