@@ -85,8 +85,8 @@ def _spreads(
     metrics = [m for m in (settings.metric, settings.companion) if m]
     identities = [identify(run.path) for run in [*base, *new]]
     first_base = min(identities[: len(base)], key=lambda i: i.started_at or "")
-    probe = kind.speed_probe_of(settings.metric)  # the companion's is the same, or none
-    return group_spreads(con, first_base, [i.uid for i in identities], metrics, probe)
+    probes = {m: kind.speed_probe_of(m, False) for m in metrics}
+    return group_spreads(con, first_base, [i.uid for i in identities], metrics, probes)
 
 
 def history_options(command: Any) -> Any:

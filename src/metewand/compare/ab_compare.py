@@ -114,7 +114,7 @@ def _speed_fits(
     (``speed_adjust``); none when it is off or the suite names no probe for the metric."""
     out: dict[str, dict[str, speed_adjust.Fit]] = {}
     for metric in filter(None, (settings.metric, settings.companion)):
-        probe = kind.speed_probe_of(metric) if settings.speed_adjust else None
+        probe = kind.speed_probe_of(metric, True) if settings.speed_adjust else None
         if probe is None:
             continue
         probed = {

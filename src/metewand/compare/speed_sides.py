@@ -1,5 +1,5 @@
-"""Separate runs adjusted for the speed each worker process ran at, read from the same probe as
-``speed_adjust`` (the compute worker's prepare CPU).
+"""Separate runs adjusted for the speed each worker process ran at, read from its prepare phase
+(``SuiteKind.speed_probe_of``; compute: prepare's wall for a wall metric, its CPU for a CPU one).
 
 Two runs of unchanged code differ by more than the scatter of their processes: the host ran
 slower during one of them (a neighbour VM, a burner beside it), and every process of that run
@@ -25,11 +25,12 @@ run-level moments, is taken for the adjusted metric too (``adjusted_between``).
 
 Measured on two kept work dirs of ``benchmarks/compare_false_alarms.py`` (10 A/A pairs and 5
 planted runs each), without / with the run history, before -> after:
-- A/A group false alarms (of 150): 4 -> 0 and 3 -> 1 / 3 -> 0 and 0 -> 0;
-- unchanged implementations' groups flagged in the planted runs, wall: 4 -> 1 and 3 -> 1 /
-  0 -> 0 and 2 -> 1; CPU: 0 -> 0 and 3 -> 0 / 0 -> 0 and 1 -> 0;
-- the planted implementation's 25 groups found, wall: 19 -> 20 and 21 -> 21 / 16 -> 18 and
+- A/A group false alarms (of 150): 4 -> 0 and 3 -> 0 / 3 -> 0 and 0 -> 0;
+- unchanged implementations' groups flagged in the planted runs, wall: 4 -> 0 and 3 -> 0 /
+  0 -> 0 and 2 -> 0; CPU: 0 -> 0 and 3 -> 0 / 0 -> 0 and 1 -> 0;
+- the planted implementation's 25 groups found, wall: 19 -> 21 and 21 -> 22 / 16 -> 19 and
   18 -> 19; CPU: 24 -> 25 and 22 -> 22 / 17 -> 19 and 19 -> 20.
+The method (the probes, the borrowed drift) was chosen on these two work dirs.
 """
 
 from __future__ import annotations

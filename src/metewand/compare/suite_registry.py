@@ -76,9 +76,10 @@ class SuiteKind:
     # interleaved A/B inside one run: the side ("base"/"new") and the pair of a row (None: not
     # an A/B row) — compute runs made with ``run --ab-baseline``
     ab_of: Callable[[Mapping[str, Any]], tuple[str, str, int] | None] | None = None
-    # interleaved A/B: the metric of a phase that does the same work in both halves of a pair,
-    # read as each process's speed to adjust ``metric`` by (compare.speed_adjust); None: none
-    speed_probe_of: Callable[[str], str | None] = lambda metric: None
+    # (metric, paired) -> the metric of a phase that does the same work on both sides, read as
+    # each process's speed to adjust ``metric`` by (compare.speed_adjust for pairs,
+    # compare.speed_sides for separate runs); None: none
+    speed_probe_of: Callable[[str, bool], str | None] = lambda metric, paired: None
     # the identity of the code a row measured (compute: its implementation configuration):
     # separate runs adjust for speed only an implementation whose code is the same on both sides
     code_of: Callable[[Mapping[str, Any]], str | None] = lambda row: None

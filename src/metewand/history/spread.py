@@ -29,7 +29,7 @@ run's own sampling share), which errs towards a wider interval.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +82,8 @@ WITH eligible AS (
            ln(v.value) AS lv, ln(p.value) AS lp
     FROM attempt_values v JOIN eligible e USING (run_uid)
     LEFT JOIN attempt_values p
-      ON p.metric = $probe AND p.run_uid = v.run_uid AND p.task = v.task
+      ON p.metric = list_extract($probes, list_position($metrics, v.metric))
+     AND p.run_uid = v.run_uid AND p.task = v.task
      AND p.subject = v.subject AND p.driver = v.driver AND p.attempt_key = v.attempt_key
      AND p.form = 'complete' AND p.value > 0
     WHERE list_contains($metrics, v.metric) AND v.form = 'complete' AND v.counted
@@ -111,12 +112,12 @@ def group_spreads(
     base: RunIdentity,
     exclude: Iterable[str],
     metrics: Sequence[str],
-    probe: str | None = None,
+    probes: Mapping[str, str | None] | None = None,
 ) -> dict[tuple[str, str, str], Spread]:
     """``{(metric, task, subject): Spread}`` for the groups with enough earlier runs. A task and
     subject measured through several driver paths has no single spread and is left out.
-    ``probe``: a metric of the same attempts (a speed probe) whose run-level moments come too,
-    where every counted attempt of every run has it."""
+    ``probes``: per metric, a metric of the same attempts (its speed probe) whose run-level
+    moments come too, where every counted attempt of every run has it."""
     found = con.execute(
         SPREAD_SQL,
         {
@@ -127,7 +128,7 @@ def group_spreads(
             "metrics": list(metrics),
             "max_runs": MAX_RUNS,
             "min_runs": MIN_RUNS,
-            "probe": probe,
+            "probes": [(probes or {}).get(metric) for metric in metrics],
         },
     ).fetchall()
     return {
