@@ -253,11 +253,12 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
             )
     if burn_ns < 150e6:
         raise LateWitness(f"the loop hardly ran after op1's mark: no burn to attribute ({cpu_ms})")
-    # the group's CPU in the burn op holds the loop (95%: the burner's op1 work, 1+1, is in
-    # burn_ns too): a mark at op2 that came late would leave that part of the loop in op1 and
-    # fail this. The neighbours hold less than the burn op (what they do hold is Chrome's own
+    # the group's CPU in the burn op holds the loop (90%: the burner's op1 work, 1+1, is in
+    # burn_ns too, and so is whatever the thread ran before the witness read at op3's mark, which
+    # lags the mark on a loaded host: 0.93 was seen at load 5): a mark at op2 that came late
+    # would leave that part of the loop in op1 and fail this. The neighbours hold less than the burn op (what they do hold is Chrome's own
     # work, e.g. the fresh page settling after op0; on a loaded host up to ~150 ms was seen)
-    assert op_ns >= 0.95 * burn_ns, cpu_ms
+    assert op_ns >= 0.9 * burn_ns, cpu_ms
     for neighbour in ("op1:evaluate", "op3:evaluate"):
         if _cpu(by_name[neighbour]) < op_ns:
             continue
