@@ -130,3 +130,17 @@ def test_the_historys_spread_is_taken_for_the_adjusted_metric() -> None:
     assert speed_sides.adjusted_between(perfect, 1.0).variance == 0.0
     plain = hierarchy.BetweenRun(0.010, 9.0, "h")
     assert speed_sides.adjusted_between(plain, 0.5) is plain
+
+
+def test_a_group_with_an_empty_side_is_judged_raw_and_fits_the_others() -> None:
+    """NEW with no successful attempt in one group: that group has no ratio to adjust, and
+    the implementation's fit comes from its other groups, with finite figures."""
+    rng = np.random.default_rng(5)
+    sides = {
+        g: (_side(rng, 0, 3.0, 0.0, "same"), _side(rng, 1, 3.0, 0.0, "same")) for g in range(3)
+    }
+    sides[3] = (_side(rng, 0, 3.0, 0.0, "same"), [])
+    fit = speed_sides.fits_by(sides, lambda key: "i", PROBE)["i"]
+    assert fit.applied and math.isfinite(fit.probe_ratio or math.nan)
+    empty = speed_sides.figures(sides[3], fit, None, 200, 0)
+    assert "speed_adjustment" not in empty and empty["ratio"] is None

@@ -93,20 +93,23 @@ def fit(groups: Sequence[Sides], probe: str, host_drift: float | None = None) ->
     if across <= 0:
         return Fit(probe, count, reason=f"its {probe} did not vary")
     along = sum(float(((v - v.mean()) * (p - p.mean())).sum()) for v, p in cells)
-    shifts = [_probe_shift(sides) for sides in groups]
+    shifts = _probe_shifts(groups)
     return Fit(
         probe,
         count,
         beta=min(max(along / across, 0.0), 1.0),
-        probe_ratio=math.exp(float(np.median(shifts))),
+        probe_ratio=math.exp(float(np.median(shifts))) if shifts else None,
         host_drift=host_drift,
     )
 
 
-def _probe_shift(sides: Sides) -> float:
-    """log(NEW/BASE) of the group's median probe."""
-    base, new = ([unit[3] or math.nan for unit in side] for side in sides)
-    return math.log(float(np.median(new)) / float(np.median(base)))
+def _probe_shifts(groups: Sequence[Sides]) -> list[float]:
+    """log(NEW/BASE) of each group's median probe (groups with units on both sides)."""
+    out = []
+    for base, new in groups:
+        if base and new:
+            out.append(math.log(_side_median(new) / _side_median(base)))
+    return out
 
 
 def rescaled(units: Sequence[Unit], beta: float, reference: float) -> list[verdicts.Item]:
@@ -118,7 +121,7 @@ def rescaled(units: Sequence[Unit], beta: float, reference: float) -> list[verdi
 
 
 def _side_median(units: Sequence[Unit]) -> float:
-    return float(np.median([unit[3] for unit in units]))
+    return float(np.median([unit[3] or math.nan for unit in units]))
 
 
 def _adjusted_sides(sides: Sides, fit: Fit) -> tuple[list[verdicts.Item], list[verdicts.Item]]:
@@ -187,10 +190,10 @@ def fits_by(
         pools.setdefault(pool_of(key), []).append(sides)
     fits = {name: fit(members, probe) for name, members in sorted(pools.items())}
     shifts = [
-        _probe_shift(sides)
+        shift
         for name, members in pools.items()
         if fits[name].applied
-        for sides in members
+        for shift in _probe_shifts(members)
     ]
     if shifts:
         drift = math.exp(float(np.median(shifts)))
