@@ -113,10 +113,7 @@ def _speed_fits(
     """Per metric (the judged one and its companion) and implementation, the speed adjustment
     (``speed_adjust``); none when it is off or the suite names no probe for the metric."""
     out: dict[str, dict[str, speed_adjust.Fit]] = {}
-    for metric in filter(None, (settings.metric, settings.companion)):
-        probe = kind.speed_probe_of(metric, True) if settings.speed_adjust else None
-        if probe is None:
-            continue
+    for metric, probe in run_compare.speed_probes(kind, settings, paired=True):
         probed = {
             key: _pair_values(pairs, kind, metric, sessions, probe)[0]
             for key, pairs in groups.items()

@@ -360,10 +360,7 @@ def _speed_fits(
     """Per metric (the judged one and its companion) and implementation, the adjustment of
     ``speed_sides``; none when it is off or the suite names no probe for the metric."""
     out: dict[str, dict[str, speed_adjust.Fit]] = {}
-    for metric in filter(None, (settings.metric, settings.companion)):
-        probe = kind.speed_probe_of(metric, False) if settings.speed_adjust else None
-        if probe is None:
-            continue
+    for metric, probe in speed_probes(kind, settings, paired=False):
         sides = {
             key: (
                 _units(base_groups[key], metric, kind, probe),
@@ -373,6 +370,16 @@ def _speed_fits(
         }
         out[metric] = speed_sides.fits_by(sides, lambda key: key[1], probe)
     return out
+
+
+def speed_probes(kind: SuiteKind, settings: Settings, paired: bool) -> list[tuple[str, str]]:
+    """(metric, its speed probe) for the judged metric and its companion, where the suite names
+    a probe and the adjustment is on."""
+    if not settings.speed_adjust:
+        return []
+    metrics = filter(None, (settings.metric, settings.companion))
+    found = [(metric, kind.speed_probe_of(metric, paired)) for metric in metrics]
+    return [(metric, probe) for metric, probe in found if probe is not None]
 
 
 def speed_account(

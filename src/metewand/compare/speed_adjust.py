@@ -39,7 +39,7 @@ rate, its power and its CI coverage to seeded simulations of this VM's process s
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,9 +100,9 @@ def _logs(pairs: Iterable[ProbedPair]) -> tuple[np.ndarray, np.ndarray] | None:
     """(d, z) of the pairs, or None when one lacks a positive probe or value."""
     d, z = [], []
     for _, _, base, new, base_probe, new_probe in pairs:
-        if not (base > 0 and new > 0 and base_probe and new_probe):
+        if base_probe is None or new_probe is None:
             return None
-        if base_probe <= 0 or new_probe <= 0:
+        if min(base, new, base_probe, new_probe) <= 0:
             return None
         d.append(math.log(new / base))
         z.append(math.log(new_probe / base_probe))
@@ -160,12 +160,29 @@ def adjusted(
     return out
 
 
-def fits_by(groups: Mapping[Any, Sequence[ProbedPair]], pool_of: Any, probe: str) -> dict[str, Fit]:
+def pooled(groups: Mapping[Any, Any], pool_of: Callable[[Any], str]) -> dict[str, list[Any]]:
+    """The groups' data by pool (an implementation: ``pool_of(group)``), in name order."""
+    pools: dict[str, list[Any]] = {}
+    for key, data in groups.items():
+        pools.setdefault(pool_of(key), []).append(data)
+    return dict(sorted(pools.items()))
+
+
+def fits_by(
+    groups: Mapping[Any, Sequence[ProbedPair]], pool_of: Callable[[Any], str], probe: str
+) -> dict[str, Fit]:
     """One fit per pool (an implementation) over the groups that ``pool_of(group)`` names."""
-    pools: dict[str, list[Sequence[ProbedPair]]] = {}
-    for key, pairs in groups.items():
-        pools.setdefault(pool_of(key), []).append(pairs)
-    return {name: fit(members, probe) for name, members in sorted(pools.items())}
+    return {name: fit(members, probe) for name, members in pooled(groups, pool_of).items()}
+
+
+def with_unadjusted(adjusted: dict[str, Any], raw: Mapping[str, Any], fit: Fit) -> dict[str, Any]:
+    """``adjusted``'s figures, with the adjustment and the unadjusted ratio, CI and p beside."""
+    adjusted["speed_adjustment"] = {
+        "probe": fit.probe,
+        "beta": fit.beta,
+        "unadjusted": {k: raw.get(k) for k in ("ratio", "ratio_ci95", "p_value")},
+    }
+    return adjusted
 
 
 def figures(
@@ -184,9 +201,4 @@ def figures(
     out = verdicts.paired_figures(adjusted(probed, fit), between, resamples, seed)
     if out.get("ratio_ci95"):
         out["ratio_ci95"] = widened(out["ratio"], out["ratio_ci95"], fit)
-    out["speed_adjustment"] = {
-        "probe": fit.probe,
-        "beta": fit.beta,
-        "unadjusted": {k: raw.get(k) for k in ("ratio", "ratio_ci95", "p_value")},
-    }
-    return out
+    return with_unadjusted(out, raw, fit)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from metewand.compare import hierarchy, verdicts
-from metewand.compare.speed_adjust import MIN_PAIRS, Fit
+from metewand.compare.speed_adjust import MIN_PAIRS, Fit, pooled, with_unadjusted
 
 # (run, launch, value, probe, code): one unit of a side; probe and code None where absent
 Unit = tuple[Hashable, Hashable, float, float | None, str | None]
@@ -173,12 +173,7 @@ def figures(
     out = verdicts.two_sample_figures(
         base_adjusted, new_adjusted, adjusted_between(between, fit.beta), resamples, seed
     )
-    out["speed_adjustment"] = {
-        "probe": fit.probe,
-        "beta": fit.beta,
-        "unadjusted": {k: raw.get(k) for k in ("ratio", "ratio_ci95", "p_value")},
-    }
-    return out
+    return with_unadjusted(out, raw, fit)
 
 
 def fits_by(
@@ -187,10 +182,8 @@ def fits_by(
     """One fit per pool (an implementation) over the groups that ``pool_of(group)`` names; a
     changed implementation borrows the host's drift from the unchanged ones (their groups'
     median probe shift), when there are any."""
-    pools: dict[str, list[Sides]] = {}
-    for key, sides in groups.items():
-        pools.setdefault(pool_of(key), []).append(sides)
-    fits = {name: fit(members, probe) for name, members in sorted(pools.items())}
+    pools = pooled(groups, pool_of)
+    fits = {name: fit(members, probe) for name, members in pools.items()}
     shifts = [
         shift
         for name, members in pools.items()
