@@ -228,3 +228,18 @@ def test_the_corpus_digest_is_its_content_not_its_checkouts_store(tmp_path: Path
     assert corpus_digest(corpus) == before
     (corpus / "extra.txt").write_text("content")
     assert corpus_digest(corpus)["sha256"] != before["sha256"]
+
+
+def test_a_task_id_that_names_nothing_is_refused_beside_one_that_does(tmp_path: Path) -> None:
+    # `--task` values are a union: a typo beside a valid id used to drop out unnoticed
+    corpus = tiny_corpus(tmp_path / "corpus", {"a.json": ABOUT_BLANK_TASK})
+    out = tmp_path / "runs"
+    valid = str(ABOUT_BLANK_TASK["task_id"])
+    done = run_on_missing_engine(corpus, out, "--task", valid, "--task", valid + "x")
+    assert done.returncode == 2, done.stderr
+    assert (
+        f"--task '{valid}x': no valid task with this id in the corpus (did you mean {valid}?)"
+        in done.stderr
+    )
+    assert "nothing was run" in done.stderr and not out.exists()
+    assert run_on_missing_engine(corpus, out, "--task", valid).returncode != 2

@@ -7,6 +7,7 @@ Nothing here starts a process; every problem found here stops the run before it 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import os
 import random
@@ -86,6 +87,7 @@ def build_plan(config: RunConfig) -> Plan:
             )
         skipped = list(corpus.errors)
     _check_subsets(corpus, config.subsets)
+    _check_task_ids(corpus, config.task_ids)
     tasks = select_tasks(corpus.tasks, config.subsets, config.task_ids, config.tags)
     if not tasks:
         pending = [p for p in corpus.pending if p.task_id in config.task_ids]
@@ -166,6 +168,25 @@ def _check_subsets(corpus: Corpus, asked: tuple[str, ...] | list[str]) -> None:
             problems.append(f"--subset {subset_id!r} has no runnable task: {why}")
     if problems:
         raise PlanError(problems)
+
+
+def _check_task_ids(corpus: Corpus, asked: tuple[str, ...] | list[str]) -> None:
+    """Every ``--task`` names a valid task of the corpus. With several ids, one that names
+    nothing (a typo) would otherwise drop out of the selection unnoticed."""
+    valid = {task.task_id for task in corpus.tasks}
+    pending = {p.task_id: p.reason for p in corpus.pending}
+    problems = []
+    for task_id in dict.fromkeys(asked):
+        if task_id in valid:
+            continue
+        if task_id in pending:
+            problems.append(f"--task {task_id!r}: {pending[task_id]}")
+            continue
+        close = difflib.get_close_matches(task_id, sorted(valid), n=3, cutoff=0.8)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        problems.append(f"--task {task_id!r}: no valid task with this id in the corpus{hint}")
+    if problems:
+        raise PlanError([*problems, "nothing was run (`metewand browser list` names the tasks)"])
 
 
 def not_run_subsets(plan: Plan) -> dict[str, str]:
