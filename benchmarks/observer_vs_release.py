@@ -86,9 +86,9 @@ def order(rounds: int) -> list[str]:
     return out
 
 
-def run_once(tree: str, src: Path | None, out: Path, run_id: str, args: argparse.Namespace) -> Path:
+def run_once(tree: str, src: Path, out: Path, run_id: str, args: argparse.Namespace) -> Path:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(src) if src is not None else env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(src)  # this checkout's too: an installed metewand may be another
     argv = [sys.executable, "-m", "metewand", "browser", "run", "--engines", args.engines]
     argv += ["--k", str(args.k), "--seed", run_id, "--resource-profile", "engine"]
     argv += ["--out", str(out), "--run-id", run_id, "--no-progress"]
@@ -168,7 +168,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mw-obs-release-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        srcs = {"baseline": extract_src(commit, work / "baseline-tree"), "this": None}
+        srcs = {"baseline": extract_src(commit, work / "baseline-tree"), "this": REPO / "src"}
         runs: list[tuple[str, Path, float]] = []
         for i, tree in enumerate(order(args.rounds)):
             before = load()
