@@ -131,6 +131,46 @@ def test_a_helper_left_by_an_exited_session_leader_is_not_foreign() -> None:
         subprocess.run(["pkill", "-9", "-s", str(leader.pid)], check=False)
 
 
+# A session leader that forks a burner in its own session and exits at once: started and gone
+# between two looks, as a cold-start engine sample is between two host samples.
+FLEETING = """
+import os, time
+if os.fork() == 0:
+    end = time.monotonic() + 3
+    while time.process_time() < 0.5 and time.monotonic() < end:
+        pass
+    os._exit(0)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("claimed", [True, False])
+def test_a_session_claimed_at_launch_is_the_benchmarks_though_no_look_saw_its_leader(
+    claimed: bool,
+) -> None:
+    tracker = ForeignCpuTracker(os.getpid())
+    assert tracker.observe() is None
+    leader = subprocess.Popen([sys.executable, "-c", FLEETING], start_new_session=True)
+    try:
+        if claimed:
+            tracker.claim_session(leader.pid)  # what the launcher does right after the spawn
+        leader.wait(timeout=10)
+        time.sleep(0.3)
+        burners = [
+            int(pid)
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and _session_of(int(pid)) == leader.pid
+        ]
+        assert burners, "the burner should still be running in the leader's session"
+        figures = tracker.observe()
+        assert figures is not None
+        named = {entry["pid"] for entry in figures["top_foreign"]}
+        # unclaimed, the burner is foreign: no look saw its leader, which is what a claim mends
+        assert bool(set(burners) & named) is not claimed, (burners, figures["top_foreign"])
+    finally:
+        subprocess.run(["pkill", "-9", "-s", str(leader.pid)], check=False)
+
+
 def _session_of(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as stat:

@@ -7,8 +7,9 @@ visible process, and differences them against the previous observation:
   guest's, not ours) over the wall time between the two observations, in cores;
 - *benchmark CPU*: the CPU of the benchmark's processes — the root's process tree, plus every
   member of its accounting groups (``member_pids``), plus every process in a session one of them
-  leads, plus every process once seen as any of these, for as long as it lives (an engine helper
-  reparented to init stays the engine's);
+  leads or that the caller claimed at launch (``claim_session``: an engine too short-lived for
+  any scan to see lead it), plus every process once seen as any of these, for as long as it
+  lives (an engine helper reparented to init stays the engine's);
 - *foreign CPU* = machine − benchmark, with the visible foreign processes that used the most.
 
 Why per-process ``stat`` and not the groups' own counters: the groups of a compute worker or a
@@ -106,9 +107,19 @@ class ForeignCpuTracker:
         self._start_boot_ticks = boot_ticks_now()
         self._ever_bench: set[Key] = set()
         self._bench_sessions: set[int] = set()
+        # sessions the caller claimed at launch: {session id: monotonic ns of the claim}
+        self._claimed: dict[int, int] = {}
         self._started_foreign: dict[Key, tuple[str, bool]] = {}
         # descendants of the root in the last scan (root excluded): the host sample's count
         self.tree_size: int | None = None
+
+    def claim_session(self, session: int) -> None:
+        """The session ``session`` is the benchmark's: a process the caller just launched as
+        the leader of its own session (an engine). Scans learn a session only from a leader they
+        saw; an engine launched and stopped between two scans (a cold-start sample lasts well
+        under a second) leaves helpers reparented to init, often zombies waiting for init to
+        reap them, in a session no scan saw led. Safe from any thread."""
+        self._claimed[session] = time.monotonic_ns()
 
     def observe(self) -> dict[str, Any] | None:
         """The figures of the interval since the previous call (None on the first call)."""
@@ -116,14 +127,14 @@ class ForeignCpuTracker:
         now_ns = time.monotonic_ns()
         boot = boot_ticks_now()
         stats = _keyed(procfs.read_all_cpu(self.proc))
-        bench = self._bench_keys(stats)
+        bench = self._bench_keys(stats, now_ns)
         self._ever_bench |= bench
         snapshot = _Snapshot(now_ns, boot, busy, stats, bench)
         previous, self._previous = self._previous, snapshot
         self._note_started(snapshot)
         return None if previous is None else self._interval(previous, snapshot)
 
-    def _bench_keys(self, stats: dict[Key, CpuStat]) -> set[Key]:
+    def _bench_keys(self, stats: dict[Key, CpuStat], read_ns: int = 0) -> set[Key]:
         bench = _tree_keys(self.root_pid, stats)
         self.tree_size = max(0, len(bench) - 1)  # the root's descendants, by this scan
         members = set(self._members())
@@ -135,11 +146,21 @@ class ForeignCpuTracker:
         # helpers it forked between two samples): the kernel does not reuse a session's id
         # while any process is still in that session, so the id is dropped once it is empty
         live_sessions = {st.session for st in stats.values()}
-        self._bench_sessions = (self._bench_sessions | leaders) & live_sessions
+        claimed = self._live_claims(live_sessions, read_ns)
+        self._bench_sessions = (self._bench_sessions | leaders | claimed) & live_sessions
         bench |= {key for key, st in stats.items() if st.session in self._bench_sessions}
         # once the benchmark's, always the benchmark's while it lives (reparented helpers)
         bench |= {key for key in stats if key in self._ever_bench}
         return bench
+
+    def _live_claims(self, live_sessions: set[int], read_ns: int) -> set[int]:
+        """The claimed sessions this scan saw; a claim gone from it is dropped, unless it was
+        made after the clock read that precedes the scan (the scan may predate the launch)."""
+        claims = dict(self._claimed)  # a copy: claims arrive from other threads
+        for session, at in claims.items():
+            if session not in live_sessions and at < read_ns:
+                self._claimed.pop(session, None)
+        return {session for session in claims if session in live_sessions}
 
     def _members(self) -> list[int]:
         if self.member_pids is None:

@@ -231,6 +231,10 @@ class HostTelemetry:
         self.started_at: str | None = None
         self.ended_at: str | None = None
 
+    def claim_session(self, session: int) -> None:
+        """A session the benchmark just launched (``ForeignCpuTracker.claim_session``)."""
+        self.foreign.claim_session(session)
+
     def start(self) -> HostTelemetry:
         if self._thread is not None:
             raise RuntimeError("HostTelemetry already started")

@@ -111,6 +111,13 @@ class ResourceProfiler(EngineGroups):
                 members.extend(group.pids())
         return members
 
+    def _claim_session(self, process: EngineProcess) -> None:
+        """A cold-start engine is the run's from its spawn: it lives well under one host
+        sample, so no sample sees it lead its session, and its helpers, reparented to init at
+        its stop (zombies until init reaps them), would otherwise count as foreign CPU."""
+        if self._host is not None and process.pid is not None:
+            self._host.claim_session(process.pid)
+
     # -- warm attempts ----------------------------------------------------------------------
     def group(self, worker: int, engine: str) -> TreeAccounting | None:
         """The worker x engine group (opened on first use); None: no accounting here."""
@@ -231,6 +238,7 @@ class ResourceProfiler(EngineGroups):
         process = EngineProcess(
             marked_engine(engine, self.run_id, self.run_dir),
             log_dir,
+            on_spawn=self._claim_session,
             accounting=group,
         )
         sampler = Sampler(group, interval)
