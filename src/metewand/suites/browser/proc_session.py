@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from metewand.measure import process_sweep
+from metewand.measure import process_sweep, subreaper
 from metewand.measure.procfs import ProcStat
 
 # A killed member's zombie is reaped by its parent (PID 1 for re-parented helpers, sometimes
-# lazily). Reaping by another process has no notification, so zombies get a short bounded look.
+# lazily; this process, for those it adopted as a subreaper). Reaping by another process has no notification, so zombies get a short bounded look.
 ZOMBIE_GRACE_S = 1.0
 ZOMBIE_LOOK_S = 0.02
 
@@ -36,6 +36,7 @@ async def sweep_session(session: int, timeout: float) -> tuple[list[int], list[i
     )
     deadline = time.monotonic() + (ZOMBIE_GRACE_S if not leftover else 0.0)
     while True:
+        subreaper.reap_adopted()  # a zombie this process adopted waits for no one else
         zombies = [m.pid for m in session_members(session) if m.state == "Z"]
         if not zombies or time.monotonic() >= deadline:
             return killed, leftover, zombies

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.measure import subreaper
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
 from metewand.measure.pss import PssScanner
@@ -220,13 +221,21 @@ class ResourceProfiler(EngineGroups):
         self, engines: dict[str, ResolvedEngine], log_dir: Path, sink: ColdStartSink
     ) -> None:
         sha: dict[str, str] = {}
-        for name, engine in engines.items():
-            if name not in sha:  # hashed once per engine, outside every launch window
-                sha[name] = await asyncio.to_thread(binary_sha256, engine.binary)
-            for sample in range(self.options.cold_start_samples):
-                record = await self._one_cold_start(name, engine, sample, log_dir)
-                record["engine_sha256"] = sha[name]
-                sink(record)
+        # Each cold start's engine lives between two host samples; its helpers, orphaned at
+        # its stop, are ours to reap, so their CPU stays the run's (measure.subreaper).
+        with subreaper.adopting() as why:
+            if why is not None and self._host is not None:
+                self._host.foreign.member_errors.append(
+                    f"cold starts: {why}; their engines' orphans go to init, and CPU they spend "
+                    "between two host samples reads as foreign"
+                )
+            for name, engine in engines.items():
+                if name not in sha:  # hashed once per engine, outside every launch window
+                    sha[name] = await asyncio.to_thread(binary_sha256, engine.binary)
+                for sample in range(self.options.cold_start_samples):
+                    record = await self._one_cold_start(name, engine, sample, log_dir)
+                    record["engine_sha256"] = sha[name]
+                    sink(record)
 
     async def _one_cold_start(
         self, name: str, engine: ResolvedEngine, sample: int, log_dir: Path
