@@ -35,6 +35,19 @@ while time.monotonic() < end:
 MARKER = "METEWAND_TEST_FOREIGN_MARKER"
 
 
+def orphan_burner(cpu_s: float, wait_for_line: bool = False) -> str:
+    """A script for a session leader that forks a burner of ``cpu_s`` CPU seconds (3 s of wall
+    at most) and exits at once, so the burner is orphaned at birth; with ``wait_for_line`` the
+    leader first waits for a line on its stdin."""
+    wait = "sys.stdin.readline()\n" if wait_for_line else ""
+    return (
+        f"import os, sys, time\n{wait}if os.fork() == 0:\n"
+        "    end = time.monotonic() + 3\n"
+        f"    while time.process_time() < {cpu_s} and time.monotonic() < end:\n"
+        "        pass\n    os._exit(0)\nos._exit(0)\n"
+    )
+
+
 @contextmanager
 def burner(seconds: float = 120, nice: int = 10) -> Iterator[subprocess.Popen[bytes]]:
     """A CPU burner started by the test process, never by the run under test."""

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from browser_run_helpers import REPO
-from foreign_helpers import BURNER_COMM, burner, named_pids
+from foreign_helpers import BURNER_COMM, burner, named_pids, orphan_burner
 from metewand import canonical
 from metewand.cli.main import cli
 from metewand.measure.foreign import ForeignCpuTracker
@@ -92,16 +92,7 @@ def test_a_helper_that_leaves_the_tree_in_the_benchmarks_session_is_not_foreign(
 
 # A session leader that waits for a line, then forks a burner in its own session and exits at
 # once: the burner is never seen in the tree, and its leader is gone before the next look.
-ORPHAN = """
-import os, sys, time
-sys.stdin.readline()
-if os.fork() == 0:
-    end = time.monotonic() + 3
-    while time.process_time() < 0.5 and time.monotonic() < end:
-        pass
-    os._exit(0)
-os._exit(0)
-"""
+ORPHAN = orphan_burner(0.5, wait_for_line=True)
 
 
 def test_a_helper_left_by_an_exited_session_leader_is_not_foreign() -> None:
@@ -133,15 +124,7 @@ def test_a_helper_left_by_an_exited_session_leader_is_not_foreign() -> None:
 
 # A session leader that forks a burner in its own session and exits at once: started and gone
 # between two looks, as a cold-start engine sample is between two host samples.
-FLEETING = """
-import os, time
-if os.fork() == 0:
-    end = time.monotonic() + 3
-    while time.process_time() < 0.5 and time.monotonic() < end:
-        pass
-    os._exit(0)
-os._exit(0)
-"""
+FLEETING = orphan_burner(0.5)
 
 
 @pytest.mark.parametrize("claimed", [True, False])

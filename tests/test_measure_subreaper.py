@@ -11,20 +11,13 @@ import time
 
 import pytest
 
+from foreign_helpers import orphan_burner
 from metewand.measure import procfs, subreaper
 from metewand.measure.foreign import ForeignCpuTracker
 
 # A session leader that forks a burner and exits at once, so the burner is orphaned at birth;
 # the burner spends ~0.4 s of CPU and exits. Both start and end between two looks.
-ORPHAN_BURN = """
-import os, time
-if os.fork() == 0:
-    end = time.monotonic() + 5
-    while time.process_time() < 0.4 and time.monotonic() < end:
-        pass
-    os._exit(0)
-os._exit(0)
-"""
+ORPHAN_BURN = orphan_burner(0.4)
 
 
 def _children_cpu_s() -> float:
