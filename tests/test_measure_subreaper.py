@@ -3,6 +3,7 @@ adopts it, and reaping adopted zombies never takes a child this process started 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import subprocess
@@ -45,7 +46,7 @@ def test_an_orphans_cpu_is_the_benchmarks_when_this_process_adopts_it(adopt: boo
     tracker = ForeignCpuTracker(os.getpid())
     assert tracker.observe() is None
     before = _children_cpu_s()
-    with subreaper.adopting() if adopt else _nothing() as why:
+    with subreaper.adopting() if adopt else contextlib.nullcontext() as why:
         assert why is None
         leader = subprocess.Popen([sys.executable, "-c", ORPHAN_BURN], start_new_session=True)
         leader.wait(timeout=10)
@@ -61,14 +62,6 @@ def test_an_orphans_cpu_is_the_benchmarks_when_this_process_adopts_it(adopt: boo
     else:
         # init took it: no look saw it, and its CPU is no part of the benchmark's
         assert reaped == [] and counted < 0.3, figures
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def test_reaping_adopted_zombies_never_takes_a_child_this_process_started() -> None:

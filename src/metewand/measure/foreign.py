@@ -134,7 +134,7 @@ class ForeignCpuTracker:
         self._note_started(snapshot)
         return None if previous is None else self._interval(previous, snapshot)
 
-    def _bench_keys(self, stats: dict[Key, CpuStat], read_ns: int = 0) -> set[Key]:
+    def _bench_keys(self, stats: dict[Key, CpuStat], read_ns: int) -> set[Key]:
         bench = _tree_keys(self.root_pid, stats)
         self.tree_size = max(0, len(bench) - 1)  # the root's descendants, by this scan
         members = set(self._members())

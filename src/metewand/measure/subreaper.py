@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 from collections.abc import Iterator
 
@@ -30,11 +31,14 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
 
-def _prctl(option: int, arg: int | ctypes.c_int | ctypes._Pointer[ctypes.c_int]) -> int:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(option, arg, 0, 0, 0) != 0:
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, arg: object) -> None:
+    if _libc().prctl(option, arg, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl failed")
-    return 0
 
 
 def is_subreaper() -> bool:

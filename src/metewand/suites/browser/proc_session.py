@@ -16,7 +16,8 @@ from metewand.measure import process_sweep, subreaper
 from metewand.measure.procfs import ProcStat
 
 # A killed member's zombie is reaped by its parent (PID 1 for re-parented helpers, sometimes
-# lazily; this process, for those it adopted as a subreaper). Reaping by another process has no notification, so zombies get a short bounded look.
+# lazily; this process, for those it adopted as a subreaper). Reaping by another process has no
+# notification, so zombies get a short bounded look.
 ZOMBIE_GRACE_S = 1.0
 ZOMBIE_LOOK_S = 0.02
 
