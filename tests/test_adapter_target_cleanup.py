@@ -158,3 +158,102 @@ def test_a_page_made_over_the_adapters_own_connection_gets_a_truthful_cleanup_re
             assert cleanup["closed_pages"] == [] and cleanup["disposed_contexts"] == []
             assert cleanup["targets_before"] == 0
     assert len({r["engine_provenance"]["pid"] for r in rows}) == 1
+
+
+# "clean": opens a page it never closes, yet says ok (a buggy adapter the harness cannot tell
+# from a good one); "crash": opens its page, then exits 3.
+OK_OR_CRASH_ADAPTER = """#!{python}
+import json, sys, urllib.parse, urllib.request
+payload = json.load(sys.stdin)
+url = "about:blank#left-open-by-{mode}-" + str(payload["attempt"])
+request = urllib.request.Request(
+    f"http://127.0.0.1:{{payload['cdp_port']}}/json/new?{{urllib.parse.quote(url)}}", method="PUT"
+)
+urllib.request.urlopen(request, timeout=10).read()
+if {mode!r} == "crash":
+    sys.exit(3)
+print(json.dumps({{"ok": True, "answer": "", "checks": []}}), flush=True)
+"""
+OK_OR_CRASH = {
+    "chromedp": ("sc_nav_title_read__chromedp", "clean"),
+    "rod": ("sc_nav_title_read__rod", "crash"),
+}
+
+
+def test_the_target_list_is_carried_over_clean_attempts_and_a_later_cleanup_closes_their_leftovers(
+    tmp_path: Path,
+) -> None:
+    """After an adapter that said ok, the next attempt on the same engine is not preceded by a
+    target listing (the phase is absent); a broken attempt's cleanup then compares with the list
+    from before the clean ones (its age in attempts in the row), so it closes its own page and
+    the pages the clean adapters left, and nothing of the engine's."""
+    corpus = lexbench_or_skip()
+    env = configured_adapters(
+        tmp_path, OK_OR_CRASH_ADAPTER, {k: m for k, (_t, m) in OK_OR_CRASH.items()}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "metewand", "browser", "run", "--tasks", str(corpus)]
+        + [a for task, _m in OK_OR_CRASH.values() for a in ("--task", task)]
+        + ["--engines", "chrome", "--k", "2", "--out", str(tmp_path / "runs"), "--run-id", "carry"]
+        + ["--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr  # the crash rows
+    rows = sorted(rows_of(tmp_path / "runs" / "carry"), key=lambda r: r["started_at"])
+    assert len(rows) == 4 and len({r["engine_provenance"]["pid"] for r in rows}) == 1
+    left_by_clean: list[str] = []  # pages the clean adapters left since the list was taken
+    carried = False  # whether the previous attempt carried its list to this one
+    seen_aged = 0
+    for row in rows:
+        phases = [p["name"] for p in row["phases"]["harness"]["phases"]]
+        assert ("target_snapshot" in phases) is not carried, (row["started_at"], phases)
+        mode = OK_OR_CRASH[row["driver_path"]][1]
+        mine = f"about:blank#left-open-by-{mode}-{row['attempt']}"
+        if mode == "clean":
+            assert row["adapter_cleanup"] is None
+            left_by_clean = (left_by_clean if carried else []) + [mine]
+            carried = True
+            continue
+        cleanup = row["adapter_cleanup"]
+        assert cleanup["errors"] == [], cleanup
+        expected = (left_by_clean if carried else []) + [mine]
+        assert cleanup["snapshot_age_attempts"] == (len(left_by_clean) if carried else 0)
+        assert sorted(p["url"] for p in cleanup["closed_pages"]) == sorted(expected)
+        seen_aged += carried
+        left_by_clean, carried = [], False
+    assert seen_aged >= 1  # with two tasks per round, some crash always follows a clean attempt
+
+
+def test_known_targets_are_asked_again_after_an_unclean_attempt_or_on_a_new_engine_process(
+    tmp_path: Path,
+) -> None:
+    from metewand.suites.browser.adapter_targets import KnownTargets, TargetSnapshot
+
+    async def exercise(ws_url: str) -> None:
+        known = KnownTargets()
+        assert not known.carries("chrome", ws_url)
+        first, age = await known.before("chrome", ws_url)
+        assert age == 0 and first.error is None and first.target_ids  # Chrome's own page
+        known.after("chrome", ws_url, first, age, clean=True)
+        assert known.carries("chrome", ws_url)
+        again, age = await known.before("chrome", ws_url)
+        assert again is first and age == 1
+        known.after("chrome", ws_url, again, age, clean=False)  # a broken or failed ending
+        assert not known.carries("chrome", ws_url)
+        known.after("chrome", ws_url, first, 0, clean=True)
+        elsewhere = "ws://127.0.0.1:1/devtools/browser/gone"  # another process of the engine
+        assert not known.carries("chrome", elsewhere)
+        fresh, age = await known.before("chrome", elsewhere)
+        assert age == 0 and fresh.error is not None  # it asked that (unreachable) endpoint
+        unreadable = TargetSnapshot(error="no answer")
+        known.after("chrome", ws_url, unreadable, 0, clean=True)
+        assert not known.carries("chrome", ws_url)  # an unread list is never carried
+
+    lexbench_or_skip()
+    with contextlib.contextmanager(running_engine)("chrome", tmp_path / "engine") as process:
+        assert process.ws_url is not None
+        asyncio.run(exercise(process.ws_url))

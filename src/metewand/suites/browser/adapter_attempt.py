@@ -133,6 +133,7 @@ class AdapterDriver:
             runner_for,
             ctx.phases,
             ctx.resolve_driver or resolve_driver,
+            ctx.known_targets,
         )
 
 
@@ -193,13 +194,16 @@ async def run_adapter_attempt(
     runner_for: RunnerFor | None = None,
     phases: AttemptPhases | None = None,
     resolve: Callable[[str], FoundDriver | DriverMissing] = resolve_driver,
+    known_targets: adapter_targets.KnownTargets | None = None,
 ) -> AttemptResult:
     """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
     anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
     for the driver (a long-lived one) and its mode; without it the adapter runs per attempt.
     ``phases``: the page snapshot, the adapter's run (split into its driver ops where the
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
-    grade. ``resolve``: where the driver path's adapter is found (the run's, resolved once)."""
+    grade. ``resolve``: where the driver path's adapter is found (the run's, resolved once).
+    ``known_targets``: the slot's list of the engine's targets, carried from a clean attempt
+    (None: listed before every attempt)."""
     mark = begin_marks(phases)
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
@@ -221,8 +225,10 @@ async def run_adapter_attempt(
     else:
         payload = _payload(task, path, endpoint, ids, out_dir, binding)
         runner, mode = await _runner(path, found, runner_for)
-        mark("target_snapshot")
-        before = await adapter_targets.snapshot(endpoint.browser_ws)
+        targets = known_targets if known_targets is not None else adapter_targets.KnownTargets()
+        if not targets.carries(endpoint.name, endpoint.browser_ws):
+            mark("target_snapshot")
+        before, age = await targets.before(endpoint.name, endpoint.browser_ws)
         mark("adapter_run")
         # with marks, the adapter's own marks (op_marks) split its run into its driver ops
         run = await runner.run(
@@ -237,7 +243,8 @@ async def run_adapter_attempt(
         if run.outcome in BROKEN_OUTCOMES:
             # killed before it could close its pages: they must not run on into the next task
             mark("target_cleanup")
-            cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before)
+            cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before, age)
+        targets.after(endpoint.name, endpoint.browser_ws, before, age, _answered_ok(run))
         mark("grade")
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     if phases is not None:
@@ -281,9 +288,14 @@ async def _engine_after(engine_health: EngineHealth, run: AdapterRun, ended_ns: 
     again (a /json/version request: on Chrome most of the wall between two attempts,
     benchmarks/README.md "after four cuts"); the process must still be alive. Any other ending
     asks the endpoint, and one without a result waits out the suspect's grace."""
-    if run.outcome == "result" and (run.result or {}).get("ok") is True:
+    if _answered_ok(run):
         return await engine_health(False, ended_ns)
     return await engine_health(run.outcome != "result")
+
+
+def _answered_ok(run: AdapterRun) -> bool:
+    """The adapter's result says ok: every op it ran, its pages' close the last, was answered."""
+    return run.outcome == "result" and (run.result or {}).get("ok") is True
 
 
 def _payload(

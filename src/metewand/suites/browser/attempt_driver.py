@@ -31,6 +31,7 @@ from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 
 if TYPE_CHECKING:
     from metewand.suites.browser.adapter_server import AdapterRunner
+    from metewand.suites.browser.adapter_targets import KnownTargets
     from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
@@ -139,6 +140,9 @@ class DriverContext:
     score_mode: str = (
         "independent"  # --score-mode (peer-compatible grades L1 server rows by the answer)
     )
+    # the slot's list of each engine's targets, carried from a clean adapter attempt to the next
+    # (None: listed before every adapter attempt)
+    known_targets: KnownTargets | None = None
 
 
 class AttemptDriver(Protocol):

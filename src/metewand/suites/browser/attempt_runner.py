@@ -24,6 +24,7 @@ from metewand.runtime.owned import OwnedJournal
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore
 from metewand.suites.browser.adapter_slot import SlotAdapters
+from metewand.suites.browser.adapter_targets import KnownTargets
 from metewand.suites.browser.attempt_driver import (
     AttemptDriver,
     AttemptResult,
@@ -90,6 +91,8 @@ class AttemptRunner:
         self._grader_http: aiohttp.ClientSession | None = None
         # each driver path's adapter, looked up once for the slot's run (as its provenance was)
         self._resolve_driver = functools.cache(resolve_driver)
+        # each engine's targets, carried from one clean adapter attempt to the next
+        self._known_targets = KnownTargets()
 
     async def close(self) -> None:
         """End the slot's served adapters (before the engines they drive) and the graders'
@@ -180,6 +183,7 @@ class AttemptRunner:
             adapters=self.adapters,
             resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
+            known_targets=self._known_targets,
         )
 
     def _with_grader_evidence(
