@@ -149,6 +149,7 @@ def _compute(options: dict[str, Any]) -> dict[str, Any]:
         **rules,
         between_run=between,
         speed_adjust=options["speed_adjust"],
+        use_controls=options["controls"],
     )
     result["statistics"]["history"] = account
     return result
@@ -209,6 +210,14 @@ MAX_RESAMPLES = 100_000
     help="Adjust each worker process's time for the speed it ran at, read from its prepare "
     "CPU (compute; separate runs: only implementations whose code is the same on both "
     "sides). The unadjusted figures stay in the JSON (docs/DESIGN.md).",
+)
+@click.option(
+    "--controls/--no-controls",
+    default=True,
+    show_default=True,
+    help="Separate runs on one host: read each implementation against the drift that the "
+    "other implementations whose code is the same on both sides read, so the host's drift "
+    "between the runs is not called a change. The figures before stay in the JSON.",
 )
 @click.option(
     "--ab-engines",

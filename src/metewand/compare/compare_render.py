@@ -175,7 +175,29 @@ def notes(result: Mapping[str, Any]) -> list[str]:
     speed = speed_text(result["statistics"].get("speed_adjustment"))
     if speed:
         out.append(speed)
+    controls = controls_text(result["statistics"].get("controls"), result["metric"])
+    if controls:
+        out.append(controls)
     return out
+
+
+def controls_text(account: Mapping[str, Any] | None, metric: str) -> str | None:
+    """The host's drift between the runs as each implementation's controls read it, or why
+    no implementation was read against one."""
+    if not account or account["status"] in ("off", "not applicable"):
+        return None
+    if "reason" in account:
+        return f"not read against the unchanged implementations: {account['reason']}"
+    block = account["metrics"].get(metric) or {}
+    parts = [
+        f"{name} x{d['drift']:.3f} (from {', '.join(d['controls'])})"
+        for name, d in block.get("implementations", {}).items()
+    ]
+    parts += [f"{name} not: {why}" for name, why in block.get("not_adjusted", {}).items()]
+    return (
+        "each implementation read against the host's drift between the runs that the other "
+        f"unchanged implementations read (--no-controls: off): {'; '.join(parts)}"
+    )
 
 
 def speed_text(account: Mapping[str, Any] | None) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from metewand.compare import (
     compare_suites,  # noqa: F401  (the edge: registers the suite kinds)
+    controls,
     hierarchy,
     hosts,
     pollution,
@@ -63,6 +64,8 @@ class Settings:
     between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None
     # units adjusted by each process's speed (compare.speed_adjust: pairs; speed_sides: runs)
     speed_adjust: bool = True
+    # separate runs read against the drift of the unchanged implementations (compare.controls)
+    controls: bool = True
 
 
 def as_runs(runs: RunsArg) -> list[RunData]:
@@ -124,9 +127,13 @@ def _figures(
     s: Settings,
     kind: SuiteKind,
     fit: speed_adjust.Fit | None,
+    drift: float = 1.0,
 ) -> dict[str, Any]:
+    """A group's figures for ``metric``, NEW's units divided by ``drift`` (``controls``)."""
     probe = fit.probe if fit else None
     sides = (_units(base, metric, kind, probe), _units(new, metric, kind, probe))
+    if drift != 1.0:
+        sides = (sides[0], [(r, u, v / drift, p, c) for r, u, v, p, c in sides[1]])
     between = (s.between_run or {}).get((metric, group))
     figures = speed_sides.figures(sides, fit, between, s.resamples, s.seed)
     note = _missing_note(base, new, metric)
@@ -288,6 +295,7 @@ def compare_runs(
     alpha: float = 0.05,
     between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None,
     speed_adjust: bool = True,
+    use_controls: bool = True,
 ) -> dict[str, Any]:
     """NEW against BASE, each one run or several runs of the same suite.
 
@@ -316,6 +324,7 @@ def compare_runs(
         alpha=alpha,
         between_run=between_run,
         speed_adjust=speed_adjust,
+        controls=use_controls,
     )
     metrics = [m for m in (settings.metric, settings.companion) if m]
     base_groups = _collect(base_runs, kind, metrics)
@@ -325,16 +334,17 @@ def compare_runs(
     groups = [
         _group_entry(key, base_groups[key], new_groups[key], kind, settings, fits) for key in shared
     ]
+    differences = provenance_differences(
+        [kind.provenance_of(r) for r in base_runs], [kind.provenance_of(r) for r in new_runs]
+    )
+    account = _controls(shared, groups, base_groups, new_groups, kind, settings, fits, differences)
     sides = [("BASE", base_runs), ("NEW", new_runs)]
     result = head(kind, settings, "separate_runs", sides)
     result.update(
         {
             "base": run_block(base_runs),
             "new": run_block(new_runs),
-            "provenance_differences": provenance_differences(
-                [kind.provenance_of(r) for r in base_runs],
-                [kind.provenance_of(r) for r in new_runs],
-            ),
+            "provenance_differences": differences,
             "unmatched": {
                 "only_in_base": [list(k) for k in sorted(set(base_groups) - set(new_groups))],
                 "only_in_new": [list(k) for k in sorted(set(new_groups) - set(base_groups))],
@@ -347,7 +357,66 @@ def compare_runs(
         }
     )
     result["statistics"]["speed_adjustment"] = speed_account(fits, settings)
+    result["statistics"]["controls"] = account
     return finish(result, groups, kind, settings)
+
+
+def _controls(
+    shared: Sequence[Group],
+    groups: list[dict[str, Any]],
+    base_groups: Mapping[Group, _Side],
+    new_groups: Mapping[Group, _Side],
+    kind: SuiteKind,
+    settings: Settings,
+    fits: Mapping[str, Mapping[str, speed_adjust.Fit]],
+    differences: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """Each group's figures read against the host's drift that the other unchanged
+    implementations' groups read (``compare.controls``), in place; what was done, or why not."""
+    if not settings.controls:
+        return {"status": "off"}
+    other_hosts = controls.one_host(differences)
+    if other_hosts is not None:
+        return {"status": "not applied", "reason": f"the runs' hosts differ ({other_hosts})"}
+    codes: dict[str, list[str | None]] = {}
+    for key in shared:
+        for side in (base_groups[key], new_groups[key]):
+            codes.setdefault(key[1], []).extend(kind.code_of(row) for row in side.rows)
+    same_code = controls.unchanged(codes)
+    if not same_code:  # a browser run's engines, or every implementation changed
+        return {
+            "status": "not applicable",
+            "reason": "no implementation's code is known to be the same on both sides",
+        }
+    implementation_of = {key: key[1] for key in shared}
+    out: dict[str, Any] = {"status": "used", "unchanged": sorted(same_code), "metrics": {}}
+    for metric in [m for m in (settings.metric, settings.companion) if m]:
+        judged = metric == settings.metric
+        first = {
+            key: group if judged else group["companion"]
+            for key, group in zip(shared, groups, strict=True)
+            if judged or "companion" in group
+        }
+
+        def refigure(key: Group, drift: float, metric: str = metric) -> dict[str, Any]:
+            fit = fits.get(metric, {}).get(key[1])
+            return _figures(
+                base_groups[key], new_groups[key], metric, key, settings, kind, fit, drift
+            )
+
+        again, out["metrics"][metric] = controls.read_against_controls(
+            first, implementation_of, same_code, refigure
+        )
+        for key, group in zip(shared, groups, strict=True):
+            if key not in again:
+                continue
+            if judged:
+                group.update(again[key])
+            else:
+                group["companion"] = again[key]
+    if not any(block["implementations"] for block in out["metrics"].values()):
+        out["status"] = "not applied"
+    return out
 
 
 def _speed_fits(
