@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from metewand.compare.speed_adjust import Z_975
+from metewand.compare.speed_adjust import widened_by
 
 K = TypeVar("K", bound=Hashable)
 
@@ -107,11 +107,7 @@ def widened(figures: dict[str, Any], se: float) -> None:
     ratio, ci = figures.get("ratio"), figures.get("ratio_ci95")
     if ratio is None or not ci or None in ci:
         return
-    extra = (Z_975 * se) ** 2
-    estimate = math.log(ratio)
-    low = estimate - math.sqrt((estimate - math.log(ci[0])) ** 2 + extra)
-    high = estimate + math.sqrt((math.log(ci[1]) - estimate) ** 2 + extra)
-    figures["ratio_ci95"] = [math.exp(low), math.exp(high)]
+    figures["ratio_ci95"] = widened_by(ratio, ci, se)
 
 
 def log_ratio(figures: Mapping[str, Any]) -> float:

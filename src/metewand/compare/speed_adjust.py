@@ -139,7 +139,13 @@ def widened(ratio: float, ci: Sequence[float], fit: Fit) -> list[float]:
     every pair of the implementation alike and so is not in the pairs' spread: each half-width
     (log scale) combined in quadrature with 1.96 β se(centre)."""
     assert fit.beta is not None
-    extra = (Z_975 * fit.beta * fit.centre_se) ** 2
+    return widened_by(ratio, ci, fit.beta * fit.centre_se)
+
+
+def widened_by(ratio: float, ci: Sequence[float], se: float) -> list[float]:
+    """``ci`` around ``ratio`` with each half-width (log scale) combined in quadrature with
+    1.96 ``se``: a noise common to every unit of the group, so not in their spread."""
+    extra = (Z_975 * se) ** 2
     estimate = math.log(ratio)
     low = estimate - math.sqrt((estimate - math.log(ci[0])) ** 2 + extra)
     high = estimate + math.sqrt((math.log(ci[1]) - estimate) ** 2 + extra)

@@ -66,7 +66,7 @@ from metewand.suites.browser.driver_registry import (
 from metewand.suites.browser.drivers import server_checks
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.errors import GraderUnavailable
-from metewand.suites.browser.phase_marks import AttemptPhases, begin_marks
+from metewand.suites.browser.phase_marks import AttemptPhases, Mark, begin_marks
 from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 from metewand.suites.browser.tasks import Task
 
@@ -226,9 +226,7 @@ async def run_adapter_attempt(
         payload = _payload(task, path, endpoint, ids, out_dir, binding)
         runner, mode = await _runner(path, found, runner_for)
         targets = known_targets if known_targets is not None else adapter_targets.KnownTargets()
-        if not targets.carries(endpoint.name, endpoint.browser_ws):
-            mark("target_snapshot")
-        before, age = await targets.before(endpoint.name, endpoint.browser_ws)
+        before, age = await _targets_before(targets, endpoint, mark)
         mark("adapter_run")
         # with marks, the adapter's own marks (op_marks) split its run into its driver ops
         run = await runner.run(
@@ -240,11 +238,7 @@ async def run_adapter_attempt(
         adapter_ended_ns = time.monotonic_ns()
         if phases is not None and run.op_marks is not None:
             phases.took_driver_marks(run.op_marks)
-        if run.outcome in BROKEN_OUTCOMES:
-            # killed before it could close its pages: they must not run on into the next task
-            mark("target_cleanup")
-            cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before, age)
-        targets.after(endpoint.name, endpoint.browser_ws, before, age, _answered_ok(run))
+        cleanup = await _targets_after(targets, endpoint, run, (before, age), mark)
         mark("grade")
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     if phases is not None:
@@ -269,6 +263,34 @@ async def run_adapter_attempt(
         },
     )
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
+
+
+async def _targets_before(
+    targets: adapter_targets.KnownTargets, endpoint: EngineEndpoint, mark: Mark
+) -> tuple[adapter_targets.TargetSnapshot, int]:
+    """The engine's targets before the adapter (a phase of its own only when listed now) and
+    how many attempts old the list is."""
+    if not targets.carries(endpoint.name, endpoint.browser_ws):
+        mark("target_snapshot")
+    return await targets.before(endpoint.name, endpoint.browser_ws)
+
+
+async def _targets_after(
+    targets: adapter_targets.KnownTargets,
+    endpoint: EngineEndpoint,
+    run: AdapterRun,
+    listed: tuple[adapter_targets.TargetSnapshot, int],
+    mark: Mark,
+) -> adapter_targets.TargetCleanup | None:
+    """The pages a broken adapter left, closed; the list carried on when it ended clean."""
+    before, age = listed
+    cleanup = None
+    if run.outcome in BROKEN_OUTCOMES:
+        # killed before it could close its pages: they must not run on into the next task
+        mark("target_cleanup")
+        cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before, age)
+    targets.after(endpoint.name, endpoint.browser_ws, before, age, _answered_ok(run))
+    return cleanup
 
 
 async def _engine_checked(
