@@ -36,7 +36,6 @@ def between_run(
         return None, {"status": "not needed", "reason": "both sides have several runs"}
     if options["no_history"]:
         return None, {"status": "off", "reason": "--no-history"}
-    from metewand.compare.hierarchy import BetweenRun
     from metewand.history.spread import MIN_RUNS
     from metewand.history.store import HistoryError, default_path, reading
 
@@ -52,13 +51,7 @@ def between_run(
     except HistoryError as exc:
         raise HistoryUnusable(f"{exc} (compare --no-history judges without it)") from None
     between: Between = {
-        (metric, (task, subject)): BetweenRun(
-            spread.variance,
-            float(spread.runs - 1),
-            f"history: {spread.runs} earlier runs",
-            spread.probe_variance,
-            spread.covariance,
-        )
+        (metric, (task, subject)): _between(spread)
         for (metric, task, subject), spread in spreads.items()
     }
     runs = sorted({spread.runs for spread in spreads.values()})
@@ -67,15 +60,31 @@ def between_run(
         "path": str(path),
         "groups": len(between),
         "min_runs": MIN_RUNS,
+        "controlled_groups": sum(spread.controlled is not None for spread in spreads.values()),
     }
     if runs:
         account["earlier_runs"] = [runs[0], runs[-1]]
     return between, account
 
 
+def _between(spread: Spread, controlled: bool = False) -> BetweenRun:
+    from metewand.compare.hierarchy import BetweenRun
+
+    source = f"history: {spread.runs} earlier runs" + (", less their drift" if controlled else "")
+    return BetweenRun(
+        spread.variance,
+        float(spread.runs - 1),
+        source,
+        spread.probe_variance,
+        spread.covariance,
+        _between(spread.controlled, True) if spread.controlled else None,
+    )
+
+
 def _spreads(
     con: Any, metric: str | None, base: Sequence[RunData], new: Sequence[RunData]
 ) -> dict[tuple[str, str, str], Spread]:
+    from metewand.compare.controls import MIN_CONTROL_GROUPS
     from metewand.compare.run_compare import settings_for
     from metewand.compare.suite_registry import suite_kind
     from metewand.history.spread import group_spreads, identify
@@ -86,7 +95,8 @@ def _spreads(
     identities = [identify(run.path) for run in [*base, *new]]
     first_base = min(identities[: len(base)], key=lambda i: i.started_at or "")
     probes = {m: kind.speed_probe_of(m, False) for m in metrics}
-    return group_spreads(con, first_base, [i.uid for i in identities], metrics, probes)
+    exclude = [i.uid for i in identities]
+    return group_spreads(con, first_base, exclude, metrics, probes, MIN_CONTROL_GROUPS)
 
 
 def history_options(command: Any) -> Any:

@@ -237,9 +237,20 @@ def history_text(account: Mapping[str, Any] | None) -> str | None:
         return (
             f"between-run noise from the history ({account['path']}): {account['groups']} "
             f"group x metric spreads over {runs} earlier runs; a change must exceed them"
+            + _controlled_text(account)
         )
     where = "--no-history" if account["status"] == "off" else f"no history at {account['path']}"
     return f"{where}: between-run noise of a side with one run could not be estimated"
+
+
+def _controlled_text(account: Mapping[str, Any]) -> str:
+    controlled = account.get("controlled_groups")
+    if not controlled:
+        return ""
+    return (
+        f" ({controlled} also with each earlier run's drift taken out, for a group read "
+        "against its controls)"
+    )
 
 
 def method_text(result: Mapping[str, Any]) -> str:

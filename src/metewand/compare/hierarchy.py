@@ -69,6 +69,9 @@ class BetweenRun:
     # covariance with the metric's, over the same runs; None where unknown
     probe_variance: float | None = None
     probe_covariance: float | None = None
+    # the same spread with each earlier run's host drift taken out as ``compare.controls`` takes
+    # it out (``history.spread_controls``): the one to add to a group read against its controls
+    controlled: BetweenRun | None = None
 
 
 NO_EXTERNAL = BetweenRun(0.0, math.inf, "")

@@ -127,14 +127,16 @@ def _figures(
     s: Settings,
     kind: SuiteKind,
     fit: speed_adjust.Fit | None,
-    drift: float = 1.0,
+    drift: float | None = None,
 ) -> dict[str, Any]:
-    """A group's figures for ``metric``, NEW's units divided by ``drift`` (``controls``)."""
+    """A group's figures for ``metric``; read against its controls, NEW's units divided by
+    ``drift`` and the history's spread the one less each earlier run's drift (``controls``)."""
     probe = fit.probe if fit else None
     sides = (_units(base, metric, kind, probe), _units(new, metric, kind, probe))
-    if drift != 1.0:
-        sides = (sides[0], [(r, u, v / drift, p, c) for r, u, v, p, c in sides[1]])
     between = (s.between_run or {}).get((metric, group))
+    if drift is not None:
+        sides = (sides[0], [(r, u, v / drift, p, c) for r, u, v, p, c in sides[1]])
+        between = between.controlled or between if between else None
     figures = speed_sides.figures(sides, fit, between, s.resamples, s.seed)
     note = _missing_note(base, new, metric)
     if note:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from metewand import canonical
+from metewand.history import spread_controls
 from metewand.history.run_facts import read_manifest, run_facts, run_uid, suite_of
 
 MIN_RUNS = 3
@@ -48,9 +49,11 @@ class Spread:
     ``compare`` can take the spread of a speed-adjusted metric (``compare.speed_sides``)."""
 
     variance: float
+    probe_variance: float | None
+    covariance: float | None
     runs: int
-    probe_variance: float | None = None
-    covariance: float | None = None
+    # the same, each run's level less the drift its controls read (history.spread_controls)
+    controlled: Spread | None = None
 
 
 @dataclass(frozen=True)
@@ -97,13 +100,9 @@ WITH eligible AS (
         PARTITION BY metric, task, subject, driver ORDER BY started_at DESC) AS newest
     FROM per_run
 )
-SELECT metric, task, subject, count(DISTINCT driver) AS drivers,
-       var_samp(level) AS variance, count(*) AS runs,
-       CASE WHEN bool_and(probed) THEN var_samp(probe_level) END AS probe_variance,
-       CASE WHEN bool_and(probed) THEN covar_samp(level, probe_level) END AS covariance
+SELECT metric, task, subject, driver, run_uid, level,
+       CASE WHEN probed THEN probe_level END AS probe_level
 FROM recent WHERE newest <= $max_runs
-GROUP BY metric, task, subject
-HAVING count(*) >= $min_runs
 """
 
 
@@ -113,11 +112,14 @@ def group_spreads(
     exclude: Iterable[str],
     metrics: Sequence[str],
     probes: Mapping[str, str | None] | None = None,
+    min_controls: int | None = None,
 ) -> dict[tuple[str, str, str], Spread]:
     """``{(metric, task, subject): Spread}`` for the groups with enough earlier runs. A task and
     subject measured through several driver paths has no single spread and is left out.
     ``probes``: per metric, a metric of the same attempts (its speed probe) whose run-level
-    moments come too, where every counted attempt of every run has it."""
+    moments come too, where every counted attempt of every run has it. ``min_controls``: also
+    give each group's spread read against its controls (``history.spread_controls``), where
+    each of ``MIN_RUNS`` runs had that many groups of other implementations."""
     found = con.execute(
         SPREAD_SQL,
         {
@@ -127,17 +129,34 @@ def group_spreads(
             "before": base.started_at,
             "metrics": list(metrics),
             "max_runs": MAX_RUNS,
-            "min_runs": MIN_RUNS,
             "probes": [(probes or {}).get(metric) for metric in metrics],
         },
     ).fetchall()
-    return {
-        (metric, task, subject): Spread(
-            float(variance), int(runs), _float(probe_variance), _float(covariance)
-        )
-        for metric, task, subject, drivers, variance, runs, probe_variance, covariance in found
-        if drivers == 1 and variance is not None
-    }
+    series = _series(found)
+    centred = spread_controls.centred(series) if min_controls else {}
+    out: dict[tuple[str, str, str], Spread] = {}
+    for key, runs in series.items():
+        if len(runs) < MIN_RUNS:
+            continue
+        controlled = None
+        if min_controls:
+            left = spread_controls.residuals(key, centred, min_controls)
+            if len(left) >= MIN_RUNS:
+                controlled = Spread(*spread_controls.moments(list(left.values())), runs=len(left))
+        plain = spread_controls.moments(list(runs.values()))
+        out[key] = Spread(*plain, runs=len(runs), controlled=controlled)
+    return out
+
+
+def _series(rows: Iterable[Sequence[Any]]) -> dict[tuple[str, str, str], spread_controls.Levels]:
+    """Per group, each run's level and probe; groups seen through several drivers left out."""
+    series: dict[tuple[str, str, str], spread_controls.Levels] = {}
+    drivers: dict[tuple[str, str, str], set[str]] = {}
+    for metric, task, subject, driver, uid, level, probe in rows:
+        key = (metric, task, subject)
+        drivers.setdefault(key, set()).add(driver)
+        series.setdefault(key, {})[uid] = (float(level), _float(probe))
+    return {key: runs for key, runs in series.items() if len(drivers[key]) == 1}
 
 
 def _float(value: Any) -> float | None:

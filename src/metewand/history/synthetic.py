@@ -24,12 +24,16 @@ FROM range($runs) t(i)
 """
 
 # log-normal noise around 1e6 (Box-Muller from DuckDB's uniform random()), times a step factor
+# and a drift of the run that moves all its groups alike (log-normal, sd ``drift``; the run's
+# two uniforms come from a hash of the run and the seed, so that every row of the run shares it)
 VALUES_SQL = """
 INSERT INTO attempt_values
 SELECT 'syn' || r, 'case ' || lpad(g::VARCHAR, 3, '0'), 'impl ' || (g % 5)::VARCHAR, '',
        'syn' || r || '/' || g || '/' || a, 'accepted', true, $metric, 'complete',
        1e6 * exp($sigma * sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random()))
-           * CASE WHEN g < $step_groups AND r >= $step_at THEN 1 + $step ELSE 1 END,
+           * CASE WHEN g < $step_groups AND r >= $step_at THEN 1 + $step ELSE 1 END
+           * exp($drift * sqrt(-2 * ln(1 - (hash('u' || r || $seed) % 1000000 + 0.5) / 1e6))
+                 * cos(2 * pi() * (hash('v' || r || $seed) % 1000000) / 1e6)),
        NULL
 FROM range($runs) t1(r), range($groups) t2(g), range($attempts) t3(a)
 """
@@ -56,10 +60,11 @@ def build(
     step_groups: int = 0,
     seed: float = 0.5,
     inputs_groups: int | None = None,
+    drift: float = 0.0,
 ) -> None:
     """A compute history of ``runs`` runs x ``groups`` groups, ``attempts`` values each; groups
     below ``step_groups`` step by ``step`` from run ``step_at`` on; runs with i % 7 == 3 are
-    marked polluted. With ``inputs_groups``, every group's declared inputs are known, and those
+    marked polluted; ``drift``: sd (log) of a factor per run shared by its groups. With ``inputs_groups``, every group's declared inputs are known, and those
     of the groups below it change at ``step_at`` (None: no group's inputs are known)."""
     params: dict[str, Any] = {
         "runs": runs,
@@ -82,6 +87,8 @@ def build(
                 "step": step,
                 "step_at": step_at,
                 "step_groups": step_groups,
+                "drift": drift,
+                "seed": str(seed),
             },
         )
         if inputs_groups is not None:
