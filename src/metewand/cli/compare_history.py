@@ -47,7 +47,7 @@ def between_run(
         return None, {"status": "absent", "path": str(path)}
     try:
         with reading(path) as con:
-            spreads = _spreads(con, options["metric"], base, new)
+            spreads, clean_only = _spreads(con, options["metric"], base, new)
     except HistoryError as exc:
         raise HistoryUnusable(f"{exc} (compare --no-history judges without it)") from None
     between: Between = {
@@ -61,6 +61,7 @@ def between_run(
         "groups": len(between),
         "min_runs": MIN_RUNS,
         "controlled_groups": sum(spread.controlled is not None for spread in spreads.values()),
+        "clean_runs_only": clean_only,
     }
     if runs:
         account["earlier_runs"] = [runs[0], runs[-1]]
@@ -83,7 +84,9 @@ def _between(spread: Spread, controlled: bool = False) -> BetweenRun:
 
 def _spreads(
     con: Any, metric: str | None, base: Sequence[RunData], new: Sequence[RunData]
-) -> dict[tuple[str, str, str], Spread]:
+) -> tuple[dict[tuple[str, str, str], Spread], list[str]]:
+    """The groups' spreads, and the metrics whose spreads are of clean earlier runs only."""
+    from metewand.compare import pollution
     from metewand.compare.controls import MIN_CONTROL_GROUPS
     from metewand.compare.run_compare import settings_for
     from metewand.compare.suite_registry import suite_kind
@@ -91,12 +94,25 @@ def _spreads(
 
     kind = suite_kind(base[0].kind)
     settings = settings_for(kind, metric)
-    metrics = [m for m in (settings.metric, settings.companion) if m]
     identities = [identify(run.path) for run in [*base, *new]]
     first_base = min(identities[: len(base)], key=lambda i: i.started_at or "")
-    probes = {m: kind.speed_probe_of(m, False) for m in metrics}
     exclude = [i.uid for i in identities]
-    return group_spreads(con, first_base, exclude, metrics, probes, MIN_CONTROL_GROUPS)
+    clean = all(pollution.gate_of(run.host_summary)["passed"] is not False for run in [*base, *new])
+    out: dict[tuple[str, str, str], Spread] = {}
+    clean_only = []
+    for one in [m for m in (settings.metric, settings.companion) if m]:
+        wall = clean and kind.metric_family(one) == pollution.WALL
+        clean_only += [one] if wall else []
+        out |= group_spreads(
+            con,
+            first_base,
+            exclude,
+            [one],
+            {one: kind.speed_probe_of(one, False)},
+            MIN_CONTROL_GROUPS,
+            clean_only=wall,
+        )
+    return out, clean_only
 
 
 def history_options(command: Any) -> Any:

@@ -244,13 +244,15 @@ def history_text(account: Mapping[str, Any] | None) -> str | None:
 
 
 def _controlled_text(account: Mapping[str, Any]) -> str:
-    controlled = account.get("controlled_groups")
-    if not controlled:
-        return ""
-    return (
-        f" ({controlled} also with each earlier run's drift taken out, for a group read "
-        "against its controls)"
-    )
+    parts = []
+    if account.get("controlled_groups"):
+        parts.append(
+            f"{account['controlled_groups']} also with each earlier run's drift taken out, for "
+            "a group read against its controls"
+        )
+    if account.get("clean_runs_only"):
+        parts.append(f"{', '.join(account['clean_runs_only'])}: of runs with a clean host gate")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def method_text(result: Mapping[str, Any]) -> str:

@@ -121,18 +121,48 @@ def one_host(differences: Sequence[Mapping[str, Any]]) -> str | None:
     return ", ".join(facts) if facts else None
 
 
+def history_against(spreads: Sequence[tuple[float, float]]) -> str | None:
+    """Why the history says an implementation's controls add more noise than they remove, or
+    None. ``spreads``: per group of the implementation, its between-run variance in the run
+    history alone and less each earlier run's drift (``history.spread_controls``), as added to
+    its figures (speed-adjusted where that applies).
+
+    Reading a group against its controls replaces the group's run-to-run noise with that of its
+    difference from the controls' median; that is smaller only where the two move together
+    (the host's drift). Where they move apart (a CPU time that a neighbour leaves alone, while
+    each implementation's own noise differs), the difference is the noisier figure. Pooled over
+    the implementation's groups, as the choice is made once per implementation, and out of
+    sample: the earlier runs, never the compared pair."""
+    if not spreads:
+        return None
+    alone = sum(plain for plain, _ in spreads)
+    less = sum(controlled for _, controlled in spreads)
+    if less < alone:
+        return None
+    sd_alone, sd_less = (math.sqrt(v / len(spreads)) for v in (alone, less))
+    return (
+        f"the history's runs move it less alone (log sd {sd_alone:.3f}) than against its "
+        f"controls' drift ({sd_less:.3f})"
+    )
+
+
 def read_against_controls(
     first: Mapping[K, Mapping[str, Any]],
     implementation_of: Mapping[K, str],
     same_code: set[str],
     refigure: Callable[[K, float], dict[str, Any]],
+    declined: Mapping[str, str] | None = None,
 ) -> tuple[dict[K, dict[str, Any]], dict[str, Any]]:
     """The groups whose implementation has controls, figured again: ``first`` holds each
     group's figures as judged alone; ``refigure(key, drift)`` figures a group with NEW's units
     divided by ``drift``. Returns the new figures by group (CIs widened, the figures before
-    beside) and the account (each implementation's drift, or why it has none)."""
+    beside) and the account (each implementation's drift, or why it has none). ``declined``:
+    implementations not read against their controls, and why (they still serve as controls)."""
     ratios = {key: log_ratio(figures) for key, figures in first.items()}
     found, why = drifts(ratios, implementation_of, same_code)
+    for name, reason in (declined or {}).items():
+        if found.pop(name, None) is not None:
+            why[name] = reason
     out: dict[K, dict[str, Any]] = {}
     for key, before in first.items():
         drift = found.get(implementation_of[key])

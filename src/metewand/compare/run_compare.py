@@ -406,8 +406,9 @@ def _controls(
                 base_groups[key], new_groups[key], metric, key, settings, kind, fit, drift
             )
 
+        declined = _declined_by_history(shared, metric, settings, fits.get(metric, {}))
         again, out["metrics"][metric] = controls.read_against_controls(
-            first, implementation_of, same_code, refigure
+            first, implementation_of, same_code, refigure, declined
         )
         for key, group in zip(shared, groups, strict=True):
             if key not in again:
@@ -419,6 +420,38 @@ def _controls(
     if not any(block["implementations"] for block in out["metrics"].values()):
         out["status"] = "not applied"
     return out
+
+
+def _declined_by_history(
+    shared: Sequence[Group],
+    metric: str,
+    settings: Settings,
+    fits: Mapping[str, speed_adjust.Fit],
+) -> dict[str, str]:
+    """The implementations whose every group has both history spreads, and whose spreads say
+    the controls would add more noise than they remove (``controls.history_against``)."""
+    by_implementation: dict[str, list[tuple[float, float] | None]] = {}
+    for key in shared:
+        between = (settings.between_run or {}).get((metric, key))
+        fit = fits.get(key[1])
+        beta = fit.beta if fit is not None else None
+        pair = None
+        if between is not None and between.controlled is not None:
+            pair = (_added(between, beta), _added(between.controlled, beta))
+        by_implementation.setdefault(key[1], []).append(pair)
+    out = {}
+    for name, pairs in by_implementation.items():
+        known = [pair for pair in pairs if pair is not None]
+        reason = controls.history_against(known) if len(known) == len(pairs) else None
+        if reason:
+            out[name] = reason
+    return out
+
+
+def _added(between: hierarchy.BetweenRun, beta: float | None) -> float:
+    """The between-run variance as ``speed_sides.figures`` adds it to a side of one run."""
+    adjusted = speed_sides.adjusted_between(between, beta) if beta is not None else between
+    return adjusted.variance if adjusted is not None else between.variance
 
 
 def _speed_fits(

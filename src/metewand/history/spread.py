@@ -14,10 +14,15 @@ Which runs count, and why:
 - runs that started before the BASE run, the newest ``MAX_RUNS`` of them: the spread is what
   the history knew before the change being judged, and a step long ago (an earlier change) does
   not inflate it for ever;
-- not the compared runs themselves. Runs whose host pollution gate failed are kept: on a busy
-  CI host most runs have neighbours, and leaving them out would make the spread look smaller
-  than the noise this host's runs really carry (a polluted pair's wall-time gate is refused by
-  ``compare`` itself);
+- not the compared runs themselves;
+- for a wall time, when no compared run's host pollution gate failed, not the runs whose gate
+  failed either: a neighbour that doubled a run's wall time says nothing about the noise
+  between clean runs, which are what is compared (``history check`` leaves them out of a wall
+  time alike). On a work dir of ``benchmarks/compare_false_alarms.py`` whose history held five
+  runs beside a CPU burner, they made the wall spread 0.2-0.46 (log sd) and hid a +20% change
+  in every group of three comparisons. When a compared run was polluted (its wall-time gate
+  is refused unless ``--allow-polluted``), every run counts: that is the noise it carries.
+  CPU and other metrics keep every run, as ``history check`` does;
 - a group needs ``MIN_RUNS`` such runs, else it gets no spread (the report then says the
   between-run noise could not be estimated for it).
 
@@ -80,6 +85,7 @@ WITH eligible AS (
       AND NOT list_contains($exclude, run_uid)
       AND ($fingerprint IS NULL OR host_fingerprint = $fingerprint)
       AND ($before IS NULL OR started_at < $before::TIMESTAMPTZ)
+      AND (NOT $clean_only OR pollution_passed IS NOT FALSE)
 ), logs AS (
     SELECT v.metric, v.task, v.subject, v.driver, v.run_uid, e.started_at,
            ln(v.value) AS lv, ln(p.value) AS lp
@@ -93,7 +99,7 @@ WITH eligible AS (
       AND v.value > 0
 ), per_run AS (
     SELECT metric, task, subject, driver, run_uid, started_at, avg(lv) AS level,
-           avg(lp) AS probe_level, count(lp) = count(*) AS probed
+           avg(lp) AS probe_level, count(lp) > 0 AS probed
     FROM logs GROUP BY ALL
 ), recent AS (
     SELECT *, row_number() OVER (
@@ -113,13 +119,17 @@ def group_spreads(
     metrics: Sequence[str],
     probes: Mapping[str, str | None] | None = None,
     min_controls: int | None = None,
+    clean_only: bool = False,
 ) -> dict[tuple[str, str, str], Spread]:
     """``{(metric, task, subject): Spread}`` for the groups with enough earlier runs. A task and
     subject measured through several driver paths has no single spread and is left out.
     ``probes``: per metric, a metric of the same attempts (its speed probe) whose run-level
-    moments come too, where every counted attempt of every run has it. ``min_controls``: also
+    moments come too, where every run has it (a run's probe level is the mean over its
+    attempts that have one: a phase shorter than the scheduler's tick may read 0 CPU, as the
+    kernel charges a running task's time to its group only at a tick or a switch). ``min_controls``: also
     give each group's spread read against its controls (``history.spread_controls``), where
-    each of ``MIN_RUNS`` runs had that many groups of other implementations."""
+    each of ``MIN_RUNS`` runs had that many groups of other implementations. ``clean_only``:
+    leave out the runs whose host pollution gate failed (for a wall time of clean runs)."""
     found = con.execute(
         SPREAD_SQL,
         {
@@ -130,6 +140,7 @@ def group_spreads(
             "metrics": list(metrics),
             "max_runs": MAX_RUNS,
             "probes": [(probes or {}).get(metric) for metric in metrics],
+            "clean_only": clean_only,
         },
     ).fetchall()
     series = _series(found)
