@@ -121,28 +121,32 @@ def one_host(differences: Sequence[Mapping[str, Any]]) -> str | None:
     return ", ".join(facts) if facts else None
 
 
-def history_against(spreads: Sequence[tuple[float, float]]) -> str | None:
-    """Why the history says an implementation's controls add more noise than they remove, or
-    None. ``spreads``: per group of the implementation, its between-run variance in the run
-    history alone and less each earlier run's drift (``history.spread_controls``), as added to
-    its figures (speed-adjusted where that applies).
+def history_against(spreads: Sequence[tuple[float, float]], drift: float) -> str | None:
+    """Why the history says an implementation's controls would add more noise than they
+    remove in this comparison, or None. ``spreads``: per group of the implementation, its
+    between-run variance in the run history alone and less each earlier run's drift
+    (``history.spread_controls``), as added to its figures (speed-adjusted where that applies);
+    ``drift``: the host's drift between the compared runs that its controls read (log).
 
     Reading a group against its controls replaces the group's run-to-run noise with that of its
     difference from the controls' median; that is smaller only where the two move together
     (the host's drift). Where they move apart (a CPU time that a neighbour leaves alone, while
     each implementation's own noise differs), the difference is the noisier figure. Pooled over
     the implementation's groups, as the choice is made once per implementation, and out of
-    sample: the earlier runs, never the compared pair."""
+    sample: the earlier runs, never the compared pair. But judged alone, the group carries the
+    drift between the compared runs whole, a bias the controls remove: the controls are kept
+    unless the drift's square is below what they add to the variance of a difference of two
+    runs, ``2 (less - alone)`` (the error of each choice: bias squared plus variance)."""
     if not spreads:
         return None
-    alone = sum(plain for plain, _ in spreads)
-    less = sum(controlled for _, controlled in spreads)
-    if less < alone:
+    alone = sum(plain for plain, _ in spreads) / len(spreads)
+    less = sum(controlled for _, controlled in spreads) / len(spreads)
+    if drift**2 >= 2 * (less - alone):
         return None
-    sd_alone, sd_less = (math.sqrt(v / len(spreads)) for v in (alone, less))
     return (
-        f"the history's runs move it less alone (log sd {sd_alone:.3f}) than against its "
-        f"controls' drift ({sd_less:.3f})"
+        f"the history's runs move it less alone (log sd {math.sqrt(alone):.3f}) than against "
+        f"its controls' drift ({math.sqrt(less):.3f}), by more than the drift between these "
+        f"runs (x{math.exp(drift):.3f}) would bias it alone"
     )
 
 
@@ -151,17 +155,20 @@ def read_against_controls(
     implementation_of: Mapping[K, str],
     same_code: set[str],
     refigure: Callable[[K, float], dict[str, Any]],
-    declined: Mapping[str, str] | None = None,
+    decline: Callable[[str, float], str | None] | None = None,
 ) -> tuple[dict[K, dict[str, Any]], dict[str, Any]]:
     """The groups whose implementation has controls, figured again: ``first`` holds each
     group's figures as judged alone; ``refigure(key, drift)`` figures a group with NEW's units
     divided by ``drift``. Returns the new figures by group (CIs widened, the figures before
-    beside) and the account (each implementation's drift, or why it has none). ``declined``:
-    implementations not read against their controls, and why (they still serve as controls)."""
+    beside) and the account (each implementation's drift, or why it has none). ``decline(name,
+    log drift)``: why an implementation is not to be read against its controls, or None (it
+    still serves as a control for the others)."""
     ratios = {key: log_ratio(figures) for key, figures in first.items()}
     found, why = drifts(ratios, implementation_of, same_code)
-    for name, reason in (declined or {}).items():
-        if found.pop(name, None) is not None:
+    for name, read in list(found.items()):
+        reason = decline(name, math.log(read.ratio)) if decline else None
+        if reason:
+            del found[name]
             why[name] = reason
     out: dict[K, dict[str, Any]] = {}
     for key, before in first.items():

@@ -14,7 +14,7 @@ or two engines of one browser run) into the same result shape.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -406,9 +406,9 @@ def _controls(
                 base_groups[key], new_groups[key], metric, key, settings, kind, fit, drift
             )
 
-        declined = _declined_by_history(shared, metric, settings, fits.get(metric, {}))
+        decline = _history_decline(shared, metric, settings, fits.get(metric, {}))
         again, out["metrics"][metric] = controls.read_against_controls(
-            first, implementation_of, same_code, refigure, declined
+            first, implementation_of, same_code, refigure, decline
         )
         for key, group in zip(shared, groups, strict=True):
             if key not in again:
@@ -422,14 +422,15 @@ def _controls(
     return out
 
 
-def _declined_by_history(
+def _history_decline(
     shared: Sequence[Group],
     metric: str,
     settings: Settings,
     fits: Mapping[str, speed_adjust.Fit],
-) -> dict[str, str]:
-    """The implementations whose every group has both history spreads, and whose spreads say
-    the controls would add more noise than they remove (``controls.history_against``)."""
+) -> Callable[[str, float], str | None]:
+    """``decline(implementation, log drift)`` for ``controls.read_against_controls``: the
+    history's say (``controls.history_against``) for an implementation whose every group has
+    both history spreads; None for any other."""
     by_implementation: dict[str, list[tuple[float, float] | None]] = {}
     for key in shared:
         between = (settings.between_run or {}).get((metric, key))
@@ -439,13 +440,13 @@ def _declined_by_history(
         if between is not None and between.controlled is not None:
             pair = (_added(between, beta), _added(between.controlled, beta))
         by_implementation.setdefault(key[1], []).append(pair)
-    out = {}
-    for name, pairs in by_implementation.items():
+
+    def decline(name: str, drift: float) -> str | None:
+        pairs = by_implementation.get(name, [])
         known = [pair for pair in pairs if pair is not None]
-        reason = controls.history_against(known) if len(known) == len(pairs) else None
-        if reason:
-            out[name] = reason
-    return out
+        return controls.history_against(known, drift) if len(known) == len(pairs) else None
+
+    return decline
 
 
 def _added(between: hierarchy.BetweenRun, beta: float | None) -> float:
