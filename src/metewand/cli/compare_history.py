@@ -72,9 +72,11 @@ def _between(spread: Spread, controlled: bool = False) -> BetweenRun:
     from metewand.compare.hierarchy import BetweenRun
 
     source = f"history: {spread.runs} earlier runs" + (", less their drift" if controlled else "")
+    if spread.df is not None:
+        source += f", moderated (df {spread.df:.0f})"
     return BetweenRun(
         spread.variance,
-        float(spread.runs - 1),
+        spread.df if spread.df is not None else float(spread.runs - 1),
         source,
         spread.probe_variance,
         spread.covariance,

@@ -26,21 +26,24 @@ Which runs count, and why:
 - a group needs ``MIN_RUNS`` such runs, else it gets no spread (the report then says the
   between-run noise could not be estimated for it).
 
-A run's mean is the plain mean of its complete, counted attempts' log values; as with a side of
-several runs in ``compare.hierarchy``, the raw variance of run means is used (it includes each
-run's own sampling share), which errs towards a wider interval.
+A run's mean is the plain mean of its complete, counted attempts' log values. The variance of
+run means holds each run's own sampling share (its attempts' variance over their number), which
+the compared sides already carry in their own resampling: added again, it counted that noise
+twice and made every CI wider than the runs' noise (``spread_controls.between`` takes it out,
+the ANOVA estimator of the between-run component). A spread is then moderated by the other
+groups' (``history.spread_moderate``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from metewand import canonical
-from metewand.history import spread_controls
+from metewand.history import spread_controls, spread_moderate
 from metewand.history.run_facts import read_manifest, run_facts, run_uid, suite_of
 
 MIN_RUNS = 3
@@ -59,6 +62,9 @@ class Spread:
     runs: int
     # the same, each run's level less the drift its controls read (history.spread_controls)
     controlled: Spread | None = None
+    # degrees of freedom after moderation by the other groups (history.spread_moderate);
+    # None: not moderated, runs - 1
+    df: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +105,10 @@ WITH eligible AS (
       AND v.value > 0
 ), per_run AS (
     SELECT metric, task, subject, driver, run_uid, started_at, avg(lv) AS level,
-           avg(lp) AS probe_level, count(lp) > 0 AS probed
+           avg(lp) AS probe_level, count(lp) > 0 AS probed,
+           coalesce(var_samp(lv) / count(lv), 0) AS within,
+           coalesce(var_samp(lp) / count(lp), 0) AS probe_within,
+           coalesce(covar_samp(lv, lp) / count(lp), 0) AS covariance_within
     FROM logs GROUP BY ALL
 ), recent AS (
     SELECT *, row_number() OVER (
@@ -107,7 +116,8 @@ WITH eligible AS (
     FROM per_run
 )
 SELECT metric, task, subject, driver, run_uid, level,
-       CASE WHEN probed THEN probe_level END AS probe_level
+       CASE WHEN probed THEN probe_level END AS probe_level,
+       within, probe_within, covariance_within
 FROM recent WHERE newest <= $max_runs
 """
 
@@ -143,7 +153,17 @@ def group_spreads(
             "clean_only": clean_only,
         },
     ).fetchall()
-    series = _series(found)
+    return spreads_of(*_series(found), min_controls)
+
+
+def spreads_of(
+    series: Mapping[tuple[str, str, str], spread_controls.Levels],
+    within: Mapping[tuple[str, str, str], Mapping[str, spread_controls.Within]],
+    min_controls: int | None,
+) -> dict[tuple[str, str, str], Spread]:
+    """The groups' spreads from their run levels and each run's own sampling shares: the
+    between-run component, plain and (with ``min_controls``) less each run's drift, then
+    moderated by the other groups of the metric."""
     centred = spread_controls.centred(series) if min_controls else {}
     out: dict[tuple[str, str, str], Spread] = {}
     for key, runs in series.items():
@@ -153,21 +173,75 @@ def group_spreads(
         if min_controls:
             left = spread_controls.residuals(key, centred, min_controls)
             if len(left) >= MIN_RUNS:
-                controlled = Spread(*spread_controls.moments(list(left.values())), runs=len(left))
-        plain = spread_controls.moments(list(runs.values()))
+                moments = spread_controls.moments(list(left.values()))
+                shares = [within[key][run] for run in left]
+                controlled = Spread(*spread_controls.between(moments, shares), runs=len(left))
+        moments = spread_controls.moments(list(runs.values()))
+        plain = spread_controls.between(moments, list(within[key].values()))
         out[key] = Spread(*plain, runs=len(runs), controlled=controlled)
+    return moderated(out)
+
+
+def moderated(spreads: dict[tuple[str, str, str], Spread]) -> dict[tuple[str, str, str], Spread]:
+    """Each metric's groups' spreads, plain and controlled, moderated by each other's."""
+    out = dict(spreads)
+    for metric in {key[0] for key in spreads}:
+        keys = [key for key in spreads if key[0] == metric]
+        plain = _moderate_all([spreads[key] for key in keys])
+        controlled = _moderate_all([spreads[key].controlled for key in keys])
+        for key, one, other in zip(keys, plain, controlled, strict=True):
+            out[key] = replace(one, controlled=other) if one is not None else spreads[key]
     return out
 
 
-def _series(rows: Iterable[Sequence[Any]]) -> dict[tuple[str, str, str], spread_controls.Levels]:
-    """Per group, each run's level and probe; groups seen through several drivers left out."""
+def _moderate_all(spreads: Sequence[Spread | None]) -> list[Spread | None]:
+    known = [s for s in spreads if s is not None]
+    fitted = spread_moderate.prior([s.variance for s in known], [float(s.runs - 1) for s in known])
+    if fitted is None or len(known) < len(spreads):
+        return list(spreads)
+    weights = [float(s.runs - 1) for s in known]
+    probe = _weighted([s.probe_variance for s in known], weights)
+    covariance = _weighted([s.covariance for s in known], weights)
+    out: list[Spread | None] = []
+    for one in known:
+        df = float(one.runs - 1)
+        variance, total = spread_moderate.moderated(one.variance, df, fitted.variance, fitted)
+        pv = cov = None
+        if probe is not None and covariance is not None:
+            assert one.probe_variance is not None and one.covariance is not None
+            pv = spread_moderate.moderated(one.probe_variance, df, probe, fitted)[0]
+            cov = spread_moderate.moderated(one.covariance, df, covariance, fitted)[0]
+        out.append(replace(one, variance=variance, probe_variance=pv, covariance=cov, df=total))
+    return out
+
+
+def _weighted(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
+    """The weighted mean, None when any value is unknown."""
+    if any(v is None for v in values):
+        return None
+    return sum(float(v) * w for v, w in zip(values, weights, strict=True) if v is not None) / sum(
+        weights
+    )
+
+
+def _series(
+    rows: Iterable[Sequence[Any]],
+) -> tuple[
+    dict[tuple[str, str, str], spread_controls.Levels],
+    dict[tuple[str, str, str], dict[str, spread_controls.Within]],
+]:
+    """Per group, each run's level and probe, and the within-run shares of their moments;
+    groups seen through several drivers left out."""
     series: dict[tuple[str, str, str], spread_controls.Levels] = {}
+    within: dict[tuple[str, str, str], dict[str, spread_controls.Within]] = {}
     drivers: dict[tuple[str, str, str], set[str]] = {}
-    for metric, task, subject, driver, uid, level, probe in rows:
+    for metric, task, subject, driver, uid, level, probe, w, pw, cw in rows:
         key = (metric, task, subject)
         drivers.setdefault(key, set()).add(driver)
         series.setdefault(key, {})[uid] = (float(level), _float(probe))
-    return {key: runs for key, runs in series.items() if len(drivers[key]) == 1}
+        within.setdefault(key, {})[uid] = (float(w), float(pw), float(cw))
+    kept = {key: runs for key, runs in series.items() if len(drivers[key]) == 1}
+    return kept, {key: within[key] for key in kept}
 
 
 def _float(value: Any) -> float | None:

@@ -31,6 +31,13 @@ import statistics
 from collections.abc import Mapping, Sequence
 
 GroupKey = tuple[str, str, str]  # metric, task, subject
+# a run's own sampling share of its mean's moments: var/n of the log values, of the log probes,
+# and their covariance/n
+Within = tuple[float, float, float]
+# the between-run component is floored at this share of the raw variance: on 3-9 runs the
+# difference of two estimates often falls below zero, and a spread of zero would claim the
+# group never moves between runs
+FLOOR = 0.05
 # per run: the run's mean log value and mean log probe (None when not every attempt had one)
 Levels = dict[str, tuple[float, float | None]]
 
@@ -82,3 +89,20 @@ def moments(
         return variance, None, None
     known = [float(probe) for probe in probes if probe is not None]
     return variance, statistics.variance(known), statistics.covariance(values, known)
+
+
+def between(
+    moments: tuple[float, float | None, float | None], shares: Sequence[Within]
+) -> tuple[float, float | None, float | None]:
+    """The between-run component of ``moments`` (variance, probe variance, covariance of run
+    means): each less the mean of the runs' own sampling shares, the variances floored at
+    ``FLOOR`` of their raw value."""
+    variance, probe_variance, covariance = moments
+    count = len(shares)
+    level = sum(w for w, _, _ in shares) / count
+    out_variance = max(variance - level, FLOOR * variance)
+    if probe_variance is None or covariance is None:
+        return out_variance, probe_variance, covariance
+    probe = sum(p for _, p, _ in shares) / count
+    cross = sum(c for _, _, c in shares) / count
+    return out_variance, max(probe_variance - probe, FLOOR * probe_variance), covariance - cross
