@@ -241,7 +241,7 @@ def test_the_history_gives_each_group_its_spread_less_the_runs_drift(tmp_path: P
     assert min(ratios) > 0  # floored, never a spread of zero
     with reading(path) as con:
         plain = spread.group_spreads(con, base, [], ["cpu_time_ns"])
-        clean = spread.group_spreads(con, base, [], ["cpu_time_ns"], clean_only=True)
+        clean = spread.group_spreads(con, base, [], ["cpu_time_ns"], clean_only=["cpu_time_ns"])
     assert all(s.controlled is None for s in plain.values())
     # the synthetic runs 3, 10, 17 and 24 failed their host pollution gate
     assert {s.runs for s in clean.values()} == {26}

@@ -100,21 +100,13 @@ def _spreads(
     first_base = min(identities[: len(base)], key=lambda i: i.started_at or "")
     exclude = [i.uid for i in identities]
     clean = all(pollution.gate_of(run.host_summary)["passed"] is not False for run in [*base, *new])
-    out: dict[tuple[str, str, str], Spread] = {}
-    clean_only = []
-    for one in [m for m in (settings.metric, settings.companion) if m]:
-        wall = clean and kind.metric_family(one) == pollution.WALL
-        clean_only += [one] if wall else []
-        out |= group_spreads(
-            con,
-            first_base,
-            exclude,
-            [one],
-            {one: kind.speed_probe_of(one, False)},
-            MIN_CONTROL_GROUPS,
-            clean_only=wall,
-        )
-    return out, clean_only
+    metrics = [m for m in (settings.metric, settings.companion) if m]
+    clean_only = [m for m in metrics if clean and kind.metric_family(m) == pollution.WALL]
+    probes = {m: kind.speed_probe_of(m, False) for m in metrics}
+    spreads = group_spreads(
+        con, first_base, exclude, metrics, probes, MIN_CONTROL_GROUPS, clean_only
+    )
+    return spreads, clean_only
 
 
 def history_options(command: Any) -> Any:

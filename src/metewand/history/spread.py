@@ -86,12 +86,11 @@ def identify(run_dir: Path) -> RunIdentity:
 
 SPREAD_SQL = """
 WITH eligible AS (
-    SELECT run_uid, started_at FROM runs
+    SELECT run_uid, started_at, pollution_passed FROM runs
     WHERE suite = $suite
       AND NOT list_contains($exclude, run_uid)
       AND ($fingerprint IS NULL OR host_fingerprint = $fingerprint)
       AND ($before IS NULL OR started_at < $before::TIMESTAMPTZ)
-      AND (NOT $clean_only OR pollution_passed IS NOT FALSE)
 ), logs AS (
     SELECT v.metric, v.task, v.subject, v.driver, v.run_uid, e.started_at,
            ln(v.value) AS lv, ln(p.value) AS lp
@@ -103,6 +102,7 @@ WITH eligible AS (
      AND p.form = 'complete' AND p.value > 0
     WHERE list_contains($metrics, v.metric) AND v.form = 'complete' AND v.counted
       AND v.value > 0
+      AND (NOT list_contains($clean_only, v.metric) OR e.pollution_passed IS NOT FALSE)
 ), per_run AS (
     SELECT metric, task, subject, driver, run_uid, started_at, avg(lv) AS level,
            avg(lp) AS probe_level, count(lp) > 0 AS probed,
@@ -129,17 +129,19 @@ def group_spreads(
     metrics: Sequence[str],
     probes: Mapping[str, str | None] | None = None,
     min_controls: int | None = None,
-    clean_only: bool = False,
+    clean_only: Sequence[str] = (),
 ) -> dict[tuple[str, str, str], Spread]:
     """``{(metric, task, subject): Spread}`` for the groups with enough earlier runs. A task and
     subject measured through several driver paths has no single spread and is left out.
     ``probes``: per metric, a metric of the same attempts (its speed probe) whose run-level
     moments come too, where every run has it (a run's probe level is the mean over its
     attempts that have one: a phase shorter than the scheduler's tick may read 0 CPU, as the
-    kernel charges a running task's time to its group only at a tick or a switch). ``min_controls``: also
-    give each group's spread read against its controls (``history.spread_controls``), where
-    each of ``MIN_RUNS`` runs had that many groups of other implementations. ``clean_only``:
-    leave out the runs whose host pollution gate failed (for a wall time of clean runs)."""
+    kernel charges a running task's time to its group only at a tick or a switch).
+    ``min_controls``: also give each group's spread read against its controls
+    (``history.spread_controls``), where each of ``MIN_RUNS`` runs had that many groups of
+    other implementations. ``clean_only``:
+    the metrics for which the runs whose host pollution gate failed are left out (a wall time
+    of clean compared runs)."""
     found = con.execute(
         SPREAD_SQL,
         {
@@ -150,7 +152,7 @@ def group_spreads(
             "metrics": list(metrics),
             "max_runs": MAX_RUNS,
             "probes": [(probes or {}).get(metric) for metric in metrics],
-            "clean_only": clean_only,
+            "clean_only": list(clean_only),
         },
     ).fetchall()
     return spreads_of(*_series(found), min_controls)
