@@ -175,8 +175,27 @@ def test_no_adjustment_without_enough_pairs_or_a_probe() -> None:
     rng = np.random.default_rng(7)
     few = [_simulated(rng, 0.0)[0][:9]]
     assert speed_adjust.fit(few, PROBE).reason == "9 pairs < 10 to fit the slope"
+    few = [_simulated(rng, 0.0)[0][:10]]
+    run, pair, base, new, base_probe, _ = few[0][3]
+    few[0][3] = (run, pair, base, new, base_probe, None)
+    missing = speed_adjust.fit(few, PROBE)
+    assert not missing.applied
+    assert missing.reason == f"9 pairs (1 without a {PROBE}) < 10 to fit the slope"
+
+
+def test_a_pair_whose_probe_read_zero_is_left_unadjusted_and_the_rest_fitted() -> None:
+    """A prepare shorter than the scheduler's tick can be charged 0 CPU: that pair takes no part
+    in the fit and is left as it was; the others are adjusted as before."""
+    rng = np.random.default_rng(8)
     groups = _simulated(rng, 0.0)
     run, pair, base, new, base_probe, _ = groups[0][3]
-    groups[0][3] = (run, pair, base, new, base_probe, None)
-    missing = speed_adjust.fit(groups, PROBE)
-    assert not missing.applied and missing.reason == f"a pair has no {PROBE}"
+    groups[0][3] = (run, pair, base, new, base_probe, 0.0)
+    fit = speed_adjust.fit(groups, PROBE)
+    assert fit.applied and fit.unprobed == 1 and fit.units == GROUPS * PAIRS
+    whole = speed_adjust.fit(
+        [g for i, g in enumerate(groups) if i != 0] + [groups[0][:3] + groups[0][4:]], PROBE
+    )
+    assert math.isclose(fit.beta or 0, whole.beta or 1)  # the unprobed pair adds nothing
+    out = speed_adjust.adjusted(groups[0], fit)
+    assert out[3] == (run, pair, base, new)
+    assert out[2][3] != groups[0][2][3]

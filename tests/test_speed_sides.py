@@ -111,12 +111,34 @@ def test_refusals_are_named() -> None:
         speed_sides.fits_by(few, lambda k: "i", PROBE)["i"].reason
         == "8 units < 20 to fit the slope"
     )
-    base, new = _side(rng, 0, 3.0, 0.0, "same"), _side(rng, 1, 3.0, 0.0, "same")
+    base, new = _side(rng, 0, 3.0, 0.0, "same")[:5], _side(rng, 1, 3.0, 0.0, "same")[:6]
     new[2] = (*new[2][:3], None, "same")
-    missing = speed_sides.fits_by({0: (base, new), 1: (base, base)}, lambda k: "i", PROBE)["i"]
-    assert missing.reason == f"a unit has no {PROBE}"
+    base[1] = (*base[1][:3], 0.0, "same")
+    short = speed_sides.fits_by({0: (base, new), 1: (base, new)}, lambda k: "i", PROBE)["i"]
+    assert short.reason == f"18 units (4 without a {PROBE}) < 20 to fit the slope"
+    base, new = _side(rng, 0, 3.0, 0.0, "same"), _side(rng, 1, 3.0, 0.0, "same")
     unknown = [(*unit[:4], None) for unit in _side(rng, 1, 3.0, 0.0, "same")]
     assert "code differs" in speed_sides.fit([(base, unknown)], PROBE).reason
+
+
+def test_a_unit_whose_probe_read_zero_is_left_as_read_and_the_rest_adjusted() -> None:
+    """A prepare shorter than the scheduler's tick can be charged 0 CPU: that unit takes no part
+    in the fit and keeps its value; the implementation's other units are still adjusted (one
+    such unit of 36 once cost a whole implementation its adjustment, test_compare_compute)."""
+    rng = np.random.default_rng(5)
+    groups = {
+        g: (_side(rng, 0, 3.0, 0.0, "same"), _side(rng, 1, 3.0, 0.06, "same")) for g in (0, 1)
+    }
+    base, new = groups[0]
+    new[4] = (*new[4][:3], 0.0, "same")
+    base[7] = (*base[7][:3], None, "same")
+    fit = speed_sides.fits_by(groups, lambda k: "i", PROBE)["i"]
+    assert fit.applied and fit.unprobed == 2 and fit.units == 40
+    assert fit.as_json()["unprobed"] == 2
+    figures = speed_sides.figures(groups[0], fit, None, 200, 0)
+    assert "speed_adjustment" in figures  # adjusted, the unprobed units with the others
+    kept = speed_sides.rescaled(new, 0.7, 2.0)
+    assert kept[4][2] == new[4][2] and kept[3][2] != new[3][2]
 
 
 def test_the_historys_spread_is_taken_for_the_adjusted_metric() -> None:

@@ -216,6 +216,8 @@ def speed_text(account: Mapping[str, Any] | None) -> str | None:
             parts.append(f"{name} beta {fit['beta']:.2f}")
         else:
             parts.append(f"{name} not adjusted: {fit['reason']}")
+        if fit["applied"] and fit.get("unprobed"):
+            parts[-1] += f" ({fit['unprobed']} of {fit['units']} without a probe left as read)"
     return (
         f"worker processes' times read against their speed, from their {account['probe']} "
         f"(--no-speed-adjust: off): {'; '.join(parts)}"

@@ -59,7 +59,7 @@ class Fit:
     """One implementation's adjustment: applied with ``beta``, or not, and why."""
 
     probe: str
-    units: int  # pairs, or (separate runs) units of both sides, it was fitted over
+    units: int  # pairs, or (separate runs) units of both sides, of its groups
     beta: float | None = None
     probe_ratio: float | None = None  # NEW/BASE of the probe itself (Hodges–Lehmann)
     probe_p: float | None = None  # its signed-rank p
@@ -68,6 +68,8 @@ class Fit:
     # separate runs, a changed implementation: the host's drift between the sides (NEW/BASE of
     # the probe) read from the implementations whose code did not change (compare.speed_sides)
     host_drift: float | None = None
+    # pairs (units) without a positive probe: left out of the fit and left unadjusted
+    unprobed: int = 0
 
     @property
     def applied(self) -> bool:
@@ -92,18 +94,27 @@ class Fit:
             "probe_p": self.probe_p,
             "probe_moved": self.moved,
             "host_drift": self.host_drift,
+            "unprobed": self.unprobed,
             "reason": self.reason,
         }
 
 
-def _logs(pairs: Iterable[ProbedPair]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(d, z) of the pairs, or None when one lacks a positive probe or value."""
+def probed(pair: ProbedPair) -> bool:
+    """Whether a pair has positive values and probes on both sides. A probe can read 0 where
+    the pair has one: a prepare shorter than the scheduler's tick may be charged no CPU (the
+    kernel charges a running task at a tick or a switch). Such a pair takes no part in the
+    fit and is left unadjusted, rather than costing its implementation the adjustment."""
+    _, _, base, new, base_probe, new_probe = pair
+    if base_probe is None or new_probe is None:
+        return False
+    return min(base, new, base_probe, new_probe) > 0
+
+
+def _logs(pairs: Iterable[ProbedPair]) -> tuple[np.ndarray, np.ndarray]:
+    """(d, z) of the pairs that have a probe."""
     d, z = [], []
-    for _, _, base, new, base_probe, new_probe in pairs:
-        if base_probe is None or new_probe is None:
-            return None
-        if min(base, new, base_probe, new_probe) <= 0:
-            return None
+    for _, _, base, new, base_probe, new_probe in filter(probed, pairs):
+        assert base_probe is not None and new_probe is not None
         d.append(math.log(new / base))
         z.append(math.log(new_probe / base_probe))
     return np.asarray(d), np.asarray(z)
@@ -111,13 +122,18 @@ def _logs(pairs: Iterable[ProbedPair]) -> tuple[np.ndarray, np.ndarray] | None:
 
 def fit(groups: Sequence[Sequence[ProbedPair]], probe: str) -> Fit:
     """The adjustment of one implementation from the pairs of its groups."""
-    logs = [_logs(pairs) for pairs in groups if pairs]
-    count = sum(len(pairs) for pairs in groups)
-    if any(entry is None for entry in logs):
-        return Fit(probe, count, reason=f"a pair has no {probe}")
-    present = [entry for entry in logs if entry is not None]
+    present = [entry for entry in (_logs(pairs) for pairs in groups) if len(entry[0])]
+    total = sum(len(pairs) for pairs in groups)
+    count = sum(len(d) for d, _ in present)
+    unprobed = total - count
     if count < MIN_PAIRS:
-        return Fit(probe, count, reason=f"{count} pairs < {MIN_PAIRS} to fit the slope")
+        without = f" ({unprobed} without a {probe})" if unprobed else ""
+        return Fit(
+            probe,
+            total,
+            reason=f"{count} pairs{without} < {MIN_PAIRS} to fit the slope",
+            unprobed=unprobed,
+        )
     z_all = np.concatenate([z for _, z in present])
     shift = significance.walsh_interval(z_all)
     assert shift is not None  # MIN_PAIRS >= WALSH_MIN_PAIRS
@@ -126,12 +142,13 @@ def fit(groups: Sequence[Sequence[ProbedPair]], probe: str) -> Fit:
         "probe_ratio": math.exp(centre),
         "probe_p": significance.signed_rank_test(z_all),
         "centre_se": (high - low) / (2 * Z_975),
+        "unprobed": unprobed,
     }
     across = sum(float(((z - z.mean()) ** 2).sum()) for _, z in present)
     if across <= 0:
-        return Fit(probe, count, reason=f"its {probe} did not vary", **known)
+        return Fit(probe, total, reason=f"its {probe} did not vary", **known)
     along = sum(float(((d - d.mean()) * (z - z.mean())).sum()) for d, z in present)
-    return Fit(probe, count, beta=min(max(along / across, 0.0), 1.0), **known)
+    return Fit(probe, total, beta=min(max(along / across, 0.0), 1.0), **known)
 
 
 def widened(ratio: float, ci: Sequence[float], fit: Fit) -> list[float]:
@@ -159,8 +176,12 @@ def adjusted(
     shift) to the power ``-beta``."""
     assert fit.beta is not None
     out = []
-    for run, pair, base, new, base_probe, new_probe in pairs:
-        assert base_probe and new_probe  # fit() refused pairs without a probe
+    for one in pairs:
+        run, pair, base, new, base_probe, new_probe = one
+        if not probed(one):  # no speed to read: left as it was
+            out.append((run, pair, base, new))
+            continue
+        assert base_probe is not None and new_probe is not None
         speed = new_probe / base_probe / fit.centre
         out.append((run, pair, base, new * speed**-fit.beta))
     return out

@@ -57,8 +57,8 @@ def _cells(sides: Sides) -> list[tuple[np.ndarray, np.ndarray]]:
     out = []
     for units in sides:
         runs: dict[Hashable, list[tuple[float, float]]] = {}
-        for run, _, value, probe, _ in units:
-            assert probe  # fit() refused units without a probe
+        for run, _, value, probe, _ in _probed(units):
+            assert probe is not None
             runs.setdefault(run, []).append((math.log(value), math.log(probe)))
         out += [
             (np.array([v for v, _ in cell]), np.array([p for _, p in cell]))
@@ -70,15 +70,25 @@ def _cells(sides: Sides) -> list[tuple[np.ndarray, np.ndarray]]:
 CODE_DIFFERS = "its code differs between the sides (or is unknown): its probe may have moved"
 
 
+def _probed(units: Sequence[Unit]) -> list[Unit]:
+    """The units with a positive value and probe. A probe can read 0 where the unit has one: a
+    prepare shorter than the scheduler's tick may be charged no CPU (the kernel charges a
+    running task at a tick or a switch), and one such unit of 36 used to cost its whole
+    implementation the adjustment. Such a unit takes no part in the fit and is left as it was
+    (``rescaled`` reads it at the reference probe)."""
+    return [unit for unit in units if unit[3] is not None and unit[3] > 0 and unit[2] > 0]
+
+
 def _refusal(groups: Sequence[Sides], probe: str, same_code: bool) -> str | None:
     units = [unit for sides in groups for side in sides for unit in side]
-    if any(unit[3] is None or unit[3] <= 0 or unit[2] <= 0 for unit in units):
-        return f"a unit has no {probe}"
     codes = {unit[4] for unit in units}
     if same_code and (None in codes or len(codes) != 1):
         return CODE_DIFFERS
-    if len(units) < 2 * MIN_PAIRS:
-        return f"{len(units)} units < {2 * MIN_PAIRS} to fit the slope"
+    probed = [unit for sides in groups for side in sides for unit in _probed(side)]
+    if len(probed) < 2 * MIN_PAIRS:
+        short = len(units) - len(probed)
+        without = f" ({short} without a {probe})" if short else ""
+        return f"{len(probed)} units{without} < {2 * MIN_PAIRS} to fit the slope"
     return None
 
 
@@ -87,13 +97,14 @@ def fit(groups: Sequence[Sides], probe: str, host_drift: float | None = None) ->
     ``host_drift`` (a changed implementation): the drift to apply in place of its own probe's
     shift, which its changed code may have moved."""
     count = sum(len(side) for sides in groups for side in sides)
+    unprobed = count - sum(len(_probed(side)) for sides in groups for side in sides)
     why = _refusal(groups, probe, same_code=host_drift is None)
     if why:
-        return Fit(probe, count, reason=why)
+        return Fit(probe, count, reason=why, unprobed=unprobed)
     cells = [cell for sides in groups for cell in _cells(sides)]
     across = sum(float(((p - p.mean()) ** 2).sum()) for _, p in cells)
     if across <= 0:
-        return Fit(probe, count, reason=f"its {probe} did not vary")
+        return Fit(probe, count, reason=f"its {probe} did not vary", unprobed=unprobed)
     along = sum(float(((v - v.mean()) * (p - p.mean())).sum()) for v, p in cells)
     shifts = _probe_shifts(groups)
     return Fit(
@@ -102,6 +113,7 @@ def fit(groups: Sequence[Sides], probe: str, host_drift: float | None = None) ->
         beta=min(max(along / across, 0.0), 1.0),
         probe_ratio=math.exp(float(np.median(shifts))) if shifts else None,
         host_drift=host_drift,
+        unprobed=unprobed,
     )
 
 
@@ -109,7 +121,7 @@ def _probe_shifts(groups: Sequence[Sides]) -> list[float]:
     """log(NEW/BASE) of each group's median probe (groups with units on both sides)."""
     out = []
     for base, new in groups:
-        if base and new:
+        if _probed(base) and _probed(new):
             out.append(math.log(_side_median(new) / _side_median(base)))
     return out
 
@@ -123,7 +135,7 @@ def rescaled(units: Sequence[Unit], beta: float, reference: float) -> list[verdi
 
 
 def _side_median(units: Sequence[Unit]) -> float:
-    return float(np.median([unit[3] or math.nan for unit in units]))
+    return float(np.median([unit[3] for unit in _probed(units)]))
 
 
 def _adjusted_sides(sides: Sides, fit: Fit) -> tuple[list[verdicts.Item], list[verdicts.Item]]:
@@ -133,7 +145,7 @@ def _adjusted_sides(sides: Sides, fit: Fit) -> tuple[list[verdicts.Item], list[v
     assert fit.beta is not None
     base, new = sides
     if fit.host_drift is None:
-        reference = float(np.median([unit[3] for side in sides for unit in side]))
+        reference = float(np.median([unit[3] for side in sides for unit in _probed(side)]))
         return rescaled(base, fit.beta, reference), rescaled(new, fit.beta, reference)
     drift = fit.host_drift**-fit.beta
     shifted = [
@@ -167,7 +179,7 @@ def figures(
     CI and p beside."""
     base, new = ([unit[:3] for unit in side] for side in sides)
     raw = verdicts.two_sample_figures(base, new, between, resamples, seed)
-    if fit is None or fit.beta is None or not sides[0] or not sides[1]:
+    if fit is None or fit.beta is None or not _probed(sides[0]) or not _probed(sides[1]):
         return raw
     base_adjusted, new_adjusted = _adjusted_sides(sides, fit)
     out = verdicts.two_sample_figures(
