@@ -28,7 +28,7 @@ charged to worker startup.
 
 from __future__ import annotations
 
-import hashlib  # at start-up, not inside the first execute's timed result manifest
+import hashlib  # at start-up, not inside a materializer's first manifest
 import os
 import sys
 import time
@@ -68,8 +68,9 @@ class WorkerFailure(Exception):
         self.details = details
 
 
-def file_entries(root: str, exclude: str) -> list[dict[str, Any]]:
-    """Artifact-manifest entries for every regular file under ``root`` except ``exclude``."""
+def file_entries(root: str, exclude: str, digests: bool = True) -> list[dict[str, Any]]:
+    """Artifact-manifest entries for every regular file under ``root`` except ``exclude``;
+    ``digests=False`` leaves out each file's sha256 (an optional field)."""
     entries = []
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
@@ -77,27 +78,28 @@ def file_entries(root: str, exclude: str) -> list[dict[str, Any]]:
             rel = os.path.relpath(full, root).replace(os.sep, "/")
             if rel == exclude:
                 continue
-            digest = hashlib.sha256()
-            with open(full, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    digest.update(chunk)
-            entries.append(
-                {
-                    "path": rel,
-                    "sha256": digest.hexdigest(),
-                    "size_bytes": os.path.getsize(full),
-                    "media_type": "application/octet-stream",
-                }
-            )
+            entry = {"path": rel, "size_bytes": os.path.getsize(full)}
+            if digests:
+                entry["sha256"] = _sha256(full)
+            entries.append({**entry, "media_type": "application/octet-stream"})
     return sorted(entries, key=lambda e: e["path"].encode("utf-8"))
 
 
-def write_document(path: str, document: Any) -> None:
-    """Write canonical JSON and make it durable before the response says it exists."""
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_document(path: str, document: Any, durable: bool = True) -> None:
+    """Write canonical JSON; ``durable``: on the disk before the response says it exists."""
     with open(path, "wb") as fh:
         fh.write(canonical.dumps(document))
-        fh.flush()
-        os.fsync(fh.fileno())
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())
 
 
 class Worker:
@@ -199,12 +201,16 @@ class Implementation(Worker):
             outcome = fn(self._state, result_dir)
             elapsed = time.perf_counter_ns() - started
             data, statistics = outcome if isinstance(outcome, tuple) else (outcome, {})
+            # Inside the timed envelope (the execute response): no digests, which the harness
+            # takes of the whole result tree anyway, and no fsync, whose disk latency (0.4 ms
+            # median, 8 ms at p90 on this host) was the noisiest part of a 5 ms envelope. The
+            # harness reads the result at once; the run store decides what reaches the disk.
             manifest = {
                 "schema_version": 1,
                 "data": data if data is not None else {},
-                "files": file_entries(result_dir, RESULT_MANIFEST),
+                "files": file_entries(result_dir, RESULT_MANIFEST, digests=False),
             }
-            write_document(os.path.join(result_dir, RESULT_MANIFEST), manifest)
+            write_document(os.path.join(result_dir, RESULT_MANIFEST), manifest, durable=False)
             return {
                 "result": {"manifest": RESULT_MANIFEST},
                 "statistics": statistics,
@@ -282,7 +288,9 @@ class Evaluator(Worker):
             with open(os.path.join(request["result_dir"], RESULT_MANIFEST), "rb") as fh:
                 result = canonical.loads(fh.read())
             metrics = fn(request, result)
-            write_document(request["metrics_path"], {"schema_version": 1, "data": metrics})
+            # read by the harness at once, like the result: no fsync on every attempt's path
+            document = {"schema_version": 1, "data": metrics}
+            write_document(request["metrics_path"], document, durable=False)
 
         self.handle("evaluate", on_evaluate)
         return fn
