@@ -33,11 +33,8 @@ BRIDGE = "build_artifacts/chromedriver/bin/chromedriver"
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _version(argv: list[str]) -> str:

@@ -86,11 +86,8 @@ def file_entries(root: str, exclude: str, digests: bool = True) -> list[dict[str
 
 
 def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def write_document(path: str, document: Any, durable: bool = True) -> None:
