@@ -318,7 +318,7 @@ def test_a_short_historys_moderated_spread_is_not_pulled_below_the_truth() -> No
         within = {key: {run: share for run in levels} for key, levels in series.items()}
         centred = spread_controls.centred(series)
         for key, one in spread.spreads_of(series, within, controls.MIN_CONTROL_GROUPS).items():
-            assert one.controlled is not None and one.share is None
+            assert one.controlled is not None and not one.shares
             moderated.append(one.controlled.variance)
             left = spread_controls.residuals(key, centred, controls.MIN_CONTROL_GROUPS)
             expected.append(spread_controls.moments(list(left.values()))[0] - share[0])

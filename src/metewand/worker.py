@@ -78,10 +78,14 @@ def file_entries(root: str, exclude: str, digests: bool = True) -> list[dict[str
             rel = os.path.relpath(full, root).replace(os.sep, "/")
             if rel == exclude:
                 continue
-            entry = {"path": rel, "size_bytes": os.path.getsize(full)}
+            entry = {
+                "path": rel,
+                "size_bytes": os.path.getsize(full),
+                "media_type": "application/octet-stream",
+            }
             if digests:
                 entry["sha256"] = _sha256(full)
-            entries.append({**entry, "media_type": "application/octet-stream"})
+            entries.append(entry)
     return sorted(entries, key=lambda e: e["path"].encode("utf-8"))
 
 
