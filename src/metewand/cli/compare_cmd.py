@@ -150,6 +150,7 @@ def _compute(options: dict[str, Any]) -> dict[str, Any]:
         between_run=between,
         speed_adjust=options["speed_adjust"],
         use_controls=options["controls"],
+        use_cross_section=options["cross_section"],
     )
     result["statistics"]["history"] = account
     return result
@@ -218,6 +219,14 @@ MAX_RESAMPLES = 100_000
     help="Separate runs on one host: read each implementation against the drift that the "
     "other implementations whose code is the same on both sides read, so the host's drift "
     "between the runs is not called a change. The figures before stay in the JSON.",
+)
+@click.option(
+    "--cross-section/--no-cross-section",
+    default=True,
+    show_default=True,
+    help="One run per side and no run history: estimate each group's between-run noise "
+    "across the other groups whose code is the same on both sides, so that a move of one "
+    "group between two runs is not called a change (docs/DESIGN.md).",
 )
 @click.option(
     "--ab-engines",

@@ -13,14 +13,16 @@ or two engines of one browser run) into the same result shape.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from metewand.compare import (
     compare_suites,  # noqa: F401  (the edge: registers the suite kinds)
     controls,
+    cross_section,
     hierarchy,
     hosts,
     pollution,
@@ -66,6 +68,9 @@ class Settings:
     speed_adjust: bool = True
     # separate runs read against the drift of the unchanged implementations (compare.controls)
     controls: bool = True
+    # one run per side, no history: between-run noise read across the unchanged groups
+    # (compare.cross_section)
+    cross_section: bool = True
 
 
 def as_runs(runs: RunsArg) -> list[RunData]:
@@ -298,6 +303,7 @@ def compare_runs(
     between_run: Mapping[tuple[str, Group], hierarchy.BetweenRun] | None = None,
     speed_adjust: bool = True,
     use_controls: bool = True,
+    use_cross_section: bool = True,
 ) -> dict[str, Any]:
     """NEW against BASE, each one run or several runs of the same suite.
 
@@ -327,6 +333,7 @@ def compare_runs(
         between_run=between_run,
         speed_adjust=speed_adjust,
         controls=use_controls,
+        cross_section=use_cross_section,
     )
     metrics = [m for m in (settings.metric, settings.companion) if m]
     base_groups = _collect(base_runs, kind, metrics)
@@ -339,7 +346,24 @@ def compare_runs(
     differences = provenance_differences(
         [kind.provenance_of(r) for r in base_runs], [kind.provenance_of(r) for r in new_runs]
     )
-    account = _controls(shared, groups, base_groups, new_groups, kind, settings, fits, differences)
+    same_code = _same_code(shared, base_groups, new_groups, kind)
+    one_run = len(base_runs) == len(new_runs) == 1
+    judging, across = _cross_section(shared, groups, same_code, settings, one_run, differences)
+    if across["status"] == "used":
+        groups = [
+            _group_entry(key, base_groups[key], new_groups[key], kind, judging, fits)
+            for key in shared
+        ]
+    account = _controls(
+        shared,
+        groups,
+        (base_groups, new_groups),
+        same_code,
+        kind,
+        (settings, judging),
+        fits,
+        differences,
+    )
     sides = [("BASE", base_runs), ("NEW", new_runs)]
     result = head(kind, settings, "separate_runs", sides)
     result.update(
@@ -355,36 +379,102 @@ def compare_runs(
             "rollups": _rollups(kind, base_runs[0], new_runs[0])
             if len(base_runs) == len(new_runs) == 1
             else {},
-            "warnings": _warnings(result_runs=sides, groups=groups) + _host_warnings(sides),
+            "warnings": _warnings(sides, groups, across) + _host_warnings(sides),
         }
     )
     result["statistics"]["speed_adjustment"] = speed_account(fits, settings)
     result["statistics"]["controls"] = account
+    result["statistics"]["cross_section"] = across
     return finish(result, groups, kind, settings)
+
+
+def _same_code(
+    shared: Sequence[Group],
+    base_groups: Mapping[Group, _Side],
+    new_groups: Mapping[Group, _Side],
+    kind: SuiteKind,
+) -> set[str]:
+    """The implementations whose every row, on both sides, carries one code identity."""
+    codes: dict[str, list[str | None]] = {}
+    for key in shared:
+        for side in (base_groups[key], new_groups[key]):
+            codes.setdefault(key[1], []).extend(kind.code_of(row) for row in side.rows)
+    return controls.unchanged(codes)
+
+
+def _cross_section(
+    shared: Sequence[Group],
+    groups: Sequence[Mapping[str, Any]],
+    same_code: set[str],
+    settings: Settings,
+    one_run: bool,
+    differences: Sequence[Mapping[str, Any]],
+) -> tuple[Settings, dict[str, Any]]:
+    """Settings whose between-run spreads hold, for each metric the history lends none for,
+    the spread read across the unchanged groups (``compare.cross_section``); and the account."""
+    why = None
+    if not settings.cross_section:
+        why = "off (--no-cross-section)"
+    elif not one_run:
+        why = "a side holds several runs: their own runs show the between-run noise"
+    elif controls.one_host(differences) is not None:
+        why = "the runs' hosts differ: the drift between them is what is compared"
+    elif not same_code:
+        why = "no implementation's code is known to be the same on both sides"
+    if why:
+        return settings, {"status": "not used", "reason": why}
+    history = settings.between_run or {}
+    unchanged = {key for key in shared if key[1] in same_code}
+    added: dict[tuple[str, Group], hierarchy.BetweenRun] = {}
+    metrics: dict[str, Any] = {}
+    for metric in [m for m in (settings.metric, settings.companion) if m]:
+        if any((metric, key) in history for key in shared):
+            metrics[metric] = "the history lends its spreads"
+            continue
+        figures = [g if metric == settings.metric else g.get("companion") or {} for g in groups]
+        estimates = {
+            key: (math.log(f["ratio"]), f["log_standard_error"])
+            for key, f in zip(shared, figures, strict=True)
+            if f.get("ratio")
+            and cross_section.usable(math.log(f["ratio"]), f.get("log_standard_error"))
+        }
+        found = cross_section.spreads(estimates, unchanged & set(estimates))
+        added.update({(metric, key): spread for key, spread in found.items()})
+        metrics[metric] = {
+            "groups": len(found),
+            "unchanged_groups": len(unchanged & set(estimates)),
+        }
+    if not added:
+        return settings, {
+            "status": "not used",
+            "reason": "no group has enough unchanged others",
+            "metrics": metrics,
+        }
+    spreads = {**history, **added}
+    return replace(settings, between_run=spreads), {"status": "used", "metrics": metrics}
 
 
 def _controls(
     shared: Sequence[Group],
     groups: list[dict[str, Any]],
-    base_groups: Mapping[Group, _Side],
-    new_groups: Mapping[Group, _Side],
+    sides: tuple[Mapping[Group, _Side], Mapping[Group, _Side]],
+    same_code: set[str],
     kind: SuiteKind,
-    settings: Settings,
+    both: tuple[Settings, Settings],
     fits: Mapping[str, Mapping[str, speed_adjust.Fit]],
     differences: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """Each group's figures read against the host's drift that the other unchanged
-    implementations' groups read (``compare.controls``), in place; what was done, or why not."""
+    implementations' groups read (``compare.controls``), in place; what was done, or why not.
+    ``both``: the comparison's settings, and those its groups are figured with (the between-run
+    spreads of ``compare.cross_section`` added); only the history's own spreads may decline."""
+    settings, judging = both
+    base_groups, new_groups = sides
     if not settings.controls:
         return {"status": "off"}
     other_hosts = controls.one_host(differences)
     if other_hosts is not None:
         return {"status": "not applied", "reason": f"the runs' hosts differ ({other_hosts})"}
-    codes: dict[str, list[str | None]] = {}
-    for key in shared:
-        for side in (base_groups[key], new_groups[key]):
-            codes.setdefault(key[1], []).extend(kind.code_of(row) for row in side.rows)
-    same_code = controls.unchanged(codes)
     if not same_code:  # a browser run's engines, or every implementation changed
         return {
             "status": "not applicable",
@@ -403,7 +493,7 @@ def _controls(
         def refigure(key: Group, drift: float, metric: str = metric) -> dict[str, Any]:
             fit = fits.get(metric, {}).get(key[1])
             return _figures(
-                base_groups[key], new_groups[key], metric, key, settings, kind, fit, drift
+                base_groups[key], new_groups[key], metric, key, judging, kind, fit, drift
             )
 
         decline = _history_decline(shared, metric, settings, fits.get(metric, {}))
@@ -503,8 +593,13 @@ def speed_account(
     }
 
 
-def _warnings(result_runs: Sequence[tuple[str, list[RunData]]], groups: list[Any]) -> list[str]:
-    """Polluted runs, and between-run noise that could not be estimated."""
+def _warnings(
+    result_runs: Sequence[tuple[str, list[RunData]]],
+    groups: list[Any],
+    across: Mapping[str, Any],
+) -> list[str]:
+    """Polluted runs, and between-run noise that could not be estimated, or was read across
+    groups rather than from each group's own runs."""
     out = []
     for name, runs in result_runs:
         for run in runs:
@@ -513,9 +608,14 @@ def _warnings(result_runs: Sequence[tuple[str, list[RunData]]], groups: list[Any
                 named = ", ".join(c["condition"] for c in gate["conditions"]) or "gate failed"
                 out.append(f"{name} run {run.run_id} ran on a polluted host ({named})")
     if all(len(runs) == 1 for _, runs in result_runs) and groups:
+        how = (
+            "read across the unchanged groups (each group's own could not be seen)"
+            if across.get("status") == "used"
+            else "could not be estimated (a change of the host between the runs looks like a "
+            "change of the code)"
+        )
         out.append(
-            "one run per side: between-run noise could not be estimated (a change of the host "
-            "between the runs looks like a change of the code); give each side several runs "
+            f"one run per side: between-run noise {how}; give each side several runs "
             "(--base/--new), or run an interleaved A/B (run --ab-baseline, compare --ab)"
         )
     return out
