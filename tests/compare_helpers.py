@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -10,19 +11,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SORTING = ROOT / "examples" / "sorting"
 DELAYED = Path(__file__).parent / "workers" / "delayed_sort.py"
-SHIPPED_REPETITIONS = "repetitions = 10"  # what examples/sorting/metewand.toml ships with
+# what examples/sorting/metewand.toml ships with: 20 (scaling) and 10 (presorted)
+SHIPPED_REPETITIONS = re.compile(r"^repetitions = (20|10)$", re.MULTILINE)
 
 
 def sorting_copy(directory: Path, repetitions: int = 2) -> Path:
     """A copy of the sorting example whose experiments run ``repetitions`` times (the shipped
-    8 are what its A/A needs; most tests need the example's shape, not its statistics).
-    Returns the copy's manifest."""
+    20 and 10 are what its comparisons need; most tests need the example's shape, not its
+    statistics). Returns the copy's manifest."""
     root = directory / "sorting"
     shutil.copytree(SORTING, root, ignore=shutil.ignore_patterns("runs"))
     manifest = root / "metewand.toml"
     text = manifest.read_text()
-    assert SHIPPED_REPETITIONS in text, "the example's repetitions changed: update this helper"
-    manifest.write_text(text.replace(SHIPPED_REPETITIONS, f"repetitions = {repetitions}"))
+    text, found = SHIPPED_REPETITIONS.subn(f"repetitions = {repetitions}", text)
+    assert found == 2, "the example's repetitions changed: update this helper"
+    manifest.write_text(text)
     return manifest
 
 

@@ -663,7 +663,7 @@ EXPECTED: tuple[Expect, ...] = (
         (0, 1, 2),
         gate_consistent("compare.md", "compare.json", "compare.html"),
     ),
-    Expect(  # every attempt twice: 300 of them (240 at 8 repetitions took 5.5 min at load 20)
+    Expect(  # every attempt twice: 540 of them (240 at 8 repetitions took 5.5 min at load 20)
         f"{SORT} --ab-baseline examples/sorting --run-id ab --no-progress",
         0,
         sorting_ab,

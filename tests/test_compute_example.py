@@ -34,7 +34,7 @@ class PipedRun:
 @pytest.fixture(scope="module")
 def piped_run(tmp_path_factory: pytest.TempPathFactory) -> PipedRun:
     """The README's command as a CI log sees it: output through a pipe, a narrow COLUMNS; on
-    the example with 2 repetitions instead of its 8 (the rows' shape is the point)."""
+    the example with 2 repetitions instead of its 20 and 10 (the rows' shape is the point)."""
     out = tmp_path_factory.mktemp("piped")
     manifest = sorting_copy(tmp_path_factory.mktemp("example"), repetitions=2)
     command = f"{METEWAND} run {manifest} --out {out} --run-id example 2>&1 | cat"

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from compare_helpers import SORTING, metewand
+from compare_helpers import SHIPPED_REPETITIONS, SORTING, metewand
 from metewand import canonical
 from metewand.compare import cases
 from metewand.runtime import schemas
@@ -24,8 +24,10 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(SORTING, example)
     manifest = example / "metewand.toml"
     text = manifest.read_text()
-    assert "repetitions = 10" in text  # every experiment of the example runs REPETITIONS times
-    manifest.write_text(text.replace("repetitions = 10", f"repetitions = {REPETITIONS}"))
+    # every experiment of the example runs REPETITIONS times
+    text, found = SHIPPED_REPETITIONS.subn(f"repetitions = {REPETITIONS}", text)
+    assert found == 2, "the example's repetitions changed: update compare_helpers"
+    manifest.write_text(text)
     metewand(
         "run",
         manifest,
