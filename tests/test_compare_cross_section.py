@@ -149,6 +149,8 @@ def test_real_runs_read_between_run_noise_across_groups(tmp_path: Path) -> None:
         assert group["between_run"] == "external", group
         assert group["between_run_source"].startswith("across this comparison's 14 other"), group
     assert any("read across the unchanged groups" in w for w in result["warnings"])
+    text = metewand("compare", *pair[:3]).stdout
+    assert "--no-history: between-run noise of a side with one run read across" in text, text
     plain = json.loads(metewand("compare", *pair, "--no-cross-section").stdout)
     assert plain["statistics"]["cross_section"]["reason"] == "off (--no-cross-section)"
     assert {g["between_run"] for g in plain["groups"]} == {"not estimable"}

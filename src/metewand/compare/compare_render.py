@@ -169,7 +169,9 @@ def notes(result: Mapping[str, Any]) -> list[str]:
     nc = verdicts.not_comparable_text(result["gate"])
     if nc:
         out.append(nc)
-    history = history_text(result["statistics"].get("history"))
+    history = history_text(
+        result["statistics"].get("history"), result["statistics"].get("cross_section")
+    )
     if history:
         out.append(history)
     speed = speed_text(result["statistics"].get("speed_adjustment"))
@@ -224,15 +226,22 @@ def speed_text(account: Mapping[str, Any] | None) -> str | None:
     )
 
 
-def history_text(account: Mapping[str, Any] | None) -> str | None:
+def history_text(
+    account: Mapping[str, Any] | None, across: Mapping[str, Any] | None = None
+) -> str | None:
     """Where a side of one run took its between-run noise from, or why it had none."""
     if not account or account["status"] == "not needed":
         return None
+    instead = (
+        "read across the other unchanged groups instead (--no-cross-section: off)"
+        if (across or {}).get("status") == "used"
+        else "could not be estimated"
+    )
     if account["status"] == "used":
         if not account["groups"]:
             return (
-                f"history {account['path']}: no group has {account['min_runs']} earlier runs on this host; "
-                "between-run noise could not be estimated"
+                f"history {account['path']}: no group has {account['min_runs']} earlier runs "
+                f"on this host; between-run noise {instead}"
             )
         low, high = account["earlier_runs"]
         runs = f"{low}" if low == high else f"{low}-{high}"
@@ -242,7 +251,7 @@ def history_text(account: Mapping[str, Any] | None) -> str | None:
             + _controlled_text(account)
         )
     where = "--no-history" if account["status"] == "off" else f"no history at {account['path']}"
-    return f"{where}: between-run noise of a side with one run could not be estimated"
+    return f"{where}: between-run noise of a side with one run {instead}"
 
 
 def _controlled_text(account: Mapping[str, Any]) -> str:
