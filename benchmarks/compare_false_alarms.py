@@ -1,7 +1,7 @@
 """False alarms and power of ``metewand compare`` on real runs of the sorting example (issue #22).
 
-What it runs (the example as shipped: 15 groups of 10 repetitions), every figure printed with the
-host's load average (1/5/15 min) before and after the runs it comes from:
+What it runs (the example as shipped: 15 groups, of 20 repetitions and 10 for presorted), every
+figure printed with the host's load average (1/5/15 min) before and after the runs it comes from:
 
 1. **A/A of separate runs**: ``--pairs`` pairs of runs of the unchanged example; in the first
    ``--polluted`` pairs a niced CPU burner (``nice -n 19``, one core) runs beside one of the two
