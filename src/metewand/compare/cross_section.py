@@ -2,7 +2,8 @@
 
 Two single runs cannot show a group's between-run noise, and the run history can only lend it
 once it holds earlier runs (``cli.compare_history``). Without either, a group's CI held only its
-own processes' scatter. That was enough while the sorting example ran 10 repetitions. At 20,
+own processes' scatter. At the sorting example's former 10 repetitions those CIs were wide
+enough to hide the rest most of the time (work dir H: one A/A CPU alarm in 10 pairs). At 20,
 the first A/A pair of a fresh work dir of ``benchmarks/compare_false_alarms.py`` (no earlier
 run) called python-builtin's 2,000 reversed values 1.132x [1.065-1.207] slower on CPU. Its 20
 processes of the second run all read about 13% more than the first run's, and no other group
