@@ -33,8 +33,8 @@ with fewer than ``MIN_GROUPS`` other unchanged groups the group stays "not estim
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
-from typing import TypeVar
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from metewand.compare.hierarchy import BetweenRun
 
@@ -89,3 +89,53 @@ def spreads(estimates: Mapping[K, tuple[float, float]], unchanged: set[K]) -> di
             controlled=around_drift,
         )
     return out
+
+
+def refusal(enabled: bool, one_run: bool, other_hosts: str | None, unchanged: bool) -> str | None:
+    """Why a comparison does not read its spreads across groups, or None."""
+    if not enabled:
+        return "off (--no-cross-section)"
+    if not one_run:
+        return "a side holds several runs: their own runs show the between-run noise"
+    if other_hosts is not None:
+        return "the runs' hosts differ: the drift between them is what is compared"
+    if not unchanged:
+        return "no implementation's code is known to be the same on both sides"
+    return None
+
+
+def _estimates(
+    keys: Sequence[K], figures: Sequence[Mapping[str, Any]]
+) -> dict[K, tuple[float, float]]:
+    """Each group's log ratio and standard error, as judged alone, where both are usable."""
+    out = {}
+    for key, one in zip(keys, figures, strict=True):
+        ratio, error = one.get("ratio"), one.get("log_standard_error")
+        if ratio and error is not None and usable(math.log(ratio), error):
+            out[key] = (math.log(ratio), float(error))
+    return out
+
+
+def read(
+    keys: Sequence[K],
+    figures: Mapping[str, Sequence[Mapping[str, Any]]],
+    unchanged: set[K],
+    history: Mapping[tuple[str, K], BetweenRun],
+) -> tuple[dict[tuple[str, K], BetweenRun], dict[str, Any]]:
+    """Per (metric, group), the spread to add, for each metric of ``figures`` (each group's
+    figures in the order of ``keys``) that the ``history`` lends no spread for; and the
+    account per metric."""
+    added: dict[tuple[str, K], BetweenRun] = {}
+    account: dict[str, Any] = {}
+    for metric, judged in figures.items():
+        if any((metric, key) in history for key in keys):
+            account[metric] = "the history lends its spreads"
+            continue
+        estimates = _estimates(keys, judged)
+        found = spreads(estimates, unchanged & set(estimates))
+        added.update({(metric, key): spread for key, spread in found.items()})
+        account[metric] = {
+            "groups": len(found),
+            "unchanged_groups": len(unchanged & set(estimates)),
+        }
+    return added, account

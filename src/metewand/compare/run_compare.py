@@ -13,19 +13,18 @@ or two engines of one browser run) into the same result shape.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from metewand.compare import (
     compare_suites,  # noqa: F401  (the edge: registers the suite kinds)
     controls,
-    cross_section,
     hierarchy,
     hosts,
     pollution,
+    run_drift,
     speed_adjust,
     speed_sides,
     stats,
@@ -311,17 +310,7 @@ def compare_runs(
     history; see ``Settings``. ``speed_adjust``: units rescaled by their processes' speed where
     the implementation's code is the same on both sides (``speed_sides``)."""
     base_runs, new_runs = as_runs(base), as_runs(new)
-    if not base_runs or not new_runs:
-        raise CompareError("each side needs at least one run")
-    kinds = {run.kind for run in [*base_runs, *new_runs]}
-    if len(kinds) != 1:
-        raise CompareError(f"the runs are of different suites: {sorted(kinds)}")
-    kind = suite_kind(kinds.pop())
-    for run in [*base_runs, *new_runs]:
-        if kind.ab_of is not None and any(kind.ab_of(row) for row in run.rows):
-            raise CompareError(
-                f"{run.path} is an interleaved A/B run: compare its two sides with --ab"
-            )
+    kind = _separate_suite(base_runs, new_runs)
     settings = settings_for(
         kind,
         metric,
@@ -340,29 +329,12 @@ def compare_runs(
     new_groups = _collect(new_runs, kind, metrics)
     shared = sorted(set(base_groups) & set(new_groups))
     fits = _speed_fits(shared, base_groups, new_groups, kind, settings)
-    groups = [
-        _group_entry(key, base_groups[key], new_groups[key], kind, settings, fits) for key in shared
-    ]
     differences = provenance_differences(
         [kind.provenance_of(r) for r in base_runs], [kind.provenance_of(r) for r in new_runs]
     )
-    same_code = _same_code(shared, base_groups, new_groups, kind)
     one_run = len(base_runs) == len(new_runs) == 1
-    judging, across = _cross_section(shared, groups, same_code, settings, one_run, differences)
-    if across["status"] == "used":
-        groups = [
-            _group_entry(key, base_groups[key], new_groups[key], kind, judging, fits)
-            for key in shared
-        ]
-    account = _controls(
-        shared,
-        groups,
-        (base_groups, new_groups),
-        same_code,
-        kind,
-        (settings, judging),
-        fits,
-        differences,
+    groups, across, account = _judged_groups(
+        shared, (base_groups, new_groups), kind, settings, fits, differences, one_run
     )
     sides = [("BASE", base_runs), ("NEW", new_runs)]
     result = head(kind, settings, "separate_runs", sides)
@@ -388,161 +360,61 @@ def compare_runs(
     return finish(result, groups, kind, settings)
 
 
-def _same_code(
+def _separate_suite(base_runs: list[RunData], new_runs: list[RunData]) -> SuiteKind:
+    """The one suite both sides' runs are of, none of them an interleaved A/B run
+    (CompareError otherwise)."""
+    if not base_runs or not new_runs:
+        raise CompareError("each side needs at least one run")
+    kinds = {run.kind for run in [*base_runs, *new_runs]}
+    if len(kinds) != 1:
+        raise CompareError(f"the runs are of different suites: {sorted(kinds)}")
+    kind = suite_kind(kinds.pop())
+    for run in [*base_runs, *new_runs]:
+        if kind.ab_of is not None and any(kind.ab_of(row) for row in run.rows):
+            raise CompareError(
+                f"{run.path} is an interleaved A/B run: compare its two sides with --ab"
+            )
+    return kind
+
+
+def _judged_groups(
     shared: Sequence[Group],
-    base_groups: Mapping[Group, _Side],
-    new_groups: Mapping[Group, _Side],
-    kind: SuiteKind,
-) -> set[str]:
-    """The implementations whose every row, on both sides, carries one code identity."""
-    codes: dict[str, list[str | None]] = {}
-    for key in shared:
-        for side in (base_groups[key], new_groups[key]):
-            codes.setdefault(key[1], []).extend(kind.code_of(row) for row in side.rows)
-    return controls.unchanged(codes)
-
-
-def _cross_section(
-    shared: Sequence[Group],
-    groups: Sequence[Mapping[str, Any]],
-    same_code: set[str],
-    settings: Settings,
-    one_run: bool,
-    differences: Sequence[Mapping[str, Any]],
-) -> tuple[Settings, dict[str, Any]]:
-    """Settings whose between-run spreads hold, for each metric the history lends none for,
-    the spread read across the unchanged groups (``compare.cross_section``); and the account."""
-    why = None
-    if not settings.cross_section:
-        why = "off (--no-cross-section)"
-    elif not one_run:
-        why = "a side holds several runs: their own runs show the between-run noise"
-    elif controls.one_host(differences) is not None:
-        why = "the runs' hosts differ: the drift between them is what is compared"
-    elif not same_code:
-        why = "no implementation's code is known to be the same on both sides"
-    if why:
-        return settings, {"status": "not used", "reason": why}
-    history = settings.between_run or {}
-    unchanged = {key for key in shared if key[1] in same_code}
-    added: dict[tuple[str, Group], hierarchy.BetweenRun] = {}
-    metrics: dict[str, Any] = {}
-    for metric in [m for m in (settings.metric, settings.companion) if m]:
-        if any((metric, key) in history for key in shared):
-            metrics[metric] = "the history lends its spreads"
-            continue
-        figures = [g if metric == settings.metric else g.get("companion") or {} for g in groups]
-        estimates = {
-            key: (math.log(f["ratio"]), f["log_standard_error"])
-            for key, f in zip(shared, figures, strict=True)
-            if f.get("ratio")
-            and cross_section.usable(math.log(f["ratio"]), f.get("log_standard_error"))
-        }
-        found = cross_section.spreads(estimates, unchanged & set(estimates))
-        added.update({(metric, key): spread for key, spread in found.items()})
-        metrics[metric] = {
-            "groups": len(found),
-            "unchanged_groups": len(unchanged & set(estimates)),
-        }
-    if not added:
-        return settings, {
-            "status": "not used",
-            "reason": "no group has enough unchanged others",
-            "metrics": metrics,
-        }
-    spreads = {**history, **added}
-    return replace(settings, between_run=spreads), {"status": "used", "metrics": metrics}
-
-
-def _controls(
-    shared: Sequence[Group],
-    groups: list[dict[str, Any]],
     sides: tuple[Mapping[Group, _Side], Mapping[Group, _Side]],
-    same_code: set[str],
     kind: SuiteKind,
-    both: tuple[Settings, Settings],
+    settings: Settings,
     fits: Mapping[str, Mapping[str, speed_adjust.Fit]],
     differences: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:
-    """Each group's figures read against the host's drift that the other unchanged
-    implementations' groups read (``compare.controls``), in place; what was done, or why not.
-    ``both``: the comparison's settings, and those its groups are figured with (the between-run
-    spreads of ``compare.cross_section`` added); only the history's own spreads may decline."""
-    settings, judging = both
+    one_run: bool,
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Each shared group's figures: judged alone, again with the spreads read across groups
+    when those apply, then read against its controls; with the two accounts."""
     base_groups, new_groups = sides
-    if not settings.controls:
-        return {"status": "off"}
+
+    def figured(judging: Settings) -> list[dict[str, Any]]:
+        return [
+            _group_entry(key, base_groups[key], new_groups[key], kind, judging, fits)
+            for key in shared
+        ]
+
+    groups = figured(settings)
+    rows = {key: [*base_groups[key].rows, *new_groups[key].rows] for key in shared}
+    same_code = run_drift.same_code(rows, kind.code_of)
     other_hosts = controls.one_host(differences)
-    if other_hosts is not None:
-        return {"status": "not applied", "reason": f"the runs' hosts differ ({other_hosts})"}
-    if not same_code:  # a browser run's engines, or every implementation changed
-        return {
-            "status": "not applicable",
-            "reason": "no implementation's code is known to be the same on both sides",
-        }
-    implementation_of = {key: key[1] for key in shared}
-    out: dict[str, Any] = {"status": "used", "unchanged": sorted(same_code), "metrics": {}}
-    for metric in [m for m in (settings.metric, settings.companion) if m]:
-        judged = metric == settings.metric
-        first = {
-            key: group if judged else group["companion"]
-            for key, group in zip(shared, groups, strict=True)
-            if judged or "companion" in group
-        }
+    judging, across = run_drift.across_groups(
+        dict(zip(shared, groups, strict=True)), same_code, settings, one_run, other_hosts
+    )
+    if across["status"] == "used":
+        groups = figured(judging)
 
-        def refigure(key: Group, drift: float, metric: str = metric) -> dict[str, Any]:
-            fit = fits.get(metric, {}).get(key[1])
-            return _figures(
-                base_groups[key], new_groups[key], metric, key, judging, kind, fit, drift
-            )
+    def refigure(key: Group, metric: str, drift: float) -> dict[str, Any]:
+        fit = fits.get(metric, {}).get(key[1])
+        side = (base_groups[key], new_groups[key])
+        return _figures(*side, metric, key, judging, kind, fit, drift)
 
-        decline = _history_decline(shared, metric, settings, fits.get(metric, {}))
-        again, out["metrics"][metric] = controls.read_against_controls(
-            first, implementation_of, same_code, refigure, decline
-        )
-        for key, group in zip(shared, groups, strict=True):
-            if key not in again:
-                continue
-            if judged:
-                group.update(again[key])
-            else:
-                group["companion"] = again[key]
-    if not any(block["implementations"] for block in out["metrics"].values()):
-        out["status"] = "not applied"
-    return out
-
-
-def _history_decline(
-    shared: Sequence[Group],
-    metric: str,
-    settings: Settings,
-    fits: Mapping[str, speed_adjust.Fit],
-) -> Callable[[str, float], str | None]:
-    """``decline(implementation, log drift)`` for ``controls.read_against_controls``: the
-    history's say (``controls.history_against``) for an implementation whose every group has
-    both history spreads; None for any other."""
-    by_implementation: dict[str, list[tuple[float, float] | None]] = {}
-    for key in shared:
-        between = (settings.between_run or {}).get((metric, key))
-        fit = fits.get(key[1])
-        beta = fit.beta if fit is not None else None
-        pair = None
-        if between is not None and between.controlled is not None:
-            pair = (_added(between, beta), _added(between.controlled, beta))
-        by_implementation.setdefault(key[1], []).append(pair)
-
-    def decline(name: str, drift: float) -> str | None:
-        pairs = by_implementation.get(name, [])
-        known = [pair for pair in pairs if pair is not None]
-        return controls.history_against(known, drift) if len(known) == len(pairs) else None
-
-    return decline
-
-
-def _added(between: hierarchy.BetweenRun, beta: float | None) -> float:
-    """The between-run variance as ``speed_sides.figures`` adds it to a side of one run."""
-    adjusted = speed_sides.adjusted_between(between, beta) if beta is not None else between
-    return adjusted.variance if adjusted is not None else between.variance
+    account = run_drift.against_controls(
+        dict(zip(shared, groups, strict=True)), same_code, settings, fits, other_hosts, refigure
+    )
+    return groups, across, account
 
 
 def _speed_fits(
