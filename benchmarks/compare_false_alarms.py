@@ -19,12 +19,13 @@ figure printed with the host's load average (1/5/15 min) before and after the ru
    groups interleaved, >= 80% separate, no other implementation flagged.
 
 4. **The browser suite**: an A/A of two runs of the built-in suite (chrome and lightpanda, k=8;
-   the loop corpus below with ``--quick``), and a planted slowdown: a corpus of four pages doing
-   fixed JS work, chrome's pages 50% heavier in the NEW run and lightpanda's unchanged. Both runs
-   hold both engines, alternating as always (each page picks its work by its user agent), so an
-   unchanged lightpanda group is compared with itself in the same company: a lightpanda run of
-   its own, as this benchmark first did, ran it beside no Chrome and was flagged for that. On
-   duration_ms and engine_cpu_ns.
+   the loop corpus below with ``--quick``), and a planted slowdown: a corpus of six pages doing
+   fixed JS work, run twice, the NEW run with a Chrome whose pages do 50% more work (a wrapper
+   binary that marks its user agent; each page picks its work by it). Both runs hold both
+   engines, alternating as always, and the corpus is the same, so Lightpanda's groups are
+   unchanged in identity as in work: ``compare`` reads Chrome against them as controls, and reads
+   the spread between runs across them. (A Lightpanda run of its own, as this benchmark first
+   did, ran it beside no Chrome and was flagged for that.) On duration_ms and engine_cpu_ns.
 
 Separate-run comparisons are judged twice: with ``--no-history`` (each pair alone) and with the
 work dir's run history, from which a side of one run borrows each group's between-run spread
@@ -101,9 +102,14 @@ class Ledger:
         return run
 
 
-def metewand(*args: Any, check: bool = True) -> subprocess.CompletedProcess[str]:
+def metewand(
+    *args: Any, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "metewand", *map(str, args)], capture_output=True, text=True
+        [sys.executable, "-m", "metewand", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
     )
     if check and done.returncode not in (0,):
         raise SystemExit(
@@ -324,20 +330,35 @@ def judge_planted(ledger: Ledger, work: Path) -> dict[str, list[dict[str, Any]]]
 
 # ---- the browser suite -------------------------------------------------------------------------
 
-LOOP_TASKS = {"loop_a": 1.0, "loop_b": 1.5, "loop_c": 2.0, "loop_d": 3.0}  # work, x the base
+# six pages of JS work (x the base iterations): with six groups of the unchanged engine, every
+# group has the five others that the spread across groups needs (compare.cross_section)
+LOOP_TASKS = {
+    "loop_a": 1.0,
+    "loop_b": 1.25,
+    "loop_c": 1.5,
+    "loop_d": 2.0,
+    "loop_e": 2.5,
+    "loop_f": 3.0,
+}
 # iterations of the base work. V8 runs 4M of them in ~10 ms, next to the ~240 ms of engine CPU a
 # Chrome attempt spends anyway: a heavier page then moved Chrome's CPU by 1-2%, below any
-# threshold (0 of 4 groups found, k=8). 40M makes the page's work a large share of the attempt.
-LOOP_UNITS = 40_000_000
+# threshold (0 of 4 groups found, k=8). 100M makes the page's work a large share of the attempt.
+LOOP_UNITS = 100_000_000
 HEAVIER = 1.5  # the planted slowdown: each page's work x this
+# The planted Chrome is another "build": a wrapper (its own binary, so its own identity in
+# compare) that runs the same Chromium with this word in its user agent, and the pages do
+# HEAVIER x their work when they see it. The corpus is the same in both runs, so Lightpanda's
+# groups stay unchanged and are Chrome's controls, as an unchanged engine is in a real A/B.
+HEAVY_MARK = "metewand-heavier"
 
 
-def _loop_task(task_id: str, iterations: int, chrome_iterations: int) -> dict[str, Any]:
-    """A raw-CDP task whose page does ``iterations`` of JS work (its weight), Chrome's page
-    ``chrome_iterations`` (Lightpanda's user agent does not name Chrome)."""
+def _loop_task(task_id: str, iterations: int) -> dict[str, Any]:
+    """A raw-CDP task whose page does ``iterations`` of JS work (its weight), ``HEAVIER`` x that
+    in an engine whose user agent carries ``HEAVY_MARK``."""
+    heavy = int(iterations * HEAVIER)
     expression = (
         "(() => { let x = 0; "
-        f"const n = /Chrome\\//.test(navigator.userAgent) ? {chrome_iterations} : {iterations}; "
+        f"const n = /{HEAVY_MARK}/.test(navigator.userAgent) ? {heavy} : {iterations}; "
         "for (let i = 0; i < n; i++) x += i % 7; return 1; })()"
     )
     return {
@@ -368,8 +389,8 @@ def _loop_task(task_id: str, iterations: int, chrome_iterations: int) -> dict[st
     }
 
 
-def loop_corpus(root: Path, chrome_heavier: float) -> Path:
-    """Four tasks of JS work; ``chrome_heavier`` multiplies Chrome's pages' work (1.5: +50%)."""
+def loop_corpus(root: Path) -> Path:
+    """Six tasks of JS work (``LOOP_TASKS``), heavier for an engine marked ``HEAVY_MARK``."""
     (root / "fixtures").mkdir(parents=True)
     (root / "fixtures" / "routes.json").write_text("{}")
     (root / "tasks").mkdir()
@@ -388,14 +409,38 @@ def loop_corpus(root: Path, chrome_heavier: float) -> Path:
     }
     (root / "manifest.json").write_text(json.dumps(manifest))
     for task_id, weight in LOOP_TASKS.items():
-        iterations = int(LOOP_UNITS * weight)
-        task = _loop_task(task_id, iterations, int(iterations * chrome_heavier))
+        task = _loop_task(task_id, int(LOOP_UNITS * weight))
         (root / "tasks" / f"{task_id}.json").write_text(json.dumps(task))
     return root
 
 
+def heavier_chrome(work: Path) -> Path:
+    """The planted Chrome: a wrapper that runs this host's Chromium with ``HEAVY_MARK`` in its
+    user agent."""
+    from metewand.suites.browser.engines import resolve
+
+    found = resolve("chrome")
+    binary = getattr(found, "binary", None)
+    if binary is None:
+        raise SystemExit(f"no Chrome to plant a slowdown in: {found}")
+    agent = (
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        f"HeadlessChrome Safari/537.36 {HEAVY_MARK}"
+    )
+    wrapper = work / "chrome-heavier"
+    wrapper.write_text(f'#!/bin/sh\nexec {binary} "--user-agent={agent}" "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
 def browser_run(
-    ledger: Ledger, work: Path, run: Run, engines: str, k: int, tasks: Path | None
+    ledger: Ledger,
+    work: Path,
+    run: Run,
+    engines: str,
+    k: int,
+    tasks: Path | None,
+    chrome: Path | None = None,
 ) -> Run:
     if run.run_id in ledger.runs:
         return ledger.runs[run.run_id]
@@ -418,7 +463,8 @@ def browser_run(
     ]
     if tasks is not None:
         args += ["--tasks", tasks]
-    done = metewand(*args, check=False)
+    env = {"METEWAND_CHROME_BIN": str(chrome)} if chrome is not None else None
+    done = metewand(*args, check=False, env=env)
     if done.returncode not in (0, 1):  # 1: some attempt ended infra/crash (counted, not judged)
         raise SystemExit(f"browser run {run.run_id}: exit {done.returncode}\n{done.stderr[-3000:]}")
     run.seconds, run.load_after = time.monotonic() - started, load()
@@ -447,31 +493,33 @@ def _browser_counts(result: dict[str, Any], slowed: str | None) -> dict[str, Any
 
 def collect_browser(ledger: Ledger, work: Path, k: int, builtin: bool) -> None:
     """A/A of two browser runs (the built-in suite, or the loop corpus with --quick), and the
-    loop corpus with chrome's pages 50% heavier (lightpanda's unchanged, in the same run)."""
+    loop corpus run again with a Chrome whose pages are 50% heavier (Lightpanda unchanged, in the
+    same run)."""
     print(
         f"== browser: A/A of two runs (k={k}) and chrome slowed by a {HEAVIER - 1:.0%} heavier "
         "page",
         flush=True,
     )
-    loops, heavy = work / "loops", work / "loops-heavy"
+    loops = work / "loops6"
     if not loops.exists():
-        loop_corpus(loops, 1.0)
-        loop_corpus(heavy, HEAVIER)
+        loop_corpus(loops)
     corpus = None if builtin else loops
     for run_id in ("br_a", "br_b"):
         browser_run(ledger, work, Run(run_id, "browser"), "chrome,lightpanda", k, corpus)
-    browser_run(ledger, work, Run("br_loops", "browser"), "chrome,lightpanda", k, loops)
-    browser_run(ledger, work, Run("br_planted", "browser"), "chrome,lightpanda", k, heavy)
+    browser_run(ledger, work, Run("br_loops6", "browser"), "chrome,lightpanda", k, loops)
+    heavy = heavier_chrome(work)
+    run = Run("br_planted6", "browser")
+    browser_run(ledger, work, run, "chrome,lightpanda", k, loops, chrome=heavy)
 
 
 def judge_browser(ledger: Ledger, work: Path) -> dict[str, Any] | None:
-    if "br_planted" not in ledger.runs:
+    if "br_planted6" not in ledger.runs:
         return None
-    runs = {r: work / "runs" / r for r in ("br_a", "br_b", "br_loops", "br_planted")}
+    runs = {r: work / "runs" / r for r in ("br_a", "br_b", "br_loops6", "br_planted6")}
     out: dict[str, Any] = {"aa": {}, "planted": {}}
     span = f"{ledger.runs['br_a'].load_before} -> {ledger.runs['br_b'].load_after}"
     planted_span = (
-        f"{ledger.runs['br_loops'].load_before} -> {ledger.runs['br_planted'].load_after}"
+        f"{ledger.runs['br_loops6'].load_before} -> {ledger.runs['br_planted6'].load_after}"
     )
     for metric in ("duration_ms", "engine_cpu_ns"):
         counts = _browser_counts(compared(runs["br_a"], runs["br_b"], "--metric", metric), None)
@@ -481,7 +529,7 @@ def judge_browser(ledger: Ledger, work: Path) -> dict[str, Any] | None:
             f"groups ({counts['not_comparable']} not comparable)  (load {span})",
             flush=True,
         )
-        result = compared(runs["br_loops"], runs["br_planted"], "--metric", metric)
+        result = compared(runs["br_loops6"], runs["br_planted6"], "--metric", metric)
         counts = _browser_counts(result, "chrome")
         out["planted"][metric] = {**counts, "load": planted_span}
         print(

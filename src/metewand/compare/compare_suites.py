@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from metewand.compare import browser_phases, cases, compute_rows, hosts, pollution, verdict
+from metewand.compare import (
+    browser_code,
+    browser_phases,
+    cases,
+    compute_rows,
+    hosts,
+    pollution,
+    verdict,
+)
 from metewand.compare.case_text import cases_csv
 from metewand.compare.columns import metric_value
 from metewand.compare.driver_costs import driver_path_of, rollup
@@ -200,7 +208,7 @@ register(
         companion_of=_compute_companion,
         ab_of=compute_rows.ab_of,
         speed_probe_of=_compute_speed_probe,
-        code_of=lambda row: row.get("implementation_configuration"),
+        code_of=lambda _run, row: row.get("implementation_configuration"),
     )
 )
 
@@ -363,5 +371,6 @@ register(
         launches_of=_browser_launches,
         metric_family=_browser_family,
         companion_of=_browser_companion,
+        code_of=browser_code.code_of,
     )
 )

@@ -45,8 +45,10 @@ RunsArg = RunData | Sequence[RunData]
 class _Side:
     items: dict[str, list[verdicts.Item]] = field(default_factory=dict)  # metric -> items
     sources: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # their rows
+    codes: dict[str, list[str | None]] = field(default_factory=dict)  # their code identities
     statuses: Counter[str] = field(default_factory=Counter)
     rows: list[Mapping[str, Any]] = field(default_factory=list)  # for the hosts they ran on
+    row_codes: list[str | None] = field(default_factory=list)  # each row's code identity
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,16 @@ def _collect(runs: list[RunData], kind: SuiteKind, metrics: list[str]) -> dict[G
         for group, rows in by_group.items():
             side = groups.setdefault(group, _Side())
             for row, launch in zip(rows, kind.launches_of(rows), strict=True):
+                code = kind.code_of(run, row)
                 side.statuses[kind.status_of(row)] += 1
                 side.rows.append(row)
+                side.row_codes.append(code)
                 for metric in metrics:
                     value = kind.value_of(row, metric)
                     if value is not None:
                         side.items.setdefault(metric, []).append((index, launch, value))
                         side.sources.setdefault(metric, []).append(row)
+                        side.codes.setdefault(metric, []).append(code)
     return groups
 
 
@@ -116,9 +121,12 @@ def _missing_note(base: _Side, new: _Side, metric: str) -> str | None:
 def _units(side: _Side, metric: str, kind: SuiteKind, probe: str | None) -> list[speed_sides.Unit]:
     """The side's items of ``metric`` with each one's probe value and code identity."""
     return [
-        (run, launch, value, kind.value_of(row, probe) if probe else None, kind.code_of(row))
-        for (run, launch, value), row in zip(
-            side.items.get(metric, []), side.sources.get(metric, []), strict=True
+        (run, launch, value, kind.value_of(row, probe) if probe else None, code)
+        for (run, launch, value), row, code in zip(
+            side.items.get(metric, []),
+            side.sources.get(metric, []),
+            side.codes.get(metric, []),
+            strict=True,
         )
     ]
 
@@ -397,8 +405,8 @@ def _judged_groups(
         ]
 
     groups = figured(settings)
-    rows = {key: [*base_groups[key].rows, *new_groups[key].rows] for key in shared}
-    same_code = run_drift.same_code(rows, kind.code_of)
+    codes = {key: [*base_groups[key].row_codes, *new_groups[key].row_codes] for key in shared}
+    same_code = run_drift.same_code(codes)
     other_hosts = controls.one_host(differences)
     judging, across = run_drift.across_groups(
         dict(zip(shared, groups, strict=True)), same_code, settings, one_run, other_hosts

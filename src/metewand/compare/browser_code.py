@@ -1,0 +1,75 @@
+"""The identity of what a browser attempt measured: the engine binary and everything that decides
+the work it was given.
+
+``compare`` reads an implementation whose code is the same on both sides as unchanged
+(``SuiteKind.code_of``): its groups then carry the between-run noise across groups
+(``compare.cross_section``) and the host's drift (``compare.controls``). For a compute row that
+identity is its implementation configuration. A browser row's "implementation" is its engine, and
+what the engine was asked to do is as much a part of its figures as its binary. So the identity
+holds, from the run manifest:
+
+- the engine binary's sha256 (a rebuilt or upgraded engine is a changed one);
+- the task corpus's sha256 (tasks, fixture pages, routes: a heavier page is changed work);
+- metewand's own source tree (it drives raw CDP and passes the engine's launch flags) and the
+  driver libraries' pins (the adapters drive the other paths);
+- how the run measured (adapter mode, CDP connection, isolation, phase marks, resource profile);
+- and from the row: its task, driver path and launch profile.
+
+Any of them missing (a run from an older metewand, or the peer's harness) leaves the row without
+an identity, and ``compare`` then judges its engine alone, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from metewand.compare.run_facts import MISSING, lookup
+from metewand.compare.rundir import RunData
+
+# how a run measured: each changes what the engine or its observer does in an attempt
+MEASURING = ("adapter_mode", "cdp_connection", "isolation", "phase_marks", "resource_profile")
+ROW_FIELDS = ("task_id", "driver_path", "launch_profile")
+
+
+def _value(data: Mapping[str, Any], path: str) -> Any:
+    value = lookup(data, path)
+    return None if value is MISSING else value
+
+
+def run_facts(run: RunData) -> dict[str, Any] | None:
+    """The run-level part of every row's identity; None when the run does not record it all."""
+    data = run.manifest
+    facts = {
+        "corpus": _value(data, "corpus.sha256"),
+        "harness": _value(data, "runner.source.tree_sha256"),
+        "drivers": _value(data, "peer_manifest.runner.harness_pins.drivers"),
+        "engines": {
+            name: _value(entry, "binary_sha256")
+            for name, entry in (_value(data, "engines") or {}).items()
+            if isinstance(entry, Mapping)
+        },
+        **{name: _value(data, name) for name in MEASURING},
+    }
+    if not (facts["corpus"] and facts["harness"] and facts["engines"]):
+        return None
+    return facts
+
+
+def code_of(run: RunData, row: Mapping[str, Any]) -> str | None:
+    """The row's identity (a sha256), or None when the run or the row lacks a part of it."""
+    facts = run_facts(run)  # a few look-ups: cheaper than a cache that would hold the run
+    engine = row.get("engine")
+    binary = facts["engines"].get(engine) if facts is not None else None
+    if facts is None or not binary:
+        return None
+    whole = {
+        **{k: v for k, v in facts.items() if k != "engines"},
+        "engine": engine,
+        "binary": binary,
+        **{name: row.get(name) for name in ROW_FIELDS},
+    }
+    text = json.dumps(whole, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
