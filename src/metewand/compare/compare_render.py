@@ -177,19 +177,22 @@ def notes(result: Mapping[str, Any]) -> list[str]:
     speed = speed_text(result["statistics"].get("speed_adjustment"))
     if speed:
         out.append(speed)
-    controls = controls_text(result["statistics"].get("controls"), result["metric"])
+    noun = (result.get("group_names") or ["", "implementation"])[-1]
+    controls = controls_text(result["statistics"].get("controls"), result["metric"], noun)
     if controls:
         out.append(controls)
     return out
 
 
-def controls_text(account: Mapping[str, Any] | None, metric: str) -> str | None:
-    """The host's drift between the runs as each implementation's controls read it, or why
-    no implementation was read against one."""
+def controls_text(
+    account: Mapping[str, Any] | None, metric: str, noun: str = "implementation"
+) -> str | None:
+    """The host's drift between the runs as each implementation (``noun``: a browser run's
+    engine) read it from its controls, or why none was read against one."""
     if not account or account["status"] in ("off", "not applicable"):
         return None
     if "reason" in account:
-        return f"not read against the unchanged implementations: {account['reason']}"
+        return f"not read against the unchanged {noun}s: {account['reason']}"
     block = account["metrics"].get(metric) or {}
     parts = [
         f"{name} x{d['drift']:.3f} (from {', '.join(d['controls'])})"
@@ -197,8 +200,8 @@ def controls_text(account: Mapping[str, Any] | None, metric: str) -> str | None:
     ]
     parts += [f"{name} not: {why}" for name, why in block.get("not_adjusted", {}).items()]
     return (
-        "each implementation read against the host's drift between the runs that the other "
-        f"unchanged implementations read (--no-controls: off): {'; '.join(parts)}"
+        f"each {noun} read against the host's drift between the runs that the other "
+        f"unchanged {noun}s read (--no-controls: off): {'; '.join(parts)}"
     )
 
 
