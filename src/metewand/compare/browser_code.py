@@ -8,7 +8,8 @@ identity is its implementation configuration. A browser row's "implementation" i
 what the engine was asked to do is as much a part of its figures as its binary. So the identity
 holds, from the run manifest:
 
-- the engine binary's sha256 (a rebuilt or upgraded engine is a changed one);
+- the engine binary's sha256 and its ``--version`` output (a rebuilt or upgraded engine is a
+  changed one);
 - the task corpus's sha256 (tasks, fixture pages, routes: a heavier page is changed work);
 - metewand's own source tree (it drives raw CDP and passes the engine's launch flags) and the
   driver libraries' pins (the adapters drive the other paths);
@@ -46,10 +47,12 @@ def run_facts(run: RunData) -> dict[str, Any] | None:
         "corpus": _value(data, "corpus.sha256"),
         "harness": _value(data, "runner.source.tree_sha256"),
         "drivers": _value(data, "peer_manifest.runner.harness_pins.drivers"),
+        # the binary's digest, and what the engine says it is: a wrapper script's digest alone
+        # would not change when the engine it starts is upgraded
         "engines": {
-            name: _value(entry, "binary_sha256")
+            name: [_value(entry, "binary_sha256"), _value(entry, "version_output")]
             for name, entry in (_value(data, "engines") or {}).items()
-            if isinstance(entry, Mapping)
+            if isinstance(entry, Mapping) and _value(entry, "binary_sha256")
         },
         **{name: _value(data, name) for name in MEASURING},
     }
