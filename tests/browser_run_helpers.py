@@ -18,14 +18,17 @@ REPO = Path(__file__).resolve().parents[1]
 __all__ = ["LEXBENCH", "lexbench_or_skip"]
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``metewand ARGS`` from the repository root; ``env``: variables added to this one's."""
     return subprocess.run(
         [sys.executable, "-m", "metewand", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        env={**os.environ, "PYTHONPATH": str(REPO / "src"), **(env or {})},
     )
 
 

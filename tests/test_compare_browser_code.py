@@ -6,15 +6,12 @@ Lightpanda: two of the same engines, and one whose Chrome is another binary."""
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from browser_run_helpers import ABOUT_BLANK_TASK, REPO, tiny_corpus
+from browser_run_helpers import ABOUT_BLANK_TASK, cli, tiny_corpus
 from metewand.compare import browser_code
 from metewand.compare.run_compare import compare_runs
 from metewand.compare.rundir import RunData, load_run
@@ -31,20 +28,11 @@ def _task(task_id: str, expression: str) -> dict[str, Any]:
 
 
 def _run(root: Path, corpus: Path, run_id: str, chrome: Path | None = None) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    if chrome is not None:
-        env["METEWAND_CHROME_BIN"] = str(chrome)
+    env = {"METEWAND_CHROME_BIN": str(chrome)} if chrome is not None else None
     args = ["browser", "run", "--tasks", str(corpus), "--engines", "chrome,lightpanda"]
     args += ["--k", str(K), "--out", str(root / "runs"), "--run-id", run_id]
     args += ["--no-progress", "--host-telemetry", "off", "--no-history"]
-    done = subprocess.run(
-        [sys.executable, "-m", "metewand", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        env=env,
-    )
+    done = cli(*args, env=env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return root / "runs" / run_id
 
