@@ -59,7 +59,7 @@ def _codes(run: RunData) -> dict[tuple[str, str], set[str | None]]:
     out: dict[tuple[str, str], set[str | None]] = {}
     for row in run.rows:
         key = (row["task_id"], row["engine"])
-        out.setdefault(key, set()).add(browser_code.code_of(run, row))
+        out.setdefault(key, set()).add(browser_code.codes_of(run)(row))
     return out
 
 
@@ -91,7 +91,7 @@ def test_a_changed_or_missing_part_changes_or_drops_the_identity(
 ) -> None:
     run = runs["a"]
     row = next(r for r in run.rows if r["engine"] == "lightpanda")
-    before = browser_code.code_of(run, row)
+    before = browser_code.codes_of(run)(row)
 
     def with_value(value: Any) -> RunData:
         manifest = copy.deepcopy(run.manifest)
@@ -102,9 +102,9 @@ def test_a_changed_or_missing_part_changes_or_drops_the_identity(
         node[leaf] = value
         return RunData(path=run.path, manifest=manifest, rows=run.rows)
 
-    changed = browser_code.code_of(with_value("0" * 64), row)
+    changed = browser_code.codes_of(with_value("0" * 64))(row)
     assert changed is not None and changed != before
-    missing = browser_code.code_of(with_value(None), row)
+    missing = browser_code.codes_of(with_value(None))(row)
     if required:
         assert missing is None  # an older run, or the peer's: no identity
     else:
@@ -116,7 +116,7 @@ def test_a_row_of_an_engine_the_manifest_does_not_name_has_no_identity(
 ) -> None:
     run = runs["a"]
     row = {**run.rows[0], "engine": "moli"}
-    assert browser_code.code_of(run, row) is None
+    assert browser_code.codes_of(run)(row) is None
 
 
 def test_an_a_a_pair_reads_the_spread_across_groups_and_each_engine_against_the_other(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from metewand.compare.run_facts import MISSING, lookup
@@ -61,18 +61,23 @@ def run_facts(run: RunData) -> dict[str, Any] | None:
     return facts
 
 
-def code_of(run: RunData, row: Mapping[str, Any]) -> str | None:
-    """The row's identity (a sha256), or None when the run or the row lacks a part of it."""
-    facts = run_facts(run)  # a few look-ups: cheaper than a cache that would hold the run
-    engine = row.get("engine")
-    binary = facts["engines"].get(engine) if facts is not None else None
-    if facts is None or not binary:
-        return None
-    whole = {
-        **{k: v for k, v in facts.items() if k != "engines"},
-        "engine": engine,
-        "binary": binary,
-        **{name: row.get(name) for name in ROW_FIELDS},
-    }
-    text = json.dumps(whole, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+def codes_of(run: RunData) -> Callable[[Mapping[str, Any]], str | None]:
+    """Each row's identity (a sha256), or None when the run or the row lacks a part of it. The
+    run's part is read once; each row adds its engine and its own fields."""
+    facts = run_facts(run)
+    if facts is None:
+        return lambda row: None
+    engines = facts["engines"]
+    shared = {k: v for k, v in facts.items() if k != "engines"}
+
+    def of(row: Mapping[str, Any]) -> str | None:
+        engine = row.get("engine")
+        binary = engines.get(engine)
+        if not binary:
+            return None
+        whole = {**shared, "engine": engine, "binary": binary}
+        whole.update((name, row.get(name)) for name in ROW_FIELDS)
+        text = json.dumps(whole, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    return of

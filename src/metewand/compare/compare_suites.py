@@ -208,7 +208,7 @@ register(
         companion_of=_compute_companion,
         ab_of=compute_rows.ab_of,
         speed_probe_of=_compute_speed_probe,
-        code_of=lambda _run, row: row.get("implementation_configuration"),
+        code_of=lambda _run: lambda row: row.get("implementation_configuration"),
     )
 )
 
@@ -371,6 +371,6 @@ register(
         launches_of=_browser_launches,
         metric_family=_browser_family,
         companion_of=_browser_companion,
-        code_of=browser_code.code_of,
+        code_of=browser_code.codes_of,
     )
 )

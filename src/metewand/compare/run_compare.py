@@ -44,8 +44,8 @@ RunsArg = RunData | Sequence[RunData]
 @dataclass
 class _Side:
     items: dict[str, list[verdicts.Item]] = field(default_factory=dict)  # metric -> items
-    sources: dict[str, list[Mapping[str, Any]]] = field(default_factory=dict)  # their rows
-    codes: dict[str, list[str | None]] = field(default_factory=dict)  # their code identities
+    # metric -> each item's row and its code identity
+    sources: dict[str, list[tuple[Mapping[str, Any], str | None]]] = field(default_factory=dict)
     statuses: Counter[str] = field(default_factory=Counter)
     rows: list[Mapping[str, Any]] = field(default_factory=list)  # for the hosts they ran on
     row_codes: list[str | None] = field(default_factory=list)  # each row's code identity
@@ -82,6 +82,7 @@ def _collect(runs: list[RunData], kind: SuiteKind, metrics: list[str]) -> dict[G
     """Each group's values per metric as (run, launch, value) items, and its statuses."""
     groups: dict[Group, _Side] = {}
     for index, run in enumerate(runs):
+        code_of = kind.code_of(run)
         by_group: dict[Group, list[dict[str, Any]]] = {}
         for row in run.rows:
             group = kind.group_of(row)
@@ -90,7 +91,7 @@ def _collect(runs: list[RunData], kind: SuiteKind, metrics: list[str]) -> dict[G
         for group, rows in by_group.items():
             side = groups.setdefault(group, _Side())
             for row, launch in zip(rows, kind.launches_of(rows), strict=True):
-                code = kind.code_of(run, row)
+                code = code_of(row)
                 side.statuses[kind.status_of(row)] += 1
                 side.rows.append(row)
                 side.row_codes.append(code)
@@ -98,8 +99,7 @@ def _collect(runs: list[RunData], kind: SuiteKind, metrics: list[str]) -> dict[G
                     value = kind.value_of(row, metric)
                     if value is not None:
                         side.items.setdefault(metric, []).append((index, launch, value))
-                        side.sources.setdefault(metric, []).append(row)
-                        side.codes.setdefault(metric, []).append(code)
+                        side.sources.setdefault(metric, []).append((row, code))
     return groups
 
 
@@ -122,11 +122,8 @@ def _units(side: _Side, metric: str, kind: SuiteKind, probe: str | None) -> list
     """The side's items of ``metric`` with each one's probe value and code identity."""
     return [
         (run, launch, value, kind.value_of(row, probe) if probe else None, code)
-        for (run, launch, value), row, code in zip(
-            side.items.get(metric, []),
-            side.sources.get(metric, []),
-            side.codes.get(metric, []),
-            strict=True,
+        for (run, launch, value), (row, code) in zip(
+            side.items.get(metric, []), side.sources.get(metric, []), strict=True
         )
     ]
 

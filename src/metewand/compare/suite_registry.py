@@ -80,11 +80,13 @@ class SuiteKind:
     # each process's speed to adjust ``metric`` by (compare.speed_adjust for pairs,
     # compare.speed_sides for separate runs); None: none
     speed_probe_of: Callable[[str, bool], str | None] = lambda metric, paired: None
-    # the identity of the code a row of a run measured (compute: its implementation
-    # configuration; browser: compare.browser_code): an implementation whose groups' code is
-    # the same on both sides is the one separate runs adjust for speed, read across groups and
-    # use as controls
-    code_of: Callable[[RunData, Mapping[str, Any]], str | None] = lambda run, row: None
+    # run -> the identity of the code each of its rows measured (compute: its implementation
+    # configuration; browser: compare.browser_code); read once per run. An implementation whose
+    # groups' code is the same on both sides is the one separate runs adjust for speed, read
+    # across groups and use as controls
+    code_of: Callable[[RunData], Callable[[Mapping[str, Any]], str | None]] = lambda run: (
+        lambda row: None
+    )
     # the run's verdict (compare.verdict): (run, its scores or None, a regenerated resource
     # summary or None) -> Verdict; None: the suite has no verdict
     verdict_of: (
