@@ -25,7 +25,10 @@ from watchdog_helpers import kill_runner_and_watchdog
 def _children(pid: int) -> list[int]:
     found = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(c) for c in (task / "children").read_text().split()]
+        try:  # a thread may end between the listing and the read
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
     return found
 
 
