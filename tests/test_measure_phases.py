@@ -187,6 +187,30 @@ def test_record_arithmetic_keeps_the_weaker_form_and_signs_memory() -> None:
     assert record["cpu_adds_up"] is None  # a phase's CPU is unavailable
 
 
+def test_complete_readings_take_the_short_path_with_the_same_rules() -> None:
+    """Complete readings on both sides (every cgroup mark) skip the general rules, which must
+    still hold: a CPU counter that went down is unavailable, memory may fall, and one partial
+    side makes the difference partial."""
+    from metewand.measure.phases import _difference
+
+    assert _difference(complete(5), complete(9)) == {"status": "complete", "value": 4}
+    assert _difference(complete(9), complete(5)) == {
+        "status": "unavailable",
+        "reason": "accounting_unavailable",
+    }
+    assert _difference(complete(9), complete(5), signed=True) == {
+        "status": "complete",
+        "value": -4,
+    }
+    po = Reason.PROCESS_ONLY
+    for a, b in ((complete(5), partial(9, po)), (partial(5, po), complete(9))):
+        assert _difference(a, b) == {"status": "partial", "value": 4, "reason": "process_only"}
+    assert _difference(unavailable(Reason.NOT_STARTED), complete(7)) == {
+        "status": "complete",
+        "value": 7,
+    }
+
+
 # Fills 80 MiB in the first phase and 10 MiB in the second, freeing each.
 # A mark takes effect when metewand's reader thread reads it, not when it is written: the pauses
 # give the reader time on a loaded host (in local CI the "big" phase's high-water was 0.7 MB: the

@@ -218,12 +218,13 @@ def _not_before(counters: Counters, floor: Counters) -> Counters:
 
 
 def _span(a: Counters, b: Counters, origin_ns: int) -> dict[str, Any]:
+    a_cpu, b_cpu = a.cpu, b.cpu
     return {
         "start_offset_ns": a.monotonic_ns - origin_ns,
         "wall_time_ns": {"status": "complete", "value": b.monotonic_ns - a.monotonic_ns},
-        "cpu_time_ns": _difference(a.cpu.total, b.cpu.total),
-        "cpu_user_time_ns": _difference(a.cpu.user, b.cpu.user),
-        "cpu_system_time_ns": _difference(a.cpu.system, b.cpu.system),
+        "cpu_time_ns": _difference(a_cpu.total, b_cpu.total),
+        "cpu_user_time_ns": _difference(a_cpu.user, b_cpu.user),
+        "cpu_system_time_ns": _difference(a_cpu.system, b_cpu.system),
         "memory_rise_bytes": _difference(a.memory_current, b.memory_current, signed=True),
         # the high-water of the span as read at its end (the reading restarted it at its start)
         "memory_peak_bytes": b.memory_peak.to_json(),
@@ -231,8 +232,17 @@ def _span(a: Counters, b: Counters, origin_ns: int) -> dict[str, Any]:
     }
 
 
+_COMPLETE = Status.COMPLETE
+
+
 def _difference(a: Measurement, b: Measurement, signed: bool = False) -> dict[str, Any]:
     """``b - a`` with its form: the weaker of the two readings' forms."""
+    # the common case first, without the general rules below: a record holds ~100 of these
+    # per clock, built between two attempts (issue 24: the harness's CPU per attempt)
+    if a.status is _COMPLETE and b.status is _COMPLETE:
+        value = b.value - a.value  # type: ignore[operator]  # complete forms carry a value
+        if value >= 0 or signed:
+            return {"status": "complete", "value": value}
     if a.value is None and a.reason is Reason.NOT_STARTED and b.value is not None:
         a = Measurement(b.status, 0, b.reason)  # read before the subject existed: nothing yet
     for m in (a, b):
@@ -243,7 +253,7 @@ def _difference(a: Measurement, b: Measurement, signed: bool = False) -> dict[st
     if value < 0 and not signed:
         # a counter that went down: a /proc tree lost an exited member's CPU
         return {"status": "unavailable", "reason": Reason.ACCOUNTING_UNAVAILABLE.value}
-    partial = next((m for m in (a, b) if m.status is Status.PARTIAL), None)
+    partial = a if a.status is Status.PARTIAL else b if b.status is Status.PARTIAL else None
     if partial is not None:
         assert partial.reason is not None
         return {"status": "partial", "value": value, "reason": partial.reason.value}
