@@ -160,3 +160,42 @@ def test_ctrl_c_during_note_never_leaves_close_waiting_forever(tmp_path: Path) -
         pytest.fail("close() never returned after Ctrl-C during note(): a lock was left held")
     assert child.returncode == 0
     assert int(out.strip()) >= 100  # most interrupts landed inside a note
+
+
+class CountingQueue:
+    """The flusher's wake-up queue, counting the wake-ups its notes sent."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self.inner: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self.puts = 0
+
+    def put(self, item: None) -> None:
+        self.puts += 1
+        self.inner.put(item)
+
+    def get(self, timeout: float | None = None) -> None:
+        return self.inner.get(timeout=timeout)
+
+
+def test_notes_while_a_pass_is_pending_wake_the_thread_once_and_still_reach_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = FsyncLog(monkeypatch)
+    fd = os.open(tmp_path / "rows", os.O_WRONLY | os.O_CREAT, 0o644)
+    flusher = flusher_mod.Flusher(fd, interval_s=0.5)
+    wake = CountingQueue()
+    flusher._wake = wake  # type: ignore[assignment]
+    try:
+        flusher.note()
+        assert log.passed.wait(10), "the first pass never ran"
+        log.passed.clear()
+        for _ in range(50):  # during the rest: one wake-up for the burst, not one per note
+            flusher.note(tmp_path)
+        assert wake.puts <= 2
+        assert log.passed.wait(10), "what was noted during the rest never reached the disk"
+        assert len(log.calls) == 2  # one pass for the first note, one for the burst
+    finally:
+        flusher.close()
+        os.close(fd)
