@@ -491,51 +491,84 @@ def _browser_counts(result: dict[str, Any], slowed: str | None) -> dict[str, Any
     }
 
 
-def collect_browser(ledger: Ledger, work: Path, k: int, builtin: bool) -> None:
-    """A/A of two browser runs (the built-in suite, or the loop corpus with --quick), and the
-    loop corpus run again with a Chrome whose pages are 50% heavier (Lightpanda unchanged, in the
-    same run)."""
+def browser_pair_ids(pair: int) -> dict[str, str]:
+    """The four runs of browser pair ``pair``; pair 0 keeps the names of work dirs made before
+    there were several, so their runs are reused."""
+    tail = "" if pair == 0 else f"_{pair}"
+    return {
+        "a": f"br_a{tail}",
+        "b": f"br_b{tail}",
+        "base": f"br_loops6{tail}",
+        "planted": f"br_planted6{tail}",
+    }
+
+
+def collect_browser(ledger: Ledger, work: Path, k: int, builtin: bool, pairs: int) -> None:
+    """``pairs`` times: an A/A of two browser runs (the built-in suite, or the loop corpus with
+    --quick), and the loop corpus run again with a Chrome whose pages are 50% heavier
+    (Lightpanda unchanged, in the same run). Several pairs make the browser figures rates."""
     print(
-        f"== browser: A/A of two runs (k={k}) and chrome slowed by a {HEAVIER - 1:.0%} heavier "
-        "page",
+        f"== browser: {pairs} A/A pair(s) of two runs (k={k}) and {pairs} with chrome slowed by "
+        f"a {HEAVIER - 1:.0%} heavier page",
         flush=True,
     )
     loops = work / "loops6"
     if not loops.exists():
         loop_corpus(loops)
     corpus = None if builtin else loops
-    for run_id in ("br_a", "br_b"):
-        browser_run(ledger, work, Run(run_id, "browser"), "chrome,lightpanda", k, corpus)
-    browser_run(ledger, work, Run("br_loops6", "browser"), "chrome,lightpanda", k, loops)
     heavy = heavier_chrome(work)
-    run = Run("br_planted6", "browser")
-    browser_run(ledger, work, run, "chrome,lightpanda", k, loops, chrome=heavy)
+    for pair in range(pairs):
+        ids = browser_pair_ids(pair)
+        for side in ("a", "b"):
+            browser_run(ledger, work, Run(ids[side], "browser"), "chrome,lightpanda", k, corpus)
+        browser_run(ledger, work, Run(ids["base"], "browser"), "chrome,lightpanda", k, loops)
+        run = Run(ids["planted"], "browser")
+        browser_run(ledger, work, run, "chrome,lightpanda", k, loops, chrome=heavy)
 
 
 def judge_browser(ledger: Ledger, work: Path) -> dict[str, Any] | None:
-    if "br_planted6" not in ledger.runs:
+    """Each complete browser pair's counts, and their sums over the pairs."""
+    pairs: list[dict[str, Any]] = []
+    while all(r in ledger.runs for r in browser_pair_ids(len(pairs)).values()):
+        pairs.append(_judge_browser_pair(ledger, work, browser_pair_ids(len(pairs))))
+    if not pairs:
         return None
-    runs = {r: work / "runs" / r for r in ("br_a", "br_b", "br_loops6", "br_planted6")}
-    out: dict[str, Any] = {"aa": {}, "planted": {}}
-    span = f"{ledger.runs['br_a'].load_before} -> {ledger.runs['br_b'].load_after}"
+    out: dict[str, Any] = {"pairs": pairs}
+    for name in ("aa", "planted"):
+        out[name] = {
+            metric: {
+                key: sum(p[name][metric][key] for p in pairs)
+                for key in ("groups", "alarms", "detected", "slowed_groups", "not_comparable")
+            }
+            | {"pairs": len(pairs)}
+            for metric in ("duration_ms", "engine_cpu_ns")
+        }
+    return out
+
+
+def _judge_browser_pair(ledger: Ledger, work: Path, ids: dict[str, str]) -> dict[str, Any]:
+    runs = {side: work / "runs" / run_id for side, run_id in ids.items()}
+    out: dict[str, Any] = {"runs": ids, "aa": {}, "planted": {}}
+    span = f"{ledger.runs[ids['a']].load_before} -> {ledger.runs[ids['b']].load_after}"
     planted_span = (
-        f"{ledger.runs['br_loops6'].load_before} -> {ledger.runs['br_planted6'].load_after}"
+        f"{ledger.runs[ids['base']].load_before} -> {ledger.runs[ids['planted']].load_after}"
     )
     for metric in ("duration_ms", "engine_cpu_ns"):
-        counts = _browser_counts(compared(runs["br_a"], runs["br_b"], "--metric", metric), None)
+        counts = _browser_counts(compared(runs["a"], runs["b"], "--metric", metric), None)
         out["aa"][metric] = {**counts, "load": span}
         print(
-            f"  browser A/A {metric}: {counts['alarms']} false alarms of {counts['groups']} "
-            f"groups ({counts['not_comparable']} not comparable)  (load {span})",
+            f"  browser A/A {ids['a']}/{ids['b']} {metric}: {counts['alarms']} false alarms of "
+            f"{counts['groups']} groups ({counts['not_comparable']} not comparable)  "
+            f"(load {span})",
             flush=True,
         )
-        result = compared(runs["br_loops6"], runs["br_planted6"], "--metric", metric)
+        result = compared(runs["base"], runs["planted"], "--metric", metric)
         counts = _browser_counts(result, "chrome")
         out["planted"][metric] = {**counts, "load": planted_span}
         print(
-            f"  browser planted {metric}: chrome slower in {counts['detected']}/"
-            f"{counts['slowed_groups']} groups, {counts['alarms']} lightpanda groups flagged  "
-            f"(load {planted_span})",
+            f"  browser planted {ids['planted']} {metric}: chrome slower in "
+            f"{counts['detected']}/{counts['slowed_groups']} groups, {counts['alarms']} "
+            f"lightpanda groups flagged  (load {planted_span})",
             flush=True,
         )
     return out
@@ -588,8 +621,8 @@ def judge(work: Path) -> None:
         aa, planted = judge_aa(ledger, work), judge_planted(ledger, work)
         browser = judge_browser(ledger, work)
         lines = summary(aa, ab, planted)
-        for name, block in (browser or {}).items():
-            for metric, counts in block.items():
+        for name in ("aa", "planted"):
+            for metric, counts in (browser or {}).get(name, {}).items():
                 lines.append(f"browser {name} {metric}: {counts}")
         print(f"== summary, {mode} (host load now {load()})")
         for line in lines:
@@ -613,6 +646,12 @@ def main() -> None:
     parser.add_argument("--planted-pairs", type=int, default=5)
     parser.add_argument("--planted-ab-runs", type=int, default=5)
     parser.add_argument("--browser-k", type=int, default=8, help="attempts per task x engine")
+    parser.add_argument(
+        "--browser-pairs",
+        type=int,
+        default=1,
+        help="browser A/A pairs, and as many planted pairs (default 1; ~25 min a pair here)",
+    )
     parser.add_argument("--no-browser", action="store_true", help="compute figures only")
     parser.add_argument("--out", type=Path, default=None, help="work dir (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the runs (default: removed)")
@@ -637,7 +676,8 @@ def main() -> None:
         ledger = Ledger(work)  # a kept work dir's runs are reused, not run again
         collect_compute(ledger, work, args)
         if not args.no_browser:
-            collect_browser(ledger, work, args.browser_k, builtin=not args.quick)
+            pairs = 1 if args.quick else args.browser_pairs
+            collect_browser(ledger, work, args.browser_k, builtin=not args.quick, pairs=pairs)
         judge(work)
     finally:
         if not args.keep:
