@@ -76,7 +76,13 @@ def test_clean_removes_a_killed_profiled_runs_engines_and_groups(tmp_path: Path)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # an engine group is in use by a live engine
-            live = [g for g in _recorded_groups(run_dir) if os.path.isdir(g)]
+            # a warm attempts' group: a cold-start sample's engine stops by itself within the
+            # second, so a kill that lands as it ends leaves no engine behind to sweep (ci104)
+            live = [
+                g
+                for g in _recorded_groups(run_dir)
+                if os.path.isdir(g) and f"-{run_id}-w" in os.path.basename(g)
+            ]
             # the engine itself: a launch's gate shell carries the markers before it execs the
             # engine, and exits unrun when the runner dies first (measure.gate)
             if live and _running(binary, marked_processes(run_id)) and proc.poll() is None:
