@@ -529,8 +529,8 @@ def collect_browser(ledger: Ledger, work: Path, k: int, builtin: bool, pairs: in
 def judge_browser(ledger: Ledger, work: Path) -> dict[str, Any] | None:
     """Each complete browser pair's counts, and their sums over the pairs."""
     pairs: list[dict[str, Any]] = []
-    while all(r in ledger.runs for r in browser_pair_ids(len(pairs)).values()):
-        pairs.append(_judge_browser_pair(ledger, work, browser_pair_ids(len(pairs))))
+    while set((ids := browser_pair_ids(len(pairs))).values()) <= ledger.runs.keys():
+        pairs.append(_judge_browser_pair(ledger, work, ids))
     if not pairs:
         return None
     out: dict[str, Any] = {"pairs": pairs}
@@ -669,6 +669,7 @@ def main() -> None:
     if args.quick:
         args.pairs, args.polluted, args.ab_runs = 2, 1, 1
         args.planted_pairs, args.planted_ab_runs, args.browser_k = 1, 1, 5
+        args.browser_pairs = 1
     work = args.out or Path(tempfile.mkdtemp(prefix="compare-false-alarms-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"work dir {work}; host load {load()} (1/5/15 min); {os.cpu_count()} CPUs", flush=True)
@@ -676,8 +677,9 @@ def main() -> None:
         ledger = Ledger(work)  # a kept work dir's runs are reused, not run again
         collect_compute(ledger, work, args)
         if not args.no_browser:
-            pairs = 1 if args.quick else args.browser_pairs
-            collect_browser(ledger, work, args.browser_k, builtin=not args.quick, pairs=pairs)
+            collect_browser(
+                ledger, work, args.browser_k, builtin=not args.quick, pairs=args.browser_pairs
+            )
         judge(work)
     finally:
         if not args.keep:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -166,8 +167,6 @@ class CountingQueue:
     """The flusher's wake-up queue, counting the wake-ups its notes sent."""
 
     def __init__(self) -> None:
-        import queue
-
         self.inner: queue.SimpleQueue[None] = queue.SimpleQueue()
         self.puts = 0
 

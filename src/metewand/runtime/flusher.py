@@ -60,8 +60,8 @@ class Flusher:
                 )
                 self._thread.start()
         # Already dirty: no pass has taken the flag since the note that set it, and that note
-        # woke the thread, so the next pass will see this one too. Waking the thread for every
-        # row and every artifact dir cost the attempt's thread ~0.3 ms each (issue 24).
+        # woke the thread, so the next pass will see this one too (one wake-up per pass, not
+        # two per attempt: the row and the artifact dir; issue 24).
         if not pending:
             self._wake.put(None)
 
