@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 from browser_run_helpers import (
     ABOUT_BLANK_TASK,
@@ -228,6 +229,34 @@ def test_the_corpus_digest_is_its_content_not_its_checkouts_store(tmp_path: Path
     assert corpus_digest(corpus) == before
     (corpus / "extra.txt").write_text("content")
     assert corpus_digest(corpus)["sha256"] != before["sha256"]
+
+
+def test_an_edited_task_file_changes_its_own_digest_and_no_other_part(tmp_path: Path) -> None:
+    """The parts a row's code identity takes: each task's own file, and every other file as
+    one shared digest, in which no task file (run or not) takes part."""
+    from metewand.suites.browser.run_plan import corpus_digest
+    from metewand.suites.browser.tasks import load_corpus
+
+    files = {f"{name}.json": {**ABOUT_BLANK_TASK, "task_id": name} for name in ("a", "b")}
+    corpus = tiny_corpus(tmp_path / "corpus", files)
+
+    def parts() -> dict[str, Any]:
+        return corpus_digest(corpus, load_corpus(corpus).tasks)
+
+    before = parts()
+    assert set(before["task_sha256"]) == {"a", "b"}
+    assert "shared_sha256" not in corpus_digest(corpus)  # without the tasks: the whole only
+    task = corpus / "tasks" / "a.json"
+    task.write_text(task.read_text() + "\n")
+    edited = parts()
+    assert edited["task_sha256"]["a"] != before["task_sha256"]["a"]
+    assert edited["task_sha256"]["b"] == before["task_sha256"]["b"]
+    assert edited["shared_sha256"] == before["shared_sha256"]
+    assert edited["sha256"] != before["sha256"]  # resume and Dask still see any edit
+    (corpus / "fixtures" / "page.html").write_text("<p>a heavier page</p>")
+    fixture = parts()
+    assert fixture["shared_sha256"] != edited["shared_sha256"]
+    assert fixture["task_sha256"] == edited["task_sha256"]
 
 
 def test_a_task_id_that_names_nothing_is_refused_beside_one_that_does(tmp_path: Path) -> None:

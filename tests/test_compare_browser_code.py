@@ -6,6 +6,7 @@ Lightpanda: two of the same engines, and one whose Chrome is another binary."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ def test_identity_is_one_per_group_the_same_across_runs_and_changes_with_the_bin
 @pytest.mark.parametrize(
     ("path", "required"),
     [
-        ("corpus.sha256", True),
+        ("corpus.shared_sha256", False),  # an older run's manifest: the whole corpus's digest
         ("runner.source.tree_sha256", True),
         ("engines.lightpanda.binary_sha256", True),
         ("engines.lightpanda.version_output", False),  # an engine behind the same wrapper
@@ -109,6 +110,36 @@ def test_a_changed_or_missing_part_changes_or_drops_the_identity(
         assert missing is None  # an older run, or the peer's: no identity
     else:
         assert missing is not None and missing not in (before, changed)
+
+
+def test_an_edited_task_changes_that_tasks_identity_alone(runs: dict[str, RunData]) -> None:
+    """The manifest records the shared part of the corpus and each run task's own file: a task
+    edited between two runs is changed work on every engine, and the others stay unchanged (the
+    controls and the spread across groups keep them). Without the parts (an older run) the
+    whole corpus's digest stands, and without that no row has an identity."""
+    run = runs["a"]
+    corpus = run.manifest["corpus"]
+    assert set(corpus["task_sha256"]) == set(TASKS) and corpus["shared_sha256"]
+    before = _codes(run)
+
+    def edited(change: Callable[[dict[str, Any]], None]) -> dict[tuple[str, str], set[str | None]]:
+        manifest = copy.deepcopy(run.manifest)
+        change(manifest["corpus"])
+        return _codes(RunData(path=run.path, manifest=manifest, rows=run.rows))
+
+    one_task = edited(lambda c: c["task_sha256"].update(t_sum="0" * 64))
+    for key, codes in one_task.items():
+        assert (codes == before[key]) == (key[0] != "t_sum"), key
+    untracked = edited(lambda c: c["task_sha256"].pop("t_mul"))
+    assert untracked[("t_mul", "chrome")] == {None}
+    assert untracked[("t_sum", "chrome")] == before[("t_sum", "chrome")]
+
+    def older(corpus: dict[str, Any]) -> None:
+        del corpus["task_sha256"], corpus["shared_sha256"]
+
+    whole = edited(older)
+    assert all(None not in codes and codes != before[key] for key, codes in whole.items())
+    assert all(codes == {None} for codes in edited(lambda c: c.clear()).values())
 
 
 def test_a_row_of_an_engine_the_manifest_does_not_name_has_no_identity(
@@ -149,3 +180,22 @@ def test_a_rebuilt_engine_is_read_against_the_unchanged_one_and_not_the_other_wa
     assert across["status"] == "not used", across
     chrome_pin = {d["fact"] for d in result["provenance_differences"]}
     assert any("chrome" in fact for fact in chrome_pin), chrome_pin
+
+
+def test_an_edited_task_is_no_control_and_the_engines_other_groups_stay_unchanged(
+    runs: dict[str, RunData],
+) -> None:
+    """Run b with one task's file edited (its recorded digest): that task's groups are changed
+    on both engines, and they take no part in the drift or the spread across groups, while each
+    engine's other groups do. With three tasks that leaves each engine two control groups, one
+    fewer than a drift needs, and four unchanged groups for the spread."""
+    manifest = copy.deepcopy(runs["b"].manifest)
+    manifest["corpus"]["task_sha256"]["t_sum"] = "0" * 64
+    edited = RunData(path=runs["b"].path, manifest=manifest, rows=runs["b"].rows)
+    result = compare_runs(runs["a"], edited, metric="engine_cpu_ns")
+    block = result["statistics"]["controls"]["metrics"]["engine_cpu_ns"]
+    assert block["implementations"] == {}
+    for engine in ("chrome", "lightpanda"):  # 3 before the edit
+        assert block["not_adjusted"][engine].startswith("2 groups of other unchanged"), block
+    across = result["statistics"]["cross_section"]["metrics"]["engine_cpu_ns"]
+    assert across["unchanged_groups"] == 2 * len(TASKS) - 2

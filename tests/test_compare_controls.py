@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from metewand.compare import controls, speed_sides, verdicts
+from metewand.compare import compare_render, controls, speed_sides, verdicts
 from metewand.compare.speed_sides import Sides, Unit
 
 IMPLEMENTATIONS, GROUPS, UNITS = 3, 5, 10
@@ -76,7 +76,7 @@ def _judged(every: dict[tuple[int, int], Sides], use_controls: bool) -> list[dic
         again, _account = controls.read_against_controls(
             first,
             {key: str(key[1]) for key in every},
-            controls.unchanged(codes),
+            {key for key in every if str(key[1]) in controls.unchanged(codes)},
             figures,
         )
         first.update(again)
@@ -159,14 +159,82 @@ def test_the_drift_is_the_median_of_the_other_unchanged_implementations() -> Non
     ratios |= {(c, "y"): math.log(0.90) for c in "abc"}
     ratios |= {(c, "z"): math.log(0.94) for c in "abcd"}
     implementation_of = {key: key[1] for key in ratios}
-    found, why = controls.drifts(ratios, implementation_of, {"y", "z"})
+    found, why = controls.drifts(ratios, implementation_of, {k for k in ratios if k[1] in "yz"})
     assert math.isclose(found["x"].ratio, 0.94) and found["x"].groups == 7  # y and z, not x
     assert found["x"].controls == ("y", "z")
     assert math.isclose(found["y"].ratio, 0.94) and found["y"].controls == ("z",)
     assert found["z"].controls == ("y",) and found["z"].groups == 3
     ratios.pop(("c", "y"))
-    found, why = controls.drifts(ratios, implementation_of, {"y", "z"})
+    found, why = controls.drifts(ratios, implementation_of, {k for k in ratios if k[1] in "yz"})
     assert "z" not in found and why["z"].startswith("2 groups")
+
+
+def test_a_changed_group_of_an_unchanged_implementation_is_no_control() -> None:
+    """A browser engine's edited task: its group moved by the edit, not the host, so it must
+    not pull the drift its engine's other groups read for the other implementations."""
+    ratios = {(c, "y"): math.log(1.00) for c in "abc"} | {(c, "z"): math.log(1.02) for c in "ab"}
+    ratios |= {("a", "x"): 0.0, ("d", "z"): math.log(3.0), ("e", "z"): math.log(3.0)}
+    implementation_of = {key: key[1] for key in ratios}
+    every = {k for k in ratios if k[1] in "yz"}
+    edited = every - {("d", "z"), ("e", "z")}
+    assert math.isclose(controls.drifts(ratios, implementation_of, every)[0]["x"].ratio, 1.02)
+    found, _ = controls.drifts(ratios, implementation_of, edited)
+    assert math.isclose(found["x"].ratio, 1.00) and found["x"].groups == 5
+
+
+def test_an_implementation_with_many_unchanged_groups_is_its_own_control() -> None:
+    """A browser engine over a corpus: each of its groups is read against the median of its
+    own other unchanged groups, never its own figure; an implementation with few groups keeps
+    the other implementations as controls, and only it is put to the history's say."""
+    n = controls.MIN_OWN_GROUPS + 1
+    first = {(f"t{i}", "x"): {"ratio": math.exp(0.10)} for i in range(n)}
+    first[("t0", "x")] = {"ratio": math.exp(0.40)}  # a group that moved on its own
+    first |= {(f"t{i}", "y"): {"ratio": math.exp(0.02 * (i % 3))} for i in range(n)}
+    first |= {(f"t{i}", "z"): {"ratio": math.exp(-0.05)} for i in range(3)}
+    read: dict[tuple[str, str], float] = {}
+    asked: list[str] = []
+
+    def refigure(key: tuple[str, str], drift: float) -> dict[str, Any]:
+        read[key] = drift
+        return {}
+
+    def decline(name: str, drift: float) -> str | None:
+        asked.append(name)
+        return None
+
+    implementation_of = {key: key[1] for key in first}
+    _, account = controls.read_against_controls(
+        first, implementation_of, set(first), refigure, decline
+    )
+    assert math.isclose(read[("t0", "x")], math.exp(0.10))  # its own +0.40 left out
+    assert all(math.isclose(read[(f"t{i}", "x")], math.exp(0.10)) for i in range(1, n))
+    assert math.isclose(read[("t1", "y")], math.exp(0.02))
+    x = account["implementations"]["x"]
+    assert x["controls"] == ["x"] and x["own_groups"] and x["control_groups"] == n
+    z = account["implementations"]["z"]
+    assert z["controls"] == ["x", "y"] and "own_groups" not in z
+    assert asked == ["z"]
+    text = compare_render.controls_text(
+        {"status": "used", "metrics": {"m": account}}, "m", "engine"
+    )
+    assert text is not None and f"x x{math.exp(0.10):.3f} (from its own {n} unchanged" in text
+
+
+def test_one_group_fewer_than_enough_keeps_the_other_implementations_as_controls() -> None:
+    n = controls.MIN_OWN_GROUPS
+    first = {(f"t{i}", name): {"ratio": 1.0} for i in range(n) for name in "xy"}
+    first[("t0", "x")] = {"ratio": 2.0}  # changed code: no control of any kind
+    unchanged = set(first) - {("t0", "x")}
+    per_group, whole = controls.own_drifts(
+        {k: math.log(v["ratio"]) for k, v in first.items()}, {k: k[1] for k in first}, unchanged
+    )
+    assert set(whole) == set() and per_group == {}
+    first |= {(f"t{n}", "y"): {"ratio": 1.0}}
+    unchanged.add((f"t{n}", "y"))
+    per_group, whole = controls.own_drifts(
+        {k: math.log(v["ratio"]) for k, v in first.items()}, {k: k[1] for k in first}, unchanged
+    )
+    assert set(whole) == {"y"} and all(d.groups == n for d in per_group.values())
 
 
 def test_the_ci_is_widened_by_the_drifts_own_noise_and_only_one_host_is_read() -> None:

@@ -127,7 +127,11 @@ def _judged(
         return controls.history_against(spreads, drift)
 
     again, _ = controls.read_against_controls(
-        first, {key: str(key[1]) for key in every}, controls.unchanged(codes), figures, decline
+        first,
+        {key: str(key[1]) for key in every},
+        {key for key in every if str(key[1]) in controls.unchanged(codes)},
+        figures,
+        decline,
     )
     first.update(again)
     groups = [{**f, "implementation": key[1]} for key, f in first.items()]

@@ -107,6 +107,18 @@ def test_provenance_groups_every_field_once(browser_run: Path) -> None:
     assert any(path.startswith("host.") for path, _ in groups["Host"])
 
 
+def test_provenance_counts_the_task_digests_instead_of_listing_them(browser_run: Path) -> None:
+    """A real corpus run records one digest per task (hundreds): the provenance names how many,
+    and the other corpus fields stay as they are."""
+    manifest = dict(load_run(browser_run).manifest)
+    digests = {f"task_{i}": f"{i:064x}" for i in range(300)}
+    manifest["corpus"] = {"sha256": "a" * 64, "shared_sha256": "b" * 64, "task_sha256": digests}
+    rows = dict(grouped(manifest)["Corpus and datasets"])
+    assert rows["corpus.task_sha256"] == "300 task files (manifest.json)"
+    assert rows["corpus.shared_sha256"] == "b" * 64
+    assert not any(path.startswith("corpus.task_sha256.") for path in rows)
+
+
 def test_page_opens_with_the_verdict_and_folds_what_is_long(
     browser_run: Path, tmp_path: Path
 ) -> None:

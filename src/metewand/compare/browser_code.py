@@ -10,7 +10,10 @@ holds, from the run manifest:
 
 - the engine binary's sha256 and its ``--version`` output (a rebuilt or upgraded engine is a
   changed one);
-- the task corpus's sha256 (tasks, fixture pages, routes: a heavier page is changed work);
+- the task corpus: the row's own task file and every file that is no task's (fixture pages,
+  routes, answers: a heavier page is changed work), so an edited task changes that task's
+  identity alone (``run_plan.corpus_digest``); a run that recorded only the whole corpus's
+  digest takes that, and any edit changes every row;
 - metewand's own source tree (it drives raw CDP and passes the engine's launch flags) and the
   driver libraries' pins (the adapters drive the other paths);
 - how the run measured (adapter mode, CDP connection, isolation, phase marks, resource profile);
@@ -44,7 +47,9 @@ def run_facts(run: RunData) -> dict[str, Any] | None:
     """The run-level part of every row's identity; None when the run does not record it all."""
     data = run.manifest
     facts = {
-        "corpus": _value(data, "corpus.sha256"),
+        # the shared part where the run recorded its tasks' own digests (each row adds its
+        # task's), else the whole corpus's digest
+        "corpus": _value(data, "corpus.shared_sha256") or _value(data, "corpus.sha256"),
         "harness": _value(data, "runner.source.tree_sha256"),
         "drivers": _value(data, "peer_manifest.runner.harness_pins.drivers"),
         # the binary's digest, and what the engine says it is: a wrapper script's digest alone
@@ -69,6 +74,8 @@ def codes_of(run: RunData) -> Callable[[Mapping[str, Any]], str | None]:
         return lambda row: None
     engines = facts["engines"]
     shared = {k: v for k, v in facts.items() if k != "engines"}
+    per_task = _value(run.manifest, "corpus.task_sha256")
+    task_files = per_task if isinstance(per_task, Mapping) else None
 
     def of(row: Mapping[str, Any]) -> str | None:
         engine = row.get("engine")
@@ -77,6 +84,10 @@ def codes_of(run: RunData) -> Callable[[Mapping[str, Any]], str | None]:
             return None
         whole = {**shared, "engine": engine, "binary": binary}
         whole.update((name, row.get(name)) for name in ROW_FIELDS)
+        if task_files is not None:
+            whole["task_file"] = task_files.get(row.get("task_id"))
+            if not whole["task_file"]:
+                return None
         text = json.dumps(whole, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 

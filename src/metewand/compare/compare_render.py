@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from metewand import markdown as md
-from metewand.compare import pollution, verdicts
+from metewand.compare import controls, pollution, verdicts
 from metewand.compare.driver_costs import ROLLUP_HEAD, rollup_rows
 from metewand.compare.fmt import bytes_text, ns_text
 from metewand.compare.html_parts import page, paragraph, section, table
@@ -178,9 +178,9 @@ def notes(result: Mapping[str, Any]) -> list[str]:
     if speed:
         out.append(speed)
     noun = (result.get("group_names") or ["", "implementation"])[-1]
-    controls = controls_text(result["statistics"].get("controls"), result["metric"], noun)
-    if controls:
-        out.append(controls)
+    drift_note = controls_text(result["statistics"].get("controls"), result["metric"], noun)
+    if drift_note:
+        out.append(drift_note)
     return out
 
 
@@ -195,14 +195,22 @@ def controls_text(
         return f"not read against the unchanged {noun}s: {account['reason']}"
     block = account["metrics"].get(metric) or {}
     parts = [
-        f"{name} x{d['drift']:.3f} (from {', '.join(d['controls'])})"
+        f"{name} x{d['drift']:.3f} ({_drift_source(d)})"
         for name, d in block.get("implementations", {}).items()
     ]
     parts += [f"{name} not: {why}" for name, why in block.get("not_adjusted", {}).items()]
     return (
         f"each {noun} read against the host's drift between the runs that the other "
-        f"unchanged {noun}s read (--no-controls: off): {'; '.join(parts)}"
+        f"unchanged {noun}s read, or its own other unchanged groups where it has "
+        f"{controls.MIN_OWN_GROUPS} or more (--no-controls: off): {'; '.join(parts)}"
     )
+
+
+def _drift_source(drift: Mapping[str, Any]) -> str:
+    if drift.get("own_groups"):
+        groups = drift["control_groups"]
+        return f"from its own {groups} unchanged groups, each group leaving itself out"
+    return f"from {', '.join(drift['controls'])}"
 
 
 def speed_text(account: Mapping[str, Any] | None) -> str | None:

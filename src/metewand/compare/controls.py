@@ -21,6 +21,19 @@ a difference-in-differences with those as controls:
 - a group needs at least ``MIN_CONTROL_GROUPS`` control groups; with fewer (every implementation
   changed, or only one implementation) it is judged as before, and the comparison says why.
 
+An implementation with many unchanged groups of its own (``MIN_OWN_GROUPS`` others for each,
+such as a browser engine over a corpus) is its own control instead: each group is read against
+the median of that implementation's other unchanged groups, the group itself left out so that a
+change of its own is not taken for drift. Two engines do not drift alike: in the fifth A/A pair
+of browser runs in benchmarks/README.md (2026-12-05, work dir N, pair 1) Chrome's groups moved
+by a median of +10% and Lightpanda's by +3%, so Chrome read against Lightpanda kept 7% of its
+engine's own drift in every group, and its two shortest tasks (+31%) were called slower. Read
+against their own groups, no group of the seven kept browser A/A pairs (364 comparable groups,
+work dirs G, L and O) is called slower or faster, on duration or on CPU, and the planted
+comparisons find what they found before. A compute implementation's few cases (five in the
+sorting example) stay with the other implementations, whose pooled groups estimate the drift
+with less noise.
+
 Only between runs of one host (the ``host.*`` provenance facts agree): across hosts, the drift
 between the runs is what a comparison is asked about. ``compare --no-controls`` judges every
 group as before; each adjusted group keeps its figures before the controls beside.
@@ -30,7 +43,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -39,6 +52,8 @@ from metewand.compare.speed_adjust import widened_by
 K = TypeVar("K", bound=Hashable)
 
 MIN_CONTROL_GROUPS = 3
+# other unchanged groups of its own an implementation needs for each group to be its own control
+MIN_OWN_GROUPS = 10
 MEDIAN_SE_FACTOR = 1.2533  # sqrt(pi / 2): the median's standard error over the mean's
 
 
@@ -50,56 +65,85 @@ class Drift:
     se: float  # standard error of that median, log scale
     controls: tuple[str, ...]  # the unchanged implementations read
     groups: int
+    own: bool = False  # the implementation's own other groups, each group leaving itself out
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "drift": self.ratio,
             "drift_se_log": self.se,
             "controls": list(self.controls),
             "control_groups": self.groups,
         }
+        if self.own:
+            out["own_groups"] = True
+        return out
+
+
+def one_identity(seen: Iterable[str | None]) -> bool:
+    """Every unit, on both sides, carries the same known code identity."""
+    distinct = set(seen)
+    return len(distinct) == 1 and None not in distinct
 
 
 def unchanged(codes: Mapping[str, Iterable[str | None]]) -> set[str]:
     """The implementations whose every unit, on both sides, carries one known code identity."""
-    out = set()
-    for name, seen in codes.items():
-        distinct = set(seen)
-        if len(distinct) == 1 and None not in distinct:
-            out.add(name)
-    return out
+    return {name for name, seen in codes.items() if one_identity(seen)}
 
 
 def drifts(
     log_ratios: Mapping[K, float],
     implementation_of: Mapping[K, str],
-    same_code: set[str],
+    unchanged_groups: Collection[K],
 ) -> tuple[dict[str, Drift], dict[str, str]]:
-    """Per implementation, the drift its controls read, or why it has none."""
+    """Per implementation, the drift its controls read, or why it has none. ``unchanged_groups``: the
+    groups whose code is the same on both sides, the only ones that may serve as controls (for
+    a compute implementation all its groups or none; a browser engine's group also holds its
+    task, so an edited task leaves the engine's other groups unchanged)."""
     found: dict[str, Drift] = {}
     why: dict[str, str] = {}
     for name in sorted(set(implementation_of.values())):
         members = [
             (implementation_of[key], value)
             for key, value in log_ratios.items()
-            if implementation_of[key] != name
-            and implementation_of[key] in same_code
-            and math.isfinite(value)
+            if implementation_of[key] != name and key in unchanged_groups and math.isfinite(value)
         ]
         if len(members) < MIN_CONTROL_GROUPS:
             why[name] = (
                 f"{len(members)} groups of other unchanged implementations < {MIN_CONTROL_GROUPS}"
             )
             continue
-        values = [value for _, value in members]
-        se = MEDIAN_SE_FACTOR * statistics.stdev(values) / math.sqrt(len(values))
-        found[name] = Drift(
-            math.exp(statistics.median(values)),
-            se,
-            tuple(sorted({impl for impl, _ in members})),
-            len(values),
-        )
+        controls = tuple(sorted({impl for impl, _ in members}))
+        found[name] = _median_drift([value for _, value in members], controls, False)
     return found, why
+
+
+def _median_drift(values: Sequence[float], controls: tuple[str, ...], own: bool) -> Drift:
+    se = MEDIAN_SE_FACTOR * statistics.stdev(values) / math.sqrt(len(values))
+    return Drift(math.exp(statistics.median(values)), se, controls, len(values), own)
+
+
+def own_drifts(
+    log_ratios: Mapping[K, float],
+    implementation_of: Mapping[K, str],
+    unchanged_groups: Collection[K],
+) -> tuple[dict[K, Drift], dict[str, Drift]]:
+    """For each implementation with more than ``MIN_OWN_GROUPS`` unchanged groups: the drift
+    all of them read (for the account, and for its changed groups); and per unchanged group,
+    the drift the others read (the group left out)."""
+    own: dict[str, list[tuple[K, float]]] = {}
+    for key, value in log_ratios.items():
+        if key in unchanged_groups and math.isfinite(value):
+            own.setdefault(implementation_of[key], []).append((key, value))
+    per_group: dict[K, Drift] = {}
+    whole: dict[str, Drift] = {}
+    for name, members in own.items():
+        if len(members) <= MIN_OWN_GROUPS:
+            continue
+        values = [value for _, value in members]
+        whole[name] = _median_drift(values, (name,), True)
+        for i, (key, _) in enumerate(members):
+            per_group[key] = _median_drift(values[:i] + values[i + 1 :], (name,), True)
+    return per_group, whole
 
 
 def widened(figures: dict[str, Any], se: float) -> None:
@@ -153,7 +197,7 @@ def history_against(spreads: Sequence[tuple[float, float]], drift: float) -> str
 def read_against_controls(
     first: Mapping[K, Mapping[str, Any]],
     implementation_of: Mapping[K, str],
-    same_code: set[str],
+    unchanged_groups: Collection[K],
     refigure: Callable[[K, float], dict[str, Any]],
     decline: Callable[[str, float], str | None] | None = None,
 ) -> tuple[dict[K, dict[str, Any]], dict[str, Any]]:
@@ -161,20 +205,28 @@ def read_against_controls(
     group's figures as judged alone; ``refigure(key, drift)`` figures a group with NEW's units
     divided by ``drift``. Returns the new figures by group (CIs widened, the figures before
     beside) and the account (each implementation's drift, or why it has none). ``decline(name,
-    log drift)``: why an implementation is not to be read against its controls, or None (it
-    still serves as a control for the others)."""
+    log drift)``: why an implementation is not to be read against the other implementations'
+    drift, or None (it still serves as a control for the others); one read against its own
+    groups (``own_drifts``) is not asked."""
     ratios = {key: log_ratio(figures) for key, figures in first.items()}
-    found, why = drifts(ratios, implementation_of, same_code)
+    found, why = drifts(ratios, implementation_of, unchanged_groups)
+    per_group, own = own_drifts(ratios, implementation_of, unchanged_groups)
+    # its own groups move with it: the history's say, which weighs the other implementations'
+    # drift against a group's own noise, is not asked of an implementation read against them
+    found.update(own)
+    for name in own:
+        why.pop(name, None)
     for name, read in list(found.items()):
-        reason = decline(name, math.log(read.ratio)) if decline else None
+        reason = decline(name, math.log(read.ratio)) if decline and name not in own else None
         if reason:
             del found[name]
             why[name] = reason
     out: dict[K, dict[str, Any]] = {}
     for key, before in first.items():
-        drift = found.get(implementation_of[key])
-        if drift is None:
+        name = implementation_of[key]
+        if name not in found:
             continue
+        drift = per_group.get(key, found[name])  # a changed group leaves no one out
         figures = refigure(key, drift.ratio)
         widened(figures, drift.se)
         figures["controls"] = {

@@ -83,6 +83,11 @@ def grouped(manifest: Mapping[str, Any]) -> dict[str, list[tuple[str, Any]]]:
     out: dict[str, list[tuple[str, Any]]] = {RUN_GROUP: []}
     out.update({title: [] for title, _ in GROUPS})
     settings = {k: v for k, v in manifest.items() if k != "tasks"}
+    corpus = settings.get("corpus")
+    if isinstance(corpus, Mapping) and isinstance(corpus.get("task_sha256"), Mapping):
+        # one digest per task (compare.browser_code): a count here, the digests in the manifest
+        files = len(corpus["task_sha256"])
+        settings["corpus"] = {**corpus, "task_sha256": f"{files} task files (manifest.json)"}
     for path, value in flatten(settings):
         out[group_of(path)].append((path, value))
     order = [

@@ -403,10 +403,10 @@ def _judged_groups(
 
     groups = figured(settings)
     codes = {key: [*base_groups[key].row_codes, *new_groups[key].row_codes] for key in shared}
-    same_code = run_drift.same_code(codes)
+    unchanged_groups = run_drift.same_code(codes)
     other_hosts = controls.one_host(differences)
     judging, across = run_drift.across_groups(
-        dict(zip(shared, groups, strict=True)), same_code, settings, one_run, other_hosts
+        dict(zip(shared, groups, strict=True)), unchanged_groups, settings, one_run, other_hosts
     )
     if across["status"] == "used":
         groups = figured(judging)
@@ -417,7 +417,12 @@ def _judged_groups(
         return _figures(*side, metric, key, judging, kind, fit, drift)
 
     account = run_drift.against_controls(
-        dict(zip(shared, groups, strict=True)), same_code, settings, fits, other_hosts, refigure
+        dict(zip(shared, groups, strict=True)),
+        unchanged_groups,
+        settings,
+        fits,
+        other_hosts,
+        refigure,
     )
     return groups, across, account
 

@@ -19,17 +19,12 @@ if TYPE_CHECKING:
 Refigure = Callable[[Group, str, float], dict[str, Any]]
 
 
-def same_code(codes: Mapping[Group, Iterable[str | None]]) -> set[str]:
-    """The implementations each of whose groups carries one known code identity in every row of
-    both sides (``codes``: each group's rows' identities). Per group, not per implementation: a
-    browser engine's identity holds its task, so it differs from group to group."""
-    changed: set[str] = set()
-    names: set[str] = set()
-    for key, seen in codes.items():
-        names.add(key[1])
-        if not controls.unchanged({key[1]: seen}):
-            changed.add(key[1])
-    return names - changed
+def same_code(codes: Mapping[Group, Iterable[str | None]]) -> set[Group]:
+    """The groups that carry one known code identity in every row of both sides (``codes``:
+    each group's rows' identities). Per group, not per implementation: a browser engine's
+    identity holds its task, so an edited task changes that task's groups alone, and the
+    engine's other groups still serve as controls and in the spread across groups."""
+    return {key for key, seen in codes.items() if controls.one_identity(seen)}
 
 
 def _metrics(settings: Settings) -> list[str]:
@@ -38,7 +33,7 @@ def _metrics(settings: Settings) -> list[str]:
 
 def across_groups(
     figured: Mapping[Group, dict[str, Any]],
-    unchanged_code: set[str],
+    unchanged_groups: set[Group],
     settings: Settings,
     one_run: bool,
     other_hosts: str | None,
@@ -46,7 +41,9 @@ def across_groups(
     """Settings whose between-run spreads hold, for each metric the history lends none for,
     the spread read across the unchanged groups (``compare.cross_section``); and the account.
     ``figured``: each group's figures as judged alone."""
-    why = cross_section.refusal(settings.cross_section, one_run, other_hosts, bool(unchanged_code))
+    why = cross_section.refusal(
+        settings.cross_section, one_run, other_hosts, bool(unchanged_groups)
+    )
     if why:
         return settings, {"status": "not used", "reason": why}
     keys = list(figured)
@@ -54,8 +51,7 @@ def across_groups(
     if settings.companion:
         figures[settings.companion] = [g.get("companion") or {} for g in figured.values()]
     history = settings.between_run or {}
-    unchanged = {key for key in keys if key[1] in unchanged_code}
-    added, metrics = cross_section.read(keys, figures, unchanged, history)
+    added, metrics = cross_section.read(keys, figures, unchanged_groups & set(keys), history)
     if not added:
         why = "no group has enough unchanged others"
         return settings, {"status": "not used", "reason": why, "metrics": metrics}
@@ -65,7 +61,7 @@ def across_groups(
 
 def against_controls(
     figured: Mapping[Group, dict[str, Any]],
-    unchanged_code: set[str],
+    unchanged_groups: set[Group],
     settings: Settings,
     fits: Mapping[str, Mapping[str, speed_adjust.Fit]],
     other_hosts: str | None,
@@ -78,13 +74,14 @@ def against_controls(
         return {"status": "off"}
     if other_hosts is not None:
         return {"status": "not applied", "reason": f"the runs' hosts differ ({other_hosts})"}
-    if not unchanged_code:  # every implementation changed, or no row names its code
+    if not unchanged_groups:  # every implementation changed, or no row names its code
         return {
             "status": "not applicable",
             "reason": "no implementation's code is known to be the same on both sides",
         }
     implementation_of = {key: key[1] for key in figured}
-    out: dict[str, Any] = {"status": "used", "unchanged": sorted(unchanged_code), "metrics": {}}
+    unchanged = sorted({key[1] for key in unchanged_groups})
+    out: dict[str, Any] = {"status": "used", "unchanged": unchanged, "metrics": {}}
     for metric in _metrics(settings):
         judged = metric == settings.metric
         first = {
@@ -98,7 +95,7 @@ def against_controls(
 
         decline = _history_decline(list(figured), metric, settings, fits.get(metric, {}))
         again, out["metrics"][metric] = controls.read_against_controls(
-            first, implementation_of, unchanged_code, again_of, decline
+            first, implementation_of, unchanged_groups, again_of, decline
         )
         for key, figures in again.items():
             if judged:

@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -236,14 +236,37 @@ def _corpus_files(root: Path) -> Iterator[Path]:
                 yield path
 
 
-def corpus_digest(root: Path) -> dict[str, Any]:
+def corpus_digest(root: Path, tasks: Sequence[Task] = ()) -> dict[str, Any]:
     """sha256 over sorted ``relpath NUL filesha256 LF`` of every file of the corpus (outside
-    ``NOT_CORPUS`` directories)."""
-    digest = hashlib.sha256()
+    ``NOT_CORPUS`` directories).
+
+    With ``tasks`` (the corpus's task files), also the parts a row's code identity takes
+    (``compare.browser_code``): ``shared_sha256``, the same digest over every file that is no
+    task's (fixture pages, routes, answers, configuration, other tasks' files excluded), and
+    ``task_sha256``, each task's own file digest by task id. Editing one task's file then
+    changes only that task's identity; editing a shared file changes every task's. Each file
+    is read and hashed once for both."""
+    digest, shared = hashlib.sha256(), hashlib.sha256()
+    of_task = {task.path: task.task_id for task in tasks}
+    task_sha: dict[str, str] = {}
     count = 0
     files = sorted(_corpus_files(root), key=lambda p: p.relative_to(root).as_posix().encode())
     for path in files:
+        rel = path.relative_to(root).as_posix()
         file_sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        digest.update(f"{path.relative_to(root).as_posix()}\0{file_sha}\n".encode())
+        line = f"{rel}\0{file_sha}\n".encode()
+        digest.update(line)
+        if rel in of_task:
+            task_sha[of_task[rel]] = file_sha
+        else:
+            shared.update(line)
         count += 1
-    return {"path": str(root.resolve()), "sha256": digest.hexdigest(), "file_count": count}
+    found: dict[str, Any] = {
+        "path": str(root.resolve()),
+        "sha256": digest.hexdigest(),
+        "file_count": count,
+    }
+    if tasks:
+        found["shared_sha256"] = shared.hexdigest()
+        found["task_sha256"] = dict(sorted(task_sha.items()))
+    return found

@@ -67,6 +67,15 @@ Executor = ExecutorChoice
 RunResult = RunOutcome
 
 
+def _corpus_facts(plan: Plan) -> dict[str, Any]:
+    """The corpus's digest, with the shared part and the selected tasks' own file digests
+    (``run_plan.corpus_digest``): every task file is left out of the shared part, run or not."""
+    facts = corpus_digest(plan.corpus.root, plan.corpus.tasks)
+    selected = {task.task_id for task in plan.tasks}
+    facts["task_sha256"] = {k: v for k, v in facts["task_sha256"].items() if k in selected}
+    return facts
+
+
 def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
     """The run's own settings; ``runtime.run.start`` adds the provenance facts (host, runner)."""
     config = plan.config
@@ -100,7 +109,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
         "reuse": REUSE_POLICY,
         "benchmarked_tree": provenance.benchmarked_tree(config.tasks_dir),
         "cdp_connection": CONNECTION_POLICY,
-        "corpus": corpus_digest(plan.corpus.root),
+        "corpus": _corpus_facts(plan),
         "engines": {
             name: {"found": False, "reason": m.reason, "detail": m.detail}
             for name, m in plan.missing.items()
