@@ -1,6 +1,7 @@
 """Fixtures every test file may use (helpers live in plain modules beside the tests)."""
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,14 @@ HISTORY_ENV = "METEWAND_HISTORY"
 # two such tests to it). Set here, at import, so module-level copies of the environment have it
 # too; the tests of the start-up sweep turn it back on for their own subprocesses.
 os.environ["METEWAND_ORPHAN_SWEEP"] = "off"
+
+# A suite started in the background by a shell without job control (`nohup make test &`, a CI
+# launcher) inherits SIGINT ignored, and every process it starts inherits that too: the tests that
+# stop a run with Ctrl-C then wait out their timeouts (8 failures, one test 241 s, seen here).
+# A handler is reset to the default at exec, an ignored signal is not, so one handler here is
+# enough for every metewand process the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
