@@ -184,9 +184,11 @@ def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
                 assert block["adapter_mode"] == mode
                 _check_attempt(phases, f"{key} {mode}")
             return
-        except (LateWitness, BusyNeighbour) as exc:
-            late.append(str(exc))
-    pytest.fail(f"every try's burn was read late or beside Chrome's own work: {late}")
+        except (LateWitness, BusyNeighbour, LostWitness) as exc:
+            late.append(f"{type(exc).__name__}: {exc}")
+    if all(reason.startswith("LostWitness") for reason in late):
+        pytest.skip(f"every try's witness lost a process of the group during the burn: {late}")
+    pytest.fail(f"every try's burn was read late, beside Chrome's own work or unseen: {late}")
 
 
 TRIES = 3
@@ -197,6 +199,12 @@ class BusyNeighbour(AssertionError):
     not what ran there: Chrome's own work (CI at load ~5 once: op1 970 ms while its loop thread
     was idle, the burn op 514 ms). Run again like a late reading; a burn found in the wrong op
     fails at once."""
+
+
+class LostWitness(AssertionError):
+    """A process of the group exited between op1's and op3's witness, so its threads could not
+    be read and the burning thread may be among them (seen at load ~7, twice in 8 runs; once in
+    a quiet CI run). Run again like a late reading: a skip only when every try lost one."""
 
 
 class LateWitness(AssertionError):
@@ -246,8 +254,8 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
             {pid for pid, _tid in phases.witness[marks.index(op)][1]}
             for op in ("op1:evaluate", "op3:evaluate")
         )
-        if before - after:  # seen on a loaded host: the witness cannot read an exited process
-            pytest.skip(
+        if before - after:  # the witness cannot read an exited process
+            raise LostWitness(
                 f"the witness lost pid(s) {sorted(before - after)} of the group during "
                 f"the burn: it cannot say which thread ran the loop ({cpu_ms})"
             )
