@@ -175,7 +175,7 @@ def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
 ) -> None:
     process, group = chrome_in_group
     root = _corpus(tmp_path / "corpus")
-    late: list[str] = []
+    late: list[AssertionError] = []
     for attempt in range(TRIES):  # a try the host delayed is run again; late every time fails
         work = tmp_path / f"work{attempt}"
         attempts = asyncio.run(_attempts(process, group, key, mode, root, work))
@@ -185,10 +185,11 @@ def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
                 _check_attempt(phases, f"{key} {mode}")
             return
         except (LateWitness, BusyNeighbour, LostWitness) as exc:
-            late.append(f"{type(exc).__name__}: {exc}")
-    if all(reason.startswith("LostWitness") for reason in late):
-        pytest.skip(f"every try's witness lost a process of the group during the burn: {late}")
-    pytest.fail(f"every try's burn was read late, beside Chrome's own work or unseen: {late}")
+            late.append(exc)
+    reasons = [f"{type(exc).__name__}: {exc}" for exc in late]
+    if all(isinstance(exc, LostWitness) for exc in late):
+        pytest.skip(f"every try's witness lost a process of the group during the burn: {reasons}")
+    pytest.fail(f"every try's burn was read late, beside Chrome's own work or unseen: {reasons}")
 
 
 TRIES = 3

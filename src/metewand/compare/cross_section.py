@@ -10,8 +10,8 @@ processes of the second run all read about 13% more than the first run's, and no
 moved. A run moves one group by more than its processes' scatter says, and that is the noise
 missing.
 
-Every group of an implementation whose code is the same on both sides (``controls.unchanged``)
-is an A/A pair of its own: its log ratio ``y_i`` is the runs' common drift, plus the group's
+Every group whose code is the same on both sides (``run_drift.same_code``) is an A/A pair of
+its own: its log ratio ``y_i`` is the runs' common drift, plus the group's
 own between-run move, plus its sampling error (variance ``s_i²``, its figures' standard error).
 The spread of the group moves, ``τ²``, is the random-effects heterogeneity of a meta-analysis,
 estimated by the method of moments over the other unchanged groups (a group never estimates its
