@@ -266,7 +266,8 @@ class Group:
         path = os.path.join(parent_dir, orphans.group_name(safe, os.urandom(4).hex()))
         if announce is not None:
             announce(path)
-        watchdog.guard_group(path)  # removed by the watchdog if metewand dies with it
+        # removed by the watchdog if metewand dies with it (one message per parent: its name)
+        watchdog.guard_groups_in(parent_dir, orphans.own_start())
         os.mkdir(path)
         return cls(path)
 

@@ -46,6 +46,11 @@ def group_name(label: str, unique: str) -> str:
     return f"{PREFIX}{label}-{pid}-{unique}-s{_own_start(pid)}"
 
 
+def own_start() -> int:
+    """This process's start time as its group names carry it."""
+    return _own_start(os.getpid())
+
+
 def creator_of(name: str) -> tuple[int, int | None] | None:
     """(pid, start time or None) of the process that made the group ``name``; None when the
     name is not one metewand gives."""

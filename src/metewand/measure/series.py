@@ -34,6 +34,7 @@ from metewand.measure.host import HostTelemetry
 from metewand.measure.host_gate import GateThresholds
 from metewand.measure.proc_events import ProcEvents, open_events
 from metewand.measure.process import DEVNULL, Process
+from metewand.measure.spare_accounting import SpareAccounting
 from metewand.measure.spawner import Spawner, open_spawner
 from metewand.measure.subject import SubjectReport, run_measured, terminate_as_interrupt
 
@@ -238,6 +239,9 @@ class _Tools(NamedTuple):
     marks: MarkReader | None
     layout: CgroupLayout
     spawner: Spawner | None
+    # the next run's groups made during this run's spawn (measure.spare_accounting); None
+    # without a spawner, or when consecutive runs are of commands with other names
+    spares: SpareAccounting | None = None
 
 
 def _helper(argv: tuple[str, ...] | None, role: str, options: SeriesOptions) -> None:
@@ -268,6 +272,7 @@ def _one(command: Command, options: SeriesOptions, tools: _Tools) -> SubjectRepo
         layout=tools.layout,
         spawner=tools.spawner,
         pss=False,
+        spares=tools.spares,
     )
     status = report.shell_exit_status
     if status != 0 and not options.ignore_failure:
@@ -358,6 +363,22 @@ def _marks(options: SeriesOptions) -> MarkReader | None:
     return MarkReader(options.mark_fifo, options.mark_limit)
 
 
+def _spares(
+    commands: Sequence[Command],
+    options: SeriesOptions,
+    layout: CgroupLayout,
+    spawner: Spawner | None,
+) -> SpareAccounting | None:
+    """Groups made ahead, where a spawn leaves the time to make them and the next run's command
+    is known to have the same name (its groups are named after it): interleaved rounds of
+    commands with other names would throw most spares away."""
+    if spawner is None:
+        return None
+    if options.interleave and len({os.path.basename(c.argv[0]) for c in commands}) > 1:
+        return None
+    return SpareAccounting(options.backend, layout)
+
+
 def run_all(
     commands: Sequence[Command],
     options: SeriesOptions,
@@ -374,11 +395,13 @@ def run_all(
     host = start_host(options)
     previous = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    layout = detect_layout()  # once: the groups' parents do not move between runs
     tools = _Tools(
         events=open_events(),
         marks=_marks(options),
-        layout=detect_layout(),  # once: the groups' parents do not move between runs
+        layout=layout,
         spawner=spawner,
+        spares=_spares(commands, options, layout, spawner),
     )
     try:
         with terminate_as_interrupt():
@@ -392,6 +415,8 @@ def run_all(
             host.sample_now()
     finally:
         sys.setswitchinterval(previous)
+        if tools.spares is not None:
+            tools.spares.close()
         if tools.events is not None:
             tools.events.close()
         record = host_record(host)

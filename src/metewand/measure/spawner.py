@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from metewand.errors import MetewandError
@@ -189,10 +189,13 @@ class Spawner:
         cwd: str | None = None,
         quiet: bool = False,
         watch: bool = False,
+        meanwhile: Callable[[], None] | None = None,
     ) -> Process:
         """Start ``argv`` in a new session inside the groups of ``join``. ``exec_ns`` of the
         result is the monotonic clock just before the spawn (the spawn's own cost included, as
-        a fork-and-wait tool measures it). Raises OSError when the command cannot start."""
+        a fork-and-wait tool measures it). ``meanwhile`` runs while the server spawns, before
+        its reply is read (``measure.spare_accounting``); it must not raise. Raises OSError
+        when the command cannot start."""
         from metewand.measure.process import Process
 
         path = self._resolve(argv[0], env)
@@ -201,7 +204,9 @@ class Spawner:
         environment = None if env is None else dict(env)
 
         def spawn() -> tuple[Any, int]:
-            pid, started_ns = self._spawn_joined(path, list(argv), environment, cwd, quiet, join)
+            pid, started_ns = self._spawn_joined(
+                path, list(argv), environment, cwd, quiet, join, meanwhile
+            )
             return SpawnedChild(self, pid), started_ns
 
         # born inside its groups, which the watchdog guards (it kills their members): no
@@ -231,6 +236,7 @@ class Spawner:
         cwd: str | None,
         quiet: bool,
         join: JoinPaths,
+        meanwhile: Callable[[], None] | None,
     ) -> tuple[int, int]:
         moved: list[str] = []
         self.move_warmer.stop()
@@ -238,7 +244,7 @@ class Spawner:
             for procs, home in join:
                 _write_pid(procs, self._pid_bytes)
                 moved.append(home)
-            reply = self._ask(("spawn", path, argv, env, cwd, quiet))
+            reply = self._ask(("spawn", path, argv, env, cwd, quiet), meanwhile)
         finally:
             try:
                 for home in moved:  # out again before anything else: only the spawn is charged
@@ -265,7 +271,9 @@ class Spawner:
         body = marshal.dumps(message)
         os.write(self._requests, len(body).to_bytes(4, "little") + body)
 
-    def _ask(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+    def _ask(
+        self, message: tuple[Any, ...], meanwhile: Callable[[], None] | None = None
+    ) -> tuple[Any, ...]:
         with self._lock:
             if self._broken:
                 raise SpawnerGone("the spawn server is no longer usable")
@@ -273,6 +281,8 @@ class Spawner:
                 message, self._exited = (*message, self._exited), []
             try:
                 self._send(message)
+                if meanwhile is not None:
+                    meanwhile()
                 reply = self._read_reply()
             except BaseException:
                 self._broken = True  # an interrupted exchange leaves the pipes out of step

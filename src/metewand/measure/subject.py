@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from metewand.errors import MetewandError
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from metewand.measure.cgroups import CgroupLayout
     from metewand.measure.mark_fifo import MarkReader
     from metewand.measure.pss import PssScanner
+    from metewand.measure.spare_accounting import SpareAccounting
     from metewand.measure.spawner import Spawner
 
 MEASUREMENT_FIELDS = (
@@ -109,6 +111,7 @@ class _Launch(NamedTuple):
     cwd: str | None
     quiet: bool  # stdout and stderr to /dev/null
     spawner: Spawner | None  # None: ``Process.start`` with a pre-exec join
+    meanwhile: Callable[[], None] | None = None  # run while the spawner spawns (a spare's refill)
 
 
 class _Run:
@@ -147,6 +150,7 @@ def _start(
                 cwd=launch.cwd,
                 quiet=launch.quiet,
                 watch=watch,
+                meanwhile=launch.meanwhile,
             )
         output = DEVNULL if launch.quiet else None
         return Process.start(
@@ -304,6 +308,7 @@ def run_measured(
     layout: CgroupLayout | None = None,
     spawner: Spawner | None = None,
     pss: bool = True,
+    spares: SpareAccounting | None = None,
 ) -> SubjectReport:
     """Run ``argv`` to completion inside a fresh accounting and report what it cost.
 
@@ -315,15 +320,23 @@ def run_measured(
     ``layout``: the cgroup layout detected once for repeated runs (~0.4 ms a detection here).
     ``spawner``: start the command through this spawn server (``measure.spawner``), else by a
     fork with a pre-exec join. ``pss``: False takes no PSS scan (the PSS fields are then
-    unavailable; ``measure``'s repeated runs keep none).
+    unavailable; ``measure``'s repeated runs keep none). ``spares``: take this run's accounting
+    from it, and (with a spawner) make the next run's while the command is spawned
+    (``measure.spare_accounting``; its backend and layout stand for ``backend`` and ``layout``).
     """
     if not argv:
         raise ValueError("empty command")
     own_events = events is None
     if own_events:
         events = open_events()
-    launch = _Launch(env, cwd, discard_output, spawner)
-    run = _Run(open_accounting(backend, label=os.path.basename(argv[0]), layout=layout))
+    label = os.path.basename(argv[0])
+    if spares is None:
+        launch = _Launch(env, cwd, discard_output, spawner)
+        run = _Run(open_accounting(backend, label=label, layout=layout))
+    else:
+        refill = None if spawner is None else partial(spares.refill, label)
+        launch = _Launch(env, cwd, discard_output, spawner, refill)
+        run = _Run(spares.take(label))
 
     def make_sampler(accounting: TreeAccounting) -> Sampler:
         return Sampler(accounting, interval_ms, pss_every, scanner, fault_hook=fault_hook, pss=pss)

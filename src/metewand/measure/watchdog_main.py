@@ -4,18 +4,20 @@ Run as ``python -I -S watchdog_main.py SRC_ROOT COMMAND_FD RUNNER_PIDFD RUNNER_P
 session of its own, outside every accounting group. It reads what its runner guards from the command
 pipe, one line each:
 
-    G <path>                      an accounting group (sent before the group is made)
+    R <start> <parent>            every group in <parent> named as the runner's (its pid and
+                                  <start>, ``orphans.group_name``); sent before its first one
     P <pid> <start> <session>     a process the runner started (its identity)
     F <pid> <start>               that process was reaped: forget it
     D <path>                      a private directory the runner made (an engine's profile)
     U <path>                      the runner removed that directory itself: forget it
 
 When the runner is gone (its pidfd becomes readable; without a pidfd, the pipe's end of file),
-it reads what is still in the pipe, kills every guarded group's members (``cgroup.kill`` where
-the kernel has it) and every live guarded process with the members of the session it led
-(``process_sweep.left_alive``: a recycled pid is never hit), removes the groups, then the
-guarded directories (a real directory at an absolute path, never through a symlink), and exits.
-A runner that ended normally left nothing, so then there is nothing to do. On its start it also
+it reads what is still in the pipe, finds the runner's groups in the R parents by their names,
+kills their members (``cgroup.kill`` where the kernel has it) and every live guarded
+process with the members of the session it led (``process_sweep.left_alive``: a recycled pid is
+never hit), removes the groups, then the guarded directories (a real directory at an absolute
+path, never through a symlink), and exits. A runner that ended normally left nothing, so then
+there is nothing to do but look. On its start it also
 removes orphan groups that earlier metewand processes left (``measure.orphans``), in a thread,
 so the pipe is read meanwhile, at the lowest priority (not with ``METEWAND_ORPHAN_SWEEP=off``);
 READY_FD hears a byte once it is up (``watchdog.ready``).
@@ -41,7 +43,7 @@ def _load(src_root: str) -> None:
 
 class Guarded:
     def __init__(self) -> None:
-        self.groups: dict[str, None] = {}
+        self.parents: dict[str, int] = {}  # R: parent -> the runner's start time
         self.processes: dict[tuple[int, int], int] = {}  # (pid, start) -> session
         self.dirs: dict[str, None] = {}
         self._pending = b""
@@ -53,6 +55,8 @@ class Guarded:
             text = line.decode("utf-8", "surrogateescape")
             if text[:2] in ("D ", "U "):  # a path may hold spaces: the rest of the line is it
                 self._directory(text[0], text[2:])
+            elif text[:2] == "R ":
+                self._parent(text[2:])
             else:
                 self._apply(text.split(" ", 3))
 
@@ -62,14 +66,17 @@ class Guarded:
         else:
             self.dirs.pop(path, None)
 
+    def _parent(self, rest: str) -> None:
+        start, _, parent = rest.partition(" ")
+        with contextlib.suppress(ValueError):  # a malformed line names nothing to act on
+            self.parents[parent] = int(start)
+
     def __bool__(self) -> bool:
-        return bool(self.groups or self.processes or self.dirs)
+        return bool(self.parents or self.processes or self.dirs)
 
     def _apply(self, parts: list[str]) -> None:
         try:
-            if parts[0] == "G" and len(parts) == 2:
-                self.groups[parts[1]] = None
-            elif parts[0] == "P" and len(parts) == 4:
+            if parts[0] == "P" and len(parts) == 4:
                 self.processes[(int(parts[1]), int(parts[2]))] = int(parts[3])
             elif parts[0] == "F" and len(parts) == 3:
                 self.processes.pop((int(parts[1]), int(parts[2])), None)
@@ -92,14 +99,34 @@ def _drain(fd: int, guarded: Guarded) -> bool:
         os.set_blocking(fd, True)
 
 
-def _sweep(guarded: Guarded) -> None:
-    # the groups a runner removed itself are gone: nothing to load or do for them (a runner
-    # that ended normally, the usual case, leaves none)
-    groups = [path for path in guarded.groups if os.path.isdir(path)]
+def _sweep(guarded: Guarded, runner_pid: int) -> None:
+    # the groups a runner removed itself are gone: none is found (a runner that ended
+    # normally, the usual case, leaves none)
+    groups = _named_groups(guarded.parents, runner_pid)
     if groups or guarded.processes:
         _kill_and_remove_groups(guarded, groups)
     for path in guarded.dirs:  # after the kills: no engine is left to write into them
         _remove_dir(path)
+
+
+def _named_groups(parents: dict[str, int], runner_pid: int) -> list[str]:
+    """The groups in the R parents whose names say the runner made them."""
+    if not parents:
+        return []
+    from metewand.measure import orphans
+
+    found = []
+    for parent, start in parents.items():
+        try:
+            entries = list(os.scandir(parent))
+        except OSError:
+            continue
+        for entry in entries:
+            if orphans.creator_of(entry.name) == (runner_pid, start) and entry.is_dir(
+                follow_symlinks=False
+            ):
+                found.append(entry.path)
+    return found
 
 
 def _remove_dir(path: str) -> None:
@@ -185,7 +212,7 @@ def main(argv: list[str]) -> int:
     if reading:
         _drain(command_fd, guarded)
     if guarded:
-        _sweep(guarded)
+        _sweep(guarded, int(argv[4]))
     # a runner done in milliseconds (`measure -- true`) must not end the orphan sweep it started
     orphan_sweep.join(2 * SWEEP_WAIT_S)
     return 0
