@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compare_helpers import sorting_copy
+from metewand.measure.spawner import Spawner
 from shared_paths import lexbench
 
 __all__ = ["lexbench", "short_sorting"]
@@ -49,6 +50,14 @@ def _test_history(
     default location remove the variable from their subprocesses' environment."""
     path: Path = tmp_path_factory.mktemp("history") / "history.duckdb"
     monkeypatch.setenv(HISTORY_ENV, str(path))
+
+
+@pytest.fixture
+def spawner() -> Iterator[Spawner]:
+    """A spawn server (measure.spawner) for one test; modules using it skip where none works
+    (``measure_helpers.NO_SPAWNER``)."""
+    with Spawner() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -9,35 +9,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from measure_helpers import NO_SPAWNER, require_backend
 from metewand.measure import orphans
-from metewand.measure.accounting import AccountingUnavailable, CgroupAccounting, open_accounting
+from metewand.measure.accounting import CgroupAccounting
 from metewand.measure.cgroups import detect_layout, own_v2_dir
 from metewand.measure.spare_accounting import SpareAccounting
-from metewand.measure.spawner import Spawner, spawner_unavailable_reason
+from metewand.measure.spawner import Spawner
 from metewand.measure.subject import run_measured
 from watchdog_helpers import wait_groups_gone
 
-pytestmark = pytest.mark.skipif(
-    spawner_unavailable_reason() is not None, reason=f"no spawner: {spawner_unavailable_reason()}"
-)
-
-
-@pytest.fixture
-def spawner() -> Iterator[Spawner]:
-    with Spawner() as server:
-        yield server
-
-
-def _require(backend: str) -> None:
-    try:
-        open_accounting(backend, label="probe").close()
-    except AccountingUnavailable as exc:
-        pytest.skip(f"backend {backend} unavailable here: {exc.reason}")
+pytestmark = NO_SPAWNER
 
 
 def _mine_in(parents: set[str]) -> list[str]:
@@ -60,7 +45,7 @@ def _groups(accounting: object) -> list[str]:
 def test_each_run_is_born_in_the_spare_made_during_the_spawn_before(
     backend: str, spawner: Spawner, tmp_path: Path
 ) -> None:
-    _require(backend)
+    require_backend(backend)
     spares = SpareAccounting(backend, detect_layout())
     out = tmp_path / "cgroup"
     command = ["sh", "-c", f"cat /proc/self/cgroup >> {out}; echo --- >> {out}"]
@@ -93,7 +78,7 @@ def test_each_run_is_born_in_the_spare_made_during_the_spawn_before(
 
 
 def test_a_spare_made_for_another_command_is_removed_not_used(tmp_path: Path) -> None:
-    _require("cgroup2")
+    require_backend("cgroup2")
     spares = SpareAccounting("cgroup2", detect_layout())
     spares.refill("first")
     spare = spares._spare
@@ -111,7 +96,7 @@ def test_a_spare_made_for_another_command_is_removed_not_used(tmp_path: Path) ->
 
 def test_a_series_leaves_no_group_of_its_own(tmp_path: Path) -> None:
     """``measure --runs 20``: its spare of the last run is removed with the rest."""
-    _require("cgroup2")
+    require_backend("cgroup2")
     runner = subprocess.Popen(
         [sys.executable, "-m", "metewand", "measure", "--runs", "20", "--", "true"],
         cwd=tmp_path,
@@ -143,7 +128,7 @@ def test_the_watchdog_removes_a_killed_runners_groups_by_their_names_and_no_othe
 ) -> None:
     """Group.create tells the watchdog the parent once; when the runner is killed, the groups
     there named as the runner's go, and a live process's group beside them stays."""
-    _require("cgroup2")
+    require_backend("cgroup2")
     parent = own_v2_dir()
     assert parent is not None
     runner = subprocess.Popen(

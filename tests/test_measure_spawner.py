@@ -8,27 +8,19 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from metewand.measure.accounting import AccountingUnavailable, open_accounting
+from measure_helpers import NO_SPAWNER, require_backend
+from metewand.measure.accounting import open_accounting
 from metewand.measure.cgroups import own_v2_dir
 from metewand.measure.forms import Status
-from metewand.measure.spawner import WARM_AT_MOST_S, Spawner, spawner_unavailable_reason
+from metewand.measure.spawner import WARM_AT_MOST_S, Spawner
 from metewand.measure.subject import SubjectStartError, run_measured
 from test_measure_accounting import ALLOCATE, CHILD, MIB, PARENT, tree_cpu_slack_ns
 
-pytestmark = pytest.mark.skipif(
-    spawner_unavailable_reason() is not None, reason=f"no spawner: {spawner_unavailable_reason()}"
-)
-
-
-@pytest.fixture
-def spawner() -> Iterator[Spawner]:
-    with Spawner() as server:
-        yield server
+pytestmark = NO_SPAWNER
 
 
 def _cgroup_paths(pid: int) -> set[str]:
@@ -36,18 +28,11 @@ def _cgroup_paths(pid: int) -> set[str]:
     return set(Path(f"/proc/{pid}/cgroup").read_text().splitlines())
 
 
-def _require(backend: str) -> None:
-    try:
-        open_accounting(backend, label="probe").close()
-    except AccountingUnavailable as exc:
-        pytest.skip(f"backend {backend} unavailable here: {exc.reason}")
-
-
 @pytest.mark.parametrize("backend", ["cgroup2", "cgroup1"])
 def test_the_command_is_born_in_its_groups_and_the_server_goes_home(
     backend: str, spawner: Spawner, tmp_path: Path
 ) -> None:
-    _require(backend)
+    require_backend(backend)
     home = _cgroup_paths(spawner.pid)
     out = tmp_path / "cgroup"
     accounting = open_accounting(backend, label="spawned")
@@ -69,7 +54,7 @@ def test_the_command_is_born_in_its_groups_and_the_server_goes_home(
 
 def test_the_tree_cpu_through_the_spawner_matches_the_sum(spawner: Spawner, tmp_path: Path) -> None:
     """Issue 2's exactness, started through the server: a child the parent never reaps."""
-    _require("cgroup2")
+    require_backend("cgroup2")
     out = str(tmp_path / "cpu")
     report = run_measured([sys.executable, "-c", PARENT, out, CHILD], spawner=spawner)
     expected = sum(float(Path(out + s).read_text()) for s in (".parent", ".child")) * 1e9
@@ -196,7 +181,7 @@ def test_the_move_lock_warmer_runs_until_the_first_join_and_moves_nothing(
     """From the server's start to the first command's join, this process is moved into its own
     cgroup2 group every few ms (a move that changes nothing: its groups stay as they were); the
     first join stops it."""
-    _require("cgroup2")
+    require_backend("cgroup2")
     group = own_v2_dir()
     if group is None or not os.access(os.path.join(group, "cgroup.procs"), os.W_OK):
         pytest.skip(f"this process's cgroup2 group cannot be written here: {group}")
