@@ -14,8 +14,10 @@ What it does not change:
   members killed first, as before (a removal left for later would let a daemon the command left
   behind run beside the next run);
 - the command's wall time: with a spawn server it starts at the server's own stamp and ends at
-  the kernel's exit event (or the exit seen after the reply), and the spare is made before the
-  reply is read, while the command is being spawned, not while it runs;
+  the kernel's exit event (or the exit seen after the reply). The spare is made between the
+  request and the reply, so a short command may already run, on the other core, while it is
+  made: on ``true`` (0.6 ms) no effect on the measured wall could be told apart from the scatter
+  between invocations (benchmarks/README.md, 2026-12-06);
 - a spare that is never used (the last run, an interrupt, a command of another name next) is
   removed by ``close``, or by the watchdog if this process dies first.
 """
