@@ -20,7 +20,7 @@ from metewand.measure.cgroups import detect_layout, own_v2_dir
 from metewand.measure.spare_accounting import SpareAccounting
 from metewand.measure.spawner import Spawner
 from metewand.measure.subject import run_measured
-from watchdog_helpers import wait_groups_gone
+from watchdog_helpers import groups_made_by, wait_groups_gone
 
 pytestmark = NO_SPAWNER
 
@@ -105,12 +105,7 @@ def test_a_series_leaves_no_group_of_its_own(tmp_path: Path) -> None:
     )
     _, err = runner.communicate(timeout=120)
     assert runner.returncode == 0, err
-    left = [
-        path
-        for path in orphans.metewand_groups()
-        if (orphans.creator_of(os.path.basename(path)) or (0,))[0] == runner.pid
-    ]
-    assert left == []
+    assert groups_made_by(runner.pid) == []
 
 
 RUNNER = """

@@ -117,15 +117,13 @@ def _named_groups(parents: dict[str, int], runner_pid: int) -> list[str]:
 
     found = []
     for parent, start in parents.items():
-        try:
-            entries = list(os.scandir(parent))
-        except OSError:
-            continue
-        for entry in entries:
-            if orphans.creator_of(entry.name) == (runner_pid, start) and entry.is_dir(
-                follow_symlinks=False
-            ):
-                found.append(entry.path)
+        with contextlib.suppress(OSError), os.scandir(parent) as entries:
+            found += [
+                entry.path
+                for entry in entries
+                if orphans.creator_of(entry.name) == (runner_pid, start)
+                and entry.is_dir(follow_symlinks=False)
+            ]
     return found
 
 
