@@ -200,3 +200,51 @@ def test_rows_of_a_host_name_that_hosts_binary_once_a_run_had_workers(tmp_path: 
         with RunStore.create(tmp_path / "runs", f"r{index}", {"suite": "browser", **data}) as store:
             suite = BrowserSuite(plan, store, None)
             assert suite.identity_of("chrome") == expected, data
+
+
+def test_a_local_slot_runs_its_rounds_on_its_loop_thread_one_row_before_the_next_attempt(
+    tmp_path: Path,
+) -> None:
+    """Real Lightpanda attempts and a missing engine's rows: every event comes from the slot's
+    event loop thread (no hand-over to the slot thread around an attempt), in plan order."""
+    import threading
+
+    from metewand.runtime.executor import LocalExecutor
+    from metewand.runtime.store import RunStore
+    from metewand.suites.browser.profiler import ResourceProfiler
+    from metewand.suites.browser.suite import BrowserSuite
+
+    tasks = {
+        f"t{n}.json": {**copy.deepcopy(ABOUT_BLANK_TASK), "task_id": f"tiny_{n}"} for n in range(2)
+    }
+    corpus = tiny_corpus(tmp_path / "corpus", tasks)
+    plan = build_plan(RunConfig(str(corpus), ("lightpanda", "moli"), k=1, seed="s1"))
+    events: list[tuple[str, str, str]] = []
+
+    class Sink:
+        def attempt_started(self, label: str) -> None:
+            events.append(("started", label, threading.current_thread().name))
+
+        def attempt_finished(self, row: dict[str, Any]) -> None:
+            events.append(("finished", row["key"], threading.current_thread().name))
+            finished[row["key"]] = row["status"]
+
+    finished: dict[str, str] = {}
+    with RunStore.create(tmp_path / "runs", "loop", {"suite": "browser"}) as store:
+        profiler = ResourceProfiler(plan.config, store.run_dir, store.run_id)
+        suite = BrowserSuite(plan, store, profiler)
+        try:
+            LocalExecutor(1).run(suite, suite.units(), Sink())
+        finally:
+            suite.teardown()
+            profiler.close()
+    assert {thread for _, _, thread in events} == {"mw-slot-loop-0"}
+    by_key = {a.key: a for a in plan.attempts}
+    order = [key for unit in rounds(plan, set()) for key in unit.keys]
+    assert [kind for kind, _, _ in events] == ["started", "finished"] * len(order)
+    assert [key for kind, key, _ in events if kind == "finished"] == order
+    assert [label for kind, label, _ in events if kind == "started"] == [
+        by_key[key].label for key in order
+    ]
+    statuses = {by_key[key].engine: status for key, status in finished.items()}
+    assert statuses == {"lightpanda": "pass", "moli": "unsupported"}

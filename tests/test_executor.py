@@ -9,7 +9,7 @@ import pytest
 
 from lifecycle_suite import ProcessSuite
 from metewand.runtime.executor import LocalExecutor
-from metewand.runtime.suite import Row
+from metewand.runtime.suite import Row, UnitEvents
 
 
 class Recorder:
@@ -84,6 +84,27 @@ def test_a_unit_runs_on_one_slot_and_slots_never_outnumber_units() -> None:
     assert suite.opened == ["0"]  # one unit: one slot, however many jobs
     assert {row["slot"] for row in rows} == {"0"}
     assert len({row["pid"] for row in rows}) == 3  # three real processes, one per attempt
+
+
+class QueueSuite(ProcessSuite):
+    """A suite that takes a slot's queue itself (``run_units``), as the browser suite does."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls: list[tuple[str, str]] = []  # (slot id, thread) per run_units call
+
+    def run_units(self, slot: Any, next_unit: Any, events: UnitEvents) -> None:
+        self.calls.append((slot.slot_id, threading.current_thread().name))
+        while (unit := next_unit()) is not None:
+            self.run_unit(slot, unit, events)
+
+
+def test_a_suite_with_run_units_is_handed_each_slots_queue_once() -> None:
+    suite = QueueSuite(units=6, attempts=2, sleep_s=0.1)
+    sink = _run(suite, jobs=2)
+    assert sorted(suite.calls) == [("0", "mw-slot-0"), ("1", "mw-slot-1")]
+    assert sorted(sink.finished()) == sorted(k for u in suite.planned for k in u.keys)
+    assert suite.peak == 2 and not sink.overlapped
 
 
 def test_a_harness_fault_stops_every_slot_and_propagates() -> None:

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from metewand.runtime.heap import freeze_startup_heap
 from metewand.runtime.interrupts import ignoring_interrupts
-from metewand.runtime.suite import Row, Slot, Suite, Unit, UnitEvents
+from metewand.runtime.suite import Row, Slot, Suite, Unit, UnitEvents, run_slot_units
 
 # How often the waiting main thread looks at its slots. It is woken at once when a slot ends or
 # one fails (``_wait``), and a signal's handler runs inside the wait (interruptible on POSIX),
@@ -85,8 +85,7 @@ class LocalExecutor:
             slot: Slot | None = None
             try:
                 slot = suite.open_slot(str(index))
-                while (unit := next_unit()) is not None:
-                    suite.run_unit(slot, unit, events)
+                run_slot_units(suite, slot, next_unit, events)
             except BaseException as exc:  # noqa: BLE001 - handed to the main thread
                 if not stopping.is_set():
                     failures.append(exc)

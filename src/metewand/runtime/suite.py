@@ -16,6 +16,11 @@ A suite is three things to the runtime:
   rows; ``events`` (when given) hears each attempt start and each row as soon as it exists, so a
   local executor appends it to the run store before the next attempt starts (a ``kill -9`` then
   loses at most the attempt in flight).
+  A suite may also have ``run_units(slot, next_unit, events)``: run units on the slot until
+  ``next_unit()`` returns None (``run_slot_units`` calls it when it is there, else
+  ``run_unit`` per unit). The browser suite has it, so that its slot's attempts follow one
+  another on the slot's event loop thread: no hand-over between two threads around each
+  attempt, whose wake-ups were the longest waits between attempts on a busy 2-core host.
 - ``interrupt()``: called from another thread when the run must stop: kill what is live and make
   every ``run_unit`` in flight return promptly (an attempt cut short leaves no row).
 - ``teardown()`` once the executor is done (whether or not the run completed): stop what the suite
@@ -43,7 +48,7 @@ thresholds of the run); without it the executor samples the host with the defaul
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,9 +89,10 @@ class Slot(Protocol):
 
 class UnitEvents(Protocol):
     """The one row sink: what hears each attempt's start and each row as soon as it exists. A
-    suite's ``run_unit`` calls it (on the slot's thread); an executor's ``run`` is given one
-    (the run lifecycle's, which appends each row to the store) and calls it one event at a
-    time, whichever slot or host the row came from."""
+    suite's ``run_unit`` calls it on the slot's thread (``run_units`` on the thread it runs
+    the attempts on); an executor's ``run`` is given one (the run lifecycle's, which appends
+    each row to the store) and calls it one event at a time, whichever slot or host the row
+    came from."""
 
     def attempt_started(self, label: str) -> None: ...
 
@@ -109,6 +115,21 @@ class Suite(Protocol):
     def teardown(self) -> None: ...
 
     def finish(self, completed: bool) -> None: ...
+
+
+NextUnit = Callable[[], "Unit | None"]  # the shared queue's next unit, None when done or stopping
+
+
+def run_slot_units(suite: Suite, slot: Slot, next_unit: NextUnit, events: UnitEvents) -> None:
+    """Run units on ``slot`` until ``next_unit()`` has none: the suite's own ``run_units`` when
+    it has one (the browser suite runs a slot's attempts one after another on the slot's event
+    loop thread, with no hand-over between threads around each), else ``run_unit`` per unit."""
+    run_units = getattr(suite, "run_units", None)
+    if run_units is not None:
+        run_units(slot, next_unit, events)
+        return
+    while (unit := next_unit()) is not None:
+        suite.run_unit(slot, unit, events)
 
 
 def take_facts(suite: Suite) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ plan (``runtime.schedule``), minus the engines whose row the run already holds (
 a kill runs only the rest on resume). A slot is an engine pool and a fixture server living on an
 event loop thread of their own, so the executor stays synchronous while the attempts, CDP and
 the server are asyncio; its engines are launched on first use and reused by every round the slot
-runs, and its teardown report lands in the manifest (``teardown["worker-N"]``).
+runs, and its teardown report lands in the manifest (``teardown["worker-N"]``). A local run's
+slot runs its rounds on that loop thread from one attempt to the next (``run_units``), its
+rows handed to the run store from there.
 
 An engine that was not found gives its ``not_run`` row without a launch. The resource profiler's
 accounting groups see every launch (``launch_group``) and its observers every attempt
@@ -47,7 +49,7 @@ from metewand.runtime import rundir
 from metewand.runtime.host_name import worker_place
 from metewand.runtime.shared_run import SharedRunView
 from metewand.runtime.store import RunStore
-from metewand.runtime.suite import Row, SuiteRef, Unit, UnitEvents
+from metewand.runtime.suite import NextUnit, Row, SuiteRef, Unit, UnitEvents
 from metewand.suites.browser import classify, event_loop, peer_manifest
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.attempt_runner import AttemptRunner
@@ -108,10 +110,15 @@ class BrowserSlot:
             suite.registry,
         )
 
-    def attempt(self, planned: PlannedAttempt) -> Row:
-        """Run one attempt on this slot's loop; an interrupt cancels it (no row, no artifacts)."""
+    def run_on_loop(self, attempts: Coroutine[Any, Any, None]) -> None:
+        """Run ``attempts`` (one or many) on this slot's loop, from the calling thread; an
+        interrupt cancels the attempt in flight (no row, no artifacts) and refuses the next."""
+        self._call(attempts)
+
+    async def attempt(self, planned: PlannedAttempt) -> Row:
+        """One attempt, on this slot's loop."""
         assert self.runner is not None
-        return self._call(self.runner.run(planned))
+        return await self.runner.run(planned)
 
     @property
     def stopping(self) -> bool:
@@ -244,18 +251,39 @@ class BrowserSuite:
 
     def run_unit(self, slot: Any, unit: Unit, events: UnitEvents | None = None) -> list[Row]:
         assert isinstance(slot, BrowserSlot)
-        rows = []
-        for key in unit.keys:
-            if slot.stopping:
-                break
-            planned = self._by_key[key]
-            if events is not None:
-                events.attempt_started(planned.label)
-            row = self._not_run(planned) or slot.attempt(planned)
-            rows.append(row)
-            if events is not None:
-                events.attempt_finished(row)
+        rows: list[Row] = []
+        if slot.stopping:
+            return rows
+        units = iter([unit])
+        slot.run_on_loop(self._attempts(slot, lambda: next(units, None), events, rows))
         return rows
+
+    def run_units(self, slot: Any, next_unit: NextUnit, events: UnitEvents) -> None:
+        """Every unit ``next_unit`` gives, on the slot's loop thread from one attempt to the
+        next (``runtime.suite``): each row goes to ``events`` from that thread."""
+        assert isinstance(slot, BrowserSlot)
+        if not slot.stopping:
+            slot.run_on_loop(self._attempts(slot, next_unit, events, None))
+
+    async def _attempts(
+        self,
+        slot: BrowserSlot,
+        next_unit: NextUnit,
+        events: UnitEvents | None,
+        rows: list[Row] | None,
+    ) -> None:
+        while not slot.stopping and (unit := next_unit()) is not None:
+            for key in unit.keys:
+                if slot.stopping:
+                    return
+                planned = self._by_key[key]
+                if events is not None:
+                    events.attempt_started(planned.label)
+                row = self._not_run(planned) or await slot.attempt(planned)
+                if rows is not None:
+                    rows.append(row)
+                if events is not None:
+                    events.attempt_finished(row)
 
     def interrupt(self) -> None:
         with self._lock:
