@@ -66,6 +66,21 @@ def gated_argv(
     return [SHELL, "-c", _SCRIPT, "metewand-gate", program, *argv[1:]]
 
 
+def start_held(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    stdin: Any,
+    **start: Any,
+) -> Process:
+    """The gate shell for ``argv``, started and held before the command: the caller moves it
+    into its groups (``accounting.attach(pid)``, which may be done on another thread: the
+    first move into a cgroup after a quiet while waits for an RCU grace period, ~10 ms here),
+    then writes ``GATE_LINE`` to ``stdin``, then the command's input."""
+    return Process.start(gated_argv(argv, env, cwd), env=env, cwd=cwd, stdin=stdin, **start)
+
+
 def start_joined(
     argv: Sequence[str],
     accounting: TreeAccounting,
@@ -82,12 +97,8 @@ def start_joined(
     move fails, the shell is killed before it runs anything."""
     gate_r, gate_w = os.pipe() if stdin is None else (-1, -1)
     try:
-        process = Process.start(
-            gated_argv(argv, env, cwd),
-            env=env,
-            cwd=cwd,
-            stdin=gate_r if stdin is None else stdin,
-            **start,
+        process = start_held(
+            argv, env=env, cwd=cwd, stdin=gate_r if stdin is None else stdin, **start
         )
         try:
             accounting.attach(process.pid)

@@ -43,6 +43,7 @@ from metewand.suites.browser.adapters import (
     TERM_GRACE_S,
     AdapterCommand,
     AdapterRun,
+    Spares,
     _open_adapter_accounting,
     _record_process,
     _sweep,
@@ -78,6 +79,7 @@ class PerAttemptAdapter:
     command: AdapterCommand
     label: str = "adapter"
     journal: OwnedJournal | None = None  # the run's record of what it owns (see adapters)
+    spares: Spares | None = None  # the slot's adapter started ahead (adapter_spares)
 
     async def run(
         self,
@@ -87,7 +89,14 @@ class PerAttemptAdapter:
         marks: Mark | None = None,
     ) -> AdapterRun:
         return await run_adapter(
-            self.command, payload, deadline_s, stderr_path, self.label, self.journal, marks
+            self.command,
+            payload,
+            deadline_s,
+            stderr_path,
+            self.label,
+            self.journal,
+            marks,
+            self.spares,
         )
 
     async def close(self) -> None:
@@ -313,12 +322,14 @@ def open_adapter(
     label: str = "adapter",
     log_path: Path | None = None,
     journal: OwnedJournal | None = None,
+    spares: Spares | None = None,
 ) -> AdapterRunner:
     """The runner for ``mode``; ``long_lived`` needs ``log_path`` (the served stderr) and a
     command with ``serve_argv`` (metewand's shipped adapters have one). With the run's
-    ``journal``, every adapter process and group it starts is recorded for the resume sweep."""
+    ``journal``, every adapter process and group it starts is recorded for the resume sweep.
+    ``spares``: a ``per_attempt`` runner's adapters started ahead (``adapter_spares``)."""
     if mode == "per_attempt":
-        return PerAttemptAdapter(command, label, journal)
+        return PerAttemptAdapter(command, label, journal, spares)
     if mode == "long_lived":
         if log_path is None:
             raise ValueError("long_lived mode needs a log_path for the adapter's stderr")

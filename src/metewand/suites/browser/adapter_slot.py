@@ -7,6 +7,9 @@ payload connects, opens its own context and page and closes them, has its own de
 CPU and memory are read per attempt; an attempt that breaks the adapter is charged alone and the
 next one starts a fresh process. A configured (foreign) adapter with no ``serve_argv`` has no
 served mode: it runs per attempt, and its rows say so (``adapter_mode``).
+
+In per-attempt mode the slot keeps the next adapter started ahead (``adapter_spares``): its move
+into its fresh groups, ~10 ms of kernel wait, is then done while the attempt before runs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Final
 
 from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.adapter_server import AdapterRunner, open_adapter
+from metewand.suites.browser.adapter_spares import AdapterSpares
 from metewand.suites.browser.driver_registry import FoundDriver
 
 PER_ATTEMPT: Final = "per_attempt"
@@ -33,10 +37,18 @@ class _Held:
 class SlotAdapters:
     """The slot's adapter runners, keyed by driver path and engine."""
 
-    def __init__(self, mode: str, log_dir: Path, journal: OwnedJournal | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        log_dir: Path,
+        journal: OwnedJournal | None = None,
+        stage_dir: Path | None = None,
+    ) -> None:
         self.mode = mode
         self.log_dir = log_dir  # the served adapters' stderr (each attempt gets its share)
         self.journal = journal  # the run's owned.jsonl: every adapter process and group
+        # per-attempt adapters started ahead, their stderr in the run's staging dir (None: none)
+        self.spares = AdapterSpares(stage_dir, journal) if stage_dir is not None else None
         self._held: dict[tuple[str, str], _Held] = {}
         self.opened = 0  # long-lived runners opened (a relaunched engine opens another)
 
@@ -55,7 +67,7 @@ class SlotAdapters:
         mode = self.mode_for(found)
         if mode == PER_ATTEMPT:
             return open_adapter(
-                found.command, PER_ATTEMPT, label, journal=self.journal
+                found.command, PER_ATTEMPT, label, journal=self.journal, spares=self.spares
             ), PER_ATTEMPT
         held = self._held.get((key, engine))
         if held is not None and (held.generation, held.engine_pid) != (generation, engine_pid):
@@ -72,7 +84,12 @@ class SlotAdapters:
         return held.runner, LONG_LIVED
 
     async def close_all(self) -> None:
-        """End every served adapter (slot teardown); each is swept like a broken one."""
+        """End every served adapter (slot teardown); each is swept like a broken one. The
+        per-attempt adapter started ahead is discarded."""
         held, self._held = list(self._held.values()), {}
-        for entry in held:
-            await entry.runner.close()
+        try:
+            for entry in held:
+                await entry.runner.close()
+        finally:
+            if self.spares is not None:
+                await self.spares.close()

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, Protocol
 
 from metewand.measure import gate, process_sweep
 from metewand.measure.accounting import (
@@ -247,6 +248,27 @@ def _tail(path: Path) -> str:
         return ""
 
 
+@dataclass
+class BegunAdapter:
+    """An adapter process as started: the process, its groups (None: no backend here), its
+    mark channel (None: no marks) and whether it waits at the gate for ``GATE_LINE``."""
+
+    process: Process
+    accounting: TreeAccounting | None
+    channel: MarkChannel | None
+    gated: bool
+
+
+class Spares(Protocol):
+    """Adapters started ahead of their attempts (``adapter_spares.AdapterSpares``)."""
+
+    async def take(
+        self, command: AdapterCommand, label: str, stderr_path: Path
+    ) -> BegunAdapter | None: ...
+
+    def refill(self, command: AdapterCommand, label: str) -> None: ...
+
+
 async def run_adapter(
     command: AdapterCommand,
     payload: Mapping[str, Any],
@@ -255,35 +277,44 @@ async def run_adapter(
     label: str = "adapter",
     journal: OwnedJournal | None = None,
     marks: Mark | None = None,
+    spares: Spares | None = None,
 ) -> AdapterRun:
     """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``; with
     the run's ``journal`` the adapter's group and process are recorded (``_record_process``).
     ``marks``: the attempt's phase marker; the adapter then gets a mark channel (``op_marks``)
-    and the payload its descriptor, and each line it writes is a mark while it runs."""
-    accounting = _open_adapter_accounting(label, journal)
+    and the payload its descriptor, and each line it writes is a mark while it runs.
+    ``spares``: the slot's adapter started ahead is used when it is this command's, and the
+    next one is started once this one has its input (``adapter_spares``)."""
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **command.env}
-    channel = MarkChannel() if marks is not None else None
-    if channel is not None:
-        payload = {**payload, PAYLOAD_KEY: channel.child_fd}
-    listener: OpListener | None = None
-    # Through measure.gate where there are groups: a preexec_fn join is a full fork of this
-    # process, which cost it ~29 ms of CPU per adapter with an 80 MB heap.
-    groups = accounting if gate.can_join(accounting) else None
+    with_channel = marks is not None
     started = time.monotonic_ns()
+    ahead = None
+    if spares is not None:
+        ahead = await spares.take(command, label, stderr_path)
+    begun = ahead or start_adapter(command, stderr_path, label, journal, with_channel)
+    process, accounting, channel = begun.process, begun.accounting, begun.channel
+    listener: OpListener | None = None
     try:
-        with stderr_path.open("wb") as stderr_file:
-            process = _start(command, env, stderr_file, channel, accounting, groups)
-        _record_process(journal, process)
-        if channel is not None and marks is not None:
-            channel.started()
-            listener = channel.listen(marks)
-        if accounting is not None and groups is None:
-            accounting.attach(process.pid)
         try:
-            first = gate.GATE_LINE if groups is not None else b""
+            if channel is not None and marks is not None:  # a spare has one, used or not
+                payload = {**payload, PAYLOAD_KEY: channel.child_fd}
+                listener = channel.listen(marks)
+            if accounting is not None and not begun.gated:
+                accounting.attach(process.pid)
+            refill = None
+            if spares is not None:
+                refill = functools.partial(spares.refill, command, label)
+            first = gate.GATE_LINE if begun.gated else b""
             run = await _supervise(
-                process, payload, deadline_s, stderr_path, accounting, started, listener, first
+                process,
+                payload,
+                deadline_s,
+                stderr_path,
+                accounting,
+                started,
+                listener,
+                first,
+                refill,
             )
             listener = None  # _supervise finished it once the adapter had exited
             return run
@@ -297,6 +328,40 @@ async def run_adapter(
         if accounting is not None:
             with contextlib.suppress(OSError):
                 accounting.close()
+
+
+def start_adapter(
+    command: AdapterCommand,
+    stderr_path: Path,
+    label: str,
+    journal: OwnedJournal | None,
+    with_channel: bool,
+    stdin: Any = subprocess.PIPE,
+) -> BegunAdapter:
+    """The adapter started now in its own groups, through the gate where there are groups
+    (then still waiting for ``GATE_LINE``): a ``preexec_fn`` join is a full fork of this
+    process, which cost it ~29 ms of CPU per adapter with an 80 MB heap."""
+    accounting = _open_adapter_accounting(label, journal)
+    channel = MarkChannel() if with_channel else None
+    groups = accounting if gate.can_join(accounting) else None
+    try:
+        with stderr_path.open("wb") as stderr_file:
+            process = _start(command, _env(command), stderr_file, channel, accounting, groups)
+    except BaseException:
+        if channel is not None:
+            channel.close()
+        if accounting is not None:
+            with contextlib.suppress(OSError):
+                accounting.close()
+        raise
+    _record_process(journal, process)
+    if channel is not None:
+        channel.started()
+    return BegunAdapter(process, accounting, channel, groups is not None)
+
+
+def _env(command: AdapterCommand) -> dict[str, str]:
+    return {**os.environ, **command.env}
 
 
 def _start(
@@ -373,6 +438,7 @@ async def _supervise(
     started: int,
     listener: OpListener | None = None,
     first: bytes = b"",
+    fed: Callable[[], None] | None = None,
 ) -> AdapterRun:
     # The adapter's exit ends the attempt, not stdout's EOF: a grandchild that inherited stdout
     # (a bridge, a daemon) would otherwise hold the run open. It is swept first, then stdout read.
@@ -380,6 +446,8 @@ async def _supervise(
     stdout_reader, stdout_transport = await _open_reader(process.popen.stdout)
     reader = asyncio.create_task(_read_all(stdout_reader))
     stdin_transport = await _feed(process.popen.stdin, first + json.dumps(payload).encode())
+    if fed is not None:  # e.g. the next adapter started ahead, while this one starts up
+        fed()
     hung, overflow = await _exit_or_overflow(process, reader, deadline_s)
     if hung or overflow:  # past the limit it is garbage however it ends: stop it now
         await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)

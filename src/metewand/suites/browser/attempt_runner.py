@@ -83,6 +83,7 @@ class AttemptRunner:
             plan.config.adapter_mode,
             pool.log_dir,  # a Dask worker's pool names its own (they share the run directory)
             OwnedJournal(store.run_dir),
+            store.run_dir / rundir.STAGING,  # where artifact dirs are staged: one file system
         )
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
         # engine -> (launch id, its recorded identity): looked up once per launched process

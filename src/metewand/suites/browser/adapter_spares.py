@@ -1,0 +1,165 @@
+"""A slot's next per-attempt adapter, started ahead of its attempt.
+
+A per-attempt adapter starts through the gate (``measure.gate``): a shell started by ``vfork``,
+moved into the adapter's fresh groups, then told to exec the adapter. The move is a write of the
+shell's pid to each group's ``cgroup.procs``, and the first such move after a quiet while waits
+for an RCU grace period in the kernel (the cgroup thread-group lock's writer side): 6-11 ms of
+wall here on an idle host, up to 23 ms with an engine busy, against 0.1 ms for a move right
+after another. Attempts are hundreds of ms apart, so each paid it, inside its ``duration_ms``
+(the adapter cannot start before it is in its groups).
+
+``AdapterSpares`` keeps one adapter's gate ready: once an attempt's adapter has its input, the
+next one is started (its groups made, its shell started, its mark channel open, its stderr in
+a file of the run's staging dir) and moved into its groups on a worker thread, while the
+current adapter runs. The next attempt of the same command takes it: the move is long done, its
+stderr file is renamed into the attempt's artifact dir, and the gate line and payload are
+written as for an adapter started then. The spare is only a shell waiting on its stdin inside
+empty fresh groups: nothing of it is charged to the attempt that takes it but the shell's exec,
+as for one started then. A spare made for another command (another driver path or label) or
+whose move failed is discarded (killed, groups removed) and the attempt starts its own; the
+slot's last spare is discarded when its adapters close. Its groups and process are in the run's
+journal from the start, so a killed runner's spare is swept on resume (its shell also exits by
+itself when its stdin ends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from metewand.measure import gate
+from metewand.runtime.owned import OwnedJournal
+from metewand.suites.browser.adapters import (
+    AdapterCommand,
+    BegunAdapter,
+    _env,
+    _open_adapter_accounting,
+    _record_process,
+)
+from metewand.suites.browser.op_marks import MarkChannel
+
+DISCARD_WAIT_S: Final = 5.0
+
+
+def spare_key(command: AdapterCommand, label: str) -> tuple[Any, ...]:
+    """What a spare must match to serve an attempt: the command and its label."""
+    return (command.argv, tuple(sorted(command.env.items())), command.cwd, label)
+
+
+@dataclass
+class _Spare:
+    key: tuple[Any, ...]
+    begun: BegunAdapter
+    stderr_path: Path
+    joined: asyncio.Future[None]  # the shell's move into its groups (a worker thread)
+
+
+class AdapterSpares:
+    """One slot's next per-attempt adapter (see the module doc); used on the slot's loop."""
+
+    def __init__(self, stage_dir: Path, journal: OwnedJournal | None = None) -> None:
+        self.stage_dir = stage_dir  # on the artifact dirs' file system: the stderr is renamed
+        self.journal = journal
+        self._spare: _Spare | None = None
+        self.refused: str | None = None  # why no spare is made here (no groups, no gate)
+        self.taken = 0
+        self.discarded = 0
+
+    @property
+    def waiting(self) -> BegunAdapter | None:
+        """The spare waiting for its attempt, if any."""
+        return self._spare.begun if self._spare is not None else None
+
+    async def take(
+        self, command: AdapterCommand, label: str, stderr_path: Path
+    ) -> BegunAdapter | None:
+        """The spare when it is this command's and in its groups, its stderr now at
+        ``stderr_path``; else None (a spare that does not serve is discarded)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        if spare.key != spare_key(command, label):
+            await self._discard(spare)
+            return None
+        try:
+            await spare.joined
+            if spare.begun.process.has_exited():  # killed while it waited: not a start
+                raise ChildProcessError(f"the spare gate {spare.begun.process.pid} exited")
+            os.replace(spare.stderr_path, stderr_path)
+        except OSError:  # the move failed (a group gone, no permission), or the above
+            await self._discard(spare)
+            return None
+        self.taken += 1
+        return spare.begun
+
+    def refill(self, command: AdapterCommand, label: str) -> None:
+        """Start the next adapter's gate now, its move into its groups on a worker thread. It
+        has a mark channel whether its attempt will mark or not (an attempt without marks
+        does not tell the adapter about it: an interleaved calibration's unobserved twin and
+        its observed attempt can then take each other's spares)."""
+        if self._spare is not None or self.refused is not None:
+            return
+        accounting = _open_adapter_accounting(label, self.journal)
+        if not gate.can_join(accounting):
+            self.refused = "no accounting groups to start an adapter in ahead of its attempt"
+            if accounting is not None:
+                with contextlib.suppress(OSError):
+                    accounting.close()
+            return
+        channel = MarkChannel()
+        try:
+            self.stage_dir.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix="adapter-stderr-", dir=self.stage_dir)
+            with os.fdopen(fd, "wb") as stderr_file:
+                process = gate.start_held(
+                    command.argv,
+                    env=_env(command),
+                    cwd=command.cwd,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr_file,
+                    pass_fds=(channel.child_fd,),
+                )
+        except OSError:  # the attempt's own start meets it again and says why
+            channel.close()
+            with contextlib.suppress(OSError):
+                accounting.close()
+            return
+        _record_process(self.journal, process)
+        channel.started()
+        joined = asyncio.get_running_loop().run_in_executor(None, accounting.attach, process.pid)
+        begun = BegunAdapter(process, accounting, channel, gated=True)
+        self._spare = _Spare(spare_key(command, label), begun, Path(name), joined)
+
+    async def close(self) -> None:
+        """Discard the spare left (the slot's adapters close)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            await self._discard(spare)
+
+    async def _discard(self, spare: _Spare) -> None:
+        self.discarded += 1
+        with contextlib.suppress(Exception):  # moved or not, it goes
+            await spare.joined
+        process, begun = spare.begun.process, spare.begun
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            process.signal_group(signal.SIGKILL)  # a shell still waiting for its line
+        await process.wait_async(DISCARD_WAIT_S)
+        for pipe in (process.popen.stdin, process.popen.stdout):
+            if pipe is not None:
+                pipe.close()
+        process.close()
+        if begun.channel is not None:
+            begun.channel.close()
+        if begun.accounting is not None:
+            with contextlib.suppress(OSError):
+                begun.accounting.close()
+        with contextlib.suppress(OSError):
+            spare.stderr_path.unlink()
