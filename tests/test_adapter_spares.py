@@ -240,3 +240,17 @@ def test_an_attempt_without_marks_takes_a_spare_and_is_not_told_of_its_channel(
     assert spares.taken == 3
     assert seen.count("op0:evaluate") == 2  # the two observed attempts' marks, no more
     assert [r.op_marks is not None for r, _ in runs] == [True, False, True, False]
+
+
+def test_a_spare_that_cannot_be_made_leaves_the_attempts_to_start_their_own(
+    tmp_path: Path,
+) -> None:
+    _groups_or_skip()
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the staging dir would be")
+    spares = AdapterSpares(blocker / "stage")
+    runs = asyncio.run(_attempts(adapter(tmp_path), tmp_path, spares, [None, None]))
+    assert [r.outcome for r, _ in runs] == ["result", "result"]
+    assert [spare for _, spare in runs] == [None, None]
+    assert spares.taken == 0 and spares.last_error is not None
+    assert "NotADirectoryError" in spares.last_error or "FileExistsError" in spares.last_error

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from metewand.measure import gate
+from metewand.measure.process import Process
 from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.adapters import (
     AdapterCommand,
@@ -69,6 +70,7 @@ class AdapterSpares:
         self.journal = journal
         self._spare: _Spare | None = None
         self.refused: str | None = None  # why no spare is made here (no groups, no gate)
+        self.last_error: str | None = None  # why the last refill made none (it is tried again)
         self.taken = 0
         self.discarded = 0
 
@@ -96,10 +98,21 @@ class AdapterSpares:
         except OSError:  # the move failed (a group gone, no permission), or the above
             await self._discard(spare)
             return None
+        except BaseException:  # cancelled while the move was finishing: it goes all the same
+            await asyncio.shield(self._discard(spare))
+            raise
         self.taken += 1
         return spare.begun
 
     def refill(self, command: AdapterCommand, label: str) -> None:
+        """See ``_refill``; a failure here is never the current attempt's: the next attempt
+        then starts its own adapter (``last_error`` says why none was ready)."""
+        try:
+            self._refill(command, label)
+        except Exception as exc:  # noqa: BLE001 - the attempt in flight goes on regardless
+            self.last_error = f"{type(exc).__name__}: {exc}"
+
+    def _refill(self, command: AdapterCommand, label: str) -> None:
         """Start the next adapter's gate now, its move into its groups on a worker thread. It
         has a mark channel whether its attempt will mark or not (an attempt without marks
         does not tell the adapter about it: an interleaved calibration's unobserved twin and
@@ -114,9 +127,11 @@ class AdapterSpares:
                     accounting.close()
             return
         channel = MarkChannel()
+        stderr_name: str | None = None
+        process: Process | None = None
         try:
             self.stage_dir.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix="adapter-stderr-", dir=self.stage_dir)
+            fd, stderr_name = tempfile.mkstemp(prefix="adapter-stderr-", dir=self.stage_dir)
             with os.fdopen(fd, "wb") as stderr_file:
                 process = gate.start_held(
                     command.argv,
@@ -127,16 +142,23 @@ class AdapterSpares:
                     stderr=stderr_file,
                     pass_fds=(channel.child_fd,),
                 )
-        except OSError:  # the attempt's own start meets it again and says why
+            _record_process(self.journal, process)
+            channel.started()
+            loop = asyncio.get_running_loop()
+            joined = loop.run_in_executor(None, accounting.attach, process.pid)
+        except BaseException:  # nothing half made is kept (refill says why none is ready)
+            if process is not None:
+                process.kill(DISCARD_WAIT_S)
+                process.close()
             channel.close()
             with contextlib.suppress(OSError):
                 accounting.close()
-            return
-        _record_process(self.journal, process)
-        channel.started()
-        joined = asyncio.get_running_loop().run_in_executor(None, accounting.attach, process.pid)
+            if stderr_name is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(stderr_name)
+            raise
         begun = BegunAdapter(process, accounting, channel, gated=True)
-        self._spare = _Spare(spare_key(command, label), begun, Path(name), joined)
+        self._spare = _Spare(spare_key(command, label), begun, Path(stderr_name), joined)
 
     async def close(self) -> None:
         """Discard the spare left (the slot's adapters close)."""

@@ -336,7 +336,6 @@ def start_adapter(
     label: str,
     journal: OwnedJournal | None,
     with_channel: bool,
-    stdin: Any = subprocess.PIPE,
 ) -> BegunAdapter:
     """The adapter started now in its own groups, through the gate where there are groups
     (then still waiting for ``GATE_LINE``): a ``preexec_fn`` join is a full fork of this
