@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from browser_run_helpers import alive
 from metewand.measure import gate
 from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.runtime.owned import OwnedJournal
@@ -87,19 +88,11 @@ async def _attempts(
     return out
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return not stat[stat.rfind(")") + 2 :].startswith("Z")
-
-
 def _gone(pid: int) -> bool:
     deadline = time.monotonic() + 5
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
-    return not _alive(pid)
+    return not alive(pid)
 
 
 def _unified_group(run: AdapterRun) -> str:
