@@ -94,3 +94,74 @@ def test_the_real_graders_answer_alike_on_a_kept_connection(tmp_path: Path) -> N
     assert kept == fresh
     # no expected answer is registered for these ids: the grader says so, as infra
     assert all(v["ok"] is False and v["failure"]["class"] == "infra" for v in kept), kept
+
+
+def test_in_process_grades_equal_the_served_ones_verdict_and_ledger_record() -> None:
+    """The corpus's graders asked directly (``grade_in_process``) and over HTTP on a real
+    server: the same verdict, the same record in the ledger, for right, wrong and unknown
+    answers and the inventory grader."""
+    import json
+
+    from browser_fixture_helpers import corpus_or_skip
+    from metewand.suites.browser.fixtures.endpoints.harness import INVENTORY_TASK, grade_in_process
+
+    root = corpus_or_skip()
+    server = FixtureServer(root, harness_only_graders=True)
+    entries = sorted(server.answers.entries.items())[:20]
+    payloads = [("/__grade__/expected_answer", {"task_id": "no_such_task", "answer": "x"})]
+    for task_id, entry in entries:
+        right = entry.expected if isinstance(entry.expected, str) else " ".join(entry.expected)
+        for answer in (right, right + " but wrong", None):
+            payloads.append(("/__grade__/expected_answer", {"task_id": task_id, "answer": answer}))
+    payloads.append((f"/__grade__/{INVENTORY_TASK}", {"seed": "s1", "answer": "3"}))
+
+    async def both() -> tuple[list[Any], list[Any]]:
+        base = await server.start()
+        ctx, token = server.context, server.context.grader_token
+        served, direct = [], []
+        try:
+            for n, (endpoint, payload) in enumerate(payloads):
+                for way, out in (("http", served), ("direct", direct)):
+                    session = f"{way}-{n}"
+                    ctx.grades.open(session)
+                    sent = {**payload, "session": session}
+                    if way == "http":
+                        verdict = await grade_server_side(base, endpoint, sent, token)
+                    else:
+                        verdict = grade_in_process(ctx, endpoint, sent)
+                    records, dropped = ctx.grades.take(session)
+                    out.append((verdict, records, dropped))
+        finally:
+            await server.stop()
+        return served, direct
+
+    served, direct = asyncio.run(both())
+    assert len(served) == len(payloads) > 40
+    assert json.dumps(served, sort_keys=True) == json.dumps(direct, sort_keys=True)
+    assert any(v["ok"] for v, _, _ in served) and not all(v["ok"] for v, _, _ in served)
+
+
+def test_grader_access_asks_its_own_process_first_and_posts_what_it_cannot_answer(
+    tmp_path: Path,
+) -> None:
+    import functools
+
+    from metewand.suites.browser.fixtures.endpoints.harness import grade_in_process
+    from metewand.suites.browser.probes import GraderAccess
+
+    server = _server(tmp_path)
+
+    async def grades() -> tuple[dict[str, Any], dict[str, Any]]:
+        base = await server.start()
+        ctx = server.context
+        access = GraderAccess(ctx.grader_token, None, functools.partial(grade_in_process, ctx))
+        try:
+            known = await access.grade(base, "/__grade__/expected_answer", {"task_id": "t"})
+            other = await access.grade(base, PORT_ENDPOINT, {"n": 1})  # no grader here: POST
+        finally:
+            await server.stop()
+        return known, other
+
+    known, other = asyncio.run(grades())
+    assert known["ok"] is False and known["failure"]["class"] == "infra"  # no such answer
+    assert isinstance(other["port"], int)  # answered over a connection

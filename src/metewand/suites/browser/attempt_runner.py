@@ -38,6 +38,7 @@ from metewand.suites.browser.drivers import grader_session
 from metewand.suites.browser.engine_pool import EnginePool
 from metewand.suites.browser.engine_process import EngineLaunchError, EngineProcess
 from metewand.suites.browser.fixtures import FixtureServer
+from metewand.suites.browser.fixtures.endpoints.harness import grade_in_process
 from metewand.suites.browser.observers.base import EngineGroups, Observers, ObserverSetup
 from metewand.suites.browser.probes import GraderAccess, grader_client
 from metewand.suites.browser.rows import PlannedAttempt, attempt_row, base_row, not_run_row
@@ -176,7 +177,11 @@ class AttemptRunner:
             run_id=self.store.run_id,
             seed=attempt_seed(config.seed, planned.task.task_id, planned.attempt),
             fixture_base_url=self.base_url,
-            grader=GraderAccess(self.server.context.grader_token, self._grader_http),
+            grader=GraderAccess(
+                self.server.context.grader_token,
+                self._grader_http,
+                functools.partial(grade_in_process, self.server.context),
+            ),
             isolation=config.isolation,
             out_dir=out_dir,
             phases=observers.marks,

@@ -225,18 +225,29 @@ def grader_client() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
+# (endpoint, payload) -> the verdict, or None when that grader is not in this process
+LocalGrader = Callable[[str, Mapping[str, Any]], "dict[str, Any] | None"]
+
+
 @dataclass(frozen=True)
 class GraderAccess:
     """How the harness reaches its fixture server's graders: the token that proves to a
-    harness-only grader that this is the harness, and the run's kept-open connection
-    (``grader_client``; None: a session of its own per grade)."""
+    harness-only grader that this is the harness, the run's kept-open connection
+    (``grader_client``; None: a session of its own per grade), and the graders of a server in
+    this process, asked directly (``fixtures.endpoints.harness.grade_in_process``)."""
 
     token: str | None = None
     http: aiohttp.ClientSession | None = field(default=None, compare=False)
+    # the graders of the fixture server in this process, asked without HTTP (None: POST)
+    local: LocalGrader | None = field(default=None, compare=False)
 
     async def grade(
         self, base_url: str, endpoint: str, payload: Mapping[str, Any]
     ) -> dict[str, Any]:
+        if self.local is not None:
+            verdict = self.local(endpoint, payload)
+            if verdict is not None:
+                return verdict
         return await grade_server_side(base_url, endpoint, payload, self.token, self.http)
 
 
