@@ -46,11 +46,11 @@ from metewand.suites.browser.adapters import (
     Spares,
     _open_adapter_accounting,
     _record_process,
-    _sweep,
     _tail,
     check_echo,
     parse_result,
     run_adapter,
+    swept,
 )
 from metewand.suites.browser.op_marks import PAYLOAD_KEY, MarkChannel
 from metewand.suites.browser.phase_marks import Mark
@@ -179,7 +179,7 @@ class LongLivedAdapter:
             return []
         if not process.has_exited():
             await process.terminate_async(TERM_GRACE_S, KILL_WAIT_S)
-        leftovers = await asyncio.to_thread(_sweep, process, accounting)
+        leftovers = await swept(process, accounting)
         for transport in (self._into, self._out):
             if transport is not None:
                 transport.close()
