@@ -43,6 +43,7 @@ from metewand.suites.browser.adapters import (
     _env,
     _open_adapter_accounting,
     _record_process,
+    release,
 )
 from metewand.suites.browser.op_marks import MarkChannel
 
@@ -122,9 +123,7 @@ class AdapterSpares:
         accounting = _open_adapter_accounting(label, self.journal)
         if not gate.can_join(accounting):
             self.refused = "no accounting groups to start an adapter in ahead of its attempt"
-            if accounting is not None:
-                with contextlib.suppress(OSError):
-                    accounting.close()
+            release(None, accounting)
             return
         channel = MarkChannel()
         stderr_name: str | None = None
@@ -150,9 +149,7 @@ class AdapterSpares:
             if process is not None:
                 process.kill(DISCARD_WAIT_S)
                 process.close()
-            channel.close()
-            with contextlib.suppress(OSError):
-                accounting.close()
+            release(channel, accounting)
             if stderr_name is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(stderr_name)
@@ -178,10 +175,6 @@ class AdapterSpares:
             if pipe is not None:
                 pipe.close()
         process.close()
-        if begun.channel is not None:
-            begun.channel.close()
-        if begun.accounting is not None:
-            with contextlib.suppress(OSError):
-                begun.accounting.close()
+        release(begun.channel, begun.accounting)
         with contextlib.suppress(OSError):
             spare.stderr_path.unlink()

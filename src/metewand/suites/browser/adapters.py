@@ -217,10 +217,14 @@ def _left_behind(process: Process, accounting: TreeAccounting | None) -> list[in
     return sorted(found)
 
 
-def _sweep(process: Process, accounting: TreeAccounting | None) -> list[int]:
+def _sweep(
+    process: Process, accounting: TreeAccounting | None, found: list[int] | None = None
+) -> list[int]:
     """Kill what the adapter left behind (its process group, its accounting group's members),
-    reap the adapter, and wait until all of it is gone. Returns the pids found alive."""
-    found = _left_behind(process, accounting)
+    reap the adapter, and wait until all of it is gone. Returns the pids found alive.
+    ``found``: what was left behind, when the caller has just looked."""
+    if found is None:
+        found = _left_behind(process, accounting)
     if found:  # a child told to stop as the adapter exits is still going: let it finish
         found = process_sweep.wait_gone(found, EXITING_GRACE_S)
     if process.has_exited():
@@ -249,8 +253,17 @@ async def swept(process: Process, accounting: TreeAccounting | None) -> list[int
         except OSError:
             members = [-1]  # cannot be asked: the worker thread walks the process group
         if all(pid == process.pid for pid in members):
-            return _sweep(process, accounting)
+            return _sweep(process, accounting, found=[])
     return await asyncio.to_thread(_sweep, process, accounting)
+
+
+def release(channel: MarkChannel | None, accounting: TreeAccounting | None) -> None:
+    """Close an adapter's mark channel and remove its groups (members killed first)."""
+    if channel is not None:
+        channel.close()
+    if accounting is not None:
+        with contextlib.suppress(OSError):
+            accounting.close()
 
 
 def _tail(path: Path) -> str:
@@ -338,11 +351,7 @@ async def run_adapter(
     finally:
         if listener is not None:
             listener.finish()
-        if channel is not None:
-            channel.close()
-        if accounting is not None:
-            with contextlib.suppress(OSError):
-                accounting.close()
+        release(channel, accounting)
 
 
 def start_adapter(
@@ -362,11 +371,7 @@ def start_adapter(
         with stderr_path.open("wb") as stderr_file:
             process = _start(command, _env(command), stderr_file, channel, accounting, groups)
     except BaseException:
-        if channel is not None:
-            channel.close()
-        if accounting is not None:
-            with contextlib.suppress(OSError):
-                accounting.close()
+        release(channel, accounting)
         raise
     _record_process(journal, process)
     if channel is not None:
