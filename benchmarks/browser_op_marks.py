@@ -1,5 +1,5 @@
 """What one driver-op mark costs (issue 16): an adapter's line on the mark channel, the harness's
-reader thread waking on it and reading the engine group's and its own counters.
+event loop waking on it and reading the engine group's and its own counters.
 
 A real Chromium in its own accounting group; for each driver path (a Node and a Python adapter),
 one served adapter answers ``--reps`` pairs of attempts of the same task: a fresh page, then
@@ -9,7 +9,7 @@ adapter writes ``ops + 2`` lines: ``driver_connect``, one per op, ``driver_close
 (no key: the adapter writes nothing), in ABBA order, so both arms meet the same host drift and the
 same adapter and engine processes. It prints per path:
 
-- the harness's work per mark, timed where it is spent (the reader thread's ``AttemptPhases.mark``:
+- the harness's work per mark, timed where it is spent (the loop's ``AttemptPhases.mark``:
   the engine group's and the harness's snapshots; decoding happens after the attempt);
 - the paired difference of the adapter's exchange wall (payload written to result read), on
   minus off, per attempt and divided by the marks written: the whole cost per mark as the
@@ -131,7 +131,7 @@ async def measure_path(
     off_ms = statistics.median(walls[False]) / 1e6
     print(
         f"{key}: {args.reps} pairs, {written} marks per marked attempt; harness work per mark "
-        f"(reader thread, both scopes' snapshots): median {statistics.median(spent) / 1000:.1f} "
+        f"(on the loop, both scopes' snapshots): median {statistics.median(spent) / 1000:.1f} "
         f"µs, p90 {np.percentile(spent, 90) / 1000:.1f} µs; exchange wall on - off per mark: "
         f"median {median:+.1f} µs [95% CI {low:+.1f}, {high:+.1f}]; off arm's median exchange "
         f"{off_ms:.1f} ms, so {written} marks = {median * written / 1000 / off_ms * 100:+.2f}% "
@@ -171,10 +171,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 """
 
 
-def channel_latency(group: TreeAccounting, marks: int) -> None:
-    """Each writer's per-line cost and the write-to-read latency of the harness's marks."""
-    import subprocess
-
+async def channel_latency(group: TreeAccounting, marks: int) -> None:
+    """Each writer's per-line cost and the write-to-read latency of the harness's marks (read
+    on this loop, which waits on the writer meanwhile, as a slot's loop waits on its adapter)."""
     from metewand.suites.browser.op_marks import MarkChannel
 
     for label, argv in (
@@ -194,18 +193,21 @@ def channel_latency(group: TreeAccounting, marks: int) -> None:
                 latencies.append(time.monotonic_ns() - int(name.rsplit(":t", 1)[1]))
 
         listener = channel.listen(mark)
-        child = subprocess.run(
-            [*argv, str(channel.child_fd), str(marks)],
+        child = await asyncio.create_subprocess_exec(
+            *argv,
+            str(channel.child_fd),
+            str(marks),
             pass_fds=(channel.child_fd,),
-            capture_output=True,
-            text=True,
-            check=True,
+            stdout=asyncio.subprocess.PIPE,
         )
+        stdout, _ = await child.communicate()
+        if child.returncode != 0:
+            sys.exit(f"{label} writer: exit status {child.returncode}")
         counts = listener.finish()
         phases.finish()
         phases.close()
         channel.close()
-        write_us = int(child.stdout.strip()) / 1000
+        write_us = int(stdout.strip()) / 1000
         lat = np.asarray(latencies) / 1000
         print(
             f"channel, {label} writer: {counts['received']} marks; the writer's write() median "
@@ -225,9 +227,9 @@ async def main_async(args: argparse.Namespace) -> None:
         assert process.pid is not None
         group.attach(process.pid)
         try:
-            for key in PATHS:
+            for key in () if args.channel_only else PATHS:
                 await measure_path(key, process, group, args, Path(tmp))
-            channel_latency(group, args.channel_marks)
+            await channel_latency(group, args.channel_marks)
         finally:
             await process.stop()
             group.close()
@@ -238,6 +240,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=40, help="marked/unmarked pairs per path")
     parser.add_argument("--ops", type=int, default=20, help="trivial evaluate ops per attempt")
     parser.add_argument("--channel-marks", type=int, default=500, help="marks per channel writer")
+    parser.add_argument("--channel-only", action="store_true", help="the channel alone, no paths")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}")
     asyncio.run(main_async(args))

@@ -334,9 +334,6 @@ def test_the_channel_marks_plain_names_in_order_and_refuses_the_rest() -> None:
     refused and never marked; a line left unfinished is not a mark."""
     from metewand.suites.browser import op_marks
 
-    channel = op_marks.MarkChannel()
-    seen: list[str | None] = []
-    listener = channel.listen(seen.append)
     lines = ["driver_connect", "op0:new_page", "op1:bad name", "", "op2:x" * 30, "op3:goto"]
     script = (
         "import os, sys\n"
@@ -345,36 +342,93 @@ def test_the_channel_marks_plain_names_in_order_and_refuses_the_rest() -> None:
         "    os.write(fd, line.encode() + b'\\n')\n"
         "os.write(fd, b'op4:unfinished')\n"
     )
-    import subprocess
 
-    subprocess.run(
-        [sys.executable, "-c", script, str(channel.child_fd)],
-        pass_fds=(channel.child_fd,),
-        check=True,
-    )
-    channel.started()
-    counts = listener.finish()
-    channel.close()
+    async def attempt() -> tuple[list[str | None], dict[str, int]]:
+        channel = op_marks.MarkChannel()
+        seen: list[str | None] = []
+        listener = channel.listen(seen.append)
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, str(channel.child_fd), pass_fds=(channel.child_fd,)
+        )
+        channel.started()
+        assert await writer.wait() == 0
+        counts = listener.finish()
+        channel.close()
+        return seen, counts
+
+    seen, counts = asyncio.run(attempt())
     assert seen == ["driver_connect", "op0:new_page", None, "op3:goto"]
     assert counts == {"received": 4, "refused": 2}  # a space; 150 characters
+
+
+def test_marks_are_read_while_the_writer_runs_not_only_at_the_end() -> None:
+    """The loop marks a line while the adapter is still running (the counters are read at the
+    op boundary), not when the attempt ends: each mark here lands before the writer's next
+    line, which it writes only once it sees the mark's reply on a second pipe."""
+    from metewand.suites.browser import op_marks
+
+    script = (
+        "import os, sys\n"
+        "fd, ack = int(sys.argv[1]), int(sys.argv[2])\n"
+        "for i in range(5):\n"
+        "    os.write(fd, f'op{i}:evaluate\\n'.encode())\n"
+        "    assert os.read(ack, 1) == b'k'\n"
+    )
+
+    async def attempt() -> list[str | None]:
+        channel = op_marks.MarkChannel()
+        ack_r, ack_w = os.pipe()
+        seen: list[str | None] = []
+
+        def mark(name: str | None) -> None:
+            seen.append(name)
+            os.write(ack_w, b"k")  # the writer goes on only once this mark was taken
+
+        listener = channel.listen(mark)
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            script,
+            str(channel.child_fd),
+            str(ack_r),
+            pass_fds=(channel.child_fd, ack_r),
+        )
+        channel.started()
+        os.close(ack_r)
+        status = await asyncio.wait_for(writer.wait(), 30)
+        listener.finish()
+        channel.close()
+        os.close(ack_w)
+        assert status == 0
+        return seen
+
+    assert asyncio.run(attempt()) == [f"op{i}:evaluate" for i in range(5)]
 
 
 def test_a_runaway_adapter_is_cut_at_the_mark_limit() -> None:
     from metewand.suites.browser import op_marks
 
-    channel = op_marks.MarkChannel()
-    seen: list[str | None] = []
-    listener = channel.listen(seen.append)
     extra = 7
     payload = b"".join(f"op{i}:evaluate\n".encode() for i in range(op_marks.MAX_MARKS + extra))
-    writer = os.fork()
-    if writer == 0:  # a child writing far past the limit (the pipe drains as it goes)
-        os.set_blocking(channel.child_fd, True)
-        os.write(channel.child_fd, payload)
-        os._exit(0)
-    os.waitpid(writer, 0)
-    counts = listener.finish()
-    channel.close()
+
+    async def attempt() -> tuple[list[str | None], dict[str, int]]:
+        channel = op_marks.MarkChannel()
+        seen: list[str | None] = []
+        listener = channel.listen(seen.append)
+        writer = os.fork()
+        if writer == 0:  # a child writing far past the limit (the pipe drains as it goes)
+            os.set_blocking(channel.child_fd, True)
+            os.write(channel.child_fd, payload)
+            os._exit(0)
+        channel.started()
+        while not channel.at_eof:  # the loop reads as the child writes (a full pipe blocks it)
+            await asyncio.sleep(0.01)
+        os.waitpid(writer, 0)
+        counts = listener.finish()
+        channel.close()
+        return seen, counts
+
+    seen, counts = asyncio.run(attempt())
     assert counts == {"received": op_marks.MAX_MARKS, "refused": extra}
     assert seen[-1] == f"op{op_marks.MAX_MARKS - 1}:evaluate"
 
@@ -382,32 +436,34 @@ def test_a_runaway_adapter_is_cut_at_the_mark_limit() -> None:
 def test_the_listener_rests_once_the_adapter_has_gone() -> None:
     """After the last writer exits, the pipe's read end reads as ready (end of file) for ever: the
     listener must stop watching it instead of spinning until its attempt ends."""
-    import threading
-
     from metewand.suites.browser import op_marks
 
-    channel = op_marks.MarkChannel()
-    reads = []
-    real_lines = channel.lines
+    async def attempt() -> None:
+        channel = op_marks.MarkChannel()
+        reads = []
+        real_lines = channel.lines
 
-    def counted() -> list[bytes]:
-        reads.append(threading.get_ident())
-        return real_lines()
+        def counted() -> list[bytes]:
+            reads.append(1)
+            return real_lines()
 
-    channel.lines = counted  # type: ignore[method-assign]
-    seen: list[str | None] = []
-    listener = channel.listen(seen.append)
-    writer = os.fork()
-    if writer == 0:  # a real adapter's last words, then its exit
-        os.write(channel.child_fd, b"driver_close\n")
-        os._exit(0)
-    channel.started()
-    os.waitpid(writer, 0)
-    deadline = threading.Event()
-    while not channel.at_eof and not deadline.wait(0.01):
-        pass
-    settled = len(reads)
-    deadline.wait(0.3)  # a spinning listener would read thousands of times meanwhile
-    assert len(reads) == settled <= 3
-    assert listener.finish() == {"received": 1, "refused": 0} and seen == ["driver_close"]
-    channel.close()
+        channel.lines = counted  # type: ignore[method-assign]
+        seen: list[str | None] = []
+        listener = channel.listen(seen.append)
+        writer = os.fork()
+        if writer == 0:  # a real adapter's last words, then its exit
+            os.write(channel.child_fd, b"driver_close\n")
+            os._exit(0)
+        channel.started()
+        os.waitpid(writer, 0)
+        for _ in range(300):
+            if channel.at_eof:
+                break
+            await asyncio.sleep(0.01)
+        settled = len(reads)
+        await asyncio.sleep(0.3)  # a spinning listener would read thousands of times meanwhile
+        assert len(reads) == settled <= 3
+        assert listener.finish() == {"received": 1, "refused": 0} and seen == ["driver_close"]
+        channel.close()
+
+    asyncio.run(attempt())

@@ -57,8 +57,8 @@ def no_mark(_name: str | None) -> None:
 
 
 class _FastSwitching:
-    """While any mark reads (on the event loop's thread or a driver-op reader thread), the
-    interpreter's switch interval is short; the first to enter saves it, the last to leave
+    """While any mark reads (each slot marks on its own loop thread, several at ``--jobs`` > 1),
+    the interpreter's switch interval is short; the first to enter saves it, the last to leave
     restores it (two threads saving and restoring on their own could leave it short for good)."""
 
     def __init__(self) -> None:
