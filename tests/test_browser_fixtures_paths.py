@@ -150,6 +150,28 @@ def test_symlink_out_of_root_is_404(tmp_path: Path) -> None:
         assert raw_http(port, b"/fixtures/routes.json").status == 404
 
 
+def test_a_small_file_is_read_once_for_the_run_a_large_one_at_every_request(
+    tmp_path: Path,
+) -> None:
+    """A run's corpus is fixed, so a small file's bytes are kept after its first request (the
+    same holds for its lookup); a file above ``BODY_CACHE_BYTES`` is read at each request."""
+    from metewand.suites.browser.fixtures.tree import BODY_CACHE_BYTES
+
+    root = tmp_path / "root"
+    root.mkdir()
+    small, large = root / "small.html", root / "large.bin"
+    small.write_bytes(b"<p>first</p>")
+    large.write_bytes(b"a" * (BODY_CACHE_BYTES + 1))
+    for thread in serve(root):
+        port = port_of(thread)
+        assert raw_http(port, b"/fixtures/small.html").body == b"<p>first</p>"
+        assert raw_http(port, b"/fixtures/large.bin").body == b"a" * (BODY_CACHE_BYTES + 1)
+        small.write_bytes(b"<p>edited mid-run</p>")
+        large.write_bytes(b"b" * (BODY_CACHE_BYTES + 1))
+        assert raw_http(port, b"/fixtures/small.html").body == b"<p>first</p>"
+        assert raw_http(port, b"/fixtures/large.bin").body == b"b" * (BODY_CACHE_BYTES + 1)
+
+
 def test_route_to_escaping_file_is_rejected_at_load(tmp_path: Path) -> None:
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "routes.json").write_text(json.dumps({"/x": "../secret"}))
