@@ -158,17 +158,19 @@ class Process:
         join: Join | None = None,
         stamp_exec: bool = False,
         watch: bool = False,
+        guarded: bool = True,
     ) -> Process:
         """Start ``argv`` in a new session. ``join`` runs in the child before exec (it moves
         the child into its accounting group, so nothing the child forks escapes it).
         ``stamp_exec``: record the monotonic clock the child read just before exec (the
         fork's own cost is the tool's, not the command's). ``watch``: a watcher thread, started
         before the process is, stamps ``exit_seen_ns`` (a command shorter than what the caller
-        does right after the start is then not charged for it). Raises OSError when it cannot
-        start."""
+        does right after the start is then not charged for it). ``guarded``: see
+        ``started_by``. Raises OSError when it cannot start."""
         return cls.started_by(
             lambda: cls._popen(argv, cwd, env, stdin, stdout, stderr, pass_fds, join, stamp_exec),
             watch,
+            guarded,
         )
 
     @classmethod
