@@ -112,6 +112,7 @@ class Watched:
         driver = [d for d in driver if isinstance(d, (int, float))]
         out["driver_rows_cpu_ms"] = statistics.median(driver) if driver else None
         out["statuses"] = {r.get("task_id"): r.get("status") for r in self.rows}
+        out["durations_ms"] = {r.get("task_id"): r.get("duration_ms") for r in self.rows}
         return out
 
 
