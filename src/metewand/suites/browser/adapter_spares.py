@@ -30,6 +30,7 @@ import os
 import signal
 import subprocess
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -60,7 +61,7 @@ class _Spare:
     key: tuple[Any, ...]
     begun: BegunAdapter
     stderr_path: Path
-    joined: asyncio.Future[None]  # the shell's move into its groups (a worker thread)
+    joined: Future[None]  # the shell's move into its groups (the spares' mover thread)
 
 
 class AdapterSpares:
@@ -74,6 +75,7 @@ class AdapterSpares:
         self.last_error: str | None = None  # why the last refill made none (it is tried again)
         self.taken = 0
         self.discarded = 0
+        self._mover: ThreadPoolExecutor | None = None  # one thread, made with the first spare
 
     @property
     def waiting(self) -> BegunAdapter | None:
@@ -92,7 +94,7 @@ class AdapterSpares:
             await self._discard(spare)
             return None
         try:
-            await spare.joined
+            await _moved(spare.joined)
             if spare.begun.process.has_exited():  # killed while it waited: not a start
                 raise ChildProcessError(f"the spare gate {spare.begun.process.pid} exited")
             os.replace(spare.stderr_path, stderr_path)
@@ -143,8 +145,7 @@ class AdapterSpares:
                 )
             _record_process(self.journal, process)
             channel.started()
-            loop = asyncio.get_running_loop()
-            joined = loop.run_in_executor(None, accounting.attach, process.pid)
+            joined = self._movers().submit(accounting.attach, process.pid)
         except BaseException:  # nothing half made is kept (refill says why none is ready)
             if process is not None:
                 process.kill(DISCARD_WAIT_S)
@@ -157,16 +158,24 @@ class AdapterSpares:
         begun = BegunAdapter(process, accounting, channel, gated=True)
         self._spare = _Spare(spare_key(command, label), begun, Path(stderr_name), joined)
 
+    def _movers(self) -> ThreadPoolExecutor:
+        if self._mover is None:
+            self._mover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mw-spare-move")
+        return self._mover
+
     async def close(self) -> None:
-        """Discard the spare left (the slot's adapters close)."""
+        """Discard the spare left (the slot's adapters close), then let the mover thread go."""
         spare, self._spare = self._spare, None
         if spare is not None:
             await self._discard(spare)
+        if self._mover is not None:
+            self._mover.shutdown(wait=False)
+            self._mover = None
 
     async def _discard(self, spare: _Spare) -> None:
         self.discarded += 1
         with contextlib.suppress(Exception):  # moved or not, it goes
-            await spare.joined
+            await _moved(spare.joined)
         process, begun = spare.begun.process, spare.begun
         with contextlib.suppress(ProcessLookupError, PermissionError):
             process.signal_group(signal.SIGKILL)  # a shell still waiting for its line
@@ -178,3 +187,12 @@ class AdapterSpares:
         release(begun.channel, begun.accounting)
         with contextlib.suppress(OSError):
             spare.stderr_path.unlink()
+
+
+async def _moved(joined: Future[None]) -> None:
+    """The move's end: a move done long before (the usual case: it ends ~10 ms into the
+    current adapter's run) is read at once, so its end never wakes the loop; one still under
+    way is waited for."""
+    if not joined.done():
+        await asyncio.wrap_future(joined)
+    joined.result()
