@@ -42,6 +42,8 @@ from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
+    import aiohttp
+
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
 
@@ -82,6 +84,7 @@ class CdpStepsDriver:
             before_cleanup=ctx.work_done,
             grader=ctx.grader,
             phases=ctx.phases,
+            http=ctx.http,
         )
 
 
@@ -114,6 +117,7 @@ async def run_task_attempt(
     before_cleanup: BeforeCleanup | None = None,
     grader: GraderAccess = NO_GRADER_ACCESS,
     phases: AttemptPhases | None = None,
+    http: aiohttp.ClientSession | None = None,
 ) -> AttemptResult:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
@@ -128,6 +132,7 @@ async def run_task_attempt(
     caller's time, e.g. the resource observer's end scan, not the task's).
     ``phases``: the attempt's phase marks (begun here, finished once the page is closed); the
     hook's wall is left between marks, as it is left out of ``duration_ms``.
+    ``http``: the session a fresh connection is opened with (``CdpClient.connect``).
     """
     out_dir = Path(artifact_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -144,7 +149,9 @@ async def run_task_attempt(
         if client is None:
             assert isinstance(cdp, str)
             mark("connect")
-            client = await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000)
+            client = await CdpClient.connect(
+                cdp, log=recorder, timeout=task.task_ms / 1000, http=http
+            )
             before = _Counters.of(client)
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for returned a result that came in
         # with a cancel (Ctrl-C) and dropped the cancel

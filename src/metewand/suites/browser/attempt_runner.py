@@ -89,7 +89,8 @@ class AttemptRunner:
         self._previous_task: dict[str, str] = {}  # engine -> task id of its last attempt here
         # engine -> (launch id, its recorded identity): looked up once per launched process
         self._identities: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        # the graders' connection, kept open across attempts (made in the slot's loop; close())
+        # the slot's HTTP session (made in its loop; close()): the graders' connection, kept open
+        # across attempts, and the CDP driver's fresh connection of each attempt
         self._grader_http: aiohttp.ClientSession | None = None
         # each driver path's adapter, looked up once for the slot's run (as its provenance was)
         self._resolve_driver = functools.cache(resolve_driver)
@@ -190,6 +191,7 @@ class AttemptRunner:
             resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
             known_targets=self._known_targets,
+            http=self._grader_http,
         )
 
     def _with_grader_evidence(
