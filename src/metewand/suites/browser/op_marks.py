@@ -17,10 +17,10 @@ While the adapter runs, the event loop that runs its attempt watches the read en
 (``OpListener``, ``add_reader``) and calls the attempt's ``mark`` on each line: the engine
 group's and the harness's cheap counters are read then (``phase_marks.AttemptPhases``). Once the
 adapter's result is in, the watch ends and what was not read yet is marked late. The loop waits
-on the adapter while it runs, so a line finds it idle but for a fixture request in flight; a
-reader thread of its own (nice -20, as ``measure.mark_fifo``'s) read a line about as soon, and
-cost each attempt a thread's start and stop and a GIL hand-over per line: ~1.9 ms of CPU per
-per-attempt Playwright attempt on Lightpanda (8 marks), about a fifth of the harness's.
+on the adapter while it runs, so a line finds it idle but for a fixture request in flight. A
+reader thread of its own (nice -20, as ``measure.mark_fifo``'s) read a line 5-18 µs sooner at
+the median, but it was started and stopped per attempt and woke per line: 1.9 ms of CPU per
+per-attempt Playwright attempt on Lightpanda, reads included (docs/performance.md).
 A line that is not a plain name (letters, digits, ``_.:-``, at most ``MAX_NAME_CHARS``) is
 refused and counted, never marked: the adapter is a foreign program and its lines are data.
 """
