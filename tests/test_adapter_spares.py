@@ -144,6 +144,8 @@ def test_a_spare_for_another_command_is_discarded_and_the_attempt_starts_its_own
             )
             waiting = spares.waiting
             assert waiting is not None and waiting.accounting is not None
+            while not spares._spare.joined.done():  # type: ignore[union-attr]  # the move
+                await asyncio.sleep(0.01)
             group = waiting.accounting.groups[0].path  # type: ignore[attr-defined]
             other = await run_adapter(
                 adapter(tmp_path, "b.py"),
@@ -194,8 +196,9 @@ def test_a_spare_killed_while_it_waited_is_not_used(tmp_path: Path) -> None:
     assert spares.taken == 0 and spares.discarded == 2
 
 
-def test_a_spare_is_in_the_runs_journal_from_its_start(tmp_path: Path) -> None:
-    """A runner killed while a spare waits leaves records the resume sweep finds it by."""
+def test_a_waiting_spare_is_in_the_runs_journal(tmp_path: Path) -> None:
+    """A runner killed while a spare waits leaves records the resume sweep finds it by: its
+    groups from before they were made, its process once moved into them."""
     _groups_or_skip()
     journal = OwnedJournal(tmp_path)
     spares = AdapterSpares(tmp_path / "stage", journal)
@@ -207,6 +210,8 @@ def test_a_spare_is_in_the_runs_journal_from_its_start(tmp_path: Path) -> None:
             )
             waiting = spares.waiting
             assert waiting is not None and waiting.accounting is not None
+            while not spares._spare.joined.done():  # type: ignore[union-attr]  # the move
+                await asyncio.sleep(0.01)
             paths = [g.path for g in waiting.accounting.groups]  # type: ignore[attr-defined]
             return waiting.process.pid, paths
         finally:
