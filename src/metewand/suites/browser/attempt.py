@@ -121,8 +121,9 @@ async def run_task_attempt(
 ) -> AttemptResult:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
-    ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
-    client (then pass ``log_recorder`` if the client was connected with one). ``engine_alive``
+    ``cdp``: a browser WebSocket URL (a fresh connection is opened here, with the ``http``
+    session when given, and closed here) or an open client (then pass ``log_recorder`` if the
+    client was connected with one). ``engine_alive``
     is asked after the attempt: a dead engine turns the outcome into ``crash``; ``engine_health``
     (preferred) also catches an engine alive but no longer answering on its CDP endpoint, so the
     crash is charged to the attempt that caused it.
@@ -132,7 +133,6 @@ async def run_task_attempt(
     caller's time, e.g. the resource observer's end scan, not the task's).
     ``phases``: the attempt's phase marks (begun here, finished once the page is closed); the
     hook's wall is left between marks, as it is left out of ``duration_ms``.
-    ``http``: the session a fresh connection is opened with (``CdpClient.connect``).
     """
     out_dir = Path(artifact_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -141,18 +141,14 @@ async def run_task_attempt(
     first_record = len(recorder.records)
     notes: list[str] = []
     client: CdpClient | None = cdp if isinstance(cdp, CdpClient) else None
-    before: _Counters | None = _Counters.of(client) if client is not None else None
+    before: _Counters | None = None
     verdict: DriverVerdict | None = None
     hook = _TimedHook(before_cleanup)
     mark = begin_marks(phases)
     try:
         if client is None:
-            assert isinstance(cdp, str)
-            mark("connect")
-            client = await CdpClient.connect(
-                cdp, log=recorder, timeout=task.task_ms / 1000, http=http
-            )
-            before = _Counters.of(client)
+            client = await _connect(cdp, recorder, task, http, mark)
+        before = _Counters.of(client)
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for returned a result that came in
         # with a cancel (Ctrl-C) and dropped the cancel
         async with asyncio.timeout(_hard_kill_s(task)):
@@ -184,6 +180,19 @@ async def run_task_attempt(
     duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
     result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
     return _write(out_dir, result, verdict, recorder.jsonl(first_record))
+
+
+async def _connect(
+    cdp: str | CdpClient,
+    recorder: CdpLogRecorder,
+    task: Task,
+    http: aiohttp.ClientSession | None,
+    mark: Mark,
+) -> CdpClient:
+    """The attempt's fresh connection to ``cdp`` (a URL), its frames logged to ``recorder``."""
+    assert isinstance(cdp, str)
+    mark("connect")
+    return await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000, http=http)
 
 
 def _write(

@@ -91,26 +91,26 @@ class AttemptRunner:
         self._identities: dict[str, tuple[str | None, dict[str, Any]]] = {}
         # the slot's HTTP session (made in its loop; close()): the graders' connection, kept open
         # across attempts, and the CDP driver's fresh connection of each attempt
-        self._grader_http: aiohttp.ClientSession | None = None
+        self._http: aiohttp.ClientSession | None = None
         # each driver path's adapter, looked up once for the slot's run (as its provenance was)
         self._resolve_driver = functools.cache(resolve_driver)
         # each engine's targets, carried from one clean adapter attempt to the next
         self._known_targets = KnownTargets()
 
     async def close(self) -> None:
-        """End the slot's served adapters (before the engines they drive) and the graders'
-        connection."""
+        """End the slot's served adapters (before the engines they drive) and the slot's HTTP
+        session (the graders' kept connection, the CDP driver's connections)."""
         try:
             await self.adapters.close_all()
         finally:
-            http, self._grader_http = self._grader_http, None
+            http, self._http = self._http, None
             if http is not None:
                 await http.close()
 
     async def run(self, planned: PlannedAttempt) -> dict[str, Any]:
         config = self.plan.config
-        if self._grader_http is None:
-            self._grader_http = grader_client()
+        if self._http is None:
+            self._http = grader_client()
         base = base_row(self.store.run_id, planned, config.isolation, config.seed)
         try:
             process = await self.pool.ready(planned.engine)
@@ -180,7 +180,7 @@ class AttemptRunner:
             fixture_base_url=self.base_url,
             grader=GraderAccess(
                 self.server.context.grader_token,
-                self._grader_http,
+                self._http,
                 functools.partial(grade_in_process, self.server.context),
             ),
             isolation=config.isolation,
@@ -191,7 +191,7 @@ class AttemptRunner:
             resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
             known_targets=self._known_targets,
-            http=self._grader_http,
+            http=self._http,
         )
 
     def _with_grader_evidence(

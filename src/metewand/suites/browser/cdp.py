@@ -208,9 +208,10 @@ class CdpClient:
         ws: aiohttp.ClientWebSocketResponse,
         log: LogHook | None,
         event_buffer: int,
+        owns_http: bool = True,
     ) -> None:
         self._http = http
-        self._owns_http = True  # False: the caller's session, left open by close()
+        self._owns_http = owns_http  # False: the caller's session, left open by close()
         self._ws = ws
         self._log = log
         self._next_id = 1
@@ -256,8 +257,7 @@ class CdpClient:
             if owned:
                 await asyncio.shield(http.close())
             raise
-        client = cls(http, ws, log, event_buffer)
-        client._owns_http = owned
+        client = cls(http, ws, log, event_buffer, owns_http=owned)
         client.ws_url = ws_url
         return client
 
