@@ -467,3 +467,29 @@ def test_the_listener_rests_once_the_adapter_has_gone() -> None:
         channel.close()
 
     asyncio.run(attempt())
+
+
+def test_a_short_read_empties_the_pipe_without_a_second_read(monkeypatch: Any) -> None:
+    """A read that returns less than it asked for took all the pipe held: the listener does not
+    read again to hear that it is empty (a woken loop paid ~20 µs per mark to raise and catch
+    BlockingIOError). A read of nothing still says the writer is gone."""
+    from metewand.suites.browser import op_marks
+
+    channel = op_marks.MarkChannel()
+    reads: list[int] = []
+    real_read = os.read
+
+    def counted(fd: int, n: int) -> bytes:
+        if fd == channel.read_fd:
+            reads.append(fd)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(op_marks.os, "read", counted)
+    os.write(channel.child_fd, b"driver_connect\nop0:goto\nop1:cli")
+    assert channel.lines() == [b"driver_connect", b"op0:goto"] and len(reads) == 1
+    os.write(channel.child_fd, b"ck\n")
+    assert channel.lines() == [b"op1:click"] and len(reads) == 2
+    assert not channel.at_eof
+    channel.started()  # the write end's last holder closes it
+    assert channel.lines() == [] and channel.at_eof
+    channel.close()
