@@ -27,6 +27,7 @@ the last:
 Ratios are ours/peer (<= 1.00 is the goal). The 1-minute load average is printed beside every
 subset's figures; on a loaded host judge by the CPU columns and the same-run ratios. ``--quick``:
 5 tasks, Chrome only, raw CDP and three driver paths. ``--json FILE`` writes every figure.
+``--bare`` adds a per-attempt run of ours with phase marks and host telemetry off.
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ SUBSETS = {  # subset id -> its L1 directory (the peer's and the corpus's)
 }
 QUICK_SUBSETS = ["l1.raw_cdp", "l1.chrome_remote_interface", "l1.playwright", "l1.cdp_use"]
 MODES = ("per-attempt", "long-lived")
+# What ``--bare`` switches off: the two measurements the peer's harness does not make that a
+# user can switch off. The rest (the adapters' own accounting groups, traffic accounting, the
+# rich rows) stays on. The difference from ours is what those two cost the harness.
+BARE_FLAGS = ["--no-phase-marks", "--host-telemetry", "off"]
 
 
 @dataclass
@@ -191,19 +196,20 @@ def ours_argv(
     return [*argv, "--no-progress", "--quiet"]
 
 
-def runs_for(subset: str, baseline: bool) -> list[tuple[str, str]]:
+def runs_for(subset: str, baseline: bool, bare: bool = False) -> list[tuple[str, str]]:
     """(tool, mode) of the runs of one subset x engine: raw CDP has no adapter, one run of ours
-    (and of the baseline sources when given)."""
+    (and of the baseline sources when given); ``bare``: one more per-attempt run of ours."""
     modes = ("per-attempt",) if subset == "l1.raw_cdp" else MODES
     tools = ("ours", "base") if baseline else ("ours",)
-    return [("peer", "per-attempt"), *((tool, m) for tool in tools for m in modes)]
+    runs = [("peer", "per-attempt"), *((tool, m) for tool in tools for m in modes)]
+    return [*runs, ("bare", "per-attempt")] if bare else runs
 
 
 def measure_cell(
     args: argparse.Namespace, subset: str, engine: str, turn: int, work: Path
 ) -> dict[str, Any]:
     tasks = select_tasks(args.peer, SUBSETS[subset], args.per_subset)
-    plan = runs_for(subset, args.baseline_src is not None)
+    plan = runs_for(subset, args.baseline_src is not None, args.bare)
     plan = plan[turn % len(plan) :] + plan[: turn % len(plan)]  # who goes first rotates
     env = peer_harness.environment()
     got: dict[str, dict[str, Any]] = {}
@@ -215,7 +221,9 @@ def measure_cell(
             cwd = args.peer
         else:
             argv = ours_argv(subset, tasks, engine, mode, out, run_id, args.seed)
-            cwd = REPO if tool == "ours" else args.baseline_src
+            if tool == "bare":
+                argv += BARE_FLAGS
+            cwd = args.baseline_src if tool == "base" else REPO
         tool_env = env
         if tool == "base":  # the baseline's sources before the installed (editable) package
             tool_env = {**env, "PYTHONPATH": str(args.baseline_src / "src")}
@@ -326,6 +334,11 @@ def main() -> None:
         "tar -x -C DIR; drivers/node/node_modules linked to ours) in the same rounds",
     )
     parser.add_argument("--keep", type=Path, help="keep the runs here (default: a temp dir)")
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="also run ours per-attempt with " + " ".join(BARE_FLAGS) + ": what those cost",
+    )
     args = parser.parse_args()
     args.peer = args.peer.resolve()
     if args.baseline_src is not None:
