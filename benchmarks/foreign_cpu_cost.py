@@ -15,7 +15,12 @@ benchmark's descendant walk), in the same run:
 Each figure is the median thread CPU over ``--samples`` repetitions; the ratios divide by the
 sample-before-this-change in the same run.
 
-    .venv/bin/python benchmarks/foreign_cpu_cost.py [--samples 200] [--groups 4]
+Then the process scan two ways, each file opened per scan (``procfs.read_all_cpu``) and each kept
+open from one scan to the next (``procfs.StatFiles``, what the tracker uses), back to back and
+after ``--rest-ms`` asleep (the sampler's thread wakes every couple of seconds, with cold caches:
+``--rested`` repetitions of each, alternating).
+
+    .venv/bin/python benchmarks/foreign_cpu_cost.py [--samples 200] [--groups 4] [--rested 40]
 """
 
 from __future__ import annotations
@@ -47,6 +52,21 @@ def cpu_ms(action: Callable[[], Any], samples: int) -> float:
     return statistics.median(spent) / 1e6
 
 
+def rested_cpu_ms(
+    actions: dict[str, Callable[[], Any]], rounds: int, rest_s: float
+) -> dict[str, float]:
+    """Median thread CPU of each action when its thread has slept ``rest_s`` before it, the
+    actions taking turns (so a drift of the host's speed falls on all of them)."""
+    spent: dict[str, list[int]] = {name: [] for name in actions}
+    for _ in range(rounds):
+        for name, action in actions.items():
+            time.sleep(rest_s)
+            before = time.thread_time_ns()
+            action()
+            spent[name].append(time.thread_time_ns() - before)
+    return {name: statistics.median(values) / 1e6 for name, values in spent.items()}
+
+
 def open_groups(count: int) -> tuple[list[TreeAccounting], list[subprocess.Popen[bytes]]]:
     groups, sleepers = [], []
     for index in range(count):
@@ -63,10 +83,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--rested", type=int, default=40)
+    parser.add_argument("--rest-ms", type=float, default=500.0)
     args = parser.parse_args()
     groups, sleepers = open_groups(args.groups)
     try:
         report(args.samples, groups)
+        report_scans(args.samples, args.rested, args.rest_ms / 1000)
     finally:
         for sleeper in sleepers:
             sleeper.kill()
@@ -102,6 +125,26 @@ def report(samples: int, groups: list[TreeAccounting]) -> None:
     )
     per_process = figures["process scan (/proc/PID/stat of all)"] / max(1, processes) * 1000
     print(f"process scan: {per_process:.1f} us per visible process")
+
+
+def report_scans(samples: int, rounds: int, rest_s: float) -> None:
+    kept = procfs.StatFiles()
+    try:
+        scans = {"each file opened": procfs.read_all_cpu, "kept open": kept.read_all_cpu}
+        warm = {name: cpu_ms(scan, samples) for name, scan in scans.items()}
+        rested = rested_cpu_ms(scans, rounds, rest_s)
+    finally:
+        kept.close()
+    processes = len(procfs.read_all_cpu())
+    print(
+        f"process scan ({processes} processes), ms of thread CPU: back to back | after "
+        f"{rest_s * 1000:.0f} ms asleep"
+    )
+    for name in scans:
+        print(
+            f"  {name:<18} {warm[name]:7.3f} ({warm[name] / warm['each file opened']:4.2f}x) | "
+            f"{rested[name]:7.3f} ({rested[name] / rested['each file opened']:4.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -112,6 +112,7 @@ class ForeignCpuTracker:
         self._started_foreign: dict[Key, tuple[str, bool]] = {}
         # descendants of the root in the last scan (root excluded): the host sample's count
         self.tree_size: int | None = None
+        self._stat_files = procfs.StatFiles(proc)  # kept open from one observation to the next
 
     def claim_session(self, session: int) -> None:
         """The session ``session`` is the benchmark's: a process the caller just launched as
@@ -126,13 +127,17 @@ class ForeignCpuTracker:
         busy = read_machine_busy_ticks(self.proc)
         now_ns = time.monotonic_ns()
         boot = boot_ticks_now()
-        stats = _keyed(procfs.read_all_cpu(self.proc))
+        stats = _keyed(self._stat_files.read_all_cpu())
         bench = self._bench_keys(stats, now_ns)
         self._ever_bench |= bench
         snapshot = _Snapshot(now_ns, boot, busy, stats, bench)
         previous, self._previous = self._previous, snapshot
         self._note_started(snapshot)
         return None if previous is None else self._interval(previous, snapshot)
+
+    def close(self) -> None:
+        """Close the kept ``stat`` descriptors (a later ``observe`` opens them again)."""
+        self._stat_files.close()
 
     def _bench_keys(self, stats: dict[Key, CpuStat], read_ns: int) -> set[Key]:
         bench = _tree_keys(self.root_pid, stats)
@@ -271,8 +276,11 @@ def _foreign_shares(prev: _Snapshot, now: _Snapshot) -> list[tuple[int, Key]]:
 def look(seconds: float, root_pid: int, top_n: int = TOP_FOREIGN) -> dict[str, Any]:
     """Foreign CPU over one look of ``seconds`` (``doctor``): everything but ``root_pid``'s tree."""
     tracker = ForeignCpuTracker(root_pid, top_n=top_n)
-    tracker.observe()
-    time.sleep(seconds)
-    figures = tracker.observe()
+    try:
+        tracker.observe()
+        time.sleep(seconds)
+        figures = tracker.observe()
+    finally:
+        tracker.close()
     assert figures is not None  # the second observation always has an interval
     return figures

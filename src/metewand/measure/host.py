@@ -302,6 +302,13 @@ class HostTelemetry:
                 self.errors.append("host telemetry thread did not stop in time")
             else:
                 self._record_one()  # a final sample: the run's end point
+        # the kept /proc descriptors, once no scan can use them (a thread that did not stop
+        # in time may still be in one; one stuck for good keeps them, and the run ends anyway)
+        if self._record_lock.acquire(timeout=5.0):
+            try:
+                self.foreign.close()
+            finally:
+                self._record_lock.release()
         self.ended_at = utc_now()
         if self._file is not None:
             self._file.close()

@@ -8,6 +8,7 @@ callers can tell a transient exit from a permission problem (``PermissionError``
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import NamedTuple
@@ -173,34 +174,135 @@ def read_all_cpu(proc: str = PROC) -> dict[int, CpuStat]:
     found: dict[int, CpuStat] = {}
     for entry in os.scandir(proc):
         name = entry.name
-        if not name.isdigit():
-            continue
-        try:
-            fd = os.open(f"{proc}/{name}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue  # gone (or refused) since the listing
-        try:
-            text = os.read(fd, 4096)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        try:
-            close = text.rindex(b")")
-            rest = text[close + 2 :].split(None, 20)
-            own = int(rest[11]) + int(rest[12])
-            found[int(name)] = CpuStat(
-                int(rest[1]),
-                int(rest[3]),
-                int(rest[19]),
-                own,
-                own + int(rest[13]) + int(rest[14]),
-                int(rest[6]),
-                text[text.index(b"(") + 1 : close],
-            )
-        except (ValueError, IndexError):
-            continue  # an exiting process's empty read
+        if name.isdigit():
+            fd = _open_stat(proc, name)
+            if fd is not None:
+                text = _pread_stat(fd)
+                os.close(fd)
+                _add_cpu(found, name, text)
     return found
+
+
+class StatFiles:
+    """``read_all_cpu`` with each process's ``stat`` kept open from one scan to the next.
+
+    Host telemetry scans every process on the host at each sample. A kept descriptor is read
+    again without an open and a close, and a line that reads as at the last scan (an idle
+    process's) keeps its figures without a parse: a scan of 78 processes here took 0.20 ms of
+    thread CPU against 0.38 back to back, and 0.88 against 1.07 ms after half a second asleep,
+    as the sampler's thread scans (``benchmarks/foreign_cpu_cost.py``). A kept descriptor is
+    bound to its process, not to the pid: once that process is gone its read fails (ESRCH,
+    whichever process has the pid now), and it is closed and the pid's file opened afresh. A
+    descriptor whose pid left the listing is closed after the scan. At most ``limit`` are kept
+    (the rest are opened per scan), a small share of the file limit. Not thread-safe: one
+    scanner at a time, ``close()`` once it has stopped.
+    """
+
+    def __init__(self, proc: str = PROC, limit: int | None = None) -> None:
+        self.proc = proc
+        self.limit = kept_stat_limit() if limit is None else limit
+        self._fds: dict[str, int] = {}
+        # each kept process's last line and its figures
+        self._parsed: dict[str, tuple[bytes, CpuStat]] = {}
+
+    def read_all_cpu(self) -> dict[int, CpuStat]:
+        found: dict[int, CpuStat] = {}
+        left, self._fds = self._fds, {}
+        parsed, self._parsed = self._parsed, {}
+        try:
+            for entry in os.scandir(self.proc):
+                name = entry.name
+                if name.isdigit():
+                    text = self._read(name, left.pop(name, None))
+                    if text is not None:
+                        self._add(found, name, text, parsed.get(name))
+        finally:
+            for fd in left.values():  # their pids are gone from the listing
+                os.close(fd)
+        return found
+
+    def _add(
+        self,
+        found: dict[int, CpuStat],
+        name: str,
+        text: bytes,
+        before: tuple[bytes, CpuStat] | None,
+    ) -> None:
+        """An idle process's line reads the same as at the last scan: its figures too."""
+        if before is not None and before[0] == text:
+            found[int(name)] = before[1]
+        else:
+            _add_cpu(found, name, text)
+        if name in self._fds and int(name) in found:
+            self._parsed[name] = (text, found[int(name)])
+
+    def _read(self, name: str, kept: int | None) -> bytes | None:
+        text = None if kept is None else _pread_stat(kept)
+        if text is not None:
+            assert kept is not None
+            self._fds[name] = kept
+            return text
+        if kept is not None:  # kept for a process that is gone: the pid's file afresh
+            os.close(kept)
+        fd = _open_stat(self.proc, name)
+        if fd is None:
+            return None
+        text = _pread_stat(fd)
+        if text is not None and len(self._fds) < self.limit:
+            self._fds[name] = fd
+        else:
+            os.close(fd)
+        return text
+
+    @property
+    def kept(self) -> int:
+        return len(self._fds)
+
+    def close(self) -> None:
+        fds, self._fds, self._parsed = self._fds, {}, {}
+        for fd in fds.values():
+            os.close(fd)
+
+
+def kept_stat_limit() -> int:
+    """How many ``stat`` descriptors a ``StatFiles`` keeps: 512, or an eighth of the soft file
+    limit when that is lower (the harness's engines, sockets and pipes need the rest)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 512 if soft == resource.RLIM_INFINITY else max(0, min(512, soft // 8))
+
+
+def _open_stat(proc: str, name: str) -> int | None:
+    try:
+        return os.open(f"{proc}/{name}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # gone (or refused) since the listing
+
+
+def _pread_stat(fd: int) -> bytes | None:
+    try:
+        return os.pread(fd, 4096, 0)
+    except OSError:
+        return None  # the process is gone
+
+
+def _add_cpu(found: dict[int, CpuStat], name: str, text: bytes | None) -> None:
+    if not text:
+        return  # gone, or an exiting process's empty read
+    try:
+        close = text.rindex(b")")
+        rest = text[close + 2 :].split(None, 20)
+        own = int(rest[11]) + int(rest[12])
+        found[int(name)] = CpuStat(
+            int(rest[1]),
+            int(rest[3]),
+            int(rest[19]),
+            own,
+            own + int(rest[13]) + int(rest[14]),
+            int(rest[6]),
+            text[text.index(b"(") + 1 : close],
+        )
+    except (ValueError, IndexError):
+        return
 
 
 def read_environ(pid: int) -> list[bytes]:
