@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -308,6 +309,25 @@ def print_cell(cell: dict[str, Any]) -> None:
             print(f"    {name}: exit {fig['exit']}, {fig['rows']} rows: {fig['problem'][-400:]!r}")
 
 
+def print_summary(cells: list[dict[str, Any]]) -> None:
+    """Per run kind, over every cell it ran in: the geometric mean of its harness CPU per
+    attempt over the peer's, and how many cells are at or below the peer's."""
+    ratios: dict[str, list[float]] = {}
+    for cell in cells:
+        peer = cell["runs"]["peer:per-attempt"].get("harness_cpu_ms")
+        for name, fig in cell["runs"].items():
+            ours = fig.get("harness_cpu_ms")
+            if name != "peer:per-attempt" and ours is not None and peer:
+                ratios.setdefault(name, []).append(ours / peer)
+    print("\nharness CPU per attempt x peer, over the cells:")
+    for name, values in ratios.items():
+        geometric = math.exp(sum(math.log(v) for v in values) / len(values))
+        at_or_below = sum(v <= 1.0 for v in values)
+        print(
+            f"  {name}: geometric mean {geometric:.3f}, {at_or_below} of {len(values)} at or below"
+        )
+
+
 def cells_of(args: argparse.Namespace) -> Iterable[tuple[str, str]]:
     for subset in args.subset:
         for engine in args.engines:
@@ -360,6 +380,7 @@ def main() -> None:
             cell = measure_cell(args, subset, engine, turn, work)
             print_cell(cell)
             cells.append(cell)
+    print_summary(cells)
     if args.json:
         args.json.write_text(json.dumps({"cells": cells, "args": asdict_args(args)}, indent=1))
 
