@@ -170,17 +170,9 @@ class CpuStat(NamedTuple):
 
 def read_all_cpu(proc: str = PROC) -> dict[int, CpuStat]:
     """``read_all_stats`` for a CPU scan: the same files, one read each (a stat line is well
-    under a page), only the fields the scan uses converted."""
-    found: dict[int, CpuStat] = {}
-    for entry in os.scandir(proc):
-        name = entry.name
-        if name.isdigit():
-            fd = _open_stat(proc, name)
-            if fd is not None:
-                text = _pread_stat(fd)
-                os.close(fd)
-                _add_cpu(found, name, text)
-    return found
+    under a page), only the fields the scan uses converted; each file opened and closed here
+    (``StatFiles`` keeps them open from one scan to the next)."""
+    return StatFiles(proc, limit=0).read_all_cpu()
 
 
 class StatFiles:
