@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -321,7 +320,7 @@ def print_summary(cells: list[dict[str, Any]]) -> None:
                 ratios.setdefault(name, []).append(ours / peer)
     print("\nharness CPU per attempt x peer, over the cells:")
     for name, values in ratios.items():
-        geometric = math.exp(sum(math.log(v) for v in values) / len(values))
+        geometric = statistics.geometric_mean(values)
         at_or_below = sum(v <= 1.0 for v in values)
         print(
             f"  {name}: geometric mean {geometric:.3f}, {at_or_below} of {len(values)} at or below"
