@@ -23,7 +23,7 @@ from metewand.measure.accounting import AccountingUnavailable, open_accounting
 from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.adapter_spares import AdapterSpares
 from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
-from metewand.suites.browser.op_marks import PAYLOAD_KEY
+from metewand.suites.browser.op_marks import PAYLOAD_KEY, MarkSink
 
 PAYLOAD = {"protocol": "abb_scenario_adapter/1", "steps": [], "checks": []}
 LABEL = "adapter-spare-test"
@@ -79,7 +79,7 @@ async def _attempts(
                 tmp_path / f"a{n}" / "stderr.txt",
                 LABEL,
                 spares.journal,
-                mark,
+                None if mark is None else MarkSink(mark),
                 spares,
             )
             out.append((run, waiting.process.pid if waiting is not None else None))

@@ -34,6 +34,7 @@ from metewand.suites.browser.adapter_attempt import run_adapter_attempt as run_a
 from metewand.suites.browser.adapter_server import AdapterRunner, open_adapter
 from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver, resolve_driver
 from metewand.suites.browser.engine_process import EngineProcess
+from metewand.suites.browser.op_marks import MarkSink
 from metewand.suites.browser.phase_marks import AttemptPhases
 from metewand.suites.browser.tasks import load_corpus
 from shared_paths import lexbench_or_skip
@@ -93,17 +94,24 @@ def _corpus(root: Path) -> Path:
 
 
 class Witnessed(AttemptPhases):
-    """The suite's marks, with every thread's schedstat read right after each one (the adapter's
-    marks arrive on the mark channel's reader thread and come through here too)."""
+    """The suite's marks, with every thread's schedstat read right after each one. With
+    ``by_adapter`` False the adapter's lines come through here too: the harness reads the
+    counters as each arrives (``read_by: harness``), which is what the witness can follow. With
+    it True the adapter reads them itself (``read_by: adapter``) and only the harness's own
+    marks are witnessed."""
 
-    def __init__(self, group: TreeAccounting) -> None:
+    def __init__(self, group: TreeAccounting, by_adapter: bool = False) -> None:
         super().__init__(group, "adapter_run", concurrent=False)
         self.group = group
+        self.by_adapter = by_adapter
         self.witness: list[tuple[str | None, dict[tuple[int, int], int]]] = []
 
     def mark(self, name: str | None) -> None:
         super().mark(name)
         self.witness.append((name, _thread_cpu(self.group.pids())))
+
+    def sink(self) -> MarkSink:
+        return super().sink() if self.by_adapter else MarkSink(self.mark)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +139,13 @@ def _found(key: str) -> FoundDriver:
 
 
 async def _attempts(
-    process: EngineProcess, group: TreeAccounting, key: str, mode: str, root: Path, work: Path
+    process: EngineProcess,
+    group: TreeAccounting,
+    key: str,
+    mode: str,
+    root: Path,
+    work: Path,
+    by_adapter: bool = False,
 ) -> list[tuple[Witnessed, Any, dict[str, Any]]]:
     """Two attempts through one runner (a served adapter answers both), each witnessed."""
     task = next(t for t in load_corpus(root).tasks if t.task_id == f"burn_{key}")
@@ -145,7 +159,7 @@ async def _attempts(
     out = []
     try:
         for attempt in (1, 2):
-            phases = Witnessed(group)
+            phases = Witnessed(group, by_adapter)
             ids = AdapterAttempt("op-marks", attempt, "s0", "http://127.0.0.1:9")
             outcome = await run_attempt(
                 task,
@@ -173,16 +187,26 @@ def _cpu(phase: dict[str, Any]) -> int:
 def test_each_driver_op_is_a_phase_and_the_busy_op_carries_the_burn(
     chrome_in_group: Any, tmp_path: Path, key: str, mode: str
 ) -> None:
+    """Each op a phase, the burn in its op: first read by the harness as each line arrives,
+    where a witness can follow it; then read by the adapter itself, whose burn op must hold at
+    least 3/4 of the loop the witnessed attempts measured."""
     process, group = chrome_in_group
     root = _corpus(tmp_path / "corpus")
     late: list[AssertionError] = []
     for attempt in range(TRIES):  # a try the host delayed is run again; late every time fails
         work = tmp_path / f"work{attempt}"
-        attempts = asyncio.run(_attempts(process, group, key, mode, root, work))
         try:
-            for phases, _outcome, block in attempts:
+            burns = []
+            for phases, _outcome, block in asyncio.run(
+                _attempts(process, group, key, mode, root, work)
+            ):
                 assert block["adapter_mode"] == mode
-                _check_attempt(phases, f"{key} {mode}")
+                burns.append(_check_attempt(phases, f"{key} {mode}"))
+            for phases, _outcome, block in asyncio.run(
+                _attempts(process, group, key, mode, root, work / "by-adapter", by_adapter=True)
+            ):
+                assert block["adapter_mode"] == mode
+                _check_read_by_adapter(phases, min(burns), f"{key} {mode} read by the adapter")
             return
         except (LateWitness, BusyNeighbour, LostWitness) as exc:
             late.append(exc)
@@ -214,12 +238,13 @@ class LateWitness(AssertionError):
     where is checked by every try; the timing of one reading is not what this test is about."""
 
 
-def _check_attempt(phases: Witnessed, label: str) -> None:
+def _check_attempt(phases: Witnessed, label: str) -> int:
+    """The witnessed checks of an attempt whose lines the harness read; the loop's CPU (ns)."""
     record = phases.to_json()
     assert violations("metewand_browser_attempt_phases-1", record) == []
     assert record["granularity"] == "driver_ops"
     # driver_connect, four ops, driver_close; nothing refused
-    assert record["driver_marks"] == {"received": 6, "refused": 0}
+    assert record["driver_marks"] == {"received": 6, "refused": 0, "read_by": "harness"}
     for role in ("engine", "harness"):
         names = [p["name"] for p in record[role]["phases"]]
         assert names == [
@@ -277,6 +302,43 @@ def _check_attempt(phases: Witnessed, label: str) -> None:
         raise BusyNeighbour(f"{neighbour} held Chrome's own work, not the loop ({cpu_ms})")
     total, between = _cpu(engine["total"]), _cpu(engine["between_marks"])
     assert sum(_cpu(p) for p in engine["phases"]) + between == total
+    return burn_ns
+
+
+def _check_read_by_adapter(phases: Witnessed, burn_ns: int, label: str) -> None:
+    """The adapter read the engine's group at each op itself: the engine's phases are the same
+    ops, in order, inside the adapter's run; the harness's clock keeps that run as one phase
+    (its own CPU is not readable from the adapter); the burn op holds the loop."""
+    record = phases.to_json()
+    assert violations("metewand_browser_attempt_phases-1", record) == []
+    assert record["granularity"] == "driver_ops"
+    assert record["driver_marks"] == {"received": 6, "refused": 0, "read_by": "adapter"}
+    engine = record["engine"]
+    names = [p["name"] for p in engine["phases"]]
+    assert names == [
+        "target_snapshot",
+        "adapter_run",
+        "driver_connect",
+        *OPS,
+        "driver_close",
+        "grade",
+    ]
+    harness = [p["name"] for p in record["harness"]["phases"]]
+    assert harness == ["target_snapshot", "adapter_run", "grade"]
+    starts = [p["start_offset_ns"] for p in engine["phases"]]
+    assert starts == sorted(starts) and engine["late_marks"] == 0
+    by_name = {p["name"]: p for p in engine["phases"]}
+    cpu_ms = {p["name"]: round(_cpu(p) / 1e6, 1) for p in engine["phases"]}
+    print(f"{label}: engine CPU per phase (ms) {cpu_ms}; the witnessed loop {burn_ns / 1e6:.1f}")
+    op_ns = _cpu(by_name[BURN_OP])
+    # the same loop as the witnessed attempts': its CPU moves a little between runs, never by
+    # a quarter; a mark taken late would leave part of it in op1, early part of it in op3
+    assert op_ns >= 0.75 * burn_ns, cpu_ms
+    for neighbour in ("op1:evaluate", "op3:evaluate"):
+        if _cpu(by_name[neighbour]) >= op_ns:
+            raise BusyNeighbour(f"{neighbour} held Chrome's own work, not the loop ({cpu_ms})")
+    total, between = _cpu(engine["total"]), _cpu(engine["between_marks"])
+    assert sum(_cpu(p) for p in engine["phases"]) + between == total
 
 
 def test_an_attempt_without_marks_gets_no_channel_key_and_an_unmarking_adapter_one_phase(
@@ -321,9 +383,10 @@ def test_an_attempt_without_marks_gets_no_channel_key_and_an_unmarking_adapter_o
     phases = AttemptPhases(group, "adapter_run", concurrent=False)
     outcome = asyncio.run(attempt(phases))
     assert "metewand_mark_fd" in outcome.answer  # offered; this adapter does not use it
+    assert "metewand_mark_reads" in outcome.answer
     record = phases.to_json()
     assert record["granularity"] == "adapter_run"
-    assert record["driver_marks"] == {"received": 0, "refused": 0}
+    assert record["driver_marks"] == {"received": 0, "refused": 0, "read_by": "adapter"}
     names = [p["name"] for p in record["engine"]["phases"]]
     assert names == ["target_snapshot", "adapter_run", "grade"]
 
@@ -358,7 +421,7 @@ def test_the_channel_marks_plain_names_in_order_and_refuses_the_rest() -> None:
 
     seen, counts = asyncio.run(attempt())
     assert seen == ["driver_connect", "op0:new_page", None, "op3:goto"]
-    assert counts == {"received": 4, "refused": 2}  # a space; 150 characters
+    assert counts == {"received": 4, "refused": 2, "read_by": "harness"}  # a space; 150 chars
 
 
 def test_marks_are_read_while_the_writer_runs_not_only_at_the_end() -> None:
@@ -429,7 +492,7 @@ def test_a_runaway_adapter_is_cut_at_the_mark_limit() -> None:
         return seen, counts
 
     seen, counts = asyncio.run(attempt())
-    assert counts == {"received": op_marks.MAX_MARKS, "refused": extra}
+    assert counts == {"received": op_marks.MAX_MARKS, "refused": extra, "read_by": "harness"}
     assert seen[-1] == f"op{op_marks.MAX_MARKS - 1}:evaluate"
 
 
@@ -463,7 +526,8 @@ def test_the_listener_rests_once_the_adapter_has_gone() -> None:
         settled = len(reads)
         await asyncio.sleep(0.3)  # a spinning listener would read thousands of times meanwhile
         assert len(reads) == settled <= 3
-        assert listener.finish() == {"received": 1, "refused": 0} and seen == ["driver_close"]
+        assert listener.finish() == {"received": 1, "refused": 0, "read_by": "harness"}
+        assert seen == ["driver_close"]
         channel.close()
 
     asyncio.run(attempt())

@@ -7,13 +7,18 @@ A driver supplies ``connect(payload, budget) -> session``, ``live_product(sessio
 
 Driver-op marks (metewand's addition, beside the contract): a payload carrying
 ``metewand_mark_fd`` names an inherited pipe; one line is written to it at each boundary
-(``driver_connect``, ``op<i>:<op>`` before each op, ``driver_close`` after the last), and the
-harness reads the engine's counters on each. Without the key nothing is written.
+(``driver_connect``, ``op<i>:<op>`` before each op, ``driver_close`` after the last). Where the
+payload also names files (``metewand_mark_reads``: the engine's accounting group), each line
+carries their bytes, read here at the boundary, then the monotonic clock (``|`` for a newline,
+``!<errno name>`` for a failed read): the harness reads the pipe once after the result instead of
+waking at each op. Else the harness reads the counters as each line arrives. Without the key
+nothing is written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import re
@@ -48,6 +53,8 @@ class OpMarks:
     def __init__(self, payload: dict[str, Any]) -> None:
         fd = payload.get("metewand_mark_fd")
         self.fd = fd if self.wanted(payload) else None
+        plan = payload.get("metewand_mark_reads")
+        self.reads = MarkReads(plan) if self.fd is not None and isinstance(plan, list) else None
 
     @staticmethod
     def wanted(payload: dict[str, Any]) -> bool:
@@ -58,11 +65,73 @@ class OpMarks:
         if self.fd is None:
             return
         # the harness takes plain names only: any other character becomes "_"
-        plain = re.sub(r"[^A-Za-z0-9_.:\-]", "_", name)[:120]
+        plain = re.sub(r"[^A-Za-z0-9_.:\-]", "_", name)[:120].encode("ascii")
+        if self.reads is not None:
+            plain += b"\t" + self.reads.read()
         try:  # one write per line (atomic on a pipe); a full pipe drops the mark, never blocks
-            os.write(self.fd, plain.encode("ascii") + b"\n")
+            os.write(self.fd, plain + b"\n")
         except OSError:
             pass
+
+    def close(self) -> None:
+        if self.reads is not None:
+            self.reads.close()
+
+
+class MarkReads:
+    """The files a mark reads, opened once for the attempt (a pread each at the mark)."""
+
+    def __init__(self, plan: list[Any]) -> None:
+        self.files: list[tuple[int | None, int, bytes | None, str]] = []
+        for entry in plan:
+            entry = entry if isinstance(entry, dict) else {}
+            restart = entry.get("restart")
+            restart_bytes = restart.encode() if isinstance(restart, str) else None
+            size = entry.get("size")
+            size = min(size if isinstance(size, int) and size > 0 else 4096, 1 << 20)
+            self.files.append(self._open(entry, restart_bytes, size))
+
+    @staticmethod
+    def _open(
+        entry: dict[str, Any], restart: bytes | None, size: int
+    ) -> tuple[int | None, int, bytes | None, str]:
+        flags = (os.O_RDWR if restart else os.O_RDONLY) | os.O_CLOEXEC
+        try:
+            fd = os.open(str(entry.get("path")), flags)
+        except OSError as exc:
+            return None, size, restart, errno.errorcode.get(exc.errno or 0, "EIO")
+        try:  # a high-water kept per descriptor starts its first window now
+            if restart and entry.get("restart_at_open"):
+                os.pwrite(fd, restart, 0)
+        except OSError as exc:
+            os.close(fd)
+            return None, size, restart, errno.errorcode.get(exc.errno or 0, "EIO")
+        return fd, size, restart, ""
+
+    def read(self) -> bytes:
+        fields = []
+        for fd, size, restart, error in self.files:
+            if fd is None:
+                fields.append(b"!" + error.encode())
+                continue
+            try:
+                raw = os.pread(fd, size, 0)
+                if restart:
+                    os.pwrite(fd, restart, 0)  # the next window starts now
+            except OSError as exc:
+                fields.append(b"!" + errno.errorcode.get(exc.errno or 0, "EIO").encode())
+            else:
+                fields.append(raw.replace(b"\n", b"|"))
+        return b"%d\t" % time.monotonic_ns() + b"\t".join(fields)
+
+    def close(self) -> None:
+        for fd, *_rest in self.files:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.files = []
 
 
 @dataclass
@@ -296,6 +365,17 @@ class Driver:
 
 
 async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
+    mark = OpMarks(payload) if OpMarks.wanted(payload) else None  # no listener: no machinery
+    try:
+        return await _marked_attempt(driver, payload, mark)
+    finally:
+        if mark is not None:
+            mark.close()
+
+
+async def _marked_attempt(
+    driver: Driver, payload: dict[str, Any], mark: OpMarks | None
+) -> dict[str, Any]:
     if payload.get("protocol") != "abb_scenario_adapter/1":
         return harness_error("script_error", f"unsupported protocol {payload.get('protocol')!r}")
     budget = Budget(payload)
@@ -310,7 +390,6 @@ async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
     steps = substitute(payload.get("steps") or [], tokens)
     checks = substitute(payload.get("checks") or [], tokens)
     connect_row = {"name": "driver_connect", "status": "pass", "evidence": driver.name}
-    mark = OpMarks(payload) if OpMarks.wanted(payload) else None  # no listener: no machinery
     if mark is not None:
         mark("driver_connect")
     try:

@@ -4,8 +4,9 @@
 // A driver file supplies { name, connect(payload, budget), ops, liveProduct(session), close }.
 // Driver-op marks (metewand's addition beside the contract): a payload carrying metewand_mark_fd
 // names an inherited pipe; one line is written to it at each boundary (driver_connect, op<i>:<op>
-// before each op, driver_close after the last) and the harness reads the engine's counters on
-// each. Without the key nothing is written.
+// before each op, driver_close after the last), carrying the engine's counters where the payload
+// names their files (metewand_mark_reads; else the harness reads them as the line arrives).
+// Without the key nothing is written.
 
 const fs = require('fs');
 const path = require('path');
@@ -143,16 +144,64 @@ function opTrace(payload) {
   };
 }
 
-// The harness's mark channel for this payload, or a no-op when it asked for no marks.
+// The harness's mark channel for this payload, or null when it asked for no marks. Where the
+// payload also names files (metewand_mark_reads: the engine's accounting group), each mark reads
+// them here, at the op boundary, then the monotonic clock, and writes their bytes down the line
+// ("|" for a newline, "!<code>" for a failed read): the harness then reads the pipe once, after
+// the result, instead of waking at every op to read them itself.
 function opMarks(payload) {
   const fd = payload.metewand_mark_fd;
   if (!Number.isInteger(fd) || fd <= 2) return null; // no one listens: no mark machinery
-  return (name) => {
+  const reads = markReads(payload.metewand_mark_reads);
+  const mark = (name) => {
     // one write per line (atomic on a pipe); a full pipe drops the mark, never blocks the op
     // the harness takes plain names only: any other character becomes "_"
     const plain = String(name).replace(/[^A-Za-z0-9_.:-]/g, '_').slice(0, 120);
-    try { fs.writeSync(fd, `${plain}\n`); } catch (e) { /* the harness reads what it can */ }
+    const line = reads ? `${plain}\t${reads.read()}\n` : `${plain}\n`;
+    try { fs.writeSync(fd, line); } catch (e) { /* the harness reads what it can */ }
   };
+  mark.close = () => { if (reads) reads.close(); };
+  return mark;
+}
+
+// The files a mark reads, opened once for the attempt (a pread each at the mark, no open).
+function markReads(plan) {
+  if (!Array.isArray(plan)) return null;
+  const files = plan.map(openRead);
+  const buffer = Buffer.allocUnsafe(Math.max(64, ...files.map((f) => f.size)));
+  return {
+    read: () => {
+      const fields = files.map((file) => readField(file, buffer));
+      return `${process.hrtime.bigint()}\t${fields.join('\t')}`;
+    },
+    close: () => files.forEach((file) => { if (file.fd !== null) try { fs.closeSync(file.fd); } catch (e) { /* gone */ } }),
+  };
+}
+
+function openRead(entry) {
+  const restart = typeof entry.restart === 'string' ? entry.restart : null;
+  const file = { fd: null, size: Math.min(Number(entry.size) || 4096, 1 << 20), restart, error: 'EIO' };
+  try {
+    file.fd = fs.openSync(String(entry.path), restart ? 'r+' : 'r');
+    // a high-water kept per descriptor starts its first window now
+    if (restart && entry.restart_at_open) fs.writeSync(file.fd, restart, 0);
+  } catch (e) {
+    if (file.fd !== null) try { fs.closeSync(file.fd); } catch (e2) { /* gone */ }
+    file.fd = null;
+    file.error = e.code || 'EIO';
+  }
+  return file;
+}
+
+function readField(file, buffer) {
+  if (file.fd === null) return `!${file.error}`;
+  try {
+    const n = fs.readSync(file.fd, buffer, 0, file.size, 0);
+    if (file.restart) fs.writeSync(file.fd, file.restart, 0); // the next window starts now
+    return buffer.toString('latin1', 0, n).replace(/\n/g, '|');
+  } catch (e) {
+    return `!${e.code || 'EIO'}`;
+  }
 }
 
 function harnessError(cls, message) {
@@ -222,6 +271,15 @@ function grade(checks, results, saved, extra) {
 }
 
 async function attempt(driver, payload) {
+  const mark = opMarks(payload);
+  try {
+    return await markedAttempt(driver, payload, mark);
+  } finally {
+    if (mark) mark.close();
+  }
+}
+
+async function markedAttempt(driver, payload, mark) {
   if (payload.protocol !== 'abb_scenario_adapter/1') {
     return harnessError('script_error', `unsupported protocol ${JSON.stringify(payload.protocol)}`);
   }
@@ -240,7 +298,6 @@ async function attempt(driver, payload) {
   const steps = substitute(planned.steps || [], tokens);
   const checks = substitute(planned.checks || [], tokens);
   const connectRow = { name: 'driver_connect', status: 'pass', evidence: driver.name };
-  const mark = opMarks(payload);
   if (mark) mark('driver_connect');
   let session;
   try {

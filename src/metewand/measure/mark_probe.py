@@ -21,6 +21,13 @@ restart it:
 
 Between the read and the restart a few microseconds pass in which a higher usage would be lost;
 the window peak is a floor of the truth by at most that.
+
+Another process can take a mark on the same files (``CgroupProbe.reads_plan``): a driver path's
+adapter reads them at its op boundary itself, writes the raw bytes down its mark line, and the
+probe turns them into the same snapshot later (``snapshot_of``), so the harness need not wake at
+each op. The clock is CLOCK_MONOTONIC in both processes. The adapter restarts the high-water as
+the probe would: cgroup1's for the whole group (folded into the accounting when the line is
+taken); cgroup2's on the adapter's own descriptor, restarted when it opens it.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from metewand.measure.accounting import (
     CgroupAccounting,
@@ -41,6 +48,8 @@ from metewand.measure.forms import Measurement, Reason, complete, partial, unava
 from metewand.measure.phases import Counters, counters_of
 
 PROCS_CHUNK = 1 << 16  # one pread returns every pid unless the group holds thousands
+V1_RESTART: Final = "0"
+V2_RESTART: Final = "reset\n"
 
 
 class MarkProbe(Protocol):
@@ -120,6 +129,9 @@ class CgroupProbe:
     def __init__(self, accounting: CgroupAccounting) -> None:
         self.accounting = accounting
         self._fds: list[int] = []
+        # what snap() reads, in its order, for a reader in another process (reads_plan)
+        self._plan: list[dict[str, Any]] = []
+        self._peak_kind = ""  # "v1", "v2", or "" (no window peak)
         cpu_group = accounting.cpu_group
         self.cpu_source = f"cgroup{cpu_group.version}:" + (
             "cpu.stat" if cpu_group.version == 2 else "cpuacct"
@@ -135,12 +147,18 @@ class CgroupProbe:
             )
             # room for the file as it is now, many times over (one line per CPU in cgroup1's)
             self._cpu_size = max(4096, 4 * len(os.pread(self._cpu_fd, 1 << 16, 0)))
+            self._plan.append(_entry(cpu_group.path, name, self._cpu_size))
+            if self._usage_fd is not None:
+                self._plan.append(_entry(cpu_group.path, "cpuacct.usage", 64))
             self._procs_fd = self._open(cpu_group.path, "cgroup.procs")
             self._memory_fd: int | None = None
             self._peak: Callable[[], int | str] = _no_peak
             self.peak_method = "unavailable: no memory controller"
             if accounting.memory_group is not None:
                 self._open_memory(accounting)
+            self._plan.append(_entry(cpu_group.path, "cgroup.procs", PROCS_CHUNK))
+            if self._peak_kind:
+                self._plan.append(self._peak_entry)
         except OSError:
             self.close()
             raise
@@ -156,13 +174,17 @@ class CgroupProbe:
         self.memory_source = f"cgroup{group.version}:memory"
         if isinstance(group, V2Group):
             self._memory_fd = self._open(group.path, "memory.current")
+            self._plan.append(_entry(group.path, "memory.current", 64))
             self._open_v2_peak(group.path)
         else:
             self._memory_fd = self._open(group.path, "memory.usage_in_bytes")
+            self._plan.append(_entry(group.path, "memory.usage_in_bytes", 64))
             read_fd = self._open(group.path, "memory.max_usage_in_bytes")
             reset_fd = self._open(group.path, "memory.max_usage_in_bytes", os.O_WRONLY)
             self._peak = _v1_window_peak(read_fd, reset_fd, accounting)
             self.peak_method = "cgroup1:memory.max_usage_in_bytes restarted at each mark"
+            self._peak_kind = "v1"
+            self._peak_entry = _entry(group.path, "memory.max_usage_in_bytes", 64, V1_RESTART)
 
     def _open_v2_peak(self, directory: str) -> None:
         try:
@@ -176,6 +198,46 @@ class CgroupProbe:
             return
         self._peak = _v2_window_peak(fd)
         self.peak_method = "cgroup2:memory.peak restarted per descriptor at each mark"
+        self._peak_kind = "v2"
+        # the adapter's own descriptor: its first reading covers the time since it opened it
+        self._peak_entry = {
+            **_entry(directory, "memory.peak", 64, V2_RESTART),
+            "restart_at_open": True,
+        }
+
+    def reads_plan(self) -> list[dict[str, Any]]:
+        """The files a mark reads, in ``snap()``'s order, for a reader in another process:
+        ``path``, ``size`` (bytes to ask for), ``restart`` (written at offset 0 after each read:
+        the high-water's restart) and ``restart_at_open``. Its raw bytes come back through
+        ``snapshot_of``."""
+        return [dict(entry) for entry in self._plan]
+
+    def snapshot_of(self, monotonic_ns: int, fields: list[bytes | OSError]) -> tuple[Any, ...]:
+        """The snapshot ``snap()`` would have made from another reader's raw bytes (one per
+        ``reads_plan`` entry, or the error its read met); ValueError when they are not that."""
+        if len(fields) != len(self._plan):
+            raise ValueError(f"{len(fields)} readings for {len(self._plan)} files")
+        for field in fields:
+            if isinstance(field, OSError):
+                return monotonic_ns, _reason_of(field)
+        raw = [field for field in fields if isinstance(field, bytes)]
+        cpu = raw.pop(0)
+        if self._usage_fd is not None:
+            cpu += raw.pop(0)
+        memory = None if self._memory_fd is None else raw.pop(0)
+        procs = raw.pop(0)
+        peak: int | str = _no_peak()
+        if self._peak_kind:
+            peak = int(raw.pop(0))
+            if self._peak_kind == "v1":  # the adapter restarted the group's high-water
+                self.accounting.fold_window_peak(peak)
+        try:  # a reading that cannot be decoded is refused now, not when the record is built
+            _decode_cpu(cpu, self.cpu_source)
+            if memory is not None:
+                int(memory)
+        except (KeyError, IndexError) as exc:
+            raise ValueError(f"not a counters file: {exc!r}") from exc
+        return monotonic_ns, cpu, memory, procs, peak
 
     def snap(self) -> tuple[Any, ...]:
         """Raw bytes and the clock now; (clock, reason) when a read failed."""
@@ -218,6 +280,10 @@ class CgroupProbe:
         fds, self._fds = self._fds, []
         for fd in fds:
             os.close(fd)
+
+
+def _entry(directory: str, name: str, size: int, restart: str | None = None) -> dict[str, Any]:
+    return {"path": os.path.join(directory, name), "size": size, "restart": restart}
 
 
 def _no_peak() -> str:

@@ -141,6 +141,18 @@ class PhaseClock:
                 self.late_marks += 1
             self._marks.append((name, raw))
 
+    def mark_snapshot(self, name: str | None, raw: Any) -> None:
+        """A boundary another reader took (``mark_probe.CgroupProbe.snapshot_of``): its
+        snapshot carries its own moment, so it is never late. Marks must come in time order."""
+        if self.mark_limit is not None and len(self._marks) >= self.mark_limit:
+            with self._lock:
+                self.dropped_marks += 1
+            return
+        if name is not None and len(name) > MAX_NAME_CHARS:
+            name = name[:MAX_NAME_CHARS]
+        with self._lock:
+            self._marks.append((name, raw))
+
     def finish(self, origin_ns: int | None = None, end_ns: int | None = None) -> None:
         """The end reading. ``origin_ns``/``end_ns``: the subject's own start and exit moments,
         when known more tightly than the begin and finish readings (wall of the first and last

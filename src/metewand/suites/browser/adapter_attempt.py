@@ -231,7 +231,7 @@ async def run_adapter_attempt(
             payload,
             payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S,
             out_dir / ADAPTER_STDERR_FILE,
-            phases.mark if phases is not None else None,
+            phases.sink() if phases is not None else None,
         )
         adapter_ended_ns = time.monotonic_ns()
         if phases is not None and run.op_marks is not None:

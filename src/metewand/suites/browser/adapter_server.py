@@ -52,8 +52,7 @@ from metewand.suites.browser.adapters import (
     run_adapter,
     swept,
 )
-from metewand.suites.browser.op_marks import PAYLOAD_KEY, MarkChannel
-from metewand.suites.browser.phase_marks import Mark
+from metewand.suites.browser.op_marks import MarkChannel, MarkSink
 
 MODES: Final = ("per_attempt", "long_lived")
 CLOSE_WAIT_S: Final = 5.0  # a served adapter exits on stdin EOF; past this it is stopped
@@ -66,7 +65,7 @@ class AdapterRunner(Protocol):
         payload: Mapping[str, Any],
         deadline_s: float,
         stderr_path: Path,
-        marks: Mark | None = None,
+        marks: MarkSink | None = None,
     ) -> AdapterRun: ...
 
     async def close(self) -> None: ...
@@ -86,7 +85,7 @@ class PerAttemptAdapter:
         payload: Mapping[str, Any],
         deadline_s: float,
         stderr_path: Path,
-        marks: Mark | None = None,
+        marks: MarkSink | None = None,
     ) -> AdapterRun:
         return await run_adapter(
             self.command,
@@ -195,7 +194,7 @@ class LongLivedAdapter:
         payload: Mapping[str, Any],
         deadline_s: float,
         stderr_path: Path,
-        marks: Mark | None = None,
+        marks: MarkSink | None = None,
     ) -> AdapterRun:
         async with self._lock:
             return await self._run(payload, deadline_s, stderr_path, marks)
@@ -205,7 +204,7 @@ class LongLivedAdapter:
         payload: Mapping[str, Any],
         deadline_s: float,
         stderr_path: Path,
-        marks: Mark | None,
+        marks: MarkSink | None,
     ) -> AdapterRun:
         process = self.process if self._alive() else None
         if process is not None and await self._stray_output():
@@ -222,8 +221,7 @@ class LongLivedAdapter:
         reset = accounting.reset_memory_peak() if accounting is not None else False
         listener = None
         if marks is not None and self.channel is not None:
-            payload = {**payload, PAYLOAD_KEY: self.channel.child_fd}
-            listener = self.channel.listen(marks)
+            payload, listener = self.channel.offer(payload, marks)
         started = time.monotonic_ns()
         try:
             outcome, result, detail, line = await self._exchange(process, payload, deadline_s)

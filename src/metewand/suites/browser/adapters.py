@@ -45,8 +45,7 @@ from metewand.measure.forms import Measurement
 from metewand.measure.process import Process
 from metewand.runtime.owned import OwnedJournal
 from metewand.suites.browser.classify import Classification
-from metewand.suites.browser.op_marks import PAYLOAD_KEY, MarkChannel, OpListener
-from metewand.suites.browser.phase_marks import Mark
+from metewand.suites.browser.op_marks import MarkChannel, MarkSink, OpListener
 
 PROTOCOL: Final = "abb_scenario_adapter/1"
 OUTCOMES: Final = ("result", "adapter_error", "adapter_crash", "adapter_hang", "adapter_garbage")
@@ -91,7 +90,7 @@ class AdapterRun:
     peak_memory_bytes: Measurement | None = None
     accounting_backend: str | None = None
     # the mark channel's counts when the attempt listened to it (op_marks; None: no marks)
-    op_marks: dict[str, int] | None = None
+    op_marks: dict[str, Any] | None = None
 
     @property
     def checks(self) -> list[dict[str, Any]]:
@@ -304,7 +303,7 @@ async def run_adapter(
     stderr_path: Path,
     label: str = "adapter",
     journal: OwnedJournal | None = None,
-    marks: Mark | None = None,
+    marks: MarkSink | None = None,
     spares: Spares | None = None,
 ) -> AdapterRun:
     """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``; with
@@ -325,8 +324,7 @@ async def run_adapter(
     try:
         try:
             if channel is not None and marks is not None:  # a spare has one, used or not
-                payload = {**payload, PAYLOAD_KEY: channel.child_fd}
-                listener = channel.listen(marks)
+                payload, listener = channel.offer(payload, marks)
             if accounting is not None and not begun.gated:
                 accounting.attach(process.pid)
             refill = None

@@ -19,7 +19,9 @@ navigation, each step, grade, page close), ``probe`` (the probe's CDP work as on
 server-side grade), ``driver_ops`` (a driver path whose adapter marked its ops through
 ``op_marks``: the adapter's start up to its first mark as ``adapter_run``, then
 ``driver_connect``, ``op<i>:<op>`` per op, ``driver_close``, then the grade; ``driver_marks``
-counts the lines received and refused) or ``adapter_run`` (a driver path whose adapter marked
+counts the lines received and refused, and says who read the counters: ``read_by: adapter``
+where the adapter read the engine's group itself at each op, and then the harness's clock keeps
+the adapter's run as one phase, its own CPU not being readable from there) or ``adapter_run`` (a driver path whose adapter marked
 nothing: its whole run as one phase, then the grade).
 The Sampler's own ``mark`` is not used: marks must work without a sampler (resource profile off
 or baseline), so they read the group directly.
@@ -38,8 +40,9 @@ from typing import Any, Final
 
 from metewand.measure.accounting import CpuReading, TreeAccounting
 from metewand.measure.forms import Measurement, Reason, Status, complete
-from metewand.measure.mark_probe import MarkProbe, probe_of
+from metewand.measure.mark_probe import CgroupProbe, MarkProbe, probe_of
 from metewand.measure.phases import Counters, PhaseClock
+from metewand.suites.browser.op_marks import MarkSink
 
 SCHEMA: Final = "metewand_browser_attempt_phases/1"
 SOURCE: Final = "browser_attempt"
@@ -149,11 +152,15 @@ class AttemptPhases:
         self._records: dict[str, dict[str, Any]] = {}
         self._finished = False
         self._probes: list[MarkProbe] = []
-        self.driver_marks: dict[str, int] | None = None  # lines from the adapter (op_marks)
+        self.driver_marks: dict[str, Any] | None = None  # lines from the adapter (op_marks)
+        self._engine_reads: EngineReads | None = None
         if engine_group is None:
             self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
         else:
-            self._clocks["engine"] = self._clock(probe_of(engine_group))
+            probe = probe_of(engine_group)
+            self._clocks["engine"] = self._clock(probe)
+            if isinstance(probe, CgroupProbe):
+                self._engine_reads = EngineReads(probe, self._clocks["engine"])
         self._clocks["harness"] = self._clock(HarnessProbe())
 
     def _clock(self, probe: MarkProbe) -> PhaseClock:
@@ -174,6 +181,11 @@ class AttemptPhases:
         with fast_switching:
             for clock in self._clocks.values():
                 clock.mark(name)
+
+    def sink(self) -> MarkSink:
+        """Where a driver path's adapter marks go (``op_marks``): read by the adapter itself
+        where the engine's group allows it."""
+        return MarkSink(self.mark, self._engine_reads)
 
     def finish(self) -> None:
         """The end readings (snapshots only: decoding waits for ``to_json``, outside the
@@ -210,11 +222,25 @@ class AttemptPhases:
             out["driver_marks"] = dict(self.driver_marks)
         return out
 
-    def took_driver_marks(self, counts: dict[str, int]) -> None:
+    def took_driver_marks(self, counts: dict[str, Any]) -> None:
         """The adapter's channel was listened to: ``driver_ops`` once it marked any op."""
         self.driver_marks = counts
         if counts.get("received", 0) > 0:
             self.granularity = "driver_ops"
+
+
+class EngineReads:
+    """The engine clock's marks as a driver path's adapter reads them (``op_marks``, ``read_by:
+    adapter``): the probe's files, read in the adapter at its op boundary. The harness clock
+    gets no mark from these lines: its counters are this process's own."""
+
+    def __init__(self, probe: CgroupProbe, clock: PhaseClock) -> None:
+        self.plan = probe.reads_plan()
+        self._probe = probe
+        self._clock = clock
+
+    def take(self, name: str | None, monotonic_ns: int, fields: list[bytes | OSError]) -> None:
+        self._clock.mark_snapshot(name, self._probe.snapshot_of(monotonic_ns, fields))
 
 
 def begin_marks(phases: AttemptPhases | None) -> Mark:
