@@ -2,19 +2,23 @@
 event loop waking on it and reading the engine group's and its own counters.
 
 A real Chromium in its own accounting group; for each driver path (a Node and a Python adapter),
-one served adapter answers ``--reps`` pairs of attempts of the same task: a fresh page, then
+one served adapter answers ``--reps`` triples of attempts of the same task: a fresh page, then
 ``--ops`` trivial ``evaluate`` ops (``1+1``), so the marks are the largest share of the attempt
-they can be. Each pair runs once with marks (the payload carries ``metewand_mark_fd``; the
-adapter writes ``ops + 2`` lines: ``driver_connect``, one per op, ``driver_close``) and once without
-(no key: the adapter writes nothing), in ABBA order, so both arms meet the same host drift and the
-same adapter and engine processes. It prints per path:
+they can be. Each triple runs the task once without marks (no key: the adapter writes nothing)
+and once with each reader of the counters (``op_marks``: ``harness``, the loop reads them as each
+line arrives; ``adapter``, the adapter reads the engine group's files at the op itself and the
+harness reads the pipe once), in an order rotated per triple, so the arms meet the same host
+drift and the same adapter and engine processes. The adapter writes ``ops + 3`` lines:
+``driver_connect``, one per op, ``driver_close``. It prints per path and marked arm, as paired
+differences from the unmarked attempt, divided by the marks written, each with a bootstrap 95% CI:
 
-- the harness's work per mark, timed where it is spent (the loop's ``AttemptPhases.mark``:
-  the engine group's and the harness's snapshots; decoding happens after the attempt);
-- the paired difference of the adapter's exchange wall (payload written to result read), on
-  minus off, per attempt and divided by the marks written: the whole cost per mark as the
-  attempt feels it (the adapter's write, the wake-up, the reads), with a bootstrap 95% CI, and
-  the off arm's median wall for scale.
+- the harness process's CPU (``getrusage``, over the exchange and the record's build): what the
+  marks cost the harness;
+- the adapter's CPU (its group's): what they cost the adapter;
+- the adapter's exchange wall (payload written to result read): the whole cost per mark as the
+  attempt feels it;
+
+and, for the harness reader, the loop's own time per mark (``AttemptPhases.mark``).
 
 Then, without a browser, the channel alone (``--channel-marks``): a Python and a Node writer
 process, each writing one mark every 2 ms, each line carrying its writer's ``CLOCK_MONOTONIC``
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -46,12 +51,14 @@ from metewand.suites.browser.adapter_server import open_adapter
 from metewand.suites.browser.driver_registry import DriverMissing, load_binding, resolve_driver
 from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.engines import Missing, resolve
+from metewand.suites.browser.op_marks import MarkSink
 from metewand.suites.browser.phase_marks import AttemptPhases
 
 REPO = Path(__file__).resolve().parents[1]
 CATALOG = REPO.parent / "shared" / "corpus" / "lexbench" / "config" / "browser_driver_bindings.json"
 PATHS = {"chrome_remote_interface": "thin_chrome_remote_interface", "cdp_use": "thin_cdp_use"}
 RESAMPLES = 2000
+ARMS = ("off", "harness", "adapter")  # who reads the counters at a mark ("off": no marks)
 
 
 class TimedPhases(AttemptPhases):
@@ -103,40 +110,78 @@ async def measure_path(
         binding,
     )
     runner = open_adapter(found.command, "long_lived", f"adapter-{key}", work / f"{key}.log")
-    walls: dict[bool, list[int]] = {True: [], False: []}
+    figures: dict[str, dict[str, list[int]]] = {
+        arm: {"wall": [], "adapter_cpu": [], "harness_cpu": []} for arm in ARMS
+    }
     spent: list[int] = []
     written = args.ops + 3  # driver_connect, new_page, the evaluates, driver_close
     try:
         await runner.run(payload, 35.0, work / "warm.txt")  # start-up out of the figures
         for rep in range(args.reps):
-            for marked in (True, False) if rep % 2 == 0 else (False, True):
-                phases = TimedPhases(group, spent) if marked else None
-                if phases is not None:
-                    phases.begin()
-                run = await runner.run(
-                    payload, 35.0, work / "stderr.txt", phases.mark if phases is not None else None
-                )
-                assert run.outcome == "result", (run.outcome, run.detail)
-                if phases is not None:
-                    phases.finish()
-                    phases.close()
-                    assert run.op_marks == {"received": written, "refused": 0}, run.op_marks
-                walls[marked].append(run.wall_ns)
+            for arm in ARMS[rep % 3 :] + ARMS[: rep % 3]:
+                run, harness_ns = await _attempt(runner, payload, arm, group, spent, work)
+                if arm != "off":
+                    counts = {"received": written, "refused": 0, "read_by": arm}
+                    assert run.op_marks == counts, run.op_marks
+                figures[arm]["wall"].append(run.wall_ns)
+                assert run.cpu_ns is not None and run.cpu_ns.value is not None, run.cpu_ns
+                figures[arm]["adapter_cpu"].append(run.cpu_ns.value)
+                figures[arm]["harness_cpu"].append(harness_ns)
     finally:
         await runner.close()
-    per_mark = [
-        (on - off) / written / 1000 for on, off in zip(walls[True], walls[False], strict=True)
-    ]
-    median, low, high = ci(per_mark)
-    off_ms = statistics.median(walls[False]) / 1e6
+    _print_path(key, args.reps, written, figures, spent)
+
+
+async def _attempt(
+    runner: Any,
+    payload: dict[str, Any],
+    arm: str,
+    group: TreeAccounting,
+    spent: list[int],
+    work: Path,
+) -> tuple[Any, int]:
+    """One attempt in ``arm``, and the harness process's CPU over it and its record's build."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    phases = None if arm == "off" else TimedPhases(group, spent)
+    sink = None
+    if phases is not None:
+        phases.begin()
+        sink = phases.sink() if arm == "adapter" else MarkSink(phases.mark)
+    run = await runner.run(payload, 35.0, work / "stderr.txt", sink)
+    assert run.outcome == "result", (run.outcome, run.detail)
+    if phases is not None:
+        phases.finish()
+        phases.to_json()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return run, int(cpu_s * 1e9)
+
+
+def _print_path(
+    key: str, reps: int, written: int, figures: dict[str, dict[str, list[int]]], spent: list[int]
+) -> None:
+    off = figures["off"]
     print(
-        f"{key}: {args.reps} pairs, {written} marks per marked attempt; harness work per mark "
-        f"(on the loop, both scopes' snapshots): median {statistics.median(spent) / 1000:.1f} "
-        f"µs, p90 {np.percentile(spent, 90) / 1000:.1f} µs; exchange wall on - off per mark: "
-        f"median {median:+.1f} µs [95% CI {low:+.1f}, {high:+.1f}]; off arm's median exchange "
-        f"{off_ms:.1f} ms, so {written} marks = {median * written / 1000 / off_ms * 100:+.2f}% "
-        f"of it"
+        f"{key}: {reps} triples, {written} marks per marked attempt; unmarked attempt's median "
+        f"exchange {statistics.median(off['wall']) / 1e6:.1f} ms, harness CPU "
+        f"{statistics.median(off['harness_cpu']) / 1e6:.2f} ms, adapter CPU "
+        f"{statistics.median(off['adapter_cpu']) / 1e6:.1f} ms"
     )
+    for arm in ARMS[1:]:
+        parts = []
+        for figure in ("harness_cpu", "adapter_cpu", "wall"):
+            per_mark = [
+                (on - no) / written / 1000
+                for on, no in zip(figures[arm][figure], off[figure], strict=True)
+            ]
+            median, low, high = ci(per_mark)
+            parts.append(f"{figure} {median:+.1f} µs [{low:+.1f}, {high:+.1f}]")
+        print(f"  read by the {arm}, per mark, marked - unmarked: " + "; ".join(parts))
+    if spent:
+        print(
+            f"  the loop's own time per mark (harness reader): median "
+            f"{statistics.median(spent) / 1000:.1f} µs, p90 {np.percentile(spent, 90) / 1000:.1f} µs"
+        )
 
 
 PY_WRITER = """
@@ -237,7 +282,7 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=40, help="marked/unmarked pairs per path")
+    parser.add_argument("--reps", type=int, default=40, help="triples of attempts per path")
     parser.add_argument("--ops", type=int, default=20, help="trivial evaluate ops per attempt")
     parser.add_argument("--channel-marks", type=int, default=500, help="marks per channel writer")
     parser.add_argument("--channel-only", action="store_true", help="the channel alone, no paths")
