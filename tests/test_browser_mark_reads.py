@@ -191,3 +191,34 @@ def test_the_plan_names_the_files_a_mark_reads_in_its_order() -> None:
         phases.close()
     finally:
         group.close()
+
+
+# an adapter that writes one good line over and over until the pipe is full
+FILLING_ADAPTER = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from adapter_common import OpMarks
+payload = json.loads(sys.stdin.readline())
+marks = OpMarks(payload)
+fd = payload["metewand_mark_fd"]
+line = b"op0:again\\t" + marks.reads.read() + b"\\n"
+try:
+    while True:
+        os.write(fd, line)
+except BlockingIOError:
+    pass
+marks.close()
+"""
+
+
+def test_a_pipe_the_adapter_filled_is_said_to_be_full() -> None:
+    """The harness reads the lines only after the result: lines written past the pipe's size
+    are lost, and the record says so (``pipe_full``) instead of passing the rest off as all."""
+    group = _group_or_skip("mark-reads-full")
+    try:
+        record = asyncio.run(_attempt(FILLING_ADAPTER, group)).to_json()
+    finally:
+        group.close()
+    marks = record["driver_marks"]
+    assert marks["pipe_full"] is True and marks["read_by"] == "adapter"
+    assert marks["received"] == op_marks.MAX_MARKS and marks["refused"] > 0
