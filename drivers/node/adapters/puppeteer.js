@@ -9,10 +9,16 @@ const puppeteer = require('puppeteer-core');
 const { main, poll, globToRegExp, digestFile } = require('./common');
 const { commonOps, navigationOps, framesMatching, pageExpression } = require('./page_ops');
 
+// As the peer's Puppeteer path connects: no default viewport (a page keeps the window's size,
+// with no Emulation.setDeviceMetricsOverride on every new page) unless the task's
+// connect_options give one; they are laid over these defaults.
 async function connect(payload, budget) {
+  const options = payload.connect_options && typeof payload.connect_options === 'object' ? payload.connect_options : {};
   const browser = await puppeteer.connect({
-    browserWSEndpoint: payload.browser_ws,
+    defaultViewport: null,
     protocolTimeout: budget.wait(payload.task_timeout_ms),
+    ...options,
+    browserWSEndpoint: payload.browser_ws,
   });
   const session = { browser, console: [], dialogs: [], requests: [], routes: [], recording: false, metrics: {} };
   session.evaluate = (expression) => session.page.evaluate(expression);

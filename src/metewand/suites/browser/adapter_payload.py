@@ -131,4 +131,8 @@ def build_payload(
     }
     if binding is not None:
         payload["binding"] = dict(binding)
+    if isinstance(driver.get("connect_options"), Mapping):
+        # the task's options for the library's connect call, over the adapter's defaults (the
+        # peer's puppeteer path: ``defaultViewport: null`` unless the task gives one)
+        payload["connect_options"] = dict(driver["connect_options"])
     return payload
