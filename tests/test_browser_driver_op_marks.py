@@ -48,6 +48,8 @@ PATHS = {  # driver path -> (task driver kind, subset)
 }
 BURN_OP = "op2:evaluate"
 OPS = ["op0:new_page", "op1:evaluate", BURN_OP, "op3:evaluate"]
+# an attempt's phases when its adapter marked its ops
+MARKED = ["target_snapshot", "adapter_run", "driver_connect", *OPS, "driver_close", "grade"]
 
 
 def _task(key: str) -> dict[str, Any]:
@@ -246,15 +248,7 @@ def _check_attempt(phases: Witnessed, label: str) -> int:
     # driver_connect, four ops, driver_close; nothing refused
     assert record["driver_marks"] == {"received": 6, "refused": 0, "read_by": "harness"}
     for role in ("engine", "harness"):
-        names = [p["name"] for p in record[role]["phases"]]
-        assert names == [
-            "target_snapshot",
-            "adapter_run",
-            "driver_connect",
-            *OPS,
-            "driver_close",
-            "grade",
-        ], role
+        assert [p["name"] for p in record[role]["phases"]] == MARKED, role
     engine = record["engine"]
     by_name = {p["name"]: p for p in engine["phases"]}
     marks = [name for name, _ in phases.witness]
@@ -314,15 +308,7 @@ def _check_read_by_adapter(phases: Witnessed, burn_ns: int, label: str) -> None:
     assert record["granularity"] == "driver_ops"
     assert record["driver_marks"] == {"received": 6, "refused": 0, "read_by": "adapter"}
     engine = record["engine"]
-    names = [p["name"] for p in engine["phases"]]
-    assert names == [
-        "target_snapshot",
-        "adapter_run",
-        "driver_connect",
-        *OPS,
-        "driver_close",
-        "grade",
-    ]
+    assert [p["name"] for p in engine["phases"]] == MARKED
     harness = [p["name"] for p in record["harness"]["phases"]]
     assert harness == ["target_snapshot", "adapter_run", "grade"]
     starts = [p["start_offset_ns"] for p in engine["phases"]]

@@ -23,13 +23,20 @@ from metewand.suites.browser.phase_marks import AttemptPhases
 
 ADAPTERS = Path(__file__).resolve().parents[1] / "drivers" / "python"
 
-# the adapter's side: rest, burn ~0.25 s of CPU, rest, each an op marked with its readings
-BURNING_ADAPTER = """
-import json, sys, time
+# every writer below: the Python adapters' own OpMarks, given the payload on its first line
+PREAMBLE = """
+import json, os, sys
 sys.path.insert(0, sys.argv[1])
 from adapter_common import OpMarks
 payload = json.loads(sys.stdin.readline())
 marks = OpMarks(payload)
+"""
+
+# the adapter's side: rest, burn ~0.25 s of CPU, rest, each an op marked with its readings
+BURNING_ADAPTER = (
+    PREAMBLE
+    + """
+import time
 def burn(seconds):
     end = time.process_time() + seconds
     while time.process_time() < end:
@@ -40,14 +47,12 @@ marks("op2:rest"); time.sleep(0.15)
 marks("")
 marks.close()
 """
+)
 
 # lines a foreign adapter might write: each after a good one, so only it is refused
-CRAFTED_ADAPTER = """
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-from adapter_common import OpMarks
-payload = json.loads(sys.stdin.readline())
-marks = OpMarks(payload)
+CRAFTED_ADAPTER = (
+    PREAMBLE
+    + """
 fd = payload["metewand_mark_fd"]
 good = marks.reads.read()
 stamp, *fields = good.split(b"\\t")
@@ -62,6 +67,7 @@ line(b"op5:bad stamp", good)
 line(b"op6:denied", b"\\t".join([marks.reads.read().split(b"\\t")[0], b"!EACCES", *fields[1:]]))
 marks.close()
 """
+)
 
 
 def _group_or_skip(label: str) -> TreeAccounting:
@@ -194,12 +200,9 @@ def test_the_plan_names_the_files_a_mark_reads_in_its_order() -> None:
 
 
 # an adapter that writes one good line over and over until the pipe is full
-FILLING_ADAPTER = """
-import json, os, sys
-sys.path.insert(0, sys.argv[1])
-from adapter_common import OpMarks
-payload = json.loads(sys.stdin.readline())
-marks = OpMarks(payload)
+FILLING_ADAPTER = (
+    PREAMBLE
+    + """
 fd = payload["metewand_mark_fd"]
 line = b"op0:again\\t" + marks.reads.read() + b"\\n"
 try:
@@ -209,6 +212,7 @@ except BlockingIOError:
     pass
 marks.close()
 """
+)
 
 
 def test_a_pipe_the_adapter_filled_is_said_to_be_full() -> None:
