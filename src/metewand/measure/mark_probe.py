@@ -226,17 +226,17 @@ class CgroupProbe:
             cpu += raw.pop(0)
         memory = None if self._memory_fd is None else raw.pop(0)
         procs = raw.pop(0)
-        peak: int | str = _no_peak()
-        if self._peak_kind:
-            peak = int(raw.pop(0))
-            if self._peak_kind == "v1":  # the adapter restarted the group's high-water
-                self.accounting.fold_window_peak(peak)
         try:  # a reading that cannot be decoded is refused now, not when the record is built
             _decode_cpu(cpu, self.cpu_source)
             if memory is not None:
                 int(memory)
         except (KeyError, IndexError) as exc:
             raise ValueError(f"not a counters file: {exc!r}") from exc
+        peak: int | str = _no_peak()
+        if self._peak_kind:
+            peak = int(raw.pop(0))
+            if self._peak_kind == "v1":  # the adapter restarted the group's high-water
+                self.accounting.fold_window_peak(peak)
         return monotonic_ns, cpu, memory, procs, peak
 
     def snap(self) -> tuple[Any, ...]:

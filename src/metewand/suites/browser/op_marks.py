@@ -70,7 +70,9 @@ Mark = Callable[[str | None], None]
 class AdapterReads(Protocol):
     """The engine's counters as the adapter reads them at its own marks."""
 
-    plan: list[dict[str, Any]]  # the files, as the payload's READS_KEY carries them
+    @property
+    def plan(self) -> list[dict[str, Any]]:
+        """The files, as the payload's READS_KEY carries them."""
 
     def take(self, name: str | None, monotonic_ns: int, fields: list[bytes | OSError]) -> None:
         """One line's mark; ValueError when its readings are not what the plan asked for."""
@@ -172,7 +174,7 @@ class OpListener:
         self.refused = 0
         self._loop = loop
         self._watching = False
-        self._since_ns = self._last_ns = time.monotonic_ns()
+        self._last_ns = time.monotonic_ns()  # a line read by the adapter is not older
         self._read_before = channel.bytes_read
 
     def start(self) -> None:

@@ -21,7 +21,8 @@ server-side grade), ``driver_ops`` (a driver path whose adapter marked its ops t
 ``driver_connect``, ``op<i>:<op>`` per op, ``driver_close``, then the grade; ``driver_marks``
 counts the lines received and refused, and says who read the counters: ``read_by: adapter``
 where the adapter read the engine's group itself at each op, and then the harness's clock keeps
-the adapter's run as one phase, its own CPU not being readable from there) or ``adapter_run`` (a driver path whose adapter marked
+the adapter's run as one phase, its own CPU not being readable from there) or ``adapter_run``
+(a driver path whose adapter marked
 nothing: its whole run as one phase, then the grade).
 The Sampler's own ``mark`` is not used: marks must work without a sampler (resource profile off
 or baseline), so they read the group directly.
@@ -235,9 +236,12 @@ class EngineReads:
     gets no mark from these lines: its counters are this process's own."""
 
     def __init__(self, probe: CgroupProbe, clock: PhaseClock) -> None:
-        self.plan = probe.reads_plan()
         self._probe = probe
         self._clock = clock
+
+    @property
+    def plan(self) -> list[dict[str, Any]]:  # made only for an attempt that offers it
+        return self._probe.reads_plan()
 
     def take(self, name: str | None, monotonic_ns: int, fields: list[bytes | OSError]) -> None:
         self._clock.mark_snapshot(name, self._probe.snapshot_of(monotonic_ns, fields))
