@@ -97,9 +97,9 @@ def test_the_tasks_viewport_is_given_and_none_is_emulated_without_it(tmp_path: P
     assert not inner.startswith("1000x"), sizes
 
 
-def test_connect_options_are_in_the_payload_only_when_the_task_has_them() -> None:
+def test_connect_options_are_in_the_payload_only_when_the_task_has_them(tmp_path: Path) -> None:
     endpoint = EngineEndpoint("chrome", "ws://127.0.0.1:9/devtools/browser/x", 9, "C", "UA", "C")
-    ids = AttemptIds("run", 1, "seed", "/tmp/artifacts")
+    ids = AttemptIds("run", 1, "seed", str(tmp_path / "artifacts"))
     base = "http://127.0.0.1:9"
     plain = build_payload(_task("a", None), "puppeteer", endpoint, base, ids, None)
     assert "connect_options" not in plain

@@ -99,13 +99,13 @@ class MarkReads:
         try:
             fd = os.open(str(entry.get("path")), flags)
         except OSError as exc:
-            return None, size, restart, errno.errorcode.get(exc.errno or 0, "EIO")
+            return None, size, restart, _code(exc)
         try:  # a high-water kept per descriptor starts its first window now
             if restart and entry.get("restart_at_open"):
                 os.pwrite(fd, restart, 0)
         except OSError as exc:
             os.close(fd)
-            return None, size, restart, errno.errorcode.get(exc.errno or 0, "EIO")
+            return None, size, restart, _code(exc)
         return fd, size, restart, ""
 
     def read(self) -> bytes:
@@ -119,7 +119,7 @@ class MarkReads:
                 if restart:
                     os.pwrite(fd, restart, 0)  # the next window starts now
             except OSError as exc:
-                fields.append(b"!" + errno.errorcode.get(exc.errno or 0, "EIO").encode())
+                fields.append(b"!" + _code(exc).encode())
             else:
                 fields.append(raw.replace(b"\n", b"|"))
         return b"%d\t" % time.monotonic_ns() + b"\t".join(fields)
@@ -132,6 +132,11 @@ class MarkReads:
                 except OSError:
                     pass
         self.files = []
+
+
+def _code(exc: OSError) -> str:
+    """An error's name as the harness reads it back (``ENOENT``)."""
+    return errno.errorcode.get(exc.errno or 0, "EIO")
 
 
 @dataclass

@@ -308,8 +308,9 @@ async def run_adapter(
 ) -> AdapterRun:
     """Run ``command`` with ``payload`` on stdin; stderr is archived at ``stderr_path``; with
     the run's ``journal`` the adapter's group and process are recorded (``_record_process``).
-    ``marks``: the attempt's phase marker; the adapter then gets a mark channel (``op_marks``)
-    and the payload its descriptor, and each line it writes is a mark while it runs.
+    ``marks``: where the attempt's phase marks go; the adapter then gets a mark channel
+    (``op_marks``) and the payload its descriptor (and the engine group's files, where the
+    adapter reads them itself), and each line it writes is a mark.
     ``spares``: the slot's adapter started ahead is used when it is this command's, and the
     next one is started once this one has its input (``adapter_spares``)."""
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
