@@ -286,24 +286,17 @@ def test_connect_to_a_closed_port_is_a_disconnect() -> None:
         asyncio.run(CdpClient.connect("ws://127.0.0.1:9/devtools/browser/x", timeout=2))
 
 
-def test_clients_opened_with_a_callers_session_leave_it_open(engine: EngineProcess) -> None:
-    """The slot's session opens each attempt's fresh connection: a client's close ends its
-    WebSocket (the next client has a connection of its own) but not the caller's session; a
-    failed connect leaves it open too."""
-    import aiohttp
+def test_each_client_closes_its_connection_and_the_next_one_is_served(
+    engine: EngineProcess,
+) -> None:
+    """Attempts connect one after another: a client's close completes the closing handshake
+    (the engine closed its side, so Lightpanda, one connection at a time, serves the next)."""
 
     async def scenario() -> None:
-        async with aiohttp.ClientSession() as http:
-            for _ in range(2):
-                async with await CdpClient.connect(str(engine.ws_url), http=http) as client:
-                    assert (await client.send("Browser.getVersion"))["product"]
-                assert not client.is_connected and not http.closed
-            with pytest.raises(CdpDisconnected):
-                await CdpClient.connect("ws://127.0.0.1:9/devtools/browser/x", http=http)
-            assert not http.closed
-        own = await CdpClient.connect(str(engine.ws_url))
-        session = own._http
-        await own.close()
-        assert session.closed  # a session of the client's own goes with it
+        for _ in range(3):
+            async with await CdpClient.connect(str(engine.ws_url)) as client:
+                assert (await client.send("Browser.getVersion"))["product"]
+            assert not client.is_connected
+            assert client._socket is not None and client._socket.close_code == 1000
 
     asyncio.run(scenario())

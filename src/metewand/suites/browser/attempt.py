@@ -42,8 +42,6 @@ from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
 
@@ -84,7 +82,6 @@ class CdpStepsDriver:
             before_cleanup=ctx.work_done,
             grader=ctx.grader,
             phases=ctx.phases,
-            http=ctx.http,
         )
 
 
@@ -117,12 +114,11 @@ async def run_task_attempt(
     before_cleanup: BeforeCleanup | None = None,
     grader: GraderAccess = NO_GRADER_ACCESS,
     phases: AttemptPhases | None = None,
-    http: aiohttp.ClientSession | None = None,
 ) -> AttemptResult:
     """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
-    ``cdp``: a browser WebSocket URL (a fresh connection is opened here, with the ``http``
-    session when given, and closed here) or an open client (then pass ``log_recorder`` if the
+    ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
+    client (then pass ``log_recorder`` if the
     client was connected with one). ``engine_alive``
     is asked after the attempt: a dead engine turns the outcome into ``crash``; ``engine_health``
     (preferred) also catches an engine alive but no longer answering on its CDP endpoint, so the
@@ -147,7 +143,7 @@ async def run_task_attempt(
     mark = begin_marks(phases)
     try:
         if client is None:
-            client = await _connect(cdp, recorder, task, http, mark)
+            client = await _connect(cdp, recorder, task, mark)
         before = _Counters.of(client)
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for returned a result that came in
         # with a cancel (Ctrl-C) and dropped the cancel
@@ -186,13 +182,12 @@ async def _connect(
     cdp: str | CdpClient,
     recorder: CdpLogRecorder,
     task: Task,
-    http: aiohttp.ClientSession | None,
     mark: Mark,
 ) -> CdpClient:
     """The attempt's fresh connection to ``cdp`` (a URL), its frames logged to ``recorder``."""
     assert isinstance(cdp, str)
     mark("connect")
-    return await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000, http=http)
+    return await CdpClient.connect(cdp, log=recorder, timeout=task.task_ms / 1000)
 
 
 def _write(

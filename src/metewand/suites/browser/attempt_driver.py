@@ -30,8 +30,6 @@ from metewand.suites.browser.phase_marks import AttemptPhases
 from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from metewand.suites.browser.adapter_server import AdapterRunner
     from metewand.suites.browser.adapter_targets import KnownTargets
     from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver
@@ -145,9 +143,6 @@ class DriverContext:
     # the slot's list of each engine's targets, carried from a clean adapter attempt to the next
     # (None: listed before every adapter attempt)
     known_targets: KnownTargets | None = None
-    # the slot's HTTP session, open across its attempts: the CDP driver opens each attempt's
-    # fresh connection with it (None: a session per connection)
-    http: aiohttp.ClientSession | None = None
 
 
 class AttemptDriver(Protocol):

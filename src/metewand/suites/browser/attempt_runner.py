@@ -90,7 +90,7 @@ class AttemptRunner:
         # engine -> (launch id, its recorded identity): looked up once per launched process
         self._identities: dict[str, tuple[str | None, dict[str, Any]]] = {}
         # the slot's HTTP session (made in its loop; close()): the graders' connection, kept open
-        # across attempts, and the CDP driver's fresh connection of each attempt
+        # across attempts
         self._http: aiohttp.ClientSession | None = None
         # each driver path's adapter, looked up once for the slot's run (as its provenance was)
         self._resolve_driver = functools.cache(resolve_driver)
@@ -99,7 +99,7 @@ class AttemptRunner:
 
     async def close(self) -> None:
         """End the slot's served adapters (before the engines they drive) and the slot's HTTP
-        session (the graders' kept connection, the CDP driver's connections)."""
+        session (the graders' kept connection)."""
         try:
             await self.adapters.close_all()
         finally:
@@ -191,7 +191,6 @@ class AttemptRunner:
             resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
             known_targets=self._known_targets,
-            http=self._http,
         )
 
     def _with_grader_evidence(

@@ -1,4 +1,5 @@
-"""The one CDP client: asyncio on aiohttp WebSockets, with flattened target sessions.
+"""The one CDP client: asyncio on a WebSocket of its own (``cdp_socket``), with flattened target
+sessions.
 
 One ``CdpClient`` owns one WebSocket (normally the browser endpoint from ``/json/version``).
 Page sessions are multiplexed on it with ``Target.attachToTarget{flatten: true}``: commands
@@ -26,11 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import aiohttp
-
 from metewand import canonical
 from metewand.errors import MetewandError
 from metewand.suites.browser.cdp_match import matches
+from metewand.suites.browser.cdp_socket import CdpSocket, open_websocket
 
 DEFAULT_TIMEOUT_S: Final = 10.0
 MAX_MESSAGE_BYTES: Final = 512 * 1024 * 1024  # DOM snapshots and data URLs can be large
@@ -202,17 +202,8 @@ LogHook = Callable[[CdpLogRecord], None]
 class CdpClient:
     """One WebSocket to a CDP endpoint. Create with ``await CdpClient.connect(ws_url)``."""
 
-    def __init__(
-        self,
-        http: aiohttp.ClientSession,
-        ws: aiohttp.ClientWebSocketResponse,
-        log: LogHook | None,
-        event_buffer: int,
-        owns_http: bool = True,
-    ) -> None:
-        self._http = http
-        self._owns_http = owns_http  # False: the caller's session, left open by close()
-        self._ws = ws
+    def __init__(self, log: LogHook | None, event_buffer: int) -> None:
+        self._socket: CdpSocket | None = None  # set by connect()
         self._log = log
         self._next_id = 1
         self._pending: dict[int, tuple[str, asyncio.Future[dict[str, Any]]]] = {}
@@ -223,7 +214,6 @@ class CdpClient:
         self.ws_url = ""
         # when the endpoint last answered a command (monotonic ns): proof it was serving then
         self.last_reply_ns: int | None = None
-        self._reader = asyncio.get_running_loop().create_task(self._read_loop())
 
     @classmethod
     async def connect(
@@ -233,37 +223,26 @@ class CdpClient:
         log: LogHook | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         event_buffer: int = DEFAULT_EVENT_BUFFER,
-        http: aiohttp.ClientSession | None = None,
     ) -> CdpClient:
-        """Open the WebSocket; raises ``CdpDisconnected`` when the endpoint refuses. ``http``: a
-        session of the caller's to open it with (each WebSocket is a connection of its own, never
-        pooled), left open by ``close()``; a session per client costs its making and closing
-        (~0.1 ms of CPU a connection here)."""
-        owned = http is None
-        http = aiohttp.ClientSession() if http is None else http
+        """Open the WebSocket (within ``timeout``); raises ``CdpDisconnected`` when the endpoint
+        refuses or cannot be reached."""
+        client = cls(log, event_buffer)
         try:
-            ws = await http.ws_connect(
+            client._socket = await open_websocket(
                 ws_url,
-                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=2.0),
-                max_msg_size=MAX_MESSAGE_BYTES,
-                autoping=True,
-                proxy=None,
+                client._on_message,
+                client._mark_closed,
+                timeout_s=timeout,
+                max_bytes=MAX_MESSAGE_BYTES,
             )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            if owned:
-                await http.close()
+        except (TimeoutError, OSError, ValueError) as exc:
             raise CdpDisconnected(f"cannot connect to {ws_url}: {exc!r}") from exc
-        except BaseException:  # cancelled (SIGTERM, Ctrl-C): no session is left unclosed
-            if owned:
-                await asyncio.shield(http.close())
-            raise
-        client = cls(http, ws, log, event_buffer, owns_http=owned)
         client.ws_url = ws_url
         return client
 
     @property
     def is_connected(self) -> bool:
-        return self._closed_reason is None and not self._ws.closed
+        return self._closed_reason is None and self._socket is not None and not self._socket.closed
 
     @property
     def closed_reason(self) -> str | None:
@@ -354,13 +333,10 @@ class CdpClient:
         if self._closed_reason is None:
             self._closed_reason = "closed by client"
         try:
-            await self._ws.close()
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-            self._fail_all()
+            if self._socket is not None:
+                await self._socket.close()
         finally:  # even when the close itself is cancelled (SIGTERM, Ctrl-C)
-            if self._owns_http:
-                await asyncio.shield(self._http.close())
+            self._fail_all()
 
     async def __aenter__(self) -> CdpClient:
         return self
@@ -371,32 +347,17 @@ class CdpClient:
     async def _send_frame(self, message: dict[str, Any]) -> None:
         text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
         self._record("send", message)
-        self.timing.bytes_sent += len(text.encode("utf-8"))
+        assert self._socket is not None
         try:
-            await self._ws.send_str(text)
-        except (ConnectionError, aiohttp.ClientError, RuntimeError) as exc:
+            self.timing.bytes_sent += self._socket.send_text(text)
+            await self._socket.drain()
+        except ConnectionError as exc:
             self._mark_closed(f"send failed: {exc!r}")
             raise CdpDisconnected(f"{message['method']}: {exc!r}") from exc
 
-    async def _read_loop(self) -> None:
-        try:
-            async for frame in self._ws:
-                if frame.type == aiohttp.WSMsgType.TEXT:
-                    self._on_text(frame.data)
-                elif frame.type == aiohttp.WSMsgType.BINARY:
-                    self._on_text(frame.data.decode("utf-8", errors="replace"))
-                elif frame.type == aiohttp.WSMsgType.ERROR:
-                    self._mark_closed(f"websocket error: {self._ws.exception()!r}")
-                    break
-            self._mark_closed(f"websocket closed (code {self._ws.close_code})")
-        except asyncio.CancelledError:
-            self._mark_closed(self._closed_reason or "reader cancelled")
-            raise
-        except Exception as exc:  # the reader must never die silently
-            self._mark_closed(f"reader failed: {exc!r}")
-
-    def _on_text(self, text: str) -> None:
-        self.timing.bytes_received += len(text.encode("utf-8"))
+    def _on_message(self, text: str, size: int) -> None:
+        """One message from the endpoint (``size``: its bytes on the wire, unframed)."""
+        self.timing.bytes_received += size
         try:
             message = json.loads(text)
         except ValueError:
