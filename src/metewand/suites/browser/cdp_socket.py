@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from typing import Final, cast
 from urllib.parse import urlsplit
 
+from metewand.errors import MetewandError
+
 ACCEPT_GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_HEAD_BYTES: Final = 64 * 1024  # the handshake's answer, headers included
 CLOSE_TIMEOUT_S: Final = 2.0
@@ -49,7 +51,7 @@ OnMessage = Callable[[str, int], None]
 OnClosed = Callable[[str], None]
 
 
-class WebSocketRefused(ConnectionError):
+class WebSocketRefused(MetewandError, ConnectionError):
     """The endpoint did not accept the WebSocket handshake."""
 
 
@@ -322,7 +324,7 @@ class CdpSocket(asyncio.Protocol):
         return "connection closed without a close frame"
 
 
-class _Failure(Exception):
+class _Failure(MetewandError):
     """A frame that ends the connection with ``code``."""
 
     def __init__(self, code: int, reason: str) -> None:
