@@ -27,7 +27,9 @@ the last:
 Ratios are ours/peer (<= 1.00 is the goal). The 1-minute load average is printed beside every
 subset's figures; on a loaded host judge by the CPU columns and the same-run ratios. ``--quick``:
 5 tasks, Chrome only, raw CDP and three driver paths. ``--json FILE`` writes every figure.
-``--bare`` adds a per-attempt run of ours with phase marks off.
+``--bare`` adds a per-attempt run of ours with phase marks off. ``--rounds N`` measures every
+cell N times, who goes first rotating on, and prints each ratio's median over the rounds (each
+round's ours over the same round's peer) with its range.
 """
 
 from __future__ import annotations
@@ -207,7 +209,7 @@ def runs_for(subset: str, baseline: bool, bare: bool = False) -> list[tuple[str,
 
 
 def measure_cell(
-    args: argparse.Namespace, subset: str, engine: str, turn: int, work: Path
+    args: argparse.Namespace, subset: str, engine: str, turn: int, work: Path, round_: int = 0
 ) -> dict[str, Any]:
     tasks = select_tasks(args.peer, SUBSETS[subset], args.per_subset)
     plan = runs_for(subset, args.baseline_src is not None, args.bare)
@@ -215,7 +217,7 @@ def measure_cell(
     env = peer_harness.environment()
     got: dict[str, dict[str, Any]] = {}
     for tool, mode in plan:
-        run_id = f"{subset.replace('.', '_')}_{engine}_{tool}_{mode.replace('-', '_')}"
+        run_id = f"{subset.replace('.', '_')}_{engine}_{tool}_{mode.replace('-', '_')}_r{round_}"
         out = work / "runs"
         if tool == "peer":
             argv = peer_harness.command(subset, tasks, engine, out, run_id, args.seed)
@@ -244,6 +246,7 @@ def measure_cell(
     return {
         "subset": subset,
         "engine": engine,
+        "round": round_,
         "tasks": tasks,
         "runs": got,
         "load_after": round(os.getloadavg()[0], 2),
@@ -327,6 +330,36 @@ def print_summary(cells: list[dict[str, Any]]) -> None:
         )
 
 
+def print_rounds(cells: list[dict[str, Any]]) -> None:
+    """With ``--rounds``: per subset x engine and run kind, each round's ratio to the peer's run
+    of the same round, as the median over the rounds with its range; then, over the cells, the
+    geometric mean of those medians and how many are at or below 1."""
+    ratios: dict[tuple[str, str, str, str], list[float]] = {}
+    for cell in cells:
+        peer = cell["runs"]["peer:per-attempt"]
+        for name, fig in cell["runs"].items():
+            for figure in ("harness_cpu_ms", "between_ms"):
+                ours, theirs = fig.get(figure), peer.get(figure)
+                if name != "peer:per-attempt" and ours is not None and theirs:
+                    key = (cell["subset"], cell["engine"], name, figure)
+                    ratios.setdefault(key, []).append(ours / theirs)
+    print("\nover the rounds, x peer of the same round: median [lowest, highest]")
+    medians: dict[tuple[str, str], list[float]] = {}
+    for (subset, engine, name, figure), values in ratios.items():
+        median = statistics.median(values)
+        medians.setdefault((name, figure), []).append(median)
+        print(
+            f"  {subset} x {engine} {name} {figure}: {median:.2f} "
+            f"[{min(values):.2f}, {max(values):.2f}] of {len(values)}"
+        )
+    for (name, figure), values in medians.items():
+        at_or_below = sum(v <= 1.0 for v in values)
+        print(
+            f"  {name} {figure}: geometric mean of the medians "
+            f"{statistics.geometric_mean(values):.3f}, {at_or_below} of {len(values)} at or below"
+        )
+
+
 def cells_of(args: argparse.Namespace) -> Iterable[tuple[str, str]]:
     for subset in args.subset:
         for engine in args.engines:
@@ -355,6 +388,14 @@ def main() -> None:
     )
     parser.add_argument("--keep", type=Path, help="keep the runs here (default: a temp dir)")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every cell this many times, who goes first rotating on; prints each "
+        "ratio's median over the rounds (one run per tool cannot settle a ratio near 1 on a "
+        "host whose speed drifts between runs)",
+    )
+    parser.add_argument(
         "--bare",
         action="store_true",
         help="also run ours per-attempt with " + " ".join(BARE_FLAGS) + ": what those cost",
@@ -375,11 +416,16 @@ def main() -> None:
     cells = []
     with tempfile.TemporaryDirectory(prefix="mw-harness-vs-peer-") as tmp:
         work = args.keep.resolve() if args.keep else Path(tmp)
-        for turn, (subset, engine) in enumerate(cells_of(args)):
-            cell = measure_cell(args, subset, engine, turn, work)
-            print_cell(cell)
-            cells.append(cell)
+        turn = 0
+        for round_ in range(args.rounds):
+            for subset, engine in cells_of(args):
+                cell = measure_cell(args, subset, engine, turn, work, round_)
+                print_cell(cell)
+                cells.append(cell)
+                turn += 1
     print_summary(cells)
+    if args.rounds > 1:
+        print_rounds(cells)
     if args.json:
         args.json.write_text(json.dumps({"cells": cells, "args": asdict_args(args)}, indent=1))
 
