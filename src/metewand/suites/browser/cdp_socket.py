@@ -120,7 +120,6 @@ class CdpSocket(asyncio.Protocol):
         self._key = base64.b64encode(os.urandom(16))
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
-        self._open = False
         self.opened: asyncio.Future[None] = loop.create_future()
         self._lost: asyncio.Future[None] = loop.create_future()
         self._fragments: list[bytes] = []
@@ -148,7 +147,7 @@ class CdpSocket(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
-        if not self._open and not self._handshake():
+        if not self.opened.done() and not self._handshake():
             return
         try:
             self._read_frames()
@@ -223,7 +222,6 @@ class CdpSocket(asyncio.Protocol):
         if problem is not None:
             self._refuse(problem)
             return False
-        self._open = True
         self.opened.set_result(None)
         return True
 
@@ -247,7 +245,8 @@ class CdpSocket(asyncio.Protocol):
                 self._check_size(opcode, fin, size)
                 if len(buffer) < start + size:
                     return
-                payload = bytes(buffer[start : start + size])
+                with memoryview(buffer) as view:  # one copy, not a slice's and then bytes'
+                    payload = bytes(view[start : start + size])
                 at = start + size
                 self._on_frame(opcode, fin, payload)
         finally:
