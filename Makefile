@@ -72,13 +72,18 @@ typecheck: install
 bytecode: install
 	$(PY) -m compileall -q -j 0 src drivers/python >/dev/null
 
-# Two test processes by default (a file stays on one, so its module fixtures start once): the
-# suite mostly waits on engines, workers and timeouts. PYTEST_WORKERS=0 runs it in one process.
-PYTEST_WORKERS ?= 2
+# Three test processes by default on any machine (a file stays on one, so its module fixtures
+# start once): the suite mostly waits on engines, workers and timeouts. With two, a third of this
+# 2-core host's CPU stayed idle through the run (vmstat); three took `.ci/run` from 1,076 to 811 s
+# (issue 24 item 7). PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 3
 pytest: install bytecode
 	$(VENV)/bin/pytest -q -p no:cacheprovider -n $(PYTEST_WORKERS) --dist loadfile --durations=25
 
-test: lint typecheck pytest
+# Lint and type checks run beside the tests (they took the first ~40 s alone, one core busy);
+# any of the three failing fails `make test`.
+test: install bytecode
+	@$(MAKE) --no-print-directory -j3 lint typecheck pytest
 
 demo: install bytecode
 	$(VENV)/bin/metewand demo
