@@ -290,9 +290,7 @@ def print_cell(cell: dict[str, Any]) -> None:
     )
     print("  " + " | ".join(head))
     for name, fig in runs.items():
-        driver = (
-            fig.get("reaped_cpu_ms") if fig["mode"] == "per-attempt" else fig["driver_rows_cpu_ms"]
-        )
+        driver = _driver_cpu_ms(fig)
         cells = (
             name,
             _ms(fig.get("harness_cpu_ms")),
@@ -338,9 +336,10 @@ def print_rounds(cells: list[dict[str, Any]]) -> None:
     for cell in cells:
         peer = cell["runs"]["peer:per-attempt"]
         for name, fig in cell["runs"].items():
-            for figure in ("harness_cpu_ms", "between_ms"):
-                ours, theirs = fig.get(figure), peer.get(figure)
-                if name != "peer:per-attempt" and ours is not None and theirs:
+            if name == "peer:per-attempt":
+                continue
+            for figure, ours, theirs in _round_figures(fig, peer):
+                if ours is not None and theirs:
                     key = (cell["subset"], cell["engine"], name, figure)
                     ratios.setdefault(key, []).append(ours / theirs)
     print("\nover the rounds, x peer of the same round: median [lowest, highest]")
@@ -358,6 +357,23 @@ def print_rounds(cells: list[dict[str, Any]]) -> None:
             f"  {name} {figure}: geometric mean of the medians "
             f"{statistics.geometric_mean(values):.3f}, {at_or_below} of {len(values)} at or below"
         )
+
+
+def _driver_cpu_ms(fig: dict[str, Any]) -> float | None:
+    """A run's driver CPU per attempt: reaped per-attempt adapters, else the rows' own figure."""
+    return fig.get("reaped_cpu_ms") if fig["mode"] == "per-attempt" else fig["driver_rows_cpu_ms"]
+
+
+def _round_figures(
+    fig: dict[str, Any], peer: dict[str, Any]
+) -> list[tuple[str, float | None, float | None]]:
+    """(figure, ours, the peer's) for the rounds' summary: item 2's harness figures, and item 3's
+    driver CPU and duration per attempt where adapters ran (raw CDP reaps none)."""
+    figures = [(name, fig.get(name), peer.get(name)) for name in ("harness_cpu_ms", "between_ms")]
+    if peer.get("reaped_cpu_ms"):
+        figures.append(("driver_cpu_ms", _driver_cpu_ms(fig), peer.get("reaped_cpu_ms")))
+        figures.append(("duration_ms", fig.get("duration_ms"), peer.get("duration_ms")))
+    return figures
 
 
 def cells_of(args: argparse.Namespace) -> Iterable[tuple[str, str]]:
