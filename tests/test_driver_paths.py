@@ -14,6 +14,7 @@ import pytest
 from driver_helpers import CATALOG, CORPUS, REPO, corpus_or_skip
 from metewand.suites.browser.driver_registry import (
     DRIVER_PATHS,
+    NODE_ADAPTER_PINS,
     NODE_PEER_PINS,
     UNAVAILABLE,
     DriverMissing,
@@ -36,11 +37,15 @@ def test_every_pinned_version_is_the_peer_harness_pin() -> None:
 def test_the_node_lock_pins_exactly_the_registry_versions_of_shipped_adapters() -> None:
     manifest = json.loads((REPO / "drivers/node/package.json").read_text())
     lock = json.loads((REPO / "drivers/node/package-lock.json").read_text())
-    shipped = {
-        p.library.name: p.version
-        for p in DRIVER_PATHS.values()
-        if isinstance(p.library, NodePackage) and p.adapter
-    } | NODE_PEER_PINS
+    shipped = (
+        {
+            p.library.name: p.version
+            for p in DRIVER_PATHS.values()
+            if isinstance(p.library, NodePackage) and p.adapter
+        }
+        | NODE_PEER_PINS
+        | NODE_ADAPTER_PINS
+    )
     assert manifest["dependencies"] == shipped  # exact versions, no ranges
     for name, version in shipped.items():
         assert lock["packages"][f"node_modules/{name}"]["version"] == version

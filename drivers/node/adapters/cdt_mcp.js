@@ -13,8 +13,8 @@ const SERVER = require.resolve('chrome-devtools-mcp/build/src/bin/chrome-devtool
 const VERSION = require('chrome-devtools-mcp/package.json').version;
 const NOT_ELEMENTS = new Set(['InlineTextBox', 'StaticText', 'ListMarker', 'ignored']);
 
-function startServer(payload) {
-  const child = spawn(process.execPath, [SERVER, '--wsEndpoint', payload.browser_ws, '--usageStatistics=false', '--performanceCrux=false'], {
+function startServer(wsEndpoint) {
+  const child = spawn(process.execPath, [SERVER, '--wsEndpoint', wsEndpoint, '--usageStatistics=false', '--performanceCrux=false'], {
     stdio: ['pipe', 'pipe', 'inherit'],
     // No usage statistics and no update check (it spawns a detached process that asks the npm registry).
     env: { ...process.env, CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS: '1', CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS: '1' },
@@ -95,11 +95,19 @@ const servers = new Map();
 let attempts = 0;
 process.on('exit', () => { for (const rpc of servers.values()) rpc.child.kill('SIGTERM'); });
 
-async function server(payload) {
+function retire(rpc) {
+  rpc.child.kill('SIGTERM');
+  if (rpc.relay) rpc.relay.close();
+}
+
+async function server(payload, relayed = false) {
   const kept = servers.get(payload.browser_ws);
   if (kept && !kept.exited) return { rpc: kept, reused: true };
-  for (const [ws, old] of servers) { old.child.kill('SIGTERM'); servers.delete(ws); } // another engine
-  const rpc = startServer(payload);
+  for (const [ws, old] of servers) { retire(old); servers.delete(ws); } // another engine
+  // loaded only here: a per-attempt adapter never needs the relay, nor its WebSocket library
+  const relay = relayed ? await require('./cdp_relay').startRelay(payload.browser_ws) : null;
+  const rpc = startServer(relay ? relay.url : payload.browser_ws);
+  rpc.relay = relay;
   await request(rpc, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'metewand', version: '1' } });
   rpc.child.stdin.write(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) + '\n');
   if (SERVING) servers.set(payload.browser_ws, rpc);
@@ -123,13 +131,15 @@ async function liveProblem(session, payload, version) {
   try {
     await openPage(session, true);
   } catch (e) {
-    // An engine with a single browser context (Lightpanda) keeps the previous attempt's context
-    // while its server lives: this attempt gets a fresh server, whose start disposes of it.
+    // An engine with a single browser context per connection (Lightpanda) still holds the
+    // previous attempt's context: the server never disposes of one and the last page cannot be
+    // closed. Once per served adapter, the server is started again behind a relay, through which
+    // each attempt's end disposes of its context on the server's own connection (`close`).
     if (!session.metrics.mcp_server_reused || !/more than one browser context/i.test(e.message)) throw e;
     const old = servers.get(payload.browser_ws);
     servers.delete(payload.browser_ws);
-    if (old) old.child.kill('SIGTERM');
-    session.rpc = (await server(payload)).rpc;
+    if (old) retire(old);
+    session.rpc = (await server(payload, SERVING)).rpc;
     session.metrics.mcp_server_reused = false;
     await openPage(session, true);
   }
@@ -142,8 +152,24 @@ async function close(session) {
   for (const pageId of [...session.pages].reverse()) {
     try { await tool(session, 'close_page', { pageId }); } catch (e) { /* the server's last page stays */ }
   }
-  if ([...servers.values()].includes(session.rpc)) return; // kept for the next attempt
-  await stopServer(session.rpc);
+  if (![...servers.values()].includes(session.rpc)) return stopServer(session.rpc);
+  if (session.rpc.relay) await disposeContexts(session.rpc); // kept for the next attempt
+}
+
+// The attempt's browser contexts, disposed of on the server's connection (the server made them
+// there and no other connection sees them); the engine closes their pages. A server that cannot
+// is not kept: the next attempt starts a fresh one.
+async function disposeContexts(rpc) {
+  try {
+    const { browserContextIds } = await rpc.relay.call('Target.getBrowserContexts');
+    for (const browserContextId of browserContextIds) {
+      await rpc.relay.call('Target.disposeBrowserContext', { browserContextId });
+    }
+  } catch (e) {
+    for (const [ws, kept] of servers) if (kept === rpc) servers.delete(ws);
+    retire(rpc);
+    throw e;
+  }
 }
 
 // The adapter leaves nothing behind: the one-shot server is waited for, not just signalled (on a

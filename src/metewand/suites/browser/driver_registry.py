@@ -305,6 +305,10 @@ DRIVER_PATHS: Final[dict[str, DriverPath]] = {
 # legacy-peer-deps (Stagehand's optional puppeteer-core ^24 peer conflicts with the locked 25.3.0,
 # and it is unused), under which npm installs no peer by itself.
 NODE_PEER_PINS: Final = {"zod": "3.25.76"}  # Stagehand's zod ^3.25.76 || ^4.2.0
+# Libraries the adapters themselves require, pinned beside the clients: ws for the served
+# chrome-devtools-mcp adapter's CDP relay (drivers/node/adapters/cdp_relay.js), the version the
+# lock already held for chrome-remote-interface.
+NODE_ADAPTER_PINS: Final = {"ws": "7.5.14"}
 
 BY_TASK_KIND: Final = {p.task_kind: p for p in DRIVER_PATHS.values()}
 
