@@ -18,11 +18,16 @@ the last:
 - harness own CPU per attempt = its CPU over that span / (rows - 1);
 - wall between attempts = (span - the later rows' duration_ms) / (rows - 1): what each tool
   spends around an attempt (grading, rows, artifacts, engine checks, start of the next one);
+  what falls inside an attempt's duration differs (the peer's holds the writing of its CDP log
+  and grader file, ours ends before them), so the whole wall per attempt, span / (rows - 1), is
+  printed beside it: the figure in which neither tool's choice of duration can hide anything;
 - driver CPU per attempt: per-attempt adapters' CPU reaped over the span / (rows - 1) (the same
   kernel counter for both tools); metewand's long-lived adapters are never reaped mid-run, so
   that mode's figure is the median of the rows' ``driver_resources.cpu_total_ms`` (its accounting
   group; per-attempt rows give both, printed side by side as a check of the two methods);
-- duration: median duration_ms; statuses: tasks whose status agrees with the peer's.
+- duration: median duration_ms; statuses: tasks whose status agrees with the peer's, "+k known"
+  for disagreements listed in peer_disagreements.json (examined; the peer's status is the wrong
+  one) and "!u unexplained" for any other, each named at the end.
 
 Ratios are ours/peer (<= 1.00 is the goal). The 1-minute load average is printed beside every
 subset's figures; on a loaded host judge by the CPU columns and the same-run ratios. ``--quick``:
@@ -48,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import peer_harness
+import peer_statuses
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
@@ -65,6 +71,7 @@ SUBSETS = {  # subset id -> its L1 directory (the peer's and the corpus's)
     "l1.pydoll": "L1/pydoll",
     "l1.cdp_use": "L1/cdp_use",
 }
+KNOWN_DISAGREEMENTS = peer_statuses.load_known()
 QUICK_SUBSETS = ["l1.raw_cdp", "l1.chrome_remote_interface", "l1.playwright", "l1.cdp_use"]
 MODES = ("per-attempt", "long-lived")
 # What ``--bare`` switches off: the phase marks, the one measurement of ours the peer's harness
@@ -111,6 +118,7 @@ class Watched:
             later = sum(known[1:])
             out["harness_cpu_ms"] = own_ms / (n - 1)
             out["between_ms"] = (wall_s * 1000 - later) / (n - 1)
+            out["wall_ms"] = wall_s * 1000 / (n - 1)
             out["reaped_cpu_ms"] = reaped_ms / (n - 1)
         driver = [
             r["driver_resources"].get("cpu_total_ms")
@@ -261,10 +269,10 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
-def agreement(ours: dict[str, Any], peer: dict[str, Any]) -> str:
-    a, b = ours.get("statuses", {}), peer.get("statuses", {})
-    both = set(a) & set(b)
-    return f"{sum(a[t] == b[t] for t in both)}/{len(both)}"
+def agreement(engine: str, ours: dict[str, Any], peer: dict[str, Any]) -> peer_statuses.Agreement:
+    return peer_statuses.compare(
+        engine, ours.get("statuses", {}), peer.get("statuses", {}), KNOWN_DISAGREEMENTS
+    )
 
 
 def print_cell(cell: dict[str, Any]) -> None:
@@ -280,6 +288,8 @@ def print_cell(cell: dict[str, Any]) -> None:
         "harness CPU/att ms",
         "x peer",
         "between ms",
+        "x peer",
+        "wall/att ms",
         "x peer",
         "driver CPU/att ms",
         "x peer",
@@ -297,12 +307,14 @@ def print_cell(cell: dict[str, Any]) -> None:
             _ratio(fig.get("harness_cpu_ms"), peer.get("harness_cpu_ms")),
             _ms(fig.get("between_ms")),
             _ratio(fig.get("between_ms"), peer.get("between_ms")),
+            _ms(fig.get("wall_ms")),
+            _ratio(fig.get("wall_ms"), peer.get("wall_ms")),
             _ms(driver),
             _ratio(driver, peer.get("reaped_cpu_ms")),
             _ms(fig.get("driver_rows_cpu_ms")),
             _ms(fig.get("duration_ms")),
             _ratio(fig.get("duration_ms"), peer.get("duration_ms")),
-            agreement(fig, peer),
+            agreement(cell["engine"], fig, peer).brief() if fig is not peer else "-",
         )
         print("  " + " | ".join(cells))
         if "problem" in fig:
@@ -326,6 +338,34 @@ def print_summary(cells: list[dict[str, Any]]) -> None:
         print(
             f"  {name}: geometric mean {geometric:.3f}, {at_or_below} of {len(values)} at or below"
         )
+
+
+def print_statuses(cells: list[dict[str, Any]]) -> None:
+    """Over every cell and run of ours: tasks that agree with the peer, disagreements listed in
+    peer_disagreements.json (examined: the peer's status is the wrong one), and the rest, each
+    named: a status that changed. A listed disagreement that did not recur is named too."""
+    agree = known = 0
+    unexplained: list[str] = []
+    stale: set[str] = set()
+    for cell in cells:
+        peer = cell["runs"]["peer:per-attempt"]
+        for name, fig in cell["runs"].items():
+            if name == "peer:per-attempt":
+                continue
+            seen = agreement(cell["engine"], fig, peer)
+            agree, known = agree + seen.agree, known + len(seen.known)
+            where = f"{cell['subset']} x {cell['engine']} {name}"
+            unexplained += [f"{where}: {text}" for text in seen.unexplained]
+            stale.update(seen.stale)
+    total = agree + known + len(unexplained)
+    print(
+        f"\nstatuses, every run of ours: {agree} of {total} agree with the peer, {known} "
+        f"disagree as listed in {peer_statuses.KNOWN_FILE.name}, {len(unexplained)} unexplained"
+    )
+    for line in unexplained:
+        print(f"  unexplained: {line}")
+    for line in sorted(stale):
+        print(f"  listed but not as listed: {line}")
 
 
 def print_rounds(cells: list[dict[str, Any]]) -> None:
@@ -369,7 +409,8 @@ def _round_figures(
 ) -> list[tuple[str, float | None, float | None]]:
     """(figure, ours, the peer's) for the rounds' summary: item 2's harness figures, and item 3's
     driver CPU and duration per attempt where adapters ran (raw CDP reaps none)."""
-    figures = [(name, fig.get(name), peer.get(name)) for name in ("harness_cpu_ms", "between_ms")]
+    names = ("harness_cpu_ms", "between_ms", "wall_ms")
+    figures = [(name, fig.get(name), peer.get(name)) for name in names]
     if peer.get("reaped_cpu_ms"):
         figures.append(("driver_cpu_ms", _driver_cpu_ms(fig), peer.get("reaped_cpu_ms")))
         figures.append(("duration_ms", fig.get("duration_ms"), peer.get("duration_ms")))
@@ -440,6 +481,7 @@ def main() -> None:
                 cells.append(cell)
                 turn += 1
     print_summary(cells)
+    print_statuses(cells)
     if args.rounds > 1:
         print_rounds(cells)
     if args.json:
