@@ -129,6 +129,11 @@ class Watched:
         out["driver_rows_cpu_ms"] = statistics.median(driver) if driver else None
         out["statuses"] = {r.get("task_id"): r.get("status") for r in self.rows}
         out["durations_ms"] = {r.get("task_id"): r.get("duration_ms") for r in self.rows}
+        out["driver_ms_by_task"] = {
+            r.get("task_id"): r["driver_resources"].get("cpu_total_ms")
+            for r in self.rows
+            if isinstance(r.get("driver_resources"), dict)
+        }
         return out
 
 
@@ -319,6 +324,31 @@ def print_cell(cell: dict[str, Any]) -> None:
         print("  " + " | ".join(cells))
         if "problem" in fig:
             print(f"    {name}: exit {fig['exit']}, {fig['rows']} rows: {fig['problem'][-400:]!r}")
+    served = served_share(runs)
+    if served is not None:
+        print(
+            f"  long-lived driver CPU / per-attempt's, task by task (item 4): median {served[0]:.2f} "
+            f"[{served[1]:.2f}, {served[2]:.2f}] over {served[3]} tasks"
+        )
+
+
+def served_share(runs: dict[str, Any]) -> tuple[float, float, float, int] | None:
+    """Each task's driver CPU in our long-lived run over its per-attempt run's (the rows' own
+    accounting group in both): the median over the tasks with the lowest and highest. Task by
+    task, so that the mix of long and short tasks in a cell does not move it as a ratio of the
+    two runs' medians does."""
+    if "ours:long-lived" not in runs or "ours:per-attempt" not in runs:
+        return None
+    served = runs["ours:long-lived"].get("driver_ms_by_task") or {}
+    fresh = runs["ours:per-attempt"].get("driver_ms_by_task") or {}
+    shares = [
+        served[t] / fresh[t]
+        for t in set(served) & set(fresh)
+        if isinstance(served[t], (int, float)) and isinstance(fresh[t], (int, float)) and fresh[t]
+    ]
+    if not shares:
+        return None
+    return statistics.median(shares), min(shares), max(shares), len(shares)
 
 
 def print_summary(cells: list[dict[str, Any]]) -> None:
