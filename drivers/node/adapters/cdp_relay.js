@@ -9,6 +9,7 @@ const WebSocket = require('ws');
 
 // Far above any id a client numbering from 1 reaches, below 2^31 for engines that read an i32.
 const FIRST_OWN_ID = 2000000000;
+const CALL_TIMEOUT_MS = 5000;
 // A reply of ours is a few hundred bytes; a larger frame is never parsed to look for one.
 const MAX_OWN_REPLY = 65536;
 
@@ -67,7 +68,16 @@ function call(relay, method, params) {
   relay.next += 1;
   const id = relay.next;
   return new Promise((resolve, reject) => {
-    relay.pending.set(id, (m) => (m.error ? reject(new Error(`${method}: ${m.error.message}`)) : resolve(m.result)));
+    // an engine that stops answering must not hold the attempt's end until its deadline
+    const timer = setTimeout(() => {
+      relay.pending.delete(id);
+      reject(new Error(`${method}: no answer from the engine in ${CALL_TIMEOUT_MS} ms`));
+    }, CALL_TIMEOUT_MS);
+    relay.pending.set(id, (m) => {
+      clearTimeout(timer);
+      if (m.error) reject(new Error(`${method}: ${m.error.message}`));
+      else resolve(m.result);
+    });
     relay.upstream.send(JSON.stringify({ id, method, params: params || {} }));
   });
 }
