@@ -15,6 +15,7 @@ import pytest
 from browser_engine_fixtures import resolved_or_skip
 from metewand.suites.browser.adapter_attempt import graded_view
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
+from metewand.suites.browser.adapter_server import AdapterRunner
 from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
 from metewand.suites.browser.driver_registry import (
     DriverMissing,
@@ -109,6 +110,27 @@ def run_task(
     # graded as the attempt runner grades it: a server-graded task's value checks, whose
     # expected values the adapter never got, are graded here from what it saved
     return graded_view(task, run)[0]
+
+
+async def run_served_task(
+    runner: AdapterRunner,
+    bench: Bench,
+    key: str,
+    subset_dir: str,
+    task_id: str,
+    work: Path,
+    attempt: int,
+    deadline_s: float,
+) -> tuple[AdapterRun, str]:
+    """One attempt of ``task_id`` through an open (e.g. served) adapter: the run as it came and
+    its status graded as a row's (the withheld expected values checked by the runner)."""
+    artifact_dir = work / f"{attempt}-{task_id}"
+    ids = AttemptIds("served", attempt, "seed0", str(artifact_dir))
+    binding = load_binding(CATALOG, bench.endpoint.name, key)
+    task = load_task(subset_dir, task_id)
+    payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
+    run = await runner.run(payload, deadline_s, artifact_dir / "stderr.txt")
+    return run, graded_view(task, run)[0].classification().status
 
 
 def failed_checks(run: AdapterRun) -> list[dict[str, Any]]:

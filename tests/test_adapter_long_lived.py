@@ -14,12 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from driver_helpers import CATALOG, Bench, chrome_bench, found_or_skip, load_task
-from metewand.suites.browser.adapter_attempt import graded_view
-from metewand.suites.browser.adapter_payload import AttemptIds, build_payload
+from driver_helpers import Bench, chrome_bench, found_or_skip, run_served_task
 from metewand.suites.browser.adapter_server import LongLivedAdapter, open_adapter
 from metewand.suites.browser.adapters import AdapterCommand
-from metewand.suites.browser.driver_registry import load_binding
 
 SERVED = """
     import json, os, subprocess, sys, time
@@ -152,15 +149,10 @@ def test_a_served_shipped_adapter_passes_attempt_after_attempt_with_its_own_page
         out = []
         try:
             for n, task_id in enumerate(task_ids):
-                artifact_dir = tmp_path / f"{n}-{task_id}"
-                ids = AttemptIds("served", n + 1, "seed0", str(artifact_dir))
-                binding = load_binding(CATALOG, "chrome", key)
-                task = load_task(subset, task_id)
-                payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
-                run = await runner.run(payload, 35.0, artifact_dir / "stderr.txt")
+                run, status = await run_served_task(
+                    runner, bench, key, subset, task_id, tmp_path, n + 1, 35.0
+                )
                 cpu = run.cpu_ns.value if run.cpu_ns is not None else None
-                # graded as a row is: the withheld expected values checked by the runner
-                status = graded_view(task, run)[0].classification().status
                 out.append((run.outcome, status, cpu))
             assert isinstance(runner, LongLivedAdapter) and runner.starts == 1
         finally:

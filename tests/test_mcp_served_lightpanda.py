@@ -14,11 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from driver_helpers import CATALOG, Bench, engine_bench, found_or_skip, load_task
-from metewand.suites.browser.adapter_attempt import graded_view
-from metewand.suites.browser.adapter_payload import AttemptIds, build_payload
+from driver_helpers import Bench, engine_bench, found_or_skip, run_served_task
 from metewand.suites.browser.adapter_server import LongLivedAdapter, open_adapter
-from metewand.suites.browser.driver_registry import load_binding
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
 
@@ -62,13 +59,9 @@ def test_one_mcp_server_serves_every_attempt_after_the_first_each_in_a_fresh_con
         out = []
         try:
             for n, task_id in enumerate(TASKS):
-                artifact_dir = tmp_path / f"{n}-{task_id}"
-                ids = AttemptIds("served", n + 1, "seed0", str(artifact_dir))
-                binding = load_binding(CATALOG, "lightpanda", KEY)
-                task = load_task(SUBSET, task_id)
-                payload = build_payload(task, KEY, bench.endpoint, bench.base_url, ids, binding)
-                run = await runner.run(payload, 60.0, artifact_dir / "stderr.txt")
-                status = graded_view(task, run)[0].classification().status
+                run, status = await run_served_task(
+                    runner, bench, KEY, SUBSET, task_id, tmp_path, n + 1, 60.0
+                )
                 reused = bool(((run.result or {}).get("metrics") or {}).get("mcp_server_reused"))
                 assert runner.process is not None
                 out.append((status, reused, _mcp_servers(runner.process.pid)))
