@@ -280,13 +280,18 @@ def duration_ratio(fig: dict[str, Any], peer: dict[str, Any]) -> float | None:
     """Duration ours/peer as the issue defines it: the median over the tasks of each task's
     ratio. A ratio of the two runs' medians can land between two clusters of tasks and read
     1.18 where the tasks' own ratios are 0.70-1.30 around 1.02."""
-    ours, theirs = fig.get("durations_ms") or {}, peer.get("durations_ms") or {}
-    ratios = [
+    ratios = _task_ratios(fig.get("durations_ms"), peer.get("durations_ms"))
+    return statistics.median(ratios) if ratios else None
+
+
+def _task_ratios(ours: dict[str, Any] | None, theirs: dict[str, Any] | None) -> list[float]:
+    """Each task's figure in ``ours`` over its figure in ``theirs``, for the tasks both hold."""
+    ours, theirs = ours or {}, theirs or {}
+    return [
         ours[t] / theirs[t]
         for t in set(ours) & set(theirs)
         if isinstance(ours[t], (int, float)) and isinstance(theirs[t], (int, float)) and theirs[t]
     ]
-    return statistics.median(ratios) if ratios else None
 
 
 def _ms(value: float | None) -> str:
@@ -358,13 +363,10 @@ def served_share(runs: dict[str, Any]) -> tuple[float, float, float, int] | None
     two runs' medians does."""
     if "ours:long-lived" not in runs or "ours:per-attempt" not in runs:
         return None
-    served = runs["ours:long-lived"].get("driver_ms_by_task") or {}
-    fresh = runs["ours:per-attempt"].get("driver_ms_by_task") or {}
-    shares = [
-        served[t] / fresh[t]
-        for t in set(served) & set(fresh)
-        if isinstance(served[t], (int, float)) and isinstance(fresh[t], (int, float)) and fresh[t]
-    ]
+    shares = _task_ratios(
+        runs["ours:long-lived"].get("driver_ms_by_task"),
+        runs["ours:per-attempt"].get("driver_ms_by_task"),
+    )
     if not shares:
         return None
     return statistics.median(shares), min(shares), max(shares), len(shares)

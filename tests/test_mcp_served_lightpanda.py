@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from driver_helpers import Bench, engine_bench, found_or_skip, run_served_task
+from metewand.measure import procfs
 from metewand.suites.browser.adapter_server import LongLivedAdapter, open_adapter
 
 pytestmark = [pytest.mark.engines, pytest.mark.slow]
@@ -37,8 +38,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bench]:
 
 def _mcp_servers(adapter_pid: int) -> list[int]:
     """The adapter's children that run the MCP server."""
-    children = Path(f"/proc/{adapter_pid}/task/{adapter_pid}/children").read_text().split()
-    return [int(pid) for pid in children if b"chrome-devtools-mcp" in _cmdline(int(pid))]
+    return [pid for pid in procfs.children(adapter_pid) if b"chrome-devtools-mcp" in _cmdline(pid)]
 
 
 def _cmdline(pid: int) -> bytes:

@@ -15,7 +15,7 @@ const MAX_OWN_REPLY = 65536;
 
 function startRelay(upstreamUrl) {
   const server = new WebSocket.Server({ host: '127.0.0.1', port: 0, perMessageDeflate: false });
-  const relay = { upstream: null, pending: new Map(), next: FIRST_OWN_ID, server };
+  const relay = { upstream: null, pending: new Map(), next: FIRST_OWN_ID };
   server.on('connection', (client) => pair(relay, client, upstreamUrl));
   return new Promise((resolve, reject) => {
     server.once('error', reject);
