@@ -100,6 +100,12 @@ function retire(rpc) {
   if (rpc.relay) rpc.relay.close();
 }
 
+// A kept server given up: no later attempt is handed it.
+function forget(rpc) {
+  for (const [ws, kept] of servers) if (kept === rpc) servers.delete(ws);
+  retire(rpc);
+}
+
 async function server(payload, relayed = false) {
   const kept = servers.get(payload.browser_ws);
   if (kept && !kept.exited) return { rpc: kept, reused: true };
@@ -137,8 +143,7 @@ async function liveProblem(session, payload, version) {
     // each attempt's end disposes of its context on the server's own connection (`close`).
     if (!session.metrics.mcp_server_reused || !/more than one browser context/i.test(e.message)) throw e;
     const old = servers.get(payload.browser_ws);
-    servers.delete(payload.browser_ws);
-    if (old) retire(old);
+    if (old) forget(old);
     session.rpc = (await server(payload, SERVING)).rpc;
     session.metrics.mcp_server_reused = false;
     await openPage(session, true);
@@ -166,8 +171,7 @@ async function disposeContexts(rpc) {
       await rpc.relay.call('Target.disposeBrowserContext', { browserContextId });
     }
   } catch (e) {
-    for (const [ws, kept] of servers) if (kept === rpc) servers.delete(ws);
-    retire(rpc);
+    forget(rpc);
     throw e;
   }
 }
