@@ -144,7 +144,7 @@ def per_file(accounting: CgroupAccounting, count: int) -> None:
             print(f"{'':8} {name:28} open+read+close {whole:5.1f} µs, pread {pread:4.1f} µs")
 
 
-V1_CPU = ("cpuacct.usage", "cpuacct.usage_user", "cpuacct.usage_sys", "cpuacct.usage_all")
+V1_CPU = ("cpuacct.usage", "cpuacct.stat", "cpuacct.usage_user", "cpuacct.usage_sys")
 V1_MEMORY = ("memory.usage_in_bytes", "memory.max_usage_in_bytes")
 V2_MEMORY = ("memory.current", "memory.peak")
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple, Self
 
-from metewand.measure import orphans, watchdog
+from metewand.measure import orphans, procfs, watchdog
 
 V1_CONTROLLERS_OF_INTEREST = ("cpuacct", "memory", "pids")
 REMOVE_RETRY_S = 0.01  # an emptied group can be busy for a moment before rmdir succeeds
@@ -364,9 +364,24 @@ class V1CpuacctGroup(Group):
     version = 1
 
     def cpu_ns(self) -> tuple[int, int, int]:
-        """(usage, user, system); cpuacct.usage* count nanoseconds (cpuacct.stat would be ticks)."""
-        names = ("cpuacct.usage", "cpuacct.usage_user", "cpuacct.usage_sys")
-        return tuple(int(self._read(name).strip()) for name in names)  # type: ignore[return-value]
+        """(usage, user, system): the exact usage, and the split the kernel reconciles with it."""
+        user, system = v1_split_ns(self._read("cpuacct.stat").encode("ascii"))
+        return int(self._read("cpuacct.usage").strip()), user, system
+
+
+def v1_split_ns(stat: bytes) -> tuple[int, int]:
+    """(user, system) nanoseconds from cgroup1's ``cpuacct.stat``.
+
+    Why this file and not cpuacct.usage_user/usage_sys (nanoseconds, but raw tick samples): the
+    kernel scales cpuacct.stat's tick-sampled split to the exact usage, as cgroup2's cpu.stat
+    does, so user + system is the usage to within its 10 ms unit. The raw samples are not: beside
+    six bursty loops on this 2-core host they summed to 1.22-1.31 s for a 1.11 s usage.
+    """
+    fields = dict(line.split() for line in stat.splitlines() if line)
+    return (
+        procfs.ticks_to_ns(int(fields[b"user"])),
+        procfs.ticks_to_ns(int(fields[b"system"])),
+    )
 
 
 class V1MemoryGroup(Group):

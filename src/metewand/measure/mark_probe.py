@@ -43,7 +43,7 @@ from metewand.measure.accounting import (
     ProcAccounting,
     TreeAccounting,
 )
-from metewand.measure.cgroups import V2Group
+from metewand.measure.cgroups import V2Group, v1_split_ns
 from metewand.measure.forms import Measurement, Reason, complete, partial, unavailable
 from metewand.measure.phases import Counters, counters_of
 
@@ -137,15 +137,14 @@ class CgroupProbe:
             "cpu.stat" if cpu_group.version == 2 else "cpuacct"
         )
         try:
-            # cgroup2: cpu.stat has all three. cgroup1: cpuacct.usage is the exact total;
-            # user and system come from the tick-based statistics, which usage_all has per CPU
-            # in one file (the same figures as usage_user and usage_sys: two preads, not three)
-            name = "cpu.stat" if cpu_group.version == 2 else "cpuacct.usage_all"
+            # cgroup2: cpu.stat has all three. cgroup1: cpuacct.usage is the exact total, and
+            # cpuacct.stat the user/system split the kernel reconciles with it (cgroups.v1_split_ns)
+            name = "cpu.stat" if cpu_group.version == 2 else "cpuacct.stat"
             self._cpu_fd = self._open(cpu_group.path, name)
             self._usage_fd = (
                 None if cpu_group.version == 2 else self._open(cpu_group.path, "cpuacct.usage")
             )
-            # room for the file as it is now, many times over (one line per CPU in cgroup1's)
+            # room for the file as it is now, many times over
             self._cpu_size = max(4096, 4 * len(os.pread(self._cpu_fd, 1 << 16, 0)))
             self._plan.append(_entry(cpu_group.path, name, self._cpu_size))
             if self._usage_fd is not None:
@@ -244,7 +243,7 @@ class CgroupProbe:
         try:
             cpu = os.pread(self._cpu_fd, self._cpu_size, 0)
             if self._usage_fd is not None:
-                cpu += os.pread(self._usage_fd, 64, 0)  # "cpu user system" lines, then the total
+                cpu += os.pread(self._usage_fd, 64, 0)  # "user N" and "system N", then the total
             memory = None if self._memory_fd is None else os.pread(self._memory_fd, 64, 0)
             procs = os.pread(self._procs_fd, PROCS_CHUNK, 0)
             peak = self._peak()
@@ -311,10 +310,8 @@ def _v2_window_peak(fd: int) -> Callable[[], int]:
 
 def _decode_cpu(raw: bytes, source: str) -> CpuReading:
     lines = raw.splitlines()
-    if lines[0].startswith(b"cpu "):  # cgroup1: usage_all ("cpu user system", per CPU, ns), usage
-        per_cpu = [line.split() for line in lines[1:-1] if line]
-        user = sum(int(fields[1]) for fields in per_cpu)
-        system = sum(int(fields[2]) for fields in per_cpu)
+    if lines[0].startswith(b"user "):  # cgroup1: cpuacct.stat (user, system), then cpuacct.usage
+        user, system = v1_split_ns(b"\n".join(lines[:-1]))
         total = int(lines[-1])
     else:  # cgroup2 cpu.stat, in microseconds
         values = dict(line.split() for line in lines if line)
