@@ -11,7 +11,8 @@ neither.
 
 Both trees' run directories are then read by this checkout's code (the same yardstick for both):
   - per engine, each run's median collection-wall overhead over its interleaved pairs (profiled
-    attempt against its unprofiled twin), the figure issue 24 item 0 limits to +6% on Chrome;
+    attempt against its unprofiled twin), the figure issue 24 item 0 limits to +6% on Chrome,
+    and whether the run's own calibration found the observer acceptable (its eligibility);
   - per engine, the observer's own wall per profiled attempt (baseline scan + end scan, ms),
     pooled per tree over the rounds: medians, their ratio this / baseline with the
     Hodges-Lehmann ratio and its 95% CI from the rank-sum test, and that test's p.
@@ -180,8 +181,11 @@ def main() -> None:
 
 def report(runs: list[tuple[str, Path, float]], tolerance: float) -> None:
     pooled: dict[tuple[str, str], list[float]] = {}
-    print("\n| run | tree | load | engine | pairs | collection-wall overhead | observer wall ms |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "\n| run | tree | load | engine | pairs | collection-wall overhead | acceptable "
+        "| observer wall ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for tree, run_dir, before in runs:
         effect = overhead(run_dir)
         for engine, walls in sorted(observer_walls(run_dir).items()):
@@ -191,7 +195,8 @@ def report(runs: list[tuple[str, Path, float]], tolerance: float) -> None:
             shown = "unavailable" if pct is None else f"{pct:+.2f}%"
             print(
                 f"| {run_dir.name} | {tree} | {before:.2f} | {engine} | "
-                f"{fig.get('matched_attempts')} | {shown} | {statistics.median(walls):.1f} |"
+                f"{fig.get('matched_attempts')} | {shown} | {fig.get('acceptable')} "
+                f"| {statistics.median(walls):.1f} |"
             )
     regressed = []
     print("\nobserver wall per profiled attempt (baseline + end scan), pooled over the rounds:")
