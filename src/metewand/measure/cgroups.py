@@ -365,19 +365,19 @@ class V1CpuacctGroup(Group):
 
     def cpu_ns(self) -> tuple[int, int, int]:
         """(usage, user, system): the exact usage, and the split the kernel reconciles with it."""
-        user, system = v1_split_ns(self._read("cpuacct.stat").encode("ascii"))
+        user, system = v1_split_ns(self._read("cpuacct.stat").encode("ascii").splitlines())
         return int(self._read("cpuacct.usage").strip()), user, system
 
 
-def v1_split_ns(stat: bytes) -> tuple[int, int]:
-    """(user, system) nanoseconds from cgroup1's ``cpuacct.stat``.
+def v1_split_ns(lines: list[bytes]) -> tuple[int, int]:
+    """(user, system) nanoseconds from the lines of cgroup1's ``cpuacct.stat``.
 
     Why this file and not cpuacct.usage_user/usage_sys (nanoseconds, but raw tick samples): the
     kernel scales cpuacct.stat's tick-sampled split to the exact usage, as cgroup2's cpu.stat
     does, so user + system is the usage to within its 10 ms unit. The raw samples are not: beside
     six bursty loops on this 2-core host they summed to 1.22-1.31 s for a 1.11 s usage.
     """
-    fields = dict(line.split() for line in stat.splitlines() if line)
+    fields = dict(line.split() for line in lines if line)
     return (
         procfs.ticks_to_ns(int(fields[b"user"])),
         procfs.ticks_to_ns(int(fields[b"system"])),

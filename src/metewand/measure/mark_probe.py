@@ -311,7 +311,7 @@ def _v2_window_peak(fd: int) -> Callable[[], int]:
 def _decode_cpu(raw: bytes, source: str) -> CpuReading:
     lines = raw.splitlines()
     if lines[0].startswith(b"user "):  # cgroup1: cpuacct.stat (user, system), then cpuacct.usage
-        user, system = v1_split_ns(b"\n".join(lines[:-1]))
+        user, system = v1_split_ns(lines[:-1])
         total = int(lines[-1])
     else:  # cgroup2 cpu.stat, in microseconds
         values = dict(line.split() for line in lines if line)
