@@ -21,7 +21,15 @@ def _open_fds() -> int:
 
 
 def _sleeper() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    """A process that is asleep by the time this returns: its interpreter's start-up, which burns
+    CPU for tens of ms (more on a loaded host), is over once it has said so (a CI run once read
+    an "idle" sleeper gain a tick between two scans)."""
+    code = "import sys, time; print(flush=True); time.sleep(60)"
+    sleeper = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    assert sleeper.stdout is not None
+    sleeper.stdout.readline()
+    sleeper.stdout.close()  # the tests count this process's descriptors
+    return sleeper
 
 
 def _stable(stat: procfs.CpuStat) -> tuple[int, int, int, bytes]:
