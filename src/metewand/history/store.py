@@ -7,7 +7,9 @@ CHECK constraint makes the file itself refuse a number there; ``group_inputs`` o
 and group whose declared inputs are known (a digest of them).
 
 Every write is one DuckDB transaction, so a writer killed with ``kill -9`` leaves the file as it
-was before the transaction (DuckDB replays or drops its write-ahead log on the next open). DuckDB
+was before the transaction (DuckDB replays or drops its write-ahead log on the next open). A new
+store is made whole under a private name and then linked into place, so a writer killed while
+it makes one leaves no file that cannot be opened. DuckDB
 lets one process write a file at a time; a second writer (two runs ending together) waits for
 the lock, up to ``LOCK_WAIT_S``, then gives up with an error naming the file and the holder.
 """
@@ -204,12 +206,62 @@ def migrate(con: Any, version: int) -> None:
     con.execute("COMMIT")
 
 
+DRAFT_MARK = ".creating-"
+
+
+def _create_whole(path: Path) -> None:
+    """Make a new store under a private name, then link it to ``path``, so that ``path`` never
+    names a file a kill left part-made. DuckDB creates a new file before it writes the file's
+    header, and a writer killed between the two left a file that no later open could read
+    (ci, 2026-12-07). ``os.link`` will not replace a store another writer linked first."""
+    from metewand.runtime.rundir import fsync_dir
+
+    draft = path.with_name(f".{path.name}{DRAFT_MARK}{os.getpid()}")
+    draft.unlink(missing_ok=True)
+    con = _connect(draft, read_only=False)
+    try:
+        _create(con)
+    finally:
+        con.close()  # the last connection's close checkpoints: no write-ahead log is left
+    with open(draft, "rb") as fh:
+        os.fsync(fh.fileno())
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        pass  # another writer made the store first; ours is not needed
+    finally:
+        draft.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+
+
+def _remove_dead_drafts(path: Path) -> None:
+    """Drafts whose maker is gone (killed while it made the store): no one will link them."""
+    for draft in path.parent.glob(f".{path.name}{DRAFT_MARK}*"):
+        pid = draft.name.rsplit(DRAFT_MARK, 1)[1].removesuffix(".wal")
+        if pid.isdigit() and not _alive(int(pid)):
+            draft.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
 def open_for_write(path: Path) -> Any:
-    """The store at ``path``, created when absent (or a DuckDB file without a table: a writer
-    killed while it created the store leaves one), migrated when old."""
+    """The store at ``path``, created whole when absent (a DuckDB file without a table, which a
+    writer of an older metewand killed while it created the store could leave, is made here),
+    migrated when old."""
     import duckdb
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_drafts(path)
+    if not path.exists():
+        _create_whole(path)
     con = _connect(path, read_only=False)
     try:
         if not con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0]:
