@@ -14,8 +14,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +52,20 @@ class PairSleepSuite:
     kind: str = KIND
     _current: subprocess.Popen[bytes] | None = None
     _stopping: bool = False
+    # an interrupt between an attempt's start and its being recorded as current would miss it:
+    # the attempt then slept its whole time (ci157, 60 s); the lock makes the two exclusive
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def prepare(self) -> None:
         pass
 
     def interrupt(self) -> None:
         """Kill the attempt in flight; the unit then returns no rows (it raises)."""
-        self._stopping = True
-        if self._current is not None and self._current.poll() is None:
-            self._current.kill()
+        with self._lock:
+            self._stopping = True
+            current = self._current
+        if current is not None and current.poll() is None:
+            current.kill()
 
     def teardown(self) -> None:
         pass
@@ -81,7 +87,10 @@ class PairSleepSuite:
         rows = []
         for key in unit.keys:
             started = time.time()
-            self._current = subprocess.Popen(["sleep", str(unit.payload["sleep_s"])])
+            with self._lock:
+                if self._stopping:
+                    raise RuntimeError(f"unit {unit.keys} interrupted")
+                self._current = subprocess.Popen(["sleep", str(unit.payload["sleep_s"])])
             returncode = self._current.wait()
             if self._stopping:
                 raise RuntimeError(f"unit {unit.keys} interrupted")
