@@ -36,7 +36,10 @@ subset's figures; on a loaded host judge by the CPU columns and the same-run rat
 5 tasks, Chrome only, raw CDP and three driver paths. ``--json FILE`` writes every figure.
 ``--bare`` adds a per-attempt run of ours with phase marks off. ``--rounds N`` measures every
 cell N times, who goes first rotating on, and prints each ratio's median over the rounds (each
-round's ours over the same round's peer) with its range.
+round's ours over the same round's peer) with its range. ``--driver-isolation shared`` runs our
+driver paths with their pages in the engine's default context, where the peer's adapters open
+theirs; the default, ``context``, gives each attempt a browser context of its own, which on
+Chrome costs each attempt's first page a renderer start (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -241,6 +244,8 @@ def measure_cell(
             argv = ours_argv(subset, tasks, engine, mode, out, run_id, args.seed)
             if tool == "bare":
                 argv += BARE_FLAGS
+            if tool != "base" and subset != "l1.raw_cdp":
+                argv += ["--driver-isolation", args.driver_isolation]
             cwd = args.baseline_src if tool == "base" else REPO
         tool_env = env
         if tool == "base":  # the baseline's sources before the installed (editable) package
@@ -496,6 +501,13 @@ def main() -> None:
     )
     parser.add_argument("--keep", type=Path, help="keep the runs here (default: a temp dir)")
     parser.add_argument(
+        "--driver-isolation",
+        choices=("context", "shared"),
+        default="context",
+        help="our driver paths' --driver-isolation (shared: the engine's default context, as the "
+        "peer's adapters open their pages: the like-for-like comparison)",
+    )
+    parser.add_argument(
         "--rounds",
         type=int,
         default=1,
@@ -521,6 +533,7 @@ def main() -> None:
         args.subset = args.subset or QUICK_SUBSETS
     args.subset = args.subset or list(SUBSETS)
     peer_harness.prepare(args.peer, args.engines)
+    print(f"our driver paths: --driver-isolation {args.driver_isolation}")
     cells = []
     with tempfile.TemporaryDirectory(prefix="mw-harness-vs-peer-") as tmp:
         work = args.keep.resolve() if args.keep else Path(tmp)

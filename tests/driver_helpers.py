@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,10 +99,11 @@ def run_task(
     task: dict[str, Any],
     work: Path,
     attempt: int = 1,
+    isolation: str = "context",
 ) -> AdapterRun:
     artifact_dir = work / f"{task['task_id']}-{attempt}"
     artifact_dir.mkdir(parents=True, exist_ok=True)
-    ids = AttemptIds("test-run", attempt, "seed0", str(artifact_dir))
+    ids = AttemptIds("test-run", attempt, "seed0", str(artifact_dir), isolation)
     engine = bench.endpoint.name
     binding = load_binding(CATALOG, engine, key) if CATALOG.is_file() else None
     payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
@@ -131,6 +133,19 @@ async def run_served_task(
     payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
     run = await runner.run(payload, deadline_s, artifact_dir / "stderr.txt")
     return run, graded_view(task, run)[0].classification().status
+
+
+def fixture_pages(bench: Bench) -> set[str]:
+    """The engine's page targets (every browser context's) on the fixture server, by id, from
+    its /json/list: the pages a task's attempts opened, never another test's blank one."""
+    url = f"http://127.0.0.1:{bench.endpoint.cdp_port}/json/list"
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        targets = json.load(reply)
+    return {
+        t["id"]
+        for t in targets
+        if t.get("type") == "page" and str(t.get("url", "")).startswith(bench.base_url)
+    }
 
 
 def failed_checks(run: AdapterRun) -> list[dict[str, Any]]:

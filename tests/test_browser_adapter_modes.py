@@ -1,7 +1,8 @@
 """``browser run --adapter-mode`` (issue #15): the same driver tasks on a real Chromium through
 a process per attempt and through one served adapter per driver path × engine in the slot give
 the same statuses, the mode is recorded in the manifest and in every row, and no adapter process
-outlives the run."""
+outlives the run. The long-lived run also asks for ``--driver-isolation shared`` (the per-attempt
+run has the default, context): both are recorded, and each row says where its pages were."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ TASKS = {
 }
 
 
+ISOLATION = {"per-attempt": "context", "long-lived": "shared"}
+
+
 def _run(out: Path, mode: str) -> Path:
     corpus = lexbench_or_skip()
     for key in TASKS:
@@ -40,6 +44,8 @@ def _run(out: Path, mode: str) -> Path:
         "2",
         "--adapter-mode",
         mode,
+        "--driver-isolation",
+        ISOLATION[mode],
         "--out",
         str(out),
         "--run-id",
@@ -73,8 +79,11 @@ def test_the_mode_is_in_the_manifest_and_every_row(runs: dict[str, Path]) -> Non
     for cli_mode, mode in (("per-attempt", "per_attempt"), ("long-lived", "long_lived")):
         manifest = manifest_of(runs[cli_mode])["data"]
         assert manifest["adapter_mode"] == manifest["config"]["adapter_mode"] == mode
+        isolation = ISOLATION[cli_mode]
+        assert manifest["driver_isolation"] == manifest["config"]["driver_isolation"] == isolation
         for row in rows_of(runs[cli_mode]):
             assert row["adapter_mode"] == mode
+            assert row["isolation"] == row["driver_isolation_asked"] == isolation
             assert row["adapter"]["leftover_pids"] == []
             assert row["driver_resources"]["cpu_total_ms"] > 0  # per attempt in both modes
 

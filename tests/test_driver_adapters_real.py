@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,7 @@ from driver_helpers import (
     chrome_bench,
     engine_bench,
     failed_checks,
+    fixture_pages,
     found_or_skip,
     load_task,
     run_task,
@@ -167,6 +169,73 @@ def test_an_unknown_op_fails_its_step_and_the_run_continues(
     run = run_task(bench, found.command, key, task, tmp_path)
     assert run.classification().status == "pass", run.checks
     assert any("unknown op teleport" in str(c.get("evidence")) for c in run.checks)
+
+
+# The paths that open an attempt's pages where --driver-isolation says; the others' libraries
+# open them one way only, and their results say which.
+ISOLATING = ["playwright", "puppeteer", "chrome_remote_interface", "cdp_use", "pydoll"]
+ONE_WAY = {
+    "selenium": "shared",
+    "stagehand": "shared",
+    "agent_browser": "shared",
+    "chrome_devtools_mcp": "context",
+}
+
+
+def _cookie_task(subset: str, task_id: str, key: str) -> dict[str, Any]:
+    """A task whose page sets a cookie, then reads the cookies its origin already had."""
+    task = load_task(subset, task_id)
+    task["driver"]["steps"] = [
+        {"op": "new_page"},
+        {"op": "goto", "url": "{fixture_url}"},
+        {
+            "op": "evaluate",
+            "expression": f"(() => {{ const had = document.cookie; "
+            f"document.cookie = 'mw_iso_{key}=1; path=/'; return had || '-'; }})()",
+            "save_as": "had",
+        },
+    ]
+    task["driver"]["checks"] = []
+    return task
+
+
+@pytest.mark.parametrize("isolation", ["context", "shared"])
+@pytest.mark.parametrize("key", ISOLATING)
+def test_driver_isolation_decides_whether_a_cookie_reaches_the_next_attempt(
+    key: str, isolation: str, bench: Bench, tmp_path: Path
+) -> None:
+    """context: the second attempt's page finds no cookie of the first (its own context);
+    shared: it finds it (the engine's default context, as the peer's adapters use). Each
+    result says where its pages were; the pages are closed either way."""
+    found = found_or_skip(key)
+    subset, task_ids = CASES[key]
+    task = _cookie_task(subset, task_ids[0], f"{key}_{isolation}")
+    before = fixture_pages(bench)
+    runs = [
+        run_task(bench, found.command, key, task, tmp_path, attempt, isolation)
+        for attempt in (1, 2)
+    ]
+    for run in runs:
+        assert run.outcome == "result" and run.result is not None, (run.detail, run.stderr_tail)
+        assert run.result["isolation"] == isolation
+        assert run.leftover_pids == []
+    had = str(runs[1].result["observations"]["saved"]["had"])  # type: ignore[index]
+    assert (f"mw_iso_{key}_{isolation}=1" in had) == (isolation == "shared"), had
+    assert fixture_pages(bench) <= before  # every page the attempts opened is closed
+
+
+@pytest.mark.parametrize("key", sorted(ONE_WAY))
+def test_a_path_with_one_way_to_open_pages_says_which(
+    key: str, bench: Bench, tmp_path: Path
+) -> None:
+    found = found_or_skip(key)
+    subset, task_ids = CASES[key]
+    for asked in ("context", "shared"):
+        run = run_task(
+            bench, found.command, key, load_task(subset, task_ids[0]), tmp_path, 1, asked
+        )
+        assert run.result is not None, (run.detail, run.stderr_tail)
+        assert run.result["isolation"] == ONE_WAY[key], asked
 
 
 def test_the_binding_gate_refuses_another_engine(bench: Bench, tmp_path: Path) -> None:

@@ -314,7 +314,10 @@ async def run_steps(
         started = time.monotonic()
         op = driver.ops.get(step.get("op", ""))
         if op is None:
-            record: dict[str, Any] = {"ok": False, "error": missing_op(driver.key, str(step.get("op")))}
+            record: dict[str, Any] = {
+                "ok": False,
+                "error": missing_op(driver.key, str(step.get("op"))),
+            }
         elif page_lost and step.get("op") not in PAGELESS:
             record = {"ok": False, "error": page_lost}
         elif state.budget.remaining() <= 0.001:
@@ -328,7 +331,11 @@ async def run_steps(
             except Exception as exc:  # an op's failure is the step's result, never the adapter's
                 record = {"ok": False, "error": (str(exc) or type(exc).__name__).splitlines()[0]}
         if step.get("op") == "new_page":
-            page_lost = None if record["ok"] else f"no page: new_page at step {index} failed ({record['error']})"
+            page_lost = (
+                None
+                if record["ok"]
+                else f"no page: new_page at step {index} failed ({record['error']})"
+            )
         if step.get("save_as"):
             state.saved[step["save_as"]] = (
                 stringify(record["value"]) if record["ok"] else f"ERROR: {record['error']}"
@@ -367,6 +374,14 @@ class Driver:
     live_product: Callable[[Any], Awaitable[str]]
     close: Callable[[Any], Awaitable[None]]
     ops: dict[str, Op]
+    # where the driver can open an attempt's pages: "context" (a browser context of the
+    # attempt's own) and/or "shared" (the engine's default context); the first when the
+    # payload asks for one it cannot do
+    isolations: tuple[str, ...] = ("context", "shared")
+
+    def isolation_for(self, payload: dict[str, Any]) -> str:
+        asked = payload.get("isolation")
+        return asked if asked in self.isolations else self.isolations[0]
 
 
 async def attempt(driver: Driver, payload: dict[str, Any]) -> dict[str, Any]:
@@ -401,6 +416,7 @@ async def _marked_attempt(
         session = await asyncio.wait_for(
             driver.connect(payload, budget), budget.wait(payload.get("connect_timeout_ms"))
         )
+        session.isolation = driver.isolation_for(payload)
     except Exception as exc:  # an engine the driver cannot attach to is a benchmark result
         connect_row.update(status="fail", evidence=f"connect failed: {exc}")
         rows = [connect_row] + [
@@ -454,6 +470,7 @@ async def _marked_attempt(
             "answer": f"{passed}/{len(rows)} checks",
             "observations": observations,
             "metrics": getattr(session, "metrics", {}),
+            "isolation": session.isolation,
         }
     finally:
         try:

@@ -5,6 +5,7 @@ event registry for events)."""
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ class Session:
         self.client = client
         self.session_id: str | None = None
         self.context_id: str | None = None
+        self.isolation = "context"  # or "shared": set from the payload after connect
         self.pages: list[tuple[str, str]] = []  # (targetId, sessionId), newest last
         self.events = raw_cdp_ops.PageEvents()
         self.recorders = raw_cdp_more.Recorders()
@@ -35,7 +37,9 @@ class Session:
     async def browser_send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await self.send_to(None, method, params)
 
-    async def send_to(self, session_id: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def send_to(
+        self, session_id: str | None, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
         self.metrics["cdp_call_count"] += 1
         try:
             return await self.client.send_raw(method, params, session_id)
@@ -56,7 +60,9 @@ class Session:
             self.handlers[method] = []
             domain, name = method.split(".")
             register = getattr(getattr(self.client.register, domain), name)
-            register(lambda params, session_id, method=method: self._dispatch(method, params, session_id))
+            register(
+                lambda params, session_id, method=method: self._dispatch(method, params, session_id)
+            )
         self.handlers[method].append((page, handler))
 
     def _dispatch(self, method: str, params: Any, session_id: str | None) -> None:
@@ -85,18 +91,24 @@ async def close(session: Session) -> None:
         await session.client.send_raw(
             "Target.disposeBrowserContext", {"browserContextId": session.context_id}
         )
+    else:  # the shared default context: only this attempt's pages are closed
+        for target, _ in session.pages:
+            try:
+                await session.client.send_raw("Target.closeTarget", {"targetId": target})
+            except Exception as exc:
+                print(f"close page: {exc}", file=sys.stderr)
     await session.client.stop()
 
 
 async def new_page(s: Session, step: dict[str, Any], state: State) -> str:
-    # One context per attempt: a second page shares the first one's storage, like a second tab.
-    if s.context_id is None:
+    # One context per attempt (unless shared): a second page shares the first one's storage,
+    # like a second tab.
+    if s.context_id is None and s.isolation != "shared":
         s.context_id = (await s.browser_send("Target.createBrowserContext", {}))["browserContextId"]
-    target = (
-        await s.browser_send(
-            "Target.createTarget", {"url": "about:blank", "browserContextId": s.context_id}
-        )
-    )["targetId"]
+    create = {"url": "about:blank"}
+    if s.context_id is not None:
+        create["browserContextId"] = s.context_id
+    target = (await s.browser_send("Target.createTarget", create))["targetId"]
     s.session_id = (
         await s.browser_send("Target.attachToTarget", {"targetId": target, "flatten": True})
     )["sessionId"]
@@ -126,6 +138,12 @@ main(
         connect,
         live_product,
         close,
-        {**raw_cdp_ops.OPS, **raw_cdp_more.OPS, **LOCAL_OPS, "new_page": new_page, "close_page": close_page},
+        {
+            **raw_cdp_ops.OPS,
+            **raw_cdp_more.OPS,
+            **LOCAL_OPS,
+            "new_page": new_page,
+            "close_page": close_page,
+        },
     )
 )

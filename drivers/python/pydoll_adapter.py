@@ -6,6 +6,7 @@ through the tab's own CDP command channel, as pydoll exposes it."""
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +25,7 @@ class Session:
         self.tab: Any = None
         self.session_id: str | None = None  # set once a page exists (raw ops read it)
         self.context_id: str | None = None
+        self.isolation = "context"  # or "shared": set from the payload after connect
         self.events = raw_cdp_ops.PageEvents()
         self.tabs: list[Any] = []  # opened by this attempt, newest last
         self.recorders = raw_cdp_more.Recorders()
@@ -31,7 +33,9 @@ class Session:
         self.click = click
 
     async def send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._command(self.tab if self.tab is not None else self.browser, method, params)
+        return await self._command(
+            self.tab if self.tab is not None else self.browser, method, params
+        )
 
     async def browser_send(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         return await self._command(self.browser, method, params)
@@ -74,6 +78,12 @@ async def live_product(session: Session) -> str:
 async def close(session: Session) -> None:
     if session.context_id:
         await session.browser.delete_browser_context(session.context_id)
+    else:  # the shared default context: only this attempt's tabs are closed
+        for tab in session.tabs:
+            try:
+                await tab.close()
+            except Exception as exc:
+                print(f"close page: {exc}", file=sys.stderr)
     # The engine belongs to the runner: only pydoll's connections are closed.
     for handler in [
         session.tab and session.tab._connection_handler,
@@ -84,8 +94,9 @@ async def close(session: Session) -> None:
 
 
 async def new_page(s: Session, step: dict[str, Any], state: State) -> str:
-    # One context per attempt: a second page shares the first one's storage, like a second tab.
-    if s.context_id is None:
+    # One context per attempt (unless shared): a second page shares the first one's storage,
+    # like a second tab.
+    if s.context_id is None and s.isolation != "shared":
         s.context_id = await s.browser.create_browser_context()
     s.tab = await s.browser.new_tab(browser_context_id=s.context_id)
     s.tabs.append(s.tab)

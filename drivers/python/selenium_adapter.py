@@ -81,7 +81,9 @@ def sync_op(fn: Any, with_session: bool = False) -> Any:
     async def op(s: Session, step: dict[str, Any], state: State) -> Any:
         s.driver.set_script_timeout(state.budget.wait(step.get("timeout_ms")))
         s.driver.set_page_load_timeout(state.budget.wait(step.get("timeout_ms")))
-        return await asyncio.to_thread(_answering, s, fn, s if with_session else s.driver, step, state)
+        return await asyncio.to_thread(
+            _answering, s, fn, s if with_session else s.driver, step, state
+        )
 
     return op
 
@@ -199,7 +201,21 @@ OPS = {
         "user_agent": lambda d, step, state: d.execute_script("return navigator.userAgent"),
     }.items()
 }  # fmt: skip
-OPS |= {name: sync_op(fn, with_session=True) for name, fn in {**selenium_more.SYNC_OPS, "new_page": _new_page}.items()}
+OPS |= {
+    name: sync_op(fn, with_session=True)
+    for name, fn in {**selenium_more.SYNC_OPS, "new_page": _new_page}.items()
+}
 OPS |= selenium_more.CDP_OPS | LOCAL_OPS
 
-main(Driver(f"selenium {selenium.__version__}", "selenium", connect, live_product, close, OPS))
+# new_window("tab") opens its tab in the engine's default context: the one way Selenium has
+main(
+    Driver(
+        f"selenium {selenium.__version__}",
+        "selenium",
+        connect,
+        live_product,
+        close,
+        OPS,
+        isolations=("shared",),
+    )
+)

@@ -259,6 +259,7 @@ const ops = {
 };
 
 // agent_browser_tool.js (the tool-probe subset) reuses the safe CLI invocation and session.
-if (require.main === module) main({ key: 'agent_browser', name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops });
+// the CLI's `tab new` opens its tab in the engine's default context
+if (require.main === module) main({ key: 'agent_browser', name: `agent-browser ${VERSION}`, connect, liveProblem, close, ops, isolations: ['shared'] });
 
 module.exports = { VERSION, ab, connect, liveProblem, close };

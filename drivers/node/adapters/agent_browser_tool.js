@@ -131,4 +131,4 @@ const checkKinds = {
   },
 };
 
-main({ key: 'agent_browser_tool', name: `agent-browser ${VERSION} (tool probe)`, connect, liveProblem, close, ops, plan, checkKinds });
+main({ key: 'agent_browser_tool', name: `agent-browser ${VERSION} (tool probe)`, connect, liveProblem, close, ops, plan, checkKinds, isolations: ['shared'] });

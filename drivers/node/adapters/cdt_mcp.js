@@ -383,4 +383,5 @@ const ops = {
   aria_snapshot: ariaSnapshot,
 };
 
-main({ key: 'chrome_devtools_mcp', name: `chrome-devtools-mcp ${VERSION}`, connect, liveProblem, close, ops });
+// each attempt's pages in an isolated context of the server's (its new_page isolatedContext)
+main({ key: 'chrome_devtools_mcp', name: `chrome-devtools-mcp ${VERSION}`, connect, liveProblem, close, ops, isolations: ['context'] });

@@ -270,6 +270,15 @@ function grade(checks, results, saved, extra) {
   });
 }
 
+// Where the attempt's pages go: the payload's isolation (context: a browser context of the
+// attempt's own; shared: the engine's default context) when the driver can open pages there,
+// else the one way its library opens them (driver.isolations, that way first). The result says
+// which, so the row never claims an isolation the attempt did not have.
+function isolationFor(driver, payload) {
+  const able = driver.isolations || ['context', 'shared'];
+  return able.includes(payload.isolation) ? payload.isolation : able[0];
+}
+
 async function attempt(driver, payload) {
   const mark = opMarks(payload);
   try {
@@ -302,6 +311,7 @@ async function markedAttempt(driver, payload, mark) {
   let session;
   try {
     session = await driver.connect(payload, budget);
+    session.isolation = isolationFor(driver, payload);
   } catch (e) {
     // An engine the driver cannot attach to is a benchmark result, not a harness problem.
     connectRow.status = 'fail';
@@ -328,7 +338,7 @@ async function markedAttempt(driver, payload, mark) {
     const passed = rows.filter((r) => r.status === 'pass').length;
     const observations = { checks: rows, saved, binding: { verified: true, http_product: version.Browser, live_product: live, live_check: driver.liveProblem ? 'navigator.userAgent' : 'Browser.getVersion' } };
     if (passed !== rows.length) observations.failure_class = 'cdp_semantic';
-    return { ok: true, answer: `${passed}/${rows.length} checks`, observations, metrics: session.metrics || {} };
+    return { ok: true, answer: `${passed}/${rows.length} checks`, observations, metrics: session.metrics || {}, isolation: session.isolation };
   } finally {
     try { await driver.close(session); } catch (e) { process.stderr.write(`close: ${e.message}\n`); }
   }

@@ -52,7 +52,14 @@ async function liveProduct(session) {
 
 async function close(session) {
   if (session.contextId) await session.client.send('Target.disposeBrowserContext', { browserContextId: session.contextId });
+  else await closeOwnTargets(session); // the shared default context: only this attempt's pages
   await session.client.close();
+}
+
+async function closeOwnTargets(session) {
+  for (const { targetId } of session.pages.splice(0)) {
+    try { await session.client.send('Target.closeTarget', { targetId }); } catch (e) { process.stderr.write(`close page: ${e.message}\n`); }
+  }
 }
 
 async function evaluate(s, expression) {
@@ -149,9 +156,10 @@ const ops = {
   ...rawOps,
   ...localOps(),
   new_page: async (s) => {
-    // One context per attempt: a second page shares the first one's storage, like a second tab.
-    s.contextId = s.contextId || (await s.client.send('Target.createBrowserContext', {})).browserContextId;
-    const { targetId } = await s.client.send('Target.createTarget', { url: 'about:blank', browserContextId: s.contextId });
+    // One context per attempt (unless shared): a second page shares the first one's storage,
+    // like a second tab.
+    if (s.isolation !== 'shared') s.contextId = s.contextId || (await s.client.send('Target.createBrowserContext', {})).browserContextId;
+    const { targetId } = await s.client.send('Target.createTarget', { url: 'about:blank', ...(s.contextId ? { browserContextId: s.contextId } : {}) });
     s.sessionId = (await s.client.send('Target.attachToTarget', { targetId, flatten: true })).sessionId;
     s.pages.push({ targetId, sessionId: s.sessionId });
     await s.cdp('Page.enable', {});

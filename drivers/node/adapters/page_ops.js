@@ -45,7 +45,7 @@ function navigationOps(newContext, historyWait) {
   const t = (state, step) => ({ timeout: state.budget.wait(step.timeout_ms) });
   return {
     new_page: async (s) => {
-      s.context = s.context || await newContext(s); // a second page is a second tab
+      s.context = s.context || await attemptContext(s, newContext); // a second page is a second tab
       s.page = await s.context.newPage();
       s.pages = [...(s.pages || []), s.page];
       s.page.on('console', (m) => s.console.push(`${m.type()}:${m.text()}`));
@@ -67,6 +67,23 @@ function navigationOps(newContext, historyWait) {
   };
 }
 
+// The attempt's context: its own (context isolation) or the engine's default one (shared).
+async function attemptContext(s, newContext) {
+  if (s.isolation === 'shared') return s.defaultContext();
+  s.ownContext = true;
+  return newContext(s);
+}
+
+// The end of an attempt: its own context goes with its pages; in the shared default context,
+// only the pages the attempt opened are closed.
+async function closeAttemptPages(s) {
+  if (s.ownContext) return s.context.close();
+  for (const page of s.pages || []) {
+    try { await page.close(); } catch (e) { process.stderr.write(`close page: ${e.message}\n`); }
+  }
+  return undefined;
+}
+
 function recordDialog(session, dialog) {
   session.dialogs.push(`${dialog.type()}:${dialog.message()}`);
   const policy = session.dialogPolicy || { action: 'dismiss' };
@@ -81,4 +98,4 @@ function framesMatching(frames, urlPart) {
   return frame;
 }
 
-module.exports = { commonOps, navigationOps, pageExpression, recordDialog, digestFile, framesMatching };
+module.exports = { commonOps, navigationOps, closeAttemptPages, pageExpression, recordDialog, digestFile, framesMatching };

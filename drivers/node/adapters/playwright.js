@@ -5,13 +5,14 @@
 
 const { chromium } = require('playwright-core');
 const { main } = require('./common');
-const { commonOps, navigationOps, digestFile, framesMatching } = require('./page_ops');
+const { commonOps, navigationOps, closeAttemptPages, digestFile, framesMatching } = require('./page_ops');
 
 async function connect(payload, budget) {
   const browser = await chromium.connectOverCDP(payload.browser_ws, { timeout: budget.wait(payload.connect_timeout_ms || 15000) });
   const session = { browser, console: [], dialogs: [], requests: [], recording: false, metrics: {} };
   session.evaluate = (expression) => session.page.evaluate(expression);
   session.browserVersion = () => browserVersion(session);
+  session.defaultContext = () => browser.contexts()[0];
   session.cdp = async (method, params) => {
     session.pageCdp = session.pageCdp || await session.context.newCDPSession(session.page);
     return session.pageCdp.send(method, params);
@@ -27,7 +28,7 @@ async function browserVersion(session) {
 const liveProduct = async (session) => (await browserVersion(session)).product;
 
 async function close(session) {
-  if (session.context) await session.context.close();
+  if (session.context) await closeAttemptPages(session);
   // connectOverCDP's close() only disconnects: the engine belongs to the runner.
   await session.browser.close();
 }

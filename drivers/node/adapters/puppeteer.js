@@ -7,7 +7,7 @@ const fs = require('fs');
 const path = require('path');
 const puppeteer = require('puppeteer-core');
 const { main, poll, globToRegExp, digestFile } = require('./common');
-const { commonOps, navigationOps, framesMatching, pageExpression } = require('./page_ops');
+const { commonOps, navigationOps, closeAttemptPages, framesMatching, pageExpression } = require('./page_ops');
 
 // As the peer's Puppeteer path connects: no default viewport (a page keeps the window's size,
 // with no Emulation.setDeviceMetricsOverride on every new page) unless the task's
@@ -23,6 +23,7 @@ async function connect(payload, budget) {
   const session = { browser, console: [], dialogs: [], requests: [], routes: [], recording: false, metrics: {} };
   session.evaluate = (expression) => session.page.evaluate(expression);
   session.browserVersion = () => browserVersion(session);
+  session.defaultContext = () => browser.defaultBrowserContext();
   session.cdp = async (method, params) => {
     session.pageCdp = session.pageCdp || await session.page.createCDPSession();
     return session.pageCdp.send(method, params);
@@ -41,7 +42,7 @@ async function browserVersion(session) {
 const liveProduct = (session) => session.browser.version();
 
 async function close(session) {
-  if (session.context) await session.context.close();
+  if (session.context) await closeAttemptPages(session);
   await session.browser.disconnect(); // the engine belongs to the runner
 }
 
@@ -64,7 +65,7 @@ async function download(s, step, state) {
   const cdp = await s.browser.target().createCDPSession();
   const done = new Map();
   cdp.on('Browser.downloadProgress', (e) => { if (e.state !== 'inProgress') done.set(e.guid, e.state); });
-  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allowAndName', downloadPath: dir, eventsEnabled: true, browserContextId: s.context.id });
+  await cdp.send('Browser.setDownloadBehavior', { behavior: 'allowAndName', downloadPath: dir, eventsEnabled: true, ...(s.context.id ? { browserContextId: s.context.id } : {}) });
   try {
     await s.page.click(step.selector);
     const [guid, result] = await poll(state.budget, step.timeout_ms, async () => done.entries().next().value, 'download');

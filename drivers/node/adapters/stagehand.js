@@ -146,4 +146,5 @@ const ops = commonOps({
   version: async (s) => (await s.browserVersion()).product,
 });
 
-main({ key: 'stagehand', name: `@browserbasehq/stagehand ${require('@browserbasehq/stagehand/package.json').version}`, connect, liveProduct, close, ops });
+// Stagehand's context.newPage opens its targets in the engine's default context
+main({ key: 'stagehand', name: `@browserbasehq/stagehand ${require('@browserbasehq/stagehand/package.json').version}`, connect, liveProduct, close, ops, isolations: ['shared'] });

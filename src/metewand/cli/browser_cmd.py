@@ -25,6 +25,7 @@ from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.run_config import (
     CALIBRATION_CHOICES,
+    DRIVER_ISOLATIONS,
     ISOLATIONS,
     RESOURCE_PROFILES,
     SCORE_MODES,
@@ -73,8 +74,17 @@ def browser() -> None:
     default="shared",
     show_default=True,
     help="Raw CDP tasks. shared: a fresh page per attempt; context: also a fresh browser "
-    "context. Driver-path adapters manage their own pages and contexts whatever this says "
-    "(rows say adapter_managed; docs/driver-ops.md).",
+    "context. Driver paths have --driver-isolation.",
+)
+@click.option(
+    "--driver-isolation",
+    type=click.Choice(DRIVER_ISOLATIONS),
+    default="context",
+    show_default=True,
+    help="Driver-path adapters. context: each attempt's pages in a browser context of their "
+    "own; shared: in the engine's default context, as the peer's adapters (state passes between "
+    "attempts). Paths whose library opens pages only one way say so in their rows' isolation "
+    "(docs/driver-ops.md).",
 )
 @click.option(
     "--adapter-mode",
@@ -415,6 +425,7 @@ def _config(opts: dict[str, object]) -> RunConfig:
         keep_going=bool(opts["keep_going"]),
         timeout_scale=float(opts["timeout_scale"]),  # type: ignore[arg-type]
         adapter_mode=str(opts["adapter_mode"]).replace("-", "_"),
+        driver_isolation=str(opts["driver_isolation"]),
         phase_marks=opts["phase_marks"],  # type: ignore[arg-type]  # None: the profile's default
         resource=resource,
     )

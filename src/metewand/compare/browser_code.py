@@ -16,7 +16,8 @@ holds, from the run manifest:
   digest takes that, and any edit changes every row;
 - metewand's own source tree (it drives raw CDP and passes the engine's launch flags) and the
   driver libraries' pins (the adapters drive the other paths);
-- how the run measured (adapter mode, CDP connection, isolation, phase marks, resource profile);
+- how the run measured (adapter mode, CDP connection, isolation of raw CDP and of driver paths,
+  phase marks, resource profile);
 - and from the row: its task, driver path and launch profile.
 
 Any of them missing (a run from an older metewand, or the peer's harness) leaves the row without
@@ -34,7 +35,14 @@ from metewand.compare.run_facts import MISSING, lookup
 from metewand.compare.rundir import RunData
 
 # how a run measured: each changes what the engine or its observer does in an attempt
-MEASURING = ("adapter_mode", "cdp_connection", "isolation", "phase_marks", "resource_profile")
+MEASURING = (
+    "adapter_mode",
+    "cdp_connection",
+    "isolation",
+    "driver_isolation",
+    "phase_marks",
+    "resource_profile",
+)
 ROW_FIELDS = ("task_id", "driver_path", "launch_profile")
 
 

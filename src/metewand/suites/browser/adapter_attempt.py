@@ -41,7 +41,7 @@ from metewand.suites.browser.adapter_payload import (
     build_payload,
     server_graded,
 )
-from metewand.suites.browser.adapter_row import ADAPTER_ISOLATION, driver_block
+from metewand.suites.browser.adapter_row import adapter_isolation, driver_block
 from metewand.suites.browser.adapter_server import (
     AdapterRunner,
     PerAttemptAdapter,
@@ -113,6 +113,7 @@ class AdapterDriver:
             ctx.fixture_base_url,
             ctx.grader,
             ctx.score_mode,
+            ctx.driver_isolation,
         )
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
@@ -147,6 +148,7 @@ class AdapterAttempt:
     # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
     # historical grading); "independent" (default): every declared check must pass as well
     score_mode: str = "independent"
+    isolation: str = "context"  # what the adapter is asked for (--driver-isolation)
 
     def session(self, task_id: str, engine: str) -> str:
         return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
@@ -253,9 +255,9 @@ async def run_adapter_attempt(
         cdp_commands=metrics.get("cdp_call_count"),
         cdp_errors=metrics.get("cdp_error_count"),
         answer=answer,
-        isolation=ADAPTER_ISOLATION,
+        isolation=adapter_isolation(run),
         row_fields={
-            **driver_block(path, found, run, runner, mode, cleanup),
+            **driver_block(path, found, run, runner, mode, cleanup, ids.isolation),
             # checks the adapter reported that the task does not declare: shown, never graded
             "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
         },
@@ -332,7 +334,7 @@ def _payload(
         path.key,
         endpoint,
         ids.fixture_base_url,
-        AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir)),
+        AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir), ids.isolation),
         binding,
     )
 

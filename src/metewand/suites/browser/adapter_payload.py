@@ -37,6 +37,7 @@ class AttemptIds:
     attempt: int
     seed: str
     artifact_dir: str
+    isolation: str = "context"  # --driver-isolation: context or shared
 
 
 def _replace(value: Any, tokens: Mapping[str, str]) -> Any:
@@ -126,6 +127,7 @@ def build_payload(
         "engine": engine.name,
         "attempt": ids.attempt,
         "seed": ids.seed,
+        "isolation": ids.isolation,
         # echoed in the result: a line without it (or with another's) is no attempt's result
         "attempt_id": f"{session}-{secrets.token_hex(4)}",
     }

@@ -12,7 +12,17 @@ from metewand.suites.browser.adapters import AdapterRun
 from metewand.suites.browser.driver_registry import DriverMissing, DriverPath
 
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
+# an adapter that ended without a result (or one from before adapters said) did not say where
+# its pages were
 ADAPTER_ISOLATION: Final = "adapter_managed"
+ISOLATIONS_SAID: Final = ("context", "shared")
+
+
+def adapter_isolation(run: AdapterRun | None) -> str:
+    """Where the adapter says it opened the attempt's pages: ``context`` (a browser context of
+    the attempt's own) or ``shared`` (the engine's default context)."""
+    said = (run.result or {}).get("isolation") if run is not None else None
+    return said if said in ISOLATIONS_SAID else ADAPTER_ISOLATION
 
 
 def driver_block(
@@ -22,14 +32,16 @@ def driver_block(
     runner: AdapterRunner | None = None,
     mode: str | None = None,
     cleanup: adapter_targets.TargetCleanup | None = None,
+    isolation_asked: str | None = None,
 ) -> dict[str, Any]:
     """The row's driver fields: which path, which version, how its adapter ended (in which
     mode, served by which process, leaving which pages to close), its cost."""
     version = None if isinstance(found, DriverMissing) else found.version
     return {
-        # the adapter opens and closes its own pages through its library: --isolation does not
-        # reach it
-        "isolation": ADAPTER_ISOLATION,
+        # where the adapter opened its pages (it says so), and what --driver-isolation asked:
+        # a library that opens pages one way only says so whatever was asked
+        "isolation": adapter_isolation(run),
+        "driver_isolation_asked": isolation_asked,
         "driver_path": path.key,
         "driver_language": path.language,
         "driver_library": path.library.name,

@@ -127,7 +127,7 @@ class DriverContext:
     fixture_base_url: str
     # the graders' token and the run's connection to them, kept open across attempts
     grader: GraderAccess = NO_GRADER_ACCESS
-    isolation: str  # --isolation (a driver path's adapter manages its own pages)
+    isolation: str  # --isolation (raw CDP tasks)
     out_dir: Path
     phases: AttemptPhases | None = None  # the attempt's phase marks (None: not marked)
     # the observers' collection window ends here when the driver can say so before it closes
@@ -143,6 +143,7 @@ class DriverContext:
     # the slot's list of each engine's targets, carried from a clean adapter attempt to the next
     # (None: listed before every adapter attempt)
     known_targets: KnownTargets | None = None
+    driver_isolation: str = "context"  # --driver-isolation (what adapters are asked for)
 
 
 class AttemptDriver(Protocol):

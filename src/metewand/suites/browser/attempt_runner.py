@@ -191,6 +191,7 @@ class AttemptRunner:
             resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
             known_targets=self._known_targets,
+            driver_isolation=config.driver_isolation,
         )
 
     def _with_grader_evidence(

@@ -11,6 +11,11 @@ from typing import Any, Final
 from metewand.measure.host import MIN_INTERVAL_S
 
 ISOLATIONS: Final = ("shared", "context")
+# Driver-path adapters: context (default), each attempt's pages in a browser context of their
+# own, disposed of at its end; shared, in the engine's default context, as the peer's adapters
+# do (cookies and storage then pass from one attempt to the next; on Chrome a new context's first
+# page starts a renderer, the default context's takes Chrome's spare one: docs/driver-ops.md).
+DRIVER_ISOLATIONS: Final = ("context", "shared")
 # independent: every engine scored on its own attempts, every declared check must pass;
 # peer-compatible: the same, but an L1 server-graded row is graded by the server's verdict alone,
 # as the peer's published numbers were (opt-in, to reproduce them)
@@ -119,6 +124,7 @@ class RunConfig:
     keep_going: bool = False
     timeout_scale: float = 1.0
     adapter_mode: str = "long_lived"
+    driver_isolation: str = "context"
     # phase marks in every attempt (engine group and harness counters at each boundary, each
     # driver op an adapter marks). None: on, except in a baseline run (``marks_default``)
     phase_marks: bool | None = None
@@ -140,6 +146,8 @@ class RunConfig:
         out += _out_of_bounds("--jobs", self.jobs, 1, MAX_JOBS)
         if self.isolation not in ISOLATIONS:
             out.append(f"--isolation must be one of {ISOLATIONS}")
+        if self.driver_isolation not in DRIVER_ISOLATIONS:
+            out.append(f"--driver-isolation must be one of {DRIVER_ISOLATIONS}")
         if self.adapter_mode not in ADAPTER_MODES:
             out.append(f"--adapter-mode must be one of {ADAPTER_MODES}")
         if self.score_mode not in SCORE_MODES:

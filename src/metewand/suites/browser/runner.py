@@ -88,6 +88,7 @@ def manifest_data(plan: Plan, run_id: str) -> dict[str, Any]:
         "jobs": config.jobs,
         "isolation": config.isolation,
         "adapter_mode": config.adapter_mode,
+        "driver_isolation": config.driver_isolation,
         "phase_marks": config.phase_marks,
         "score_mode": config.score_mode,
         "selected_engines": list(config.engines),
