@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -133,6 +134,15 @@ async def run_served_task(
     payload = build_payload(task, key, bench.endpoint, bench.base_url, ids, binding)
     run = await runner.run(payload, deadline_s, artifact_dir / "stderr.txt")
     return run, graded_view(task, run)[0].classification().status
+
+
+def fixture_pages_after(bench: Bench, before: set[str], limit_s: float = 3.0) -> set[str]:
+    """The fixture pages once every page not in ``before`` is gone, or at ``limit_s``: an engine
+    finishes closing a page 8-16 ms after Target.closeTarget answers (Chrome, measured)."""
+    end = time.monotonic() + limit_s
+    while (pages := fixture_pages(bench)) - before and time.monotonic() < end:
+        time.sleep(0.02)
+    return pages
 
 
 def fixture_pages(bench: Bench) -> set[str]:

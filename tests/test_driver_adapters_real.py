@@ -17,6 +17,7 @@ from driver_helpers import (
     engine_bench,
     failed_checks,
     fixture_pages,
+    fixture_pages_after,
     found_or_skip,
     load_task,
     run_task,
@@ -221,7 +222,7 @@ def test_driver_isolation_decides_whether_a_cookie_reaches_the_next_attempt(
         assert run.leftover_pids == []
     had = str(runs[1].result["observations"]["saved"]["had"])  # type: ignore[index]
     assert (f"mw_iso_{key}_{isolation}=1" in had) == (isolation == "shared"), had
-    assert fixture_pages(bench) <= before  # every page the attempts opened is closed
+    assert fixture_pages_after(bench, before) <= before  # every page they opened is closed
 
 
 @pytest.mark.parametrize("key", sorted(ONE_WAY))

@@ -33,6 +33,19 @@ RESERVE_S = 0.5  # kept back from the task budget so the result is always printe
 FALSY_TEXT = {"", "false", "undefined", "null", "0"}
 
 
+async def close_targets(
+    browser_send: Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]],
+    target_ids: list[str],
+) -> None:
+    """Close these pages with Target.closeTarget, which runs no beforeunload handler (a page
+    with one could refuse Page.close). The engine finishes the close after its answer."""
+    for target in target_ids:
+        try:
+            await browser_send("Target.closeTarget", {"targetId": target})
+        except Exception as exc:  # noqa: BLE001 - the rest are still closed
+            print(f"close page: {exc}", file=sys.stderr)
+
+
 class Budget:
     def __init__(self, payload: dict[str, Any]) -> None:
         self.end = time.monotonic() + payload.get("task_timeout_ms", 30000) / 1000 - RESERVE_S

@@ -5,13 +5,12 @@ event registry for events)."""
 from __future__ import annotations
 
 import importlib.metadata
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import raw_cdp_more
 import raw_cdp_ops
-from adapter_common import LOCAL_OPS, Budget, Driver, State, main
+from adapter_common import LOCAL_OPS, Budget, Driver, State, close_targets, main
 from cdp_use.client import CDPClient
 
 PAGE_EVENTS = ("Page.loadEventFired", "Page.navigatedWithinDocument", "Page.frameNavigated")
@@ -92,11 +91,7 @@ async def close(session: Session) -> None:
             "Target.disposeBrowserContext", {"browserContextId": session.context_id}
         )
     else:  # the shared default context: only this attempt's pages are closed
-        for target, _ in session.pages:
-            try:
-                await session.client.send_raw("Target.closeTarget", {"targetId": target})
-            except Exception as exc:
-                print(f"close page: {exc}", file=sys.stderr)
+        await close_targets(session.browser_send, [target for target, _ in session.pages])
     await session.client.stop()
 
 

@@ -6,14 +6,13 @@ through the tab's own CDP command channel, as pydoll exposes it."""
 from __future__ import annotations
 
 import importlib.metadata
-import sys
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import raw_cdp_more
 import raw_cdp_ops
-from adapter_common import LOCAL_OPS, Budget, Driver, State, main
+from adapter_common import LOCAL_OPS, Budget, Driver, State, close_targets, main
 from pydoll.browser.chromium import Chrome
 
 PAGE_EVENTS = ("Page.loadEventFired", "Page.navigatedWithinDocument", "Page.frameNavigated")
@@ -79,11 +78,7 @@ async def close(session: Session) -> None:
     if session.context_id:
         await session.browser.delete_browser_context(session.context_id)
     else:  # the shared default context: only this attempt's tabs are closed
-        for tab in session.tabs:
-            try:
-                await tab.close()
-            except Exception as exc:
-                print(f"close page: {exc}", file=sys.stderr)
+        await close_targets(session.browser_send, [tab._target_id for tab in session.tabs])
     # The engine belongs to the runner: only pydoll's connections are closed.
     for handler in [
         session.tab and session.tab._connection_handler,
