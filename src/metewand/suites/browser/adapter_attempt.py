@@ -247,6 +247,7 @@ async def run_adapter_attempt(
     if run is not None and engine_health is not None:
         verdict = await _engine_checked(verdict, engine_health, run, adapter_ended_ns)
     metrics = _metrics(run)
+    isolation = adapter_isolation(run)
     result = AttemptResult.of(
         verdict,
         checks=tuple(c.to_json() for c in checks),
@@ -255,8 +256,9 @@ async def run_adapter_attempt(
         cdp_commands=metrics.get("cdp_call_count"),
         cdp_errors=metrics.get("cdp_error_count"),
         answer=answer,
-        isolation=adapter_isolation(run),
+        isolation=isolation,
         row_fields={
+            "isolation": isolation,  # over the base row's (--isolation, for raw CDP tasks)
             **driver_block(path, found, run, runner, mode, cleanup, ids.isolation),
             # checks the adapter reported that the task does not declare: shown, never graded
             "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],

@@ -10,19 +10,19 @@ from metewand.suites.browser import adapter_targets
 from metewand.suites.browser.adapter_server import AdapterRunner, LongLivedAdapter
 from metewand.suites.browser.adapters import AdapterRun
 from metewand.suites.browser.driver_registry import DriverMissing, DriverPath
+from metewand.suites.browser.run_config import DRIVER_ISOLATIONS
 
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 # an adapter that ended without a result (or one from before adapters said) did not say where
 # its pages were
 ADAPTER_ISOLATION: Final = "adapter_managed"
-ISOLATIONS_SAID: Final = ("context", "shared")
 
 
 def adapter_isolation(run: AdapterRun | None) -> str:
     """Where the adapter says it opened the attempt's pages: ``context`` (a browser context of
     the attempt's own) or ``shared`` (the engine's default context)."""
     said = (run.result or {}).get("isolation") if run is not None else None
-    return said if said in ISOLATIONS_SAID else ADAPTER_ISOLATION
+    return said if said in DRIVER_ISOLATIONS else ADAPTER_ISOLATION
 
 
 def driver_block(
@@ -38,9 +38,8 @@ def driver_block(
     mode, served by which process, leaving which pages to close), its cost."""
     version = None if isinstance(found, DriverMissing) else found.version
     return {
-        # where the adapter opened its pages (it says so), and what --driver-isolation asked:
-        # a library that opens pages one way only says so whatever was asked
-        "isolation": adapter_isolation(run),
+        # what --driver-isolation asked (the row's isolation is where the adapter says its pages
+        # were: a library that opens pages one way only says so whatever was asked)
         "driver_isolation_asked": isolation_asked,
         "driver_path": path.key,
         "driver_language": path.language,
