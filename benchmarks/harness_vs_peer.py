@@ -60,6 +60,8 @@ from typing import Any
 import peer_harness
 import peer_statuses
 
+from metewand.suites.browser.run_config import DRIVER_ISOLATIONS
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
 METEWAND = Path(sys.executable).parent / "metewand"
@@ -502,10 +504,11 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the runs here (default: a temp dir)")
     parser.add_argument(
         "--driver-isolation",
-        choices=("context", "shared"),
+        choices=DRIVER_ISOLATIONS,
         default="context",
         help="our driver paths' --driver-isolation (shared: the engine's default context, as the "
-        "peer's adapters open their pages: the like-for-like comparison)",
+        "peer's adapters open their pages: the like-for-like comparison; cleared: the same pages, "
+        "the engine's cookies and storage cleared after each attempt)",
     )
     parser.add_argument(
         "--rounds",

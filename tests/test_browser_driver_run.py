@@ -104,9 +104,13 @@ def test_each_installed_driver_path_passes_its_tasks_on_chrome(driver_run: Path,
         assert kinds == {"driver", "server_side"}, row["checks"]
         assert row["cdp"]["wait_ms"] is None  # the harness held no CDP connection: not 0
         # where the adapter says it opened its pages: the default --driver-isolation, unless the
-        # library opens them one way only
+        # library opens them in the default context only: then the harness cleared it after
         assert row["driver_isolation_asked"] == "context"
-        assert row["isolation"] == ("shared" if key == "selenium" else "context"), row["isolation"]
+        assert row["isolation"] == ("cleared" if key == "selenium" else "context"), row["isolation"]
+        if key == "selenium":
+            assert row["state_clear"]["by"] == "harness" and not row["state_clear"]["errors"]
+        else:
+            assert row["state_clear"] is None
 
 
 def test_lightpanda_runs_every_installed_path_with_no_infra_row(driver_run: Path) -> None:

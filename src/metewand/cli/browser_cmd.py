@@ -83,8 +83,9 @@ def browser() -> None:
     show_default=True,
     help="Driver-path adapters. context: each attempt's pages in a browser context of their "
     "own; shared: in the engine's default context, as the peer's adapters (state passes between "
-    "attempts). Paths whose library opens pages only one way say so in their rows' isolation "
-    "(docs/driver-ops.md).",
+    "attempts); cleared: in the default context, the harness clearing cookies and the fixture "
+    "origins' storage after each attempt. Paths whose library opens pages only one way say so "
+    "in their rows' isolation, and are cleared after unless shared was asked (docs/driver-ops.md).",
 )
 @click.option(
     "--adapter-mode",

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from metewand import canonical
 from metewand.runtime import rundir
-from metewand.suites.browser import adapter_targets, classify
+from metewand.suites.browser import adapter_targets, classify, state_clear
 from metewand.suites.browser.ab_probe_tasks import is_ab_probe
 from metewand.suites.browser.adapter_payload import (
     VALUE_CHECK_KINDS,
@@ -114,6 +114,7 @@ class AdapterDriver:
             ctx.grader,
             ctx.score_mode,
             ctx.driver_isolation,
+            engine.engine.spec.state_per_connection,
         )
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
@@ -148,7 +149,15 @@ class AdapterAttempt:
     # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
     # historical grading); "independent" (default): every declared check must pass as well
     score_mode: str = "independent"
-    isolation: str = "context"  # what the adapter is asked for (--driver-isolation)
+    isolation: str = "context"  # --driver-isolation
+    # the engine starts each CDP connection with no state (EngineSpec.state_per_connection)
+    state_per_connection: bool = False
+
+    @property
+    def page_place(self) -> str:
+        """Where the adapter is asked to open its pages: ``cleared`` asks for the default
+        context, and the harness clears it after the attempt."""
+        return "shared" if self.isolation == "cleared" else self.isolation
 
     def session(self, task_id: str, engine: str) -> str:
         return f"{self.run_id}-{task_id}-{engine}-{self.attempt}-{self.seed}"
@@ -215,6 +224,7 @@ async def run_adapter_attempt(
     mode: str | None = None
     runner: AdapterRunner | None = None
     cleanup: adapter_targets.TargetCleanup | None = None
+    cleared: state_clear.StateClear | None = None
     adapter_ended_ns = 0
     checks: list[CheckResult] = []
     answer: Any = None
@@ -239,6 +249,7 @@ async def run_adapter_attempt(
         if phases is not None and run.op_marks is not None:
             phases.took_driver_marks(run.op_marks)
         cleanup = await _targets_after(targets, endpoint, run, (before, age), mark)
+        cleared = await _state_after(run, ids, endpoint, mark)
         mark("grade")
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     if phases is not None:
@@ -248,6 +259,8 @@ async def run_adapter_attempt(
         verdict = await _engine_checked(verdict, engine_health, run, adapter_ended_ns)
     metrics = _metrics(run)
     isolation = adapter_isolation(run)
+    if isolation == "shared" and cleared is not None and cleared.cleared:
+        isolation = "cleared"
     result = AttemptResult.of(
         verdict,
         checks=tuple(c.to_json() for c in checks),
@@ -260,6 +273,7 @@ async def run_adapter_attempt(
         row_fields={
             "isolation": isolation,  # over the base row's (--isolation, for raw CDP tasks)
             **driver_block(path, found, run, runner, mode, cleanup, ids.isolation),
+            "state_clear": cleared.to_json() if cleared is not None else None,
             # checks the adapter reported that the task does not declare: shown, never graded
             "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
         },
@@ -293,6 +307,21 @@ async def _targets_after(
         cleanup = await adapter_targets.close_new_pages(endpoint.browser_ws, before, age)
     targets.after(endpoint.name, endpoint.browser_ws, before, age, _answered_ok(run))
     return cleanup
+
+
+async def _state_after(
+    run: AdapterRun, ids: AdapterAttempt, endpoint: EngineEndpoint, mark: Mark
+) -> state_clear.StateClear | None:
+    """The engine's cookies and the fixture origins' storage cleared after an attempt whose
+    pages may have been in the default context, unless the run asked for that to be shared
+    (state_clear). An adapter that says it used a context of its own left nothing behind."""
+    if ids.isolation == "shared" or adapter_isolation(run) == "context":
+        return None
+    if ids.state_per_connection:
+        return state_clear.per_connection(endpoint.name)
+    mark("state_clear")
+    origins = state_clear.fixture_origins(ids.fixture_base_url)
+    return await state_clear.clear_state(endpoint.browser_ws, origins)
 
 
 async def _engine_checked(
@@ -336,7 +365,7 @@ def _payload(
         path.key,
         endpoint,
         ids.fixture_base_url,
-        AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir), ids.isolation),
+        AttemptIds(ids.run_id, ids.attempt, ids.seed, str(out_dir), ids.page_place),
         binding,
     )
 

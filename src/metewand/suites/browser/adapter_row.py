@@ -10,7 +10,7 @@ from metewand.suites.browser import adapter_targets
 from metewand.suites.browser.adapter_server import AdapterRunner, LongLivedAdapter
 from metewand.suites.browser.adapters import AdapterRun
 from metewand.suites.browser.driver_registry import DriverMissing, DriverPath
-from metewand.suites.browser.run_config import DRIVER_ISOLATIONS
+from metewand.suites.browser.run_config import PAGE_PLACES
 
 DRIVER_RESOURCES_SCHEMA: Final = "metewand_driver_resources/1"
 # an adapter that ended without a result (or one from before adapters said) did not say where
@@ -22,7 +22,7 @@ def adapter_isolation(run: AdapterRun | None) -> str:
     """Where the adapter says it opened the attempt's pages: ``context`` (a browser context of
     the attempt's own) or ``shared`` (the engine's default context)."""
     said = (run.result or {}).get("isolation") if run is not None else None
-    return said if said in DRIVER_ISOLATIONS else ADAPTER_ISOLATION
+    return said if said in PAGE_PLACES else ADAPTER_ISOLATION
 
 
 def driver_block(

@@ -97,6 +97,9 @@ class EngineSpec:
     discovery: str = "json_version"
     ready_timeout_s: float = 20.0
     notes: str = ""
+    # each CDP connection starts with no cookies or storage and takes its own with it when it
+    # closes (Lightpanda): nothing for the harness to clear after an attempt (state_clear)
+    state_per_connection: bool = False
 
     @property
     def env_var(self) -> str:
@@ -164,6 +167,7 @@ ENGINES: Final[dict[str, EngineSpec]] = {
             version_argv=("version",),
             env={"LIGHTPANDA_DISABLE_TELEMETRY": "true"},
             notes="browser state is per CDP connection: one connection per attempt",
+            state_per_connection=True,
         ),
         EngineSpec(name="moli", sources=(), argv=SERVE_ARGV, version_argv=("--version",)),
         EngineSpec(

@@ -11,11 +11,16 @@ from typing import Any, Final
 from metewand.measure.host import MIN_INTERVAL_S
 
 ISOLATIONS: Final = ("shared", "context")
-# Driver-path adapters: context (default), each attempt's pages in a browser context of their
-# own, disposed of at its end; shared, in the engine's default context, as the peer's adapters
-# do (cookies and storage then pass from one attempt to the next; on Chrome a new context's first
-# page starts a renderer, the default context's takes Chrome's spare one: docs/driver-ops.md).
-DRIVER_ISOLATIONS: Final = ("context", "shared")
+# Where a driver-path adapter opens an attempt's pages, as it is asked and as it says: context,
+# in a browser context of the attempt's own, disposed of at its end; shared, in the engine's
+# default context, as the peer's adapters do (on Chrome a new context's first page starts a
+# renderer, the default context's takes Chrome's spare one: docs/driver-ops.md).
+PAGE_PLACES: Final = ("context", "shared")
+# --driver-isolation: context (default); shared (cookies and storage then pass from one attempt
+# to the next); cleared, the adapters asked for shared and the harness clearing the engine's
+# cookies and the fixture origins' storage after each attempt (state_clear). Under context, an
+# adapter that could only open shared pages is cleared after as well.
+DRIVER_ISOLATIONS: Final = ("context", "shared", "cleared")
 # independent: every engine scored on its own attempts, every declared check must pass;
 # peer-compatible: the same, but an L1 server-graded row is graded by the server's verdict alone,
 # as the peer's published numbers were (opt-in, to reproduce them)

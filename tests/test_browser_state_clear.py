@@ -1,0 +1,188 @@
+"""The harness clears the engine's state after a driver-path attempt whose pages were in the
+engine's default context (``suites/browser/state_clear.py``), on real engines through real
+adapters: a task reads the cookie and the localStorage item the attempt before it set on the
+fixture origin, then sets its own.
+
+- ``shared``: the second attempt of each path finds what the first set, and nothing is cleared;
+- ``cleared``: nothing reaches any later attempt, each row says ``cleared`` and how;
+- ``context`` (the default): chrome-remote-interface isolates with a context of its own and is
+  not cleared; Selenium, which can open tabs only in the default context, is cleared after.
+
+Both paths run in one run, attempts interleaved: in ``shared`` the Selenium attempt also finds
+what the chrome-remote-interface attempt before it set (the same origin), so a clear that missed
+any one attempt shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from browser_engine_fixtures import resolved_or_skip
+from browser_run_helpers import cli, lexbench_or_skip, rows_of, tiny_corpus
+from metewand.suites.browser import state_clear
+from metewand.suites.browser.driver_registry import DriverMissing, resolve_driver
+
+PATHS = {  # driver path -> (the task's driver kind, subset)
+    "chrome_remote_interface": ("thin_chrome_remote_interface", "l1.chrome_remote_interface"),
+    "selenium": ("webdriver_selenium", "l1.selenium"),
+}
+READ_AND_SET = (
+    "(() => { const had = document.cookie + '|' + localStorage.getItem('mw_iso');"
+    " document.cookie = 'mw_iso=1; path=/'; localStorage.setItem('mw_iso', 'v'); return had; })()"
+)
+NOTHING = "|null"  # no cookie, no item
+
+
+def _task(key: str) -> dict[str, Any]:
+    kind, subset = PATHS[key]
+    return {
+        "artifact_profile": "l1_standard",
+        "description": "Reads the fixture origin's cookie and localStorage item, then sets both.",
+        "driver": {
+            "kind": kind,
+            "steps": [
+                {"op": "new_page"},
+                {"op": "goto", "url": "{fixture_url}"},
+                {"op": "evaluate", "expression": READ_AND_SET, "save_as": "had"},
+            ],
+            "checks": [{"kind": "step_ok", "label": "read", "step": 2}],
+        },
+        "features": ["cdp.runtime.evaluate"],
+        "grader": {"kind": "inline_assertions", "checks": []},
+        "layer": "L1",
+        "scene": {"kind": "self_hosted_fixture", "url": "/mw-iso"},
+        "subset_id": subset,
+        "tags": ["tiny"],
+        "task_id": f"iso_{key}",
+        "task_version": 1,
+        "timeouts": {"hard_kill_ms": 45000, "task_ms": 30000},
+    }
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for key in PATHS:
+        if isinstance(found := resolve_driver(key), DriverMissing):
+            pytest.skip(f"{key}: {found.detail}")
+    root = tiny_corpus(
+        tmp_path_factory.mktemp("iso") / "corpus",
+        {f"iso_{key}.json": _task(key) for key in PATHS},
+    )
+    (root / "fixtures" / "pages").mkdir()
+    (root / "fixtures" / "pages" / "iso.html").write_text("<!doctype html><title>iso</title>")
+    (root / "fixtures" / "routes.json").write_text(json.dumps({"/mw-iso": "pages/iso.html"}))
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["layers"][0]["subsets"] = [
+        {"subset_id": subset, "driver": kind, "task_glob": f"tasks/iso_{key}.json"}
+        for key, (kind, subset) in PATHS.items()
+    ]
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "config").mkdir()
+    catalog = "browser_driver_bindings.json"
+    shutil.copy(lexbench_or_skip() / "config" / catalog, root / "config" / catalog)
+    return root
+
+
+def _run(corpus: Path, out: Path, engine: str, isolation: str) -> list[dict[str, Any]]:
+    """Two attempts of each path's task, per attempt, in run order, each with what it found."""
+    done = cli(
+        "browser", "run", "--tasks", str(corpus), "--engines", engine, "--k", "2",
+        "--adapter-mode", "per-attempt", "--driver-isolation", isolation,
+        "--out", str(out), "--run-id", isolation, "--no-progress", "--jobs", "1",
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = out / isolation
+    rows = sorted(rows_of(run_dir), key=lambda row: str(row["started_at"]))
+    for row in rows:
+        assert row["status"] == "pass", (row["task_id"], row["reason"])
+        result = json.loads((run_dir / row["artifact_dir"] / "adapter_result.json").read_text())
+        row["had"] = result["observations"]["saved"]["had"]
+    assert len(rows) == 4
+    return rows
+
+
+@pytest.mark.engines
+@pytest.mark.slow
+def test_shared_pages_pass_state_on_and_nothing_is_cleared(corpus: Path, tmp_path: Path) -> None:
+    rows = _run(corpus, tmp_path, "chrome", "shared")
+    assert rows[0]["had"] == NOTHING
+    assert all(row["had"] == "mw_iso=1|v" for row in rows[1:]), [r["had"] for r in rows]
+    assert all(row["isolation"] == "shared" and row["state_clear"] is None for row in rows)
+
+
+@pytest.mark.engines
+@pytest.mark.slow
+@pytest.mark.parametrize("isolation", ["cleared", "context"])
+def test_no_state_reaches_the_next_attempt_unless_shared_was_asked(
+    corpus: Path, tmp_path: Path, isolation: str
+) -> None:
+    rows = _run(corpus, tmp_path, "chrome", isolation)
+    assert [row["had"] for row in rows] == [NOTHING] * 4
+    for row in rows:
+        assert row["driver_isolation_asked"] == isolation
+        if isolation == "context" and row["driver_path"] == "chrome_remote_interface":
+            assert row["isolation"] == "context" and row["state_clear"] is None
+            continue
+        assert row["isolation"] == "cleared", row["driver_path"]
+        clear = row["state_clear"]
+        assert clear["by"] == "harness" and clear["errors"] == [], clear
+        assert clear["cookies"] == "all" and "local_storage" in clear["storage_types"]
+        port = clear["origins"][0].rpartition(":")[2]
+        assert clear["origins"] == [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+        assert clear["wall_ms"] > 0
+        assert "state_clear" in [phase["name"] for phase in row["phases"]["engine"]["phases"]]
+
+
+@pytest.mark.engines
+def test_an_engine_whose_state_is_per_connection_is_not_cleared(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """Lightpanda starts each CDP connection empty: the row says so, and the second attempt
+    indeed finds nothing (Selenium cannot attach to Lightpanda: chrome-remote-interface only)."""
+    resolved_or_skip("lightpanda")
+    done = cli(
+        "browser", "run", "--tasks", str(corpus), "--engines", "lightpanda", "--k", "2",
+        "--adapter-mode", "long-lived", "--driver-isolation", "cleared", "--task",
+        "iso_chrome_remote_interface", "--out", str(tmp_path), "--run-id", "lp", "--no-progress",
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = rows_of(tmp_path / "lp")
+    assert len(rows) == 2
+    for row in rows:
+        artifacts = tmp_path / "lp" / row["artifact_dir"]
+        result = json.loads((artifacts / "adapter_result.json").read_text())
+        assert result["observations"]["saved"]["had"] == NOTHING
+        assert row["isolation"] == "shared"
+        assert row["state_clear"]["by"] == "engine", row["state_clear"]
+        assert "each CDP connection" in row["state_clear"]["note"]
+
+
+def test_a_clear_the_engine_cannot_answer_says_why() -> None:
+    """An endpoint nobody listens on: the record carries the error and does not count as
+    cleared (the row's isolation then stays the adapter's)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    record = asyncio.run(
+        state_clear.clear_state(f"ws://127.0.0.1:{port}/devtools/browser/x", ("http://a:1",))
+    )
+    assert not record.cleared
+    assert record.errors and "cannot connect" in record.errors[0], record.errors
+    assert record.to_json()["errors"] == record.errors
+
+
+def test_the_fixture_origin_is_cleared_under_both_loopback_names() -> None:
+    assert state_clear.fixture_origins("http://127.0.0.1:8123/l1/core") == (
+        "http://127.0.0.1:8123",
+        "http://localhost:8123",
+    )
+    assert state_clear.fixture_origins("http://example.test:80/x") == ("http://example.test:80",)
