@@ -60,7 +60,7 @@ from typing import Any
 import peer_harness
 import peer_statuses
 
-from metewand.suites.browser.run_config import DRIVER_ISOLATIONS
+from metewand.suites.browser.run_config import DEFAULT_DRIVER_ISOLATION, DRIVER_ISOLATIONS
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
@@ -505,7 +505,7 @@ def main() -> None:
     parser.add_argument(
         "--driver-isolation",
         choices=DRIVER_ISOLATIONS,
-        default="context",
+        default=DEFAULT_DRIVER_ISOLATION,
         help="our driver paths' --driver-isolation (shared: the engine's default context, as the "
         "peer's adapters open their pages: the like-for-like comparison; cleared: the same pages, "
         "the engine's cookies and storage cleared after each attempt)",

@@ -48,8 +48,16 @@ PATHS = {  # driver path -> (task driver kind, subset)
 }
 BURN_OP = "op2:evaluate"
 OPS = ["op0:new_page", "op1:evaluate", BURN_OP, "op3:evaluate"]
-# an attempt's phases when its adapter marked its ops
-MARKED = ["target_snapshot", "adapter_run", "driver_connect", *OPS, "driver_close", "grade"]
+# an attempt's phases when its adapter marked its ops (its default-context page cleared after)
+MARKED = [
+    "target_snapshot",
+    "adapter_run",
+    "driver_connect",
+    *OPS,
+    "driver_close",
+    "state_clear",
+    "grade",
+]
 
 
 def _task(key: str) -> dict[str, Any]:
@@ -310,7 +318,7 @@ def _check_read_by_adapter(phases: Witnessed, burn_ns: int, label: str) -> None:
     engine = record["engine"]
     assert [p["name"] for p in engine["phases"]] == MARKED
     harness = [p["name"] for p in record["harness"]["phases"]]
-    assert harness == ["target_snapshot", "adapter_run", "grade"]
+    assert harness == ["target_snapshot", "adapter_run", "state_clear", "grade"]
     starts = [p["start_offset_ns"] for p in engine["phases"]]
     assert starts == sorted(starts) and engine["late_marks"] == 0
     by_name = {p["name"]: p for p in engine["phases"]}

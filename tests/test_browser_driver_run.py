@@ -103,14 +103,15 @@ def test_each_installed_driver_path_passes_its_tasks_on_chrome(driver_run: Path,
         kinds = {c["kind"] for c in row["checks"]}
         assert kinds == {"driver", "server_side"}, row["checks"]
         assert row["cdp"]["wait_ms"] is None  # the harness held no CDP connection: not 0
-        # where the adapter says it opened its pages: the default --driver-isolation, unless the
-        # library opens them in the default context only: then the harness cleared it after
-        assert row["driver_isolation_asked"] == "context"
-        assert row["isolation"] == ("cleared" if key == "selenium" else "context"), row["isolation"]
-        if key == "selenium":
-            assert row["state_clear"]["by"] == "harness" and not row["state_clear"]["errors"]
+        # the default --driver-isolation, cleared: each adapter opened its pages in the default
+        # context and the harness cleared it after; chrome-devtools-mcp opens an isolated
+        # context whatever is asked, and is not cleared
+        assert row["driver_isolation_asked"] == "cleared"
+        if key == "chrome_devtools_mcp":
+            assert row["isolation"] == "context" and row["state_clear"] is None, row["isolation"]
         else:
-            assert row["state_clear"] is None
+            assert row["isolation"] == "cleared", row["isolation"]
+            assert row["state_clear"]["by"] == "harness" and not row["state_clear"]["errors"]
 
 
 def test_lightpanda_runs_every_installed_path_with_no_infra_row(driver_run: Path) -> None:

@@ -4,8 +4,9 @@ adapters: a task reads the cookie and the localStorage item the attempt before i
 fixture origin, then sets its own.
 
 - ``shared``: the second attempt of each path finds what the first set, and nothing is cleared;
-- ``cleared``: nothing reaches any later attempt, each row says ``cleared`` and how;
-- ``context`` (the default): chrome-remote-interface isolates with a context of its own and is
+- ``cleared`` (the default): nothing reaches any later attempt, each row says ``cleared`` and
+  how;
+- ``context``: chrome-remote-interface isolates with a context of its own and is
   not cleared; Selenium, which can open tabs only in the default context, is cleared after.
 
 Both paths run in one run, attempts interleaved: in ``shared`` the Selenium attempt also finds
@@ -92,9 +93,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _run(corpus: Path, out: Path, engine: str, isolation: str) -> list[dict[str, Any]]:
     """Two attempts of each path's task, per attempt, in run order, each with what it found."""
+    # cleared is the default: asked for by leaving the option out
+    asked = [] if isolation == "cleared" else ["--driver-isolation", isolation]
     done = cli(
         "browser", "run", "--tasks", str(corpus), "--engines", engine, "--k", "2",
-        "--adapter-mode", "per-attempt", "--driver-isolation", isolation,
+        "--adapter-mode", "per-attempt", *asked,
         "--out", str(out), "--run-id", isolation, "--no-progress", "--jobs", "1",
         timeout=300,
     )  # fmt: skip

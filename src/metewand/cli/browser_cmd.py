@@ -25,6 +25,7 @@ from metewand.cli.rundirs import find_run_dir, resolve_run_dir
 from metewand.runtime import rundir
 from metewand.suites.browser.run_config import (
     CALIBRATION_CHOICES,
+    DEFAULT_DRIVER_ISOLATION,
     DRIVER_ISOLATIONS,
     ISOLATIONS,
     RESOURCE_PROFILES,
@@ -79,13 +80,14 @@ def browser() -> None:
 @click.option(
     "--driver-isolation",
     type=click.Choice(DRIVER_ISOLATIONS),
-    default="context",
+    default=DEFAULT_DRIVER_ISOLATION,
     show_default=True,
-    help="Driver-path adapters. context: each attempt's pages in a browser context of their "
-    "own; shared: in the engine's default context, as the peer's adapters (state passes between "
-    "attempts); cleared: in the default context, the harness clearing cookies and the fixture "
-    "origins' storage after each attempt. Paths whose library opens pages only one way say so "
-    "in their rows' isolation, and are cleared after unless shared was asked (docs/driver-ops.md).",
+    help="Driver-path adapters. cleared: each attempt's pages in the engine's default context, "
+    "the harness clearing its cookies, the fixture origins' storage and the HTTP cache after the "
+    "attempt; context: in a browser context of the attempt's own (paths whose library opens pages "
+    "only in the default context are cleared after); shared: in the default context, nothing "
+    "cleared, as the peer's adapters (state passes between attempts). Rows say which in "
+    "isolation and state_clear (docs/driver-ops.md).",
 )
 @click.option(
     "--adapter-mode",

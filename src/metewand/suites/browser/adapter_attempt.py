@@ -68,6 +68,7 @@ from metewand.suites.browser.engine_process import EngineProcess
 from metewand.suites.browser.errors import GraderUnavailable
 from metewand.suites.browser.phase_marks import AttemptPhases, Mark, begin_marks
 from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
+from metewand.suites.browser.run_config import DEFAULT_DRIVER_ISOLATION
 from metewand.suites.browser.tasks import Task
 
 if TYPE_CHECKING:
@@ -149,7 +150,7 @@ class AdapterAttempt:
     # "peer-compatible": an L1 server-graded row is the server's verdict alone (the peer's
     # historical grading); "independent" (default): every declared check must pass as well
     score_mode: str = "independent"
-    isolation: str = "context"  # --driver-isolation
+    isolation: str = DEFAULT_DRIVER_ISOLATION  # --driver-isolation
     # the engine starts each CDP connection with no state (EngineSpec.state_per_connection)
     state_per_connection: bool = False
 

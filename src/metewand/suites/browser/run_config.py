@@ -16,11 +16,13 @@ ISOLATIONS: Final = ("shared", "context")
 # default context, as the peer's adapters do (on Chrome a new context's first page starts a
 # renderer, the default context's takes Chrome's spare one: docs/driver-ops.md).
 PAGE_PLACES: Final = ("context", "shared")
-# --driver-isolation: context (default); shared (cookies and storage then pass from one attempt
-# to the next); cleared, the adapters asked for shared and the harness clearing the engine's
-# cookies and the fixture origins' storage after each attempt (state_clear). Under context, an
-# adapter that could only open shared pages is cleared after as well.
-DRIVER_ISOLATIONS: Final = ("context", "shared", "cleared")
+# --driver-isolation: cleared (default), the adapters asked for the default context and the
+# harness clearing the engine's cookies, the fixture origins' storage and the HTTP cache after
+# each attempt (state_clear): no state passes on, and every path pays the same few ms for it;
+# context, a browser context per attempt (any path that can only open shared pages is cleared
+# after as well); shared, nothing cleared (cookies and storage pass from one attempt to the next).
+DRIVER_ISOLATIONS: Final = ("cleared", "context", "shared")
+DEFAULT_DRIVER_ISOLATION: Final = "cleared"
 # independent: every engine scored on its own attempts, every declared check must pass;
 # peer-compatible: the same, but an L1 server-graded row is graded by the server's verdict alone,
 # as the peer's published numbers were (opt-in, to reproduce them)
@@ -129,7 +131,7 @@ class RunConfig:
     keep_going: bool = False
     timeout_scale: float = 1.0
     adapter_mode: str = "long_lived"
-    driver_isolation: str = "context"
+    driver_isolation: str = DEFAULT_DRIVER_ISOLATION
     # phase marks in every attempt (engine group and harness counters at each boundary, each
     # driver op an adapter marks). None: on, except in a baseline run (``marks_default``)
     phase_marks: bool | None = None
@@ -193,6 +195,8 @@ class RunConfig:
         values.setdefault("adapter_mode", "per_attempt")
         # and one recorded before phase marks had none: a resume keeps it that way
         values.setdefault("phase_marks", False)
+        # and one recorded before --driver-isolation asked each adapter for a context of its own
+        values.setdefault("driver_isolation", "context")
         values["resource"] = ResourceOptions(**values.get("resource", {}))
         values["engine_paths"] = dict(values.get("engine_paths", {}))
         return cls(**values)
