@@ -36,10 +36,12 @@ subset's figures; on a loaded host judge by the CPU columns and the same-run rat
 5 tasks, Chrome only, raw CDP and three driver paths. ``--json FILE`` writes every figure.
 ``--bare`` adds a per-attempt run of ours with phase marks off. ``--rounds N`` measures every
 cell N times, who goes first rotating on, and prints each ratio's median over the rounds (each
-round's ours over the same round's peer) with its range. ``--driver-isolation shared`` runs our
-driver paths with their pages in the engine's default context, where the peer's adapters open
-theirs; the default, ``context``, gives each attempt a browser context of its own, which on
-Chrome costs each attempt's first page a renderer start (docs/performance.md).
+round's ours over the same round's peer) with its range. ``--driver-isolation`` is passed to our
+driver-path runs: the default is the tool's, ``cleared`` (pages in the engine's default context,
+where the peer's adapters open theirs, and the engine's cookies and storage cleared after each
+attempt, inside its duration); ``shared`` clears nothing, as the peer does; ``context`` gives
+each attempt a browser context of its own, which on Chrome costs each attempt's first page a
+renderer start (docs/performance.md).
 """
 
 from __future__ import annotations

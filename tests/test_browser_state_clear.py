@@ -25,9 +25,10 @@ from typing import Any
 
 import pytest
 
-from browser_engine_fixtures import resolved_or_skip
+from browser_engine_fixtures import resolved_or_skip, running_engine
 from browser_run_helpers import cli, lexbench_or_skip, rows_of, tiny_corpus
 from metewand.suites.browser import state_clear
+from metewand.suites.browser.cdp import CdpClient
 from metewand.suites.browser.driver_registry import DriverMissing, resolve_driver
 
 PATHS = {  # driver path -> (the task's driver kind, subset)
@@ -142,6 +143,9 @@ def test_no_state_reaches_the_next_attempt_unless_shared_was_asked(
         assert clear["origins"] == [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
         assert clear["wall_ms"] > 0
         assert "state_clear" in [phase["name"] for phase in row["phases"]["engine"]["phases"]]
+    # the slot's connection to Chrome is opened by the first clear and kept for the others
+    connections = [row["state_clear"]["connection"] for row in rows if row["state_clear"]]
+    assert connections[0] == "opened" and set(connections[1:]) == {"kept"}, connections
 
 
 @pytest.mark.engines
@@ -167,6 +171,36 @@ def test_an_engine_whose_state_is_per_connection_is_not_cleared(
         assert row["isolation"] == "shared"
         assert row["state_clear"]["by"] == "engine", row["state_clear"]
         assert "each CDP connection" in row["state_clear"]["note"]
+
+
+async def _clears_around_closing_every_page(ws_url: str) -> list[state_clear.StateClear]:
+    kept = state_clear.KeptClears()
+    origins = ("http://127.0.0.1:9",)
+    try:
+        first = await kept.clear(ws_url, origins)
+        async with await CdpClient.connect(ws_url) as client:
+            found = await client.send("Target.getTargets", {})
+            for info in found["targetInfos"]:
+                if info["type"] == "page":
+                    await client.send("Target.closeTarget", {"targetId": info["targetId"]})
+        return [first, await kept.clear(ws_url, origins), await kept.clear(ws_url, origins)]
+    finally:
+        await kept.close()
+
+
+@pytest.mark.engines
+def test_a_kept_clear_whose_page_has_gone_clears_through_another(tmp_path: Path) -> None:
+    """The page a kept session was attached to is closed (here: every page of the engine):
+    the next clear attaches again (Chrome would leave a command on the old session unanswered),
+    and still clears everything."""
+    for engine in running_engine("chrome", tmp_path):
+        assert engine.ws_url is not None
+        first, second, third = asyncio.run(_clears_around_closing_every_page(engine.ws_url))
+        assert first.cleared and first.connection == "opened" and not first.made_page
+        for later in (second, third):  # the kept connection, a page found (or made) again
+            assert later.cleared and later.connection == "kept", later.errors
+            # at most one kept command's short wait, not a clear's 10 s timeout
+            assert later.wall_ms is not None and later.wall_ms < 5000
 
 
 def test_a_clear_the_engine_cannot_answer_says_why() -> None:

@@ -12,7 +12,9 @@ attempt is graded from what came back:
   grader, whose checks are appended (both must pass).
 
 No harness CDP connection is open while the adapter runs (an engine may serve one client at a
-time, and the page is the adapter's to open and close). Whatever happens, the result is one
+time, and the page is the adapter's to open and close), except on an engine that serves many
+clients at once (Chrome), where the slot keeps an idle one for clearing the engine's state after
+each attempt (``state_clear.KeptClears``). Whatever happens, the result is one
 ``AttemptResult`` whose driver fields (``row_fields``) say which path ran, its version, how the
 adapter ended and what the adapter's own process tree cost (harness scope, apart from the
 engine's). ``AdapterDriver`` is the attempt runner's ``AttemptDriver`` for every task a driver
@@ -116,6 +118,7 @@ class AdapterDriver:
             ctx.score_mode,
             ctx.driver_isolation,
             engine.engine.spec.state_per_connection,
+            engine.engine.spec.serves_many_clients,
         )
         endpoint = await engine_endpoint(planned.engine, engine)
         adapters = ctx.adapters
@@ -135,6 +138,7 @@ class AdapterDriver:
             ctx.phases,
             ctx.resolve_driver or resolve_driver,
             ctx.known_targets,
+            ctx.state_clears,
         )
 
 
@@ -153,6 +157,8 @@ class AdapterAttempt:
     isolation: str = DEFAULT_DRIVER_ISOLATION  # --driver-isolation
     # the engine starts each CDP connection with no state (EngineSpec.state_per_connection)
     state_per_connection: bool = False
+    # the engine serves many CDP clients at once (EngineSpec.serves_many_clients)
+    serves_many_clients: bool = False
 
     @property
     def page_place(self) -> str:
@@ -205,6 +211,7 @@ async def run_adapter_attempt(
     phases: AttemptPhases | None = None,
     resolve: Callable[[str], FoundDriver | DriverMissing] = resolve_driver,
     known_targets: adapter_targets.KnownTargets | None = None,
+    clears: state_clear.KeptClears | None = None,
 ) -> AttemptResult:
     """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
     anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
@@ -213,7 +220,8 @@ async def run_adapter_attempt(
     adapter marks them over its mark channel, ``op_marks``), the cleanup of pages it left, the
     grade. ``resolve``: where the driver path's adapter is found (the run's, resolved once).
     ``known_targets``: the slot's list of the engine's targets, carried from a clean attempt
-    (None: listed before every attempt)."""
+    (None: listed before every attempt). ``clears``: the slot's kept connections for clearing
+    the engine's state after the attempt (None: a connection of its own for each clear)."""
     mark = begin_marks(phases)
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
@@ -250,7 +258,7 @@ async def run_adapter_attempt(
         if phases is not None and run.op_marks is not None:
             phases.took_driver_marks(run.op_marks)
         cleanup = await _targets_after(targets, endpoint, run, (before, age), mark)
-        cleared = await _state_after(run, ids, endpoint, mark)
+        cleared = await _state_after(run, ids, endpoint, mark, clears)
         mark("grade")
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     if phases is not None:
@@ -311,7 +319,11 @@ async def _targets_after(
 
 
 async def _state_after(
-    run: AdapterRun, ids: AdapterAttempt, endpoint: EngineEndpoint, mark: Mark
+    run: AdapterRun,
+    ids: AdapterAttempt,
+    endpoint: EngineEndpoint,
+    mark: Mark,
+    clears: state_clear.KeptClears | None,
 ) -> state_clear.StateClear | None:
     """The engine's cookies and the fixture origins' storage cleared after an attempt whose
     pages may have been in the default context, unless the run asked for that to be shared
@@ -322,6 +334,8 @@ async def _state_after(
         return state_clear.per_connection(endpoint.name)
     mark("state_clear")
     origins = state_clear.fixture_origins(ids.fixture_base_url)
+    if clears is not None and ids.serves_many_clients:
+        return await clears.clear(endpoint.browser_ws, origins)
     return await state_clear.clear_state(endpoint.browser_ws, origins)
 
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from metewand.suites.browser.driver_registry import DriverMissing, FoundDriver
     from metewand.suites.browser.engine_process import EngineProcess
     from metewand.suites.browser.rows import PlannedAttempt
+    from metewand.suites.browser.state_clear import KeptClears
     from metewand.suites.browser.tasks import Task
 
 GRADER_FILE: Final = rundir.ATTEMPT_GRADER
@@ -143,6 +144,8 @@ class DriverContext:
     # the slot's list of each engine's targets, carried from a clean adapter attempt to the next
     # (None: listed before every adapter attempt)
     known_targets: KnownTargets | None = None
+    # the slot's kept connections for clearing an engine's state after an adapter attempt
+    state_clears: KeptClears | None = None
     driver_isolation: str = "context"  # --driver-isolation (what adapters are asked for)
 
 

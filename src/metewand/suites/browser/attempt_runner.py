@@ -42,6 +42,7 @@ from metewand.suites.browser.fixtures.endpoints.harness import grade_in_process
 from metewand.suites.browser.observers.base import EngineGroups, Observers, ObserverSetup
 from metewand.suites.browser.probes import GraderAccess, grader_client
 from metewand.suites.browser.rows import PlannedAttempt, attempt_row, base_row, not_run_row
+from metewand.suites.browser.state_clear import KeptClears
 
 if TYPE_CHECKING:
     import aiohttp
@@ -96,12 +97,15 @@ class AttemptRunner:
         self._resolve_driver = functools.cache(resolve_driver)
         # each engine's targets, carried from one clean adapter attempt to the next
         self._known_targets = KnownTargets()
+        # each engine process's kept connection for clearing its state after an adapter attempt
+        self._state_clears = KeptClears()
 
     async def close(self) -> None:
         """End the slot's served adapters (before the engines they drive) and the slot's HTTP
         session (the graders' kept connection)."""
         try:
             await self.adapters.close_all()
+            await self._state_clears.close()
         finally:
             http, self._http = self._http, None
             if http is not None:
@@ -191,6 +195,7 @@ class AttemptRunner:
             resolve_driver=self._resolve_driver,
             score_mode=config.score_mode,
             known_targets=self._known_targets,
+            state_clears=self._state_clears,
             driver_isolation=config.driver_isolation,
         )
 

@@ -100,6 +100,9 @@ class EngineSpec:
     # each CDP connection starts with no cookies or storage and takes its own with it when it
     # closes (Lightpanda): nothing for the harness to clear after an attempt (state_clear)
     state_per_connection: bool = False
+    # serves many CDP clients at once (Chrome): the harness may keep a connection of its own open
+    # beside an adapter's (state_clear.KeptClears)
+    serves_many_clients: bool = False
 
     @property
     def env_var(self) -> str:
@@ -159,6 +162,7 @@ ENGINES: Final[dict[str, EngineSpec]] = {
             env={"DBUS_SESSION_BUS_ADDRESS": "unix:path=/dev/null"},
             uses_user_data_dir=True,
             notes="fresh --user-data-dir and TMPDIR per launch, removed at teardown",
+            serves_many_clients=True,
         ),
         EngineSpec(
             name="lightpanda",

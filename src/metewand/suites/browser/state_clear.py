@@ -30,7 +30,9 @@ says which command failed, and the row's isolation then stays the adapter's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -38,6 +40,9 @@ from urllib.parse import urlsplit
 from metewand.suites.browser.cdp import CdpClient, CdpDisconnected, CdpError, CdpTimeout
 
 CLEAR_TIMEOUT_S: Final = 10.0
+# a kept session's commands answer in 1-15 ms here; one unanswered this long is taken for a
+# page that went away under it, and the clear is done again through another page
+KEPT_TIMEOUT_S: Final = 1.0
 # Every kind of site storage a page can write. Not "all": that adds Chrome's GPU shader cache
 # (no GPU here, and nothing a page can read back) and took 4-14 ms of wall per origin against
 # 0.3-1 ms for each kind below; cookies are cleared browser-wide beside it.
@@ -55,6 +60,8 @@ class StateClear:
     origins: tuple[str, ...] = ()
     wall_ms: float | None = None
     made_page: bool = False  # no default-context page was open: one was made to clear through
+    # "kept": through the slot's open connection to the engine process; "opened": one made now
+    connection: str | None = None
     errors: list[str] = field(default_factory=list)
     note: str | None = None
 
@@ -72,6 +79,7 @@ class StateClear:
                 http_cache=True,
                 wall_ms=self.wall_ms,
                 made_page=self.made_page,
+                connection=self.connection,
             )
         if self.note is not None:
             record["note"] = self.note
@@ -98,7 +106,7 @@ def per_connection(engine: str) -> StateClear:
 async def clear_state(ws_url: str, origins: tuple[str, ...]) -> StateClear:
     """Clear the default context's cookies, ``origins``' storage and the HTTP cache through a
     short-lived connection to the engine's browser endpoint."""
-    record = StateClear(by="harness", origins=origins)
+    record = StateClear(by="harness", origins=origins, connection="opened")
     started = time.perf_counter()
     try:
         async with await CdpClient.connect(ws_url, timeout=CLEAR_TIMEOUT_S) as client:
@@ -109,14 +117,76 @@ async def clear_state(ws_url: str, origins: tuple[str, ...]) -> StateClear:
     return record
 
 
+class KeptClears:
+    """One slot's connection to each engine process it clears, with a session on a default-
+    context page, kept from one clear to the next. Only for an engine that serves many CDP
+    clients at once (``EngineSpec.serves_many_clients``: Chrome), where an idle connection beside
+    the adapter's costs the engine nothing (no domain is enabled on it: no events). Each clear is
+    then one round of four commands: ~0.4-0.6 ms of the harness's CPU against ~1.1 ms with a
+    connection and an attach of its own (docs/performance.md)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[CdpClient, str | None]] = {}  # browser endpoint -> kept
+
+    async def clear(self, ws_url: str, origins: tuple[str, ...]) -> StateClear:
+        record = StateClear(by="harness", origins=origins, connection="kept")
+        started = time.perf_counter()
+        client, session = self._open.pop(ws_url, (None, None))
+        try:
+            if client is None or not client.is_connected:
+                await self._forget_closed(client)
+                client = await CdpClient.connect(ws_url, timeout=CLEAR_TIMEOUT_S)
+                session, record.connection = None, "opened"
+            self._open[ws_url] = (client, await _clear(client, origins, record, session))
+        except _FAILURES as exc:
+            record.errors.append(str(exc))
+            await _closed(client)
+        record.wall_ms = round((time.perf_counter() - started) * 1000, 3)
+        return record
+
+    async def close(self) -> None:
+        """Close every kept connection (the slot is done)."""
+        kept, self._open = self._open, {}
+        for client, _session in kept.values():
+            await _closed(client)
+
+    async def _forget_closed(self, client: CdpClient | None) -> None:
+        """Drop the given connection and any other whose engine process has gone."""
+        await _closed(client)
+        for url, (other, _session) in list(self._open.items()):
+            if not other.is_connected:
+                del self._open[url]
+                await _closed(other)
+
+
+async def _closed(client: CdpClient | None) -> None:
+    if client is not None:
+        with contextlib.suppress(Exception):  # closing what may be broken already
+            await client.close()
+
+
 # the default-context page each engine process's clears go through (its browser endpoint ->
 # the page's target id): listing the targets again at every clear costs a round trip
 _pages: dict[str, str] = {}
 
 
-async def _clear(client: CdpClient, origins: tuple[str, ...], record: StateClear) -> None:
+async def _clear(
+    client: CdpClient, origins: tuple[str, ...], record: StateClear, session: str | None = None
+) -> str:
+    """Clear through ``client``; ``session``: one already attached to a default-context page.
+    Returns the session used."""
+    if session is not None and not _detached(client, session):
+        outcomes = await asyncio.gather(
+            _attempt(client, "Storage.clearCookies", {}),
+            *_session_calls(client, origins, session, KEPT_TIMEOUT_S),
+        )
+        failed = [outcome for outcome in outcomes if outcome is not None]
+        if not failed:
+            return session
+        # its page may have gone while the commands were on their way (closing, it still
+        # took them, then dropped them unanswered): attach to another page, clear again
     # the cookies go while a page to clear the rest through is found
-    cookies, session = await asyncio.gather(
+    cookies, attached = await asyncio.gather(
         _attempt(client, "Storage.clearCookies", {}),
         _attached_page(client, record),
         return_exceptions=True,
@@ -125,17 +195,42 @@ async def _clear(client: CdpClient, origins: tuple[str, ...], record: StateClear
         record.errors.append(f"Storage.clearCookies: {cookies}")
     elif cookies is not None:
         record.errors.append(cookies)
-    if isinstance(session, BaseException):
-        raise session
+    if isinstance(attached, BaseException):
+        raise attached
+    outcomes = await asyncio.gather(*_session_calls(client, origins, attached))
+    record.errors.extend(outcome for outcome in outcomes if outcome is not None)
+    return attached
+
+
+def _detached(client: CdpClient, session: str) -> bool:
+    """Whether the engine said the session's page has gone (Chrome leaves a command sent on such
+    a session unanswered: it would wait out its timeout)."""
+    return any(
+        event.get("method") == "Target.detachedFromTarget"
+        and (event.get("params") or {}).get("sessionId") == session
+        for event in client.events(None)
+    )
+
+
+def _session_calls(
+    client: CdpClient,
+    origins: tuple[str, ...],
+    session: str,
+    timeout: float = CLEAR_TIMEOUT_S,
+) -> list[Coroutine[Any, Any, str | None]]:
+    """Each origin's storage and the HTTP cache, on the page session."""
     calls = [
-        ("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": STORAGE_TYPES})
+        _attempt(
+            client,
+            "Storage.clearDataForOrigin",
+            {"origin": origin, "storageTypes": STORAGE_TYPES},
+            session,
+            timeout,
+        )
         for origin in origins
     ]
-    calls.append(("Network.clearBrowserCache", {}))
-    outcomes = await asyncio.gather(
-        *(_attempt(client, method, params, session) for method, params in calls)
-    )
-    record.errors.extend(outcome for outcome in outcomes if outcome is not None)
+    calls.append(_attempt(client, "Network.clearBrowserCache", {}, session, timeout))
+    return calls
 
 
 async def _attached_page(client: CdpClient, record: StateClear) -> str:
@@ -168,11 +263,15 @@ async def _attach(client: CdpClient, page: str) -> str:
 
 
 async def _attempt(
-    client: CdpClient, method: str, params: dict[str, Any], session: str | None = None
+    client: CdpClient,
+    method: str,
+    params: dict[str, Any],
+    session: str | None = None,
+    timeout: float = CLEAR_TIMEOUT_S,
 ) -> str | None:
     """None when the engine did it, else what it said."""
     try:
-        await client.send(method, params, session_id=session, timeout=CLEAR_TIMEOUT_S)
+        await client.send(method, params, session_id=session, timeout=timeout)
     except (CdpError, CdpTimeout) as exc:
         origin = params.get("origin")
         return f"{method}{f' {origin}' if origin else ''}: {exc}"
