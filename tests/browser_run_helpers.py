@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -121,6 +122,52 @@ ABOUT_BLANK_TASK: dict[str, Any] = {
     "task_version": 1,
     "timeouts": {"hard_kill_ms": 20000, "task_ms": 10000},
 }
+
+
+def driver_task(
+    task_id: str,
+    kind_and_subset: tuple[str, str],
+    steps: list[dict[str, Any]],
+    checks: list[dict[str, Any]],
+    description: str,
+    scene: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """An L1 task of a driver path (its task kind and subset), graded by its steps' checks."""
+    kind, subset = kind_and_subset
+    return {
+        "artifact_profile": "l1_standard",
+        "description": description,
+        "driver": {"kind": kind, "steps": steps, "checks": checks},
+        "features": ["cdp.runtime.evaluate"],
+        "grader": {"kind": "inline_assertions", "checks": []},
+        "layer": "L1",
+        "scene": scene or {"kind": "about_blank"},
+        "subset_id": subset,
+        "tags": ["tiny"],
+        "task_id": task_id,
+        "task_version": 1,
+        "timeouts": {"hard_kill_ms": 45000, "task_ms": 30000},
+    }
+
+
+def driver_corpus(root: Path, tasks: dict[str, dict[str, Any]]) -> Path:
+    """A tiny corpus holding ``tasks`` (task id -> driver task), a subset each, with the peer's
+    driver binding catalog."""
+    tiny_corpus(root, {f"{task_id}.json": task for task_id, task in tasks.items()})
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["layers"][0]["subsets"] = [
+        {
+            "subset_id": task["subset_id"],
+            "driver": task["driver"]["kind"],
+            "task_glob": f"tasks/{task_id}.json",
+        }
+        for task_id, task in tasks.items()
+    ]
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / "config").mkdir()
+    catalog = "browser_driver_bindings.json"
+    shutil.copy(lexbench_or_skip() / "config" / catalog, root / "config" / catalog)
+    return root
 
 
 def tiny_corpus(root: Path, tasks: dict[str, Any]) -> Path:

@@ -194,6 +194,7 @@ def test_a_driver_path_is_marked_op_by_op(tmp_path: Path) -> None:
         "op1:goto",
         "op2:text_content",
         "driver_close",
+        "state_clear",  # the default isolation: its default-context page cleared after it
         "grade",
     ]
     goto = phases["engine"]["phases"][4]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import socket
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import pytest
 
 from browser_engine_fixtures import resolved_or_skip, running_engine
-from browser_run_helpers import cli, lexbench_or_skip, rows_of, tiny_corpus
+from browser_run_helpers import cli, driver_corpus, driver_task, rows_of
 from metewand.suites.browser import state_clear
 from metewand.suites.browser.cdp import CdpClient
 from metewand.suites.browser.driver_registry import DriverMissing, resolve_driver
@@ -43,29 +42,18 @@ NOTHING = "|null"  # no cookie, no item
 
 
 def _task(key: str) -> dict[str, Any]:
-    kind, subset = PATHS[key]
-    return {
-        "artifact_profile": "l1_standard",
-        "description": "Reads the fixture origin's cookie and localStorage item, then sets both.",
-        "driver": {
-            "kind": kind,
-            "steps": [
-                {"op": "new_page"},
-                {"op": "goto", "url": "{fixture_url}"},
-                {"op": "evaluate", "expression": READ_AND_SET, "save_as": "had"},
-            ],
-            "checks": [{"kind": "step_ok", "label": "read", "step": 2}],
-        },
-        "features": ["cdp.runtime.evaluate"],
-        "grader": {"kind": "inline_assertions", "checks": []},
-        "layer": "L1",
-        "scene": {"kind": "self_hosted_fixture", "url": "/mw-iso"},
-        "subset_id": subset,
-        "tags": ["tiny"],
-        "task_id": f"iso_{key}",
-        "task_version": 1,
-        "timeouts": {"hard_kill_ms": 45000, "task_ms": 30000},
-    }
+    return driver_task(
+        f"iso_{key}",
+        PATHS[key],
+        [
+            {"op": "new_page"},
+            {"op": "goto", "url": "{fixture_url}"},
+            {"op": "evaluate", "expression": READ_AND_SET, "save_as": "had"},
+        ],
+        [{"kind": "step_ok", "label": "read", "step": 2}],
+        "Reads the fixture origin's cookie and localStorage item, then sets both.",
+        {"kind": "self_hosted_fixture", "url": "/mw-iso"},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,22 +61,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for key in PATHS:
         if isinstance(found := resolve_driver(key), DriverMissing):
             pytest.skip(f"{key}: {found.detail}")
-    root = tiny_corpus(
-        tmp_path_factory.mktemp("iso") / "corpus",
-        {f"iso_{key}.json": _task(key) for key in PATHS},
-    )
+    root = tmp_path_factory.mktemp("iso") / "corpus"
+    driver_corpus(root, {f"iso_{key}": _task(key) for key in PATHS})
     (root / "fixtures" / "pages").mkdir()
     (root / "fixtures" / "pages" / "iso.html").write_text("<!doctype html><title>iso</title>")
     (root / "fixtures" / "routes.json").write_text(json.dumps({"/mw-iso": "pages/iso.html"}))
-    manifest = json.loads((root / "manifest.json").read_text())
-    manifest["layers"][0]["subsets"] = [
-        {"subset_id": subset, "driver": kind, "task_glob": f"tasks/iso_{key}.json"}
-        for key, (kind, subset) in PATHS.items()
-    ]
-    (root / "manifest.json").write_text(json.dumps(manifest))
-    (root / "config").mkdir()
-    catalog = "browser_driver_bindings.json"
-    shutil.copy(lexbench_or_skip() / "config" / catalog, root / "config" / catalog)
     return root
 
 
@@ -97,11 +74,26 @@ def _run(corpus: Path, out: Path, engine: str, isolation: str) -> list[dict[str,
     # cleared is the default: asked for by leaving the option out
     asked = [] if isolation == "cleared" else ["--driver-isolation", isolation]
     done = cli(
-        "browser", "run", "--tasks", str(corpus), "--engines", engine, "--k", "2",
-        "--adapter-mode", "per-attempt", *asked,
-        "--out", str(out), "--run-id", isolation, "--no-progress", "--jobs", "1",
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        engine,
+        "--k",
+        "2",
+        "--adapter-mode",
+        "per-attempt",
+        *asked,
+        "--out",
+        str(out),
+        "--run-id",
+        isolation,
+        "--no-progress",
+        "--jobs",
+        "1",
         timeout=300,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = out / isolation
     rows = sorted(rows_of(run_dir), key=lambda row: str(row["started_at"]))
@@ -156,11 +148,27 @@ def test_an_engine_whose_state_is_per_connection_is_not_cleared(
     indeed finds nothing (Selenium cannot attach to Lightpanda: chrome-remote-interface only)."""
     resolved_or_skip("lightpanda")
     done = cli(
-        "browser", "run", "--tasks", str(corpus), "--engines", "lightpanda", "--k", "2",
-        "--adapter-mode", "long-lived", "--driver-isolation", "cleared", "--task",
-        "iso_chrome_remote_interface", "--out", str(tmp_path), "--run-id", "lp", "--no-progress",
+        "browser",
+        "run",
+        "--tasks",
+        str(corpus),
+        "--engines",
+        "lightpanda",
+        "--k",
+        "2",
+        "--adapter-mode",
+        "long-lived",
+        "--driver-isolation",
+        "cleared",
+        "--task",
+        "iso_chrome_remote_interface",
+        "--out",
+        str(tmp_path),
+        "--run-id",
+        "lp",
+        "--no-progress",
         timeout=300,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = rows_of(tmp_path / "lp")
     assert len(rows) == 2
