@@ -33,6 +33,7 @@ each worker's summary at the end of the run (``host_summary_task``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import secrets
@@ -317,7 +318,15 @@ def run_unit_task(run_token: str, dask_key: str, unit_json: dict[str, Any]) -> d
     )
     with plugin._unit_running:
         suite, slot = plugin.slot()
-        rows: list[Row] = suite.run_unit(slot, unit)
+        try:
+            rows: list[Row] = suite.run_unit(slot, unit)
+        except (asyncio.CancelledError, concurrent.futures.CancelledError):
+            # interrupt_task cut the unit short: it returns no rows (a resume runs it again).
+            # Raised, it would reach the client's stderr as "Compute Failed" with a traceback
+            # whenever the interrupt overtook the client's cancel of this unit's future.
+            if not getattr(slot, "stopping", False):
+                raise
+            rows = []
     for row in rows:
         row["placement"] = dict(where)
     return {"rows": rows, "placement": where, "facts": take_facts(suite)}

@@ -234,6 +234,7 @@ async def run_adapter_attempt(
     runner: AdapterRunner | None = None
     cleanup: adapter_targets.TargetCleanup | None = None
     cleared: state_clear.StateClear | None = None
+    isolation = adapter_isolation(None)  # where the adapter says its pages were
     adapter_ended_ns = 0
     checks: list[CheckResult] = []
     answer: Any = None
@@ -258,7 +259,8 @@ async def run_adapter_attempt(
         if phases is not None and run.op_marks is not None:
             phases.took_driver_marks(run.op_marks)
         cleanup = await _targets_after(targets, endpoint, run, (before, age), mark)
-        cleared = await _state_after(run, ids, endpoint, mark, clears)
+        isolation = adapter_isolation(run)
+        cleared = await _state_after(isolation, ids, endpoint, mark, clears)
         mark("grade")
         verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
     if phases is not None:
@@ -267,7 +269,6 @@ async def run_adapter_attempt(
     if run is not None and engine_health is not None:
         verdict = await _engine_checked(verdict, engine_health, run, adapter_ended_ns)
     metrics = _metrics(run)
-    isolation = adapter_isolation(run)
     if isolation == "shared" and cleared is not None and cleared.cleared:
         isolation = "cleared"
     result = AttemptResult.of(
@@ -319,7 +320,7 @@ async def _targets_after(
 
 
 async def _state_after(
-    run: AdapterRun,
+    said: str,
     ids: AdapterAttempt,
     endpoint: EngineEndpoint,
     mark: Mark,
@@ -327,8 +328,9 @@ async def _state_after(
 ) -> state_clear.StateClear | None:
     """The engine's cookies and the fixture origins' storage cleared after an attempt whose
     pages may have been in the default context, unless the run asked for that to be shared
-    (state_clear). An adapter that says it used a context of its own left nothing behind."""
-    if ids.isolation == "shared" or adapter_isolation(run) == "context":
+    (state_clear). ``said``: where the adapter says its pages were; one that used a context of
+    its own left nothing behind."""
+    if ids.isolation == "shared" or said == "context":
         return None
     if ids.state_per_connection:
         return state_clear.per_connection(endpoint.name)
