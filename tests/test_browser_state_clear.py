@@ -73,27 +73,9 @@ def _run(corpus: Path, out: Path, engine: str, isolation: str) -> list[dict[str,
     """Two attempts of each path's task, per attempt, in run order, each with what it found."""
     # cleared is the default: asked for by leaving the option out
     asked = [] if isolation == "cleared" else ["--driver-isolation", isolation]
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        engine,
-        "--k",
-        "2",
-        "--adapter-mode",
-        "per-attempt",
-        *asked,
-        "--out",
-        str(out),
-        "--run-id",
-        isolation,
-        "--no-progress",
-        "--jobs",
-        "1",
-        timeout=300,
-    )
+    options = f"--engines {engine} --k 2 --adapter-mode per-attempt --jobs 1 --no-progress"
+    where = ["--tasks", str(corpus), "--out", str(out), "--run-id", isolation]
+    done = cli("browser", "run", *options.split(), *asked, *where, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = out / isolation
     rows = sorted(rows_of(run_dir), key=lambda row: str(row["started_at"]))
@@ -147,28 +129,9 @@ def test_an_engine_whose_state_is_per_connection_is_not_cleared(
     """Lightpanda starts each CDP connection empty: the row says so, and the second attempt
     indeed finds nothing (Selenium cannot attach to Lightpanda: chrome-remote-interface only)."""
     resolved_or_skip("lightpanda")
-    done = cli(
-        "browser",
-        "run",
-        "--tasks",
-        str(corpus),
-        "--engines",
-        "lightpanda",
-        "--k",
-        "2",
-        "--adapter-mode",
-        "long-lived",
-        "--driver-isolation",
-        "cleared",
-        "--task",
-        "iso_chrome_remote_interface",
-        "--out",
-        str(tmp_path),
-        "--run-id",
-        "lp",
-        "--no-progress",
-        timeout=300,
-    )
+    options = "--engines lightpanda --k 2 --adapter-mode long-lived --driver-isolation cleared"
+    where = ["--tasks", str(corpus), "--out", str(tmp_path), "--run-id", "lp", "--no-progress"]
+    done = cli("browser", "run", *options.split(), "--task", "iso_chrome_remote_interface", *where)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = rows_of(tmp_path / "lp")
     assert len(rows) == 2

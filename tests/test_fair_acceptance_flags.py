@@ -44,9 +44,11 @@ def test_spike_between_samples_is_caught_by_the_cgroup_high_water(tmp_path: Path
         charge_at_baseline = baseline["cgroup_memory_current_bytes"]
         kernel_rise = res["cgroup_memory_peak_bytes"]["value"] - charge_at_baseline
         assert kernel_rise > 250 * MIB, "the kernel high-water holds the ~300 MiB spike"
-        # The samples miss most of it. Not all: the end scan sees the live tab (~55 MiB) and, on
-        # a slow GC, pages of the dropped buffer not yet returned (seen up to ~120 MiB of rise).
-        assert kernel_rise - pss_rise > 150 * MIB, "the PSS samples were meant to miss the spike"
+        # The samples miss a large part of it. Not all: the end scan sees the live tab (~55 MiB)
+        # and pages of the dropped buffer that Chrome's allocator has not returned yet, even after
+        # the task's collectGarbage (up to ~120 MiB of rise seen, and once, in ci163, ~190 MiB:
+        # a PSS rise of 242 MiB against the kernel's 374)
+        assert kernel_rise - pss_rise > 100 * MIB, "the PSS samples were meant to miss the spike"
         assert "peak_missed_by_sampler" in res["quality_flags"]
 
 
