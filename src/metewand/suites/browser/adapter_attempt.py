@@ -43,7 +43,7 @@ from metewand.suites.browser.adapter_payload import (
     build_payload,
     server_graded,
 )
-from metewand.suites.browser.adapter_row import adapter_isolation, driver_block
+from metewand.suites.browser.adapter_row import ADAPTER_ISOLATION, adapter_isolation, driver_block
 from metewand.suites.browser.adapter_server import (
     AdapterRunner,
     PerAttemptAdapter,
@@ -229,13 +229,7 @@ async def run_adapter_attempt(
     started = time.monotonic()
     found = resolve(path.key)
     binding = binding_for(task, endpoint.name, path.catalog_key)
-    run: AdapterRun | None = None
-    mode: str | None = None
-    runner: AdapterRunner | None = None
-    cleanup: adapter_targets.TargetCleanup | None = None
-    cleared: state_clear.StateClear | None = None
-    isolation = adapter_isolation(None)  # where the adapter says its pages were
-    adapter_ended_ns = 0
+    drove = _Drove()
     checks: list[CheckResult] = []
     answer: Any = None
     if isinstance(found, DriverMissing):
@@ -244,33 +238,19 @@ async def run_adapter_attempt(
         verdict = classify.binding_missing(endpoint.name, path.key)
     else:
         payload = _payload(task, path, endpoint, ids, out_dir, binding)
-        runner, mode = await _runner(path, found, runner_for)
-        targets = known_targets if known_targets is not None else adapter_targets.KnownTargets()
-        before, age = await _targets_before(targets, endpoint, mark)
-        mark("adapter_run")
-        # with marks, the adapter's own marks (op_marks) split its run into its driver ops
-        run = await runner.run(
-            payload,
-            payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S,
-            out_dir / ADAPTER_STDERR_FILE,
-            phases.sink() if phases is not None else None,
-        )
-        adapter_ended_ns = time.monotonic_ns()
-        if phases is not None and run.op_marks is not None:
-            phases.took_driver_marks(run.op_marks)
-        cleanup = await _targets_after(targets, endpoint, run, (before, age), mark)
-        isolation = adapter_isolation(run)
-        cleared = await _state_after(isolation, ids, endpoint, mark, clears)
+        slot = _SlotState(runner_for, known_targets, clears)
+        drove = await _drive(path, found, payload, endpoint, ids, out_dir, phases, mark, slot)
+        assert drove.run is not None
         mark("grade")
-        verdict, checks, answer = await grade_adapter_run(task, run, endpoint.name, ids)
+        verdict, checks, answer = await grade_adapter_run(task, drove.run, endpoint.name, ids)
     if phases is not None:
         phases.finish()
     duration_ms = int((time.monotonic() - started) * 1000)
+    run = drove.run
     if run is not None and engine_health is not None:
-        verdict = await _engine_checked(verdict, engine_health, run, adapter_ended_ns)
+        verdict = await _engine_checked(verdict, engine_health, run, drove.ended_ns)
     metrics = _metrics(run)
-    if isolation == "shared" and cleared is not None and cleared.cleared:
-        isolation = "cleared"
+    isolation = drove.isolation()
     result = AttemptResult.of(
         verdict,
         checks=tuple(c.to_json() for c in checks),
@@ -282,13 +262,80 @@ async def run_adapter_attempt(
         isolation=isolation,
         row_fields={
             "isolation": isolation,  # over the base row's (--isolation, for raw CDP tasks)
-            **driver_block(path, found, run, runner, mode, cleanup, ids.isolation),
-            "state_clear": cleared.to_json() if cleared is not None else None,
+            **driver_block(
+                path, found, run, drove.runner, drove.mode, drove.cleanup, ids.isolation
+            ),
+            "state_clear": drove.cleared.to_json() if drove.cleared is not None else None,
             # checks the adapter reported that the task does not declare: shown, never graded
             "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
         },
     )
     return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
+
+
+@dataclass(frozen=True)
+class _SlotState:
+    """What the slot carries from one adapter attempt to the next."""
+
+    runner_for: RunnerFor | None
+    known_targets: adapter_targets.KnownTargets | None
+    clears: state_clear.KeptClears | None
+
+
+@dataclass
+class _Drove:
+    """What driving the adapter left: its run (None: none started), the runner and its mode,
+    the pages closed after it, the engine's state cleared after it, when it ended."""
+
+    run: AdapterRun | None = None
+    runner: AdapterRunner | None = None
+    mode: str | None = None
+    cleanup: adapter_targets.TargetCleanup | None = None
+    cleared: state_clear.StateClear | None = None
+    ended_ns: int = 0
+    said: str = ADAPTER_ISOLATION  # where the adapter says its pages were
+
+    def isolation(self) -> str:
+        """Where the attempt's pages were: the adapter's word, ``cleared`` once a default
+        context it used was cleared after it."""
+        done = self.cleared is not None and self.cleared.cleared
+        return "cleared" if self.said == "shared" and done else self.said
+
+
+async def _drive(
+    path: DriverPath,
+    found: FoundDriver,
+    payload: dict[str, Any],
+    endpoint: EngineEndpoint,
+    ids: AdapterAttempt,
+    out_dir: Path,
+    phases: AttemptPhases | None,
+    mark: Mark,
+    slot: _SlotState,
+) -> _Drove:
+    """The adapter's run, with the engine's targets listed before it, the pages a broken one
+    left closed after it, and the engine's state cleared after it."""
+    drove = _Drove()
+    drove.runner, drove.mode = await _runner(path, found, slot.runner_for)
+    targets = slot.known_targets
+    if targets is None:
+        targets = adapter_targets.KnownTargets()
+    before, age = await _targets_before(targets, endpoint, mark)
+    mark("adapter_run")
+    # with marks, the adapter's own marks (op_marks) split its run into its driver ops
+    run = drove.run = await drove.runner.run(
+        payload,
+        payload["task_timeout_ms"] / 1000 + DEADLINE_MARGIN_S,
+        out_dir / ADAPTER_STDERR_FILE,
+        phases.sink() if phases is not None else None,
+    )
+    drove.ended_ns = time.monotonic_ns()
+    if phases is not None and run.op_marks is not None:
+        phases.took_driver_marks(run.op_marks)
+    drove.cleanup = await _targets_after(targets, endpoint, run, (before, age), mark)
+    drove.said = adapter_isolation(run)
+    drove.cleared = await _state_after(drove.said, ids, endpoint, mark, slot.clears)
+    return drove
 
 
 async def _targets_before(

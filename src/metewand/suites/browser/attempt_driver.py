@@ -28,6 +28,7 @@ from metewand.runtime import rundir
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.phase_marks import AttemptPhases
 from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
+from metewand.suites.browser.run_config import DEFAULT_DRIVER_ISOLATION
 
 if TYPE_CHECKING:
     from metewand.suites.browser.adapter_server import AdapterRunner
@@ -146,7 +147,7 @@ class DriverContext:
     known_targets: KnownTargets | None = None
     # the slot's kept connections for clearing an engine's state after an adapter attempt
     state_clears: KeptClears | None = None
-    driver_isolation: str = "context"  # --driver-isolation (what adapters are asked for)
+    driver_isolation: str = DEFAULT_DRIVER_ISOLATION  # --driver-isolation
 
 
 class AttemptDriver(Protocol):

@@ -168,11 +168,6 @@ async def _closed(client: CdpClient | None) -> None:
             await client.close()
 
 
-# the default-context page each engine process's clears go through (its browser endpoint ->
-# the page's target id): listing the targets again at every clear costs a round trip
-_pages: dict[str, str] = {}
-
-
 async def _clear(
     client: CdpClient, origins: tuple[str, ...], record: StateClear, session: str | None = None
 ) -> str:
@@ -237,14 +232,8 @@ def _session_calls(
 
 
 async def _attached_page(client: CdpClient, record: StateClear) -> str:
-    """A session on a default-context page: the one used last time on this engine process, or
-    one listed now (made when there is none)."""
-    known = _pages.get(client.ws_url)
-    if known is not None:
-        try:
-            return await _attach(client, known)
-        except CdpError:  # closed since: list again
-            _pages.pop(client.ws_url, None)
+    """A session on a default-context page, listed now (made when there is none). A kept
+    connection keeps the session, so this runs once per engine process there."""
     targets, contexts = await asyncio.gather(
         client.send("Target.getTargets", {}, timeout=CLEAR_TIMEOUT_S),
         client.send("Target.getBrowserContexts", {}, timeout=CLEAR_TIMEOUT_S),
@@ -253,12 +242,6 @@ async def _attached_page(client: CdpClient, record: StateClear) -> str:
     if page is None:
         made = await client.send("Target.createTarget", {"url": "about:blank"})
         page, record.made_page = str(made.get("targetId")), True
-    session = await _attach(client, page)
-    _pages[client.ws_url] = page
-    return session
-
-
-async def _attach(client: CdpClient, page: str) -> str:
     attached = await client.send(
         "Target.attachToTarget", {"targetId": page, "flatten": True}, timeout=CLEAR_TIMEOUT_S
     )
