@@ -4,6 +4,7 @@ group removed under the probe gives unavailable figures, never an exception."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -12,8 +13,9 @@ from collections.abc import Iterator
 import pytest
 
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
-from metewand.measure.mark_probe import CgroupProbe, ProcProbe, probe_of
+from metewand.measure.mark_probe import CgroupProbe, KeptProbes, ProcProbe, probe_of
 from metewand.measure.phases import counters_of
+from metewand.suites.browser.phase_marks import AttemptPhases
 
 MiB = 1 << 20
 # burns CPU until stdin says otherwise; "fill N" holds N MiB (touched) until "free"
@@ -156,3 +158,54 @@ def test_the_proc_fallback_walks_once_at_the_mark_and_has_no_window_peak() -> No
     finally:
         child.kill()
         child.wait()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _attempt(
+    accounting: TreeAccounting, kept: KeptProbes, child: subprocess.Popen[str], mib: int
+) -> dict[str, object]:
+    """One attempt's marks: a phase that holds ``mib`` MiB at its end, then its record."""
+    phases = AttemptPhases(accounting, "steps", concurrent=False, probes=kept)
+    phases.begin()
+    phases.mark("fill")
+    _tell(child, f"fill {mib}")
+    phases.mark("free")
+    _tell(child, "free")
+    phases.finish()
+    record = phases.to_json()["engine"]
+    assert isinstance(record, dict)
+    return {p["name"]: p for p in record["phases"]}
+
+
+def test_kept_probes_open_a_groups_files_once_for_every_attempt_and_close_with_their_owner(
+    group: tuple[TreeAccounting, subprocess.Popen[str]],
+) -> None:
+    accounting, child = group
+    kept = KeptProbes()
+    before = _open_fds()
+    try:
+        first = _attempt(accounting, kept, child, 64)
+        opened = _open_fds()
+        second = _attempt(accounting, kept, child, 8)
+        # the engine group's files and the harness's statm stay open: not closed by the first
+        # attempt's record, not opened again by the second
+        assert opened > before
+        assert _open_fds() == opened
+        assert kept.probe(accounting) is kept.probe(accounting)
+    finally:
+        kept.close()
+    assert _open_fds() == before
+    for phases in (first, second):
+        assert phases["fill"]["cpu_time_ns"]["status"] == "complete"  # the child burns throughout
+        assert phases["fill"]["cpu_time_ns"]["value"] > 0
+    # the kept descriptors read each attempt's own memory: the rise of its own fill...
+    assert first["fill"]["memory_rise_bytes"]["value"] >= 60 * MiB
+    assert 4 * MiB <= second["fill"]["memory_rise_bytes"]["value"] <= 30 * MiB
+    if first["fill"]["memory_peak_bytes"]["status"] == "complete":
+        # ...and the high-water restarted at each mark, not carried over from the attempt before
+        assert first["fill"]["memory_peak_bytes"]["value"] >= 64 * MiB
+        peak = second["fill"]["memory_peak_bytes"]["value"]
+        assert peak <= first["fill"]["memory_peak_bytes"]["value"] - 40 * MiB

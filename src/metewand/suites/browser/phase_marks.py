@@ -41,13 +41,14 @@ from typing import Any, Final
 
 from metewand.measure.accounting import CpuReading, TreeAccounting
 from metewand.measure.forms import Measurement, Reason, Status, complete
-from metewand.measure.mark_probe import CgroupProbe, MarkProbe, probe_of
+from metewand.measure.mark_probe import CgroupProbe, KeptProbes, MarkProbe, probe_of
 from metewand.measure.phases import Counters, PhaseClock
 from metewand.suites.browser.op_marks import MarkSink
 
 SCHEMA: Final = "metewand_browser_attempt_phases/1"
 SOURCE: Final = "browser_attempt"
 ROLES: Final = ("engine", "harness")
+HARNESS: Final = "harness"  # the harness clock's role, and its kept probe's key
 HARNESS_PARTS: Final = ("cdp_client", "driver", "grader", "fixture_server", "observer_threads")
 _PAGE_BYTES: Final = os.sysconf("SC_PAGE_SIZE")
 _ONE_PROCESS: Final = complete(1)  # the harness is one process
@@ -144,29 +145,44 @@ class AttemptPhases:
     """One attempt's two clocks; ``mark`` is what the attempt's code calls at each boundary."""
 
     def __init__(
-        self, engine_group: TreeAccounting | None, granularity: str, concurrent: bool
+        self,
+        engine_group: TreeAccounting | None,
+        granularity: str,
+        concurrent: bool,
+        probes: KeptProbes | None = None,
     ) -> None:
+        """``probes``: where the run keeps its probes open from one attempt to the next (closed
+        with the run's groups); without it the attempt opens its own and ``to_json`` closes
+        them."""
         self.granularity = granularity
         self.concurrent = concurrent
         self._clocks: dict[str, PhaseClock] = {}
         self._missing: dict[str, str] = {}
         self._records: dict[str, dict[str, Any]] = {}
         self._finished = False
-        self._probes: list[MarkProbe] = []
+        self._probes: list[MarkProbe] = []  # the attempt's own, closed with it
         self.driver_marks: dict[str, Any] | None = None  # lines from the adapter (op_marks)
         self._engine_reads: EngineReads | None = None
         if engine_group is None:
             self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
         else:
-            probe = probe_of(engine_group)
-            self._clocks["engine"] = self._clock(probe)
-            if isinstance(probe, CgroupProbe):
-                self._engine_reads = EngineReads(probe, self._clocks["engine"])
-        self._clocks["harness"] = self._clock(HarnessProbe())
+            engine_probe = (
+                self._owned(probe_of(engine_group))
+                if probes is None
+                else probes.probe(engine_group)
+            )
+            self._clocks["engine"] = PhaseClock.of_probe(engine_probe, SOURCE)
+            if isinstance(engine_probe, CgroupProbe):
+                self._engine_reads = EngineReads(engine_probe, self._clocks["engine"])
+        harness = (
+            self._owned(HarnessProbe()) if probes is None else probes.kept(HARNESS, HarnessProbe)
+        )
+        self._clocks["harness"] = PhaseClock.of_probe(harness, SOURCE)
 
-    def _clock(self, probe: MarkProbe) -> PhaseClock:
+    def _owned(self, probe: MarkProbe) -> MarkProbe:
+        """``probe``, the attempt's own: ``close`` closes it."""
         self._probes.append(probe)
-        return PhaseClock.of_probe(probe, SOURCE)
+        return probe
 
     def begin(self) -> None:
         for clock in self._clocks.values():

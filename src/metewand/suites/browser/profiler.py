@@ -21,6 +21,7 @@ from metewand import canonical
 from metewand.measure import subreaper
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
 from metewand.measure.host import HostTelemetry
+from metewand.measure.mark_probe import KeptProbes
 from metewand.measure.pss import PssScanner
 from metewand.measure.quiet import CpuNs
 from metewand.measure.sampler import FaultHook, Sampler
@@ -74,6 +75,8 @@ class ResourceProfiler(EngineGroups):
         # One scanner per group for the whole run: its reader threads start once, and the last
         # end scan's per-process values can answer the next baseline scan when nothing moved.
         self._scanners: dict[tuple[int, str], PssScanner] = {}
+        # phase marks' probes, their files open from one attempt to the next
+        self._mark_probes = KeptProbes()
         self._fault_hook = _fault_hook_from_env()
         self._attached: dict[tuple[int, str], int | None] = {}
         self._host: HostTelemetry | None = None
@@ -184,7 +187,11 @@ class ResourceProfiler(EngineGroups):
             group, self.options.sample_interval_ms, scanner=scanner, fault_hook=self._fault_hook
         )
 
+    def mark_probes(self) -> KeptProbes:
+        return self._mark_probes
+
     def close(self) -> None:
+        self._mark_probes.close()  # before the groups whose files they hold
         for scanner in self._scanners.values():
             scanner.close()
         self._scanners.clear()

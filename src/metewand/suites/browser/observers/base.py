@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from metewand.measure.accounting import TreeAccounting
+from metewand.measure.mark_probe import KeptProbes
 from metewand.measure.quiet import CpuNs
 
 if TYPE_CHECKING:
@@ -57,6 +58,11 @@ class EngineGroups:
         self, worker: int, engine: str, process: EngineProcess
     ) -> TreeAccounting | None:
         """The engine's accounting group, for the attempt's phase marks; None: no group."""
+        return None
+
+    def mark_probes(self) -> KeptProbes | None:
+        """Where phase marks keep their probes open from one attempt to the next (closed with
+        the groups); None: each attempt opens and closes its own."""
         return None
 
 

@@ -28,7 +28,8 @@ class PhaseMarks(Observer):
         setup = self.setup
         group = setup.groups.engine_group(setup.worker, setup.planned.engine, setup.process)
         granularity = setup.driver.phase_granularity(setup.planned.task)
-        self.marks = AttemptPhases(group, granularity, concurrent=setup.config.jobs > 1)
+        concurrent = setup.config.jobs > 1
+        self.marks = AttemptPhases(group, granularity, concurrent, setup.groups.mark_probes())
 
     def end(self, ended: AttemptEnd) -> Observed:
         assert self.marks is not None
