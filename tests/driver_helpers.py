@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from browser_engine_fixtures import resolved_or_skip
-from metewand.suites.browser.adapter_attempt import graded_view
+from metewand.suites.browser.adapter_grade import graded_view
 from metewand.suites.browser.adapter_payload import AttemptIds, EngineEndpoint, build_payload
 from metewand.suites.browser.adapter_server import AdapterRunner
 from metewand.suites.browser.adapters import AdapterCommand, AdapterRun, run_adapter
