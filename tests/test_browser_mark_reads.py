@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from metewand.measure.accounting import TreeAccounting, open_accounting
-from metewand.measure.mark_probe import CgroupProbe
+from metewand.measure.mark_probe import CgroupProbe, KeptProbes
 from metewand.runtime.schemas import violations
 from metewand.suites.browser import op_marks
 from metewand.suites.browser.phase_marks import AttemptPhases
@@ -179,10 +179,12 @@ def test_the_plan_names_the_files_a_mark_reads_in_its_order() -> None:
     here, decodes to the figures ``snap()``'s decode gives."""
     group = _group_or_skip("mark-reads-plan")
     try:
-        phases = AttemptPhases(group, "adapter_run", concurrent=False)
+        kept = KeptProbes()
+        phases = AttemptPhases(group, "adapter_run", concurrent=False, probes=kept)
         reads = phases.sink().reads
         assert reads is not None
-        probe = next(p for p in phases._probes if isinstance(p, CgroupProbe))
+        probe = kept.probe(group)  # the attempt's engine probe, which the run keeps
+        assert isinstance(probe, CgroupProbe)
         raw: list[bytes | OSError] = []
         for entry in reads.plan:
             with open(entry["path"], "rb") as file:
@@ -194,7 +196,7 @@ def test_the_plan_names_the_files_a_mark_reads_in_its_order() -> None:
         assert mine.process_count == theirs.process_count
         with pytest.raises(ValueError):
             probe.snapshot_of(1, raw[1:])
-        phases.close()
+        kept.close()
     finally:
         group.close()
 

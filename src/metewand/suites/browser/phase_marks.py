@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from metewand.measure.accounting import CpuReading, TreeAccounting
 from metewand.measure.forms import Measurement, Reason, Status, complete
-from metewand.measure.mark_probe import CgroupProbe, KeptProbes, MarkProbe, probe_of
+from metewand.measure.mark_probe import CgroupProbe, KeptProbes
 from metewand.measure.phases import Counters, PhaseClock
 from metewand.suites.browser.op_marks import MarkSink
 
@@ -152,7 +152,7 @@ class AttemptPhases:
         probes: KeptProbes | None = None,
     ) -> None:
         """``probes``: where the run keeps its probes open from one attempt to the next (closed
-        with the run's groups); without it the attempt opens its own and ``to_json`` closes
+        with the run's groups); without it the attempt keeps its own, and ``to_json`` closes
         them."""
         self.granularity = granularity
         self.concurrent = concurrent
@@ -160,29 +160,19 @@ class AttemptPhases:
         self._missing: dict[str, str] = {}
         self._records: dict[str, dict[str, Any]] = {}
         self._finished = False
-        self._probes: list[MarkProbe] = []  # the attempt's own, closed with it
+        kept = probes if probes is not None else KeptProbes()
+        self._own_probes = kept if probes is None else None  # closed with the attempt
         self.driver_marks: dict[str, Any] | None = None  # lines from the adapter (op_marks)
         self._engine_reads: EngineReads | None = None
         if engine_group is None:
             self._missing["engine"] = Reason.ACCOUNTING_UNAVAILABLE.value
         else:
-            engine_probe = (
-                self._owned(probe_of(engine_group))
-                if probes is None
-                else probes.probe(engine_group)
-            )
+            engine_probe = kept.probe(engine_group)
             self._clocks["engine"] = PhaseClock.of_probe(engine_probe, SOURCE)
             if isinstance(engine_probe, CgroupProbe):
                 self._engine_reads = EngineReads(engine_probe, self._clocks["engine"])
-        harness = (
-            self._owned(HarnessProbe()) if probes is None else probes.kept(HARNESS, HarnessProbe)
-        )
-        self._clocks["harness"] = PhaseClock.of_probe(harness, SOURCE)
-
-    def _owned(self, probe: MarkProbe) -> MarkProbe:
-        """``probe``, the attempt's own: ``close`` closes it."""
-        self._probes.append(probe)
-        return probe
+        harness = kept.kept(HARNESS, HarnessProbe)
+        self._clocks[HARNESS] = PhaseClock.of_probe(harness, SOURCE)
 
     def begin(self) -> None:
         for clock in self._clocks.values():
@@ -214,10 +204,10 @@ class AttemptPhases:
             clock.finish()
 
     def close(self) -> None:
-        """Release the probes' descriptors (``to_json`` does, once it has decoded)."""
-        for probe in self._probes:
-            probe.close()
-        self._probes = []
+        """Release the attempt's own probes' descriptors (``to_json`` does, once it has
+        decoded); the run's kept probes stay open."""
+        if self._own_probes is not None:
+            self._own_probes.close()
 
     def to_json(self) -> dict[str, Any]:
         if self._finished and not self._records:
