@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from browser_engine_fixtures import REAL_ENGINES, running_engine
 from metewand.suites.browser.cdp import (
@@ -20,6 +22,8 @@ from metewand.suites.browser.cdp import (
     CdpError,
     CdpLogRecorder,
     CdpTimeout,
+    _message_text,
+    _parsed,
     close_target,
     new_page_target,
 )
@@ -205,6 +209,73 @@ def test_flattened_session_navigation_and_event_buffer(engine: EngineProcess) ->
         assert await close_target(client, page) == []
 
     run(engine, body)
+
+
+def test_a_reply_orjson_refuses_is_read_as_the_standard_library_reads_it(
+    engine: EngineProcess, tmp_path: Path
+) -> None:
+    # a page's string may hold a lone surrogate, which the engine sends as a \\ud800 escape:
+    # orjson refuses it, and the message is read (and logged) all the same
+    log = CdpLogRecorder()
+
+    async def body(client: CdpClient) -> None:
+        page = await new_page_target(client)
+        lone = await client.send(
+            "Runtime.evaluate",
+            {"expression": "String.fromCharCode(0xd800) + 'x'", "returnByValue": True},
+            session_id=page.session_id,
+        )
+        assert lone["result"]["value"] == "\ud800x"
+        plain = await client.send(
+            "Runtime.evaluate",
+            {"expression": "[0.1, 2 ** 60, 'é']", "returnByValue": True},
+            session_id=page.session_id,
+        )
+        assert plain["result"]["value"] == [0.1, 2**60, "é"]
+        assert await close_target(client, page) == []
+
+    run(engine, body, log)
+    log.write_jsonl(tmp_path / "cdp.jsonl")  # the lone surrogate is logged, not lost
+    assert "\\ud800x" in (tmp_path / "cdp.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"id":1,"v":NaN}',
+        '{"id":1,"v":123456789012345678901234567890}',
+        '{"id":1,"v":[18446744073709552000, 9223372036854775807]}',
+        '{"id":1,"v":-9223372036854775809}',
+        '{"s":"\\ud800"}',
+    ],
+)
+def test_what_orjson_cannot_read_the_standard_library_reads(text: str) -> None:
+    assert repr(_parsed(text)) == repr(json.loads(text))
+
+
+_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json_values)
+def test_a_message_is_read_as_the_standard_library_reads_it(value: Any) -> None:
+    text = json.dumps({"id": 1, "result": value})  # NaN and Infinity as the standard library
+    assert repr(_parsed(text)) == repr(json.loads(text))
+
+
+def test_what_orjson_cannot_write_the_standard_library_writes() -> None:
+    message = {"id": 1, "method": "M", "params": {"big": 2**70, "x": 0.5}}
+    assert json.loads(_message_text(message)) == message
 
 
 def test_context_isolation_gives_each_attempt_its_own_context(engine: EngineProcess) -> None:

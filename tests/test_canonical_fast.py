@@ -47,10 +47,27 @@ values = st.recursive(
 )
 
 
+@pytest.fixture(params=["json", "orjson"], autouse=True)
+def encoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs on both writers of the fast path: the standard library's encoder (a
+    worker's) and orjson (a run's, ``canonical.use_orjson``)."""
+    monkeypatch.setattr(canonical, "_orjson", None)
+    if request.param == "orjson":
+        assert canonical.use_orjson()
+    return str(request.param)
+
+
 @settings(max_examples=300, deadline=None)
 @given(values)
 def test_fast_path_equals_rfc8785(value: Any) -> None:
     assert canonical.dumps(value) == rfc8785.dumps(value)
+
+
+def test_a_value_nested_deeper_than_orjson_goes_is_written_all_the_same() -> None:
+    value: Any = 1.5e-7
+    for _ in range(300):  # orjson refuses more than 254 levels; the standard library's does not
+        value = [value]
+    assert canonical._fast_dumps(value) == rfc8785.dumps(value)
 
 
 def test_random_float_bit_patterns_are_written_as_ecmascript_does() -> None:

@@ -92,17 +92,18 @@ def test_every_option_of_the_table_is_a_click_option_with_help() -> None:
     assert all(o.help for o in OPTIONS)
 
 
-def test_the_console_script_runs_measure_without_click(tmp_path: Path) -> None:
+def test_the_console_script_runs_measure_without_click_or_orjson(tmp_path: Path) -> None:
+    # both cost start-up (item 6 of issue 24): measure's fixed cost is held under 80 ms
     probe = (
         "import sys\nfrom metewand.cli.entry import main\n"
         "sys.argv = ['metewand', 'measure', '--json', '--', 'true']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('click' in sys.modules, file=sys.stderr)\n"
+        "print('click' in sys.modules, 'orjson' in sys.modules, file=sys.stderr)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
-    assert done.stderr.strip().splitlines()[-1] == "False", done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "False False", done.stderr
     bad = subprocess.run(
         [str(Path(sys.executable).with_name("metewand")), "measure", "--runs", "0", "--", "true"],
         capture_output=True,

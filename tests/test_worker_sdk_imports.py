@@ -10,7 +10,7 @@ import sys
 
 from metewand import canonical
 
-NOT_AT_START_UP = ("typing", "rfc8785", "collections.abc", "numpy", "click")
+NOT_AT_START_UP = ("typing", "rfc8785", "collections.abc", "numpy", "click", "orjson")
 PROBE = f"""
 import sys
 import metewand.worker

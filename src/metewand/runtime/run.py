@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from metewand import canonical
 from metewand.errors import (
     BENCHMARK_FAILURES,
     INTERRUPTED,
@@ -313,6 +314,9 @@ def start(starter: RunStarter, request: RunRequest) -> RunOutcome:
 
     One interrupt contract for every suite: Ctrl-C or SIGTERM (from the directory's opening on)
     is an outcome (130), never an exception that reaches the command."""
+    # a run writes thousands of canonical records (rows, CDP logs, artifacts); a worker, which
+    # writes a few, keeps the standard library's encoder and its shorter start-up
+    canonical.use_orjson()
     run_dir = request.resume
     if run_dir is None and request.run_id is not None:
         run_dir = rundir.new_run_dir(request.out_dir, request.run_id)
