@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from metewand.measure.accounting import AccountingUnavailable, TreeAccounting, open_accounting
-from metewand.measure.mark_probe import CgroupProbe, KeptProbes, ProcProbe, probe_of
+from metewand.measure.mark_probe import CgroupProbe, KeptProbes, ProcProbe, _decode_cpu, probe_of
 from metewand.measure.phases import counters_of
 from metewand.suites.browser.phase_marks import AttemptPhases
 
@@ -209,3 +209,11 @@ def test_kept_probes_open_a_groups_files_once_for_every_attempt_and_close_with_t
         assert first["fill"]["memory_peak_bytes"]["value"] >= 64 * MiB
         peak = second["fill"]["memory_peak_bytes"]["value"]
         assert peak <= first["fill"]["memory_peak_bytes"]["value"] - 40 * MiB
+
+
+def test_cpu_stat_is_read_by_name_when_its_first_lines_are_not_the_usual_three() -> None:
+    usual = b"usage_usec 30\nuser_usec 20\nsystem_usec 10\nnr_periods 0\n"
+    moved = b"nr_periods 0\nsystem_usec 10\nuser_usec 20\nusage_usec 30\n"
+    for raw in (usual, moved):
+        cpu = _decode_cpu(raw, "cgroup2:cpu.stat")
+        assert (cpu.total.value, cpu.user.value, cpu.system.value) == (30_000, 20_000, 10_000)

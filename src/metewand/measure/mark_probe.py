@@ -350,11 +350,22 @@ def _decode_cpu(raw: bytes, source: str) -> CpuReading:
         user, system = v1_split_ns(lines[:-1])
         total = int(lines[-1])
     else:  # cgroup2 cpu.stat, in microseconds
-        values = dict(line.split() for line in lines if line)
-        total, user, system = (
-            int(values[k]) * 1000 for k in (b"usage_usec", b"user_usec", b"system_usec")
-        )
+        total, user, system = _v2_cpu_ns(lines)
     return CpuReading(complete(total, source), complete(user, source), complete(system, source))
+
+
+_V2_HEAD: Final = (b"usage_usec", b"user_usec", b"system_usec")
+
+
+def _v2_cpu_ns(lines: list[bytes]) -> tuple[int, int, int]:
+    """cgroup2 cpu.stat's usage, user and system in ns. The kernel writes those three first,
+    in this order: read them where they are, and look for them by name only otherwise."""
+    head = [line.split() for line in lines[:3]]
+    if [pair[0] for pair in head if pair] == list(_V2_HEAD):
+        return int(head[0][1]) * 1000, int(head[1][1]) * 1000, int(head[2][1]) * 1000
+    values = dict(line.split() for line in lines if line)
+    total, user, system = (int(values[k]) * 1000 for k in _V2_HEAD)
+    return total, user, system
 
 
 def _unreadable(monotonic_ns: int, reason: Reason, source: str) -> Counters:
