@@ -44,6 +44,7 @@ from typing import Any
 from distributed import WorkerPlugin, get_worker
 from distributed.exceptions import Reschedule
 
+from metewand import canonical
 from metewand.measure.host import HostTelemetry
 from metewand.runtime import provenance
 from metewand.runtime import suite as suite_registry
@@ -179,6 +180,7 @@ class SlotPlugin(WorkerPlugin):
 
     async def setup(self, worker: Any) -> None:
         quiet_heartbeat_loss()
+        canonical.use_orjson()  # the worker writes its units' artifacts as a local run does
         self._worker_address = worker.address
         self._worker_name = str(worker.name)
         set_worker_place(

