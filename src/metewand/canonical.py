@@ -16,9 +16,11 @@ with string keys inside the Basic Multilingual Plane (UTF-16 and code-point key 
 there), lists and tuples, strings (both escape exactly ``"``, ``\\`` and control characters, in
 the same short and ``\\u00xx`` forms), integers within the safe range, booleans, null and
 finite floats that are not integral beyond it; then ``json.dumps`` writes it with sorted keys
-and no whitespace (or orjson, which writes those values byte for byte alike, in a process that
-asked for it with ``use_orjson``; there the floats to rewrite go in as fragments instead). A float whose Python repr differs from ECMAScript's number form (an
+and no whitespace. A float whose Python repr differs from ECMAScript's number form (an
 exponent, or a trailing ``.0``) is rewritten in the text, outside strings, by ``_es_number``.
+In a process that asked for it (``use_orjson``), orjson writes instead: byte for byte what
+``json.dumps`` writes on those values, with the floats to rewrite put in as fragments of their
+ECMAScript form.
 Anything else (a subclass, a key that is not a string or holds a character beyond U+FFFF, a big
 integer, a float outside the domain, a lone surrogate) takes the reference implementation,
 rfc8785, after the domain checks that name its errors. rfc8785 writes a row of a browser
