@@ -542,13 +542,15 @@ def main() -> None:
     cells = []
     with tempfile.TemporaryDirectory(prefix="mw-harness-vs-peer-") as tmp:
         work = args.keep.resolve() if args.keep else Path(tmp)
-        turn = 0
         for round_ in range(args.rounds):
-            for subset, engine in cells_of(args):
-                cell = measure_cell(args, subset, engine, turn, work, round_)
+            for index, (subset, engine) in enumerate(cells_of(args)):
+                # who goes first moves on by one from cell to cell and from round to round: a
+                # count over every cell would give each cell the same first runner in every
+                # round whenever a round's cells are a multiple of its runs (raw CDP: two
+                # engines, two runs, so ours always went first on Lightpanda)
+                cell = measure_cell(args, subset, engine, index + round_, work, round_)
                 print_cell(cell)
                 cells.append(cell)
-                turn += 1
     print_summary(cells)
     print_statuses(cells)
     if args.rounds > 1:
