@@ -140,17 +140,19 @@ def test_sigint_marks_interrupted_exit_130_no_engine_left(tmp_path: Path) -> Non
     out = tmp_path / "runs"
     args = _args(corpus, out)
     args[args.index("killed")] = "sigint"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "metewand", *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )
+    stderr = tmp_path / "stderr.txt"  # said on a failure: an exit other than 130 was seen once
+    with stderr.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "metewand", *args],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+        )
     try:
         _wait_rows(out / "sigint" / "results.jsonl", 3, proc)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 130
+        assert proc.wait(60) == 130, stderr.read_text(errors="replace")[-4000:]
     finally:
         if proc.poll() is None:
             proc.kill()
