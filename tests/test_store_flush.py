@@ -201,3 +201,58 @@ def test_notes_while_a_pass_is_pending_wake_the_thread_once_and_still_reach_the_
     finally:
         flusher.close()
         os.close(fd)
+
+
+def test_every_directory_that_gained_an_entry_reaches_the_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A published artifact dir's new parents are entries in their own parents: each of those
+    directories is synced too, or a power cut on a filesystem without a journal could keep a
+    row and lose the path to its artifacts."""
+    synced: list[str] = []
+    real = flusher_mod.fsync_dir
+
+    def fsync_dir(path: str) -> None:
+        real(path)
+        synced.append(str(Path(path).relative_to(store.run_dir)))
+
+    monkeypatch.setattr(flusher_mod, "fsync_dir", fsync_dir)
+    store = RunStore.create(tmp_path, "parents", {})
+    try:
+        store._flusher._interval_s = 30.0
+        for key in ("L1/s/t1/chrome/1", "L1/s/t1/chrome/2", "L1/s/t2/chrome/1"):
+            with store.artifact_dir(key) as staging:
+                (staging / "a.txt").write_text("x")
+            store.append({"key": key, "status": "pass", "attempt": 1})
+            store._flusher.flush()
+            assert (store.artifact_path(key) / "a.txt").read_text() == "x"
+            synced.append("|")
+    finally:
+        store.close()
+    passes = "\n".join(synced).split("\n|")
+    first, second, third = (sorted(filter(None, p.split("\n"))) for p in passes[:3])
+    # the first key made artifacts/ (an entry of the run dir's) and every level under it
+    assert first == [
+        ".",
+        "artifacts",
+        "artifacts/L1",
+        "artifacts/L1/s",
+        "artifacts/L1/s/t1",
+        "artifacts/L1/s/t1/chrome",
+    ]
+    assert second == ["artifacts/L1/s/t1/chrome"]  # only the attempt's entry is new
+    assert third == ["artifacts/L1/s", "artifacts/L1/s/t2", "artifacts/L1/s/t2/chrome"]
+
+
+def test_make_dirs_names_what_it_made(tmp_path: Path) -> None:
+    from metewand.runtime.rundir import make_dirs
+
+    deep = tmp_path / "a" / "b" / "c"
+    assert make_dirs(deep) == [deep, deep.parent, deep.parent.parent]
+    assert make_dirs(deep) == []
+    assert make_dirs(deep / "d") == [deep / "d"]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(FileExistsError):
+        make_dirs(tmp_path / "file")
+    with pytest.raises(NotADirectoryError):
+        make_dirs(tmp_path / "file" / "under")

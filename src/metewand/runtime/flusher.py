@@ -6,8 +6,9 @@ crash) loses nothing. Only the machine losing power or its kernel can lose what 
 had not written yet; ``fsync`` guards against that, and it is what made an attempt's wall
 between attempts wait on the disk (a result-file ``fsync`` and a directory ``fsync`` each
 attempt: 5-35 ms each on this shared host, measured). The ``Flusher`` does the same ``fsync``\\s
-in a thread of its own: after a write is noted it syncs the directories renamed into since its
-last pass, then the results file, and then rests ``interval_s`` before the next pass, so a
+in a thread of its own: after a write is noted it syncs the directories that gained an entry
+since its last pass (an artifact dir's parent, and the parents of the directories made on the
+way to it), then the results file, and then rests ``interval_s`` before the next pass, so a
 burst of attempts costs one pass. ``flush()`` does a pass at once and returns when it is done
 (the store calls it before a state change and at close, so ``complete`` is never on disk ahead
 of the rows). The price: after a power cut, rows and artifact renames of the last

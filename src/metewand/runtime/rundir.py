@@ -361,6 +361,26 @@ def give_normal_mode(fd: int) -> None:
     os.fchmod(fd, 0o666 & ~process_umask())
 
 
+def make_dirs(path: Path) -> list[Path]:
+    """``mkdir -p path``; the directories it made, deepest first (none when it was there)."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not path.is_dir():
+            raise
+        return []
+    except FileNotFoundError:
+        if path.parent == path:
+            raise
+        made = make_dirs(path.parent)
+        try:
+            os.mkdir(path)
+        except FileExistsError:  # another writer made it meanwhile
+            return made
+        return [path, *made]
+    return [path]
+
+
 def fsync_dir(path: Path | str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -392,7 +412,12 @@ def write_atomic(path: Path | str, data: bytes) -> None:
 
 
 def publish_dir(
-    staging: Path | str, final: Path | str, *, replace: bool, sync_parent: bool = True
+    staging: Path | str,
+    final: Path | str,
+    *,
+    replace: bool,
+    sync_parent: bool = True,
+    made: list[Path] | None = None,
 ) -> bool:
     """Make the staged tree ``final`` whole with one rename, then fsync its parent: a reader (or
     a crash) sees no directory or the whole one, never a part. True when ``staging`` became it.
@@ -402,12 +427,16 @@ def publish_dir(
     so the redo wins. Without ``replace`` (a content-addressed cache), it is a concurrent
     writer's copy of the same content: it is kept and ``staging`` removed (False). ``staging``
     never outlives a failed publish. ``sync_parent=False`` leaves the parent's fsync to the
-    caller (the run store's group commit syncs it with the next batch of rows)."""
+    caller (the run store's group commit syncs it with the next batch of rows). ``made``
+    receives the directories made on the way to ``final``'s parent (their own parents gained
+    an entry, which a caller that syncs must sync too)."""
     import shutil
     import tempfile
 
     staging, final = Path(staging), Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    created = make_dirs(final.parent)
+    if made is not None:
+        made.extend(created)
     aside: Path | None = None
     if replace and final.exists():
         aside = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging.parent))
