@@ -42,6 +42,11 @@ where the peer's adapters open theirs, and the engine's cookies and storage clea
 attempt, inside its duration); ``shared`` clears nothing, as the peer does; ``context`` gives
 each attempt a browser context of its own, which on Chrome costs each attempt's first page a
 renderer start (docs/performance.md).
+
+It ends with the host's state: the CPU of a thread's first ``stat`` after a 200 ms pause,
+before and after the runs (``host_wake_cost.py``). On this sandbox that figure moved between
+~300 and ~600 µs within an hour, and every harness's in-run costs move with it; ratios taken
+side by side hold better than absolute figures when it is high.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import host_wake_cost
 import peer_harness
 import peer_statuses
 
@@ -539,6 +545,7 @@ def main() -> None:
     args.subset = args.subset or list(SUBSETS)
     peer_harness.prepare(args.peer, args.engines)
     print(f"our driver paths: --driver-isolation {args.driver_isolation}")
+    wake_before = host_wake_cost_us()
     cells = []
     with tempfile.TemporaryDirectory(prefix="mw-harness-vs-peer-") as tmp:
         work = args.keep.resolve() if args.keep else Path(tmp)
@@ -555,8 +562,21 @@ def main() -> None:
     print_statuses(cells)
     if args.rounds > 1:
         print_rounds(cells)
+    wake = {"before_us": wake_before, "after_us": host_wake_cost_us()}
+    print(
+        f"\nthe host's first stat after a 200 ms pause (host_wake_cost.py; ~5 us on a host that "
+        f"does not charge for resting): {wake['before_us']:.0f} us before the runs, "
+        f"{wake['after_us']:.0f} us after"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"cells": cells, "args": asdict_args(args)}, indent=1))
+        document = {"cells": cells, "args": asdict_args(args), "host_wake_cost": wake}
+        args.json.write_text(json.dumps(document, indent=1))
+
+
+def host_wake_cost_us() -> float:
+    """The host's state beside the ratios: what a thread pays to touch the kernel after 200 ms
+    at rest, as a harness does after each scene settle (median of 10)."""
+    return host_wake_cost.measure(0.2, 10, "/tmp")[0]
 
 
 def asdict_args(args: argparse.Namespace) -> dict[str, Any]:
