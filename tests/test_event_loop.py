@@ -4,6 +4,8 @@ before a run exists; and the loop carries what the harness puts on it (a pidfd w
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -72,9 +74,8 @@ def test_the_default_loop_waits_on_a_pidfd_and_reads_a_pipe() -> None:
             ["sh", "-c", "echo result; sleep 0.2"], stdout=subprocess.PIPE, stdin=None
         )
         assert process.popen.stdout is not None
-        loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
-        transport, _ = await loop.connect_read_pipe(
+        transport, _ = await event_loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), process.popen.stdout
         )
         line = await asyncio.wait_for(reader.readline(), 10)
@@ -86,3 +87,73 @@ def test_the_default_loop_waits_on_a_pidfd_and_reads_a_pipe() -> None:
 
     assert event_loop.describe().startswith("uvloop ")
     assert event_loop.run(child_line()) == (b"result\n", True, 0)
+
+
+class _ProbeReader(io.FileIO):
+    """A pipe end that, when closed, first takes two fresh descriptors (the lowest free
+    numbers: one its loop may just have freed) and checks after its own close that they are
+    still open (MagicStack/uvloop#763's probe)."""
+
+    stolen: bool | None = None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        fresh = os.pipe()
+        # EBADF: the number was closed before; what matters is whose it is now
+        with contextlib.suppress(OSError):
+            super().close()
+        try:
+            for fd in fresh:
+                os.fstat(fd)
+            _ProbeReader.stolen = False
+        except OSError:
+            _ProbeReader.stolen = True
+        finally:
+            for fd in fresh:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("loop_name", event_loop.CHOICES)
+def test_a_pipe_on_the_loop_is_closed_once_and_never_closes_another_descriptor(
+    loop_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uvloop closes a pipe's descriptor through libuv and then the file object's: a second
+    close of a number another thread may hold by then (it closed the store's directory
+    descriptor under the flusher's fsync in a CI run). Through ``event_loop``'s helpers the
+    numbers handed out after the close stay open, data still flows both ways, and no
+    descriptor is left open."""
+    monkeypatch.setenv(event_loop.ENV_VARIABLE, loop_name)
+    event_loop._choice.cache_clear()  # the choice is read once per process: read it again
+
+    async def round_trip() -> bytes:
+        read_fd, write_fd = os.pipe()
+        reader = asyncio.StreamReader()
+        read_end = _ProbeReader(read_fd, "rb")
+        into, _ = await event_loop.connect_write_pipe(
+            asyncio.Protocol, os.fdopen(write_fd, "wb", buffering=0)
+        )
+        out, _ = await event_loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), read_end
+        )
+        into.write(b"line\n")
+        line = await asyncio.wait_for(reader.readline(), 10)
+        into.close()
+        out.close()
+        await asyncio.sleep(0.05)  # the transports' close callbacks
+        return line
+
+    try:
+        before = _open_fds()
+        for _ in range(20):
+            _ProbeReader.stolen = None
+            assert event_loop.run(round_trip()) == b"line\n"
+            assert _ProbeReader.stolen is False
+        assert _open_fds() == before
+    finally:
+        event_loop._choice.cache_clear()

@@ -37,6 +37,7 @@ from metewand.measure.accounting import TreeAccounting
 from metewand.measure.forms import Measurement, Reason, complete, unavailable
 from metewand.measure.process import Process
 from metewand.runtime.owned import OwnedJournal
+from metewand.suites.browser import event_loop
 from metewand.suites.browser.adapters import (
     KILL_WAIT_S,
     STDOUT_LIMIT,
@@ -156,12 +157,11 @@ class LongLivedAdapter:
         if self.accounting is not None:
             self.accounting.attach(process.pid)
         assert process.popen.stdin is not None and process.popen.stdout is not None
-        loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=STDOUT_LIMIT + 1)
-        out, _ = await loop.connect_read_pipe(
+        out, _ = await event_loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), process.popen.stdout
         )
-        into, _ = await loop.connect_write_pipe(asyncio.Protocol, process.popen.stdin)
+        into, _ = await event_loop.connect_write_pipe(asyncio.Protocol, process.popen.stdin)
         self.process, self._reader, self._into, self._out = process, reader, into, out
         self.starts += 1
         return process

@@ -44,6 +44,7 @@ from metewand.measure.accounting import (
 from metewand.measure.forms import Measurement
 from metewand.measure.process import Process
 from metewand.runtime.owned import OwnedJournal
+from metewand.suites.browser import event_loop
 from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.op_marks import MarkChannel, MarkSink, OpListener
 
@@ -407,17 +408,17 @@ async def _feed(pipe: IO[bytes], data: bytes) -> asyncio.WriteTransport:
     """Write the payload to the adapter's stdin on the loop and close it once written. An
     adapter that exits (or closes stdin) before reading it makes the write fail quietly: its
     exit tells why."""
-    loop = asyncio.get_running_loop()
-    transport, _ = await loop.connect_write_pipe(asyncio.Protocol, pipe)
+    transport, _ = await event_loop.connect_write_pipe(asyncio.Protocol, pipe)
     transport.write(data)
     transport.close()
     return transport
 
 
 async def _open_reader(pipe: IO[bytes]) -> tuple[asyncio.StreamReader, asyncio.BaseTransport]:
-    loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    transport, _ = await event_loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), pipe
+    )
     return reader, transport
 
 

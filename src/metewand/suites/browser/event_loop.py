@@ -16,7 +16,7 @@ import asyncio
 import functools
 import os
 from collections.abc import Callable, Coroutine
-from typing import Any, Final, TypeVar
+from typing import IO, Any, Final, TypeVar
 
 from metewand.errors import InvalidInput
 
@@ -60,3 +60,48 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on a loop of the chosen kind."""
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(coro)
+
+
+class _LibuvOwned:
+    """A pipe end handed to uvloop: its own duplicate of the descriptor, which libuv closes
+    when the transport closes. ``close()`` closes nothing. uvloop (0.22 and before,
+    MagicStack/uvloop#763) closes the descriptor through libuv and then calls the file object's
+    ``close()``, a second close of the same number; by then another thread may have been given
+    that number. In a run that was the store's flusher: its directory's descriptor closed under
+    its ``fsync`` (EBADF, "results could not be made durable")."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        """libuv closed the descriptor already."""
+
+
+def _for_loop(loop: asyncio.AbstractEventLoop, pipe: IO[bytes]) -> Any:
+    """What to hand the loop's ``connect_*_pipe``: on uvloop a duplicate that libuv alone
+    closes, the original closed here (once); on asyncio's loop the file object itself, which
+    the transport closes once."""
+    if not type(loop).__module__.startswith("uvloop"):
+        return pipe
+    own = os.dup(pipe.fileno())
+    pipe.close()
+    return _LibuvOwned(own)
+
+
+async def connect_read_pipe(
+    protocol_factory: Callable[[], asyncio.BaseProtocol], pipe: IO[bytes]
+) -> tuple[asyncio.ReadTransport, asyncio.BaseProtocol]:
+    """``loop.connect_read_pipe`` on the running loop, its descriptor closed exactly once."""
+    loop = asyncio.get_running_loop()
+    return await loop.connect_read_pipe(protocol_factory, _for_loop(loop, pipe))
+
+
+async def connect_write_pipe(
+    protocol_factory: Callable[[], asyncio.BaseProtocol], pipe: IO[bytes]
+) -> tuple[asyncio.WriteTransport, asyncio.BaseProtocol]:
+    """``loop.connect_write_pipe`` on the running loop, its descriptor closed exactly once."""
+    loop = asyncio.get_running_loop()
+    return await loop.connect_write_pipe(protocol_factory, _for_loop(loop, pipe))
