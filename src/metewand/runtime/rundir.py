@@ -417,7 +417,7 @@ def publish_dir(
     *,
     replace: bool,
     sync_parent: bool = True,
-    made: list[Path] | None = None,
+    gained: list[Path] | None = None,
 ) -> bool:
     """Make the staged tree ``final`` whole with one rename, then fsync its parent: a reader (or
     a crash) sees no directory or the whole one, never a part. True when ``staging`` became it.
@@ -426,17 +426,19 @@ def publish_dir(
     died after its artifacts but before its row): it is moved aside first and removed after,
     so the redo wins. Without ``replace`` (a content-addressed cache), it is a concurrent
     writer's copy of the same content: it is kept and ``staging`` removed (False). ``staging``
-    never outlives a failed publish. ``sync_parent=False`` leaves the parent's fsync to the
-    caller (the run store's group commit syncs it with the next batch of rows). ``made``
-    receives the directories made on the way to ``final``'s parent (their own parents gained
-    an entry, which a caller that syncs must sync too)."""
+    never outlives a failed publish. The directories that gained an entry are ``final``'s
+    parent and the parent of each directory made on the way to it (a new parent is an entry of
+    its own parent: on a filesystem without a journal, syncing only the last one could keep
+    ``final`` and lose the path to it). They are fsynced, or with ``sync_parent=False`` left to
+    the caller (the run store's group commit syncs them with the next batch of rows);
+    ``gained`` receives them."""
     import shutil
     import tempfile
 
     staging, final = Path(staging), Path(final)
-    created = make_dirs(final.parent)
-    if made is not None:
-        made.extend(created)
+    entries = [final.parent, *(made.parent for made in make_dirs(final.parent))]
+    if gained is not None:
+        gained.extend(entries)
     aside: Path | None = None
     if replace and final.exists():
         aside = Path(tempfile.mkdtemp(prefix="replaced-", dir=staging.parent))
@@ -455,7 +457,8 @@ def publish_dir(
         if aside is not None:
             shutil.rmtree(aside, ignore_errors=True)
     if sync_parent:
-        fsync_dir(final.parent)
+        for directory in entries:
+            fsync_dir(directory)
     return True
 
 

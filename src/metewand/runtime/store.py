@@ -340,10 +340,9 @@ def writer_active(run_dir: Path) -> bool:
 
 @contextlib.contextmanager
 def staged_artifact_dir(view: RunView, key: str, flusher: Flusher | None) -> Iterator[Path]:
-    """A private staging dir that becomes ``artifacts/<key>`` whole on success. The rename's
-    parent, and the parent of every directory made on the way, reach the disk with
-    ``flusher``'s next group commit, or at once without one (a process that shares the run but
-    not its store: a Dask worker)."""
+    """A private staging dir that becomes ``artifacts/<key>`` whole on success. The directories
+    that gained an entry (``publish_dir``) reach the disk with ``flusher``'s next group commit,
+    or at once without one (a process that shares the run but not its store: a Dask worker)."""
     final = view.artifact_path(key)
     staging_root = view.run_dir / STAGING_NAME
     staging_root.mkdir(exist_ok=True)
@@ -353,16 +352,11 @@ def staged_artifact_dir(view: RunView, key: str, flusher: Flusher | None) -> Ite
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    made: list[Path] = []  # the directories the publication made on the way
-    rundir.publish_dir(staging, final, replace=True, sync_parent=flusher is None, made=made)
-    # every directory that gained an entry: the final dir's parent, and the parent of each
-    # directory made on the way (a row whose dir's new parents were not synced could outlive
-    # them in a power cut on a filesystem without a journal, such as this host's ext4)
-    for directory in (final.parent, *(path.parent for path in made)):
-        if flusher is not None:
+    gained: list[Path] = []  # the directories that gained an entry (``publish_dir``)
+    rundir.publish_dir(staging, final, replace=True, sync_parent=flusher is None, gained=gained)
+    if flusher is not None:
+        for directory in gained:
             flusher.note(directory)
-        elif directory != final.parent:  # publish_dir synced final.parent itself
-            rundir.fsync_dir(directory)
 
 
 def _repair(run_dir: Path) -> None:
