@@ -50,6 +50,7 @@ from metewand.runtime.dask_worker import (
     host_summary_task,
     interrupt_task,
     plugin_name,
+    quiet_heartbeat_loss,
     run_unit_task,
     slot_owners,
 )
@@ -211,6 +212,7 @@ class DaskExecutor:
         self.close()
 
     def start(self) -> None:
+        quiet_heartbeat_loss()  # a scheduler killed mid-run is our one line, not distributed's stack
         if self.local_workers is not None:
             # the scheduler's HTTP endpoint (health, metrics; no dashboard) wants port 8787 and
             # warns when another cluster on the host has it; it takes a free port, nothing here

@@ -116,24 +116,33 @@ _TRAVELS = (
 
 
 HEARTBEAT_LOSS = "Failed to communicate with scheduler during heartbeat"
+BATCHED_COMM_CLOSED = "Batched Comm Closed"
+# distributed's loggers that log a lost scheduler with its whole stack
+STACKED_LOSS_LOGGERS = ("distributed.worker", "distributed.batched")
 
 
 class HeartbeatLossWithoutStack(logging.Filter):
-    """A worker whose heartbeat meets a scheduler that is closing (the end of a run on a loaded
-    host: seen once in six CI runs) logs distributed's whole stack under the line. The line stays;
-    the stack, distributed's own and no fault of the run, is left out."""
+    """A lost scheduler is one line, not distributed's stack. A worker whose heartbeat meets a
+    scheduler that is closing (the end of a run on a loaded host: seen once in six CI runs), and
+    a client or worker whose batched send meets a killed scheduler (ci179: the client's record,
+    at INFO, printed a CommClosedError stack above the run's own "went away" error), log
+    distributed's stack under the line. The line stays; the stack, distributed's own and no
+    fault of the run, is left out. Other records keep theirs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.getMessage().startswith(HEARTBEAT_LOSS):
+        message = record.getMessage()
+        if message.startswith(HEARTBEAT_LOSS) or message.startswith(BATCHED_COMM_CLOSED):
             record.exc_info, record.exc_text = None, None
         return True
 
 
 def quiet_heartbeat_loss() -> None:
-    """Install ``HeartbeatLossWithoutStack`` on distributed's worker logger, once per process."""
-    logger = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, HeartbeatLossWithoutStack) for f in logger.filters):
-        logger.addFilter(HeartbeatLossWithoutStack())
+    """Install ``HeartbeatLossWithoutStack`` on distributed's loggers, once per process: the
+    worker's at its plugin's setup, the client's when the executor starts."""
+    for name in STACKED_LOSS_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, HeartbeatLossWithoutStack) for f in logger.filters):
+            logger.addFilter(HeartbeatLossWithoutStack())
 
 
 class SlotPlugin(WorkerPlugin):
