@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from metewand.measure import procfs
 from metewand.measure.foreign import ForeignCpuTracker
@@ -29,7 +30,23 @@ def _sleeper() -> subprocess.Popen[bytes]:
     assert sleeper.stdout is not None
     sleeper.stdout.readline()
     sleeper.stdout.close()  # the tests count this process's descriptors
+    _wait_until_still(sleeper.pid)
     return sleeper
+
+
+def _wait_until_still(pid: int) -> None:
+    """Until the process's exact CPU time (``schedstat``) stops moving: it still runs a little
+    after its line (into ``time.sleep``), and the kernel splits the exact time into the ticks
+    ``stat`` shows, so that little once carried it over a tick between two scans (ci180)."""
+    deadline = time.monotonic() + 10
+    before = Path(f"/proc/{pid}/schedstat").read_text().split()[0]
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = Path(f"/proc/{pid}/schedstat").read_text().split()[0]
+        if now == before:
+            return
+        before = now
+    raise AssertionError(f"process {pid} did not go idle within 10 s")
 
 
 def _stable(stat: procfs.CpuStat) -> tuple[int, int, bytes]:
