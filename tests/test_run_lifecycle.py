@@ -3,6 +3,7 @@ harness faults, refused resumes — on a suite whose attempts are real processes
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -76,10 +77,10 @@ def test_a_completed_run_tears_down_sweeps_finishes_and_is_complete(tmp_path: Pa
         host = HostTelemetry(
             0.2, os.getpid(), store.run_dir / "host_telemetry.jsonl", GateThresholds()
         )
-        rows = Run(store, host).execute(suite, LocalExecutor(2), suite.units())
+        keys = Run(store, host).execute(suite, LocalExecutor(2), suite.units())
     view = RunView(tmp_path / "done")
-    assert sorted(_keys(view.run_dir)) == sorted(str(r["key"]) for r in rows)
-    assert len(rows) == 6
+    assert sorted(_keys(view.run_dir)) == sorted(keys)
+    assert len(keys) == 6
     assert view.state == "complete"
     assert suite.calls == ["prepare", "teardown", "finish:True"]
     assert view.manifest["data"]["finished"] is True
@@ -239,3 +240,22 @@ def test_start_makes_a_harness_fault_an_outcome_not_an_exception(tmp_path: Path)
     refused = start(ProcessStarter(1, 1), RunRequest(tmp_path, resume=tmp_path / "o"))
     assert refused.exit_code == 2 and refused.run_dir is None
     assert refused.lines == [f"error: {tmp_path / 'o'} is not a process-test run (suite 'other')"]
+
+
+def test_a_run_keeps_no_row_in_memory_and_its_outcome_reads_this_sessions_back(
+    tmp_path: Path,
+) -> None:
+    """Rows go to the store and leave memory (a browser row is ~55 KB of objects: a long run
+    grew by that much an attempt); the outcome reads this session's rows back, in the order
+    they were made, without a resumed run's earlier ones."""
+    broken = start(ProcessStarter(2, 2, fail_keys=frozenset({"u1/a0"})), RunRequest(tmp_path, "k"))
+    assert broken.exit_code == 1 and _keys(tmp_path / "k") == ["u0/a0", "u0/a1"]
+    resumed = start(ProcessStarter(2, 2), RunRequest(tmp_path, resume=tmp_path / "k"))
+    assert resumed.exit_code == 0, resumed.lines
+    gc.collect()
+    held = [o for o in gc.get_objects() if isinstance(o, dict) and o.get("run_id") == "k"]
+    assert held == []
+    assert resumed.keys == ["u1/a0", "u1/a1"]
+    rows = resumed.rows()
+    assert [row["key"] for row in rows] == resumed.keys
+    assert rows == [row for row in RunView(tmp_path / "k").rows() if row["key"] in resumed.keys]

@@ -81,8 +81,8 @@ def execute_on_dask(
     units: list[Unit],
     scheduler: str | None,
     local_workers: int | None,
-) -> list[Row]:
-    """``units`` on a Dask cluster: lost tries to ``lost_tries.jsonl`` as they are known, and
+) -> list[str]:
+    """``units`` on a Dask cluster (the keys of this session's rows, as ``Run.execute``): lost tries to ``lost_tries.jsonl`` as they are known, and
     ``dask_hosts.json`` (registrations, per-host counts and telemetry) however the run ends.
 
     The cluster is reached (and, for ``local_workers``, started) inside the run, so a cluster

@@ -93,19 +93,23 @@ def open_store(
 
 
 class _StoreSink:
-    """Each row into the store the moment it exists, and into the progress reporter."""
+    """Each row into the store the moment it exists, and into the progress reporter. Only its
+    key stays in memory: a browser row is ~55 KB of Python objects, so keeping the rows grew the
+    harness by that much an attempt for the whole run (275 MB over 5,000 attempts), and every
+    full collection of the garbage collector walked them all, wherever in an attempt it fell.
+    Whoever wants them at the end reads them back (``RunOutcome.rows``)."""
 
     def __init__(self, store: RunStore, reporter: RunReporter) -> None:
         self.store = store
         self.reporter = reporter
-        self.rows: list[Row] = []
+        self.keys: list[str] = []
 
     def attempt_started(self, label: str) -> None:
         self.reporter.attempt_started(label)
 
     def attempt_finished(self, row: Row) -> None:
         self.store.append(row)
-        self.rows.append(row)
+        self.keys.append(str(row["key"]))
         status = str(row["status"])
         # a row kept out of the scores (an interleaved calibration's unprofiled twin) is counted
         # apart, so the progress never shows more scored attempts than the matrix has
@@ -132,8 +136,9 @@ class Run:
         suite: Suite,
         executor: Executor,
         units: Sequence[Unit],
-    ) -> list[Row]:
-        """Run ``units`` to the end; returns this session's rows in the order they were made."""
+    ) -> list[str]:
+        """Run ``units`` to the end; returns the keys of this session's rows in the order they
+        were made."""
         progress = self.reporter(sum(len(unit.keys) for unit in units))
         sink = _StoreSink(self.store, progress)
         ended = False
@@ -158,7 +163,7 @@ class Run:
                     self._mark_interrupted(exc)
                 raise
             self.store.set_state("complete")
-        return sink.rows
+        return sink.keys
 
     def _end(self, suite: Suite, completed: bool) -> None:
         if self.host is not None:  # whether the machine was quiet enough, even for a cut run
@@ -277,10 +282,19 @@ class RunOutcome:
 
     exit_code: int
     run_dir: Path | None = None
-    rows: list[Row] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)  # this session's rows', in the order made
     units: list[Unit] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     error: BaseException | None = None
+
+    def rows(self) -> list[Row]:
+        """This session's rows in the order they were made, read back from the run's store
+        (the run keeps none in memory; a resumed run's earlier rows are not among them)."""
+        if self.run_dir is None or not self.keys:
+            return []
+        wanted = set(self.keys)
+        found = {str(row["key"]): row for row in RunView(self.run_dir).rows()}
+        return [found[key] for key in self.keys if key in wanted and key in found]
 
     def report(self, echo: Callable[[str], None]) -> int:
         """Say the outcome through ``echo``; the exit code. ``METEWAND_DEBUG=1`` re-raises a
@@ -331,12 +345,12 @@ def start(starter: RunStarter, request: RunRequest) -> RunOutcome:
         with store:
             try:
                 prepared = starter.prepare(store, request.executor)
-                rows = _execute(starter, store, prepared, request)
+                keys = _execute(starter, store, prepared, request)
             except BaseException as exc:
                 if not isinstance(exc, Exception | KeyboardInterrupt):
                     raise
                 return _ended(exc, store, store.run_dir)
-    return RunOutcome(OK, store.run_dir, rows, prepared.units)
+    return RunOutcome(OK, store.run_dir, keys, prepared.units)
 
 
 def _open(starter: RunStarter, request: RunRequest) -> RunStore:
@@ -362,7 +376,7 @@ def _open(starter: RunStarter, request: RunRequest) -> RunStore:
 
 def _execute(
     starter: RunStarter, store: RunStore, prepared: Prepared, request: RunRequest
-) -> list[Row]:
+) -> list[str]:
     members = prepared.host_members
     sink = store.run_dir / rundir.HOST_TELEMETRY
     host = host_telemetry(prepared.host, os.getpid(), sink, members)

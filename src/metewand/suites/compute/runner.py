@@ -259,7 +259,7 @@ def start_run(
     outcome = start(starter, request)
     if outcome.exit_code != OK or outcome.run_dir is None:
         return outcome, None
-    return outcome, _summary(outcome.run_dir, plan, outcome.units, outcome.rows)
+    return outcome, _summary(outcome.run_dir, plan, outcome.units, outcome.rows())
 
 
 def run(
