@@ -28,8 +28,8 @@ def main() -> int:
     else:
         store = RunStore.create(args.out, args.run_id, {"suite": ref.kind})
     with store:
-        rows = dask_helpers.run_on_dask(store, ref, args.scheduler, args.dask_local)
-    print(f"written {len(rows)} ")
+        keys = dask_helpers.run_on_dask(store, ref, args.scheduler, args.dask_local)
+    print(f"written {len(keys)} ")
     return 0
 
 

@@ -122,9 +122,10 @@ def run_on_dask(
     scheduler: str | None = None,
     local_workers: int | None = None,
     reporter: ReporterFactory = null_reporter,
-) -> list[Row]:
+) -> list[str]:
     """The suite's units the store lacks, on the path both suites' runners take for
-    ``--executor dask`` (the run lifecycle over a DaskExecutor); this session's rows.
+    ``--executor dask`` (the run lifecycle over a DaskExecutor); this session's rows' keys, in
+    the order the rows were written.
 
     As a real suite's ``units()`` does, a unit cut short by a client kill keeps only its keys
     without a row."""
