@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -166,3 +167,24 @@ def test_psi_absent_is_unavailable_with_reason(tmp_path: Path) -> None:
 def test_parse_psi_cpu_without_full_line() -> None:
     parsed = parse_psi("some avg10=1.50 avg60=0.20 avg300=0.00 total=1234\n")
     assert parsed == {"some": {"avg10": 1.5, "avg60": 0.2, "avg300": 0.0, "total": 1234}}
+
+
+def test_a_telemetry_with_a_file_keeps_no_samples_and_reads_back_only_its_own(
+    tmp_path: Path,
+) -> None:
+    """Samples are ~7.5 KB each, one every 2 s for a whole run: with a file they live there
+    only, and the summary reads back this telemetry's lines, not a resumed run's earlier ones."""
+    path = tmp_path / "host_telemetry.jsonl"
+    earlier = b'{"seq":0,"an":"earlier session"}\n'
+    path.write_bytes(earlier)
+    telemetry = HostTelemetry(0.1, os.getpid(), path).start()
+    time.sleep(0.45)
+    gc.collect()
+    schema = "abb_host_telemetry/1"
+    alive = [o for o in gc.get_objects() if isinstance(o, dict) and o.get("schema") == schema]
+    assert len(alive) <= 1  # the previous sample, which the next one's deltas need
+    summary = telemetry.stop()
+    ours = path.read_bytes()[len(earlier) :].splitlines()
+    assert summary["sample_count"] == len(ours) >= 4
+    assert telemetry.samples == [canonical.loads(line) for line in ours]
+    assert [s["seq"] for s in telemetry.samples] == list(range(len(ours)))

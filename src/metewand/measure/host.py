@@ -197,6 +197,9 @@ class HostTelemetry:
     ``sink`` is a path (``host_telemetry.jsonl``: one canonical line per sample, flushed per
     line) or a callable receiving each sample. ``stop()`` returns the ``host_summary.json``
     content, including the pollution-gate verdict under the recorded thresholds.
+    With a path, the samples are not kept in memory (~7.5 KB each, one every 2 s: ~10 MB an
+    hour of a run, kept to its end): ``samples`` reads this telemetry's lines back from the
+    file. Otherwise they are kept (``measure`` puts them in its record).
     ``member_pids`` names the benchmark's processes outside ``root_pid``'s tree (the members of
     its accounting groups), so their CPU is never foreign.
     """
@@ -215,7 +218,9 @@ class HostTelemetry:
         self.interval_s = float(interval_s)
         self.root_pid = root_pid
         self.thresholds = thresholds or GateThresholds()
-        self.samples: list[Sample] = []
+        self._kept: list[Sample] = []  # without a file of its own
+        self._count = 0
+        self._previous: Sample | None = None
         self.errors: list[str] = []
         self.foreign = ForeignCpuTracker(root_pid, member_pids, proc=str(PROC))
         # /proc CPU figures move in 10 ms clock ticks: a forced sample a few ms after the last
@@ -225,6 +230,7 @@ class HostTelemetry:
         self._record_lock = threading.Lock()  # the loop and sample_now() may meet
         self._sink = sink
         self._file: Any = None
+        self._file_start = 0  # where this telemetry's lines begin (a resumed run appends)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sampler_cpu_ns = 0
@@ -240,6 +246,7 @@ class HostTelemetry:
             raise RuntimeError("HostTelemetry already started")
         if self._sink is not None and not callable(self._sink):
             self._file = open(self._sink, "ab")  # noqa: SIM115 - closed in stop()
+            self._file_start = self._file.tell()
         self.started_at = utc_now()
         self._record_one()  # a synchronous first sample: the run's starting point
         self._thread = threading.Thread(target=self._loop, name="host-telemetry", daemon=True)
@@ -265,13 +272,34 @@ class HostTelemetry:
             finally:
                 self._sampler_cpu_ns += time.thread_time_ns() - before
 
+    @property
+    def _in_memory(self) -> bool:
+        return self._sink is None or callable(self._sink)
+
+    @property
+    def samples(self) -> list[Sample]:
+        """Every sample so far, in order: read back from the file when there is one (a file
+        that cannot be read back is a sampler error, and no sample)."""
+        if self._in_memory:
+            return self._kept
+        import json  # the file's lines are canonical JSON, which json reads to the same values
+
+        assert self._sink is not None and not callable(self._sink)
+        try:
+            with open(self._sink, "rb") as handle:
+                handle.seek(self._file_start)
+                return [json.loads(line) for line in handle.read().splitlines()]
+        except (OSError, ValueError) as exc:
+            self.errors.append(f"host telemetry could not be read back: {exc}")
+            return []
+
     def _append_sample(self) -> None:
-        previous = self.samples[-1] if self.samples else None
+        previous = self._previous
         now = time.monotonic_ns()
         since = None if self._last_foreign_ns is None else now - self._last_foreign_ns
         deferred = since is not None and since < self.min_foreign_interval_ns
         foreign = None if deferred else self.foreign
-        sample = take_sample(self.root_pid, len(self.samples), previous, foreign=foreign)
+        sample = take_sample(self.root_pid, self._count, previous, foreign=foreign)
         if deferred:
             assert since is not None
             detail = (
@@ -282,7 +310,10 @@ class HostTelemetry:
             sample["unavailable"]["foreign_cpu"] = unavailable_reason(Reason.NOT_STARTED, detail)
         else:
             self._last_foreign_ns = now
-        self.samples.append(sample)
+        self._count += 1
+        self._previous = sample
+        if self._in_memory:
+            self._kept.append(sample)
         self._emit(sample)
 
     def _emit(self, sample: Sample) -> None:
@@ -328,8 +359,9 @@ class HostTelemetry:
 
     def summary(self) -> dict[str, Any]:
         """``host_summary.json`` content (``abb_host_summary/1``)."""
-        verdict = evaluate_gate(self.samples, self.thresholds, sampler_errors=self.errors)
-        counts = [s["bench_descendant_process_count"] for s in self.samples]
+        samples = self.samples
+        verdict = evaluate_gate(samples, self.thresholds, sampler_errors=self.errors)
+        counts = [s["bench_descendant_process_count"] for s in samples]
         counts = [c for c in counts if c is not None]
         return {
             "schema": HOST_SUMMARY_SCHEMA,
@@ -340,7 +372,7 @@ class HostTelemetry:
             "ended_at": self.ended_at,
             "interval_s": self.interval_s,
             "root_pid": self.root_pid,
-            "sample_count": len(self.samples),
+            "sample_count": len(samples),
             "sampler_cpu_ms": round(self._sampler_cpu_ns / 1e6, 3),
             "sampler_errors": list(self.errors),
             "max_bench_descendant_process_count": max(counts) if counts else None,
@@ -348,7 +380,7 @@ class HostTelemetry:
             "flags": [t["condition"] for t in verdict["triggered"]],
             "gate": verdict,
             "host": summary_facts(),
-            "foreign_cpu": foreign_summary(self.samples, self.thresholds, self.foreign),
+            "foreign_cpu": foreign_summary(samples, self.thresholds, self.foreign),
         }
 
 
