@@ -179,11 +179,11 @@ def test_a_telemetry_with_a_file_keeps_no_samples_and_reads_back_only_its_own(
     path.write_bytes(earlier)
     telemetry = HostTelemetry(0.1, os.getpid(), path).start()
     time.sleep(0.45)
+    summary = telemetry.stop()  # the thread joined: no sample is half made while we look
     gc.collect()
     schema = "abb_host_telemetry/1"
     alive = [o for o in gc.get_objects() if isinstance(o, dict) and o.get("schema") == schema]
-    assert len(alive) <= 1  # the previous sample, which the next one's deltas need
-    summary = telemetry.stop()
+    assert len(alive) == 1  # the last sample, which a next one's deltas would need
     ours = path.read_bytes()[len(earlier) :].splitlines()
     assert summary["sample_count"] == len(ours) >= 4
     assert telemetry.samples == [canonical.loads(line) for line in ours]
