@@ -26,21 +26,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import harness_vs_peer as side_by_side
 import numpy as np
 import peer_harness
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus" / "lexbench"
-METEWAND = Path(sys.executable).parent / "metewand"
 WARM_ROWS = 20  # rows before which start-up, the engine's launch and first-use caches settle
 POLL_S = 0.02
+TIMEOUT_S = 1800.0  # per run
 
 
 @dataclass
@@ -53,43 +51,25 @@ class Growth:
     slope_kb: float | None  # per attempt, rows WARM_ROWS.. the last
 
 
-def rss_kb(pid: int) -> float | None:
+def rss_kb(pid: int) -> tuple[float] | None:
+    """The process's anonymous resident memory, KB (``side_by_side.watch``'s reading)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as handle:
             for line in handle:
                 if line.startswith(b"RssAnon:"):
-                    return float(line.split()[1])
+                    return (float(line.split()[1]),)
     except OSError:
         return None
     return None
 
 
 def watch(tool: str, argv: list[str], results: Path, env: dict[str, str], cwd: Path) -> Growth:
-    """Run ``argv``; the harness's RSS each time the row count of ``results`` moves."""
-    readings: list[tuple[int, float]] = []  # (rows, RSS KB)
-    results.parent.parent.mkdir(parents=True, exist_ok=True)
-    with open(results.parent.parent / f"{results.parent.name}.stderr", "w+b") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        size = 0
-        while proc.poll() is None:
-            time.sleep(POLL_S)
-            try:
-                now = results.stat().st_size
-            except FileNotFoundError:
-                continue
-            if now == size:
-                continue
-            rss = rss_kb(proc.pid)
-            size = now
-            rows = results.read_bytes()[:now].count(b"\n")
-            if rss is not None:
-                readings.append((rows, rss))
-        code = proc.wait()
-        if code not in (0, 1):
-            err.seek(0)
-            sys.stderr.write(err.read()[-1500:].decode(errors="replace"))
-    rows = results.read_bytes().count(b"\n") if results.exists() else 0
-    return Growth(tool, rows, code, *_growth(readings))
+    """Run ``argv``; the harness's RSS as each row of ``results`` lands."""
+    seen = side_by_side.watch(tool, "", argv, results, env, cwd, POLL_S, TIMEOUT_S, rss_kb)
+    if seen.exit_code not in (0, 1):
+        sys.stderr.write(seen.stderr_tail)
+    readings = [(row, rss) for row, (_stamp, rss) in enumerate(seen.seen, start=1)]
+    return Growth(tool, len(seen.rows), seen.exit_code, *_growth(readings))
 
 
 def _growth(readings: list[tuple[int, float]]) -> tuple[float | None, float | None, float | None]:
@@ -102,22 +82,9 @@ def _growth(readings: list[tuple[int, float]]) -> tuple[float | None, float | No
     return warm[0][1], warm[-1][1], slope
 
 
-def tasks_of(subset_dir: str, n: int, peer: Path | None) -> list[str]:
-    ours = {p.stem for p in (CORPUS / "tasks" / subset_dir).glob("*.json")}
-    if peer is not None:
-        ours &= {p.stem for p in (peer / "tasks" / subset_dir).glob("*.json")}
-    return sorted(ours)[:n]
-
-
-def ours_argv(subset: str, tasks: list[str], engine: str, out: Path, run_id: str) -> list[str]:
-    argv = [str(METEWAND), "browser", "run", "--tasks", str(CORPUS), "--subset", subset]
-    for task in tasks:
-        argv += ["--task", task]
-    argv += ["--engines", engine, "--k", "1", "--jobs", "1", "--seed", "harness-memory"]
-    return [*argv, "--out", str(out), "--run-id", run_id, "--no-progress", "--quiet"]
-
-
-def run_tool(tool: str, args: argparse.Namespace, tasks: list[str], work: Path, round_: int):
+def run_tool(
+    tool: str, args: argparse.Namespace, tasks: list[str], work: Path, round_: int
+) -> Growth:
     run_id = f"{tool}_r{round_}"
     out = work / "runs"
     env = peer_harness.environment()
@@ -128,7 +95,9 @@ def run_tool(tool: str, args: argparse.Namespace, tasks: list[str], work: Path, 
     if tool == "base":  # the baseline's sources ahead of the installed (editable) package
         env = {**env, "PYTHONPATH": str(args.baseline_src / "src")}
         cwd = args.baseline_src
-    argv = ours_argv(args.subset, tasks, args.engine, out, run_id)
+    argv = side_by_side.ours_argv(
+        args.subset, tasks, args.engine, None, out, run_id, "harness-memory"
+    )
     return watch(tool, argv, out / run_id / "results.jsonl", env, cwd)
 
 
@@ -174,7 +143,7 @@ def main() -> None:
         peer_harness.prepare(args.peer, [args.engine])
     if args.baseline_src is not None:
         args.baseline_src = args.baseline_src.resolve()
-    tasks = tasks_of(subset_dir, args.tasks, args.peer)
+    tasks = side_by_side.select_tasks(args.peer, subset_dir, args.tasks)
     tools = ["ours", *(["peer"] if args.peer else []), *(["base"] if args.baseline_src else [])]
     print(
         f"{args.subset} x {args.engine}: {len(tasks)} tasks, k = 1; load {os.getloadavg()[0]:.2f}"

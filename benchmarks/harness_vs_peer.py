@@ -59,7 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +105,8 @@ class Watched:
     exit_code: int
     wall_s: float
     rows: list[dict[str, Any]] = field(default_factory=list)
-    seen: list[tuple[float, float, float]] = field(default_factory=list)  # (t, own ms, reaped ms)
+    # (t, *reading) per row: the reading is (own ms, reaped ms) unless ``watch`` was given another
+    seen: list[tuple[float, ...]] = field(default_factory=list)
     load: float = 0.0
     stderr_tail: str = ""
 
@@ -173,14 +174,16 @@ def watch(
     cwd: Path,
     poll_s: float,
     timeout_s: float,
+    read: Callable[[int], tuple[float, ...] | None] = _proc_cpu_ms,
 ) -> Watched:
-    """Run ``argv``, noting each row of ``results`` as it lands with the process's CPU then."""
+    """Run ``argv``, noting each row of ``results`` as it lands with ``read(pid)`` then (the
+    process's CPU unless told otherwise)."""
     load = os.getloadavg()[0]
     started = time.monotonic()
     results.parent.parent.mkdir(parents=True, exist_ok=True)
     with open(results.parent.parent / f"{results.parent.name}.stderr", "w+b") as err:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        seen: list[tuple[float, float, float]] = []
+        seen: list[tuple[float, ...]] = []
         size = 0
         while proc.poll() is None:
             if time.monotonic() - started > timeout_s:
@@ -193,12 +196,12 @@ def watch(
                 continue
             if now_size == size:
                 continue
-            cpu = _proc_cpu_ms(proc.pid)
+            reading = read(proc.pid)
             stamp = time.monotonic()
             lines = results.read_bytes()[:now_size].count(b"\n")
             size = now_size
-            if cpu is not None:  # one reading for every row that landed since the last look
-                seen.extend([(stamp, *cpu)] * (lines - len(seen)))
+            if reading is not None:  # one reading for every row that landed since the last look
+                seen.extend([(stamp, *reading)] * (lines - len(seen)))
         code = proc.wait()
         err.seek(0)
         tail = err.read()[-1500:].decode(errors="replace")
@@ -210,21 +213,24 @@ def watch(
     )
 
 
-def select_tasks(peer: Path, subset_dir: str, n: int) -> list[str]:
+def select_tasks(peer: Path | None, subset_dir: str, n: int) -> list[str]:
+    """The first ``n`` tasks of the subset (of those the peer's checkout has too, when given)."""
     ours = {p.stem for p in (CORPUS / "tasks" / subset_dir).glob("*.json")}
-    theirs = {p.stem for p in (peer / "tasks" / subset_dir).glob("*.json")}
-    return sorted(ours & theirs)[:n]
+    if peer is not None:
+        ours &= {p.stem for p in (peer / "tasks" / subset_dir).glob("*.json")}
+    return sorted(ours)[:n]
 
 
 def ours_argv(
-    subset: str, tasks: list[str], engine: str, mode: str, out: Path, run_id: str, seed: str
+    subset: str, tasks: list[str], engine: str, mode: str | None, out: Path, run_id: str, seed: str
 ) -> list[str]:
+    """Our run of ``tasks``, k=1, one job; ``mode`` None: the default adapter mode."""
     argv = [str(METEWAND), "browser", "run", "--tasks", str(CORPUS), "--subset", subset]
     for task in tasks:
         argv += ["--task", task]
     argv += ["--engines", engine, "--k", "1", "--jobs", "1", "--seed", seed]
-    argv += ["--adapter-mode", mode, "--out", str(out), "--run-id", run_id]
-    return [*argv, "--no-progress", "--quiet"]
+    argv += ["--adapter-mode", mode] if mode is not None else []
+    return [*argv, "--out", str(out), "--run-id", run_id, "--no-progress", "--quiet"]
 
 
 def runs_for(subset: str, baseline: bool, bare: bool = False) -> list[tuple[str, str]]:
