@@ -82,8 +82,9 @@ def execute_on_dask(
     scheduler: str | None,
     local_workers: int | None,
 ) -> list[str]:
-    """``units`` on a Dask cluster (the keys of this session's rows, as ``Run.execute``): lost tries to ``lost_tries.jsonl`` as they are known, and
-    ``dask_hosts.json`` (registrations, per-host counts and telemetry) however the run ends.
+    """``units`` on a Dask cluster; the keys of this session's rows, as ``Run.execute``. Lost
+    tries go to ``lost_tries.jsonl`` as they are known, and ``dask_hosts.json`` (registrations,
+    per-host counts and telemetry) is written however the run ends.
 
     The cluster is reached (and, for ``local_workers``, started) inside the run, so a cluster
     that cannot be used ends the run ``interrupted`` with the reason, resumable once it is

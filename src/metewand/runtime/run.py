@@ -292,9 +292,8 @@ class RunOutcome:
         (the run keeps none in memory; a resumed run's earlier rows are not among them)."""
         if self.run_dir is None or not self.keys:
             return []
-        wanted = set(self.keys)
         found = {str(row["key"]): row for row in RunView(self.run_dir).rows()}
-        return [found[key] for key in self.keys if key in wanted and key in found]
+        return [found[key] for key in self.keys if key in found]
 
     def report(self, echo: Callable[[str], None]) -> int:
         """Say the outcome through ``echo``; the exit code. ``METEWAND_DEBUG=1`` re-raises a
