@@ -29,7 +29,9 @@ from metewand.suites.browser.attempt_driver import (
     AttemptDriver,
     AttemptResult,
     DriverContext,
+    FileWriter,
     attempt_seed,
+    write_now,
 )
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.classify import Classification
@@ -72,6 +74,11 @@ class AttemptRunner:
         observers (default: ``attempt_registry``'s)."""
         self.plan = plan
         self.store = store
+        # the attempt's last files: queued for the store's writer thread, which publishes the
+        # dir after them (a Dask worker's view of the run writes them at once)
+        self._write_file: FileWriter = (
+            store.write_later if isinstance(store, RunStore) else write_now
+        )
         self.identity_of = identity_of or self._manifest_identity
         self.pool = pool
         self.server = server
@@ -148,7 +155,7 @@ class AttemptRunner:
             observers.work_done()  # not reached before cleanup (failure, timeout, an adapter)
             observed = await observers.end(result)
             result = self._with_engine_log_tail(result, process, out_dir)
-            (out_dir / rundir.ATTEMPT_OUTCOME).write_bytes(canonical.dumps(result.to_json()))
+            self._write_file(out_dir / rundir.ATTEMPT_OUTCOME, canonical.dumps(result.to_json()))
         return attempt_row(
             base,
             result,
@@ -197,6 +204,7 @@ class AttemptRunner:
             known_targets=self._known_targets,
             state_clears=self._state_clears,
             driver_isolation=config.driver_isolation,
+            write_file=self._write_file,
         )
 
     def _with_grader_evidence(
@@ -206,17 +214,16 @@ class AttemptRunner:
         if not records and not dropped:
             return result
         document = {"session": session, "records": records, "records_not_kept": dropped}
-        (out_dir / GRADER_EVIDENCE_FILE).write_bytes(canonical.dumps(document))
+        self._write_file(out_dir / GRADER_EVIDENCE_FILE, canonical.dumps(document))
         return result.with_artifacts(GRADER_EVIDENCE_FILE)
 
-    @staticmethod
     def _with_engine_log_tail(
-        result: AttemptResult, process: EngineProcess, out_dir: Path
+        self, result: AttemptResult, process: EngineProcess, out_dir: Path
     ) -> AttemptResult:
         """A dead engine's last words, beside the attempt that met its death."""
         if process.is_alive():
             return result
-        (out_dir / ENGINE_LOG_TAIL_FILE).write_text(process.stderr_tail())
+        self._write_file(out_dir / ENGINE_LOG_TAIL_FILE, process.stderr_tail().encode("utf-8"))
         return result.with_artifacts(ENGINE_LOG_TAIL_FILE)
 
     def _run_context(self, planned: PlannedAttempt, process: EngineProcess) -> dict[str, Any]:
