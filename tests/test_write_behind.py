@@ -5,6 +5,7 @@ what depends on it and fails the run."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,21 @@ def test_a_full_queue_makes_the_caller_wait(monkeypatch: pytest.MonkeyPatch) -> 
     submitter.join(30)
     behind.close()
     assert done == list(range(10))
+
+
+def test_the_writer_threads_cpu_is_its_own_clock() -> None:
+    behind = WriteBehind("test-write-behind")
+    assert behind.cpu_ns() == 0  # no thread yet
+    spent: list[int] = []
+
+    def busy() -> None:
+        start = time.thread_time_ns()
+        while time.thread_time_ns() - start < 20_000_000:
+            pass
+        spent.append(time.thread_time_ns() - start)
+
+    behind.submit(busy)
+    behind.drain()
+    after = behind.cpu_ns()
+    assert after >= spent[0] >= 20_000_000
+    behind.close()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 from metewand.runtime.rundir import StoreError
@@ -55,6 +56,18 @@ class WriteBehind:
         self._error: BaseException | None = None
         self._start = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._clock: int | None = None  # the thread's CPU clock, once it runs
+
+    def cpu_ns(self) -> int:
+        """The thread's CPU so far (ns; 0 before it started). A profiled attempt's harness scope
+        reports it: the writes of the attempt before land in the next one's span."""
+        clock = self._clock
+        if clock is None:
+            return 0
+        try:
+            return time.clock_gettime_ns(clock)
+        except OSError:  # the thread has ended
+            return 0
 
     def later(self, job: Job) -> None:
         """Run ``job`` after every job given before it, with the next ``submit``."""
@@ -106,6 +119,7 @@ class WriteBehind:
                 self._thread.start()
 
     def _loop(self) -> None:
+        self._clock = time.pthread_getcpuclockid(threading.get_ident())
         failed = False
         while True:
             batch = self._jobs.get()

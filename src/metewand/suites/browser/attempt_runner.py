@@ -79,6 +79,7 @@ class AttemptRunner:
         self._write_file: FileWriter = (
             store.write_later if isinstance(store, RunStore) else write_now
         )
+        self._writer_cpu_ns = store.writer_cpu_ns if isinstance(store, RunStore) else _no_writer
         self.identity_of = identity_of or self._manifest_identity
         self.pool = pool
         self.server = server
@@ -179,6 +180,7 @@ class AttemptRunner:
             traffic=self.server.traffic,
             driver=driver,
             out_dir=out_dir,
+            store_writer_cpu_ns=self._writer_cpu_ns,
         )
 
     def _driver_context(
@@ -267,6 +269,10 @@ class AttemptRunner:
 
     def _manifest_identity(self, engine: str) -> dict[str, Any]:
         return dict(self.store.manifest["data"].get("engines", {}).get(engine, {}))
+
+
+def _no_writer() -> int:
+    return 0
 
 
 def _without_private_dirs(process: Any) -> list[str]:
