@@ -95,3 +95,21 @@ def test_the_writer_threads_cpu_is_its_own_clock() -> None:
     after = behind.cpu_ns()
     assert after >= spent[0] >= 20_000_000
     behind.close()
+
+
+def test_drain_on_an_idle_writer_does_not_wake_it() -> None:
+    """A slot drains before every attempt; with nothing queued that costs no round trip."""
+    behind = WriteBehind("test-write-behind")
+    release = threading.Event()
+    behind.submit(lambda: release.wait(30))
+    assert not behind.idle()
+    release.set()
+    behind.drain()
+    assert behind.idle()
+    round_trips: list[int] = []
+    real_wait = behind._wait
+    behind._wait = lambda: round_trips.append(1)  # type: ignore[method-assign]
+    behind.drain()
+    assert round_trips == []
+    behind._wait = real_wait  # type: ignore[method-assign]
+    behind.close()

@@ -61,6 +61,7 @@ ENVELOPE_KEYS = frozenset(
     {"schema", "run_id", "state", "created_at", "updated_at", "resumed_at", "data"}
 )
 STATES = ("running", "interrupted", "complete")
+SPARE_STAGING_DIRS = 2  # made ahead by the writer thread, for the next attempts' artifacts
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+@-]*$")
@@ -246,6 +247,8 @@ class RunStore(RunView):
             self._keys.add(key)
         # written after every artifact dir and file asked for before it (``runtime.write_behind``)
         self._behind.submit(functools.partial(self._write_row, key, data))
+        if len(self._spares) < SPARE_STAGING_DIRS:
+            self._behind.submit(self._top_up_spares)
 
     def _write_row(self, key: str, data: bytes) -> None:
         written = os.write(self._fd, data)
@@ -264,7 +267,8 @@ class RunStore(RunView):
 
     def drain(self) -> None:
         """Wait until every row, artifact dir and file asked for so far is written (or dropped
-        after a failure, which ``append`` and ``close`` raise)."""
+        after a failure, which ``append`` and ``close`` raise); at once when all are. A slot
+        calls it before an attempt begins: the writes never overlap an attempt."""
         self._behind.drain()
 
     def artifact_dir(self, key: str) -> contextlib.AbstractContextManager[Path]:
@@ -272,7 +276,7 @@ class RunStore(RunView):
         whole, on the store's writer thread, before any row appended after it."""
         self._behind.check()
         return staged_artifact_dir(
-            self, key, self._flusher, self._behind.later, self._behind.drain, self._staging_dir
+            self, key, self._flusher, self._behind.submit, self._behind.drain, self._staging_dir
         )
 
     def writer_cpu_ns(self) -> int:
@@ -280,23 +284,21 @@ class RunStore(RunView):
         return self._behind.cpu_ns()
 
     def _staging_dir(self) -> Path:
-        """A staging dir the writer thread made ahead (a new directory costs 0.1-0.5 ms on this
-        host's ext4), or one made now; either way the next one is made after this attempt's
-        writes."""
+        """A staging dir the writer thread made ahead, after a row (a new directory costs
+        0.1-0.5 ms on this host's ext4), or one made now."""
         try:
-            staging = self._spares.popleft()
+            return self._spares.popleft()
         except IndexError:
-            staging = new_staging_dir(self)
-        self._behind.later(self._make_spare)
-        return staging
+            return new_staging_dir(self)
 
-    def _make_spare(self) -> None:
-        self._spares.append(new_staging_dir(self))
+    def _top_up_spares(self) -> None:
+        while len(self._spares) < SPARE_STAGING_DIRS:
+            self._spares.append(new_staging_dir(self))
 
     def write_later(self, path: Path, data: bytes) -> None:
         """Write ``data`` to ``path`` (a file in a staging dir of this store's) on the store's
         writer thread, before the dir is published."""
-        self._behind.later(functools.partial(Path(path).write_bytes, data))
+        self._behind.submit(functools.partial(Path(path).write_bytes, data))
 
     def set_state(self, state: str) -> None:
         if state not in STATES:

@@ -29,9 +29,7 @@ from metewand.suites.browser.attempt_driver import (
     AttemptDriver,
     AttemptResult,
     DriverContext,
-    FileWriter,
     attempt_seed,
-    write_now,
 )
 from metewand.suites.browser.attempt_registry import AttemptRegistry
 from metewand.suites.browser.classify import Classification
@@ -74,12 +72,6 @@ class AttemptRunner:
         observers (default: ``attempt_registry``'s)."""
         self.plan = plan
         self.store = store
-        # the attempt's last files: queued for the store's writer thread, which publishes the
-        # dir after them (a Dask worker's view of the run writes them at once)
-        self._write_file: FileWriter = (
-            store.write_later if isinstance(store, RunStore) else write_now
-        )
-        self._writer_cpu_ns = store.writer_cpu_ns if isinstance(store, RunStore) else _no_writer
         self.identity_of = identity_of or self._manifest_identity
         self.pool = pool
         self.server = server
@@ -143,6 +135,9 @@ class AttemptRunner:
         with self.store.artifact_dir(planned.key) as out_dir:
             setup = self._setup(planned, process, driver, out_dir)
             observers = Observers.made(self.registry.observers, setup)
+            # the attempt before's files and row are on the store's writer thread: done before
+            # this attempt begins, so they never share the cores with its engine
+            self.store.drain()
             observers.begin()
             started_at = utc_now()
             ctx = self._driver_context(planned, out_dir, observers)
@@ -156,7 +151,9 @@ class AttemptRunner:
             observers.work_done()  # not reached before cleanup (failure, timeout, an adapter)
             observed = await observers.end(result)
             result = self._with_engine_log_tail(result, process, out_dir)
-            self._write_file(out_dir / rundir.ATTEMPT_OUTCOME, canonical.dumps(result.to_json()))
+            self.store.write_later(
+                out_dir / rundir.ATTEMPT_OUTCOME, canonical.dumps(result.to_json())
+            )
         return attempt_row(
             base,
             result,
@@ -180,7 +177,7 @@ class AttemptRunner:
             traffic=self.server.traffic,
             driver=driver,
             out_dir=out_dir,
-            store_writer_cpu_ns=self._writer_cpu_ns,
+            store_writer_cpu_ns=self.store.writer_cpu_ns,
         )
 
     def _driver_context(
@@ -206,7 +203,7 @@ class AttemptRunner:
             known_targets=self._known_targets,
             state_clears=self._state_clears,
             driver_isolation=config.driver_isolation,
-            write_file=self._write_file,
+            write_file=self.store.write_later,
         )
 
     def _with_grader_evidence(
@@ -216,7 +213,7 @@ class AttemptRunner:
         if not records and not dropped:
             return result
         document = {"session": session, "records": records, "records_not_kept": dropped}
-        self._write_file(out_dir / GRADER_EVIDENCE_FILE, canonical.dumps(document))
+        self.store.write_later(out_dir / GRADER_EVIDENCE_FILE, canonical.dumps(document))
         return result.with_artifacts(GRADER_EVIDENCE_FILE)
 
     def _with_engine_log_tail(
@@ -225,7 +222,9 @@ class AttemptRunner:
         """A dead engine's last words, beside the attempt that met its death."""
         if process.is_alive():
             return result
-        self._write_file(out_dir / ENGINE_LOG_TAIL_FILE, process.stderr_tail().encode("utf-8"))
+        self.store.write_later(
+            out_dir / ENGINE_LOG_TAIL_FILE, process.stderr_tail().encode("utf-8")
+        )
         return result.with_artifacts(ENGINE_LOG_TAIL_FILE)
 
     def _run_context(self, planned: PlannedAttempt, process: EngineProcess) -> dict[str, Any]:
@@ -269,10 +268,6 @@ class AttemptRunner:
 
     def _manifest_identity(self, engine: str) -> dict[str, Any]:
         return dict(self.store.manifest["data"].get("engines", {}).get(engine, {}))
-
-
-def _no_writer() -> int:
-    return 0
 
 
 def _without_private_dirs(process: Any) -> list[str]:

@@ -48,9 +48,10 @@ def harness_scope(
 ) -> dict[str, Any]:
     """The harness's CPU over one attempt: this process (CDP client, driver, grader, fixture
     server, the run store's writer) minus the sampler's threads and the host-telemetry thread,
-    which are the observer's cost, not the harness's. The store's writer thread mostly writes
-    the attempt before's files and row during this one (``runtime.write_behind``): its share is
-    given apart, included. At jobs > 1 the process serves several attempts at once, so the
+    which are the observer's cost, not the harness's. The store's writer thread's share is given
+    apart, included: the attempt's own last files, written while the observers end, and at
+    jobs > 1 other slots' (a slot lets an attempt begin only once the writes of the one before
+    are done: ``runtime.write_behind``). At jobs > 1 the process serves several attempts at once, so the
     figure is not this attempt's alone; ``concurrent`` says so."""
     observer_ns = sampler_cpu_ns + host_cpu_ns
     return {
