@@ -74,9 +74,7 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 
 
 def _wrap_staging(store_class: Any) -> None:
-    """The artifact dir: taken (``staging>``..``staging<``; made ahead by the store's writer
-    thread), then its publication queued for that thread at the block's end
-    (``publish>``..``publish<``); the writer's own work shows in its thread's CPU below."""
+    """The artifact dir: made (``staging>``..``staging<``), then published at the block's end."""
     original = store_class.artifact_dir
 
     @contextlib.contextmanager

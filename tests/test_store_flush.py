@@ -1,6 +1,5 @@
-"""The run store's group commit: rows reach the kernel on the store's writer thread
-(``test_write_behind.py``), the disk off the attempts' path, and always before a state change
-and at close; an fsync that fails fails the run."""
+"""The run store's group commit: rows reach the kernel at once, the disk off the attempts' path,
+and always before a state change and at close; an fsync that fails fails the run."""
 
 from __future__ import annotations
 
@@ -39,7 +38,7 @@ class FsyncLog:
         monkeypatch.setattr(flusher_mod.os, "fsync", fsync)
 
 
-def test_rows_are_readable_once_written_and_fsynced_in_a_batch(
+def test_rows_are_readable_at_once_and_fsynced_in_a_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(flusher_mod, "FLUSH_INTERVAL_S", 30.0)
@@ -51,7 +50,6 @@ def test_rows_are_readable_once_written_and_fsynced_in_a_batch(
             with store.artifact_dir(f"t/{i}") as staging:
                 (staging / "a.txt").write_text("x")
             store.append({"key": f"t/{i}", "status": "pass", "attempt": 1})
-            store.drain()  # the store's writer thread has written them (``runtime.write_behind``)
             # another reader sees the row and its artifacts now: the kernel holds them
             assert len(RunView(store.run_dir).rows()) == i + 1
             assert (store.artifact_path(f"t/{i}") / "a.txt").read_text() == "x"
@@ -87,7 +85,6 @@ def test_a_failed_fsync_fails_the_next_append(
     log.fail = True
     try:
         store.append({"key": "t/1", "status": "pass", "attempt": 1})
-        store.drain()
         with pytest.raises(StoreError, match="could not be made durable"):
             store._flusher.flush()
         log.fail = False
@@ -227,7 +224,6 @@ def test_every_directory_that_gained_an_entry_reaches_the_disk(
             with store.artifact_dir(key) as staging:
                 (staging / "a.txt").write_text("x")
             store.append({"key": key, "status": "pass", "attempt": 1})
-            store.drain()
             store._flusher.flush()
             assert (store.artifact_path(key) / "a.txt").read_text() == "x"
             synced.append("|")

@@ -166,7 +166,6 @@ class Run:
         return sink.keys
 
     def _end(self, suite: Suite, completed: bool) -> None:
-        self.store.drain()  # the suite's end reads rows and artifacts the store's writer holds
         if self.host is not None:  # whether the machine was quiet enough, even for a cut run
             write_json_atomic(self.store.run_dir / rundir.HOST_SUMMARY, self.host.stop())
             self.host = None

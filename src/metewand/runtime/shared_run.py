@@ -21,15 +21,3 @@ class SharedRunView(RunView):
         # the very routine the store uses: it needs only the directory, not the lock nor the
         # store's group commit (the rename's parent is synced at once)
         return staged_artifact_dir(self, key, None)
-
-    # The store's write-behind (``runtime.write_behind``) is the client's: here a write is done
-    # when the call returns.
-
-    def write_later(self, path: Path, data: bytes) -> None:
-        Path(path).write_bytes(data)
-
-    def drain(self) -> None:
-        pass
-
-    def writer_cpu_ns(self) -> int:
-        return 0

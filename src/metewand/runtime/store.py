@@ -12,15 +12,13 @@ Layout::
 Crash safety: a row is one ``os.write`` on an ``O_APPEND`` descriptor, so ``kill -9`` leaves
 whole lines only; a final line without its newline is a torn write, ignored on read and cut off
 when the run is resumed. Artifacts are written before their row, so a row never points at
-artifacts that do not exist; both are written by a thread of the store's while the caller goes
-on (``runtime.write_behind``), which a ``kill -9`` can cut before the last attempt's row. Durability against a power cut is a group commit
+artifacts that do not exist. Durability against a power cut is a group commit
 (``runtime.flusher``): the results file and the directories artifacts were renamed into are
 fsynced by a thread of the store's within ~1 s, and before every state change and at close.
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import datetime as dt
 import fcntl
@@ -31,7 +29,7 @@ import secrets
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +45,6 @@ from metewand.runtime.rundir import fsync_dir as _fsync_dir
 from metewand.runtime.rundir import give_normal_mode as give_normal_mode
 from metewand.runtime.rundir import process_umask as process_umask
 from metewand.runtime.rundir import write_json_atomic as write_json_atomic
-from metewand.runtime.write_behind import WriteBehind
 
 MANIFEST_NAME = rundir.MANIFEST
 RESULTS_NAME = rundir.RESULTS
@@ -61,7 +58,6 @@ ENVELOPE_KEYS = frozenset(
     {"schema", "run_id", "state", "created_at", "updated_at", "resumed_at", "data"}
 )
 STATES = ("running", "interrupted", "complete")
-SPARE_STAGING_DIRS = 2  # made ahead by the writer thread, for the next attempts' artifacts
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _KEY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._=+@-]*$")
@@ -164,8 +160,6 @@ class RunStore(RunView):
         super().__init__(run_dir)
         self._lock_fd = lock_fd
         self._mutex = threading.Lock()
-        self._behind = WriteBehind()
-        self._spares: collections.deque[Path] = collections.deque()  # made ahead, by the writer
         read = self.read()
         self._keys = {str(row["key"]) for row in read.rows}
         self._fd = os.open(
@@ -241,64 +235,21 @@ class RunStore(RunView):
         data = canonical.line(row)
         with self._mutex:
             self._flusher.check()
-            self._behind.check()
             if key in self._keys:
                 raise DuplicateKeyError(f"attempt key {key!r} already has a row")
+            written = os.write(self._fd, data)
+            if written != len(data):
+                raise StoreError(f"short write of row {key!r} ({written}/{len(data)} bytes)")
             self._keys.add(key)
-        # written after every artifact dir and file asked for before it (``runtime.write_behind``)
-        self._behind.submit(functools.partial(self._write_row, key, data))
-        if len(self._spares) < SPARE_STAGING_DIRS:
-            self._behind.submit(self._top_up_spares)
-
-    def _write_row(self, key: str, data: bytes) -> None:
-        written = os.write(self._fd, data)
-        if written != len(data):
-            raise StoreError(f"short write of row {key!r} ({written}/{len(data)} bytes)")
         self._flusher.note()
 
     def finished_keys(self) -> set[str]:
         with self._mutex:
             return set(self._keys)
 
-    def read(self) -> ResultsRead:
-        """The results as written, this store's queued rows included."""
-        self.drain()
-        return super().read()
-
-    def drain(self) -> None:
-        """Wait until every row, artifact dir and file asked for so far is written (or dropped
-        after a failure, which ``append`` and ``close`` raise); at once when all are. A slot
-        calls it before an attempt begins: the writes never overlap an attempt."""
-        self._behind.drain()
-
     def artifact_dir(self, key: str) -> contextlib.AbstractContextManager[Path]:
-        """Yield a private staging dir; once the block ends it becomes ``artifacts/<key>``
-        whole, on the store's writer thread, before any row appended after it."""
-        self._behind.check()
-        return staged_artifact_dir(
-            self, key, self._flusher, self._behind.submit, self._behind.drain, self._staging_dir
-        )
-
-    def writer_cpu_ns(self) -> int:
-        """The store's writer thread's CPU so far (ns)."""
-        return self._behind.cpu_ns()
-
-    def _staging_dir(self) -> Path:
-        """A staging dir the writer thread made ahead, after a row (a new directory costs
-        0.1-0.5 ms on this host's ext4), or one made now."""
-        try:
-            return self._spares.popleft()
-        except IndexError:
-            return new_staging_dir(self)
-
-    def _top_up_spares(self) -> None:
-        while len(self._spares) < SPARE_STAGING_DIRS:
-            self._spares.append(new_staging_dir(self))
-
-    def write_later(self, path: Path, data: bytes) -> None:
-        """Write ``data`` to ``path`` (a file in a staging dir of this store's) on the store's
-        writer thread, before the dir is published."""
-        self._behind.submit(functools.partial(Path(path).write_bytes, data))
+        """Yield a private staging dir; on success it becomes ``artifacts/<key>`` whole."""
+        return staged_artifact_dir(self, key, self._flusher)
 
     def set_state(self, state: str) -> None:
         if state not in STATES:
@@ -319,15 +270,12 @@ class RunStore(RunView):
 
     def close(self) -> None:
         if self._fd >= 0:
-            try:
-                self._behind.close()
-            finally:
-                self._flusher.close()
-                # Nothing writes artifacts once the writer closes: no temporary dir outlives it.
-                shutil.rmtree(self.run_dir / STAGING_NAME, ignore_errors=True)
-                os.close(self._fd)
-                os.close(self._lock_fd)
-                self._fd = -1
+            self._flusher.close()
+            # Nothing writes artifacts once the writer closes: no temporary dir outlives it.
+            shutil.rmtree(self.run_dir / STAGING_NAME, ignore_errors=True)
+            os.close(self._fd)
+            os.close(self._lock_fd)
+            self._fd = -1
 
     def __enter__(self) -> RunStore:
         return self
@@ -336,9 +284,6 @@ class RunStore(RunView):
         self.close()
 
     def _write_manifest(self, manifest: dict[str, Any], state: str) -> None:
-        self.drain()
-        if state == "complete":
-            self._behind.check()  # a run whose last rows failed to be written is not complete
         self._flusher.flush()  # the rows are on disk before the manifest says what they are
         with self._mutex:
             manifest["state"] = state
@@ -393,47 +338,20 @@ def writer_active(run_dir: Path) -> bool:
     return False
 
 
-def _now(job: Callable[[], None]) -> None:
-    job()
-
-
-def _nothing() -> None:
-    pass
-
-
 @contextlib.contextmanager
-def staged_artifact_dir(
-    view: RunView,
-    key: str,
-    flusher: Flusher | None,
-    run: Callable[[Callable[[], None]], None] = _now,
-    wait: Callable[[], None] = _nothing,
-    made: Callable[[], Path] | None = None,
-) -> Iterator[Path]:
-    r"""A private staging dir that becomes ``artifacts/<key>`` whole on success, or is removed on
-    failure. ``run`` does either at once, or queues it for a store's writer thread behind the
-    files queued for the dir; a failure then ``wait``\s for the removal (the block's exception
-    leaves nothing behind). The directories that gained an entry (``publish_dir``) reach the
-    disk with ``flusher``'s next group commit, or at once without one (a process that shares
-    the run but not its store: a Dask worker). ``made``: the staging dir (default: a new one)."""
+def staged_artifact_dir(view: RunView, key: str, flusher: Flusher | None) -> Iterator[Path]:
+    """A private staging dir that becomes ``artifacts/<key>`` whole on success. The directories
+    that gained an entry (``publish_dir``) reach the disk with ``flusher``'s next group commit,
+    or at once without one (a process that shares the run but not its store: a Dask worker)."""
     final = view.artifact_path(key)
-    staging = made() if made is not None else new_staging_dir(view)
+    staging_root = view.run_dir / STAGING_NAME
+    staging_root.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="artifact-", dir=staging_root))
     try:
         yield staging
     except BaseException:
-        run(functools.partial(shutil.rmtree, staging, ignore_errors=True))
-        wait()
+        shutil.rmtree(staging, ignore_errors=True)
         raise
-    run(functools.partial(_publish, staging, final, flusher))
-
-
-def new_staging_dir(view: RunView) -> Path:
-    staging_root = view.run_dir / STAGING_NAME
-    staging_root.mkdir(exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix="artifact-", dir=staging_root))
-
-
-def _publish(staging: Path, final: Path, flusher: Flusher | None) -> None:
     gained: list[Path] = []  # the directories that gained an entry (``publish_dir``)
     rundir.publish_dir(staging, final, replace=True, sync_parent=flusher is None, gained=gained)
     if flusher is not None:

@@ -49,10 +49,8 @@ from metewand.suites.browser.adapters import DEADLINE_MARGIN_S, AdapterRun
 from metewand.suites.browser.attempt_driver import (
     AttemptResult,
     DriverContext,
-    FileWriter,
     jsonable,
     write_artifacts,
-    write_now,
 )
 from metewand.suites.browser.checks import CheckResult
 from metewand.suites.browser.classify import Classification
@@ -135,7 +133,6 @@ class AdapterDriver:
             ctx.resolve_driver or resolve_driver,
             ctx.known_targets,
             ctx.state_clears,
-            ctx.write_file,
         )
 
 
@@ -209,7 +206,6 @@ async def run_adapter_attempt(
     resolve: Callable[[str], FoundDriver | DriverMissing] = resolve_driver,
     known_targets: adapter_targets.KnownTargets | None = None,
     clears: state_clear.KeptClears | None = None,
-    write_file: FileWriter = write_now,
 ) -> AttemptResult:
     """The attempt's result, the row's driver fields in its ``row_fields``; never raises for
     anything the adapter, the engine or the grader does. ``runner_for`` gives the slot's runner
@@ -219,8 +215,7 @@ async def run_adapter_attempt(
     grade. ``resolve``: where the driver path's adapter is found (the run's, resolved once).
     ``known_targets``: the slot's list of the engine's targets, carried from a clean attempt
     (None: listed before every attempt). ``clears``: the slot's kept connections for clearing
-    the engine's state after the attempt (None: a connection of its own for each clear).
-    ``write_file``: how its files reach ``out_dir`` (``attempt_driver.FileWriter``)."""
+    the engine's state after the attempt (None: a connection of its own for each clear)."""
     mark = begin_marks(phases)
     path = path_for_driver(task.driver)
     assert path is not None, "run_adapter_attempt is for adapter tasks only"
@@ -269,8 +264,7 @@ async def run_adapter_attempt(
             "adapter_undeclared_checks": graded_view(task.data, run)[1] if run is not None else [],
         },
     )
-    files = _adapter_files(out_dir, run)
-    return write_artifacts(out_dir, result, _observations(run), files, write_file)
+    return write_artifacts(out_dir, result, _observations(run), _adapter_files(out_dir, run))
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,8 @@ from metewand.suites.browser.attempt_driver import (
     AttemptResult,
     BeforeCleanup,
     DriverContext,
-    FileWriter,
     attempt_seed,
     write_artifacts,
-    write_now,
 )
 from metewand.suites.browser.cdp import (
     CdpClient,
@@ -84,7 +82,6 @@ class CdpStepsDriver:
             before_cleanup=ctx.work_done,
             grader=ctx.grader,
             phases=ctx.phases,
-            write_file=ctx.write_file,
         )
 
 
@@ -117,10 +114,8 @@ async def run_task_attempt(
     before_cleanup: BeforeCleanup | None = None,
     grader: GraderAccess = NO_GRADER_ACCESS,
     phases: AttemptPhases | None = None,
-    write_file: FileWriter = write_now,
 ) -> AttemptResult:
-    """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir`` (with
-    ``write_file``: at once, or queued for a run store's writer thread).
+    """Run one attempt and write ``cdp.jsonl`` and ``grader.json`` into ``artifact_dir``.
 
     ``cdp``: a browser WebSocket URL (a fresh connection is opened and closed here) or an open
     client (then pass ``log_recorder`` if the
@@ -180,7 +175,7 @@ async def run_task_attempt(
     )
     duration_ms = int((time.monotonic() - started - hook.wall_s - health_s) * 1000)
     result = _attempt_result(outcome, verdict, duration_ms, before, after, isolation, notes)
-    return _write(out_dir, result, verdict, recorder.jsonl(first_record), write_file)
+    return _write(out_dir, result, verdict, recorder.jsonl(first_record))
 
 
 async def _connect(
@@ -196,15 +191,11 @@ async def _connect(
 
 
 def _write(
-    out_dir: Path,
-    result: AttemptResult,
-    verdict: DriverVerdict | None,
-    cdp_log: bytes,
-    write_file: FileWriter,
+    out_dir: Path, result: AttemptResult, verdict: DriverVerdict | None, cdp_log: bytes
 ) -> AttemptResult:
     """The attempt's artifacts (result, the grader's observations, the CDP log) in ``out_dir``."""
     observations = verdict.observations if verdict is not None else None
-    return write_artifacts(out_dir, result, observations, [(CDP_LOG_FILE, cdp_log)], write_file)
+    return write_artifacts(out_dir, result, observations, [(CDP_LOG_FILE, cdp_log)])
 
 
 def _hard_kill_s(task: Task) -> float:

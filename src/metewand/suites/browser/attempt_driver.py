@@ -11,9 +11,7 @@ adapter the identity gate's ``EngineEndpoint``, which costs a CDP round trip the
 not pay).
 
 ``write_artifacts`` is the one way a driver writes its files: its own (a CDP log, an adapter's
-result) and ``grader.json``, the grader's record of the verdict. It writes them with the
-context's ``write_file``: at once, or in a run, queued for the run store's writer thread, which
-puts them in the staging dir before it publishes the dir (``runtime.write_behind``).
+result) and ``grader.json``, the grader's record of the verdict.
 """
 
 from __future__ import annotations
@@ -31,14 +29,6 @@ from metewand.suites.browser.classify import Classification
 from metewand.suites.browser.phase_marks import AttemptPhases
 from metewand.suites.browser.probes import NO_GRADER_ACCESS, GraderAccess
 from metewand.suites.browser.run_config import DEFAULT_DRIVER_ISOLATION
-
-# how an attempt's files reach its artifact dir: ``write_now``, or a run store's ``write_later``
-FileWriter = Callable[[Path, bytes], None]
-
-
-def write_now(path: Path, data: bytes) -> None:
-    path.write_bytes(data)
-
 
 if TYPE_CHECKING:
     from metewand.suites.browser.adapter_server import AdapterRunner
@@ -158,8 +148,6 @@ class DriverContext:
     # the slot's kept connections for clearing an engine's state after an adapter attempt
     state_clears: KeptClears | None = None
     driver_isolation: str = DEFAULT_DRIVER_ISOLATION  # --driver-isolation
-    # how the attempt's last files reach ``out_dir`` (a run queues them for its store's writer)
-    write_file: FileWriter = write_now
 
 
 class AttemptDriver(Protocol):
@@ -191,13 +179,12 @@ def write_artifacts(
     result: AttemptResult,
     observations: Any,
     files: Sequence[tuple[str, bytes | None]] = (),
-    write_file: FileWriter = write_now,
 ) -> AttemptResult:
     """Write the driver's ``files`` (bytes; None: a file the driver's own process wrote, only
-    listed) and ``grader.json`` with ``write_file``; the result listing them, in that order."""
+    listed) and ``grader.json``; the result listing them, in that order."""
     for name, data in files:
         if data is not None:
-            write_file(out_dir / name, data)
+            (out_dir / name).write_bytes(data)
     record = {
         "ok": result.status == "pass",
         "status": result.status,
@@ -207,5 +194,5 @@ def write_artifacts(
         "answer": jsonable(result.answer),
         "observations": jsonable(observations),
     }
-    write_file(out_dir / GRADER_FILE, canonical.dumps(record))
+    (out_dir / GRADER_FILE).write_bytes(canonical.dumps(record))
     return result.with_artifacts(*(name for name, _ in files), GRADER_FILE)

@@ -135,9 +135,6 @@ class AttemptRunner:
         with self.store.artifact_dir(planned.key) as out_dir:
             setup = self._setup(planned, process, driver, out_dir)
             observers = Observers.made(self.registry.observers, setup)
-            # the attempt before's files and row are on the store's writer thread: done before
-            # this attempt begins, so they never share the cores with its engine
-            self.store.drain()
             observers.begin()
             started_at = utc_now()
             ctx = self._driver_context(planned, out_dir, observers)
@@ -151,9 +148,7 @@ class AttemptRunner:
             observers.work_done()  # not reached before cleanup (failure, timeout, an adapter)
             observed = await observers.end(result)
             result = self._with_engine_log_tail(result, process, out_dir)
-            self.store.write_later(
-                out_dir / rundir.ATTEMPT_OUTCOME, canonical.dumps(result.to_json())
-            )
+            (out_dir / rundir.ATTEMPT_OUTCOME).write_bytes(canonical.dumps(result.to_json()))
         return attempt_row(
             base,
             result,
@@ -177,7 +172,6 @@ class AttemptRunner:
             traffic=self.server.traffic,
             driver=driver,
             out_dir=out_dir,
-            store_writer_cpu_ns=self.store.writer_cpu_ns,
         )
 
     def _driver_context(
@@ -203,7 +197,6 @@ class AttemptRunner:
             known_targets=self._known_targets,
             state_clears=self._state_clears,
             driver_isolation=config.driver_isolation,
-            write_file=self.store.write_later,
         )
 
     def _with_grader_evidence(
@@ -213,18 +206,17 @@ class AttemptRunner:
         if not records and not dropped:
             return result
         document = {"session": session, "records": records, "records_not_kept": dropped}
-        self.store.write_later(out_dir / GRADER_EVIDENCE_FILE, canonical.dumps(document))
+        (out_dir / GRADER_EVIDENCE_FILE).write_bytes(canonical.dumps(document))
         return result.with_artifacts(GRADER_EVIDENCE_FILE)
 
+    @staticmethod
     def _with_engine_log_tail(
-        self, result: AttemptResult, process: EngineProcess, out_dir: Path
+        result: AttemptResult, process: EngineProcess, out_dir: Path
     ) -> AttemptResult:
         """A dead engine's last words, beside the attempt that met its death."""
         if process.is_alive():
             return result
-        self.store.write_later(
-            out_dir / ENGINE_LOG_TAIL_FILE, process.stderr_tail().encode("utf-8")
-        )
+        (out_dir / ENGINE_LOG_TAIL_FILE).write_text(process.stderr_tail())
         return result.with_artifacts(ENGINE_LOG_TAIL_FILE)
 
     def _run_context(self, planned: PlannedAttempt, process: EngineProcess) -> dict[str, Any]:

@@ -262,9 +262,6 @@ class ComputeSuite:
                 phase_marks=self.phase_marks,
                 dataset_output_schema=self._output_schema(attempt),
             )
-            # the attempt before's files and row are on the store's writer thread: done before
-            # this attempt starts, so they never share the cores with what it measures
-            self.store.drain()
             outcome = AttemptRun(spec, worker, release_worker=last).run()
             if self.sessions.stopping:  # cut short by the interrupt: not a result
                 raise RunInterrupted(attempt.key)

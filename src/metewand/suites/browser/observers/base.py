@@ -78,8 +78,6 @@ class ObserverSetup:
     traffic: TrafficTracker  # the slot's fixture server's counters
     driver: AttemptDriver  # the driver that runs the attempt
     out_dir: Path  # the attempt's artifact directory (staged; published with the row)
-    # the run store's writer thread's CPU so far, ns (``RunStore.writer_cpu_ns``; 0: none here)
-    store_writer_cpu_ns: Callable[[], int] = lambda: 0
 
 
 @dataclass(frozen=True)

@@ -40,18 +40,11 @@ RESOURCE_FILE = rundir.ATTEMPT_RESOURCE_SAMPLES
 
 
 def harness_scope(
-    process_cpu_ns: int,
-    sampler_cpu_ns: int,
-    jobs: int,
-    host_cpu_ns: int = 0,
-    writer_cpu_ns: int = 0,
+    process_cpu_ns: int, sampler_cpu_ns: int, jobs: int, host_cpu_ns: int = 0
 ) -> dict[str, Any]:
     """The harness's CPU over one attempt: this process (CDP client, driver, grader, fixture
-    server, the run store's writer) minus the sampler's threads and the host-telemetry thread,
-    which are the observer's cost, not the harness's. The store's writer thread's share is given
-    apart, included: the attempt's own last files, written while the observers end, and at
-    jobs > 1 other slots' (a slot lets an attempt begin only once the writes of the one before
-    are done: ``runtime.write_behind``). At jobs > 1 the process serves several attempts at once, so the
+    server) minus the sampler's threads and the host-telemetry thread, which are the observer's
+    cost, not the harness's. At jobs > 1 the process serves several attempts at once, so the
     figure is not this attempt's alone; ``concurrent`` says so."""
     observer_ns = sampler_cpu_ns + host_cpu_ns
     return {
@@ -60,8 +53,7 @@ def harness_scope(
         "process_cpu_ms": round(process_cpu_ns / 1e6, 3),
         "sampler_cpu_ms_excluded": round(sampler_cpu_ns / 1e6, 3),
         "host_telemetry_cpu_ms_excluded": round(host_cpu_ns / 1e6, 3),
-        "store_writer_cpu_ms_included": round(max(0, writer_cpu_ns) / 1e6, 3),
-        "parts": ["cdp_client", "driver", "grader", "fixture_server", "store_writer"],
+        "parts": ["cdp_client", "driver", "grader", "fixture_server"],
         "source": "process_time_ns minus sampler and host-telemetry thread_time",
         "concurrent": jobs > 1,
     }
@@ -80,7 +72,6 @@ class EngineResources(Observer):
         self.wall_start = 0.0
         self.harness_cpu_start = 0  # this process's CPU (all threads) in ns at the start
         self.host_cpu_start = 0  # the host-telemetry thread's CPU in ns at the start
-        self.writer_cpu_start = 0  # the run store's writer thread's CPU in ns at the start
         self.start_ms = 0.0  # observer wall of the baseline scan (+ setup)
         self.stop_ms = 0.0  # observer wall of the end scan (+ sampler teardown)
         self.wall_ms = 0.0  # the collection window: baseline scan start to end scan end
@@ -105,7 +96,6 @@ class EngineResources(Observer):
         self.wall_start = time.perf_counter()
         self.harness_cpu_start = time.process_time_ns()
         self.host_cpu_start = self.profiler.host_cpu_ns()
-        self.writer_cpu_start = setup.store_writer_cpu_ns()
         try:
             # the high-water must cover this attempt only, or one spike marks every later one
             self.peak_reset = group.reset_memory_peak()
@@ -133,7 +123,6 @@ class EngineResources(Observer):
         samples file."""
         process_cpu_ns = time.process_time_ns() - self.harness_cpu_start
         host_cpu_ns = self.profiler.host_cpu_ns() - self.host_cpu_start
-        writer_cpu_ns = self.setup.store_writer_cpu_ns() - self.writer_cpu_start
         try:
             self.record = self._engine_record()
         except Exception as exc:
@@ -145,9 +134,7 @@ class EngineResources(Observer):
                 "quality_flags": ["sampler_fault"],
             }
         sampler_ns = self.summary.sampler_cpu_ns if self.summary is not None else 0
-        self.harness = harness_scope(
-            process_cpu_ns, sampler_ns, self.profiler.jobs, host_cpu_ns, writer_cpu_ns
-        )
+        self.harness = harness_scope(process_cpu_ns, sampler_ns, self.profiler.jobs, host_cpu_ns)
 
     def _engine_record(self) -> dict[str, Any]:
         if self.summary is None:
