@@ -15,6 +15,7 @@ from fair_helpers import validate
 from metewand import canonical
 from metewand.measure.host import (
     HostTelemetry,
+    Spool,
     descendant_pids,
     parse_psi,
     read_meminfo,
@@ -188,3 +189,22 @@ def test_a_telemetry_with_a_file_keeps_no_samples_and_reads_back_only_its_own(
     assert summary["sample_count"] == len(ours) >= 4
     assert telemetry.samples == [canonical.loads(line) for line in ours]
     assert [s["seq"] for s in telemetry.samples] == list(range(len(ours)))
+
+
+def test_a_spooled_telemetry_keeps_no_samples_and_leaves_no_file() -> None:
+    """A Dask worker's telemetry has no run file: its samples go to an anonymous temporary file
+    of its own (unlinked at once), and the summary reads them back from it."""
+    telemetry = HostTelemetry(0.1, os.getpid(), Spool()).start()
+    spool = telemetry._file
+    assert os.fstat(spool.fileno()).st_nlink == 0  # nothing on disk to leave behind
+    time.sleep(0.45)
+    live = telemetry.samples  # read back while the thread still appends
+    assert [s["seq"] for s in live] == list(range(len(live))) and len(live) >= 2
+    summary = telemetry.stop()
+    del live
+    gc.collect()
+    schema = "abb_host_telemetry/1"
+    alive = [o for o in gc.get_objects() if isinstance(o, dict) and o.get("schema") == schema]
+    assert len(alive) == 1  # the last sample, which a next one's deltas would need
+    assert summary["sample_count"] >= 4
+    assert spool.closed

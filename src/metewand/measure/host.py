@@ -49,6 +49,11 @@ Sample = dict[str, Any]
 SampleSink = Callable[[Sample], None]
 
 
+class Spool:
+    """A ``HostTelemetry`` sink: its lines in an anonymous temporary file of its own, read back
+    for the summary, so the samples stay out of memory and nothing is left on disk."""
+
+
 # ---- readers (each returns a value, or raises OSError/ValueError for the caller to record) ----
 
 
@@ -195,11 +200,12 @@ class HostTelemetry:
     """Samples the host every ``interval_s`` in a daemon thread.
 
     ``sink`` is a path (``host_telemetry.jsonl``: one canonical line per sample, flushed per
-    line) or a callable receiving each sample. ``stop()`` returns the ``host_summary.json``
-    content, including the pollution-gate verdict under the recorded thresholds.
-    With a path, the samples are not kept in memory (~7.5 KB each, one every 2 s: ~10 MB an
-    hour of a run, kept to its end): ``samples`` reads this telemetry's lines back from the
-    file. Otherwise they are kept (``measure`` puts them in its record).
+    line), a ``Spool`` (the same lines in an anonymous temporary file: a Dask worker's, whose
+    samples stay on its host) or a callable receiving each sample. ``stop()`` returns the
+    ``host_summary.json`` content, including the pollution-gate verdict under the recorded
+    thresholds. With a path or a spool, the samples are not kept in memory (~7.5 KB each, one
+    every 2 s: ~10 MB an hour of a run, kept to its end): ``samples`` reads this telemetry's
+    lines back. Otherwise they are kept (``measure`` puts them in its record).
     ``member_pids`` names the benchmark's processes outside ``root_pid``'s tree (the members of
     its accounting groups), so their CPU is never foreign.
     """
@@ -208,7 +214,7 @@ class HostTelemetry:
         self,
         interval_s: float,
         root_pid: int,
-        sink: str | os.PathLike[str] | SampleSink | None = None,
+        sink: str | os.PathLike[str] | Spool | SampleSink | None = None,
         thresholds: GateThresholds | None = None,
         member_pids: MemberPids | None = None,
         min_foreign_interval_s: float = 0.0,
@@ -244,7 +250,12 @@ class HostTelemetry:
     def start(self) -> HostTelemetry:
         if self._thread is not None:
             raise RuntimeError("HostTelemetry already started")
-        if self._sink is not None and not callable(self._sink):
+        if isinstance(self._sink, Spool):
+            import tempfile  # only a spool needs it (``measure`` starts without it)
+
+            # unlinked at once: nothing is left on disk, whatever ends the process
+            self._file = tempfile.TemporaryFile(prefix="metewand-host-telemetry-")  # noqa: SIM115
+        elif self._sink is not None and not callable(self._sink):
             self._file = open(self._sink, "ab")  # noqa: SIM115 - closed in stop()
             self._file_start = self._file.tell()
         self.started_at = utc_now()
@@ -284,14 +295,26 @@ class HostTelemetry:
             return self._kept
         import json  # the file's lines are canonical JSON, which json reads to the same values
 
-        assert self._sink is not None and not callable(self._sink)
         try:
-            with open(self._sink, "rb") as handle:
-                handle.seek(self._file_start)
-                return [json.loads(line) for line in handle.read().splitlines()]
+            return [json.loads(line) for line in self._written().splitlines()]
         except (OSError, ValueError) as exc:
             self.errors.append(f"host telemetry could not be read back: {exc}")
             return []
+
+    def _written(self) -> bytes:
+        """This telemetry's lines as written so far."""
+        if isinstance(self._sink, Spool):
+            with self._record_lock:  # the thread appends through the same handle
+                if self._file is None:  # stopped: its summary was made before the close
+                    return b""
+                self._file.seek(0)
+                data: bytes = self._file.read()
+                self._file.seek(0, os.SEEK_END)
+                return data
+        assert self._sink is not None and not callable(self._sink)
+        with open(self._sink, "rb") as handle:
+            handle.seek(self._file_start)
+            return handle.read()
 
     def _append_sample(self) -> None:
         previous = self._previous
@@ -341,10 +364,11 @@ class HostTelemetry:
             finally:
                 self._record_lock.release()
         self.ended_at = utc_now()
+        summary = self.summary()  # before the file closes: a spool's lines go with it
         if self._file is not None:
             self._file.close()
             self._file = None
-        return self.summary()
+        return summary
 
     def __enter__(self) -> HostTelemetry:
         return self.start()

@@ -45,7 +45,7 @@ from distributed import WorkerPlugin, get_worker
 from distributed.exceptions import Reschedule
 
 from metewand import canonical
-from metewand.measure.host import HostTelemetry
+from metewand.measure.host import HostTelemetry, Spool
 from metewand.runtime import provenance
 from metewand.runtime import suite as suite_registry
 from metewand.runtime.host_name import set_worker_place, worker_host, worker_place
@@ -243,7 +243,7 @@ class SlotPlugin(WorkerPlugin):
             if self._slot is None:
                 telemetry = worker_telemetry(self._suite, os.getpid())
                 self._telemetry = (
-                    telemetry or HostTelemetry(TELEMETRY_INTERVAL_S, root_pid=os.getpid())
+                    telemetry or HostTelemetry(TELEMETRY_INTERVAL_S, os.getpid(), Spool())
                 ).start()
                 self._slot = self._suite.open_slot(f"dask:{self._worker_name}")
             return self._suite, self._slot

@@ -49,7 +49,7 @@ from metewand.errors import (
     InvalidInput,
     MetewandError,
 )
-from metewand.measure.host import HostTelemetry
+from metewand.measure.host import HostTelemetry, Spool
 from metewand.measure.host_gate import GateThresholds
 from metewand.runtime import provenance, run_sessions, rundir
 from metewand.runtime.executor import Executor, LocalExecutor
@@ -215,12 +215,18 @@ def host_telemetry(
     members: Callable[[], list[int]] | None = None,
 ) -> HostTelemetry | None:
     """The run's host telemetry (not started), or None when the run samples none. ``sink``:
-    ``host_telemetry.jsonl`` (None: samples kept in memory, a Dask worker's); ``members``: pids
+    ``host_telemetry.jsonl`` (None: a private spool, a Dask worker's); ``members``: pids
     outside ``root_pid``'s tree that are still the benchmark's (never foreign CPU)."""
     if sampling is None:
         return None
     thresholds = GateThresholds(foreign_cpu_max_cores=sampling.foreign_cpu_max_cores)
-    return HostTelemetry(sampling.interval_s, root_pid, sink, thresholds, member_pids=members)
+    return HostTelemetry(
+        sampling.interval_s,
+        root_pid,
+        sink if sink is not None else Spool(),
+        thresholds,
+        member_pids=members,
+    )
 
 
 @dataclass

@@ -95,8 +95,8 @@ class ResourceProfiler(EngineGroups):
 
     def host_telemetry(self, root_pid: int, to_file: bool = True) -> HostTelemetry | None:
         """This profiler's host telemetry (not started), when asked for. ``to_file`` False:
-        samples are kept in memory only (a Dask worker: the run's ``host_telemetry.jsonl`` is
-        the client's host; the worker's summary goes back whole)."""
+        samples go to a private spool (a Dask worker: the run's ``host_telemetry.jsonl`` is the
+        client's host; the worker's summary goes back whole)."""
         sink = self.run_dir / rundir.HOST_TELEMETRY if to_file else None
         self.adopt_host(host_telemetry(self.host_sampling(), root_pid, sink, self.group_members))
         return self._host
