@@ -5,7 +5,9 @@ Runs ``metewand browser run`` in this process. At each attempt's start a switch 
 picks the attempt's arm:
 
 - ``json``: canonical records and CDP messages through orjson (on) or the standard library's
-  ``json`` (off).
+  ``json`` (off);
+- ``cdp-log``: the CDP log's lines written by ``canonical.dumps_parsed`` (on) or by
+  ``canonical.line``, which walks each frame first (off).
 
 **Who gets which arm.** Within a round (every task once, in the plan's fixed order) the arms go
 ABBA; from one round to the next every task changes arm. Each task so meets both arms, and the
@@ -26,6 +28,8 @@ bootstrap 95% CI, and the mean. ``--k`` must be even.
 
     .venv/bin/python benchmarks/in_run_ab.py --switch json --subset l1.raw_cdp \
         --engine lightpanda --per-subset 40 --k 6
+    .venv/bin/python benchmarks/in_run_ab.py --switch cdp-log --subset l1.raw_cdp \
+        --engine lightpanda --per-subset 40 --k 8
 """
 
 from __future__ import annotations
@@ -62,8 +66,24 @@ def use_orjson(on: bool) -> None:
     cdp._message_text = ORJSON_TEXT if on else _stdlib_text  # type: ignore[assignment]
 
 
+def _checked_log_line(record: Any) -> bytes:
+    """The CDP log's line as written before ``canonical.dumps_parsed``: the checked walk."""
+    try:
+        return canonical.line(record.to_json())
+    except canonical.CanonicalJSONError:
+        return PARSED_LOG_LINE(record)
+
+
+PARSED_LOG_LINE = cdp._log_line
+
+
+def use_parsed_log_lines(on: bool) -> None:
+    cdp._log_line = PARSED_LOG_LINE if on else _checked_log_line  # type: ignore[assignment]
+
+
 SWITCHES: dict[str, tuple[Callable[[bool], None], str, str]] = {
     "json": (use_orjson, "orjson", "json"),
+    "cdp-log": (use_parsed_log_lines, "dumps_parsed", "checked"),
 }
 
 
@@ -110,7 +130,8 @@ def install_switch(switch: Callable[[bool], None], seen: list[Attempt]) -> None:
 def run(switch: str, subset: str, engine: str, per_subset: int, k: int) -> list[Attempt]:
     seen: list[Attempt] = []
     install_switch(SWITCHES[switch][0], seen)
-    canonical.use_orjson = lambda: False  # type: ignore[assignment]  # the switch decides
+    if switch == "json":
+        canonical.use_orjson = lambda: False  # type: ignore[assignment]  # the switch decides
     os.environ.setdefault("LIGHTPANDA_DISABLE_TELEMETRY", "true")
     from metewand.cli.entry import main as metewand
 

@@ -124,3 +124,76 @@ def test_what_the_fast_path_refuses_takes_rfc8785(value: Any) -> None:
             canonical.dumps(value)
     else:
         assert canonical.dumps(value) == expected
+
+
+# what JSON parsing makes: a CDP message (no tuples, no other types)
+parsed_values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(keys, inner, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(parsed_values)
+def test_a_parsed_value_is_written_as_rfc8785_does_without_the_walk(value: Any) -> None:
+    assert canonical.dumps_parsed(value) == rfc8785.dumps(value)
+
+
+def test_parsed_floats_of_every_exponent_are_written_as_ecmascript_does() -> None:
+    draw = random.Random(8786)
+    values = [
+        struct.unpack("<d", draw.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20000)
+    ]
+    values += [draw.randint(-(10**17), 10**17) / 10 ** draw.randint(0, 9) for _ in range(5000)]
+    values += [float(f"1e{e}") for e in range(-330, 310)] + [
+        float(f"1.5e{e}") for e in range(-320, 300)
+    ]
+    inside = [v for v in values if in_domain(v)]
+    assert canonical.dumps_parsed(inside) == rfc8785.dumps(inside)
+    for number in inside[:3000]:  # one at a time: each float's own form, not a list's
+        assert canonical.dumps_parsed({"x": number}) == rfc8785.dumps({"x": number})
+    for number in [v for v in values if math.isfinite(v) and not in_domain(v)][:200]:
+        with pytest.raises(canonical.CanonicalJSONError) as caught:
+            canonical.dumps_parsed([number])
+        assert caught.value.kind == canonical.UNSAFE_INTEGER
+
+
+def test_a_typical_cdp_message_skips_the_walk(
+    encoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = {
+        "id": 7,
+        "result": {"nodes": [{"nodeId": 1, "x": 12.5, "name": "A é \u2603"}], "t": 1765.25},
+        "sessionId": "AB12",
+    }
+    expected = rfc8785.dumps(message)
+
+    def walked(value: Any) -> bool:
+        raise AssertionError("the value was walked")
+
+    monkeypatch.setattr(canonical, "_scan", walked)
+    if encoder == "orjson":
+        assert canonical.dumps_parsed(message) == expected
+    else:  # a process without orjson writes it the checked way
+        with pytest.raises(AssertionError, match="walked"):
+            canonical.dumps_parsed(message)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ({"big": 2**53}, canonical.UNSAFE_INTEGER),
+        ({"lone": "\ud800"}, canonical.INVALID_UNICODE),
+        ({"integral": 1e300}, canonical.UNSAFE_INTEGER),
+    ],
+)
+def test_what_a_parsed_value_may_not_hold_still_fails_by_name(value: Any, kind: str) -> None:
+    with pytest.raises(canonical.CanonicalJSONError) as caught:
+        canonical.dumps_parsed(value)
+    assert caught.value.kind == kind
+
+
+def test_a_key_beyond_the_bmp_is_ordered_as_utf16_orders_it() -> None:
+    value = {"\U0001f600": 1, "\ue000": 2, "a": [1.0, {"\U00010000x": None}]}
+    assert canonical.dumps_parsed(value) == rfc8785.dumps(value)

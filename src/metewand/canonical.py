@@ -247,6 +247,33 @@ def _es_number(value: float) -> str:
     return sign + body
 
 
+# In orjson's bytes, what may be a float not in ECMAScript's form (an exponent; an integral
+# float's ".0", last or before a delimiter) or a key whose order UTF-16 and code points disagree
+# on (a character beyond U+FFFF: a 4-byte UTF-8 sequence). A match inside a string is harmless:
+# the checked path is only taken, not needed.
+_MAYBE_NOT_CANONICAL = re.compile(rb"[0-9]e|\.0(?:[,\]}]|$)|[\xf0-\xf4]")
+
+
+def dumps_parsed(value: Any) -> bytes:
+    """``dumps`` of a value as JSON parsing makes it (dicts with string keys, lists, strings,
+    integers, finite floats, booleans, null: a CDP message), without ``_scan``'s walk, which is
+    most of the cost of a large one. orjson writes it with strict integers; its bytes are
+    canonical unless they hold a float to rewrite or a key beyond the Basic Multilingual Plane,
+    which a search of the bytes finds (or something that only looks like one, in a string);
+    then, or without orjson, or for what orjson refuses, ``dumps``. Other types are not
+    checked here (orjson would write a UUID or an enum member): give those to ``dumps``."""
+    if _orjson is not None:
+        try:
+            data: bytes = _orjson.dumps(
+                value, option=_orjson.OPT_SORT_KEYS | _orjson.OPT_STRICT_INTEGER
+            )
+        except _orjson.JSONEncodeError:  # a big integer, a surrogate, nested too deep
+            return dumps(value)
+        if not _MAYBE_NOT_CANONICAL.search(data):
+            return data
+    return dumps(value)
+
+
 def dumps_str(value: Any) -> str:
     return dumps(value).decode("utf-8")
 

@@ -113,7 +113,9 @@ class CdpLogRecorder:
 
 def _log_line(record: CdpLogRecord) -> bytes:
     try:
-        return canonical.line(record.to_json())
+        # a frame is what JSON parsing made (or our own message of the same kinds): written
+        # without the canonical walk, ~0.4 ms of a raw CDP attempt's CPU on Lightpanda
+        return canonical.dumps_parsed(record.to_json()) + b"\n"
     except canonical.CanonicalJSONError:
         # e.g. an integer beyond 2^53 in a CDP payload: keep the frame, as text
         as_text = {**record.to_json(), "msg": {"unparsed": json.dumps(record.message)}}
