@@ -21,6 +21,9 @@ exponent, or a trailing ``.0``) is rewritten in the text, outside strings, by ``
 In a process that asked for it (``use_orjson``), orjson writes instead: byte for byte what
 ``json.dumps`` writes on those values, with the floats to rewrite put in as fragments of their
 ECMAScript form.
+A value as JSON parsing makes it (``dumps_parsed``: a CDP frame) skips the walk where orjson
+is in use: orjson writes it with strict integers, and a search of its bytes for what may be a
+float to rewrite or a key beyond U+FFFF sends it down the path above instead.
 Anything else (a subclass, a key that is not a string or holds a character beyond U+FFFF, a big
 integer, a float outside the domain, a lone surrogate) takes the reference implementation,
 rfc8785, after the domain checks that name its errors. rfc8785 writes a row of a browser
