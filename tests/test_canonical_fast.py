@@ -70,13 +70,19 @@ def test_a_value_nested_deeper_than_orjson_goes_is_written_all_the_same() -> Non
     assert canonical._fast_dumps(value) == rfc8785.dumps(value)
 
 
-def test_random_float_bit_patterns_are_written_as_ecmascript_does() -> None:
-    draw = random.Random(8785)
+def random_floats(seed: int) -> list[float]:
+    """20,000 random bit patterns (every exponent as likely as any other), then integers and
+    short decimals, which get their own share."""
+    draw = random.Random(seed)
     values = [
         struct.unpack("<d", draw.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20000)
     ]
-    # every exponent is as likely as any other: integers and short decimals get their own share
     values += [draw.randint(-(10**17), 10**17) / 10 ** draw.randint(0, 9) for _ in range(5000)]
+    return values
+
+
+def test_random_float_bit_patterns_are_written_as_ecmascript_does() -> None:
+    values = random_floats(8785)
     beyond = [v for v in values if math.isfinite(v) and not in_domain(v)]
     values = [v for v in values if in_domain(v)]
     assert len(values) > 10000 and len(beyond) > 1000  # both classes are well drawn
@@ -141,11 +147,7 @@ def test_a_parsed_value_is_written_as_rfc8785_does_without_the_walk(value: Any) 
 
 
 def test_parsed_floats_of_every_exponent_are_written_as_ecmascript_does() -> None:
-    draw = random.Random(8786)
-    values = [
-        struct.unpack("<d", draw.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20000)
-    ]
-    values += [draw.randint(-(10**17), 10**17) / 10 ** draw.randint(0, 9) for _ in range(5000)]
+    values = random_floats(8786)
     values += [float(f"1e{e}") for e in range(-330, 310)] + [
         float(f"1.5e{e}") for e in range(-320, 300)
     ]
