@@ -66,15 +66,16 @@ def use_orjson(on: bool) -> None:
     cdp._message_text = ORJSON_TEXT if on else _stdlib_text  # type: ignore[assignment]
 
 
+PARSED_LOG_LINE = cdp._log_line
+
+
 def _checked_log_line(record: Any) -> bytes:
-    """The CDP log's line as written before ``canonical.dumps_parsed``: the checked walk."""
+    """The CDP log's line as written before ``canonical.dumps_parsed``: the checked walk (a
+    frame it refuses goes to the parsed path, which refuses it too and writes it as text)."""
     try:
         return canonical.line(record.to_json())
     except canonical.CanonicalJSONError:
         return PARSED_LOG_LINE(record)
-
-
-PARSED_LOG_LINE = cdp._log_line
 
 
 def use_parsed_log_lines(on: bool) -> None:
